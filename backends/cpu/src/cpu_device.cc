@@ -1,0 +1,42 @@
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
+#include "nabla/executor.h"
+
+namespace nabla::cpu {
+
+void* CpuDevice::Allocate(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  NABLA_ENFORCE(p != nullptr, kExternal, "out of host memory allocating ", bytes, " bytes");
+  return p;
+}
+
+void CpuDevice::Free(void* ptr, size_t) { std::free(ptr); }
+
+void CpuDevice::CopyFromHost(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void CpuDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void CpuDevice::CopyOnDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+void RegisterSequentialExecutor();  // sequential_executor.cc
+
+void InitCpuBackend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static CpuDevice host;
+    SetHostDevice(&host);
+    RegisterSequentialExecutor();
+  });
+}
+
+}  // namespace nabla::cpu

@@ -1,0 +1,34 @@
+# One find_package per dependency, exactly as STACK.md §2 checked them, wrapped
+# in small INTERFACE adapters so the rest of the tree never spells vendor names.
+find_package(Threads REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(TBB 2021 REQUIRED CONFIG)
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_package(yaml-cpp REQUIRED CONFIG)
+find_package(CLI11 REQUIRED CONFIG)
+find_package(fmt REQUIRED CONFIG)
+find_package(ZLIB REQUIRED)
+if(NABLA_BUILD_TESTS)
+  find_package(GTest REQUIRED CONFIG)
+endif()
+
+include(CheckIncludeFileCXX)
+check_include_file_cxx(cblas.h NABLA_HAVE_CBLAS_H)
+if(NOT NABLA_HAVE_CBLAS_H)
+  message(FATAL_ERROR "cblas.h not found: install libopenblas-dev")
+endif()
+
+# Boost.DLL with std::filesystem: no libboost_* at link time (STACK.md §3.8).
+add_library(nabla_dep_dll INTERFACE)
+target_link_libraries(nabla_dep_dll INTERFACE Boost::headers ${CMAKE_DL_LIBS})
+target_compile_definitions(nabla_dep_dll INTERFACE BOOST_DLL_USE_STD_FS)
+add_library(dep::dll ALIAS nabla_dep_dll)
+
+add_library(nabla_dep_blas INTERFACE)
+target_link_libraries(nabla_dep_blas INTERFACE BLAS::BLAS)
+add_library(dep::blas ALIAS nabla_dep_blas)
+
+add_library(nabla_dep_yaml INTERFACE)
+target_link_libraries(nabla_dep_yaml INTERFACE yaml-cpp)
+add_library(dep::yaml ALIAS nabla_dep_yaml)

@@ -1,0 +1,95 @@
+#pragma once
+// A dense tensor: shape, dtype and a (shared) buffer on one device.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nabla/error.h"
+#include "nabla/export.h"
+#include "nabla/types.h"
+
+namespace nabla {
+
+class Device;
+
+// Owns one allocation; frees it through its device when the last tensor
+// sharing it goes away.
+class NABLA_API Buffer {
+ public:
+  Buffer(Device* device, size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* Data() const { return data_; }
+  size_t Bytes() const { return bytes_; }
+  Device* GetDevice() const { return device_; }
+
+ private:
+  Device* device_;  // non-owning; devices outlive tensors
+  void* data_;
+  size_t bytes_;
+};
+
+class NABLA_API Tensor {
+ public:
+  Tensor() = default;
+
+  const Shape& GetShape() const { return shape_; }
+  int64_t Numel() const;
+  size_t Rank() const { return shape_.size(); }
+  int64_t Dim(size_t i) const { return shape_.at(i); }
+  DType GetDType() const { return dtype_; }
+  size_t Bytes() const { return static_cast<size_t>(Numel()) * DTypeSize(dtype_); }
+  bool IsInitialized() const { return buffer_ != nullptr; }
+  Device* GetDevice() const { return buffer_ ? buffer_->GetDevice() : nullptr; }
+
+  // Sets shape and dtype without touching memory; the next Allocate sizes it.
+  void Resize(Shape shape) { shape_ = std::move(shape); }
+  void SetDType(DType dtype) { dtype_ = dtype; }
+
+  // Makes sure the buffer holds Bytes() on `device`, reusing the current one
+  // when it is large enough and on the same device. Returns the data.
+  void* Allocate(Device& device);
+  void* Allocate(Device& device, DType dtype, Shape shape) {
+    dtype_ = dtype;
+    shape_ = std::move(shape);
+    return Allocate(device);
+  }
+  template <typename T>
+  T* Allocate(Device& device, Shape shape) {
+    return static_cast<T*>(Allocate(device, DTypeOf<T>::value, std::move(shape)));
+  }
+
+  // Typed views; the dtype must match (checked) and the tensor be allocated.
+  template <typename T>
+  const T* Data() const {
+    CheckAccess(DTypeOf<T>::value);
+    return static_cast<const T*>(RawData());
+  }
+  template <typename T>
+  T* MutableData() {
+    CheckAccess(DTypeOf<T>::value);
+    return static_cast<T*>(RawData());
+  }
+  void* RawData() const;
+
+  // Shares the buffer of `other` (no copy): shape and dtype follow it.
+  void ShareDataWith(const Tensor& other);
+  // Deep copy onto `device`.
+  void CopyFrom(const Tensor& src, Device& device);
+  // Drops the buffer (keeps shape and dtype).
+  void Release() { buffer_.reset(); offset_ = 0; }
+
+  std::string DebugString() const;  // "float32[2, 3]"
+
+ private:
+  void CheckAccess(DType wanted) const;
+
+  Shape shape_;
+  DType dtype_ = DType::kFloat32;
+  std::shared_ptr<Buffer> buffer_;
+  size_t offset_ = 0;
+};
+
+}  // namespace nabla
