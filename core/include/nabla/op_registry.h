@@ -30,6 +30,7 @@
 #include "nabla/attribute.h"
 #include "nabla/error.h"
 #include "nabla/export.h"
+#include "nabla/gradcheck.h"
 #include "nabla/program.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
@@ -245,6 +246,7 @@ struct OpInfo {
   OpTraits traits;
   Origin origin;
   std::shared_ptr<void> library;  // keeps the plugin mapped while callable
+  std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
 
   bool HasGradient() const { return static_cast<bool>(grad_maker); }
 };
@@ -331,6 +333,7 @@ class NABLA_API OpBuilder {
     });
   }
   OpBuilder& KernelDType(KernelDTypeFn fn);
+  OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
   OpInfo& Info() { return *info_; }
