@@ -67,7 +67,7 @@ struct AttrDef {
   std::string doc;
 };
 
-struct OpSchema {
+struct NABLA_API OpSchema {
   std::string type;
   std::string doc;
   std::vector<SlotDef> inputs;
@@ -87,7 +87,7 @@ struct OpTraits {
   bool random = false;         // output depends on a seed
 };
 
-struct Origin {
+struct NABLA_API Origin {
   std::string plugin;  // plugin name ("" for ops registered in-process)
   std::string path;    // plugin file
   std::string file;    // source file of the registration
