@@ -166,7 +166,10 @@ void PluginManager::Load(const std::string& requested_path) {
   try {
     CommitRegistrar(staging);
   } catch (const Error& e) {
-    ThrowError(e.kind(), Prefix(path) + e.what());
+    // The commit names the batch by its path already; say it once.
+    std::string message = e.what();
+    if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
+    ThrowError(e.kind(), Prefix(path) + message);
   }
   state.loaded.push_back(LoadedPlugin{name, path, library});
 }

@@ -178,7 +178,7 @@ TEST(PluginLoader, ThrowingRegistrationLeavesNothingBehind) {
 
 TEST(PluginLoader, DuplicateOpNamesBothOrigins) {
   LoadGood();
-  ExpectLoadFails(TOY_DUPLICATE_OP, ErrorKind::kAlreadyExists,
+  ExpectLoadFails(TOY_DUPLICATE_OP, ErrorKind::kInvalidArgument,
                   {Canonical(TOY_DUPLICATE_OP), "toy_double", "toy_good", "toy_duplicate_op"});
   EXPECT_FALSE(HasOp("toy_duplicate_only"));
   EXPECT_EQ(FindPlugin("toy_duplicate_op"), nullptr);
