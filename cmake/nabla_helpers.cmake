@@ -11,6 +11,8 @@ function(nabla_add_plugin name)
   endif()
   if(NOT P_OUTPUT_DIR)
     set(P_OUTPUT_DIR ${NABLA_PLUGIN_OUTPUT_DIR})
+    # Listed so binaries that LoadDefaults() can depend on every standard plugin.
+    set_property(GLOBAL APPEND PROPERTY NABLA_STANDARD_PLUGINS ${name})
   endif()
   set_target_properties(${name} PROPERTIES
     PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR}
