@@ -25,8 +25,8 @@ constexpr CommandFactory kCommands[] = {
 };
 
 std::string VersionString() {
-  return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", plugin ABI ",
-                ExpectedAbiTag(), ")");
+  return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", plugin ABI ", ExpectedAbiTag(),
+                ")");
 }
 
 void AddOption(CLI::App& sub, const OptionSpec& spec) {

@@ -67,8 +67,8 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
 
 Device& ResolveDevice(const std::string& name) {
   DeviceType type;
-  NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '",
-                name, "'");
+  NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '", name,
+                "'");
   NABLA_ENFORCE(type == DeviceType::kCPU, kInvalidArgument, "--device ", name,
                 ": this build has no such backend; use --device cpu");
   return HostDevice();
@@ -99,8 +99,8 @@ std::vector<Feed> ReadFeeds(const ProgramDesc& program, const std::vector<std::s
     Feed feed{spec.substr(0, eq), spec.substr(eq + 1), {}};
     NABLA_ENFORCE(seen.insert(feed.name).second, kInvalidArgument, "--feed ", feed.name, ": fed twice");
     const VarDesc* var = root.FindVar(feed.name);
-    NABLA_ENFORCE(var != nullptr, kNotFound, "--feed ", feed.name, ": ", program.SourceFile(),
-                  " has no var '", feed.name, "' in block 0; feeds must be declared under vars:");
+    NABLA_ENFORCE(var != nullptr, kNotFound, "--feed ", feed.name, ": ", program.SourceFile(), " has no var '",
+                  feed.name, "' in block 0; feeds must be declared under vars:");
     feed.tensor = ReadNpy(feed.path, device);
     const Tensor& t = feed.tensor;
     NABLA_ENFORCE(!var->HasDType() || var->GetDType() == t.GetDType(), kInvalidArgument, feed.path, ": feed '",
@@ -136,10 +136,9 @@ void CheckInputsProvided(const ProgramDesc& program, const Scope& scope) {
       if (var == nullptr || !var->Declared() || var->Type() != VarType::kDense) continue;
       const Variable* v = scope.FindVar(name);
       const std::string where = program.Where(op->Pos());
-      NABLA_ENFORCE(v != nullptr && v->GetTensor().IsInitialized(), kInvalidArgument, where,
-                    where.empty() ? "" : ": ", "op '", op->Type(), "' reads var '", name,
-                    "' but nothing provides it: pass --feed ", name, "=FILE.npy",
-                    var->Persistable() ? " or give it an init: spec" : "");
+      NABLA_ENFORCE(v != nullptr && v->GetTensor().IsInitialized(), kInvalidArgument, where, where.empty() ? "" : ": ",
+                    "op '", op->Type(), "' reads var '", name, "' but nothing provides it: pass --feed ", name,
+                    "=FILE.npy", var->Persistable() ? " or give it an init: spec" : "");
     }
     for (const std::string& name : op->OutputArgumentNames()) produced.insert(name);
   }
@@ -150,9 +149,9 @@ std::vector<std::pair<std::string, Tensor>> CollectFetches(const ProgramDesc& pr
   std::vector<std::pair<std::string, Tensor>> out;
   for (const std::string& name : names) {
     const Variable* v = scope.FindVar(name);
-    NABLA_ENFORCE(v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(),
-                  kPreconditionNotMet, "--fetch ", name, ": the run of ", program.SourceFile(),
-                  " left no tensor in var '", name, "' (no op of block 0 writes it and it was not fed)");
+    NABLA_ENFORCE(v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(), kPreconditionNotMet,
+                  "--fetch ", name, ": the run of ", program.SourceFile(), " left no tensor in var '", name,
+                  "' (no op of block 0 writes it and it was not fed)");
     const Tensor& t = v->GetTensor();
     Tensor host;
     if (t.GetDevice() == &HostDevice()) {
@@ -246,11 +245,9 @@ Command ExecCommand() {
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
-  c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)",
-           "NAME=FILE.npy");
+  c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
-  c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it",
-           "DIR");
+  c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
   c.Option("--device", &opts->device, "Device to run on", "cpu|opencl").Choices({"cpu", "opencl"});
   c.Option("--executor", &opts->executor, "Executor: sequential or taskgraph", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");

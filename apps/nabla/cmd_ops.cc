@@ -128,8 +128,10 @@ void PrintTable(const OpRegistry& registry) {
     plugin_w = std::max(plugin_w, info.origin.plugin.size());
     origin_w = std::max(origin_w, FileAndLine(info.origin).size());
   }
-  std::cout << std::left << std::setw(type_w) << "OP" << "  " << std::setw(plugin_w) << "PLUGIN" << "  "
-            << std::setw(origin_w) << "ORIGIN" << "  GRAD  KERNELS\n";
+  std::cout << std::left << std::setw(type_w) << "OP"
+            << "  " << std::setw(plugin_w) << "PLUGIN"
+            << "  " << std::setw(origin_w) << "ORIGIN"
+            << "  GRAD  KERNELS\n";
   for (const std::string& type : types) {
     const OpInfo& info = registry.Get(type);
     std::string kernels;

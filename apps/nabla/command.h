@@ -33,10 +33,10 @@ struct OptionSpec {
   using Target = std::variant<bool*, int*, int64_t*, std::string*, std::vector<std::string>*>;
   std::string names;  // "--out", "-o,--out", or a positional such as "PROGRAM"
   std::string help;
-  Target target;      // non-owning; see the note at the top
-  std::string value_name;          // shown in --help, e.g. "NAME=FILE.npy"
+  Target target;           // non-owning; see the note at the top
+  std::string value_name;  // shown in --help, e.g. "NAME=FILE.npy"
   bool required = false;
-  char delimiter = '\0';           // lists: also split each value on it (--fetch a,b)
+  char delimiter = '\0';  // lists: also split each value on it (--fetch a,b)
   std::vector<std::string> choices;
 };
 
@@ -46,8 +46,7 @@ class Command {
   // the exit code. Failures are thrown as nabla::Error.
   using RunFn = std::function<int(const GlobalOptions&)>;
 
-  Command(std::string name, std::string description)
-      : name_(std::move(name)), description_(std::move(description)) {}
+  Command(std::string name, std::string description) : name_(std::move(name)), description_(std::move(description)) {}
 
   Command& Positional(const std::string& name, std::string* target, const std::string& help) {
     return Add(name, target, help, name);

@@ -114,7 +114,8 @@ class CliTest : public ::testing::Test {
     std::vector<std::string> lines = r.ErrLines();
     ASSERT_EQ(lines.size(), 1u) << args << "\nstderr: " << r.err;
     EXPECT_EQ(lines[0].rfind("nabla: error: ", 0), 0u) << lines[0];
-    for (const std::string& f : fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << f << " not in: " << lines[0];
+    for (const std::string& f : fragments)
+      EXPECT_NE(lines[0].find(f), std::string::npos) << f << " not in: " << lines[0];
   }
 
   // x is 2x3: rows (1, 2, 3) and (4, 5, 6).
@@ -165,8 +166,8 @@ TEST_F(CliTest, BackwardGradientsAreWrittenUnderTheirVerbatimNames) {
 
 TEST_F(CliTest, BothExecutorsAgree) {
   for (const char* executor : {"sequential", "taskgraph"}) {
-    Result r = Nabla(LinearArgs() + " --executor " + executor + " --threads 2 --fetch y --out " +
-                     Quote(Path(executor)));
+    Result r =
+        Nabla(LinearArgs() + " --executor " + executor + " --threads 2 --fetch y --out " + Quote(Path(executor)));
     ASSERT_EQ(r.code, 0) << executor << ": " << r.err;
     EXPECT_EQ(ReadFloats(Path(std::string(executor) + "/y.npy")), (std::vector<float>{2.0f, 2.0f, 4.25f, 4.25f}));
   }
@@ -312,9 +313,7 @@ blocks:
   ExpectBadInput("exec " + Quote(p), {p + ":8:", "no_such_op"});
 }
 
-TEST_F(CliTest, MissingProgramFile) {
-  ExpectBadInput("exec " + Quote(Path("absent.yaml")), {Path("absent.yaml")});
-}
+TEST_F(CliTest, MissingProgramFile) { ExpectBadInput("exec " + Quote(Path("absent.yaml")), {Path("absent.yaml")}); }
 
 TEST_F(CliTest, BadNpyFeed) {
   const std::string bad = WriteText("garbage.npy", "this is not numpy");
@@ -354,13 +353,9 @@ TEST_F(CliTest, MissingFeed) {
                  {"linear.yaml:10:", "'x'", "--feed x="});
 }
 
-TEST_F(CliTest, UnknownFetch) {
-  ExpectBadInput(LinearArgs() + " --fetch y,ghost", {"--fetch ghost"});
-}
+TEST_F(CliTest, UnknownFetch) { ExpectBadInput(LinearArgs() + " --fetch y,ghost", {"--fetch ghost"}); }
 
-TEST_F(CliTest, UnknownExecutor) {
-  ExpectBadInput(LinearArgs() + " --executor warp", {"warp", "sequential"});
-}
+TEST_F(CliTest, UnknownExecutor) { ExpectBadInput(LinearArgs() + " --executor warp", {"warp", "sequential"}); }
 
 TEST_F(CliTest, NotAPluginViaPluginOption) {
   const std::string fake = WriteText("libfake.so", "not an ELF file");
