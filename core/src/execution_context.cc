@@ -1,0 +1,90 @@
+#include "nabla/executor.h"
+#include "nabla/op_registry.h"
+#include "nabla/scope.h"
+
+namespace nabla {
+
+ExecutionContext::ExecutionContext(const OpDesc& op, Scope& scope, Device& device, const RunContext* run)
+    : op_(op), scope_(scope), device_(device), run_(run) {}
+
+namespace {
+bool Present(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a != kEmptyVarName) return true;
+  return false;
+}
+}  // namespace
+
+bool ExecutionContext::HasInput(const std::string& slot) const { return Present(op_.Input(slot)); }
+bool ExecutionContext::HasOutput(const std::string& slot) const { return Present(op_.Output(slot)); }
+size_t ExecutionContext::InputSize(const std::string& slot) const { return op_.Input(slot).size(); }
+size_t ExecutionContext::OutputSize(const std::string& slot) const { return op_.Output(slot).size(); }
+
+Variable* ExecutionContext::FindVar(const std::string& name) const { return scope_.FindVar(name); }
+
+Variable* ExecutionContext::InputVar(const std::string& slot, size_t i) const {
+  const auto& args = op_.Input(slot);
+  NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ",
+                slot, "[", i, "]");
+  Variable* v = FindVar(args[i]);
+  NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads ", slot, "[", i, "] = '", args[i],
+                "' but no such variable exists at run time (was it fed or initialized?)");
+  return v;
+}
+
+Variable* ExecutionContext::OutputVar(const std::string& slot, size_t i) const {
+  const auto& args = op_.Output(slot);
+  if (i >= args.size() || args[i] == kEmptyVarName) return nullptr;
+  Variable* v = FindVar(args[i]);
+  return v ? v : scope_.Var(args[i]);
+}
+
+const Tensor& ExecutionContext::Input(const std::string& slot, size_t i) const {
+  const Tensor& t = InputVar(slot, i)->GetTensor();
+  NABLA_ENFORCE(t.IsInitialized(), kPreconditionNotMet, "op '", op_.Type(), "' reads ", slot, "[", i, "] = '",
+                op_.Input(slot)[i], "' before anything wrote it");
+  return t;
+}
+
+Tensor* ExecutionContext::Output(const std::string& slot, size_t i) const {
+  Variable* v = OutputVar(slot, i);
+  return v ? &v->GetTensor() : nullptr;
+}
+
+std::vector<const Tensor*> ExecutionContext::MultiInput(const std::string& slot) const {
+  std::vector<const Tensor*> out;
+  const auto& args = op_.Input(slot);
+  for (size_t i = 0; i < args.size(); ++i) out.push_back(args[i] == kEmptyVarName ? nullptr : &Input(slot, i));
+  return out;
+}
+
+std::vector<Tensor*> ExecutionContext::MultiOutput(const std::string& slot) const {
+  std::vector<Tensor*> out;
+  for (size_t i = 0; i < op_.Output(slot).size(); ++i) out.push_back(Output(slot, i));
+  return out;
+}
+
+void ExecutionContext::RunBlock(int block_idx, Scope& scope) const {
+  NABLA_ENFORCE(run_ && run_->executor && run_->program, kPreconditionNotMet, "op '", op_.Type(),
+                "' runs a sub-block but was not started by an executor");
+  run_->executor->Run(*run_->program, block_idx, scope);
+}
+
+uint64_t ExecutionContext::Seed() const {
+  if (op_.HasAttr("seed")) {
+    if (const int* s = std::get_if<int>(&op_.GetAttr("seed")); s && *s != 0) return static_cast<uint64_t>(*s);
+  }
+  // Derive a seed from the run's base seed, the op's first output and the run
+  // index: reproducible across processes, different from step to step.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t x) {
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  mix(run_ && run_->options ? run_->options->seed : 0);
+  mix(run_ ? run_->run_index : 0);
+  for (const auto& name : op_.OutputArgumentNames())
+    for (char c : name) mix(static_cast<unsigned char>(c));
+  return h;
+}
+
+}  // namespace nabla

@@ -1,0 +1,144 @@
+#include "nabla/plugin.h"
+#include "registry_internal.h"
+
+namespace nabla {
+
+Origin Registrar::Impl::MakeOrigin(const char* file, int line) const {
+  return Origin{plugin_name, plugin_path, file ? file : "", line};
+}
+
+Registrar::Registrar() : impl_(std::make_unique<Impl>()) {}
+Registrar::~Registrar() = default;
+
+OpBuilder& Registrar::Op(const std::string& type, const char* file, int line) {
+  auto& slot = impl_->ops[type];
+  if (slot) {
+    impl_->problems.push_back(StrCat("op '", type, "' registered twice in the same plugin (",
+                                     slot->origin.ToString(), " and ", impl_->MakeOrigin(file, line).ToString(), ")"));
+  } else {
+    slot = std::make_unique<OpInfo>();
+    impl_->op_order.push_back(type);
+  }
+  slot->schema.type = type;
+  slot->origin = impl_->MakeOrigin(file, line);
+  builders_.push_back(std::make_unique<OpBuilder>(slot.get()));
+  return *builders_.back();
+}
+
+OpBuilder& Registrar::DefaultGradOp(const std::string& fwd_type, const char* file, int line) {
+  std::string grad_type = fwd_type + "_grad";
+  auto it = impl_->ops.find(fwd_type);
+  OpBuilder& b = Op(grad_type, file, line);
+  if (it == impl_->ops.end()) {
+    impl_->problems.push_back(StrCat("DefaultGradOp('", fwd_type, "') at ", impl_->MakeOrigin(file, line).ToString(),
+                                     ": the forward op must be registered first in the same plugin"));
+    return b;
+  }
+  const OpSchema& fwd = it->second->schema;
+  unsigned opt = kDispensable;
+  b.Doc(StrCat("Gradient of ", fwd_type, " (made by DefaultGradOpDescMaker)."));
+  for (const auto& s : fwd.inputs) b.Input(s.name, s.doc, (s.duplicable ? kDuplicable : 0u) | opt);
+  for (const auto& s : fwd.outputs) {
+    b.Input(s.name, s.doc, (s.duplicable ? kDuplicable : 0u) | opt);
+    b.Input(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+  }
+  for (const auto& s : fwd.inputs)
+    b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+  for (const auto& a : fwd.attrs) b.Info().schema.attrs.push_back(a);
+  for (const auto& a : fwd.attrs)
+    if (a.type == AttrType::kBlock) b.Info().traits.has_sub_block = true;
+  return b;
+}
+
+void Registrar::Kernel(const std::string& type, DeviceType device, DType dtype, KernelFn fn, const char* file,
+                       int line) {
+  impl_->kernels.emplace_back(std::make_tuple(type, device, dtype),
+                              KernelInfo{std::move(fn), impl_->MakeOrigin(file, line), nullptr});
+}
+
+// ------------------------------------------------------------ OpBuilder
+
+OpBuilder& OpBuilder::Doc(std::string doc) {
+  info_->schema.doc = std::move(doc);
+  return *this;
+}
+
+static SlotDef MakeSlot(std::string name, std::string doc, unsigned flags) {
+  return SlotDef{std::move(name), std::move(doc), (flags & kDuplicable) != 0, (flags & kDispensable) != 0,
+                 (flags & kNoBuffer) != 0};
+}
+
+OpBuilder& OpBuilder::Input(std::string name, std::string doc, unsigned flags) {
+  info_->schema.inputs.push_back(MakeSlot(std::move(name), std::move(doc), flags));
+  return *this;
+}
+
+OpBuilder& OpBuilder::Output(std::string name, std::string doc, unsigned flags) {
+  info_->schema.outputs.push_back(MakeSlot(std::move(name), std::move(doc), flags));
+  return *this;
+}
+
+OpBuilder& OpBuilder::AddAttr(std::string name, AttrType type, std::optional<Attribute> def, std::string doc,
+                              std::function<void(const nabla::Attribute&)> checker) {
+  if (type == AttrType::kBlock) info_->traits.has_sub_block = true;
+  info_->schema.attrs.push_back(AttrDef{std::move(name), type, std::move(def), std::move(checker), std::move(doc)});
+  return *this;
+}
+
+OpBuilder& OpBuilder::InferShape(InferShapeFn fn) {
+  info_->infer_shape = std::move(fn);
+  return *this;
+}
+OpBuilder& OpBuilder::InferVarType(InferVarTypeFn fn) {
+  info_->infer_var_type = std::move(fn);
+  return *this;
+}
+OpBuilder& OpBuilder::GradMaker(GradOpMakerFn fn) {
+  info_->grad_maker = std::move(fn);
+  return *this;
+}
+OpBuilder& OpBuilder::KernelDType(KernelDTypeFn fn) {
+  info_->kernel_dtype = std::move(fn);
+  return *this;
+}
+OpBuilder& OpBuilder::GradCheck(GradCheckSpec spec) {
+  info_->grad_checks.push_back(std::move(spec));
+  return *this;
+}
+OpBuilder& OpBuilder::ControlFlow() {
+  info_->traits.control_flow = true;
+  return *this;
+}
+OpBuilder& OpBuilder::Random() {
+  info_->traits.random = true;
+  return *this;
+}
+
+// ------------------------------------------------------------ transactions
+
+void RegisterOps(const std::string& origin, const std::function<void(Registrar&)>& fn) {
+  Registrar r;
+  r.GetImpl().plugin_name = origin;
+  try {
+    fn(r);
+  } catch (const std::exception& e) {
+    r.GetImpl().registration_error = e.what();
+  }
+  CommitRegistrar(r);
+}
+
+namespace plugin_detail {
+int RunRegistrations(Registrar* registrar, const std::vector<RegisterFn>& fns) noexcept {
+  try {
+    for (RegisterFn fn : fns) fn(*registrar);
+    return 0;
+  } catch (const std::exception& e) {
+    registrar->GetImpl().registration_error = e.what();
+  } catch (...) {
+    registrar->GetImpl().registration_error = "an exception that is not a std::exception";
+  }
+  return 1;
+}
+}  // namespace plugin_detail
+
+}  // namespace nabla

@@ -1,0 +1,73 @@
+#include "nabla/tensor.h"
+
+#include "nabla/device.h"
+
+namespace nabla {
+
+Buffer::Buffer(Device* device, size_t bytes) : device_(device), data_(device->Allocate(bytes)), bytes_(bytes) {}
+
+Buffer::~Buffer() { device_->Free(data_, bytes_); }
+
+int64_t Tensor::Numel() const {
+  int64_t n = NumElements(shape_);
+  return n < 0 ? 0 : n;
+}
+
+void* Tensor::Allocate(Device& device) {
+  NABLA_ENFORCE(NumElements(shape_) >= 0, kInvalidArgument, "cannot allocate a tensor of unknown shape ",
+                ShapeToString(shape_));
+  size_t need = Bytes();
+  if (buffer_ && buffer_->GetDevice() == &device && buffer_.use_count() == 1 && buffer_->Bytes() >= need) {
+    offset_ = 0;
+    return buffer_->Data();
+  }
+  buffer_ = std::make_shared<Buffer>(&device, need);
+  offset_ = 0;
+  return buffer_->Data();
+}
+
+void* Tensor::RawData() const {
+  NABLA_ENFORCE(buffer_ != nullptr, kPreconditionNotMet, "tensor ", DebugString(), " is not allocated");
+  return static_cast<char*>(buffer_->Data()) + offset_;
+}
+
+void Tensor::CheckAccess(DType wanted) const {
+  NABLA_ENFORCE(dtype_ == wanted, kInvalidArgument, "tensor holds ", DTypeName(dtype_), " but was read as ",
+                DTypeName(wanted));
+  NABLA_ENFORCE(buffer_ != nullptr, kPreconditionNotMet, "tensor ", DebugString(), " is not allocated");
+}
+
+void Tensor::ShareDataWith(const Tensor& other) {
+  shape_ = other.shape_;
+  dtype_ = other.dtype_;
+  buffer_ = other.buffer_;
+  offset_ = other.offset_;
+}
+
+void Tensor::CopyFrom(const Tensor& src, Device& device) {
+  Shape shape = src.shape_;
+  DType dtype = src.dtype_;
+  if (&src == this) return;
+  Allocate(device, dtype, shape);
+  size_t bytes = Bytes();
+  if (bytes == 0) return;
+  Device* from = src.GetDevice();
+  const void* s = src.RawData();
+  void* d = RawData();
+  if (from == &device) {
+    device.CopyOnDevice(d, s, bytes);
+  } else if (from->Type() == DeviceType::kCPU) {
+    device.CopyFromHost(d, s, bytes);
+  } else if (device.Type() == DeviceType::kCPU) {
+    from->CopyToHost(d, s, bytes);
+  } else {
+    // Between two accelerators: stage through the host.
+    std::vector<char> host(bytes);
+    from->CopyToHost(host.data(), s, bytes);
+    device.CopyFromHost(d, host.data(), bytes);
+  }
+}
+
+std::string Tensor::DebugString() const { return StrCat(DTypeName(dtype_), ShapeToString(shape_)); }
+
+}  // namespace nabla

@@ -1,0 +1,101 @@
+#include "nabla/types.h"
+
+#include <cstring>
+
+namespace nabla {
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+bool ParseDType(const std::string& name, DType* out) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool}) {
+    if (name == DTypeName(d)) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* VarTypeName(VarType type) {
+  switch (type) {
+    case VarType::kDense: return "dense";
+    case VarType::kTensorArray: return "tensor_array";
+    case VarType::kStepScopes: return "step_scopes";
+  }
+  return "?";
+}
+
+bool ParseVarType(const std::string& name, VarType* out) {
+  for (VarType t : {VarType::kDense, VarType::kTensorArray, VarType::kStepScopes}) {
+    if (name == VarTypeName(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* DeviceTypeName(DeviceType type) { return type == DeviceType::kCPU ? "cpu" : "opencl"; }
+
+bool ParseDeviceType(const std::string& name, DeviceType* out) {
+  if (name == "cpu") {
+    *out = DeviceType::kCPU;
+    return true;
+  }
+  if (name == "opencl") {
+    *out = DeviceType::kOpenCL;
+    return true;
+  }
+  return false;
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+bool IsGradVarName(const std::string& name) {
+  size_t n = std::strlen(kGradSuffix);
+  return name.size() > n && name.compare(name.size() - n, n, kGradSuffix) == 0;
+}
+
+std::string StripGradSuffix(const std::string& grad_name) {
+  // x@GRAD@RENAME@0 -> x as well: cut at the first @GRAD.
+  size_t pos = grad_name.find(kGradSuffix);
+  return pos == std::string::npos ? grad_name : grad_name.substr(0, pos);
+}
+
+}  // namespace nabla

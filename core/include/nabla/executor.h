@@ -28,6 +28,7 @@ struct RunContext {
   const ProgramDesc* program = nullptr;  // non-owning
   Executor* executor = nullptr;          // non-owning
   const ExecutorOptions* options = nullptr;
+  uint64_t run_index = 0;  // counts top-level runs; varies random ops per step
 };
 
 class NABLA_API Executor {

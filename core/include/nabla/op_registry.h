@@ -305,6 +305,7 @@ class NABLA_API Registrar {
 
  private:
   std::unique_ptr<Impl> impl_;
+  std::vector<std::unique_ptr<OpBuilder>> builders_;  // stable addresses for the returned builders
 };
 
 class NABLA_API OpBuilder {

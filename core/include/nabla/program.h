@@ -166,6 +166,7 @@ class NABLA_API BlockDesc {
   void RemoveOps(size_t begin, size_t end);  // [begin, end)
 
  private:
+  friend class ProgramDesc;  // re-seats program_ when a program is moved
   ProgramDesc* program_;  // non-owning: the program owns this block
   int idx_;
   int parent_idx_;
