@@ -122,6 +122,8 @@ class NABLA_API InferShapeContext {
   void ShareShapeAndDType(const std::string& in, const std::string& out, size_t i = 0, size_t j = 0);
   // "op 'mul' (prog.yaml:3:7)": for messages.
   std::string Where() const;
+  // The program the op belongs to, when known; lets Where() name the file.
+  virtual const ProgramDesc* Program() const { return nullptr; }
 };
 
 using InferShapeFn = std::function<void(InferShapeContext&)>;
