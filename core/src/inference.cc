@@ -11,8 +11,6 @@
 
 namespace nabla {
 
-InferShapeContext::~InferShapeContext() = default;
-
 void InferShapeContext::ShareShapeAndDType(const std::string& in, const std::string& out, size_t i, size_t j) {
   SetOutputShape(out, InputShape(in, j), i);
   SetOutputDType(out, InputDType(in, j), i);
@@ -20,9 +18,12 @@ void InferShapeContext::ShareShapeAndDType(const std::string& in, const std::str
 
 std::string InferShapeContext::Where() const {
   std::string s = "op '" + Op().Type() + "'";
-  std::string pos = internal::PosString(Program(), Op().Pos());
-  if (!pos.empty()) s += " (" + pos + ")";
-  return s;
+  const SourcePos& p = Op().Pos();
+  if (p.line <= 0) return s;
+  // Without the program (a context that does not know it) the file is
+  // unknown; line and column still find the op.
+  std::string pos = Program() ? internal::PosString(Program(), p) : StrCat(p.line, ":", p.col);
+  return s + " (" + pos + ")";
 }
 
 namespace {

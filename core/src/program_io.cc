@@ -43,7 +43,7 @@ std::string Describe(const YAML::Node& n) {
     case YAML::NodeType::Scalar:
       return "'" + n.Scalar() + "'";
     case YAML::NodeType::Sequence:
-      return "a list";
+      return n.size() == 0 ? "an empty list" : "a list";
     case YAML::NodeType::Map:
       return "a map";
     case YAML::NodeType::Null:
@@ -110,8 +110,10 @@ class Parser {
 
  private:
   // The keys of a map, each checked against `allowed` (empty: any) and for
-  // duplicates, which yaml-cpp keeps silently.
-  std::vector<Field> Fields(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& what) {
+  // duplicates, which yaml-cpp keeps silently (unless the caller reports
+  // them itself: a duplicate var is kAlreadyExists).
+  std::vector<Field> Fields(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& what,
+                            bool keep_duplicates = false) {
     if (!map.IsMap()) Fail(ErrorKind::kInvalidArgument, map.Mark(), "bad ", what, ": expected a map but received ", Describe(map));
     std::vector<Field> fields;
     std::set<std::string> seen;
@@ -124,7 +126,7 @@ class Parser {
         Fail(ErrorKind::kInvalidArgument, k.Mark(), "unknown key in ", what, ": expected one of ", Join(allowed),
              " but received '", key, "'");
       }
-      if (!seen.insert(key).second) {
+      if (!seen.insert(key).second && !keep_duplicates) {
         Fail(ErrorKind::kInvalidArgument, k.Mark(), "duplicate key in ", what, ": expected '", key,
              "' once but received it again");
       }
@@ -174,7 +176,7 @@ class Parser {
            Describe(n));
     }
     std::vector<T> out;
-    for (size_t i = 0; i < n.size(); ++i) out.push_back(read_one(n[i], what + "[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < n.size(); ++i) out.push_back(read_one(n[i], "element " + std::to_string(i) + " of " + what));
     return out;
   }
 
@@ -208,7 +210,7 @@ class Parser {
       case AttrType::kBools:
         return List<bool>(n, what, "bools", [&](const Node& e, const Str& w) { return Bool(e, w); });
       case AttrType::kBlock:
-        return BlockRef{Int(n, what + " (a block index)")};
+        return BlockRef{Number<int>(n, what, "a block index (int)")};
     }
     Fail(ErrorKind::kInvalidArgument, n.Mark(), "bad ", what, ": the schema gives it no known type");
   }
@@ -270,7 +272,7 @@ class Parser {
     BlockDesc* block = b == 0 ? program.Root() : program.AppendBlock(parent);
     if (const Field* vars = Find(fields, "vars")) {
       if (!vars->value.IsNull()) {
-        for (const Field& v : Fields(vars->value, {}, "vars of " + what)) ParseVar(v, *block);
+        for (const Field& v : Fields(vars->value, {}, "vars of " + what, true)) ParseVar(v, *block);
       }
     }
     if (const Field* ops = Find(fields, "ops")) {
