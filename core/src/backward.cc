@@ -62,17 +62,25 @@ int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
   return info != nullptr && info->traits.has_sub_block ? ref->idx : -1;
 }
 
+// "prog.yaml:7:5: " when the op's position in `program` is known, else "".
+std::string WherePrefix(const ProgramDesc* program, const OpDesc& op) {
+  std::string where = program ? program->Where(op.Pos()) : std::string();
+  return where.empty() ? where : where + ": ";
+}
+
+// `program` (may be null) only locates the forward op in messages.
 std::vector<std::unique_ptr<OpDesc>> MakeGradOpsWith(const OpRegistry& registry, const OpDesc& op,
                                                      const NameSet& no_grad_set,
                                                      std::unordered_map<std::string, std::string>* grad_to_var,
-                                                     const std::vector<BlockDesc*>& grad_blocks) {
+                                                     const std::vector<BlockDesc*>& grad_blocks,
+                                                     const ProgramDesc* program = nullptr) {
   const OpInfo& info = registry.Get(op.Type());
-  NABLA_ENFORCE(info.HasGradient(), kNotFound, "op '", op.Type(),
+  NABLA_ENFORCE(info.HasGradient(), kNotFound, WherePrefix(program, op), "op '", op.Type(),
                 "' needs a gradient but has no GradOpDescMaker: expected its registration to call GradMaker<...>() "
                 "(or GradMaker<EmptyGradOpDescMaker>() for an op without gradient), but received none; registered by ",
                 info.origin.ToString());
   OpList grad_ops = info.grad_maker(op, no_grad_set, grad_to_var, grad_blocks);
-  const ProgramDesc* program = grad_blocks.empty() ? nullptr : grad_blocks.front()->Program();
+  if (program == nullptr && !grad_blocks.empty()) program = grad_blocks.front()->Program();
   for (auto& g : grad_ops) {
     NABLA_ENFORCE(g != nullptr, kInvalidArgument, "the GradOpDescMaker of op '", op.Type(),
                   "' returned a null op; registered by ", info.origin.ToString());
@@ -173,7 +181,8 @@ class BackwardBuilder {
       std::vector<BlockDesc*> grad_blocks;
       int sub = SubBlockOf(op, registry_);
       if (sub >= 0) {
-        NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, "op '", op.Type(), "' names ",
+        NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, WherePrefix(&program_, op), "op '",
+                      op.Type(), "' names ",
                       kSubBlockAttr, " ", sub, " but the program has ", program_.Size(), " blocks");
         BlockDesc* grad_block = program_.AppendBlock(sub);
         BuildSubBlock(*program_.Block(static_cast<size_t>(sub)), *grad_block);
@@ -181,7 +190,7 @@ class BackwardBuilder {
       }
       // The forward var of a gradient is read off its name (ForwardVarOf), so
       // no grad-to-var map is kept: one hash insert per gradient saved.
-      OpList made = MakeGradOpsWith(registry_, op, no_grad_, nullptr, grad_blocks);
+      OpList made = MakeGradOpsWith(registry_, op, no_grad_, nullptr, grad_blocks, &program_);
       for (auto& g : made) grad_ops.push_back(std::move(g));
     }
     return grad_ops;

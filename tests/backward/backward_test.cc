@@ -575,8 +575,9 @@ TEST(AppendBackward, SubBlockGradBlockIsHandedToTheMaker) {
 
 TEST(AppendBackward, OpWithoutGradMakerOnThePathIsNotFound) {
   Net n;
+  n.prog.SetSourceFile("net.yaml");
   n.Param("x", {3});
-  n.Op("no_grad_op", {{"X", {"x"}}}, {{"Out", {"h"}}});
+  n.Op("no_grad_op", {{"X", {"x"}}}, {{"Out", {"h"}}})->SetPos({7, 5});
   n.Op("mean", {{"X", {"h"}}}, {{"Out", {"loss"}}});
   try {
     AppendBackward(n.prog, "loss");
@@ -586,6 +587,7 @@ TEST(AppendBackward, OpWithoutGradMakerOnThePathIsNotFound) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("'no_grad_op'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("bw_toys"), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("net.yaml:7:5: ", 0), 0u) << msg;
   }
 }
 
