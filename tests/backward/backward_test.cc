@@ -407,6 +407,24 @@ TEST(AppendBackward, InPlaceGradOpIsNotRenamed) {
   ExpectVerified(n.prog);
 }
 
+// A contribution read before the next one is written: the first write and
+// that read are renamed together, and the sum comes after the last write.
+TEST(AppendBackward, ReadBetweenTwoWritesKeepsTheFirstContribution) {
+  Net n;
+  n.Param("x", {3});
+  n.Param("y", {3});
+  n.Op("read_between", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"o"}}});
+  n.Op("mean", {{"X", {"o"}}}, {{"Out", {"loss"}}});
+  AppendBackward(n.prog, "loss");
+  const BlockDesc& b = *n.prog.Root();
+  EXPECT_EQ(Types(b, 2), (Strings{"fill_constant", "mean_grad", "scale", "scale", "scale", "sum"}));
+  EXPECT_EQ(Sig(*b.Op(4)), "scale(X=[o@GRAD]) -> (Out=[x@GRAD@RENAME@0])");
+  EXPECT_EQ(Sig(*b.Op(5)), "scale(X=[x@GRAD@RENAME@0]) -> (Out=[y@GRAD])");
+  EXPECT_EQ(Sig(*b.Op(6)), "scale(X=[o@GRAD]) -> (Out=[x@GRAD@RENAME@1])");
+  EXPECT_EQ(Sig(*b.Op(7)), "sum(X=[x@GRAD@RENAME@0,x@GRAD@RENAME@1]) -> (Out=[x@GRAD])");
+  ExpectVerified(n.prog);
+}
+
 TEST(AppendBackward, LossMustHoldOneElement) {
   for (const Shape& shape : {Shape{2, 3}, Shape{-1, 1}, Shape{0}}) {
     Net n;
