@@ -652,9 +652,16 @@ ProgramDesc ParseProgram(const std::string& yaml_text, const std::string& source
 }
 
 ProgramDesc LoadProgram(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    NABLA_ENFORCE(err != ENOENT, kNotFound, "program file '", path, "' does not exist: expected a YAML program file");
+    NABLA_THROW(kInvalidArgument, "cannot open program file '", path, "': ", std::strerror(err));
+  }
+  NABLA_ENFORCE(!S_ISDIR(st.st_mode), kInvalidArgument, "cannot read program file '", path,
+                "': expected a YAML file but received a folder");
   std::ifstream in(path, std::ios::binary);
-  NABLA_ENFORCE(in, kNotFound, "cannot open program file '", path, "': expected a readable file but received ",
-                ErrnoText());
+  NABLA_ENFORCE(in, kInvalidArgument, "cannot open program file '", path, "': ", ErrnoText());
   std::ostringstream text;
   text << in.rdbuf();
   NABLA_ENFORCE(!in.bad(), kExternal, "cannot read program file '", path, "': ", ErrnoText());
