@@ -12,7 +12,7 @@ NABLA_REGISTER_OPS(kaiming_normal) {
                                 "and for a 2-D weight [in, out] fan_in = shape[0], fan_out = shape[1].",
                                 __FILE__, __LINE__, [](const ExecutionContext& ctx) {
                                   double std = KaimingStd(ctx);
-                     return [std](Rng\& rng) { return rng.Normal(0.0, std); };
+                     return [std](Rng& rng) { return rng.Normal(0.0, std); };
                                 }));
 }
 

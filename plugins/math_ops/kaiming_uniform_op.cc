@@ -12,7 +12,7 @@ NABLA_REGISTER_OPS(kaiming_uniform) {
                                 "and for a 2-D weight [in, out] fan_in = shape[0], fan_out = shape[1].",
                                 __FILE__, __LINE__, [](const ExecutionContext& ctx) {
                                   double bound = std::sqrt(3.0) * KaimingStd(ctx);
-                     return [bound](Rng\& rng) { return rng.Uniform(-bound, bound); };
+                     return [bound](Rng& rng) { return rng.Uniform(-bound, bound); };
                                 }));
 }
 

@@ -12,7 +12,7 @@ NABLA_REGISTER_OPS(xavier_normal) {
                    __FILE__, __LINE__,
                    [](const ExecutionContext& ctx) {
                      double std = XavierStd(ctx);
-                     return [std](Rng\& rng) { return rng.Normal(0.0, std); };
+                     return [std](Rng& rng) { return rng.Normal(0.0, std); };
                    })
       .Attr<float>("gain", 1.0f, "(float, default 1.0) the scale factor of the bound");
 }

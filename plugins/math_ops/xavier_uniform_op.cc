@@ -12,7 +12,7 @@ NABLA_REGISTER_OPS(xavier_uniform) {
                    __FILE__, __LINE__,
                    [](const ExecutionContext& ctx) {
                      double limit = std::sqrt(3.0) * XavierStd(ctx);
-                     return [limit](Rng\& rng) { return rng.Uniform(-limit, limit); };
+                     return [limit](Rng& rng) { return rng.Uniform(-limit, limit); };
                    })
       .Attr<float>("gain", 1.0f, "(float, default 1.0) the scale factor of the bound");
 }
