@@ -1,0 +1,281 @@
+// The plugin loader: every plugin, standard or third-party, enters the
+// registry through PluginManager::Load, one transaction per file.
+#include "nabla/plugin.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+// Boost 1.74's library_info.hpp uses std::vector and std::string without
+// including them; they must come first.
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <boost/core/demangle.hpp>
+
+#include "registry_internal.h"
+
+namespace nabla {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kTagPrefix[] = "nabla_abi_";
+constexpr char kEntryPoint[] = "nabla_plugin_register_v1";
+constexpr char kPathVariable[] = "NABLA_PLUGIN_PATH";
+
+using EntryPoint = int(Registrar*);
+
+struct LoadedPlugin {
+  std::string name;
+  std::string path;
+  std::shared_ptr<void> library;
+};
+
+// Loads are serialised; the list keeps every loaded library referenced.
+struct ManagerState {
+  std::mutex mutex;
+  std::vector<LoadedPlugin> loaded;
+};
+
+// Deliberately leaked: plugins are never unloaded, not even at exit, because
+// registry snapshots destroyed during static destruction still hold
+// std::functions whose code lives in the plugins.
+ManagerState& State() {
+  static ManagerState* state = new ManagerState;
+  return *state;
+}
+
+std::string Prefix(const std::string& path) { return StrCat("cannot load plugin '", path, "': "); }
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Reads [offset, offset + bytes) of `file`, refusing anything past its end.
+void ReadAt(std::ifstream& file, uint64_t size, uint64_t offset, void* out, uint64_t bytes) {
+  if (offset > size || bytes > size - offset) throw std::runtime_error("a table points past the end of the file");
+  file.seekg(static_cast<std::streamoff>(offset));
+  file.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes));
+  if (!file) throw std::runtime_error("read error");
+}
+
+// The exported names of .dynsym, which is what the dynamic loader reads and
+// all that a stripped library keeps: Boost 1.74's library_info reads only
+// .symtab, which `strip` removes.
+std::vector<std::string> DynamicSymbols(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) throw std::runtime_error("cannot open the file");
+  const uint64_t size = static_cast<uint64_t>(file.tellg());
+  Elf64_Ehdr header;
+  ReadAt(file, size, 0, &header, sizeof(header));
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_shentsize != sizeof(Elf64_Shdr)) return {};
+  std::vector<Elf64_Shdr> sections(header.e_shnum);
+  ReadAt(file, size, header.e_shoff, sections.data(), sections.size() * sizeof(Elf64_Shdr));
+  std::vector<std::string> names;
+  for (const Elf64_Shdr& section : sections) {
+    if (section.sh_type != SHT_DYNSYM || section.sh_link >= sections.size()) continue;
+    const Elf64_Shdr& strings_section = sections[section.sh_link];
+    std::vector<char> strings(strings_section.sh_size);
+    ReadAt(file, size, strings_section.sh_offset, strings.data(), strings.size());
+    std::vector<Elf64_Sym> symbols(section.sh_size / sizeof(Elf64_Sym));
+    ReadAt(file, size, section.sh_offset, symbols.data(), symbols.size() * sizeof(Elf64_Sym));
+    for (const Elf64_Sym& sym : symbols) {
+      const unsigned bind = ELF64_ST_BIND(sym.st_info);
+      if (sym.st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK)) continue;
+      if (ELF64_ST_VISIBILITY(sym.st_other) != STV_DEFAULT || sym.st_name >= strings.size()) continue;
+      const char* name = strings.data() + sym.st_name;
+      names.emplace_back(name, strnlen(name, strings.size() - sym.st_name));
+    }
+  }
+  return names;
+}
+
+// The tag is the name of an exported symbol, read from the file's symbol
+// tables: nothing of the library runs before the tag has been accepted.
+std::string ReadAbiTag(const std::string& path) {
+  char magic[SELFMAG] = {};
+  {
+    std::ifstream file(path, std::ios::binary);
+    file.read(magic, SELFMAG);
+  }
+  NABLA_ENFORCE(std::memcmp(magic, ELFMAG, SELFMAG) == 0, kInvalidArgument, Prefix(path),
+                "not a nabla plugin: expected an ELF shared library but the file does not start with the ELF magic ",
+                "bytes (", fs::file_size(path), " bytes of something else)");
+  std::vector<std::string> symbols;
+  try {
+    symbols = boost::dll::library_info(path).symbols();
+    std::vector<std::string> dynamic = DynamicSymbols(path);
+    symbols.insert(symbols.end(), dynamic.begin(), dynamic.end());
+  } catch (const std::exception& e) {
+    NABLA_THROW(kInvalidArgument, Prefix(path), "not a nabla plugin: expected an ELF shared library but its ",
+                "headers cannot be read (", e.what(), "); is it truncated or for another machine?");
+  }
+  std::vector<std::string> tags;
+  for (const std::string& s : symbols) {
+    if (StartsWith(s, kTagPrefix)) tags.push_back(s);
+  }
+  std::sort(tags.begin(), tags.end());
+  tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  NABLA_ENFORCE(!tags.empty(), kInvalidArgument, Prefix(path), "not a nabla plugin: expected an exported ", kTagPrefix,
+                "* ABI tag symbol (written by NABLA_PLUGIN(\"name\")) but the library exports none");
+  NABLA_ENFORCE(tags.size() == 1, kInvalidArgument, Prefix(path), "not a nabla plugin: expected one ABI tag but ",
+                "received ", tags.size(), " (", tags.front(), ", ", tags.back(), ")");
+  return tags.front();
+}
+
+// dlopen's text, without Boost's wrapping and the repeated path, with the
+// C++ name of an undefined symbol and a hint.
+std::string DescribeLoadFailure(const std::string& path, const std::string& what) {
+  std::string text = what;
+  const std::string open = "dlerror system message: ";
+  const size_t begin = text.find(open);
+  const size_t end = text.rfind(')');
+  if (begin != std::string::npos && end != std::string::npos && end > begin) {
+    text = text.substr(begin + open.size(), end - begin - open.size());
+  }
+  if (text.rfind(path + ": ", 0) == 0) text.erase(0, path.size() + 2);
+  const std::string undefined = "undefined symbol: ";
+  const size_t at = text.find(undefined);
+  if (at != std::string::npos) {
+    const std::string mangled = text.substr(at + undefined.size());
+    const std::string name = boost::core::demangle(mangled.c_str());
+    if (name != mangled) text += " (" + name + ")";
+    text += "; the plugin was built against another nabla or a library it needs is not loaded: rebuild it "
+            "against this nabla";
+  }
+  return text;
+}
+
+std::vector<std::string> PluginFilesIn(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || !StartsWith(name, "lib")) continue;
+    if (name.size() < 6 || name.compare(name.size() - 3, 3, ".so") != 0) continue;
+    files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+std::string ExpectedAbiTag() {
+  // Spelled from the same pieces as NABLA_ABI_SYMBOL, but from the core's own
+  // ABI version: a plugin's NABLA_PLUGIN_ABI_VERSION override must not leak in.
+  return StrCat(kTagPrefix, "v", NABLA_ABI_VERSION, "_gcc", __GNUC__, "_cxx11abi", _GLIBCXX_USE_CXX11_ABI);
+}
+
+PluginManager& PluginManager::Instance() {
+  static PluginManager manager;
+  return manager;
+}
+
+void PluginManager::Load(const std::string& requested_path) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(requested_path, ec);
+  NABLA_ENFORCE(!ec && fs::exists(absolute, ec), kNotFound, Prefix(requested_path),
+                "expected an existing plugin file but there is none at that path");
+  const std::string path = fs::canonical(absolute, ec).string();
+  NABLA_ENFORCE(!ec, kNotFound, Prefix(requested_path), "cannot resolve the path (", ec.message(), ")");
+  NABLA_ENFORCE(fs::is_regular_file(path, ec), kInvalidArgument, Prefix(path),
+                "not a nabla plugin: expected a shared library file but received a ",
+                fs::is_directory(path, ec) ? "directory" : "special file");
+
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (const LoadedPlugin& p : state.loaded) {
+    if (p.path == path) return;  // the same file again: already in the registry
+  }
+
+  const std::string tag = ReadAbiTag(path);
+  const std::string expected = ExpectedAbiTag();
+  NABLA_ENFORCE(tag == expected, kPreconditionNotMet, Prefix(path), "ABI tag mismatch: expected ", expected,
+                " but received ", tag, "; rebuild the plugin against this nabla (find_package(nabla) and ",
+                "nabla_add_plugin)");
+
+  // Destroyed after `staging` (declared later): staged std::functions hold
+  // code from the library, which must stay mapped until they are gone.
+  auto library = std::make_shared<boost::dll::shared_library>();
+  try {
+    library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    NABLA_THROW(kInvalidArgument, Prefix(path), "the dynamic loader refused it: ", DescribeLoadFailure(path, e.what()));
+  }
+  NABLA_ENFORCE(library->has(kEntryPoint), kInvalidArgument, Prefix(path), "not a nabla plugin: expected the entry ",
+                "point ", kEntryPoint, " (written by NABLA_PLUGIN) but the library does not export it");
+  // The tag symbol's value is the plugin name (a plain char array: reading
+  // it runs nothing).
+  const std::string name = &library->get<const char>(tag);
+
+  for (const LoadedPlugin& p : state.loaded) {
+    NABLA_ENFORCE(p.name != name, kAlreadyExists, Prefix(path), "a plugin named '", name, "' is already loaded from '",
+                  p.path, "'; expected one file per plugin name but received a second one");
+  }
+  for (const OpRegistry::PluginRecord& p : CurrentRegistry()->Plugins()) {
+    NABLA_ENFORCE(p.name != name, kAlreadyExists, Prefix(path), "the plugin name '", name,
+                  "' is already taken by ops registered from '", p.path.empty() ? "in-process code" : p.path, "'");
+  }
+
+  Registrar staging;
+  Registrar::Impl& impl = staging.GetImpl();
+  impl.plugin_name = name;
+  impl.plugin_path = path;
+  impl.abi = tag;
+  impl.library = library;
+  auto* entry = &library->get<EntryPoint>(kEntryPoint);
+  if (entry(&staging) != 0) {
+    NABLA_THROW(kInvalidArgument, Prefix(path), "the registration of plugin '", name,
+                "' threw: ", impl.registration_error.empty() ? "no message" : impl.registration_error);
+  }
+  try {
+    CommitRegistrar(staging);
+  } catch (const Error& e) {
+    // The commit names the batch by its path already; say it once.
+    std::string message = e.what();
+    if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
+    ThrowError(e.kind(), Prefix(path) + message);
+  }
+  state.loaded.push_back(LoadedPlugin{name, path, library});
+}
+
+void PluginManager::LoadDefaults() {
+  std::vector<std::pair<fs::path, std::string>> dirs;  // folder, where it came from
+  dirs.emplace_back(DefaultPluginDir(), "the standard plugin folder");
+  if (const char* env = std::getenv(kPathVariable)) {
+    const std::string value = env;
+    size_t begin = 0;
+    while (begin <= value.size()) {
+      size_t end = value.find(':', begin);
+      if (end == std::string::npos) end = value.size();
+      if (end > begin) dirs.emplace_back(value.substr(begin, end - begin), StrCat(kPathVariable, "=", value));
+      begin = end + 1;
+    }
+  }
+  for (const auto& [dir, source] : dirs) {
+    std::error_code ec;
+    NABLA_ENFORCE(fs::is_directory(dir, ec), kNotFound, "cannot load plugins from '", dir.string(),
+                  "': expected a folder but there is none (from ", source, ")");
+    for (const std::string& file : PluginFilesIn(dir)) Load(file);
+  }
+}
+
+std::string PluginManager::DefaultPluginDir() {
+  // Binaries are in <prefix>/bin and plugins in <prefix>/lib/nabla/plugins,
+  // in the build tree and in an install alike.
+  const fs::path exe = boost::dll::program_location();
+  return (exe.parent_path().parent_path() / "lib" / "nabla" / "plugins").lexically_normal().string();
+}
+
+}  // namespace nabla

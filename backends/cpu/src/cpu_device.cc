@@ -29,6 +29,7 @@ void CpuDevice::CopyOnDevice(void* dst, const void* src, size_t bytes) {
 }
 
 void RegisterSequentialExecutor();  // sequential_executor.cc
+void RegisterTaskGraphExecutor();   // taskgraph_executor.cc
 
 void InitCpuBackend() {
   static std::once_flag once;
@@ -36,6 +37,7 @@ void InitCpuBackend() {
     static CpuDevice host;
     SetHostDevice(&host);
     RegisterSequentialExecutor();
+    RegisterTaskGraphExecutor();
   });
 }
 

@@ -15,7 +15,7 @@ class SequentialExecutor final : public Executor {
   const ExecutorOptions& Options() const override { return options_; }
 
   void Run(const ProgramDesc& program, int block_idx, Scope& scope) override {
-    RunContext run{&program, this, &options_};
+    RunContext run{&program, this, &options_, run_counter_++};
     const BlockDesc* block = program.Block(block_idx);
     for (const auto& op : block->AllOps()) RunOp(*op, scope, device_, run);
   }
@@ -23,6 +23,7 @@ class SequentialExecutor final : public Executor {
  private:
   Device& device_;
   ExecutorOptions options_;
+  uint64_t run_counter_ = 0;
 };
 
 }  // namespace

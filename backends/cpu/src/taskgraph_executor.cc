@@ -1,0 +1,188 @@
+// The task-graph executor: one tbb::flow::graph per block, built once from the
+// read/write hazards between its ops, cached, and reused every step.
+#include <tbb/flow_graph.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
+#include "nabla/executor.h"
+#include "nabla/op_registry.h"
+#include "nabla/scope.h"
+
+namespace nabla::cpu {
+namespace {
+
+namespace flow = tbb::flow;
+
+// Which ops must finish before which: read-after-write, write-after-read and
+// write-after-write on every var name. Control-flow ops touch vars their
+// slots do not list (through sub-blocks), so they are full barriers.
+std::vector<std::vector<size_t>> BuildDependencies(const BlockDesc& block, const OpRegistry& registry) {
+  const size_t n = block.OpSize();
+  std::vector<std::vector<size_t>> preds(n);
+  std::unordered_map<std::string, size_t> last_writer;
+  std::unordered_map<std::string, std::vector<size_t>> readers_since_write;
+  std::vector<size_t> since_barrier;  // ops after the last barrier
+  size_t last_barrier = SIZE_MAX;
+  for (size_t i = 0; i < n; ++i) {
+    const OpDesc& op = *block.Op(i);
+    const OpInfo* info = registry.Find(op.Type());
+    bool barrier = info && info->traits.control_flow;
+    auto& p = preds[i];
+    if (barrier) {
+      p = since_barrier;
+      if (last_barrier != SIZE_MAX) p.push_back(last_barrier);
+    } else {
+      if (last_barrier != SIZE_MAX) p.push_back(last_barrier);
+      for (const auto& name : op.InputArgumentNames()) {
+        if (name == kEmptyVarName) continue;
+        auto w = last_writer.find(name);
+        if (w != last_writer.end()) p.push_back(w->second);
+      }
+      for (const auto& name : op.OutputArgumentNames()) {
+        if (name == kEmptyVarName) continue;
+        auto w = last_writer.find(name);
+        if (w != last_writer.end()) p.push_back(w->second);
+        auto r = readers_since_write.find(name);
+        if (r != readers_since_write.end())
+          for (size_t j : r->second)
+            if (j != i) p.push_back(j);
+      }
+    }
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    if (barrier) {
+      last_barrier = i;
+      since_barrier.clear();
+      last_writer.clear();
+      readers_since_write.clear();
+      continue;
+    }
+    since_barrier.push_back(i);
+    for (const auto& name : op.InputArgumentNames()) readers_since_write[name].push_back(i);
+    for (const auto& name : op.OutputArgumentNames()) {
+      last_writer[name] = i;
+      readers_since_write[name].clear();
+    }
+  }
+  return preds;
+}
+
+class TaskGraphExecutor final : public Executor {
+ public:
+  TaskGraphExecutor(Device& device, const ExecutorOptions& options)
+      : device_(device),
+        options_(options),
+        arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic) {}
+
+  std::string Name() const override { return "taskgraph"; }
+  Device& GetDevice() const override { return device_; }
+  const ExecutorOptions& Options() const override { return options_; }
+
+  void Run(const ProgramDesc& program, int block_idx, Scope& scope) override {
+    // Nested runs (a control-flow op running its sub-block from inside a
+    // node) go sequentially inside that op: a sub-block step is usually a
+    // handful of small ops, where graph overhead would dominate.
+    thread_local int depth = 0;
+    const BlockDesc& block = *program.Block(block_idx);
+    RunContext run{&program, this, &options_, depth == 0 ? run_counter_++ : 0};
+    if (depth > 0) {
+      for (const auto& op : block.AllOps()) RunOp(*op, scope, device_, run);
+      return;
+    }
+    // Vars are created up front: nodes run concurrently and must only read
+    // the scope's map.
+    for (const auto& op : block.AllOps())
+      for (const auto& name : op->OutputArgumentNames())
+        if (name != kEmptyVarName && !scope.FindVar(name)) scope.Var(name);
+
+    Graph& g = GraphFor(program, block);
+    g.scope = &scope;
+    g.run = &run;
+    g.error = nullptr;
+    ++depth;
+    struct DepthGuard {
+      int& d;
+      ~DepthGuard() { --d; }
+    } guard{depth};
+    arena_.execute([&] {
+      for (auto* root : g.roots) root->try_put(flow::continue_msg());
+      g.graph->wait_for_all();
+    });
+    if (g.error) std::rethrow_exception(g.error);
+  }
+
+ private:
+  struct Graph {
+    std::unique_ptr<flow::graph> graph;
+    std::vector<std::unique_ptr<flow::continue_node<flow::continue_msg>>> nodes;
+    std::vector<flow::continue_node<flow::continue_msg>*> roots;
+    Scope* scope = nullptr;
+    const RunContext* run = nullptr;
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    size_t op_count = 0;
+    const OpDesc* first_op = nullptr;
+  };
+
+  // Cached per (program, block); rebuilt if the block's op list changed.
+  Graph& GraphFor(const ProgramDesc& program, const BlockDesc& block) {
+    auto key = std::make_pair(&program, block.Idx());
+    auto& slot = graphs_[key];
+    const OpDesc* first = block.OpSize() ? block.Op(0) : nullptr;
+    if (slot && slot->op_count == block.OpSize() && slot->first_op == first) return *slot;
+    slot = std::make_unique<Graph>();
+    Graph* g = slot.get();
+    g->op_count = block.OpSize();
+    g->first_op = first;
+    auto preds = BuildDependencies(block, *CurrentRegistry());
+    arena_.execute([&] {
+      g->graph = std::make_unique<flow::graph>();
+      for (size_t i = 0; i < block.OpSize(); ++i) {
+        const OpDesc* op = block.Op(i);
+        g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
+            *g->graph, [this, g, op](const flow::continue_msg&) {
+              {
+                std::lock_guard<std::mutex> lock(g->error_mutex);
+                if (g->error) return flow::continue_msg();  // an earlier op failed: skip the rest
+              }
+              try {
+                RunOp(*op, *g->scope, device_, *g->run);
+              } catch (...) {
+                std::lock_guard<std::mutex> lock(g->error_mutex);
+                if (!g->error) g->error = std::current_exception();
+              }
+              return flow::continue_msg();
+            }));
+      }
+      for (size_t i = 0; i < preds.size(); ++i) {
+        if (preds[i].empty()) g->roots.push_back(g->nodes[i].get());
+        for (size_t j : preds[i]) flow::make_edge(*g->nodes[j], *g->nodes[i]);
+      }
+    });
+    return *g;
+  }
+
+  Device& device_;
+  ExecutorOptions options_;
+  tbb::task_arena arena_;
+  std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<Graph>> graphs_;
+  uint64_t run_counter_ = 0;
+};
+
+}  // namespace
+
+void RegisterTaskGraphExecutor() {
+  RegisterExecutor("taskgraph", [](Device& d, const ExecutorOptions& o) -> std::unique_ptr<Executor> {
+    return std::make_unique<TaskGraphExecutor>(d, o);
+  });
+}
+
+}  // namespace nabla::cpu

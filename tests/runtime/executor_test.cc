@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/executor.h"
+#include "nabla/scope.h"
+#include "toy_ops.h"
+
+namespace nabla {
+namespace {
+
+void Feed(Scope& scope, const std::string& name, std::vector<float> values) {
+  Tensor& t = scope.Var(name)->GetTensor();
+  float* p = t.Allocate<float>(HostDevice(), {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), p);
+}
+
+std::vector<float> Fetch(Scope& scope, const std::string& name) {
+  const Tensor& t = scope.FindVar(name)->GetTensor();
+  return std::vector<float>(t.Data<float>(), t.Data<float>() + t.Numel());
+}
+
+// Two independent branches joined at the end, plus a write-after-read on `a`.
+ProgramDesc DiamondProgram() {
+  ProgramDesc p;
+  BlockDesc* b = p.Root();
+  b->AppendOp(OpDesc("toy_scale", {{"X", {"a"}}}, {{"Out", {"l1"}}}, {{"scale", 2.0f}}));
+  b->AppendOp(OpDesc("toy_scale", {{"X", {"l1"}}}, {{"Out", {"l2"}}}, {{"scale", 3.0f}}));
+  b->AppendOp(OpDesc("toy_scale", {{"X", {"a"}}}, {{"Out", {"r1"}}}, {{"scale", -1.0f}}));
+  b->AppendOp(OpDesc("toy_add", {{"X", {"l2"}}, {"Y", {"r1"}}}, {{"Out", {"out"}}}, {}));
+  // Overwrites an input read above: must wait for both readers of `a`.
+  b->AppendOp(OpDesc("toy_scale", {{"X", {"out"}}}, {{"Out", {"a"}}}, {{"scale", 10.0f}}));
+  return p;
+}
+
+class ExecutorTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    cpu::InitCpuBackend();
+    testing::RegisterToyOps();
+  }
+};
+
+TEST_P(ExecutorTest, DiamondGivesTheSequentialResult) {
+  ProgramDesc p = DiamondProgram();
+  ExecutorOptions opts;
+  opts.threads = 2;
+  auto exec = CreateExecutor(GetParam(), HostDevice(), opts);
+  Scope scope;
+  Feed(scope, "a", {1, 2, 3});
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "out"), (std::vector<float>{5, 10, 15}));
+  EXPECT_EQ(Fetch(scope, "a"), (std::vector<float>{50, 100, 150}));
+  // The cached graph is reused: a second step continues from the new `a`.
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "out"), (std::vector<float>{250, 500, 750}));
+}
+
+TEST_P(ExecutorTest, OpFailureNamesTheOp) {
+  ProgramDesc p;
+  p.SetSourceFile("prog.yaml");
+  OpDesc op("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"c"}}}, {});
+  op.SetPos({7, 9});
+  p.Root()->AppendOp(op);
+  auto exec = CreateExecutor(GetParam(), HostDevice());
+  Scope scope;
+  Feed(scope, "a", {1, 2});
+  Feed(scope, "b", {1, 2, 3});
+  try {
+    exec->Run(p, 0, scope);
+    FAIL() << "shape mismatch not reported";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("prog.yaml:7:9: op 'toy_add': toy_add shapes differ: [2] vs [3]", 0), 0u) << msg;
+  }
+}
+
+TEST_P(ExecutorTest, MissingKernelIsUnimplementedAndListsKernels) {
+  ProgramDesc p;
+  p.Root()->AppendOp(OpDesc("toy_scale", {{"X", {"a"}}}, {{"Out", {"b"}}}, {{"scale", 1.0f}}));
+  Scope scope;
+  double* d = scope.Var("a")->GetTensor().Allocate<double>(HostDevice(), {2});
+  d[0] = d[1] = 1;
+  auto exec = CreateExecutor(GetParam(), HostDevice());
+  try {
+    exec->Run(p, 0, scope);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("no kernel for (cpu, float64); registered kernels: cpu/float32"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, ExecutorTest, ::testing::Values("sequential", "taskgraph"));
+
+TEST(ExecutorFactory, UnknownNameListsKnownOnes) {
+  cpu::InitCpuBackend();
+  try {
+    CreateExecutor("warp", HostDevice());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected one of: sequential, taskgraph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Scope, LookupWalksUpAndKidsAreOwned) {
+  Scope root;
+  root.Var("w");
+  Scope& kid = root.NewScope();
+  kid.Var("h");
+  EXPECT_EQ(kid.FindVar("w"), root.FindVar("w"));
+  EXPECT_EQ(root.FindVar("h"), nullptr);
+  EXPECT_EQ(kid.FindLocalVar("w"), nullptr);
+}
+
+TEST(Tensor, AllocateReusesBufferAndChecksDType) {
+  cpu::InitCpuBackend();
+  Tensor t;
+  float* a = t.Allocate<float>(HostDevice(), {4, 4});
+  float* b = t.Allocate<float>(HostDevice(), {2, 4});  // smaller: same buffer
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(t.Data<double>(), Error);
+  Tensor shared;
+  shared.ShareDataWith(t);
+  float* c = t.Allocate<float>(HostDevice(), {2, 4});  // shared: must not clobber
+  EXPECT_NE(c, shared.Data<float>());
+}
+
+}  // namespace
+}  // namespace nabla

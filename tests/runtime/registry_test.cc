@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include "nabla/op_registry.h"
+#include "toy_ops.h"
+
+namespace nabla {
+namespace {
+
+TEST(Registry, InProcessBatchIsPublishedWithOriginAndKernels) {
+  testing::RegisterToyOps();
+  auto reg = CurrentRegistry();
+  const OpInfo* info = reg->Find("toy_add");
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->origin.plugin, "toy");
+  EXPECT_NE(info->origin.file.find("toy_ops.h"), std::string::npos);
+  EXPECT_GT(info->origin.line, 0);
+  EXPECT_TRUE(info->HasGradient());
+  EXPECT_FALSE(reg->Find("toy_scale")->HasGradient());
+  ASSERT_EQ(reg->KernelsOf("toy_add").size(), 1u);
+  EXPECT_EQ(reg->KernelsOf("toy_add")[0].first, DeviceType::kCPU);
+  ASSERT_NE(reg->Find("toy_scale")->schema.FindAttr("scale"), nullptr);
+  EXPECT_EQ(std::get<float>(*reg->Find("toy_scale")->schema.FindAttr("scale")->default_value), 1.0f);
+}
+
+// A failing batch leaves the registry exactly as it was, even when part of
+// the batch was fine.
+TEST(Registry, FailedBatchLeavesRegistryUnchanged) {
+  testing::RegisterToyOps();
+  auto before = CurrentRegistry()->OpTypes();
+  size_t plugins_before = CurrentRegistry()->Plugins().size();
+  try {
+    RegisterOps("intruder", [](Registrar& r) {
+      r.Op("brand_new_op").Input("X", "x").Output("Out", "y");
+      r.Op("toy_add").Input("X", "x").Output("Out", "y");
+    });
+    FAIL() << "duplicate op accepted";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("op 'toy_add'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("already owned by toy"), std::string::npos) << msg;
+    EXPECT_TRUE(e.IsBadInput());
+  }
+  EXPECT_EQ(CurrentRegistry()->OpTypes(), before);
+  EXPECT_EQ(CurrentRegistry()->Plugins().size(), plugins_before);
+  EXPECT_EQ(CurrentRegistry()->Find("brand_new_op"), nullptr);
+}
+
+TEST(Registry, ThrowingRegistrationAndUnknownKernelOpAreRejected) {
+  auto before = CurrentRegistry()->OpTypes();
+  EXPECT_THROW(RegisterOps("thrower",
+                           [](Registrar& r) {
+                             r.Op("half_registered").Input("X", "x");
+                             throw std::runtime_error("boom");
+                           }),
+               Error);
+  try {
+    RegisterOps("orphan", [](Registrar& r) {
+      r.Kernel("no_such_op", DeviceType::kCPU, DType::kFloat32, [](const ExecutionContext&) {});
+    });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel for unknown op 'no_such_op'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(CurrentRegistry()->OpTypes(), before);
+}
+
+TEST(Registry, DefaultGradOpDerivesSlotsFromForward) {
+  RegisterOps("gradslots", [](Registrar& r) {
+    r.Op("gs_mul").Input("X", "x").Input("Y", "y").Output("Out", "o").Attr<int>("x_num_col_dims", 1, "d");
+    r.DefaultGradOp("gs_mul");
+  });
+  const OpInfo& g = CurrentRegistry()->Get("gs_mul_grad");
+  std::vector<std::string> ins, outs;
+  for (const auto& s : g.schema.inputs) ins.push_back(s.name);
+  for (const auto& s : g.schema.outputs) outs.push_back(s.name);
+  EXPECT_EQ(ins, (std::vector<std::string>{"X", "Y", "Out", "Out@GRAD"}));
+  EXPECT_EQ(outs, (std::vector<std::string>{"X@GRAD", "Y@GRAD"}));
+  ASSERT_NE(g.schema.FindAttr("x_num_col_dims"), nullptr);
+}
+
+TEST(Registry, DefaultGradMakerFollowsSeedNaming) {
+  testing::RegisterToyOps();
+  OpDesc fwd("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"c"}}}, {});
+  std::unordered_set<std::string> no_grad{"b"};
+  std::unordered_map<std::string, std::string> g2v;
+  auto ops = CurrentRegistry()->Get("toy_add").grad_maker(fwd, no_grad, &g2v, {});
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]->Type(), "toy_add_grad");
+  EXPECT_EQ(ops[0]->Input("Out@GRAD"), std::vector<std::string>{"c@GRAD"});
+  EXPECT_EQ(ops[0]->Output("X@GRAD"), std::vector<std::string>{"a@GRAD"});
+  EXPECT_EQ(ops[0]->Output("Y@GRAD"), std::vector<std::string>{"@EMPTY@"});
+  EXPECT_EQ(g2v.at("a@GRAD"), "a");
+  EXPECT_EQ(g2v.count("b@GRAD"), 0u);
+}
+
+}  // namespace
+}  // namespace nabla
