@@ -1,0 +1,130 @@
+#pragma once
+// The run config (SPEC §5): what `nabla run` trains and how. Every key, its
+// type and its default are documented in docs/run-config.md; an unknown key
+// or an ill-typed value is an Error naming file:line:col.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nabla/program.h"
+
+namespace nabla::train {
+
+// A position in the config file, for messages that come after parsing
+// (a feed var the program lacks, a missing data file).
+struct ConfigPos {
+  std::string file;
+  int line = 0;  // 1-based; 0 = unknown
+  int col = 0;
+  std::string Where() const;  // "run.yaml:12:5" (or just the file)
+};
+
+struct OptimizerConfig {
+  std::string type = "sgd";  // sgd | momentum | adam
+  double lr = 0.01;
+  double momentum = 0.9;  // momentum: the velocity factor (Paddle's mu)
+  bool nesterov = false;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weight_decay = 0.0;      // L2: grad += weight_decay * param
+  double clip_global_norm = 0.0;  // 0: no clipping
+  ConfigPos pos;
+};
+
+// One program var fed from one dataset column.
+struct FeedConfig {
+  std::string var;
+  // idx / npy: the key of a file in `files`; csv: a header name, a 0-based
+  // index, or a 0-based half-open range "a:b" ("a:" runs to the last column).
+  std::string column;
+  // Multiplies values going into a float var; default 1/255 for uint8 data
+  // (IDX images), 1 otherwise.
+  std::optional<double> scale;
+  ConfigPos pos;
+};
+
+struct SplitConfig {
+  bool present = false;
+  std::map<std::string, std::string> files;  // idx / npy: column name -> path (resolved)
+  std::map<std::string, ConfigPos> file_pos;
+  std::string path;  // csv: the file (resolved)
+  std::vector<FeedConfig> feeds;
+  ConfigPos pos;
+};
+
+struct DataConfig {
+  std::string format = "idx";  // idx | csv | npy
+  SplitConfig train;
+  SplitConfig eval;
+  int64_t batch_size = 64;
+  int64_t eval_batch_size = 0;  // 0: batch_size
+  bool shuffle = true;
+  std::optional<uint64_t> seed;  // default: the top-level seed
+  bool drop_last = false;
+  bool csv_header = true;
+  char csv_delimiter = ',';
+  ConfigPos pos;
+};
+
+struct AccuracyConfig {
+  bool enabled = false;
+  std::string logits;  // "" : the Logits/X input of the op that reads the label
+  std::string label;   // "" : the integer feed var
+  int k = 1;
+  ConfigPos pos;
+};
+
+struct CheckpointConfig {
+  std::string dir;  // "": no checkpoints
+  int64_t every_steps = 0;  // 0: only per epoch (when every_epoch)
+  bool every_epoch = true;
+  int keep_last = 3;  // 0: keep all
+  bool resume = false;
+  ConfigPos pos;
+};
+
+struct LoggingConfig {
+  int64_t every_steps = 100;
+  std::string metrics_file;  // "": none; .csv or .jsonl
+  std::string plot;          // "": none; .png, .svg or .txt (gnuplot)
+  std::string progress = "auto";  // auto | bar | lines | none
+  ConfigPos pos;
+};
+
+struct RunConfig {
+  std::string path;      // the config file
+  std::string base_dir;  // its folder: inputs are relative to it
+  std::vector<std::string> plugins;
+  std::string device = "cpu";
+  std::string executor = "sequential";
+  int threads = 0;
+  uint64_t seed = 0;
+  // The program: a file (resolved) or an inline mapping, kept as text whose
+  // line numbers are those of the config file.
+  std::string program_path;
+  std::string program_text;
+  ConfigPos program_pos;
+  std::string loss;
+  ConfigPos loss_pos;
+  std::vector<std::string> params;  // empty: every trainable persistable var
+  std::vector<std::string> no_grad;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  int64_t epochs = 1;
+  int64_t steps = 0;  // 0: no step limit
+  AccuracyConfig accuracy;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+};
+
+// Parses and checks a run config. Relative input paths (program, plugins,
+// data files) are resolved against the config's folder; output paths
+// (checkpoint dir, metrics file, plot) against the working directory.
+RunConfig LoadRunConfig(const std::string& path);
+RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source_name,
+                         const std::string& base_dir);
+
+}  // namespace nabla::train
