@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "nabla/backward.h"
@@ -48,7 +49,7 @@ Doubles Fetch(Scope& scope, const std::string& name) {
 
 Shape ShapeOf(Scope& scope, const std::string& name) { return scope.FindVar(name)->GetTensor().GetShape(); }
 
-void Run(OpDesc op, Scope& scope) {
+void RunOne(OpDesc op, Scope& scope) {
   FillDefaultAttrs(op, *CurrentRegistry());
   ExecutorOptions options;
   options.seed = 11;
@@ -144,7 +145,7 @@ TYPED_TEST(NnForward, Activations) {
     tanh_ref[i] = std::tanh(xi);
   }
   for (const char* type : {"relu", "sigmoid", "tanh"})
-    Run(OpDesc(type, {{"X", {"x"}}}, {{"Out", {std::string(type) + "_out"}}}, {}), this->scope);
+    RunOne(OpDesc(type, {{"X", {"x"}}}, {{"Out", {std::string(type) + "_out"}}}, {}), this->scope);
   ExpectNear<T>(Fetch<T>(this->scope, "relu_out"), relu, "relu");
   ExpectNear<T>(Fetch<T>(this->scope, "sigmoid_out"), sigmoid, "sigmoid");
   ExpectNear<T>(Fetch<T>(this->scope, "tanh_out"), tanh_ref, "tanh");
@@ -160,7 +161,7 @@ TYPED_TEST(NnForward, SoftmaxOverEveryAxisWithHugeLogits) {
   Doubles xt(x.size());
   for (size_t i = 0; i < x.size(); ++i) xt[i] = static_cast<T>(x[i]);
   for (int axis : {-1, 0, 1}) {
-    Run(OpDesc("softmax", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"axis", axis}}), this->scope);
+    RunOne(OpDesc("softmax", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"axis", axis}}), this->scope);
     ExpectNear<T>(Fetch<T>(this->scope, "y"), RefSoftmax(xt, s, axis < 0 ? 2 : axis),
                   "softmax axis " + std::to_string(axis));
   }
@@ -172,20 +173,20 @@ TYPED_TEST(NnForward, CrossEntropyHardSoftIgnoredAndZeroProbability) {
   x[4 + 2] = 0.0;  // row 1's label has probability 0: the clipped log keeps it finite
   Feed<T>(this->scope, "x", {3, 4}, x);
   Feed<int64_t>(this->scope, "label", {3, 1}, {1, 2, 3});
-  Run(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label"}}}, {{"Y", {"y"}}}, {}), this->scope);
+  RunOne(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label"}}}, {{"Y", {"y"}}}, {}), this->scope);
   EXPECT_EQ(ShapeOf(this->scope, "y"), (Shape{3, 1}));
   ExpectNear<T>(Fetch<T>(this->scope, "y"),
                 {-std::log(static_cast<double>(static_cast<T>(x[1]))), -std::log(1e-20),
                  -std::log(static_cast<double>(static_cast<T>(x[11])))},
                 "hard");
 
-  Run(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label"}}}, {{"Y", {"y"}}}, {{"ignore_index", 2}}),
+  RunOne(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label"}}}, {{"Y", {"y"}}}, {{"ignore_index", 2}}),
       this->scope);
   EXPECT_EQ(Fetch<T>(this->scope, "y")[1], 0.0);
 
   Doubles soft = Random(12, 0, 1, 4);
   Feed<T>(this->scope, "soft", {3, 4}, soft);
-  Run(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"soft"}}}, {{"Y", {"ys"}}}, {{"soft_label", true}}),
+  RunOne(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"soft"}}}, {{"Y", {"ys"}}}, {{"soft_label", true}}),
       this->scope);
   Doubles want(3, 0.0);
   for (int r = 0; r < 3; ++r)
@@ -203,7 +204,7 @@ TYPED_TEST(NnForward, SoftmaxWithCrossEntropyMatchesSoftmaxThenLog) {
   Feed<T>(this->scope, "x", s, x);
   Doubles labels{0, 2, 1, 1, 2, 0, 0, 1};
   Feed<int64_t>(this->scope, "label", {2, 1, 4}, labels);
-  Run(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
+  RunOne(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
              {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {{"axis", 1}}),
       this->scope);
   Doubles sm = RefSoftmax(xt, s, 1);
@@ -220,13 +221,13 @@ TYPED_TEST(NnForward, SoftmaxWithCrossEntropyStaysFiniteForConfidentLogits) {
   // softmax underflows to 0 for the labelled class; log(softmax) would be -inf.
   Feed<T>(this->scope, "x", {2, 3}, {200, 0, -200, 0, 0, 0});
   Feed<int64_t>(this->scope, "label", {2, 1}, {2, 1});
-  Run(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
+  RunOne(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
              {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {}),
       this->scope);
   ExpectNear<T>(Fetch<T>(this->scope, "loss"), {400.0, std::log(3.0)}, "loss");
 
   Feed<T>(this->scope, "soft", {2, 3}, {0.25, 0.25, 0.5, 1, 0, 0});
-  Run(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"soft"}}},
+  RunOne(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"soft"}}},
              {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {{"soft_label", true}}),
       this->scope);
   ExpectNear<T>(Fetch<T>(this->scope, "loss"), {0.25 * 200 + 0.5 * 400, std::log(3.0)}, "soft loss");
@@ -237,7 +238,7 @@ TYPED_TEST(NnForward, ConcatAndSplitAreInverse) {
   Doubles a = Random(6, -1, 1, 6), b = Random(12, -1, 1, 7);
   Feed<T>(this->scope, "a", {2, 1, 3}, a);
   Feed<T>(this->scope, "b", {2, 2, 3}, b);
-  Run(OpDesc("concat", {{"X", {"a", "b"}}}, {{"Out", {"c"}}}, {{"axis", 1}}), this->scope);
+  RunOne(OpDesc("concat", {{"X", {"a", "b"}}}, {{"Out", {"c"}}}, {{"axis", 1}}), this->scope);
   ASSERT_EQ(ShapeOf(this->scope, "c"), (Shape{2, 3, 3}));
   Doubles c = Fetch<T>(this->scope, "c");
   for (int64_t f = 0; f < 18; ++f) {
@@ -245,13 +246,13 @@ TYPED_TEST(NnForward, ConcatAndSplitAreInverse) {
     double want = idx[1] == 0 ? a[Ravel({idx[0], 0, idx[2]}, {2, 1, 3})] : b[Ravel({idx[0], idx[1] - 1, idx[2]}, {2, 2, 3})];
     EXPECT_EQ(c[f], static_cast<double>(static_cast<T>(want))) << f;
   }
-  Run(OpDesc("split", {{"X", {"c"}}}, {{"Out", {"s0", "s1"}}}, {{"sections", std::vector<int>{-1, 2}}, {"axis", -2}}),
+  RunOne(OpDesc("split", {{"X", {"c"}}}, {{"Out", {"s0", "s1"}}}, {{"sections", std::vector<int>{-1, 2}}, {"axis", -2}}),
       this->scope);
   EXPECT_EQ(ShapeOf(this->scope, "s0"), (Shape{2, 1, 3}));
   EXPECT_EQ(ShapeOf(this->scope, "s1"), (Shape{2, 2, 3}));
   ExpectNear<T>(Fetch<T>(this->scope, "s0"), Fetch<T>(this->scope, "a"), "s0");
   ExpectNear<T>(Fetch<T>(this->scope, "s1"), Fetch<T>(this->scope, "b"), "s1");
-  Run(OpDesc("split", {{"X", {"c"}}}, {{"Out", {"t0", "t1", "t2"}}}, {{"num", 3}, {"axis", 2}}), this->scope);
+  RunOne(OpDesc("split", {{"X", {"c"}}}, {{"Out", {"t0", "t1", "t2"}}}, {{"num", 3}, {"axis", 2}}), this->scope);
   for (int k = 0; k < 3; ++k) {
     Doubles part = Fetch<T>(this->scope, "t" + std::to_string(k));
     ASSERT_EQ(part.size(), 6u);
@@ -267,7 +268,7 @@ TYPED_TEST(NnForward, LookupTableGathersRowsAndZeroesPadding) {
   Doubles w = Random(15, -1, 1, 8);
   Feed<T>(this->scope, "w", {5, 3}, w);
   Feed<int64_t>(this->scope, "ids", {2, 2, 1}, {4, 0, 2, 4});
-  Run(OpDesc("lookup_table", {{"W", {"w"}}, {"Ids", {"ids"}}}, {{"Out", {"e"}}}, {{"padding_idx", 2}}), this->scope);
+  RunOne(OpDesc("lookup_table", {{"W", {"w"}}, {"Ids", {"ids"}}}, {{"Out", {"e"}}}, {{"padding_idx", 2}}), this->scope);
   ASSERT_EQ(ShapeOf(this->scope, "e"), (Shape{2, 2, 3}));
   Doubles e = Fetch<T>(this->scope, "e");
   const int ids[] = {4, 0, 2, 4};
@@ -277,7 +278,7 @@ TYPED_TEST(NnForward, LookupTableGathersRowsAndZeroesPadding) {
 
   Feed<int64_t>(this->scope, "bad", {2, 1}, {1, 5});
   try {
-    Run(OpDesc("lookup_table", {{"W", {"w"}}, {"Ids", {"bad"}}}, {{"Out", {"e"}}}, {}), this->scope);
+    RunOne(OpDesc("lookup_table", {{"W", {"w"}}, {"Ids", {"bad"}}}, {{"Out", {"e"}}}, {}), this->scope);
     FAIL() << "an out-of-range id was accepted";
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::kOutOfRange);
@@ -294,7 +295,7 @@ TYPED_TEST(NnForward, DropoutBothImplementations) {
   const float p = 0.3f;
   for (const std::string impl : {"downgrade_in_infer", "upscale_in_train"}) {
     AttributeMap attrs{{"dropout_prob", p}, {"dropout_implementation", impl}, {"fix_seed", true}, {"seed", 5}};
-    Run(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}, {"Mask", {"m"}}}, attrs), this->scope);
+    RunOne(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}, {"Mask", {"m"}}}, attrs), this->scope);
     Doubles y = Fetch<T>(this->scope, "y"), m = Fetch<T>(this->scope, "m");
     const double scale = impl == "upscale_in_train" ? 1.0 / (1.0 - p) : 1.0;
     int64_t kept = 0;
@@ -307,20 +308,20 @@ TYPED_TEST(NnForward, DropoutBothImplementations) {
     EXPECT_NEAR(static_cast<double>(kept), 0.7 * n, 325.0) << impl;
 
     // The same seed gives the same mask; a different one another mask.
-    Run(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y2"}}, {"Mask", {"m2"}}}, attrs), this->scope);
+    RunOne(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y2"}}, {"Mask", {"m2"}}}, attrs), this->scope);
     EXPECT_EQ(Fetch<T>(this->scope, "m2"), m);
     attrs["seed"] = 6;
-    Run(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y2"}}, {"Mask", {"m2"}}}, attrs), this->scope);
+    RunOne(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y2"}}, {"Mask", {"m2"}}}, attrs), this->scope);
     EXPECT_NE(Fetch<T>(this->scope, "m2"), m);
 
     attrs["is_test"] = true;
-    Run(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"yt"}}, {"Mask", {"mt"}}}, attrs), this->scope);
+    RunOne(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"yt"}}, {"Mask", {"mt"}}}, attrs), this->scope);
     Doubles yt = Fetch<T>(this->scope, "yt");
     const double test_scale = impl == "upscale_in_train" ? 1.0 : 1.0 - p;
     for (int64_t i = 0; i < n; i += 997) EXPECT_NEAR(yt[i], static_cast<T>(x[i]) * test_scale, Tol<T>() * 4);
   }
   // p = 1 drops everything, without 0 * inf = NaN when upscaling.
-  Run(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}, {"Mask", {"m"}}},
+  RunOne(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}, {"Mask", {"m"}}},
              {{"dropout_prob", 1.0f}, {"dropout_implementation", std::string("upscale_in_train")}}),
       this->scope);
   for (double v : Fetch<T>(this->scope, "y")) ASSERT_EQ(v, 0.0);
@@ -335,7 +336,7 @@ TYPED_TEST(NnForward, LayerNormAgainstTwoPassReference) {
   Feed<T>(this->scope, "x", s, x);
   Feed<T>(this->scope, "scale", {12}, scale);
   Feed<T>(this->scope, "bias", {12}, bias);
-  Run(OpDesc("layer_norm", {{"X", {"x"}}, {"Scale", {"scale"}}, {"Bias", {"bias"}}},
+  RunOne(OpDesc("layer_norm", {{"X", {"x"}}, {"Scale", {"scale"}}, {"Bias", {"bias"}}},
              {{"Y", {"y"}}, {"Mean", {"mean"}}, {"Variance", {"var"}}}, {{"epsilon", 1e-3f}}),
       this->scope);
   Doubles y(24), mean(2), var(2);
@@ -356,7 +357,7 @@ TYPED_TEST(NnForward, LayerNormAgainstTwoPassReference) {
   for (int i = 0; i < 24; ++i) EXPECT_NEAR(got_y[i], y[i], IsF32<T> ? 1e-4 : 1e-9) << i;
 
   // Without Scale and Bias, normalizing from axis 2: rows of 4.
-  Run(OpDesc("layer_norm", {{"X", {"x"}}}, {{"Y", {"y2"}}, {"Mean", {"m2"}}, {"Variance", {"v2"}}},
+  RunOne(OpDesc("layer_norm", {{"X", {"x"}}}, {{"Y", {"y2"}}, {"Mean", {"m2"}}, {"Variance", {"v2"}}},
              {{"begin_norm_axis", 2}}),
       this->scope);
   EXPECT_EQ(ShapeOf(this->scope, "m2"), (Shape{6}));
@@ -373,14 +374,14 @@ TYPED_TEST(NnForward, LayerNormAgainstTwoPassReference) {
 TYPED_TEST(NnForward, TopKAndAccuracy) {
   using T = TypeParam;
   Feed<T>(this->scope, "x", {3, 4}, {0.1, 0.7, 0.7, 0.2, 5, -1, 3, 4, -2, -3, -1, -4});
-  Run(OpDesc("top_k", {{"X", {"x"}}}, {{"Out", {"v"}}, {"Indices", {"i"}}}, {{"k", 2}}), this->scope);
+  RunOne(OpDesc("top_k", {{"X", {"x"}}}, {{"Out", {"v"}}, {"Indices", {"i"}}}, {{"k", 2}}), this->scope);
   ASSERT_EQ(ShapeOf(this->scope, "i"), (Shape{3, 2}));
   // Ties keep the lower index first.
   ExpectNear<T>(Fetch<T>(this->scope, "v"), {static_cast<T>(0.7), static_cast<T>(0.7), 5, 4, -1, -2}, "values");
   EXPECT_EQ(Fetch<int64_t>(this->scope, "i"), (Doubles{1, 2, 0, 3, 2, 0}));
 
   Feed<int64_t>(this->scope, "label", {3, 1}, {2, 3, 1});
-  Run(OpDesc("accuracy", {{"Out", {"v"}}, {"Indices", {"i"}}, {"Label", {"label"}}},
+  RunOne(OpDesc("accuracy", {{"Out", {"v"}}, {"Indices", {"i"}}, {"Label", {"label"}}},
              {{"Accuracy", {"acc"}}, {"Correct", {"correct"}}, {"Total", {"total"}}}, {}),
       this->scope);
   EXPECT_FLOAT_EQ(static_cast<float>(Fetch<float>(this->scope, "acc")[0]), 2.0f / 3.0f);
@@ -392,12 +393,12 @@ TYPED_TEST(NnForward, SquaredL2NormAndClip) {
   using T = TypeParam;
   Doubles x = Random(10, -2, 2, 13);
   Feed<T>(this->scope, "x", {2, 5}, x);
-  Run(OpDesc("squared_l2_norm", {{"X", {"x"}}}, {{"Out", {"n"}}}, {}), this->scope);
+  RunOne(OpDesc("squared_l2_norm", {{"X", {"x"}}}, {{"Out", {"n"}}}, {}), this->scope);
   double want = 0;
   for (double v : x) want += static_cast<double>(static_cast<T>(v)) * static_cast<T>(v);
   EXPECT_EQ(ShapeOf(this->scope, "n"), (Shape{1}));
   ExpectNear<T>(Fetch<T>(this->scope, "n"), {want}, "squared_l2_norm");
-  Run(OpDesc("clip", {{"X", {"x"}}}, {{"Out", {"c"}}}, {{"min", -0.5f}, {"max", 1.0f}}), this->scope);
+  RunOne(OpDesc("clip", {{"X", {"x"}}}, {{"Out", {"c"}}}, {{"min", -0.5f}, {"max", 1.0f}}), this->scope);
   Doubles c = Fetch<T>(this->scope, "c");
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_EQ(c[i], std::min<double>(std::max<double>(static_cast<T>(x[i]), -0.5), 1.0));
@@ -411,7 +412,7 @@ TYPED_TEST(NnForward, SgdUpdatesInPlace) {
   Feed<T>(this->scope, "p", {2, 3}, p);
   Feed<T>(this->scope, "g", {2, 3}, g);
   Feed<float>(this->scope, "lr", {1}, {0.1});  // a float32 rate may drive float64 params
-  Run(OpDesc("sgd", {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}}, {{"ParamOut", {"p"}}}, {}),
+  RunOne(OpDesc("sgd", {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}}, {{"ParamOut", {"p"}}}, {}),
       this->scope);
   Doubles want(6);
   for (int i = 0; i < 6; ++i) want[i] = static_cast<T>(p[i]) - static_cast<T>(0.1f) * static_cast<T>(g[i]);
@@ -460,7 +461,7 @@ TYPED_TEST(NnForward, MomentumMatchesTorchSgd) {
         Doubles gt(8);
         for (int i = 0; i < 8; ++i) gt[i] = static_cast<T>(g[i]);
         ref.Step(rp, gt);
-        Run(OpDesc("momentum", {{"Param", {"p"}}, {"Grad", {"g"}}, {"Velocity", {"v"}}, {"LearningRate", {"lr"}}},
+        RunOne(OpDesc("momentum", {{"Param", {"p"}}, {"Grad", {"g"}}, {"Velocity", {"v"}}, {"LearningRate", {"lr"}}},
                    {{"ParamOut", {"p"}}, {"VelocityOut", {"v"}}}, attrs),
             scope);
       }
@@ -501,7 +502,7 @@ TYPED_TEST(NnForward, AdamMatchesTorchAdamOverSteps) {
       const double mhat = m[i] / (1 - b1p), vhat = v[i] / (1 - b2p);
       rp[i] -= lr * mhat / (std::sqrt(vhat) + eps);
     }
-    Run(OpDesc("adam",
+    RunOne(OpDesc("adam",
                {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}, {"Moment1", {"m1"}}, {"Moment2", {"m2"}},
                 {"Beta1Pow", {"b1p"}}, {"Beta2Pow", {"b2p"}}},
                {{"ParamOut", {"p"}}, {"Moment1Out", {"m1"}}, {"Moment2Out", {"m2"}}, {"Beta1PowOut", {"b1p"}},
@@ -626,6 +627,80 @@ INSTANTIATE_TEST_SUITE_P(NnOps, NnGradient,
                          ::testing::Values("relu", "sigmoid", "tanh", "softmax", "cross_entropy",
                                            "softmax_with_cross_entropy", "concat", "split", "lookup_table", "dropout",
                                            "layer_norm", "squared_l2_norm", "clip"));
+
+// The numeric check runs the float64 kernels; the float32 grad kernels are
+// held to them here: each op's first check case, run forward and backward in
+// both dtypes on the same values and upstream gradients.
+TEST_P(NnGradient, Float32GradKernelsMatchFloat64) {
+  const OpInfo& info = CurrentRegistry()->Get(GetParam());
+  ASSERT_FALSE(info.grad_checks.empty());
+  const GradCheckSpec& spec = info.grad_checks.front();
+  std::mt19937 gen(21);
+  VarNameMap inputs, outputs;
+  std::vector<std::pair<std::string, std::pair<Shape, Doubles>>> float_inputs;
+  std::vector<std::string> checked;
+  Scope s32, s64;
+  for (const GradCheckInput& in : spec.inputs) {
+    for (int j = 0; j < in.count; ++j) {
+      std::string name = in.slot + std::to_string(j);
+      inputs[in.slot].push_back(name);
+      Doubles v = in.values;
+      if (v.empty()) {
+        std::uniform_real_distribution<double> u(in.low, in.high);
+        v.resize(NumElements(in.shape));
+        for (double& x : v) {
+          do x = IsFloating(in.dtype) ? u(gen) : std::floor(u(gen));
+          while (std::any_of(in.kinks.begin(), in.kinks.end(),
+                             [&](double k) { return std::abs(x - k) < in.kink_margin; }));
+        }
+      }
+      if (IsFloating(in.dtype)) {
+        Feed<float>(s32, name, in.shape, v);
+        Feed<double>(s64, name, in.shape, v);
+        if (in.check) checked.push_back(name);
+      } else {
+        Feed<int64_t>(s32, name, in.shape, v);
+        Feed<int64_t>(s64, name, in.shape, v);
+      }
+    }
+  }
+  for (const auto& [slot, count] : spec.outputs)
+    for (int j = 0; j < count; ++j) outputs[slot].push_back(slot + "_out" + std::to_string(j));
+  OpDesc fwd(GetParam(), inputs, outputs, spec.attrs);
+  FillDefaultAttrs(fwd, *CurrentRegistry());
+  RunOne(fwd, s32);
+  RunOne(fwd, s64);
+  std::unordered_set<std::string> no_grad;
+  for (const auto& [slot, names] : inputs)
+    for (const auto& n : names)
+      if (std::find(checked.begin(), checked.end(), n) == checked.end()) no_grad.insert(n);
+  std::vector<std::unique_ptr<OpDesc>> grad_ops = MakeGradOps(fwd, no_grad);
+  ASSERT_FALSE(grad_ops.empty());
+  // Upstream gradients for graded outputs, zeros for the rest (as the
+  // backward builder's fill_zeros_like would give).
+  for (const auto& [slot, names] : outputs) {
+    const bool graded =
+        std::find(spec.no_grad_outputs.begin(), spec.no_grad_outputs.end(), slot) == spec.no_grad_outputs.end();
+    for (const auto& n : names) {
+      const Tensor& t = s64.FindVar(n)->GetTensor();
+      if (!IsFloating(t.GetDType())) continue;
+      Doubles g = graded ? Random(t.Numel(), -1, 1, 31) : Doubles(t.Numel(), 0.0);
+      Feed<float>(s32, GradVarName(n), t.GetShape(), g);
+      Feed<double>(s64, GradVarName(n), t.GetShape(), g);
+    }
+  }
+  for (const auto& op : grad_ops) {
+    RunOne(*op, s32);
+    RunOne(*op, s64);
+  }
+  for (const std::string& n : checked) {
+    Doubles g32 = Fetch<float>(s32, GradVarName(n)), g64 = Fetch<double>(s64, GradVarName(n));
+    ASSERT_EQ(g32.size(), g64.size()) << n;
+    for (size_t i = 0; i < g32.size(); ++i)
+      EXPECT_NEAR(g32[i], g64[i], 1e-4 * std::max(1.0, std::abs(g64[i]))) << GetParam() << " " << n << "@GRAD[" << i
+                                                                          << "]";
+  }
+}
 
 // Every op of the plugin is either in the list above or deliberately
 // gradient-free; a new op cannot slip through without a decision.
