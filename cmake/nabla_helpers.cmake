@@ -1,3 +1,9 @@
+# Every plugin of the standard folder: binaries that LoadDefaults() depend on
+# it, wherever their directory comes in the tree.
+if(NOT TARGET nabla_standard_plugins)
+  add_custom_target(nabla_standard_plugins)
+endif()
+
 # nabla_add_plugin(NAME SOURCES ...): an operator plugin as a MODULE library.
 # Hidden visibility, -fno-gnu-unique (so dlclose really unmaps, STACK.md §3.4)
 # and --no-undefined (a missing core symbol fails the link, not dlopen).
@@ -11,6 +17,7 @@ function(nabla_add_plugin name)
   endif()
   if(NOT P_OUTPUT_DIR)
     set(P_OUTPUT_DIR ${NABLA_PLUGIN_OUTPUT_DIR})
+    add_dependencies(nabla_standard_plugins ${name})
   endif()
   set_target_properties(${name} PROPERTIES
     PREFIX "lib" LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR}

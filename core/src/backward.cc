@@ -1,35 +1,528 @@
 // The backward builder: seed 002's append_backward (_append_backward_ops_,
 // _addup_repetitive_outputs_, _remove_no_grad_branch_, _append_backward_vars_)
-// with today's Paddle refinements. It never names an op it does not own by
-// convention (SPEC §1: fill_constant, fill_zeros_like, sum); everything else
-// it learns from the registry (grad makers, the has_sub_block trait).
+// with today's Paddle refinements: ops are pruned to the paths that carry a
+// gradient to the targets, no-grad branches are removed before contributions
+// are renamed (so a dropped op never leaves a half-fed `sum`), and gradient
+// vars take the dtype and shape of their forward var before inference runs.
+//
+// The builder knows no op. Three op types are naming conventions of SPEC §1
+// (fill_constant seeds, fill_zeros_like zero-fills, sum accumulates); what it
+// must know about any other op comes from the registry: the GradOpDescMaker
+// and the has_sub_block trait.
+//
+// Every pass is linear in the number of ops and arguments: readers and writers
+// are indexed in hash maps while scanning, renames go through recorded slots
+// instead of searching the op list, and inserted ops are merged into a new
+// vector rather than inserted one by one.
 #include "nabla/backward.h"
+
+#include <cstring>
 
 #include "nabla/op_registry.h"
 
 namespace nabla {
+namespace {
 
-std::vector<std::unique_ptr<OpDesc>> MakeGradOps(const OpDesc& op, const std::unordered_set<std::string>& no_grad_set,
-                                                 std::unordered_map<std::string, std::string>* grad_to_var,
-                                                 const std::vector<BlockDesc*>& grad_blocks) {
-  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
-  const OpInfo& info = registry->Get(op.Type());
+// SPEC §1 conventions.
+constexpr const char* kFillConstantOp = "fill_constant";
+constexpr const char* kFillZerosLikeOp = "fill_zeros_like";
+constexpr const char* kSumOp = "sum";
+// Seed 002: an op that owns a block names it in this attribute.
+constexpr const char* kSubBlockAttr = "sub_block";
+
+using NameSet = std::unordered_set<std::string>;
+using OpList = std::vector<std::unique_ptr<OpDesc>>;
+
+bool Contains(const NameSet& set, const std::string& name) { return set.count(name) != 0; }
+
+// A gradient argument in the seed's sense: any name carrying @GRAD
+// (x@GRAD, x@GRAD@RENAME@1, x@GRAD@GRAD).
+bool MentionsGrad(const std::string& name) { return name.find(kGradSuffix) != std::string::npos; }
+
+// x@GRAD -> x, x@GRAD@RENAME@2 -> x, x@GRAD@GRAD -> x@GRAD.
+std::string ForwardVarOf(const std::string& grad) {
+  std::string base = grad;
+  size_t rename = base.rfind(kRenameInfix);
+  if (rename != std::string::npos) base.resize(rename);
+  if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
+  return base;
+}
+
+// The block index an op owns, or -1. Only ops whose registration declares a
+// block attribute (the has_sub_block trait) are looked at.
+int SubBlockOf(const OpDesc& op, const OpInfo* info) {
+  if (info == nullptr || !info->traits.has_sub_block) return -1;
+  auto it = op.Attrs().find(kSubBlockAttr);
+  if (it == op.Attrs().end()) return -1;
+  const BlockRef* ref = std::get_if<BlockRef>(&it->second);
+  return ref ? ref->idx : -1;
+}
+
+std::vector<std::unique_ptr<OpDesc>> MakeGradOpsWith(const OpRegistry& registry, const OpDesc& op,
+                                                     const NameSet& no_grad_set,
+                                                     std::unordered_map<std::string, std::string>* grad_to_var,
+                                                     const std::vector<BlockDesc*>& grad_blocks) {
+  const OpInfo& info = registry.Get(op.Type());
   NABLA_ENFORCE(info.HasGradient(), kNotFound, "op '", op.Type(),
                 "' needs a gradient but has no GradOpDescMaker: expected its registration to call GradMaker<...>() "
                 "(or GradMaker<EmptyGradOpDescMaker>() for an op without gradient), but received none; registered by ",
                 info.origin.ToString());
   std::unordered_map<std::string, std::string> local_grad_to_var;
-  std::vector<std::unique_ptr<OpDesc>> grad_ops =
-      info.grad_maker(op, no_grad_set, grad_to_var ? grad_to_var : &local_grad_to_var, grad_blocks);
+  OpList grad_ops = info.grad_maker(op, no_grad_set, grad_to_var ? grad_to_var : &local_grad_to_var, grad_blocks);
   const ProgramDesc* program = grad_blocks.empty() ? nullptr : grad_blocks.front()->Program();
   for (auto& g : grad_ops) {
     NABLA_ENFORCE(g != nullptr, kInvalidArgument, "the GradOpDescMaker of op '", op.Type(),
                   "' returned a null op; registered by ", info.origin.ToString());
     // Errors about a grad op point at the forward op the user wrote.
     if (g->Pos().line == 0) g->SetPos(op.Pos());
-    FillDefaultAttrs(*g, *registry, program);
+    // A grad op that owns a block runs the grad block built for it. Makers
+    // that copy the forward attributes still name the forward block here.
+    if (!grad_blocks.empty()) {
+      const OpInfo* g_info = registry.Find(g->Type());
+      if (g_info != nullptr && g_info->traits.has_sub_block) {
+        int current = -1;
+        auto it = g->Attrs().find(kSubBlockAttr);
+        if (it != g->Attrs().end())
+          if (const BlockRef* ref = std::get_if<BlockRef>(&it->second)) current = ref->idx;
+        bool names_grad_block = false;
+        for (BlockDesc* b : grad_blocks) names_grad_block |= (b->Idx() == current);
+        if (!names_grad_block) g->SetAttr(kSubBlockAttr, BlockRef{grad_blocks.front()->Idx()});
+      }
+    }
+    FillDefaultAttrs(*g, registry, program);
   }
   return grad_ops;
+}
+
+class BackwardBuilder {
+ public:
+  BackwardBuilder(ProgramDesc& program, const OpRegistry& registry) : program_(program), registry_(registry) {}
+
+  // user set ∪ stop_gradient vars ∪ integer/bool vars, over all blocks. A var
+  // in `keep` stays out unless the user named it (CalcGradient's inputs).
+  void InitNoGradSet(const NameSet& user, const NameSet& keep) {
+    no_grad_ = user;
+    for (size_t b = 0; b < program_.Size(); ++b)
+      for (const auto& var : program_.Block(b)->AllVars()) {
+        bool no_grad = var->StopGradient() || (var->HasDType() && !IsFloating(var->GetDType()));
+        if (no_grad && !(Contains(keep, var->Name()) && IsFloating(var->GetDType()))) no_grad_.insert(var->Name());
+      }
+  }
+  const NameSet& NoGrad() const { return no_grad_; }
+
+  // The ops of `block` on a path from a var that wants a gradient to one of
+  // `targets`, in forward order. With `sources`, only paths that start at a
+  // source count, and the inputs of those ops that carry no gradient from a
+  // source join the no-grad set, so makers emit @EMPTY@ for them.
+  std::vector<const OpDesc*> FindOpPath(const BlockDesc& block, const std::vector<std::string>& targets,
+                                        const NameSet* sources) {
+    const auto& ops = block.AllOps();
+    std::vector<char> on_path(ops.size(), 0);
+    NameSet flow;
+    if (sources != nullptr)
+      for (const auto& s : *sources)
+        if (!Contains(no_grad_, s)) flow.insert(s);
+    auto carries = [&](const std::string& n) {
+      return n != kEmptyVarName && !Contains(no_grad_, n) && (sources == nullptr || Contains(flow, n));
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (const auto& [slot, args] : ops[i]->Inputs())
+        for (const auto& a : args) on_path[i] |= carries(a);
+      if (on_path[i] && sources != nullptr)
+        for (const auto& [slot, args] : ops[i]->Outputs())
+          for (const auto& a : args)
+            if (a != kEmptyVarName && !Contains(no_grad_, a)) flow.insert(a);
+    }
+    NameSet needed(targets.begin(), targets.end());
+    for (size_t i = ops.size(); i-- > 0;) {
+      if (!on_path[i]) continue;
+      bool reaches = false;
+      for (const auto& [slot, args] : ops[i]->Outputs())
+        for (const auto& a : args) reaches |= Contains(needed, a);
+      if (!reaches) {
+        on_path[i] = 0;
+        continue;
+      }
+      for (const auto& [slot, args] : ops[i]->Inputs())
+        for (const auto& a : args)
+          if (carries(a)) needed.insert(a);
+    }
+    std::vector<const OpDesc*> path;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (on_path[i]) path.push_back(ops[i].get());
+    if (sources != nullptr)
+      for (const OpDesc* op : path)
+        for (const auto& [slot, args] : op->Inputs())
+          for (const auto& a : args)
+            if (a != kEmptyVarName && !Contains(flow, a)) no_grad_.insert(a);
+    return path;
+  }
+
+  // _append_backward_ops_: grad ops of `ops` (forward order) in reverse
+  // order; an op that owns a block gets that block's backward built first,
+  // into a new block whose parent is the forward sub-block.
+  OpList CreateGradOps(const std::vector<const OpDesc*>& ops) {
+    OpList grad_ops;
+    grad_ops.reserve(ops.size());
+    for (size_t k = ops.size(); k-- > 0;) {
+      const OpDesc& op = *ops[k];
+      std::vector<BlockDesc*> grad_blocks;
+      int sub = SubBlockOf(op, registry_.Find(op.Type()));
+      if (sub >= 0) {
+        NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, "op '", op.Type(), "' names ",
+                      kSubBlockAttr, " ", sub, " but the program has ", program_.Size(), " blocks");
+        BlockDesc* grad_block = program_.AppendBlock(sub);
+        BuildSubBlock(*program_.Block(static_cast<size_t>(sub)), *grad_block);
+        grad_blocks.push_back(grad_block);
+      }
+      OpList made = MakeGradOpsWith(registry_, op, no_grad_, &grad_to_var_, grad_blocks);
+      for (auto& g : made) grad_ops.push_back(std::move(g));
+    }
+    return grad_ops;
+  }
+
+  // _remove_no_grad_branch_. Walks the grad ops in order (writers of a
+  // gradient come before its readers) and drops an op whose outputs are all
+  // no-grad or @EMPTY@, or whose gradient inputs are all zero; a dropped op
+  // produces nothing. A gradient still read but produced by nothing is
+  // zero-filled right before its first reader. `produced` starts with the
+  // seeds. In a grad sub-block, gradients of the block's outputs come from
+  // outside (`check_produced` false): only no-grad ones are zero there.
+  OpList RemoveNoGradBranch(OpList ops, NameSet produced, bool check_produced, const NameSet& seed_names) {
+    auto is_grad_input = [&](const std::string& n) { return MentionsGrad(n) || Contains(seed_names, n); };
+    auto is_zero = [&](const std::string& n) {
+      return !Contains(produced, n) && (check_produced || Contains(no_grad_, n));
+    };
+    OpList kept;
+    kept.reserve(ops.size());
+    std::vector<std::string> outs, grad_ins;
+    for (auto& op : ops) {
+      outs.clear();
+      grad_ins.clear();
+      for (const auto& [slot, args] : op->Outputs())
+        for (const auto& a : args)
+          if (a != kEmptyVarName) outs.push_back(a);
+      bool drop = true;
+      for (const auto& o : outs) drop &= Contains(no_grad_, o);
+      if (!drop) {
+        for (const auto& [slot, args] : op->Inputs())
+          for (const auto& a : args)
+            if (a != kEmptyVarName && is_grad_input(a)) grad_ins.push_back(a);
+        bool all_zero = !grad_ins.empty();
+        for (const auto& g : grad_ins) all_zero &= is_zero(g);
+        drop = all_zero;
+      }
+      if (drop) continue;
+      for (const auto& g : grad_ins) {
+        if (!is_zero(g)) continue;
+        kept.push_back(MakeConventionOp(kFillZerosLikeOp, {{"X", {ForwardVarOf(g)}}}, {{"Out", {g}}}, {}));
+        produced.insert(g);
+      }
+      for (auto& o : outs) produced.insert(std::move(o));
+      kept.push_back(std::move(op));
+    }
+    return kept;
+  }
+
+  // _addup_repetitive_outputs_: a gradient written by several ops gets one
+  // x@GRAD@RENAME@k per write and a `sum` into x@GRAD right before its next
+  // reader (or at the end). In-place writes (the name is also an input) and
+  // @EMPTY@ are left alone.
+  OpList AddupRepetitiveOutputs(OpList ops) {
+    struct ArgRef {
+      std::vector<std::string>* args;  // non-owning: a slot vector of an op we hold
+      size_t i;
+    };
+    struct Accum {
+      std::vector<std::string> parts;  // current contributions; one entry: not renamed yet
+      std::vector<ArgRef> refs;        // where the single contribution is written or read
+      int rename_count = 0;
+    };
+    std::unordered_map<std::string, Accum> accums;
+    std::vector<std::string> order;  // deterministic placement of the final sums
+    std::vector<std::pair<size_t, std::unique_ptr<OpDesc>>> sums;  // (insert before index, op)
+
+    auto make_sum = [&](const std::string& var, Accum& acc, size_t before) {
+      auto sum = MakeConventionOp(kSumOp, {{"X", acc.parts}}, {{"Out", {var}}}, {});
+      acc.parts.assign(1, var);
+      acc.refs.assign(1, ArgRef{&sum->MutableOutputs().at("Out"), 0});
+      sums.emplace_back(before, std::move(sum));
+    };
+    auto rename = [&](const std::string& var, Accum& acc) {
+      std::string name = StrCat(var, kRenameInfix, acc.rename_count++);
+      return name;
+    };
+
+    for (size_t idx = 0; idx < ops.size(); ++idx) {
+      OpDesc& op = *ops[idx];
+      for (auto& [slot, args] : op.MutableInputs())
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (!MentionsGrad(args[i])) continue;
+          auto it = accums.find(args[i]);
+          if (it == accums.end()) continue;
+          Accum& acc = it->second;
+          if (acc.parts.size() > 1)
+            make_sum(args[i], acc, idx);
+          else if (!acc.parts.empty())
+            acc.refs.push_back(ArgRef{&args, i});
+        }
+      for (auto& [slot, args] : op.MutableOutputs())
+        for (size_t i = 0; i < args.size(); ++i) {
+          const std::string var = args[i];
+          if (var == kEmptyVarName || !MentionsGrad(var)) continue;
+          bool in_place = false;
+          for (const auto& [in_slot, in_args] : op.Inputs())
+            for (const auto& a : in_args) in_place |= (a == var);
+          if (in_place) continue;
+          auto [it, fresh] = accums.try_emplace(var);
+          Accum& acc = it->second;
+          if (fresh) order.push_back(var);
+          if (acc.parts.empty()) {
+            acc.parts.push_back(var);
+            acc.refs.assign(1, ArgRef{&args, i});
+            continue;
+          }
+          if (acc.parts.size() == 1 && acc.parts[0] == var) {
+            // The earlier write, and what read it since, becomes contribution 0.
+            std::string first = rename(var, acc);
+            for (const ArgRef& r : acc.refs) (*r.args)[r.i] = first;
+            acc.refs.clear();
+            acc.parts[0] = first;
+          }
+          std::string name = rename(var, acc);
+          args[i] = name;
+          acc.parts.push_back(std::move(name));
+        }
+    }
+    for (const auto& var : order) {
+      Accum& acc = accums.at(var);
+      if (acc.parts.size() > 1) make_sum(var, acc, ops.size());
+    }
+    if (sums.empty()) return ops;
+    OpList merged;
+    merged.reserve(ops.size() + sums.size());
+    size_t s = 0;
+    for (size_t idx = 0; idx <= ops.size(); ++idx) {
+      for (; s < sums.size() && sums[s].first == idx; ++s) merged.push_back(std::move(sums[s].second));
+      if (idx < ops.size()) merged.push_back(std::move(ops[idx]));
+    }
+    return merged;
+  }
+
+  // The backward of a forward sub-block, into `grad_block`. Nothing outside
+  // says which of its ops reach a target, so every op reading a var that
+  // wants a gradient gets its grad ops.
+  void BuildSubBlock(const BlockDesc& fwd_block, BlockDesc& grad_block) {
+    std::vector<const OpDesc*> ops;
+    for (const auto& op : fwd_block.AllOps()) {
+      bool wants = false;
+      for (const auto& [slot, args] : op->Inputs())
+        for (const auto& a : args) wants |= (a != kEmptyVarName && !Contains(no_grad_, a));
+      if (wants) ops.push_back(op.get());
+    }
+    OpList grad_ops = AddupRepetitiveOutputs(RemoveNoGradBranch(CreateGradOps(ops), {}, false, {}));
+    for (auto& g : grad_ops) grad_block.AppendOp(std::move(g));
+  }
+
+  // _append_backward_vars_: creates the outputs of block.ops[start:] that do
+  // not exist yet (gradients with their forward var's type, dtype and
+  // shape), recursing into the blocks grad ops own, then runs var-type and
+  // shape inference on each op.
+  void CreateVars(BlockDesc& block, size_t start) {
+    for (size_t i = start; i < block.OpSize(); ++i) {
+      const OpDesc& op = *block.Op(i);
+      for (const auto& [slot, args] : op.Outputs())
+        for (const auto& a : args) {
+          if (a == kEmptyVarName || block.HasVarRecursive(a)) continue;
+          VarDesc* var = block.Var(a);
+          if (!MentionsGrad(a)) continue;
+          if (const VarDesc* fwd = block.FindVarRecursive(ForwardVarOf(a))) {
+            var->SetType(fwd->Type());
+            var->SetDType(fwd->GetDType());
+            var->MarkDTypeKnown(fwd->HasDType());
+            var->SetShape(fwd->GetShape());
+          }
+        }
+      int sub = SubBlockOf(op, registry_.Find(op.Type()));
+      if (sub >= 0 && static_cast<size_t>(sub) < program_.Size() && sub != block.Idx())
+        CreateVars(*program_.Block(static_cast<size_t>(sub)), 0);
+      InferOpAtBuildTime(op, block, registry_);
+    }
+  }
+
+  std::unique_ptr<OpDesc> MakeConventionOp(const char* type, VarNameMap inputs, VarNameMap outputs,
+                                           AttributeMap attrs) {
+    NABLA_ENFORCE(registry_.Find(type) != nullptr, kNotFound, "the backward builder needs op '", type,
+                  "' (SPEC §1) but no loaded plugin registers it; load the standard math_ops plugin");
+    auto op = std::make_unique<OpDesc>(type, std::move(inputs), std::move(outputs), std::move(attrs));
+    FillDefaultAttrs(*op, registry_, &program_);
+    return op;
+  }
+
+ private:
+  ProgramDesc& program_;
+  const OpRegistry& registry_;
+  NameSet no_grad_;
+  std::unordered_map<std::string, std::string> grad_to_var_;
+};
+
+// The block that declares `name`, searching blocks in order.
+BlockDesc* BlockDeclaring(const ProgramDesc& program, const std::string& name) {
+  for (size_t b = 0; b < program.Size(); ++b)
+    if (program.Block(b)->HasVar(name)) return program.Block(b);
+  return nullptr;
+}
+
+std::unique_ptr<OpDesc> MakeSeed(BackwardBuilder& builder, const VarDesc& target) {
+  std::vector<int> shape(target.GetShape().begin(), target.GetShape().end());
+  return builder.MakeConventionOp(
+      kFillConstantOp, {}, {{"Out", {GradVarName(target.Name())}}},
+      {{"shape", shape}, {"value", 1.0f}, {"dtype", std::string(DTypeName(target.GetDType()))}});
+}
+
+// Builds the backward of `targets` in `block`: seeds (fill_constant ops, or
+// the vars in `seed_names` standing in for target@GRAD), pruned grad ops,
+// zero-fills and sums appended after the forward ops, then the new vars.
+// Returns every gradient the appended ops produce.
+NameSet BuildRootBackward(BackwardBuilder& builder, BlockDesc& block, const std::vector<std::string>& targets,
+                          const std::vector<std::string>& seed_names, const NameSet* sources) {
+  std::vector<const OpDesc*> path = builder.FindOpPath(block, targets, sources);
+  OpList seeds;
+  NameSet produced;
+  NameSet seed_set;
+  std::unordered_map<std::string, std::string> seed_rename;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (seed_names.empty()) {
+      seeds.push_back(MakeSeed(builder, *block.FindVarRecursive(targets[i])));
+      produced.insert(GradVarName(targets[i]));
+    } else {
+      seed_rename.emplace(GradVarName(targets[i]), seed_names[i]);
+      seed_set.insert(seed_names[i]);
+      produced.insert(seed_names[i]);
+    }
+  }
+  OpList grad_ops = builder.CreateGradOps(path);
+  if (!seed_rename.empty())
+    for (auto& op : grad_ops)
+      for (auto& [slot, args] : op->MutableInputs())
+        for (auto& a : args) {
+          auto it = seed_rename.find(a);
+          if (it != seed_rename.end()) a = it->second;
+        }
+  grad_ops = builder.RemoveNoGradBranch(std::move(grad_ops), produced, true, seed_set);
+  OpList all = std::move(seeds);
+  all.reserve(all.size() + grad_ops.size());
+  for (auto& g : grad_ops) all.push_back(std::move(g));
+  all = builder.AddupRepetitiveOutputs(std::move(all));
+
+  size_t start = block.OpSize();
+  NameSet written;
+  for (auto& op : all) {
+    for (const auto& [slot, args] : op->Outputs())
+      for (const auto& a : args)
+        if (a != kEmptyVarName) written.insert(a);
+    block.AppendOp(std::move(op));
+  }
+  builder.CreateVars(block, start);
+  return written;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<OpDesc>> MakeGradOps(const OpDesc& op, const std::unordered_set<std::string>& no_grad_set,
+                                                 std::unordered_map<std::string, std::string>* grad_to_var,
+                                                 const std::vector<BlockDesc*>& grad_blocks) {
+  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  return MakeGradOpsWith(*registry, op, no_grad_set, grad_to_var, grad_blocks);
+}
+
+ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const std::vector<std::string>& parameter_list,
+                          const std::unordered_set<std::string>& no_grad_set) {
+  BlockDesc* block = BlockDeclaring(program, loss);
+  NABLA_ENFORCE(block != nullptr, kNotFound, "append backward: the loss '", loss,
+                "' is not a variable of the program; expected the name of a declared or produced var");
+  const VarDesc& loss_var = *block->FindVar(loss);
+  NABLA_ENFORCE(NumElements(loss_var.GetShape()) == 1, kInvalidArgument, "append backward: the loss '", loss,
+                "' must hold exactly one element, but received shape ", ShapeToString(loss_var.GetShape()),
+                "; reduce it to one element first",
+                program.Where(loss_var.Pos()).empty() ? "" : " (declared at " + program.Where(loss_var.Pos()) + ")");
+  NABLA_ENFORCE(IsFloating(loss_var.GetDType()), kInvalidArgument, "append backward: the loss '", loss,
+                "' must be float32 or float64, but received ", DTypeName(loss_var.GetDType()));
+
+  std::vector<std::string> params = parameter_list;
+  if (params.empty()) {
+    for (const BlockDesc* b = block; b != nullptr; b = b->Parent())
+      for (const auto& var : b->AllVars())
+        if (var->Persistable() && IsFloating(var->GetDType()) && !var->StopGradient()) params.push_back(var->Name());
+  } else {
+    for (const auto& p : params)
+      NABLA_ENFORCE(block->HasVarRecursive(p), kNotFound, "append backward: parameter '", p,
+                    "' of the parameter list is not a variable visible from block ", block->Idx(),
+                    " (the block of loss '", loss, "')");
+  }
+
+  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  BackwardBuilder builder(program, *registry);
+  builder.InitNoGradSet(no_grad_set, {});
+  NameSet written = BuildRootBackward(builder, *block, {loss}, {}, nullptr);
+
+  ParamGrads pairs;
+  for (const auto& p : params) {
+    std::string g = GradVarName(p);
+    if (Contains(written, g)) pairs.emplace_back(p, std::move(g));
+  }
+  program.SetBackward(BackwardInfo{loss, pairs});
+  return pairs;
+}
+
+std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<std::string>& targets,
+                                      const std::vector<std::string>& inputs,
+                                      const std::vector<std::string>& target_grads,
+                                      const std::unordered_set<std::string>& no_grad_set) {
+  NABLA_ENFORCE(!targets.empty(), kInvalidArgument, "calc gradient: expected at least one target, but received none");
+  NABLA_ENFORCE(target_grads.empty() || target_grads.size() == targets.size(), kInvalidArgument,
+                "calc gradient: expected one target gradient per target (", targets.size(), "), but received ",
+                target_grads.size());
+  BlockDesc* block = BlockDeclaring(program, targets.front());
+  NABLA_ENFORCE(block != nullptr, kNotFound, "calc gradient: target '", targets.front(),
+                "' is not a variable of the program");
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const VarDesc* t = block->FindVarRecursive(targets[i]);
+    NABLA_ENFORCE(t != nullptr, kNotFound, "calc gradient: target '", targets[i],
+                  "' is not a variable visible from block ", block->Idx(), " (the block of target '",
+                  targets.front(), "')");
+    NABLA_ENFORCE(IsFloating(t->GetDType()), kInvalidArgument, "calc gradient: target '", targets[i],
+                  "' must be float32 or float64, but received ", DTypeName(t->GetDType()));
+    if (target_grads.empty()) {
+      NABLA_ENFORCE(NumElements(t->GetShape()) >= 0, kInvalidArgument, "calc gradient: target '", targets[i],
+                    "' has unknown dims ", ShapeToString(t->GetShape()),
+                    " so its seed of ones cannot be built; expected known dims or a target gradient var");
+    } else {
+      const VarDesc* g = block->FindVarRecursive(target_grads[i]);
+      NABLA_ENFORCE(g != nullptr, kNotFound, "calc gradient: target gradient '", target_grads[i],
+                    "' (for target '", targets[i], "') is not a variable visible from block ", block->Idx());
+      NABLA_ENFORCE(g->GetShape() == t->GetShape(), kInvalidArgument, "calc gradient: target gradient '",
+                    target_grads[i], "' should have the shape of target '", targets[i], "' ",
+                    ShapeToString(t->GetShape()), ", but received ", ShapeToString(g->GetShape()));
+    }
+  }
+  for (const auto& in : inputs)
+    NABLA_ENFORCE(block->HasVarRecursive(in), kNotFound, "calc gradient: input '", in,
+                  "' is not a variable visible from block ", block->Idx());
+
+  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  BackwardBuilder builder(program, *registry);
+  NameSet sources(inputs.begin(), inputs.end());
+  builder.InitNoGradSet(no_grad_set, sources);
+  NameSet written = BuildRootBackward(builder, *block, targets, target_grads, &sources);
+
+  std::vector<std::string> grads;
+  grads.reserve(inputs.size());
+  for (const auto& in : inputs) {
+    std::string g = GradVarName(in);
+    grads.push_back(Contains(written, g) ? g : std::string());
+  }
+  return grads;
 }
 
 }  // namespace nabla

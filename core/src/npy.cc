@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -78,8 +78,8 @@ class HeaderParser {
   }
 
   void SkipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r')) {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -204,13 +204,17 @@ Header ParseHeader(const std::string& path, const std::string& text) {
   if (!p.AtEnd()) p.Fail("expected only padding after the closing '}'");
   NABLA_ENFORCE(have_descr && have_order && have_shape, kInvalidArgument, path,
                 ": malformed .npy header: expected the keys 'descr', 'fortran_order' and 'shape' but ",
-                !have_descr ? "'descr'" : !have_order ? "'fortran_order'" : "'shape'", " is missing");
+                !have_descr   ? "'descr'"
+                : !have_order ? "'fortran_order'"
+                              : "'shape'",
+                " is missing");
   return h;
 }
 
 uint32_t ReadLittleEndian(const std::string& bytes, size_t offset, size_t width) {
   uint32_t v = 0;
-  for (size_t i = 0; i < width; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
+  for (size_t i = 0; i < width; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
   return v;
 }
 
@@ -287,8 +291,8 @@ Tensor ReadNpy(const std::string& path, Device& device) {
 
   int64_t numel = 1;
   for (int64_t d : h.shape) {
-    NABLA_ENFORCE(d == 0 || numel <= std::numeric_limits<int64_t>::max() / d, kInvalidArgument, path,
-                  ": .npy shape ", ShapeToString(h.shape), " has too many elements");
+    NABLA_ENFORCE(d == 0 || numel <= std::numeric_limits<int64_t>::max() / d, kInvalidArgument, path, ": .npy shape ",
+                  ShapeToString(h.shape), " has too many elements");
     numel *= d;
   }
   const size_t elem = DTypeSize(h.dtype);
@@ -304,9 +308,8 @@ Tensor ReadNpy(const std::string& path, Device& device) {
   if (h.dtype == DType::kBool) {
     // Any byte other than 0 or 1 would be an invalid C++ bool.
     for (int64_t i = 0; i < numel; ++i) {
-      NABLA_ENFORCE(data[i] == 0 || data[i] == 1, kInvalidArgument, path, ": bool element ", i,
-                    " holds the byte ", static_cast<int>(static_cast<unsigned char>(data[i])),
-                    " but a bool must be 0 or 1");
+      NABLA_ENFORCE(data[i] == 0 || data[i] == 1, kInvalidArgument, path, ": bool element ", i, " holds the byte ",
+                    static_cast<int>(static_cast<unsigned char>(data[i])), " but a bool must be 0 or 1");
     }
   }
 

@@ -2,12 +2,18 @@
 // registry through PluginManager::Load, one transaction per file.
 #include "nabla/plugin.h"
 
+#include <elf.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -17,6 +23,7 @@
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <boost/core/demangle.hpp>
 
 #include "registry_internal.h"
 
@@ -55,16 +62,64 @@ std::string Prefix(const std::string& path) { return StrCat("cannot load plugin 
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// Reads [offset, offset + bytes) of `file`, refusing anything past its end.
+void ReadAt(std::ifstream& file, uint64_t size, uint64_t offset, void* out, uint64_t bytes) {
+  if (offset > size || bytes > size - offset) throw std::runtime_error("a table points past the end of the file");
+  file.seekg(static_cast<std::streamoff>(offset));
+  file.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes));
+  if (!file) throw std::runtime_error("read error");
+}
+
+// The exported names of .dynsym, which is what the dynamic loader reads and
+// all that a stripped library keeps: Boost 1.74's library_info reads only
+// .symtab, which `strip` removes.
+std::vector<std::string> DynamicSymbols(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) throw std::runtime_error("cannot open the file");
+  const uint64_t size = static_cast<uint64_t>(file.tellg());
+  Elf64_Ehdr header;
+  ReadAt(file, size, 0, &header, sizeof(header));
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_shentsize != sizeof(Elf64_Shdr)) return {};
+  std::vector<Elf64_Shdr> sections(header.e_shnum);
+  ReadAt(file, size, header.e_shoff, sections.data(), sections.size() * sizeof(Elf64_Shdr));
+  std::vector<std::string> names;
+  for (const Elf64_Shdr& section : sections) {
+    if (section.sh_type != SHT_DYNSYM || section.sh_link >= sections.size()) continue;
+    const Elf64_Shdr& strings_section = sections[section.sh_link];
+    std::vector<char> strings(strings_section.sh_size);
+    ReadAt(file, size, strings_section.sh_offset, strings.data(), strings.size());
+    std::vector<Elf64_Sym> symbols(section.sh_size / sizeof(Elf64_Sym));
+    ReadAt(file, size, section.sh_offset, symbols.data(), symbols.size() * sizeof(Elf64_Sym));
+    for (const Elf64_Sym& sym : symbols) {
+      const unsigned bind = ELF64_ST_BIND(sym.st_info);
+      if (sym.st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK)) continue;
+      if (ELF64_ST_VISIBILITY(sym.st_other) != STV_DEFAULT || sym.st_name >= strings.size()) continue;
+      const char* name = strings.data() + sym.st_name;
+      names.emplace_back(name, strnlen(name, strings.size() - sym.st_name));
+    }
+  }
+  return names;
+}
+
 // The tag is the name of an exported symbol, read from the file's symbol
-// table: nothing of the library runs before the tag has been accepted.
+// tables: nothing of the library runs before the tag has been accepted.
 std::string ReadAbiTag(const std::string& path) {
+  char magic[SELFMAG] = {};
+  {
+    std::ifstream file(path, std::ios::binary);
+    file.read(magic, SELFMAG);
+  }
+  NABLA_ENFORCE(std::memcmp(magic, ELFMAG, SELFMAG) == 0, kInvalidArgument, Prefix(path),
+                "not a nabla plugin: expected an ELF shared library but the file does not start with the ELF magic ",
+                "bytes (", fs::file_size(path), " bytes of something else)");
   std::vector<std::string> symbols;
   try {
-    boost::dll::library_info info(path);
-    symbols = info.symbols();
+    symbols = boost::dll::library_info(path).symbols();
+    std::vector<std::string> dynamic = DynamicSymbols(path);
+    symbols.insert(symbols.end(), dynamic.begin(), dynamic.end());
   } catch (const std::exception& e) {
-    NABLA_THROW(kInvalidArgument, Prefix(path), "not a nabla plugin: expected an ELF shared library but the file ",
-                "cannot be read as one (", e.what(), ")");
+    NABLA_THROW(kInvalidArgument, Prefix(path), "not a nabla plugin: expected an ELF shared library but its ",
+                "headers cannot be read (", e.what(), "); is it truncated or for another machine?");
   }
   std::vector<std::string> tags;
   for (const std::string& s : symbols) {
@@ -73,11 +128,33 @@ std::string ReadAbiTag(const std::string& path) {
   std::sort(tags.begin(), tags.end());
   tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
   NABLA_ENFORCE(!tags.empty(), kInvalidArgument, Prefix(path), "not a nabla plugin: expected an exported ", kTagPrefix,
-                "* ABI tag symbol (written by NABLA_PLUGIN(\"name\")) but the symbol table has none",
-                " (a stripped library keeps no symbol table to read it from)");
+                "* ABI tag symbol (written by NABLA_PLUGIN(\"name\")) but the library exports none");
   NABLA_ENFORCE(tags.size() == 1, kInvalidArgument, Prefix(path), "not a nabla plugin: expected one ABI tag but ",
                 "received ", tags.size(), " (", tags.front(), ", ", tags.back(), ")");
   return tags.front();
+}
+
+// dlopen's text, without Boost's wrapping and the repeated path, with the
+// C++ name of an undefined symbol and a hint.
+std::string DescribeLoadFailure(const std::string& path, const std::string& what) {
+  std::string text = what;
+  const std::string open = "dlerror system message: ";
+  const size_t begin = text.find(open);
+  const size_t end = text.rfind(')');
+  if (begin != std::string::npos && end != std::string::npos && end > begin) {
+    text = text.substr(begin + open.size(), end - begin - open.size());
+  }
+  if (text.rfind(path + ": ", 0) == 0) text.erase(0, path.size() + 2);
+  const std::string undefined = "undefined symbol: ";
+  const size_t at = text.find(undefined);
+  if (at != std::string::npos) {
+    const std::string mangled = text.substr(at + undefined.size());
+    const std::string name = boost::core::demangle(mangled.c_str());
+    if (name != mangled) text += " (" + name + ")";
+    text += "; the plugin was built against another nabla or a library it needs is not loaded: rebuild it "
+            "against this nabla";
+  }
+  return text;
 }
 
 std::vector<std::string> PluginFilesIn(const fs::path& dir) {
@@ -134,8 +211,7 @@ void PluginManager::Load(const std::string& requested_path) {
   try {
     library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
-    NABLA_THROW(kInvalidArgument, Prefix(path), "the dynamic loader refused it: ", e.what(),
-                " (a symbol this nabla does not export: rebuild the plugin against it)");
+    NABLA_THROW(kInvalidArgument, Prefix(path), "the dynamic loader refused it: ", DescribeLoadFailure(path, e.what()));
   }
   NABLA_ENFORCE(library->has(kEntryPoint), kInvalidArgument, Prefix(path), "not a nabla plugin: expected the entry ",
                 "point ", kEntryPoint, " (written by NABLA_PLUGIN) but the library does not export it");
@@ -166,7 +242,10 @@ void PluginManager::Load(const std::string& requested_path) {
   try {
     CommitRegistrar(staging);
   } catch (const Error& e) {
-    ThrowError(e.kind(), Prefix(path) + e.what());
+    // The commit names the batch by its path already; say it once.
+    std::string message = e.what();
+    if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
+    ThrowError(e.kind(), Prefix(path) + message);
   }
   state.loaded.push_back(LoadedPlugin{name, path, library});
 }

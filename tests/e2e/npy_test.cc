@@ -50,9 +50,8 @@ class NpyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu::InitCpuBackend();
-    dir_ = fs::temp_directory_path() /
-           ("nabla_npy_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("nabla_npy_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -143,9 +142,9 @@ TEST_F(NpyTest, ReadsFormatVersions2And3) {
 }
 
 TEST_F(NpyTest, AcceptsKeysInAnyOrderAndDoubleQuotes) {
-  Tensor t = ReadNpy(
-      WriteRaw("o.npy", NumpyV1("{\"shape\": (2, 3), \"fortran_order\": False, \"descr\": \"<f4\"}", Bytes(kF32Values))),
-      HostDevice());
+  Tensor t = ReadNpy(WriteRaw("o.npy", NumpyV1("{\"shape\": (2, 3), \"fortran_order\": False, \"descr\": \"<f4\"}",
+                                               Bytes(kF32Values))),
+                     HostDevice());
   EXPECT_EQ(t.GetShape(), (Shape{2, 3}));
   EXPECT_EQ(t.Data<float>()[5], 2.5f);
 }
@@ -161,8 +160,8 @@ TEST_F(NpyTest, WritesExactlyWhatNumpyWrites) {
   Tensor scalar;
   scalar.Allocate<double>(HostDevice(), {})[0] = 3.25;
   WriteNpy(path, scalar);
-  EXPECT_EQ(ReadRaw(path), NumpyV1("{'descr': '<f8', 'fortran_order': False, 'shape': (), }",
-                                   Bytes(std::vector<double>{3.25})));
+  EXPECT_EQ(ReadRaw(path),
+            NumpyV1("{'descr': '<f8', 'fortran_order': False, 'shape': (), }", Bytes(std::vector<double>{3.25})));
 
   Tensor vec;
   int32_t* v = vec.Allocate<int32_t>(HostDevice(), {3});
@@ -269,7 +268,8 @@ TEST_F(NpyTest, TruncatedFiles) {
   ExpectReadError(good.substr(0, 7), "truncated .npy file");
   ExpectReadError(good.substr(0, 9), "truncated .npy file");
   ExpectReadError(good.substr(0, 60), "truncated .npy file: the header claims 118 bytes");
-  ExpectReadError(good.substr(0, good.size() - 1), "truncated .npy data: shape [2, 3] float32 needs 24 bytes but only 23");
+  ExpectReadError(good.substr(0, good.size() - 1),
+                  "truncated .npy data: shape [2, 3] float32 needs 24 bytes but only 23");
   ExpectReadError(good + "x", "1 unexpected bytes after the data");
 }
 
@@ -303,12 +303,10 @@ TEST_F(NpyTest, HeaderGarbage) {
                   "malformed .npy header: expected '('");
   ExpectReadError(NumpyV1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", data),
                   "expected a non-negative integer dimension");
-  ExpectReadError(NumpyV1("{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3), }", data),
-                  "expected True or False");
+  ExpectReadError(NumpyV1("{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3), }", data), "expected True or False");
   ExpectReadError(NumpyV1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } junk", data),
                   "expected only padding after the closing '}'");
-  ExpectReadError(NumpyV1("{'descr: '<f4', 'fortran_order': False, 'shape': (2, 3), }", data),
-                  "malformed .npy header");
+  ExpectReadError(NumpyV1("{'descr: '<f4', 'fortran_order': False, 'shape': (2, 3), }", data), "malformed .npy header");
   ExpectReadError(NumpyV1("\x01\x02garbage\x7f", data), "malformed .npy header: expected '{'");
   ExpectReadError(NumpyV1("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", data),
                   "dimension too large");

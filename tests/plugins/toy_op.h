@@ -11,7 +11,10 @@ inline void RegisterToyDouble(nabla::Registrar& registrar, const char* file, int
       .Doc("Out = 2 * X (a test op)")
       .Input("X", "(Tensor) input")
       .Output("Out", "(Tensor) output, shape of X")
-      .InferShape([](nabla::InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+      .InferShape([](nabla::InferShapeContext& c) {
+        c.SetOutputShape("Out", c.InputShape("X"));
+        c.SetOutputDType("Out", c.InputDType("X"));
+      });
   registrar.Kernel(
       "toy_double", nabla::DeviceType::kCPU, nabla::DType::kFloat32,
       [](const nabla::ExecutionContext& ctx) {

@@ -67,7 +67,7 @@ struct AttrDef {
   std::string doc;
 };
 
-struct OpSchema {
+struct NABLA_API OpSchema {
   std::string type;
   std::string doc;
   std::vector<SlotDef> inputs;
@@ -87,7 +87,7 @@ struct OpTraits {
   bool random = false;         // output depends on a seed
 };
 
-struct Origin {
+struct NABLA_API Origin {
   std::string plugin;  // plugin name ("" for ops registered in-process)
   std::string path;    // plugin file
   std::string file;    // source file of the registration
@@ -122,6 +122,8 @@ class NABLA_API InferShapeContext {
   void ShareShapeAndDType(const std::string& in, const std::string& out, size_t i = 0, size_t j = 0);
   // "op 'mul' (prog.yaml:3:7)": for messages.
   std::string Where() const;
+  // The program the op belongs to, when known; lets Where() name the file.
+  virtual const ProgramDesc* Program() const { return nullptr; }
 };
 
 using InferShapeFn = std::function<void(InferShapeContext&)>;

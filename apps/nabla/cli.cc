@@ -1,0 +1,103 @@
+// The only translation unit that includes CLI11: it turns the Command
+// descriptions of the cmd_*.cc files into a parser, loads plugins and runs
+// the chosen command.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "command.h"
+#include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
+#include "nabla/plugin.h"
+
+namespace nabla::app {
+namespace {
+
+using CommandFactory = Command (*)();
+
+// Every command of `nabla`, in the order --help lists them.
+constexpr CommandFactory kCommands[] = {
+    ExecCommand,
+    OpsCommand,
+};
+
+std::string VersionString() {
+  return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", plugin ABI ", ExpectedAbiTag(),
+                ")");
+}
+
+void AddOption(CLI::App& sub, const OptionSpec& spec) {
+  CLI::Option* opt = std::visit(
+      [&](auto* target) -> CLI::Option* {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return sub.add_flag(spec.names, *target, spec.help);
+        } else {
+          return sub.add_option(spec.names, *target, spec.help);
+        }
+      },
+      spec.target);
+  if (!spec.value_name.empty()) opt->type_name(spec.value_name);
+  if (spec.required) opt->required();
+  if (spec.delimiter != '\0') opt->delimiter(spec.delimiter);
+  if (!spec.choices.empty()) opt->check(CLI::IsMember(spec.choices));
+}
+
+// CLI11's messages may span lines; the contract is one line on stderr.
+std::string Usage(const CLI::ParseError& e) {
+  std::string msg = e.what();
+  for (char& c : msg) {
+    if (c == '\n') c = ' ';
+  }
+  while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+  return msg + " (run 'nabla --help' for usage)";
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app("nabla: a deep-learning runtime whose operators live in plugins", "nabla");
+  app.require_subcommand(1);
+  // Lets global options such as --plugin follow the command name.
+  app.fallthrough();
+  app.set_version_flag("--version", VersionString, "Print the version, the BLAS kernels in use and the plugin ABI");
+
+  GlobalOptions global;
+  app.add_option("--plugin", global.plugins,
+                 "Load this plugin after the standard ones (repeatable; NABLA_PLUGIN_PATH adds folders)")
+      ->type_name("FILE");
+
+  std::vector<Command> commands;
+  std::vector<CLI::App*> subs;
+  for (CommandFactory factory : kCommands) {
+    commands.push_back(factory());
+    const Command& c = commands.back();
+    CLI::App* sub = app.add_subcommand(c.Name(), c.Description());
+    for (const OptionSpec& spec : c.Options()) AddOption(*sub, spec);
+    subs.push_back(sub);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    NABLA_THROW(kInvalidArgument, Usage(e));
+  }
+
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (!subs[i]->parsed()) continue;
+    if (commands[i].NeedsPlugins()) {
+      PluginManager& plugins = PluginManager::Instance();
+      plugins.LoadDefaults();
+      for (const std::string& path : global.plugins) plugins.Load(path);
+    }
+    return commands[i].Run(global);
+  }
+  NABLA_THROW(kInvalidArgument, "no command given (run 'nabla --help' for usage)");
+}
+
+}  // namespace nabla::app

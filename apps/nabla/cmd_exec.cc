@@ -1,0 +1,261 @@
+// `nabla exec PROGRAM.yaml`: runs block 0 once (or --repeat times, timed)
+// with tensors fed from .npy files, and writes or prints the fetched vars.
+//
+// Order matters for the contract "nothing is written when the run fails":
+// every input is checked, the whole run completes and every fetch is
+// collected before the first file is written.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "command.h"
+#include "nabla/backward.h"
+#include "nabla/cpu/cpu.h"
+#include "nabla/device.h"
+#include "nabla/error.h"
+#include "nabla/executor.h"
+#include "nabla/npy.h"
+#include "nabla/program.h"
+#include "nabla/program_io.h"
+#include "nabla/scope.h"
+#include "nabla/tensor.h"
+#include "tensor_format.h"
+
+namespace nabla::app {
+namespace {
+
+struct ExecOptions {
+  std::string program;
+  std::string backward_loss;
+  std::vector<std::string> params;
+  std::vector<std::string> no_grad;
+  std::vector<std::string> feeds;  // NAME=FILE.npy
+  std::vector<std::string> fetches;
+  std::string out_dir;
+  std::string device = "cpu";
+  std::string executor = "sequential";
+  int threads = 0;
+  int64_t seed = 0;
+  int repeat = 0;
+  int warmup = 0;
+};
+
+struct Feed {
+  std::string name;
+  std::string path;
+  Tensor tensor;
+};
+
+// --backward LOSS [--params P,...] [--no-grad V,...]: appends the backward
+// part before anything runs, so gradients can be fetched like any var.
+void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
+  if (opts.backward_loss.empty()) {
+    NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
+                  "--params and --no-grad only apply with --backward LOSS");
+    return;
+  }
+  AppendBackward(program, opts.backward_loss, opts.params,
+                 std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+}
+
+Device& ResolveDevice(const std::string& name) {
+  DeviceType type;
+  NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '", name,
+                "'");
+  NABLA_ENFORCE(type == DeviceType::kCPU, kInvalidArgument, "--device ", name,
+                ": this build has no such backend; use --device cpu");
+  return HostDevice();
+}
+
+std::string DeclaredAt(const ProgramDesc& program, const VarDesc& var) {
+  std::string where = program.Where(var.Pos());
+  return where.empty() ? std::string() : " (declared at " + where + ")";
+}
+
+bool ShapeMatches(const Shape& declared, const Shape& actual) {
+  if (declared.size() != actual.size()) return false;
+  for (size_t i = 0; i < declared.size(); ++i) {
+    if (declared[i] != -1 && declared[i] != actual[i]) return false;
+  }
+  return true;
+}
+
+// Reads every --feed and checks it against the var the program declares.
+std::vector<Feed> ReadFeeds(const ProgramDesc& program, const std::vector<std::string>& specs, Device& device) {
+  std::vector<Feed> feeds;
+  std::unordered_set<std::string> seen;
+  const BlockDesc& root = *program.Root();
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    NABLA_ENFORCE(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(), kInvalidArgument,
+                  "--feed: expected NAME=FILE.npy but received '", spec, "'");
+    Feed feed{spec.substr(0, eq), spec.substr(eq + 1), {}};
+    NABLA_ENFORCE(seen.insert(feed.name).second, kInvalidArgument, "--feed ", feed.name, ": fed twice");
+    const VarDesc* var = root.FindVar(feed.name);
+    NABLA_ENFORCE(var != nullptr, kNotFound, "--feed ", feed.name, ": ", program.SourceFile(), " has no var '",
+                  feed.name, "' in block 0; feeds must be declared under vars:");
+    feed.tensor = ReadNpy(feed.path, device);
+    const Tensor& t = feed.tensor;
+    NABLA_ENFORCE(!var->HasDType() || var->GetDType() == t.GetDType(), kInvalidArgument, feed.path, ": feed '",
+                  feed.name, "' has dtype ", DTypeName(t.GetDType()), " but var '", feed.name, "' is declared ",
+                  DTypeName(var->GetDType()), DeclaredAt(program, *var));
+    NABLA_ENFORCE(ShapeMatches(var->GetShape(), t.GetShape()), kInvalidArgument, feed.path, ": feed '", feed.name,
+                  "' has shape ", ShapeToString(t.GetShape()), " but var '", feed.name, "' is declared with shape ",
+                  ShapeToString(var->GetShape()), DeclaredAt(program, *var));
+    feeds.push_back(std::move(feed));
+  }
+  return feeds;
+}
+
+void CheckFetchesExist(const ProgramDesc& program, const std::vector<std::string>& fetches) {
+  std::unordered_set<std::string> seen;
+  for (const std::string& name : fetches) {
+    NABLA_ENFORCE(!name.empty(), kInvalidArgument, "--fetch: empty var name in the list");
+    NABLA_ENFORCE(seen.insert(name).second, kInvalidArgument, "--fetch ", name, ": listed twice");
+    NABLA_ENFORCE(program.Root()->FindVar(name) != nullptr, kNotFound, "--fetch ", name, ": ", program.SourceFile(),
+                  " has no var '", name, "' in block 0");
+  }
+}
+
+// A declared, non-persistable var that an op reads before any op writes it
+// must come from --feed; saying so beats a kernel's "tensor not allocated".
+void CheckInputsProvided(const ProgramDesc& program, const Scope& scope) {
+  const BlockDesc& root = *program.Root();
+  std::unordered_set<std::string> produced;
+  for (const auto& op : root.AllOps()) {
+    for (const std::string& name : op->InputArgumentNames()) {
+      if (name == kEmptyVarName || produced.count(name)) continue;
+      const VarDesc* var = root.FindVar(name);
+      if (var == nullptr || !var->Declared() || var->Type() != VarType::kDense) continue;
+      const Variable* v = scope.FindVar(name);
+      const std::string where = program.Where(op->Pos());
+      NABLA_ENFORCE(v != nullptr && v->GetTensor().IsInitialized(), kInvalidArgument, where, where.empty() ? "" : ": ",
+                    "op '", op->Type(), "' reads var '", name, "' but nothing provides it: pass --feed ", name,
+                    "=FILE.npy", var->Persistable() ? " or give it an init: spec" : "");
+    }
+    for (const std::string& name : op->OutputArgumentNames()) produced.insert(name);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> CollectFetches(const ProgramDesc& program, const Scope& scope,
+                                                           const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const std::string& name : names) {
+    const Variable* v = scope.FindVar(name);
+    NABLA_ENFORCE(v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(), kPreconditionNotMet,
+                  "--fetch ", name, ": the run of ", program.SourceFile(), " left no tensor in var '", name,
+                  "' (no op of block 0 writes it and it was not fed)");
+    const Tensor& t = v->GetTensor();
+    Tensor host;
+    if (t.GetDevice() == &HostDevice()) {
+      host.ShareDataWith(t);
+    } else {
+      host.CopyFrom(t, HostDevice());
+    }
+    out.emplace_back(name, std::move(host));
+  }
+  return out;
+}
+
+double Milliseconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+void PrintTimes(std::vector<double> ms, int warmup) {
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  const double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  char line[200];
+  std::snprintf(line, sizeof(line), "%zu runs after %d warm-up: median %.3f ms, min %.3f ms, max %.3f ms per run", n,
+                warmup, median, ms.front(), ms.back());
+  std::cout << line << "\n";
+}
+
+int RunExec(const ExecOptions& opts) {
+  NABLA_ENFORCE(opts.repeat >= 0 && opts.warmup >= 0, kInvalidArgument,
+                "--repeat and --warmup must be non-negative but received ", opts.repeat, " and ", opts.warmup);
+  NABLA_ENFORCE(opts.warmup == 0 || opts.repeat > 0, kInvalidArgument, "--warmup only applies with --repeat N");
+  NABLA_ENFORCE(opts.threads >= 0, kInvalidArgument, "--threads must be non-negative but received ", opts.threads);
+
+  ProgramDesc program = LoadProgram(opts.program);
+  AppendBackwardIfRequested(program, opts);
+  Device& device = ResolveDevice(opts.device);
+  std::vector<Feed> feeds = ReadFeeds(program, opts.feeds, device);
+  CheckFetchesExist(program, opts.fetches);
+
+  ExecutorOptions exec_options;
+  exec_options.threads = opts.threads;
+  exec_options.seed = static_cast<uint64_t>(opts.seed);
+  // Keep OpenBLAS inside the thread budget the executor was given.
+  if (opts.threads > 0) cpu::SetBlasThreads(opts.threads);
+  std::unique_ptr<Executor> executor = CreateExecutor(opts.executor, device, exec_options);
+
+  Scope scope;
+  std::vector<std::string> fed;
+  for (const Feed& f : feeds) fed.push_back(f.name);
+  const ProgramDesc startup = BuildStartupProgram(program, fed);
+  executor->Run(startup, 0, scope);
+  for (const Feed& f : feeds) scope.Var(f.name)->GetTensor() = f.tensor;
+  CheckInputsProvided(program, scope);
+
+  if (opts.repeat == 0) {
+    executor->Run(program, 0, scope);
+  } else {
+    for (int i = 0; i < opts.warmup; ++i) executor->Run(program, 0, scope);
+    std::vector<double> ms;
+    for (int i = 0; i < opts.repeat; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      executor->Run(program, 0, scope);
+      device.Synchronize();
+      ms.push_back(Milliseconds(std::chrono::steady_clock::now() - start));
+    }
+    PrintTimes(std::move(ms), opts.warmup);
+  }
+
+  const auto fetched = CollectFetches(program, scope, opts.fetches);
+  if (!opts.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.out_dir, ec);
+    NABLA_ENFORCE(!ec, kExternal, "--out ", opts.out_dir, ": cannot create the folder: ", ec.message());
+    for (const auto& [name, tensor] : fetched) {
+      WriteNpy((std::filesystem::path(opts.out_dir) / (name + ".npy")).string(), tensor);
+    }
+  } else {
+    for (const auto& [name, tensor] : fetched) {
+      std::cout << name << ": " << tensor.DebugString() << "\n" << FormatTensor(tensor) << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command ExecCommand() {
+  auto opts = std::make_shared<ExecOptions>();
+  Command c("exec", "Run block 0 of a program once: feed .npy files, fetch vars to DIR/NAME.npy or the terminal");
+  c.Positional("PROGRAM", &opts->program, "The program file (YAML, SPEC §2)").Required();
+  c.Option("--backward", &opts->backward_loss, "Append the backward part of LOSS before running", "LOSS");
+  c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
+      .Delimiter(',');
+  c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
+  c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
+  c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
+  c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
+  c.Option("--device", &opts->device, "Device to run on", "cpu|opencl").Choices({"cpu", "opencl"});
+  c.Option("--executor", &opts->executor, "Executor: sequential or taskgraph", "NAME");
+  c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");
+  c.Option("--seed", &opts->seed, "Base seed for random ops whose own seed is 0", "N");
+  c.Option("--repeat", &opts->repeat, "Run N times (feeds reused) and print median/min/max time per run", "N");
+  c.Option("--warmup", &opts->warmup, "With --repeat: untimed runs first", "K");
+  c.SetRun([opts](const GlobalOptions&) { return RunExec(*opts); });
+  return c;
+}
+
+}  // namespace nabla::app

@@ -1,0 +1,151 @@
+// matmul: (batched) matrix product with optional transposes and scaling
+// (Paddle's `matmul`).
+#include "math_util.h"
+#include "nabla/plugin.h"
+
+namespace nabla::math_ops {
+namespace {
+
+// The product as a batch of M x K times K x N GEMMs. 1-D X is a row [1, K],
+// 1-D Y a column [K, 1] (before the transposes apply), and those unit dims
+// are squeezed from Out again. Batch dims broadcast numpy style.
+struct MatmulDims {
+  Shape x_batch, y_batch, out_batch;  // padded to one rank
+  int64_t m = 0, k = 0, n = 0;
+  Shape out;
+};
+
+MatmulDims ComputeMatmulDims(const Shape& x, const Shape& y, bool tx, bool ty, const std::string& where) {
+  NABLA_ENFORCE(!x.empty() && !y.empty(), kInvalidArgument, where,
+                ": X and Y must have rank >= 1, but received X shape ", ShapeToString(x), " and Y shape ",
+                ShapeToString(y));
+  Shape xm = x.size() == 1 ? Shape{1, x[0]} : x;
+  Shape ym = y.size() == 1 ? Shape{y[0], 1} : y;
+  int64_t xr = xm[xm.size() - 2], xc = xm.back(), yr = ym[ym.size() - 2], yc = ym.back();
+  MatmulDims d;
+  d.m = tx ? xc : xr;
+  d.k = tx ? xr : xc;
+  int64_t ky = ty ? yc : yr;
+  d.n = ty ? yr : yc;
+  NABLA_ENFORCE(d.k < 0 || ky < 0 || d.k == ky, kInvalidArgument, where, ": the contracted dims must match: X",
+                tx ? "^T" : "", " (shape ", ShapeToString(x), ") has ", d.k, " columns, so Y", ty ? "^T" : "",
+                " must have ", d.k, " rows, but received Y shape ", ShapeToString(y));
+  BroadcastShapes b = BroadcastElementwise(Shape(xm.begin(), xm.end() - 2), Shape(ym.begin(), ym.end() - 2), -1,
+                                           where + " (batch dims)");
+  d.x_batch = b.x;
+  d.y_batch = b.y;
+  d.out_batch = b.out;
+  d.out = b.out;
+  if (x.size() != 1) d.out.push_back(d.m);
+  if (y.size() != 1) d.out.push_back(d.n);
+  if (d.out.empty()) d.out.push_back(1);
+  return d;
+}
+
+void InferMatmulShape(InferShapeContext& c) {
+  MatmulDims d = ComputeMatmulDims(c.InputShape("X"), c.InputShape("Y"), c.Attr<bool>("transpose_X"),
+                                   c.Attr<bool>("transpose_Y"), c.Where());
+  c.SetOutputShape("Out", d.out);
+  c.SetOutputDType("Out", c.InputDType("X"));
+}
+
+MatmulDims KernelDims(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
+  return ComputeMatmulDims(x.GetShape(), y.GetShape(), ctx.Attr<bool>("transpose_X"), ctx.Attr<bool>("transpose_Y"),
+                           StrCat("op '", ctx.Op().Type(), "'"));
+}
+
+template <typename T>
+struct MatmulKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    const Tensor& x = ctx.Input("X");
+    const Tensor& y = ctx.Input("Y");
+    bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
+    T alpha = static_cast<T>(ctx.Attr<float>("alpha"));
+    MatmulDims d = KernelDims(ctx, x, y);
+    const T* xd = x.Data<T>();
+    const T* yd = y.Data<T>();
+    T* o = AllocOutput<T>(ctx, ctx.Output("Out"), d.out);
+    int64_t m = d.m, k = d.k, n = d.n;
+    BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+      GemmAnySize<T>(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, T(0),
+                     o + io * m * n, n);
+    });
+  }
+};
+
+// With Out = alpha * op(X) op(Y):
+//   X@GRAD = alpha * dOut op(Y)^T   (or its transpose when transpose_X)
+//   Y@GRAD = alpha * op(X)^T dOut   (or its transpose when transpose_Y)
+// accumulated over the batches an input was broadcast to.
+template <typename T>
+struct MatmulGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    const Tensor& x = ctx.Input("X");
+    const Tensor& y = ctx.Input("Y");
+    bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
+    T alpha = static_cast<T>(ctx.Attr<float>("alpha"));
+    MatmulDims d = KernelDims(ctx, x, y);
+    const T* xd = x.Data<T>();
+    const T* yd = y.Data<T>();
+    const T* dod = ctx.Input("Out@GRAD").Data<T>();
+    Tensor* dx = ctx.Output("X@GRAD");
+    Tensor* dy = ctx.Output("Y@GRAD");
+    T* gx = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
+    T* gy = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
+    if (gx) std::fill(gx, gx + dx->Numel(), T(0));
+    if (gy) std::fill(gy, gy + dy->Numel(), T(0));
+    int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
+    BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+      const T* xb = xd + ix * m * k;
+      const T* yb = yd + iy * k * n;
+      const T* db = dod + io * m * n;
+      if (gx) {
+        T* g = gx + ix * m * k;
+        if (!tx)
+          GemmAnySize<T>(false, !ty, m, k, n, alpha, db, n, yb, ldy, T(1), g, k);
+        else
+          GemmAnySize<T>(ty, true, k, m, n, alpha, yb, ldy, db, n, T(1), g, m);
+      }
+      if (gy) {
+        T* g = gy + iy * k * n;
+        if (!ty)
+          GemmAnySize<T>(!tx, false, k, n, m, alpha, xb, ldx, db, n, T(1), g, n);
+        else
+          GemmAnySize<T>(true, tx, n, k, m, alpha, db, n, xb, ldx, T(1), g, k);
+      }
+    });
+  }
+};
+
+GradCheckSpec MatmulCase(std::string name, Shape x, Shape y, bool tx, bool ty, float alpha = 1.0f) {
+  return CheckCase(std::move(name), {CheckInput("X", std::move(x)), CheckInput("Y", std::move(y))},
+                   {{"transpose_X", tx}, {"transpose_Y", ty}, {"alpha", alpha}});
+}
+
+NABLA_REGISTER_OPS(matmul) {
+  registrar.Op("matmul", __FILE__, __LINE__)
+      .Doc("Out = alpha * op(X) * op(Y), op transposing the last two dims when asked. Inputs of rank > 2 are "
+           "batches of matrices whose batch dims broadcast numpy style. A 1-D X is a row vector and a 1-D Y a "
+           "column vector; their unit dim is removed from Out (two 1-D inputs give shape [1]).")
+      .Input("X", "(Tensor) the first operand, [..., M, K] ([..., K, M] when transpose_X)")
+      .Input("Y", "(Tensor) the second operand, [..., K, N] ([..., N, K] when transpose_Y)")
+      .Output("Out", "(Tensor) the product, [..., M, N]")
+      .Attr<bool>("transpose_X", false, "(bool, default false) transpose the last two dims of X first")
+      .Attr<bool>("transpose_Y", false, "(bool, default false) transpose the last two dims of Y first")
+      .Attr<float>("alpha", 1.0f, "(float, default 1.0) the factor applied to the product")
+      .InferShape(InferMatmulShape)
+      .GradMaker<DefaultGradOpDescMaker>()
+      .GradCheck(MatmulCase("plain", {3, 4}, {4, 2}, false, false))
+      .GradCheck(MatmulCase("transpose_x", {4, 3}, {4, 2}, true, false))
+      .GradCheck(MatmulCase("transpose_y_alpha", {3, 4}, {2, 4}, false, true, 0.5f))
+      .GradCheck(MatmulCase("transpose_both", {4, 3}, {2, 4}, true, true))
+      .GradCheck(MatmulCase("batched", {2, 3, 4}, {2, 4, 2}, false, false))
+      .GradCheck(MatmulCase("batch_broadcast", {2, 3, 4}, {2, 4}, false, true))
+      .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
+  registrar.DefaultGradOp("matmul", __FILE__, __LINE__).InferShape(InferGradShapes);
+  RegisterCpuKernels<MatmulKernel, float, double>(registrar, "matmul", __FILE__, __LINE__);
+  RegisterCpuKernels<MatmulGradKernel, float, double>(registrar, "matmul_grad", __FILE__, __LINE__);
+}
+
+}  // namespace
+}  // namespace nabla::math_ops

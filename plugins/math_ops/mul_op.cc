@@ -1,0 +1,98 @@
+// mul: a matrix product of X and Y, each flattened to 2-D first (Paddle's
+// `mul`, the op behind fully connected layers).
+#include "math_util.h"
+#include "nabla/plugin.h"
+
+namespace nabla::math_ops {
+namespace {
+
+// X of shape [d0, ..., dn] flattens to [d0 * ... * d(c-1), dc * ... * dn].
+struct Flat2D {
+  int64_t rows, cols;
+};
+
+Flat2D Flatten(const Shape& s, int num_col_dims) {
+  return {ProductOf(s, 0, num_col_dims), ProductOf(s, num_col_dims, s.size())};
+}
+
+void CheckNumColDims(const Shape& s, int num_col_dims, const char* attr, const char* slot, const std::string& where) {
+  int rank = static_cast<int>(s.size());
+  NABLA_ENFORCE(num_col_dims >= 1 && num_col_dims < rank, kInvalidArgument, where, ": attribute ", attr,
+                " must be in [1, rank(", slot, ") - 1] = [1, ", rank - 1, "] for ", slot, " of shape ",
+                ShapeToString(s), ", but received ", num_col_dims);
+}
+
+void InferMulShape(InferShapeContext& c) {
+  Shape x = c.InputShape("X"), y = c.InputShape("Y");
+  int xn = c.Attr<int>("x_num_col_dims"), yn = c.Attr<int>("y_num_col_dims");
+  CheckNumColDims(x, xn, "x_num_col_dims", "X", c.Where());
+  CheckNumColDims(y, yn, "y_num_col_dims", "Y", c.Where());
+  Flat2D fx = Flatten(x, xn), fy = Flatten(y, yn);
+  NABLA_ENFORCE(fx.cols < 0 || fy.rows < 0 || fx.cols == fy.rows, kInvalidArgument, c.Where(),
+                ": X flattened by x_num_col_dims=", xn, " is [", fx.rows, ", ", fx.cols, "] (shape ",
+                ShapeToString(x), "), so Y flattened by y_num_col_dims=", yn, " must have ", fx.cols,
+                " rows, but received [", fy.rows, ", ", fy.cols, "] (shape ", ShapeToString(y), ")");
+  Shape out(x.begin(), x.begin() + xn);
+  out.insert(out.end(), y.begin() + yn, y.end());
+  c.SetOutputShape("Out", out);
+  c.SetOutputDType("Out", c.InputDType("X"));
+}
+
+template <typename T>
+struct MulKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    const Tensor& x = ctx.Input("X");
+    const Tensor& y = ctx.Input("Y");
+    Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
+    Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
+    T* out = AllocOutput<T>(ctx, ctx.Output("Out"));
+    GemmAnySize<T>(false, false, fx.rows, fy.cols, fx.cols, T(1), x.Data<T>(), fx.cols, y.Data<T>(), fy.cols, T(0),
+                   out, fy.cols);
+  }
+};
+
+// X@GRAD = Out@GRAD * Y^T and Y@GRAD = X^T * Out@GRAD, on the 2-D views.
+template <typename T>
+struct MulGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    const Tensor& x = ctx.Input("X");
+    const Tensor& y = ctx.Input("Y");
+    const T* dout = ctx.Input("Out@GRAD").Data<T>();
+    Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
+    Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
+    int64_t m = fx.rows, k = fx.cols, n = fy.cols;
+    if (Tensor* dx = ctx.Output("X@GRAD"))
+      GemmAnySize<T>(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0),
+                     AllocOutput<T>(ctx, dx, x.GetShape()), k);
+    if (Tensor* dy = ctx.Output("Y@GRAD"))
+      GemmAnySize<T>(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0),
+                     AllocOutput<T>(ctx, dy, y.GetShape()), n);
+  }
+};
+
+NABLA_REGISTER_OPS(mul) {
+  registrar.Op("mul", __FILE__, __LINE__)
+      .Doc("Out = X * Y, a matrix product after flattening X to 2-D at x_num_col_dims and Y at y_num_col_dims. "
+           "Out's shape is X's first x_num_col_dims dims followed by Y's dims from y_num_col_dims on.")
+      .Input("X", "(Tensor) the first operand, of rank > x_num_col_dims")
+      .Input("Y", "(Tensor) the second operand, of rank > y_num_col_dims")
+      .Output("Out", "(Tensor) the product")
+      .Attr<int>("x_num_col_dims", 1,
+                 "(int, default 1) X's first x_num_col_dims dims become the rows of the 2-D view, the rest its "
+                 "columns")
+      .Attr<int>("y_num_col_dims", 1,
+                 "(int, default 1) Y's first y_num_col_dims dims become the rows of the 2-D view, the rest its "
+                 "columns")
+      .InferShape(InferMulShape)
+      .GradMaker<DefaultGradOpDescMaker>()
+      .GradCheck(CheckCase("matrix", {CheckInput("X", {3, 4}), CheckInput("Y", {4, 5})}))
+      .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
+                           {{"x_num_col_dims", 2}, {"y_num_col_dims", 1}}))
+      .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
+  registrar.DefaultGradOp("mul", __FILE__, __LINE__).InferShape(InferGradShapes);
+  RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);
+  RegisterCpuKernels<MulGradKernel, float, double>(registrar, "mul_grad", __FILE__, __LINE__);
+}
+
+}  // namespace
+}  // namespace nabla::math_ops

@@ -1,0 +1,289 @@
+#pragma once
+// Toy ops for the backward builder tests, registered in-process as plugin
+// "bw_toys". Each mirrors the slots, attributes and grad maker of the Paddle
+// op of the same name; none has a kernel, because these tests pin structure
+// (op lists, names, attrs, var dtypes and shapes), not values.
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "nabla/op_registry.h"
+
+namespace nabla::bwtest {
+
+inline void SameAsX(InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); }
+
+// minus: X - Y. Seed 003's example: the gradient is two existing ops,
+// Out@GRAD scaled by 1 into X@GRAD and by -1 into Y@GRAD. This maker emits
+// both unconditionally, so the builder must drop the one writing @EMPTY@.
+class MinusGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("X")}}, AttributeMap{{"scale", 1.0f}}));
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("Y")}}, AttributeMap{{"scale", -1.0f}}));
+    return ops;
+  }
+};
+
+// scale: Out = scale * X + bias; X@GRAD = scale * Out@GRAD.
+class ScaleGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("X")}},
+                                           AttributeMap{{"scale", Attr<float>("scale")}, {"bias", 0.0f}}));
+    return ops;
+  }
+};
+
+// split's gradient is a concat of the output gradients (Paddle's SplitGradMaker).
+class SplitGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>("concat", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("X")}},
+                                           AttributeMap{{"axis", Attr<int>("axis")}}));
+    return ops;
+  }
+};
+
+// sum's gradient: one scale by 1 per input.
+class SumGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    for (const auto& g : InputGrad("X"))
+      ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                             VarNameMap{{"Out", {g}}}, AttributeMap{{"scale", 1.0f}}));
+    return ops;
+  }
+};
+
+// lookup_table's gradient reads W, Ids and Out@GRAD only (Paddle's
+// LookupTableGradOpDescMaker); Ids never gets one.
+class LookupTableGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>(
+        "lookup_table_grad", VarNameMap{{"W", Input("W")}, {"Ids", Input("Ids")}, {"Out@GRAD", OutputGrad("Out")}},
+        VarNameMap{{"W@GRAD", InputGrad("W")}}, Attrs()));
+    return ops;
+  }
+};
+
+// twin: X -> A, B. One grad op per output, both writing X@GRAD, so the
+// builder's drop rule decides whether a `sum` is needed.
+class TwinGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    for (const char* out : {"A", "B"})
+      ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad(out)}},
+                                             VarNameMap{{"Out", InputGrad("X")}}, AttributeMap{{"scale", 1.0f}}));
+    return ops;
+  }
+};
+
+// toy_cond's maker reads the grad block it is handed and names it itself.
+inline int& LastCondGradBlock() {
+  static int idx = -1;
+  return idx;
+}
+class ToyCondGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    LastCondGradBlock() = GradBlock(0)->Idx();
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>(
+        "toy_cond_grad", VarNameMap{{"Input", Input("Input")}, {"Out@GRAD", OutputGrad("Out")}},
+        VarNameMap{{"Input@GRAD", InputGrad("Input")}}, AttributeMap{{"sub_block", BlockRef{GradBlock(0)->Idx()}}}));
+    return ops;
+  }
+};
+
+inline void RegisterBackwardToyOps() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  RegisterOps("bw_toys", [](Registrar& r) {
+    r.Op("mul", __FILE__, __LINE__)
+        .Input("X", "(Tensor) first factor")
+        .Input("Y", "(Tensor) second factor")
+        .Output("Out", "(Tensor) X * Y")
+        .Attr<int>("x_num_col_dims", 1, "(int, default 1)")
+        .Attr<int>("y_num_col_dims", 1, "(int, default 1)")
+        .InferShape([](InferShapeContext& c) {
+          c.SetOutputShape("Out", {c.InputShape("X")[0], c.InputShape("Y")[1]});
+          c.SetOutputDType("Out", c.InputDType("X"));
+        })
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("mul", __FILE__, __LINE__);
+
+    r.Op("elementwise_add", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Input("Y", "(Tensor)")
+        .Output("Out", "(Tensor) X + Y")
+        .Attr<int>("axis", -1, "(int, default -1)")
+        .InferShape(SameAsX)
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("elementwise_add", __FILE__, __LINE__);
+
+    r.Op("mean", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor) one element")
+        .InferShape([](InferShapeContext& c) {
+          c.SetOutputShape("Out", {1});
+          c.SetOutputDType("Out", c.InputDType("X"));
+        })
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("mean", __FILE__, __LINE__);
+
+    r.Op("relu", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor)")
+        .InferShape(SameAsX)
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("relu", __FILE__, __LINE__);
+
+    r.Op("split", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor[])", kDuplicable)
+        .Attr<int>("num", 0, "(int, default 0)")
+        .Attr<std::vector<int>>("sections", {}, "(int[], default [])")
+        .Attr<int>("axis", 0, "(int, default 0)")
+        .InferShape([](InferShapeContext& c) {
+          Shape s = c.InputShape("X");
+          int axis = c.Attr<int>("axis");
+          size_t n = c.OutputSize("Out");
+          s[static_cast<size_t>(axis)] /= static_cast<int64_t>(n);
+          for (size_t i = 0; i < n; ++i) {
+            c.SetOutputShape("Out", s, i);
+            c.SetOutputDType("Out", c.InputDType("X"), i);
+          }
+        })
+        .GradMaker<SplitGradMaker>();
+
+    r.Op("concat", __FILE__, __LINE__)
+        .Input("X", "(Tensor[])", kDuplicable)
+        .Output("Out", "(Tensor)")
+        .Attr<int>("axis", 0, "(int, default 0)")
+        .InferShape([](InferShapeContext& c) {
+          Shape s = c.InputShape("X");
+          auto axis = static_cast<size_t>(c.Attr<int>("axis"));
+          for (size_t i = 1; i < c.InputSize("X"); ++i) s[axis] += c.InputShape("X", i)[axis];
+          c.SetOutputShape("Out", s);
+          c.SetOutputDType("Out", c.InputDType("X"));
+        })
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("concat", __FILE__, __LINE__);
+
+    r.Op("minus", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Input("Y", "(Tensor)")
+        .Output("Out", "(Tensor) X - Y")
+        .InferShape(SameAsX)
+        .GradMaker<MinusGradMaker>();
+
+    r.Op("lookup_table", __FILE__, __LINE__)
+        .Input("W", "(Tensor) the table")
+        .Input("Ids", "(Tensor, int64) rows")
+        .Output("Out", "(Tensor) the rows")
+        .Attr<int>("padding_idx", -1, "(int, default -1)")
+        .InferShape([](InferShapeContext& c) {
+          c.SetOutputShape("Out", {c.InputShape("Ids")[0], c.InputShape("W")[1]});
+          c.SetOutputDType("Out", c.InputDType("W"));
+        })
+        .GradMaker<LookupTableGradMaker>();
+    r.Op("lookup_table_grad", __FILE__, __LINE__)
+        .Input("W", "(Tensor)")
+        .Input("Ids", "(Tensor)")
+        .Input("Out@GRAD", "(Tensor)")
+        .Output("W@GRAD", "(Tensor)")
+        .Attr<int>("padding_idx", -1, "(int, default -1)")
+        .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("W", "W@GRAD"); });
+
+    r.Op("sum", __FILE__, __LINE__)
+        .Input("X", "(Tensor[])", kDuplicable)
+        .Output("Out", "(Tensor) the sum")
+        .InferShape(SameAsX)
+        .GradMaker<SumGradMaker>();
+
+    r.Op("scale", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor) scale * X + bias")
+        .Attr<float>("scale", 1.0f, "(float, default 1.0)")
+        .Attr<float>("bias", 0.0f, "(float, default 0.0)")
+        .Attr<bool>("bias_after_scale", true, "(bool, default true)")
+        .InferShape(SameAsX)
+        .GradMaker<ScaleGradMaker>();
+
+    r.Op("fill_constant", __FILE__, __LINE__)
+        .Output("Out", "(Tensor)")
+        .Attr<std::vector<int>>("shape", {}, "(int[]) the shape")
+        .Attr<float>("value", 0.0f, "(float, default 0.0)")
+        .Attr<std::string>("dtype", "float32", "(string, default float32)")
+        .InferShape([](InferShapeContext& c) {
+          const auto& dims = c.Attr<std::vector<int>>("shape");
+          c.SetOutputShape("Out", Shape(dims.begin(), dims.end()));
+          DType d;
+          NABLA_ENFORCE(ParseDType(c.Attr<std::string>("dtype"), &d), kInvalidArgument, "bad dtype");
+          c.SetOutputDType("Out", d);
+        })
+        .GradMaker<EmptyGradOpDescMaker>();
+
+    r.Op("fill_zeros_like", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor) zeros shaped like X")
+        .InferShape(SameAsX)
+        .GradMaker<EmptyGradOpDescMaker>();
+
+    r.Op("twin", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("A", "(Tensor)")
+        .Output("B", "(Tensor)")
+        .InferShape([](InferShapeContext& c) {
+          c.ShareShapeAndDType("X", "A");
+          c.ShareShapeAndDType("X", "B");
+        })
+        .GradMaker<TwinGradMaker>();
+
+    // No GradMaker at all: asking it for a gradient is an error.
+    r.Op("no_grad_op", __FILE__, __LINE__).Input("X", "(Tensor)").Output("Out", "(Tensor)").InferShape(SameAsX);
+
+    // Ops that own a block (a while-like loop, a conditional): the block
+    // attribute gives them the has_sub_block trait.
+    r.Op("toy_loop", __FILE__, __LINE__)
+        .Input("X", "(Tensor[]) vars the body reads", kDuplicable)
+        .Output("Out", "(Tensor[]) vars the body writes", kDuplicable)
+        .RequiredAttr<BlockRef>("sub_block", "(block) the body")
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("toy_loop", __FILE__, __LINE__);
+
+    r.Op("toy_cond", __FILE__, __LINE__)
+        .Input("Input", "(Tensor[])", kDuplicable)
+        .Output("Out", "(Tensor[])", kDuplicable)
+        .RequiredAttr<BlockRef>("sub_block", "(block) the branch")
+        .GradMaker<ToyCondGradMaker>();
+    r.Op("toy_cond_grad", __FILE__, __LINE__)
+        .Input("Input", "(Tensor[])", kDuplicable)
+        .Input("Out@GRAD", "(Tensor[])", kDuplicable)
+        .Output("Input@GRAD", "(Tensor[])", kDuplicable)
+        .RequiredAttr<BlockRef>("sub_block", "(block) the branch's backward");
+  });
+}
+
+}  // namespace nabla::bwtest

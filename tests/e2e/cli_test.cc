@@ -1,0 +1,378 @@
+// The `nabla` binary as users meet it: exec of small programs checked
+// against values computed here, `nabla ops`, and every bad-input path, which
+// must exit 2 with exactly one stderr line naming the culprit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/device.h"
+#include "nabla/npy.h"
+#include "nabla/tensor.h"
+
+namespace nabla {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+  std::vector<std::string> ErrLines() const {
+    std::vector<std::string> lines;
+    std::istringstream in(err);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A linear model: y = x·w + b, loss = mean(y). w and b have initializers.
+const char* kLinear = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 3], dtype: float32, stop_gradient: true}
+      w: {shape: [3, 2], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.25}}
+      b: {shape: [2], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.5}}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+      - {type: elementwise_add, inputs: {X: [xw], Y: [b]}, outputs: {Out: [y]}}
+      - {type: mean, inputs: {X: [y]}, outputs: {Out: [loss]}}
+)";
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cpu::InitCpuBackend();
+    dir_ = fs::temp_directory_path() / ("nabla_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string WriteText(const std::string& name, const std::string& text) const {
+    std::ofstream(Path(name), std::ios::binary) << text;
+    return Path(name);
+  }
+  std::string WriteFloats(const std::string& name, const Shape& shape, const std::vector<float>& values) const {
+    Tensor t;
+    float* p = t.Allocate<float>(HostDevice(), shape);
+    std::copy(values.begin(), values.end(), p);
+    WriteNpy(Path(name), t);
+    return Path(name);
+  }
+  std::vector<float> ReadFloats(const std::string& path, Shape* shape = nullptr) const {
+    Tensor t = ReadNpy(path, HostDevice());
+    if (shape) *shape = t.GetShape();
+    return std::vector<float>(t.Data<float>(), t.Data<float>() + t.Numel());
+  }
+
+  // Runs `nabla ARGS` (ARGS already quoted) with `env` prepended.
+  Result Nabla(const std::string& args, const std::string& env = "") const {
+    const std::string out = Path("stdout.txt"), err = Path("stderr.txt");
+    const std::string cmd = env + " " + Quote(NABLA_BIN_PATH) + " " + args + " >" + Quote(out) + " 2>" + Quote(err);
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+  }
+
+  // A bad input: exit 2, one stderr line `nabla: error: ...` containing every fragment.
+  void ExpectBadInput(const std::string& args, const std::vector<std::string>& fragments) const {
+    Result r = Nabla(args);
+    EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
+    std::vector<std::string> lines = r.ErrLines();
+    ASSERT_EQ(lines.size(), 1u) << args << "\nstderr: " << r.err;
+    EXPECT_EQ(lines[0].rfind("nabla: error: ", 0), 0u) << lines[0];
+    for (const std::string& f : fragments)
+      EXPECT_NE(lines[0].find(f), std::string::npos) << f << " not in: " << lines[0];
+  }
+
+  // x is 2x3: rows (1, 2, 3) and (4, 5, 6).
+  std::string LinearArgs() {
+    const std::string program = WriteText("linear.yaml", kLinear);
+    const std::string x = WriteFloats("x.npy", {2, 3}, {1, 2, 3, 4, 5, 6});
+    return "exec " + Quote(program) + " --feed " + Quote("x=" + x);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CliTest, ExecWritesFetchesComputedFromInitializersAndFeeds) {
+  Result r = Nabla(LinearArgs() + " --fetch y,loss,w --out " + Quote(Path("out/sub")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  Shape shape;
+  // y[i][j] = 0.25 * sum(x[i]) + 0.5
+  EXPECT_EQ(ReadFloats(Path("out/sub/y.npy"), &shape), (std::vector<float>{2.0f, 2.0f, 4.25f, 4.25f}));
+  EXPECT_EQ(shape, (Shape{2, 2}));
+  std::vector<float> loss = ReadFloats(Path("out/sub/loss.npy"), &shape);
+  ASSERT_EQ(loss.size(), 1u);
+  EXPECT_FLOAT_EQ(loss[0], 3.125f);
+  EXPECT_EQ(ReadFloats(Path("out/sub/w.npy")), std::vector<float>(6, 0.25f));
+}
+
+TEST_F(CliTest, AFeedMaySetAParameter) {
+  const std::string w = WriteFloats("w.npy", {3, 2}, {1, 0, 0, 1, 1, 1});
+  Result r = Nabla(LinearArgs() + " --feed " + Quote("w=" + w) + " --fetch y --out " + Quote(Path("out")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // x·w = (1+3, 2+3) and (4+6, 5+6); b = 0.5
+  EXPECT_EQ(ReadFloats(Path("out/y.npy")), (std::vector<float>{4.5f, 5.5f, 10.5f, 11.5f}));
+}
+
+TEST_F(CliTest, ExecPrintsFetchesWithoutOut) {
+  Result r = Nabla(LinearArgs() + " --fetch loss,y");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "loss: float32[]\n3.125\ny: float32[2, 2]\n[[   2    2]\n [4.25 4.25]]\n");
+}
+
+TEST_F(CliTest, BackwardGradientsAreWrittenUnderTheirVerbatimNames) {
+  Result r = Nabla(LinearArgs() + " --backward loss --fetch w@GRAD,b@GRAD --out " + Quote(Path("g")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  // d mean(y) / dy = 1/4; dw[k][j] = sum_i x[i][k] / 4; db[j] = 2/4.
+  EXPECT_EQ(ReadFloats(Path("g/w@GRAD.npy")), (std::vector<float>{1.25f, 1.25f, 1.75f, 1.75f, 2.25f, 2.25f}));
+  EXPECT_EQ(ReadFloats(Path("g/b@GRAD.npy")), (std::vector<float>{0.5f, 0.5f}));
+}
+
+TEST_F(CliTest, BothExecutorsAgree) {
+  for (const char* executor : {"sequential", "taskgraph"}) {
+    Result r =
+        Nabla(LinearArgs() + " --executor " + executor + " --threads 2 --fetch y --out " + Quote(Path(executor)));
+    ASSERT_EQ(r.code, 0) << executor << ": " << r.err;
+    EXPECT_EQ(ReadFloats(Path(std::string(executor) + "/y.npy")), (std::vector<float>{2.0f, 2.0f, 4.25f, 4.25f}));
+  }
+}
+
+TEST_F(CliTest, RepeatPrintsTimingsAndKeepsResults) {
+  Result r = Nabla(LinearArgs() + " --repeat 5 --warmup 2 --fetch loss --out " + Quote(Path("out")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("5 runs after 2 warm-up: median ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" ms, min "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" ms, max "), std::string::npos) << r.out;
+  EXPECT_FLOAT_EQ(ReadFloats(Path("out/loss.npy"))[0], 3.125f);
+}
+
+TEST_F(CliTest, OutIsNotWrittenWhenTheRunFails) {
+  // Y's trailing dim (4) cannot broadcast against X's (3): a run-time failure
+  // after every input check passed.
+  const std::string program = WriteText("bad_add.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      a: {shape: [-1, -1], dtype: float32}
+      c: {shape: [-1, -1], dtype: float32}
+    ops:
+      - {type: scale, inputs: {X: [a]}, outputs: {Out: [a2]}, attrs: {scale: 2.0}}
+      - {type: elementwise_add, inputs: {X: [a2], Y: [c]}, outputs: {Out: [s]}}
+)");
+  const std::string a = WriteFloats("a.npy", {2, 3}, {1, 2, 3, 4, 5, 6});
+  const std::string c = WriteFloats("c.npy", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Result r = Nabla("exec " + Quote(program) + " --feed " + Quote("a=" + a) + " --feed " + Quote("c=" + c) +
+                   " --fetch a2,s --out " + Quote(Path("out")));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.ErrLines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("elementwise_add"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(Path("out")));
+}
+
+TEST_F(CliTest, AnUnwritableOutFolderIsARuntimeFailure) {
+  WriteText("file", "a regular file");
+  Result r = Nabla(LinearArgs() + " --fetch y --out " + Quote(Path("file/sub")));
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(r.ErrLines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(Path("file/sub")), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, OpsListsEveryStandardOpAsJson) {
+  Result r = Nabla("ops --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json doc = nlohmann::json::parse(r.out);
+  bool found = false;
+  for (const auto& op : doc["ops"]) {
+    if (op["type"] != "mul") continue;
+    found = true;
+    EXPECT_EQ(op["plugin"], "math_ops");
+    EXPECT_EQ(op["has_gradient"], true);
+    EXPECT_GT(op["origin"]["line"].get<int>(), 0);
+    EXPECT_EQ(op["inputs"][0]["name"], "X");
+    bool has_attr = false;
+    for (const auto& a : op["attrs"]) {
+      if (a["name"] == "x_num_col_dims") {
+        has_attr = true;
+        EXPECT_EQ(a["type"], "int");
+        EXPECT_EQ(a["default"], 1);
+      }
+    }
+    EXPECT_TRUE(has_attr);
+    const auto& cpu = op["kernels"]["cpu"];
+    EXPECT_NE(std::find(cpu.begin(), cpu.end(), "float32"), cpu.end()) << op["kernels"];
+  }
+  EXPECT_TRUE(found) << "mul is not listed";
+  bool math_plugin = false;
+  for (const auto& p : doc["plugins"]) math_plugin |= p["name"] == "math_ops";
+  EXPECT_TRUE(math_plugin);
+}
+
+TEST_F(CliTest, OpsPrintsATable) {
+  Result r = Nabla("ops");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("OP ", 0), 0u) << r.out.substr(0, 200);
+  std::istringstream in(r.out);
+  bool mul_row = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("mul ", 0) == 0) {
+      mul_row = true;
+      EXPECT_NE(line.find("math_ops"), std::string::npos) << line;
+      EXPECT_NE(line.find("yes"), std::string::npos) << line;
+      EXPECT_NE(line.find("cpu: float32"), std::string::npos) << line;
+    }
+  }
+  EXPECT_TRUE(mul_row) << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("    attr  x_num_col_dims: int = 1"), std::string::npos);
+}
+
+TEST_F(CliTest, HelpAndVersionExitZero) {
+  Result help = Nabla("--help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("exec"), std::string::npos);
+  EXPECT_NE(help.out.find("ops"), std::string::npos);
+  Result exec_help = Nabla("exec --help");
+  EXPECT_EQ(exec_help.code, 0);
+  EXPECT_NE(exec_help.out.find("--feed"), std::string::npos);
+  Result version = Nabla("--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.out.rfind("nabla ", 0), 0u) << version.out;
+}
+
+// OpenBLAS reads OPENBLAS_CORETYPE before main runs, so nabla re-executes
+// itself with it set; --version reports the kernels actually in use.
+TEST_F(CliTest, PicksFastBlasKernelsWhenTheEnvironmentDoesNot) {
+  __builtin_cpu_init();
+  std::string expected;
+  if (__builtin_cpu_supports("avx512f")) {
+    expected = "SkylakeX";
+  } else if (__builtin_cpu_supports("avx2")) {
+    expected = "Haswell";
+  } else {
+    GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2; nabla leaves OpenBLAS's choice alone";
+  }
+  Result r = Nabla("--version", "env -u OPENBLAS_CORETYPE");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("OpenBLAS kernels: " + expected), std::string::npos) << r.out;
+  // An explicit choice is respected.
+  Result forced = Nabla("--version", "env OPENBLAS_CORETYPE=Haswell");
+  EXPECT_NE(forced.out.find("OpenBLAS kernels: Haswell"), std::string::npos) << forced.out;
+}
+
+TEST_F(CliTest, BadYaml) {
+  const std::string p = WriteText("bad.yaml", "format: nabla-program/1\nblocks: [ {idx: 0\n");
+  ExpectBadInput("exec " + Quote(p), {p + ":"});
+}
+
+TEST_F(CliTest, UnknownOp) {
+  const std::string p = WriteText("unknown.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2], dtype: float32}
+    ops:
+      - {type: no_such_op, inputs: {X: [x]}, outputs: {Out: [y]}}
+)");
+  ExpectBadInput("exec " + Quote(p), {p + ":8:", "no_such_op"});
+}
+
+TEST_F(CliTest, MissingProgramFile) { ExpectBadInput("exec " + Quote(Path("absent.yaml")), {Path("absent.yaml")}); }
+
+TEST_F(CliTest, BadNpyFeed) {
+  const std::string bad = WriteText("garbage.npy", "this is not numpy");
+  ExpectBadInput(LinearArgs() + " --feed " + Quote("w=" + bad), {bad, "not a .npy file"});
+}
+
+TEST_F(CliTest, MissingFeedFile) {
+  ExpectBadInput("exec " + Quote(WriteText("linear.yaml", kLinear)) + " --feed " + Quote("x=" + Path("nope.npy")),
+                 {Path("nope.npy")});
+}
+
+TEST_F(CliTest, FeedShapeMismatch) {
+  const std::string x = WriteFloats("x4.npy", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  ExpectBadInput("exec " + Quote(WriteText("linear.yaml", kLinear)) + " --feed " + Quote("x=" + x),
+                 {x, "feed 'x'", "[2, 4]", "[-1, 3]", "linear.yaml:6:"});
+}
+
+TEST_F(CliTest, FeedDTypeMismatch) {
+  Tensor t;
+  t.Allocate<double>(HostDevice(), {2, 3});
+  for (int i = 0; i < 6; ++i) t.MutableData<double>()[i] = i;
+  WriteNpy(Path("x64.npy"), t);
+  ExpectBadInput("exec " + Quote(WriteText("linear.yaml", kLinear)) + " --feed " + Quote("x=" + Path("x64.npy")),
+                 {Path("x64.npy"), "float64", "float32"});
+}
+
+TEST_F(CliTest, FeedOfAnUndeclaredVar) {
+  ExpectBadInput(LinearArgs() + " --feed " + Quote("nothing=" + Path("x.npy")), {"--feed nothing", "'nothing'"});
+}
+
+TEST_F(CliTest, MalformedFeedOption) {
+  ExpectBadInput(LinearArgs() + " --feed justaname", {"NAME=FILE.npy", "justaname"});
+}
+
+TEST_F(CliTest, MissingFeed) {
+  ExpectBadInput("exec " + Quote(WriteText("linear.yaml", kLinear)) + " --fetch y",
+                 {"linear.yaml:10:", "'x'", "--feed x="});
+}
+
+TEST_F(CliTest, UnknownFetch) { ExpectBadInput(LinearArgs() + " --fetch y,ghost", {"--fetch ghost"}); }
+
+TEST_F(CliTest, UnknownExecutor) { ExpectBadInput(LinearArgs() + " --executor warp", {"warp", "sequential"}); }
+
+TEST_F(CliTest, NotAPluginViaPluginOption) {
+  const std::string fake = WriteText("libfake.so", "not an ELF file");
+  ExpectBadInput("--plugin " + Quote(fake) + " ops", {fake});
+  // Global options may also follow the command.
+  ExpectBadInput("ops --plugin " + Quote(fake), {fake});
+}
+
+TEST_F(CliTest, UsageErrors) {
+  ExpectBadInput("", {"nabla --help"});
+  ExpectBadInput("frobnicate", {"frobnicate"});
+  ExpectBadInput("exec", {"PROGRAM"});
+  ExpectBadInput("ops --bogus", {"--bogus"});
+  ExpectBadInput(LinearArgs() + " --device tpu", {"tpu"});
+  ExpectBadInput(LinearArgs() + " --threads many", {"many"});
+  ExpectBadInput(LinearArgs() + " --params w", {"--backward"});
+}
+
+}  // namespace
+}  // namespace nabla
