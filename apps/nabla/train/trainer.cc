@@ -84,14 +84,14 @@ class ProgramBuilder {
   std::shared_ptr<const OpRegistry> registry_;
 };
 
-// Paddle's GradientClipByGlobalNorm from ops: every gradient times
-// clip / max(global_norm, clip), with max(a, c) = relu(a - c) + c.
+// Paddle's GradientClipByGlobalNorm from ops (squared_l2_norm per gradient,
+// sum, sqrt): every gradient times clip / max(global_norm, clip), with
+// max(a, c) = relu(a - c) + c as the op set has no elementwise_max.
 std::vector<std::string> ClipByGlobalNorm(ProgramBuilder& b, const ParamGrads& pg, double clip) {
   std::vector<std::string> sums;
   for (const auto& [p, g] : pg) {
-    b.Append("square", {{"X", {g}}}, {{"Out", {g + "@clip@square"}}});
-    b.Append("reduce_sum", {{"X", {g + "@clip@square"}}}, {{"Out", {g + "@clip@sum"}}}, {{"reduce_all", true}});
-    sums.push_back(g + "@clip@sum");
+    b.Append("squared_l2_norm", {{"X", {g}}}, {{"Out", {g + "@clip@sq_norm"}}});
+    sums.push_back(g + "@clip@sq_norm");
   }
   const DType dtype = b.Block()->FindVar(pg.front().second)->GetDType();
   b.Append("sum", {{"X", sums}}, {{"Out", {"clip@global_norm_sq"}}});
