@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -163,6 +165,45 @@ TEST_F(RunTest, ResumeContinuesExactly) {
   }
   EXPECT_EQ(resumed.metadata.at("step"), "10");
   EXPECT_EQ(resumed.metadata.at("epoch"), "1");
+}
+
+double SquaredNorm(const SafetensorsFile& f, const std::vector<std::string>& names,
+                   const SafetensorsFile* minus = nullptr) {
+  double s = 0;
+  for (const auto& n : names) {
+    const Tensor& t = f.tensors.at(n);
+    for (int64_t i = 0; i < t.Numel(); ++i) {
+      double v = t.Data<float>()[i] - (minus ? minus->tensors.at(n).Data<float>()[i] : 0.0f);
+      s += v * v;
+    }
+  }
+  return s;
+}
+
+// With plain SGD at lr 1, one step moves the parameters by exactly the
+// clipped gradient, whose global norm is the clip (the raw one is larger).
+TEST_F(RunTest, GlobalNormClippingBoundsTheStep) {
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 1.0, clip_global_norm: 0.01}",
+                                "checkpoint: {dir: ckpt, every_steps: 1, keep_last: 0}\n"));
+  Result r = Nabla(dir_, "run run.yaml --steps 3");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto s1 = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 1));
+  auto s2 = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 2));
+  EXPECT_NEAR(std::sqrt(SquaredNorm(s2, {"w", "b"}, &s1)), 0.01, 1e-5);
+}
+
+TEST_F(RunTest, WeightDecayShrinksTheWeights) {
+  const std::string ckpt = "checkpoint: {dir: ckpt, keep_last: 0}\n";
+  dir_.Write("run.yaml", Config("{type: momentum, lr: 0.1, nesterov: true}", ckpt));
+  ASSERT_EQ(Nabla(dir_, "run run.yaml --steps 20").rc, 0);
+  auto plain = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 20));
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+  dir_.Write("run.yaml", Config("{type: momentum, lr: 0.1, nesterov: true, weight_decay: 0.5}", ckpt));
+  Result r = Nabla(dir_, "run run.yaml --steps 20");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto decayed = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 20));
+  EXPECT_LT(SquaredNorm(decayed, {"w"}), 0.8 * SquaredNorm(plain, {"w"}));
+  EXPECT_TRUE(decayed.tensors.count("w@velocity"));
 }
 
 TEST_F(RunTest, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
