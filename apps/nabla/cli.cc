@@ -21,8 +21,10 @@ using CommandFactory = Command (*)();
 
 // Every command of `nabla`, in the order --help lists them.
 constexpr CommandFactory kCommands[] = {
+    RunCommand,
     ExecCommand,
     OpsCommand,
+    PlotCommand,
 };
 
 std::string VersionString() {
