@@ -477,6 +477,11 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
                 program.Where(loss_var.Pos()).empty() ? "" : " (declared at " + program.Where(loss_var.Pos()) + ")");
   NABLA_ENFORCE(IsFloating(loss_var.GetDType()), kInvalidArgument, "append backward: the loss '", loss,
                 "' must be float32 or float64, but received ", DTypeName(loss_var.GetDType()));
+  // A second pass would write every gradient twice under the same names.
+  NABLA_ENFORCE(!program.Backward().has_value() && !block->HasVarRecursive(GradVarName(loss)),
+                kPreconditionNotMet, "append backward: the program already has a backward part (for loss '",
+                program.Backward() ? program.Backward()->loss : loss,
+                "'); expected a forward-only program, but received one with gradient ops appended");
 
   std::vector<std::string> params = parameter_list;
   if (params.empty()) {

@@ -446,6 +446,22 @@ TEST(AppendBackward, LossMustHoldOneElement) {
   }
 }
 
+TEST(AppendBackward, SecondCallIsRejected) {
+  Net n;
+  n.Param("x", {2});
+  n.Op("mean", {{"X", {"x"}}}, {{"Out", {"loss"}}});
+  AppendBackward(n.prog, "loss");
+  size_t ops = n.prog.Root()->OpSize();
+  try {
+    AppendBackward(n.prog, "loss");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPreconditionNotMet);
+    EXPECT_NE(std::string(e.what()).find("already has a backward part"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(n.prog.Root()->OpSize(), ops);
+}
+
 TEST(AppendBackward, UnknownLossIsNotFound) {
   Net n;
   n.Param("x", {1});
