@@ -273,10 +273,18 @@ class BackwardBuilder {
           bool in_place = false;
           for (const auto& [in_slot, in_args] : op.Inputs())
             for (const auto& a : in_args) in_place |= (a == var);
-          if (in_place) continue;
           auto [it, fresh] = accums.try_emplace(var);
           Accum& acc = it->second;
           if (fresh) order.push_back(var);
+          if (in_place) {
+            // An in-place write (a loop's grad op handing a carried gradient
+            // on) replaces the whole gradient so far: it becomes the single
+            // contribution, so a later write renames this output, not the
+            // input it read.
+            acc.parts.assign(1, var);
+            acc.refs.assign(1, ArgRef{&args, i});
+            continue;
+          }
           if (acc.parts.empty()) {
             acc.parts.push_back(var);
             acc.refs.assign(1, ArgRef{&args, i});
