@@ -319,7 +319,9 @@ std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const Gra
   std::vector<InputGradSlot> slots;
   for (size_t j = 0; j < grads.size() && j < fwd.size(); ++j) {
     if (grads[j] == kEmptyVarName) continue;
-    slots.push_back(InputGradSlot{fwd[j], grads[j], out_set.count(fwd[j]) != 0, plan.written.count(grads[j]) != 0,
+    std::string inner = GradVarName(fwd[j]);
+    bool written = plan.written.count(inner) != 0;
+    slots.push_back(InputGradSlot{fwd[j], grads[j], inner, out_set.count(fwd[j]) != 0, written,
                                   ctx.OutputVar(grad_slot, j)});
   }
   return slots;
@@ -336,7 +338,7 @@ std::vector<OutputGradSource> OutputGradSources(const ExecutionContext& ctx, con
     if (ogs[i] == kEmptyVarName) continue;
     Variable* v = ctx.GetScope().FindVar(ogs[i]);
     OutputGradSource src;
-    src.name = ogs[i];
+    src.name = GradVarName(outs[i]);
     src.src = v;
     src.fwd = outs[i];
     const InputGradSlot* carried = nullptr;
@@ -381,7 +383,7 @@ void FinishOverwritten(const std::vector<OutputGradSource>& og, bool any_step, S
 void CollectStepGrads(const std::vector<InputGradSlot>& slots, Scope& step, Device& device,
                       const std::string& where) {
   for (const auto& s : slots) {
-    Variable* inner = s.written ? step.FindLocalVar(s.grad) : nullptr;
+    Variable* inner = s.written ? step.FindLocalVar(s.inner) : nullptr;
     if (s.carried) {
       if (inner != nullptr && HasValue(*inner)) {
         CopyVar(*inner, s.outer, device);

@@ -95,7 +95,8 @@ GradBlockPlan PlanGradBlock(const ProgramDesc& program, int block_idx);
 // One gradient output of a sub-block grad op.
 struct InputGradSlot {
   std::string fwd;   // the forward input
-  std::string grad;  // its gradient var
+  std::string grad;  // its gradient var outside (the backward builder may have renamed it)
+  std::string inner;  // the gradient the grad block writes: GradVarName(fwd)
   bool carried;      // also an output of the forward op
   bool written;      // the grad block writes `grad`
   Variable* outer;   // the op's output var (non-owning)
@@ -116,7 +117,7 @@ std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const Gra
 // after each step (AfterStep), and the gradient of its value before the op
 // is zero once any step ran (FinishOverwritten).
 struct OutputGradSource {
-  std::string name;     // the name the grad block reads
+  std::string name;     // the name the grad block reads: GradVarName(fwd), whatever the outer var is called
   Variable* src;        // non-owning; null when absent
   std::string fwd;      // the forward output
   Variable* overwritten = nullptr;  // non-owning: the Out@GRAD output var, for overwritten outputs
