@@ -113,5 +113,7 @@ int RunCli(int argc, char** argv);
 // One factory per command file.
 Command OpsCommand();   // cmd_ops.cc
 Command ExecCommand();  // cmd_exec.cc
+Command RunCommand();   // cmd_run.cc
+Command PlotCommand();  // cmd_run.cc
 
 }  // namespace nabla::app

@@ -1,11 +1,15 @@
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
+#include "prepared_op.h"
 
 namespace nabla {
 
 ExecutionContext::ExecutionContext(const OpDesc& op, Scope& scope, Device& device, const RunContext* run)
     : op_(op), scope_(scope), device_(device), run_(run) {}
+
+ExecutionContext::ExecutionContext(const PreparedOp& prepared, Scope& scope, Device& device, const RunContext* run)
+    : op_(*prepared.op), scope_(scope), device_(device), run_(run), prepared_(&prepared) {}
 
 namespace {
 bool Present(const std::vector<std::string>& args) {
@@ -20,13 +24,23 @@ bool ExecutionContext::HasOutput(const std::string& slot) const { return Present
 size_t ExecutionContext::InputSize(const std::string& slot) const { return op_.Input(slot).size(); }
 size_t ExecutionContext::OutputSize(const std::string& slot) const { return op_.Output(slot).size(); }
 
-Variable* ExecutionContext::FindVar(const std::string& name) const { return scope_.FindVar(name); }
+namespace {
+// The prepared var when there is one; else a scope lookup by name.
+Variable* Resolve(const PreparedOp* p, bool input, const std::string& slot, size_t i, const std::string& name,
+                  Scope& scope) {
+  if (p) {
+    const PreparedSlot* s = PreparedOp::Find(input ? p->inputs : p->outputs, slot);
+    if (s && i < s->vars.size() && s->vars[i]) return s->vars[i];
+  }
+  return scope.FindVar(name);
+}
+}  // namespace
 
 Variable* ExecutionContext::InputVar(const std::string& slot, size_t i) const {
   const auto& args = op_.Input(slot);
   NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ",
                 slot, "[", i, "]");
-  Variable* v = FindVar(args[i]);
+  Variable* v = Resolve(prepared_, true, slot, i, args[i], scope_);
   NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads ", slot, "[", i, "] = '", args[i],
                 "' but no such variable exists at run time (was it fed or initialized?)");
   return v;
@@ -35,7 +49,7 @@ Variable* ExecutionContext::InputVar(const std::string& slot, size_t i) const {
 Variable* ExecutionContext::OutputVar(const std::string& slot, size_t i) const {
   const auto& args = op_.Output(slot);
   if (i >= args.size() || args[i] == kEmptyVarName) return nullptr;
-  Variable* v = FindVar(args[i]);
+  Variable* v = Resolve(prepared_, false, slot, i, args[i], scope_);
   return v ? v : scope_.Var(args[i]);
 }
 

@@ -6,6 +6,7 @@
 #include "nabla/device.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
+#include "prepared_op.h"
 
 namespace nabla {
 
@@ -13,37 +14,24 @@ Executor::~Executor() = default;
 
 namespace {
 
-// Shape inference over the tensors of a scope, right before the kernel runs.
-class RuntimeInferShapeContext final : public InferShapeContext {
- public:
-  RuntimeInferShapeContext(const OpDesc& op, Scope& scope) : op_(op), scope_(scope) {}
-  const OpDesc& Op() const override { return op_; }
-  bool IsRuntime() const override { return true; }
-  bool HasInput(const std::string& slot) const override { return Present(op_.Input(slot)); }
-  bool HasOutput(const std::string& slot) const override { return Present(op_.Output(slot)); }
-  size_t InputSize(const std::string& slot) const override { return op_.Input(slot).size(); }
-  size_t OutputSize(const std::string& slot) const override { return op_.Output(slot).size(); }
-  Shape InputShape(const std::string& slot, size_t i) const override { return In(slot, i).GetTensor().GetShape(); }
-  DType InputDType(const std::string& slot, size_t i) const override { return In(slot, i).GetTensor().GetDType(); }
-  VarType InputVarType(const std::string& slot, size_t i) const override { return In(slot, i).Type(); }
-  void SetOutputShape(const std::string& slot, const Shape& shape, size_t i) override {
-    if (Variable* v = Out(slot, i)) v->GetTensor().Resize(shape);
-  }
-  void SetOutputDType(const std::string& slot, DType dtype, size_t i) override {
-    if (Variable* v = Out(slot, i)) v->GetTensor().SetDType(dtype);
-  }
+bool Present(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a != kEmptyVarName) return true;
+  return false;
+}
 
- private:
-  static bool Present(const std::vector<std::string>& args) {
-    for (const auto& a : args)
-      if (a != kEmptyVarName) return true;
-    return false;
-  }
+// Finds an op's variables: through a PreparedOp when there is one (no name
+// lookups), else by name in the scope.
+class VarAccess {
+ public:
+  VarAccess(const OpDesc& op, Scope& scope, const PreparedOp* prepared)
+      : op_(op), scope_(scope), prepared_(prepared) {}
+
   Variable& In(const std::string& slot, size_t i) const {
     const auto& args = op_.Input(slot);
     NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ",
                   slot, "[", i, "]");
-    Variable* v = scope_.FindVar(args[i]);
+    Variable* v = Lookup(true, slot, i, args[i]);
     NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads '", args[i],
                   "' but no such variable exists at run time (was it fed or initialized?)");
     return *v;
@@ -51,24 +39,63 @@ class RuntimeInferShapeContext final : public InferShapeContext {
   Variable* Out(const std::string& slot, size_t i) const {
     const auto& args = op_.Output(slot);
     if (i >= args.size() || args[i] == kEmptyVarName) return nullptr;
-    Variable* v = scope_.FindVar(args[i]);
+    Variable* v = Lookup(false, slot, i, args[i]);
     return v ? v : scope_.Var(args[i]);
+  }
+  Variable* FirstDenseInput(const OpSchema& schema) const {
+    for (const auto& slot : schema.inputs) {
+      const auto& args = op_.Input(slot.name);
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == kEmptyVarName) continue;
+        Variable* v = Lookup(true, slot.name, i, args[i]);
+        if (v && v->Type() == VarType::kDense && v->GetTensor().IsInitialized()) return v;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  Variable* Lookup(bool input, const std::string& slot, size_t i, const std::string& name) const {
+    if (prepared_) {
+      const PreparedSlot* s = PreparedOp::Find(input ? prepared_->inputs : prepared_->outputs, slot);
+      if (s && i < s->vars.size() && s->vars[i]) return s->vars[i];
+    }
+    return scope_.FindVar(name);
   }
 
   const OpDesc& op_;
   Scope& scope_;
+  const PreparedOp* prepared_;
 };
 
-DType DefaultKernelDType(const OpInfo& info, const OpDesc& op, Scope& scope) {
-  for (const auto& slot : info.schema.inputs) {
-    for (const auto& name : op.Input(slot.name)) {
-      if (name == kEmptyVarName) continue;
-      Variable* v = scope.FindVar(name);
-      if (v && v->Type() == VarType::kDense && v->GetTensor().IsInitialized()) return v->GetTensor().GetDType();
-    }
+// Shape inference over the tensors of a scope, right before the kernel runs.
+class RuntimeInferShapeContext final : public InferShapeContext {
+ public:
+  RuntimeInferShapeContext(const OpDesc& op, const VarAccess& vars) : op_(op), vars_(vars) {}
+  const OpDesc& Op() const override { return op_; }
+  bool IsRuntime() const override { return true; }
+  bool HasInput(const std::string& slot) const override { return Present(op_.Input(slot)); }
+  bool HasOutput(const std::string& slot) const override { return Present(op_.Output(slot)); }
+  size_t InputSize(const std::string& slot) const override { return op_.Input(slot).size(); }
+  size_t OutputSize(const std::string& slot) const override { return op_.Output(slot).size(); }
+  Shape InputShape(const std::string& slot, size_t i) const override {
+    return vars_.In(slot, i).GetTensor().GetShape();
   }
-  return DType::kFloat32;
-}
+  DType InputDType(const std::string& slot, size_t i) const override {
+    return vars_.In(slot, i).GetTensor().GetDType();
+  }
+  VarType InputVarType(const std::string& slot, size_t i) const override { return vars_.In(slot, i).Type(); }
+  void SetOutputShape(const std::string& slot, const Shape& shape, size_t i) override {
+    if (Variable* v = vars_.Out(slot, i)) v->GetTensor().Resize(shape);
+  }
+  void SetOutputDType(const std::string& slot, DType dtype, size_t i) override {
+    if (Variable* v = vars_.Out(slot, i)) v->GetTensor().SetDType(dtype);
+  }
+
+ private:
+  const OpDesc& op_;
+  const VarAccess& vars_;
+};
 
 std::string Where(const OpDesc& op, const RunContext& run) {
   std::string s = StrCat("op '", op.Type(), "'");
@@ -79,30 +106,41 @@ std::string Where(const OpDesc& op, const RunContext& run) {
   return s;
 }
 
-}  // namespace
+[[noreturn]] void ThrowNoKernel(const OpRegistry& registry, const OpDesc& op, Device& device, DType dtype) {
+  std::string have;
+  for (const auto& [d, t] : registry.KernelsOf(op.Type()))
+    have += StrCat(have.empty() ? "" : ", ", DeviceTypeName(d), "/", DTypeName(t));
+  NABLA_THROW(kUnimplemented, "no kernel for (", DeviceTypeName(device.Type()), ", ", DTypeName(dtype),
+              "); registered kernels: ", have.empty() ? "none" : have);
+}
 
-void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run) {
-  auto registry = CurrentRegistry();
-  const OpInfo* info = registry->Find(op.Type());
+// The one dispatch path: shape inference, kernel choice, kernel; errors get
+// the op's position once.
+void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
+              Scope& scope, Device& device, const RunContext& run) {
   try {
     NABLA_ENFORCE(info != nullptr, kNotFound, "unknown op type '", op.Type(), "'");
-    for (const auto& [slot, args] : op.Outputs())
-      for (const auto& name : args)
-        if (name != kEmptyVarName && !scope.FindVar(name)) scope.Var(name);
+    VarAccess vars(op, scope, prepared);
+    if (!prepared) {
+      for (const auto& [slot, args] : op.Outputs())
+        for (const auto& name : args)
+          if (name != kEmptyVarName && !scope.FindVar(name)) scope.Var(name);
+    }
     if (info->infer_shape && !info->traits.control_flow) {
-      RuntimeInferShapeContext isc(op, scope);
+      RuntimeInferShapeContext isc(op, vars);
       info->infer_shape(isc);
     }
-    ExecutionContext ctx(op, scope, device, &run);
-    DType dtype = info->kernel_dtype ? info->kernel_dtype(ctx) : DefaultKernelDType(*info, op, scope);
-    const KernelInfo* kernel = registry->FindKernel(op.Type(), device.Type(), dtype);
-    if (!kernel) {
-      std::string have;
-      for (const auto& [d, t] : registry->KernelsOf(op.Type()))
-        have += StrCat(have.empty() ? "" : ", ", DeviceTypeName(d), "/", DTypeName(t));
-      NABLA_THROW(kUnimplemented, "no kernel for (", DeviceTypeName(device.Type()), ", ", DTypeName(dtype),
-                  "); registered kernels: ", have.empty() ? "none" : have);
+    ExecutionContext ctx = prepared ? ExecutionContext(*prepared, scope, device, &run)
+                                    : ExecutionContext(op, scope, device, &run);
+    DType dtype = DType::kFloat32;
+    if (info->kernel_dtype) {
+      dtype = info->kernel_dtype(ctx);
+    } else if (Variable* v = vars.FirstDenseInput(info->schema)) {
+      dtype = v->GetTensor().GetDType();
     }
+    const KernelInfo* kernel = prepared ? prepared->kernels[static_cast<int>(device.Type())][static_cast<int>(dtype)]
+                                        : registry.FindKernel(op.Type(), device.Type(), dtype);
+    if (!kernel) ThrowNoKernel(registry, op, device, dtype);
     kernel->fn(ctx);
   } catch (const Error& e) {
     std::string msg = e.what();
@@ -114,6 +152,65 @@ void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kRuntime, Where(op, run) + ": " + e.what());
   }
+}
+
+}  // namespace
+
+void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run) {
+  auto registry = CurrentRegistry();
+  Dispatch(op, registry->Find(op.Type()), *registry, nullptr, scope, device, run);
+}
+
+PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& scope)
+    : program_(&program), block_idx_(block_idx), scope_(&scope), registry_(CurrentRegistry()) {
+  const BlockDesc& block = *program.Block(block_idx);
+  first_op_ = block.OpSize() ? block.Op(0) : nullptr;
+  auto resolve = [&scope](const VarNameMap& slots, bool create) {
+    std::vector<PreparedSlot> out;
+    for (const auto& [slot, args] : slots) {
+      PreparedSlot s{slot, {}};
+      for (const auto& name : args) {
+        Variable* v = nullptr;
+        if (name != kEmptyVarName) {
+          v = scope.FindVar(name);
+          if (!v && create) v = scope.Var(name);
+        }
+        s.vars.push_back(v);
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  for (const auto& op : block.AllOps()) {
+    auto p = std::make_unique<PreparedOp>();
+    p->op = op.get();
+    p->info = registry_->Find(op->Type());
+    // Outputs first: an op may read what an earlier op of the block writes.
+    p->outputs = resolve(op->Outputs(), true);
+    ops_.push_back(std::move(p));
+  }
+  for (auto& p : ops_) {
+    p->inputs = resolve(p->op->Inputs(), false);
+    for (DeviceType d : {DeviceType::kCPU, DeviceType::kOpenCL})
+      for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+        p->kernels[static_cast<int>(d)][static_cast<int>(t)] = registry_->FindKernel(p->op->Type(), d, t);
+  }
+}
+
+PreparedBlock::~PreparedBlock() = default;
+
+const OpDesc& PreparedBlock::Op(size_t i) const { return *ops_.at(i)->op; }
+
+void PreparedBlock::Run(size_t i, Device& device, const RunContext& run) const {
+  const PreparedOp& p = *ops_[i];
+  Dispatch(*p.op, p.info, *registry_, &p, *scope_, device, run);
+}
+
+bool PreparedBlock::Matches(const ProgramDesc& program, int block_idx, const Scope& scope) const {
+  if (&program != program_ || block_idx != block_idx_ || &scope != scope_) return false;
+  const BlockDesc& block = *program.Block(block_idx);
+  if (block.OpSize() != ops_.size() || (block.OpSize() && block.Op(0) != first_op_)) return false;
+  return CurrentRegistry() == registry_;
 }
 
 namespace {

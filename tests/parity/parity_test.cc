@@ -18,6 +18,8 @@ struct ParityCase {
   std::string executor;
 };
 
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name << "/" << c.executor; }
+
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
 class Parity : public ::testing::TestWithParam<ParityCase> {};

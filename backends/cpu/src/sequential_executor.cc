@@ -1,4 +1,7 @@
 // The reference executor: ops one after another, in program order.
+#include <map>
+#include <memory>
+
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
@@ -15,15 +18,30 @@ class SequentialExecutor final : public Executor {
   const ExecutorOptions& Options() const override { return options_; }
 
   void Run(const ProgramDesc& program, int block_idx, Scope& scope) override {
-    RunContext run{&program, this, &options_, run_counter_++};
-    const BlockDesc* block = program.Block(block_idx);
-    for (const auto& op : block->AllOps()) RunOp(*op, scope, device_, run);
+    // Top-level runs reuse a preparation; nested runs (a loop body, once per
+    // iteration in a fresh scope) would only pay to prepare, so they look up.
+    thread_local int depth = 0;
+    RunContext run{&program, this, &options_, depth == 0 ? run_counter_++ : 0};
+    if (depth > 0) {
+      for (const auto& op : program.Block(block_idx)->AllOps()) RunOp(*op, scope, device_, run);
+      return;
+    }
+    auto& prepared = prepared_[{&program, block_idx}];
+    if (!prepared || !prepared->Matches(program, block_idx, scope))
+      prepared = std::make_unique<PreparedBlock>(program, block_idx, scope);
+    ++depth;
+    struct DepthGuard {
+      int& d;
+      ~DepthGuard() { --d; }
+    } guard{depth};
+    for (size_t i = 0; i < prepared->Size(); ++i) prepared->Run(i, device_, run);
   }
 
  private:
   Device& device_;
   ExecutorOptions options_;
   uint64_t run_counter_ = 0;
+  std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<PreparedBlock>> prepared_;
 };
 
 }  // namespace

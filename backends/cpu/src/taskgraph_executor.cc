@@ -97,14 +97,11 @@ class TaskGraphExecutor final : public Executor {
       for (const auto& op : block.AllOps()) RunOp(*op, scope, device_, run);
       return;
     }
-    // Vars are created up front: nodes run concurrently and must only read
-    // the scope's map.
-    for (const auto& op : block.AllOps())
-      for (const auto& name : op->OutputArgumentNames())
-        if (name != kEmptyVarName && !scope.FindVar(name)) scope.Var(name);
-
     Graph& g = GraphFor(program, block);
-    g.scope = &scope;
+    // Preparing creates every output var up front, so nodes running
+    // concurrently only read the scope's map.
+    if (!g.prepared || !g.prepared->Matches(program, block_idx, scope))
+      g.prepared = std::make_unique<PreparedBlock>(program, block_idx, scope);
     g.run = &run;
     g.error = nullptr;
     ++depth;
@@ -124,7 +121,7 @@ class TaskGraphExecutor final : public Executor {
     std::unique_ptr<flow::graph> graph;
     std::vector<std::unique_ptr<flow::continue_node<flow::continue_msg>>> nodes;
     std::vector<flow::continue_node<flow::continue_msg>*> roots;
-    Scope* scope = nullptr;
+    std::unique_ptr<PreparedBlock> prepared;
     const RunContext* run = nullptr;
     std::exception_ptr error;
     std::mutex error_mutex;
@@ -146,15 +143,14 @@ class TaskGraphExecutor final : public Executor {
     arena_.execute([&] {
       g->graph = std::make_unique<flow::graph>();
       for (size_t i = 0; i < block.OpSize(); ++i) {
-        const OpDesc* op = block.Op(i);
         g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
-            *g->graph, [this, g, op](const flow::continue_msg&) {
+            *g->graph, [this, g, i](const flow::continue_msg&) {
               {
                 std::lock_guard<std::mutex> lock(g->error_mutex);
                 if (g->error) return flow::continue_msg();  // an earlier op failed: skip the rest
               }
               try {
-                RunOp(*op, *g->scope, device_, *g->run);
+                g->prepared->Run(i, device_, *g->run);
               } catch (...) {
                 std::lock_guard<std::mutex> lock(g->error_mutex);
                 if (!g->error) g->error = std::current_exception();

@@ -43,6 +43,34 @@ class NABLA_API Executor {
   virtual void Run(const ProgramDesc& program, int block_idx, Scope& scope) = 0;
 };
 
+struct PreparedOp;
+class OpRegistry;
+
+// The ops of one block with their registry entries, kernels and variables
+// resolved once for one scope (output vars are created here), so a step does
+// no name lookups. Valid while Matches() holds.
+class NABLA_API PreparedBlock {
+ public:
+  PreparedBlock(const ProgramDesc& program, int block_idx, Scope& scope);
+  ~PreparedBlock();
+  PreparedBlock(const PreparedBlock&) = delete;
+  PreparedBlock& operator=(const PreparedBlock&) = delete;
+
+  size_t Size() const { return ops_.size(); }
+  const OpDesc& Op(size_t i) const;
+  // Runs op i exactly as RunOp would.
+  void Run(size_t i, Device& device, const RunContext& run) const;
+  bool Matches(const ProgramDesc& program, int block_idx, const Scope& scope) const;
+
+ private:
+  const ProgramDesc* program_;
+  int block_idx_;
+  Scope* scope_;  // non-owning
+  const OpDesc* first_op_;
+  std::shared_ptr<const OpRegistry> registry_;
+  std::vector<std::unique_ptr<PreparedOp>> ops_;
+};
+
 // Runs one op: runtime shape inference, kernel lookup by (device, dtype),
 // the kernel. Executors call this; errors name the op.
 NABLA_API void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run);

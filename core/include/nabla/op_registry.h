@@ -189,11 +189,14 @@ using GradOpMakerFn = std::function<std::vector<std::unique_ptr<OpDesc>>(
 // ---------------------------------------------------------- kernels
 
 struct RunContext;
+struct PreparedOp;
 
 // What a kernel sees: its op, its tensors, its device.
 class NABLA_API ExecutionContext {
  public:
   ExecutionContext(const OpDesc& op, Scope& scope, Device& device, const RunContext* run);
+  // Variables come from `prepared` (resolved once per scope), not from names.
+  ExecutionContext(const PreparedOp& prepared, Scope& scope, Device& device, const RunContext* run);
 
   const OpDesc& Op() const { return op_; }
   bool HasInput(const std::string& slot) const;
@@ -221,12 +224,11 @@ class NABLA_API ExecutionContext {
   uint64_t Seed() const;
 
  private:
-  Variable* FindVar(const std::string& name) const;
-
   const OpDesc& op_;
   Scope& scope_;
   Device& device_;
-  const RunContext* run_;  // non-owning, may be null
+  const RunContext* run_;            // non-owning, may be null
+  const PreparedOp* prepared_ = nullptr;  // non-owning, may be null
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
