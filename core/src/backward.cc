@@ -301,10 +301,20 @@ class BackwardBuilder {
           bool in_place = false;
           for (const auto& [in_slot, in_args] : op.Inputs())
             for (const auto& a : in_args) in_place |= (a == var);
-          if (in_place) continue;
           auto [it, fresh] = accums.try_emplace(var);
           Accum& acc = it->second;
           if (fresh) order.push_back(&it->first);
+          if (in_place) {
+            // An in-place write (a loop's grad op handing a carried gradient
+            // on) replaces the whole gradient so far: it becomes the single
+            // contribution, so a later write renames this output, not the
+            // input it read.
+            acc.parts.clear();
+            acc.single = true;
+            acc.last_ref = -1;
+            add_ref(acc, &args, i);
+            continue;
+          }
           if (!acc.single && acc.parts.empty()) {
             acc.single = true;
             add_ref(acc, &args, i);
