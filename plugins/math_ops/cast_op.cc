@@ -36,11 +36,21 @@ struct CastKernel {
     const From* xd = x.Data<From>();
     int64_t n = x.Numel();
     switch (to) {
-      case DType::kFloat32: Convert(xd, AllocOutput<float>(ctx, out, x.GetShape()), n); break;
-      case DType::kFloat64: Convert(xd, AllocOutput<double>(ctx, out, x.GetShape()), n); break;
-      case DType::kInt32: Convert(xd, AllocOutput<int32_t>(ctx, out, x.GetShape()), n); break;
-      case DType::kInt64: Convert(xd, AllocOutput<int64_t>(ctx, out, x.GetShape()), n); break;
-      case DType::kBool: Convert(xd, AllocOutput<bool>(ctx, out, x.GetShape()), n); break;
+      case DType::kFloat32:
+        Convert(xd, AllocOutput<float>(ctx, out, x.GetShape()), n);
+        break;
+      case DType::kFloat64:
+        Convert(xd, AllocOutput<double>(ctx, out, x.GetShape()), n);
+        break;
+      case DType::kInt32:
+        Convert(xd, AllocOutput<int32_t>(ctx, out, x.GetShape()), n);
+        break;
+      case DType::kInt64:
+        Convert(xd, AllocOutput<int64_t>(ctx, out, x.GetShape()), n);
+        break;
+      case DType::kBool:
+        Convert(xd, AllocOutput<bool>(ctx, out, x.GetShape()), n);
+        break;
     }
   }
 };

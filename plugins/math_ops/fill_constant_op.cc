@@ -34,7 +34,7 @@ NABLA_REGISTER_OPS(fill_constant) {
       .KernelDType(KernelDTypeFromAttr)
       .GradMaker<EmptyGradOpDescMaker>();
   RegisterCpuKernels<FillConstantKernel, float, double, int32_t, int64_t, bool>(registrar, "fill_constant", __FILE__,
-                                                                               __LINE__);
+                                                                                __LINE__);
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ NABLA_REGISTER_OPS(fill_zeros_like) {
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
       .KernelDType([](const ExecutionContext& ctx) { return ctx.InputVar("X")->GetTensor().GetDType(); })
       .GradMaker<EmptyGradOpDescMaker>();
-  RegisterCpuKernels<FillZerosLikeKernel, float, double, int32_t, int64_t, bool>(registrar, "fill_zeros_like",
-                                                                                 __FILE__, __LINE__);
+  RegisterCpuKernels<FillZerosLikeKernel, float, double, int32_t, int64_t, bool>(registrar, "fill_zeros_like", __FILE__,
+                                                                                 __LINE__);
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <random>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -140,9 +140,9 @@ inline BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int 
   while (axis >= 0 && static_cast<size_t>(axis) + small.size() > rank && !small.empty() && small.back() == 1)
     small.pop_back();
   NABLA_ENFORCE(axis >= 0 && static_cast<size_t>(axis) + small.size() <= rank, kInvalidArgument, where,
-                ": attribute axis must be in [0, ", rank - small.size(), "] to align ", x_big ? "Y" : "X",
-                " (shape ", ShapeToString(x_big ? y : x), ") with ", x_big ? "X" : "Y", " (shape ",
-                ShapeToString(big), "), but received ", axis);
+                ": attribute axis must be in [0, ", rank - small.size(), "] to align ", x_big ? "Y" : "X", " (shape ",
+                ShapeToString(x_big ? y : x), ") with ", x_big ? "X" : "Y", " (shape ", ShapeToString(big),
+                "), but received ", axis);
   Shape padded(rank, 1);
   for (size_t i = 0; i < small.size(); ++i) padded[axis + i] = small[i];
   BroadcastShapes r;
@@ -266,7 +266,7 @@ inline Shape ReducedShape(const Shape& x, const std::vector<bool>& mask, bool ke
 }
 
 struct ReducePlan {
-  Shape keep;  // the output shape with reduced dims kept as 1
+  Shape keep;         // the output shape with reduced dims kept as 1
   int64_t count = 1;  // elements summed into each output element
 };
 
@@ -348,8 +348,9 @@ inline OpBuilder& ReduceOpSchema(Registrar& registrar, const std::string& type, 
                                   "(ints, default [0]) the dims to reduce; negative dims count from the end, "
                                   "and an empty list reduces every dim")
           .Attr<bool>("keep_dim", false, "(bool, default false) keep reduced dims as 1 instead of removing them")
-          .Attr<bool>("reduce_all", false, "(bool, default false) reduce every dim, whatever dim says; "
-                                           "Out is then [1] (or all 1s with keep_dim)")
+          .Attr<bool>("reduce_all", false,
+                      "(bool, default false) reduce every dim, whatever dim says; "
+                      "Out is then [1] (or all 1s with keep_dim)")
           .InferShape(InferReduceShape)
           .template GradMaker<DefaultGradOpDescMaker>();
   registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
@@ -401,21 +402,21 @@ void FillRandom(const ExecutionContext& ctx, Draw&& draw) {
 // dtype (float32, float64) with draw(ctx, rng) values. `attrs` adds the op's
 // own attributes to the builder.
 template <typename MakeDraw>
-OpBuilder& RegisterRandomOp(Registrar& registrar, const std::string& type, const std::string& doc,
-                            const char* file, int line, MakeDraw make_draw) {
-  OpBuilder& b = registrar.Op(type, file, line)
-                     .Doc(doc)
-                     .Output("Out", "(Tensor) the random tensor, of attribute shape and dtype")
-                     .Attr<std::vector<int>>("shape", {}, "(ints, default []) the shape of Out", CheckShapeAttr)
-                     .Attr<int>("seed", 0,
-                                "(int, default 0) random seed; 0 derives one from the run's seed and this op, "
-                                "so seeded runs are reproducible")
-                     .Attr<std::string>("dtype", "float32", "(string, default \"float32\") float32 or float64",
-                                        CheckDTypeName)
-                     .InferShape(InferFromShapeAndDTypeAttrs)
-                     .KernelDType(KernelDTypeFromAttr)
-                     .template GradMaker<EmptyGradOpDescMaker>()
-                     .Random();
+OpBuilder& RegisterRandomOp(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                            int line, MakeDraw make_draw) {
+  OpBuilder& b =
+      registrar.Op(type, file, line)
+          .Doc(doc)
+          .Output("Out", "(Tensor) the random tensor, of attribute shape and dtype")
+          .Attr<std::vector<int>>("shape", {}, "(ints, default []) the shape of Out", CheckShapeAttr)
+          .Attr<int>("seed", 0,
+                     "(int, default 0) random seed; 0 derives one from the run's seed and this op, "
+                     "so seeded runs are reproducible")
+          .Attr<std::string>("dtype", "float32", "(string, default \"float32\") float32 or float64", CheckDTypeName)
+          .InferShape(InferFromShapeAndDTypeAttrs)
+          .KernelDType(KernelDTypeFromAttr)
+          .template GradMaker<EmptyGradOpDescMaker>()
+          .Random();
   ForEachType<float, double>([&](auto tag) {
     using T = typename decltype(tag)::type;
     registrar.Kernel(
@@ -454,8 +455,8 @@ inline Fans ComputeFans(const Shape& shape) {
 // The fan an initializer scales by, checked to be positive.
 inline double InitializerFan(const ExecutionContext& ctx, double fan) {
   NABLA_ENFORCE(fan > 0, kInvalidArgument, "op '", ctx.Op().Type(), "': the fan computed from shape ",
-                ShapeToString(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape"))),
-                " must be positive, but received ", fan);
+                ShapeToString(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape"))), " must be positive, but received ",
+                fan);
   return fan;
 }
 
@@ -542,8 +543,8 @@ inline GradCheckSpec CheckCase(std::string name, std::vector<GradCheckInput> inp
 // X@GRAD = bwd(x, out, dout). fwd and bwd are generic lambdas, instantiated
 // for float and double.
 template <typename Fwd, typename Bwd>
-OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const std::string& doc,
-                           const char* file, int line, Fwd fwd, Bwd bwd) {
+OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                           int line, Fwd fwd, Bwd bwd) {
   OpBuilder& b = registrar.Op(type, file, line)
                      .Doc(doc)
                      .Input("X", "(Tensor) input of any shape")
@@ -652,7 +653,9 @@ OpBuilder& RegisterElementwiseOp(Registrar& registrar, const std::string& type, 
     using T = typename decltype(tag)::type;
     registrar.Kernel(
         type, DeviceType::kCPU, DTypeOf<T>::value,
-        [fwd](const ExecutionContext& ctx) { ElementwiseForward<T>(ctx, [&](T a, T c) { return static_cast<T>(fwd(a, c)); }); },
+        [fwd](const ExecutionContext& ctx) {
+          ElementwiseForward<T>(ctx, [&](T a, T c) { return static_cast<T>(fwd(a, c)); });
+        },
         file, line);
   };
   ForEachType<float, double>(forward);

@@ -124,9 +124,10 @@ GradCheckSpec MatmulCase(std::string name, Shape x, Shape y, bool tx, bool ty, f
 
 NABLA_REGISTER_OPS(matmul) {
   registrar.Op("matmul", __FILE__, __LINE__)
-      .Doc("Out = alpha * op(X) * op(Y), op transposing the last two dims when asked. Inputs of rank > 2 are "
-           "batches of matrices whose batch dims broadcast numpy style. A 1-D X is a row vector and a 1-D Y a "
-           "column vector; their unit dim is removed from Out (two 1-D inputs give shape [1]).")
+      .Doc(
+          "Out = alpha * op(X) * op(Y), op transposing the last two dims when asked. Inputs of rank > 2 are "
+          "batches of matrices whose batch dims broadcast numpy style. A 1-D X is a row vector and a 1-D Y a "
+          "column vector; their unit dim is removed from Out (two 1-D inputs give shape [1]).")
       .Input("X", "(Tensor) the first operand, [..., M, K] ([..., K, M] when transpose_X)")
       .Input("Y", "(Tensor) the second operand, [..., K, N] ([..., N, K] when transpose_Y)")
       .Output("Out", "(Tensor) the product, [..., M, N]")

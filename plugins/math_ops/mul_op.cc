@@ -29,9 +29,9 @@ void InferMulShape(InferShapeContext& c) {
   CheckNumColDims(y, yn, "y_num_col_dims", "Y", c.Where());
   Flat2D fx = Flatten(x, xn), fy = Flatten(y, yn);
   NABLA_ENFORCE(fx.cols < 0 || fy.rows < 0 || fx.cols == fy.rows, kInvalidArgument, c.Where(),
-                ": X flattened by x_num_col_dims=", xn, " is [", fx.rows, ", ", fx.cols, "] (shape ",
-                ShapeToString(x), "), so Y flattened by y_num_col_dims=", yn, " must have ", fx.cols,
-                " rows, but received [", fy.rows, ", ", fy.cols, "] (shape ", ShapeToString(y), ")");
+                ": X flattened by x_num_col_dims=", xn, " is [", fx.rows, ", ", fx.cols, "] (shape ", ShapeToString(x),
+                "), so Y flattened by y_num_col_dims=", yn, " must have ", fx.cols, " rows, but received [", fy.rows,
+                ", ", fy.cols, "] (shape ", ShapeToString(y), ")");
   Shape out(x.begin(), x.begin() + xn);
   out.insert(out.end(), y.begin() + yn, y.end());
   c.SetOutputShape("Out", out);
@@ -46,8 +46,8 @@ struct MulKernel {
     Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     T* out = AllocOutput<T>(ctx, ctx.Output("Out"));
-    GemmAnySize<T>(false, false, fx.rows, fy.cols, fx.cols, T(1), x.Data<T>(), fx.cols, y.Data<T>(), fy.cols, T(0),
-                   out, fy.cols);
+    GemmAnySize<T>(false, false, fx.rows, fy.cols, fx.cols, T(1), x.Data<T>(), fx.cols, y.Data<T>(), fy.cols, T(0), out,
+                   fy.cols);
   }
 };
 
@@ -62,18 +62,19 @@ struct MulGradKernel {
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     int64_t m = fx.rows, k = fx.cols, n = fy.cols;
     if (Tensor* dx = ctx.Output("X@GRAD"))
-      GemmAnySize<T>(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0),
-                     AllocOutput<T>(ctx, dx, x.GetShape()), k);
+      GemmAnySize<T>(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()),
+                     k);
     if (Tensor* dy = ctx.Output("Y@GRAD"))
-      GemmAnySize<T>(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0),
-                     AllocOutput<T>(ctx, dy, y.GetShape()), n);
+      GemmAnySize<T>(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()),
+                     n);
   }
 };
 
 NABLA_REGISTER_OPS(mul) {
   registrar.Op("mul", __FILE__, __LINE__)
-      .Doc("Out = X * Y, a matrix product after flattening X to 2-D at x_num_col_dims and Y at y_num_col_dims. "
-           "Out's shape is X's first x_num_col_dims dims followed by Y's dims from y_num_col_dims on.")
+      .Doc(
+          "Out = X * Y, a matrix product after flattening X to 2-D at x_num_col_dims and Y at y_num_col_dims. "
+          "Out's shape is X's first x_num_col_dims dims followed by Y's dims from y_num_col_dims on.")
       .Input("X", "(Tensor) the first operand, of rank > x_num_col_dims")
       .Input("Y", "(Tensor) the second operand, of rank > y_num_col_dims")
       .Output("Out", "(Tensor) the product")

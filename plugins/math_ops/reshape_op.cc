@@ -68,8 +68,8 @@ void ReshapeGradKernel(const ExecutionContext& ctx) {
   if (!dx) return;
   const Tensor& x = ctx.Input("X");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op 'reshape_grad': expected Out@GRAD with ",
-                x.Numel(), " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
+  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op 'reshape_grad': expected Out@GRAD with ", x.Numel(),
+                " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
                 ShapeToString(dout.GetShape()));
   Shape shape = x.GetShape();
   dx->ShareDataWith(dout);

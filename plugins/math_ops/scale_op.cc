@@ -47,8 +47,7 @@ NABLA_REGISTER_OPS(scale) {
       .Output("Out", "(Tensor) the scaled input, of the shape of X")
       .Attr<float>("scale", 1.0f, "(float, default 1.0) the factor")
       .Attr<float>("bias", 0.0f, "(float, default 0.0) the offset")
-      .Attr<bool>("bias_after_scale", true,
-                  "(bool, default true) add the bias after scaling; false adds it before")
+      .Attr<bool>("bias_after_scale", true, "(bool, default true) add the bias after scaling; false adds it before")
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
       .GradMaker<ScaleGradMaker>()
       .GradCheck(CheckCase("scale_bias", {CheckInput("X", {2, 3})}, {{"scale", 2.5f}, {"bias", 0.5f}}))

@@ -9,8 +9,8 @@ NABLA_REGISTER_OPS(uniform_random) {
   RegisterRandomOp(registrar, "uniform_random", "Out = values drawn uniformly from [min, max).", __FILE__, __LINE__,
                    [](const ExecutionContext& ctx) {
                      double lo = ctx.Attr<float>("min"), hi = ctx.Attr<float>("max");
-                     NABLA_ENFORCE(lo <= hi, kInvalidArgument, "op 'uniform_random': expected min <= max, but received min ",
-                                   lo, " and max ", hi);
+                     NABLA_ENFORCE(lo <= hi, kInvalidArgument,
+                                   "op 'uniform_random': expected min <= max, but received min ", lo, " and max ", hi);
                      return [lo, hi](Rng& rng) { return rng.Uniform(lo, hi); };
                    })
       .Attr<float>("min", -1.0f, "(float, default -1.0) the lower bound (inclusive)")

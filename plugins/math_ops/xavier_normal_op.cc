@@ -8,7 +8,8 @@ namespace {
 
 NABLA_REGISTER_OPS(xavier_normal) {
   RegisterRandomOp(registrar, "xavier_normal",
-                   "Out = values drawn from N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot and Bengio; PyTorch's xavier_normal_). For a 2-D weight [in, out], fan_in = shape[0] and fan_out = shape[1].",
+                   "Out = values drawn from N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot and Bengio; "
+                   "PyTorch's xavier_normal_). For a 2-D weight [in, out], fan_in = shape[0] and fan_out = shape[1].",
                    __FILE__, __LINE__,
                    [](const ExecutionContext& ctx) {
                      double std = XavierStd(ctx);

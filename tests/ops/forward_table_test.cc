@@ -64,7 +64,8 @@ Reference Unary(std::function<double(double)> f) {
 // Paddle's axis rule, spelled out: the lower-rank operand's dims sit at
 // `axis` of the other's (trailing 1s dropped when they do not fit), then
 // size-1 dims repeat.
-HostTensor Broadcast2(const HostTensor& x, const HostTensor& y, int axis, const std::function<double(double, double)>& f) {
+HostTensor Broadcast2(const HostTensor& x, const HostTensor& y, int axis,
+                      const std::function<double(double, double)>& f) {
   bool x_big = x.shape.size() >= y.shape.size();
   const Shape& big = x_big ? x.shape : y.shape;
   Shape small = x_big ? y.shape : x.shape;
@@ -219,22 +220,30 @@ std::vector<Row> Rows() {
       {"add_axis1", "elementwise_add", {{"X", {{2, 3, 4}}}, {"Y", {{3}}}}, {{"axis", 1}}, Elementwise(add)},
       {"add_trailing", "elementwise_add", {{"X", {{2, 3, 4}}}, {"Y", {{3, 4}}}}, {}, Elementwise(add)},
       {"add_x_smaller", "elementwise_add", {{"X", {{4}}}, {"Y", {{3, 4}}}}, {}, Elementwise(add)},
-      {"add_y_trailing_ones", "elementwise_add", {{"X", {{2, 3, 4}}}, {"Y", {{3, 1}}}}, {{"axis", 1}},
+      {"add_y_trailing_ones",
+       "elementwise_add",
+       {{"X", {{2, 3, 4}}}, {"Y", {{3, 1}}}},
+       {{"axis", 1}},
        Elementwise(add)},
       {"sub_axis0", "elementwise_sub", {{"X", {{3, 2, 2}}}, {"Y", {{3, 1}}}}, {{"axis", 0}}, Elementwise(sub)},
       {"sub_ints", "elementwise_sub", {{"X", {{4}}, -50, 50}, {"Y", {{4}}, -50, 50}}, {}, Elementwise(sub), ints},
       {"mul_scalar", "elementwise_mul", {{"X", {{2, 3}}}, {"Y", {{1}}}}, {}, Elementwise(mul)},
       {"mul_ints", "elementwise_mul", {{"X", {{2, 2}}, -9, 9}, {"Y", {{2}}, -9, 9}}, {}, Elementwise(mul), ints},
-      {"div_axis1", "elementwise_div", {{"X", {{2, 3, 2}}}, {"Y", {{3}}, 0.5, 2.0}}, {{"axis", 1}},
-       Elementwise(div)},
+      {"div_axis1", "elementwise_div", {{"X", {{2, 3, 2}}}, {"Y", {{3}}, 0.5, 2.0}}, {{"axis", 1}}, Elementwise(div)},
       {"mul_matrix", "mul", {{"X", {{3, 4}}}, {"Y", {{4, 5}}}}, {}, Mul},
       {"mul_flatten_x", "mul", {{"X", {{2, 3, 4}}}, {"Y", {{4, 5}}}}, {{"x_num_col_dims", 2}}, Mul},
       {"mul_flatten_y", "mul", {{"X", {{3, 4}}}, {"Y", {{2, 2, 3}}}}, {{"y_num_col_dims", 2}}, Mul},
       {"matmul_plain", "matmul", {{"X", {{3, 4}}}, {"Y", {{4, 5}}}}, {}, Matmul},
       {"matmul_tx", "matmul", {{"X", {{4, 3}}}, {"Y", {{4, 5}}}}, {{"transpose_X", true}}, Matmul},
-      {"matmul_ty_alpha", "matmul", {{"X", {{3, 4}}}, {"Y", {{5, 4}}}}, {{"transpose_Y", true}, {"alpha", 0.5f}},
+      {"matmul_ty_alpha",
+       "matmul",
+       {{"X", {{3, 4}}}, {"Y", {{5, 4}}}},
+       {{"transpose_Y", true}, {"alpha", 0.5f}},
        Matmul},
-      {"matmul_both", "matmul", {{"X", {{4, 3}}}, {"Y", {{5, 4}}}}, {{"transpose_X", true}, {"transpose_Y", true}},
+      {"matmul_both",
+       "matmul",
+       {{"X", {{4, 3}}}, {"Y", {{5, 4}}}},
+       {{"transpose_X", true}, {"transpose_Y", true}},
        Matmul},
       {"matmul_batched", "matmul", {{"X", {{2, 3, 4}}}, {"Y", {{2, 4, 2}}}}, {}, Matmul},
       {"matmul_batch_broadcast", "matmul", {{"X", {{3, 4}}}, {"Y", {{2, 1, 4, 2}}}}, {}, Matmul},
@@ -248,7 +257,10 @@ std::vector<Row> Rows() {
          return std::vector<HostTensor>{Map(in[0][0], [](double x) { return 2.0 * x + 1.0; })};
        },
        with_ints},
-      {"scale_before", "scale", {{"X", {{5}}}}, {{"scale", -1.5f}, {"bias", 0.25f}, {"bias_after_scale", false}},
+      {"scale_before",
+       "scale",
+       {{"X", {{5}}}},
+       {{"scale", -1.5f}, {"bias", 0.25f}, {"bias_after_scale", false}},
        Unary([](double x) { return -1.5 * (x + 0.25); })},
       {"sum_three",
        "sum",
@@ -260,18 +272,27 @@ std::vector<Row> Rows() {
          return std::vector<HostTensor>{out};
        },
        with_ints},
-      {"mean", "mean", {{"X", {{3, 4}}}}, {},
+      {"mean",
+       "mean",
+       {{"X", {{3, 4}}}},
+       {},
        [](const Inputs& in, const AttributeMap&) {
          double s = 0;
          for (double v : in[0][0].v) s += v;
          return std::vector<HostTensor>{{{1}, {s / 12.0}}};
        }},
       {"reduce_sum_default", "reduce_sum", {{"X", {{3, 4}}, -20, 20}}, {}, Reduce(false), with_ints},
-      {"reduce_sum_keep", "reduce_sum", {{"X", {{2, 3, 4}}}}, {{"dim", std::vector<int>{-1, 0}}, {"keep_dim", true}},
+      {"reduce_sum_keep",
+       "reduce_sum",
+       {{"X", {{2, 3, 4}}}},
+       {{"dim", std::vector<int>{-1, 0}}, {"keep_dim", true}},
        Reduce(false)},
       {"reduce_sum_all", "reduce_sum", {{"X", {{2, 3}}}}, {{"reduce_all", true}}, Reduce(false)},
       {"reduce_mean_middle", "reduce_mean", {{"X", {{2, 3, 4}}}}, {{"dim", std::vector<int>{1}}}, Reduce(true)},
-      {"reduce_mean_all_keep", "reduce_mean", {{"X", {{2, 3}}}}, {{"reduce_all", true}, {"keep_dim", true}},
+      {"reduce_mean_all_keep",
+       "reduce_mean",
+       {{"X", {{2, 3}}}},
+       {{"reduce_all", true}, {"keep_dim", true}},
        Reduce(true)},
       {"minus", "minus", {{"X", {{2, 3}}}, {"Y", {{2, 3}}}}, {}, Elementwise(sub)},
       {"exp", "exp", {{"X", {{2, 3}}, -2, 2}}, {}, Unary([](double x) { return std::exp(x); })},
@@ -279,30 +300,47 @@ std::vector<Row> Rows() {
       {"sqrt", "sqrt", {{"X", {{2, 3}}, 0, 4}}, {}, Unary([](double x) { return std::sqrt(x); })},
       {"square", "square", {{"X", {{2, 3}}, -3, 3}}, {}, Unary([](double x) { return x * x; })},
       {"abs", "abs", {{"X", {{2, 3}}}}, {}, Unary([](double x) { return std::abs(x); })},
-      {"transpose_rank3", "transpose", {{"X", {{2, 3, 4}}, -50, 50}}, {{"axis", std::vector<int>{1, 2, 0}}},
-       Transpose, with_ints},
+      {"transpose_rank3",
+       "transpose",
+       {{"X", {{2, 3, 4}}, -50, 50}},
+       {{"axis", std::vector<int>{1, 2, 0}}},
+       Transpose,
+       with_ints},
       {"reshape_infer",
        "reshape",
        {{"X", {{2, 3, 4}}, -50, 50}},
        {{"shape", std::vector<int>{0, -1}}},
-       [](const Inputs& in, const AttributeMap&) { return std::vector<HostTensor>{{{2, 12}, in[0][0].v}}; },
+       [](const Inputs& in, const AttributeMap&) {
+         return std::vector<HostTensor>{{{2, 12}, in[0][0].v}};
+       },
        with_ints},
       {"assign", "assign", {{"X", {{2, 3}}, -50, 50}}, {}, Unary([](double x) { return x; }), with_ints},
-      {"fill_zeros_like", "fill_zeros_like", {{"X", {{2, 3}}, -50, 50}}, {}, Unary([](double) { return 0.0; }),
+      {"fill_zeros_like",
+       "fill_zeros_like",
+       {{"X", {{2, 3}}, -50, 50}},
+       {},
+       Unary([](double) { return 0.0; }),
        with_ints},
       {"fill_constant",
        "fill_constant",
        {},
        {{"shape", std::vector<int>{2, 3}}, {"value", 3.0f}},
-       [](const Inputs&, const AttributeMap&) { return std::vector<HostTensor>{{{2, 3}, std::vector<double>(6, 3.0)}}; },
+       [](const Inputs&, const AttributeMap&) {
+         return std::vector<HostTensor>{{{2, 3}, std::vector<double>(6, 3.0)}};
+       },
        with_ints,
        {"dtype"}},
   };
   // cast: the row's dtype is the output; inputs come in a fixed dtype.
   auto cast_row = [](std::string name, DType from, double low, double high, std::function<double(double)> f,
                      std::vector<DType> to) {
-    Row r{std::move(name), "cast", {{"X", {{2, 3}}, low, high, from, true}}, {{"in_dtype", std::string(DTypeName(from))}},
-          Unary(std::move(f)), std::move(to), {"out_dtype"}};
+    Row r{std::move(name),
+          "cast",
+          {{"X", {{2, 3}}, low, high, from, true}},
+          {{"in_dtype", std::string(DTypeName(from))}},
+          Unary(std::move(f)),
+          std::move(to),
+          {"out_dtype"}};
     return r;
   };
   rows.push_back(cast_row("cast_from_float64", DType::kFloat64, -9, 9, [](double x) { return std::trunc(x); },
@@ -311,8 +349,8 @@ std::vector<Row> Rows() {
                           {DType::kFloat32, DType::kFloat64, DType::kInt32}));
   rows.push_back(cast_row("cast_float32_up", DType::kFloat32, -1, 1, [](double x) { return x; },
                           {DType::kFloat64, DType::kFloat32}));
-  rows.push_back(cast_row("cast_to_bool", DType::kInt32, -2, 2, [](double x) { return x != 0 ? 1.0 : 0.0; },
-                          {DType::kBool}));
+  rows.push_back(
+      cast_row("cast_to_bool", DType::kInt32, -2, 2, [](double x) { return x != 0 ? 1.0 : 0.0; }, {DType::kBool}));
   return rows;
 }
 

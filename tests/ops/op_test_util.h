@@ -37,11 +37,21 @@ void Store(const HostTensor& h, Tensor& t) {
 
 inline void ToTensor(const HostTensor& h, DType dtype, Tensor& t) {
   switch (dtype) {
-    case DType::kFloat32: Store<float>(h, t); break;
-    case DType::kFloat64: Store<double>(h, t); break;
-    case DType::kInt32: Store<int32_t>(h, t); break;
-    case DType::kInt64: Store<int64_t>(h, t); break;
-    case DType::kBool: Store<bool>(h, t); break;
+    case DType::kFloat32:
+      Store<float>(h, t);
+      break;
+    case DType::kFloat64:
+      Store<double>(h, t);
+      break;
+    case DType::kInt32:
+      Store<int32_t>(h, t);
+      break;
+    case DType::kInt64:
+      Store<int64_t>(h, t);
+      break;
+    case DType::kBool:
+      Store<bool>(h, t);
+      break;
   }
 }
 
@@ -54,11 +64,21 @@ std::vector<double> Load(const Tensor& t) {
 inline HostTensor FromTensor(const Tensor& t) {
   HostTensor h{t.GetShape(), {}};
   switch (t.GetDType()) {
-    case DType::kFloat32: h.v = Load<float>(t); break;
-    case DType::kFloat64: h.v = Load<double>(t); break;
-    case DType::kInt32: h.v = Load<int32_t>(t); break;
-    case DType::kInt64: h.v = Load<int64_t>(t); break;
-    case DType::kBool: h.v = Load<bool>(t); break;
+    case DType::kFloat32:
+      h.v = Load<float>(t);
+      break;
+    case DType::kFloat64:
+      h.v = Load<double>(t);
+      break;
+    case DType::kInt32:
+      h.v = Load<int32_t>(t);
+      break;
+    case DType::kInt64:
+      h.v = Load<int64_t>(t);
+      break;
+    case DType::kBool:
+      h.v = Load<bool>(t);
+      break;
   }
   return h;
 }
@@ -66,11 +86,15 @@ inline HostTensor FromTensor(const Tensor& t) {
 // Values as the dtype stores them, so references see what the kernel sees.
 inline double RoundTo(DType dtype, double x) {
   switch (dtype) {
-    case DType::kFloat32: return static_cast<float>(x);
+    case DType::kFloat32:
+      return static_cast<float>(x);
     case DType::kInt32:
-    case DType::kInt64: return std::floor(x);
-    case DType::kBool: return x != 0.0 ? 1.0 : 0.0;
-    default: return x;
+    case DType::kInt64:
+      return std::floor(x);
+    case DType::kBool:
+      return x != 0.0 ? 1.0 : 0.0;
+    default:
+      return x;
   }
 }
 

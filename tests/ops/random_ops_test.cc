@@ -39,9 +39,8 @@ HostTensor Draw(const std::string& type, AttributeMap attrs, DType dtype, uint64
 class RandomOps : public ::testing::TestWithParam<DType> {};
 
 TEST_P(RandomOps, UniformRandomStaysInRangeWithUniformMoments) {
-  HostTensor t = Draw("uniform_random", {{"shape", std::vector<int>{100, 200}}, {"min", -2.0f}, {"max", 3.0f},
-                                         {"seed", 7}},
-                      GetParam());
+  HostTensor t = Draw("uniform_random",
+                      {{"shape", std::vector<int>{100, 200}}, {"min", -2.0f}, {"max", 3.0f}, {"seed", 7}}, GetParam());
   ASSERT_EQ(t.shape, (Shape{100, 200}));
   Moments m = Of(t);
   EXPECT_GE(m.min, -2.0);
@@ -51,9 +50,8 @@ TEST_P(RandomOps, UniformRandomStaysInRangeWithUniformMoments) {
 }
 
 TEST_P(RandomOps, GaussianRandomHasItsMeanAndStd) {
-  HostTensor t =
-      Draw("gaussian_random", {{"shape", std::vector<int>{20000}}, {"mean", 1.5f}, {"std", 0.5f}, {"seed", 3}},
-           GetParam());
+  HostTensor t = Draw("gaussian_random",
+                      {{"shape", std::vector<int>{20000}}, {"mean", 1.5f}, {"std", 0.5f}, {"seed", 3}}, GetParam());
   Moments m = Of(t);
   EXPECT_NEAR(m.mean, 1.5, 0.02);
   EXPECT_NEAR(m.std, 0.5, 0.02);
@@ -98,8 +96,9 @@ TEST_P(RandomOps, KaimingUniformUsesFanIn) {
 }
 
 TEST_P(RandomOps, KaimingNormalFanOutAndConvFans) {
-  HostTensor t = Draw("kaiming_normal", {{"shape", std::vector<int>{50, 400}}, {"seed", 5}, {"mode", std::string("fan_out")}},
-                      GetParam());
+  HostTensor t =
+      Draw("kaiming_normal", {{"shape", std::vector<int>{50, 400}}, {"seed", 5}, {"mode", std::string("fan_out")}},
+           GetParam());
   EXPECT_NEAR(Of(t).std, std::sqrt(2.0 / 400.0), 0.002);
   // A conv filter [out 8, in 4, 5, 5]: fan_in = 4 * 25.
   HostTensor c = Draw("kaiming_normal", {{"shape", std::vector<int>{8, 4, 5, 5}}, {"seed", 6}}, GetParam());
@@ -110,8 +109,8 @@ INSTANTIATE_TEST_SUITE_P(Floats, RandomOps, ::testing::Values(DType::kFloat32, D
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(DTypeName(i.param)); });
 
 TEST(RandomOps, AreMarkedRandom) {
-  for (const char* op : {"uniform_random", "gaussian_random", "xavier_uniform", "xavier_normal", "kaiming_uniform",
-                         "kaiming_normal"})
+  for (const char* op :
+       {"uniform_random", "gaussian_random", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal"})
     EXPECT_TRUE(CurrentRegistry()->Get(op).traits.random) << op;
 }
 

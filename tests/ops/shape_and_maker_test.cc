@@ -35,8 +35,7 @@ TEST(BuildTimeShapes, UnknownBatchDimsFlowThrough) {
   EXPECT_EQ(InferOut("reduce_sum", {{"X", "x", {-1, 3, 4}}}, {{"dim", std::vector<int>{-1}}}), (Shape{-1, 3}));
   EXPECT_EQ(InferOut("reduce_mean", {{"X", "x", {-1, 3}}}, {{"reduce_all", true}}), (Shape{1}));
   EXPECT_EQ(InferOut("mean", {{"X", "x", {-1, 3}}}), (Shape{1}));
-  EXPECT_EQ(InferOut("transpose", {{"X", "x", {-1, 3, 4}}}, {{"axis", std::vector<int>{2, 0, 1}}}),
-            (Shape{4, -1, 3}));
+  EXPECT_EQ(InferOut("transpose", {{"X", "x", {-1, 3, 4}}}, {{"axis", std::vector<int>{2, 0, 1}}}), (Shape{4, -1, 3}));
   EXPECT_EQ(InferOut("fill_constant", {}, {{"shape", std::vector<int>{2, 5}}}), (Shape{2, 5}));
 }
 
@@ -134,9 +133,9 @@ TEST(GradMakers, TransposeGradUsesTheInversePermutation) {
 }
 
 TEST(GradMakers, CastGradCastsBack) {
-  auto ops = MakeGradOps(Forward("cast", {{"X", {"a"}}},
-                                 {{"in_dtype", std::string("float64")}, {"out_dtype", std::string("float32")}}),
-                         {});
+  auto ops = MakeGradOps(
+      Forward("cast", {{"X", {"a"}}}, {{"in_dtype", std::string("float64")}, {"out_dtype", std::string("float32")}}),
+      {});
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0]->Type(), "cast");
   EXPECT_EQ(ops[0]->Attr<std::string>("in_dtype"), "float32");

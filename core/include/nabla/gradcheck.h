@@ -57,7 +57,9 @@ struct GradCheckResult {
 // Runs one check case of `op_type` on `device` (its kernels for float64).
 NABLA_API GradCheckResult CheckGradient(const std::string& op_type, const GradCheckSpec& spec, Device& device,
                                         uint64_t seed = 1);
-// All cases of one op (an op with a gradient but no case is a failure).
+// All cases of one op. An op whose maker emits grad ops but that declares no
+// case gets one failing result; ops that run sub-blocks (checked through
+// programs) and ops without gradient get none.
 NABLA_API std::vector<GradCheckResult> CheckOpGradients(const std::string& op_type, Device& device);
 
 }  // namespace nabla
