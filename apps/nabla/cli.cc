@@ -22,6 +22,7 @@ using CommandFactory = Command (*)();
 constexpr CommandFactory kCommands[] = {
     ExecCommand,
     OpsCommand,
+    DevicesCommand,
 };
 
 std::string VersionString() {

@@ -113,5 +113,6 @@ int RunCli(int argc, char** argv);
 // One factory per command file.
 Command OpsCommand();   // cmd_ops.cc
 Command ExecCommand();  // cmd_exec.cc
+Command DevicesCommand();  // cmd_devices.cc
 
 }  // namespace nabla::app

@@ -1,7 +1,9 @@
 #include "nabla/executor.h"
 
+#include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "nabla/device.h"
 #include "nabla/op_registry.h"
@@ -114,6 +116,86 @@ std::string Where(const OpDesc& op, const RunContext& run) {
               "); registered kernels: ", have.empty() ? "none" : have);
 }
 
+// An op with no kernel for an accelerator but one for the CPU runs there,
+// with explicit copies, announced once per (op, device type, dtype) on
+// stderr. Its inputs (and tensor-array outputs, which ops append to) are
+// copied to the host into a child scope that shadows them, the CPU kernel
+// runs on the host device, and its outputs are copied back to `device`.
+// Control-flow ops run sub-blocks in scopes they create under `scope`, so
+// they cannot live in a throw-away child: their dense inputs move to the
+// host in place instead, and what they write stays where it is written.
+void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, Scope& scope, Device& device,
+               const RunContext& run, DType dtype) {
+  {
+    static std::mutex mutex;
+    static std::set<std::string> announced;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (announced.insert(StrCat(op.Type(), "/", DeviceTypeName(device.Type()), "/", DTypeName(dtype))).second)
+      std::cerr << "nabla: note: op '" << op.Type() << "' has no " << DeviceTypeName(device.Type()) << " kernel for "
+                << DTypeName(dtype) << "; running its cpu kernel on host copies (said once)\n";
+  }
+  Device& host = HostDevice();
+  auto to_host = [&host](const Tensor& t) {
+    Tensor h;
+    if (!t.IsInitialized() || t.GetDevice()->Type() == DeviceType::kCPU) {
+      h = t;
+    } else {
+      h.CopyFrom(t, host);
+    }
+    return h;
+  };
+  auto copy_var = [&](const Variable& from, Variable& to, bool data) {
+    to.SetType(from.Type());
+    to.GetStepScopes() = const_cast<Variable&>(from).GetStepScopes();
+    if (data) {
+      to.GetTensor() = to_host(from.GetTensor());
+    } else {
+      to.GetTensor().Resize(from.GetTensor().GetShape());
+      to.GetTensor().SetDType(from.GetTensor().GetDType());
+    }
+    to.GetArray().clear();
+    for (const Tensor& t : from.GetArray()) to.GetArray().push_back(to_host(t));
+  };
+  if (info.traits.control_flow) {
+    for (const auto& [slot, args] : op.Inputs())
+      for (const auto& name : args) {
+        Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+        if (v) copy_var(Variable(*v), *v, true);
+      }
+    kernel.fn(ExecutionContext(op, scope, host, &run));
+    return;
+  }
+  Scope& local = scope.NewScope();
+  struct DropLocal {
+    Scope& parent;
+    Scope* kid;
+    ~DropLocal() { parent.DeleteScope(kid); }
+  } drop{scope, &local};
+  for (const auto& [slot, args] : op.Inputs())
+    for (const auto& name : args) {
+      Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      if (v && !local.FindLocalVar(name)) copy_var(*v, *local.Var(name), true);
+    }
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& name : args) {
+      Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      if (v && !local.FindLocalVar(name)) copy_var(*v, *local.Var(name), v->Type() != VarType::kDense);
+    }
+  kernel.fn(ExecutionContext(op, local, host, &run));
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& name : args) {
+      Variable* h = name == kEmptyVarName ? nullptr : local.FindLocalVar(name);
+      Variable* v = h ? scope.FindVar(name) : nullptr;
+      if (!v) continue;
+      v->SetType(h->Type());
+      if (h->GetTensor().IsInitialized()) v->GetTensor().CopyFrom(h->GetTensor(), device);
+      v->GetArray().resize(h->GetArray().size());
+      for (size_t i = 0; i < h->GetArray().size(); ++i)
+        if (h->GetArray()[i].IsInitialized()) v->GetArray()[i].CopyFrom(h->GetArray()[i], device);
+      v->GetStepScopes() = h->GetStepScopes();
+    }
+}
+
 // The one dispatch path: shape inference, kernel choice, kernel; errors get
 // the op's position once.
 void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
@@ -140,6 +222,14 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     }
     const KernelInfo* kernel = prepared ? prepared->kernels[static_cast<int>(device.Type())][static_cast<int>(dtype)]
                                         : registry.FindKernel(op.Type(), device.Type(), dtype);
+    if (!kernel && device.Type() != DeviceType::kCPU) {
+      const KernelInfo* host = prepared ? prepared->kernels[static_cast<int>(DeviceType::kCPU)][static_cast<int>(dtype)]
+                                        : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
+      if (host) {
+        RunOnHost(op, *info, *host, scope, device, run, dtype);
+        return;
+      }
+    }
     if (!kernel) ThrowNoKernel(registry, op, device, dtype);
     kernel->fn(ctx);
   } catch (const Error& e) {
