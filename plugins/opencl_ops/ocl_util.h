@@ -9,6 +9,7 @@
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
 #include "nabla/opencl/opencl.h"
+#include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
 
