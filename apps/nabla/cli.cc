@@ -3,6 +3,7 @@
 // the chosen command.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <type_traits>
@@ -20,8 +21,10 @@ using CommandFactory = Command (*)();
 
 // Every command of `nabla`, in the order --help lists them.
 constexpr CommandFactory kCommands[] = {
+    RunCommand,
     ExecCommand,
     OpsCommand,
+    PlotCommand,
     DevicesCommand,
 };
 
@@ -57,6 +60,20 @@ std::string Usage(const CLI::ParseError& e) {
   return msg + " (run 'nabla --help' for usage)";
 }
 
+// The word in the command's place: the first argument that is neither an
+// option nor the value of the global --plugin option.
+std::string FirstPositional(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--plugin") {
+      ++i;
+    } else if (!arg.empty() && arg[0] != '-') {
+      return arg;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -86,6 +103,15 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    const std::string command = FirstPositional(argc, argv);
+    if (!command.empty() &&
+        std::none_of(commands.begin(), commands.end(), [&](const Command& c) { return c.Name() == command; })) {
+      // CLI11 would only say "A subcommand is required".
+      std::string names;
+      for (const Command& c : commands) names += (names.empty() ? "" : ", ") + c.Name();
+      NABLA_THROW(kInvalidArgument, "unknown command '", command, "': expected one of ", names,
+                  " (run 'nabla --help' for usage)");
+    }
     NABLA_THROW(kInvalidArgument, Usage(e));
   }
 

@@ -179,9 +179,13 @@ void PrintTimes(std::vector<double> ms, int warmup) {
   std::sort(ms.begin(), ms.end());
   const size_t n = ms.size();
   const double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  // One unit for all three numbers, picked by the median, so they compare at a glance.
+  const bool micro = median < 1.0;
+  const double scale = micro ? 1000.0 : 1.0;
+  const char* unit = micro ? "us" : "ms";
   char line[200];
-  std::snprintf(line, sizeof(line), "%zu runs after %d warm-up: median %.3f ms, min %.3f ms, max %.3f ms per run", n,
-                warmup, median, ms.front(), ms.back());
+  std::snprintf(line, sizeof(line), "%zu runs after %d warm-up: median %.3f %s, min %.3f %s, max %.3f %s per run", n,
+                warmup, median * scale, unit, ms.front() * scale, unit, ms.back() * scale, unit);
   std::cout << line << "\n";
 }
 

@@ -113,6 +113,8 @@ int RunCli(int argc, char** argv);
 // One factory per command file.
 Command OpsCommand();   // cmd_ops.cc
 Command ExecCommand();  // cmd_exec.cc
+Command RunCommand();   // cmd_run.cc
+Command PlotCommand();  // cmd_run.cc
 Command DevicesCommand();  // cmd_devices.cc
 
 }  // namespace nabla::app

@@ -16,6 +16,7 @@
 // vector rather than inserted one by one.
 #include "nabla/backward.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "nabla/op_registry.h"
@@ -50,26 +51,36 @@ std::string ForwardVarOf(const std::string& grad) {
 
 // The block index an op owns, or -1. Only ops whose registration declares a
 // block attribute (the has_sub_block trait) are looked at.
-int SubBlockOf(const OpDesc& op, const OpInfo* info) {
-  if (info == nullptr || !info->traits.has_sub_block) return -1;
+int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
+  // The op's own small attribute map first: most ops have no block, and
+  // this spares them a registry lookup.
   auto it = op.Attrs().find(kSubBlockAttr);
   if (it == op.Attrs().end()) return -1;
   const BlockRef* ref = std::get_if<BlockRef>(&it->second);
-  return ref ? ref->idx : -1;
+  if (ref == nullptr) return -1;
+  const OpInfo* info = registry.Find(op.Type());
+  return info != nullptr && info->traits.has_sub_block ? ref->idx : -1;
 }
 
+// "prog.yaml:7:5: " when the op's position in `program` is known, else "".
+std::string WherePrefix(const ProgramDesc* program, const OpDesc& op) {
+  std::string where = program ? program->Where(op.Pos()) : std::string();
+  return where.empty() ? where : where + ": ";
+}
+
+// `program` (may be null) only locates the forward op in messages.
 std::vector<std::unique_ptr<OpDesc>> MakeGradOpsWith(const OpRegistry& registry, const OpDesc& op,
                                                      const NameSet& no_grad_set,
                                                      std::unordered_map<std::string, std::string>* grad_to_var,
-                                                     const std::vector<BlockDesc*>& grad_blocks) {
+                                                     const std::vector<BlockDesc*>& grad_blocks,
+                                                     const ProgramDesc* program = nullptr) {
   const OpInfo& info = registry.Get(op.Type());
-  NABLA_ENFORCE(info.HasGradient(), kNotFound, "op '", op.Type(),
+  NABLA_ENFORCE(info.HasGradient(), kNotFound, WherePrefix(program, op), "op '", op.Type(),
                 "' needs a gradient but has no GradOpDescMaker: expected its registration to call GradMaker<...>() "
                 "(or GradMaker<EmptyGradOpDescMaker>() for an op without gradient), but received none; registered by ",
                 info.origin.ToString());
-  std::unordered_map<std::string, std::string> local_grad_to_var;
-  OpList grad_ops = info.grad_maker(op, no_grad_set, grad_to_var ? grad_to_var : &local_grad_to_var, grad_blocks);
-  const ProgramDesc* program = grad_blocks.empty() ? nullptr : grad_blocks.front()->Program();
+  OpList grad_ops = info.grad_maker(op, no_grad_set, grad_to_var, grad_blocks);
+  if (program == nullptr && !grad_blocks.empty()) program = grad_blocks.front()->Program();
   for (auto& g : grad_ops) {
     NABLA_ENFORCE(g != nullptr, kInvalidArgument, "the GradOpDescMaker of op '", op.Type(),
                   "' returned a null op; registered by ", info.origin.ToString());
@@ -134,6 +145,7 @@ class BackwardBuilder {
             if (a != kEmptyVarName && !Contains(no_grad_, a)) flow.insert(a);
     }
     NameSet needed(targets.begin(), targets.end());
+    needed.reserve(ops.size());
     for (size_t i = ops.size(); i-- > 0;) {
       if (!on_path[i]) continue;
       bool reaches = false;
@@ -167,15 +179,18 @@ class BackwardBuilder {
     for (size_t k = ops.size(); k-- > 0;) {
       const OpDesc& op = *ops[k];
       std::vector<BlockDesc*> grad_blocks;
-      int sub = SubBlockOf(op, registry_.Find(op.Type()));
+      int sub = SubBlockOf(op, registry_);
       if (sub >= 0) {
-        NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, "op '", op.Type(), "' names ",
+        NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, WherePrefix(&program_, op), "op '",
+                      op.Type(), "' names ",
                       kSubBlockAttr, " ", sub, " but the program has ", program_.Size(), " blocks");
         BlockDesc* grad_block = program_.AppendBlock(sub);
         BuildSubBlock(*program_.Block(static_cast<size_t>(sub)), *grad_block);
         grad_blocks.push_back(grad_block);
       }
-      OpList made = MakeGradOpsWith(registry_, op, no_grad_, &grad_to_var_, grad_blocks);
+      // The forward var of a gradient is read off its name (ForwardVarOf), so
+      // no grad-to-var map is kept: one hash insert per gradient saved.
+      OpList made = MakeGradOpsWith(registry_, op, no_grad_, nullptr, grad_blocks, &program_);
       for (auto& g : made) grad_ops.push_back(std::move(g));
     }
     return grad_ops;
@@ -193,32 +208,32 @@ class BackwardBuilder {
     auto is_zero = [&](const std::string& n) {
       return !Contains(produced, n) && (check_produced || Contains(no_grad_, n));
     };
+    produced.reserve(produced.size() + ops.size());
     OpList kept;
     kept.reserve(ops.size());
-    std::vector<std::string> outs, grad_ins;
+    // Pointers into the op's own argument lists: no copies per argument.
+    std::vector<const std::string*> outs, grad_ins;
     for (auto& op : ops) {
       outs.clear();
       grad_ins.clear();
       for (const auto& [slot, args] : op->Outputs())
         for (const auto& a : args)
-          if (a != kEmptyVarName) outs.push_back(a);
-      bool drop = true;
-      for (const auto& o : outs) drop &= Contains(no_grad_, o);
+          if (a != kEmptyVarName) outs.push_back(&a);
+      bool drop = std::all_of(outs.begin(), outs.end(), [&](const std::string* o) { return Contains(no_grad_, *o); });
       if (!drop) {
         for (const auto& [slot, args] : op->Inputs())
           for (const auto& a : args)
-            if (a != kEmptyVarName && is_grad_input(a)) grad_ins.push_back(a);
-        bool all_zero = !grad_ins.empty();
-        for (const auto& g : grad_ins) all_zero &= is_zero(g);
-        drop = all_zero;
+            if (a != kEmptyVarName && is_grad_input(a)) grad_ins.push_back(&a);
+        drop = !grad_ins.empty() &&
+               std::all_of(grad_ins.begin(), grad_ins.end(), [&](const std::string* g) { return is_zero(*g); });
       }
       if (drop) continue;
-      for (const auto& g : grad_ins) {
-        if (!is_zero(g)) continue;
-        kept.push_back(MakeConventionOp(kFillZerosLikeOp, {{"X", {ForwardVarOf(g)}}}, {{"Out", {g}}}, {}));
-        produced.insert(g);
+      for (const std::string* g : grad_ins) {
+        if (!is_zero(*g)) continue;
+        kept.push_back(MakeConventionOp(kFillZerosLikeOp, {{"X", {ForwardVarOf(*g)}}}, {{"Out", {*g}}}, {}));
+        produced.insert(*g);
       }
-      for (auto& o : outs) produced.insert(std::move(o));
+      for (const std::string* o : outs) produced.insert(*o);
       kept.push_back(std::move(op));
     }
     return kept;
@@ -239,7 +254,8 @@ class BackwardBuilder {
       int rename_count = 0;
     };
     std::unordered_map<std::string, Accum> accums;
-    std::vector<std::string> order;  // deterministic placement of the final sums
+    accums.reserve(ops.size());
+    std::vector<const std::string*> order;  // keys of `accums` (stable), for deterministic final sums
     std::vector<std::pair<size_t, std::unique_ptr<OpDesc>>> sums;  // (insert before index, op)
 
     auto make_sum = [&](const std::string& var, Accum& acc, size_t before) {
@@ -248,9 +264,10 @@ class BackwardBuilder {
       acc.refs.assign(1, ArgRef{&sum->MutableOutputs().at("Out"), 0});
       sums.emplace_back(before, std::move(sum));
     };
-    auto rename = [&](const std::string& var, Accum& acc) {
-      std::string name = StrCat(var, kRenameInfix, acc.rename_count++);
-      return name;
+    // Plain concatenation: StrCat's ostringstream cost more than the rest
+    // of this pass together.
+    auto rename = [](const std::string& var, Accum& acc) {
+      return var + kRenameInfix + std::to_string(acc.rename_count++);
     };
 
     for (size_t idx = 0; idx < ops.size(); ++idx) {
@@ -276,7 +293,7 @@ class BackwardBuilder {
           if (in_place) continue;
           auto [it, fresh] = accums.try_emplace(var);
           Accum& acc = it->second;
-          if (fresh) order.push_back(var);
+          if (fresh) order.push_back(&it->first);
           if (acc.parts.empty()) {
             acc.parts.push_back(var);
             acc.refs.assign(1, ArgRef{&args, i});
@@ -294,9 +311,9 @@ class BackwardBuilder {
           acc.parts.push_back(std::move(name));
         }
     }
-    for (const auto& var : order) {
-      Accum& acc = accums.at(var);
-      if (acc.parts.size() > 1) make_sum(var, acc, ops.size());
+    for (const std::string* var : order) {
+      Accum& acc = accums.at(*var);
+      if (acc.parts.size() > 1) make_sum(*var, acc, ops.size());
     }
     if (sums.empty()) return ops;
     OpList merged;
@@ -343,7 +360,7 @@ class BackwardBuilder {
             var->SetShape(fwd->GetShape());
           }
         }
-      int sub = SubBlockOf(op, registry_.Find(op.Type()));
+      int sub = SubBlockOf(op, registry_);
       if (sub >= 0 && static_cast<size_t>(sub) < program_.Size() && sub != block.Idx())
         CreateVars(*program_.Block(static_cast<size_t>(sub)), 0);
       InferOpAtBuildTime(op, block, registry_);
@@ -363,7 +380,6 @@ class BackwardBuilder {
   ProgramDesc& program_;
   const OpRegistry& registry_;
   NameSet no_grad_;
-  std::unordered_map<std::string, std::string> grad_to_var_;
 };
 
 // The block that declares `name`, searching blocks in order.
@@ -383,9 +399,9 @@ std::unique_ptr<OpDesc> MakeSeed(BackwardBuilder& builder, const VarDesc& target
 // Builds the backward of `targets` in `block`: seeds (fill_constant ops, or
 // the vars in `seed_names` standing in for target@GRAD), pruned grad ops,
 // zero-fills and sums appended after the forward ops, then the new vars.
-// Returns every gradient the appended ops produce.
+// Returns which of the `wanted` gradients the appended ops produce.
 NameSet BuildRootBackward(BackwardBuilder& builder, BlockDesc& block, const std::vector<std::string>& targets,
-                          const std::vector<std::string>& seed_names, const NameSet* sources) {
+                          const std::vector<std::string>& seed_names, const NameSet* sources, const NameSet& wanted) {
   std::vector<const OpDesc*> path = builder.FindOpPath(block, targets, sources);
   OpList seeds;
   NameSet produced;
@@ -420,7 +436,7 @@ NameSet BuildRootBackward(BackwardBuilder& builder, BlockDesc& block, const std:
   for (auto& op : all) {
     for (const auto& [slot, args] : op->Outputs())
       for (const auto& a : args)
-        if (a != kEmptyVarName) written.insert(a);
+        if (Contains(wanted, a)) written.insert(a);
     block.AppendOp(std::move(op));
   }
   builder.CreateVars(block, start);
@@ -464,7 +480,9 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   BackwardBuilder builder(program, *registry);
   builder.InitNoGradSet(no_grad_set, {});
-  NameSet written = BuildRootBackward(builder, *block, {loss}, {}, nullptr);
+  NameSet wanted;
+  for (const auto& p : params) wanted.insert(GradVarName(p));
+  NameSet written = BuildRootBackward(builder, *block, {loss}, {}, nullptr, wanted);
 
   ParamGrads pairs;
   for (const auto& p : params) {
@@ -514,7 +532,9 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
   BackwardBuilder builder(program, *registry);
   NameSet sources(inputs.begin(), inputs.end());
   builder.InitNoGradSet(no_grad_set, sources);
-  NameSet written = BuildRootBackward(builder, *block, targets, target_grads, &sources);
+  NameSet wanted;
+  for (const auto& in : inputs) wanted.insert(GradVarName(in));
+  NameSet written = BuildRootBackward(builder, *block, targets, target_grads, &sources, wanted);
 
   std::vector<std::string> grads;
   grads.reserve(inputs.size());

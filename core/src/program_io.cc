@@ -20,6 +20,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -431,14 +432,15 @@ std::string FloatToYaml(float f) {
   return s;
 }
 
-// Strings that YAML would read as null, a bool or a number are quoted, so a
-// var named "true" or a string attr "1" survive the trip. Other quoting
-// (leading '@' in "@EMPTY@", ": " inside) yaml-cpp does itself.
+// Strings that YAML reads as null are quoted so they stay strings; so are
+// those other YAML readers take for a bool or a number (a var named "true", a
+// string attr "1"), which keeps files unambiguous outside nabla too. Other
+// quoting (a leading '@' as in "@EMPTY@", ": " inside) yaml-cpp does itself.
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
   static const std::unordered_set<std::string> kReserved = {
-      "~",  "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", "yes", "Yes", "YES",
-      "no", "No",   "NO",   "on",   "On",   "ON",   "off",  "Off",   "OFF",   "y",     "Y",   "n",   "N"};
+      "~",  "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", "yes", "Yes",
+      "YES", "no", "No",  "NO",   "on",   "On",   "ON",   "off",   "Off",   "OFF"};
   if (kReserved.count(s)) return true;
   char* end = nullptr;
   std::strtod(s.c_str(), &end);
@@ -552,53 +554,73 @@ bool SameVarInfo(const VarDesc& a, const VarDesc& b) {
          a.Init().has_value() == b.Init().has_value();
 }
 
+void CopyVarInfo(const VarDesc& from, VarDesc* to) {
+  to->SetShape(from.GetShape());
+  to->SetDType(from.GetDType());
+  to->MarkDTypeKnown(from.HasDType());
+  to->SetType(from.Type());
+  to->SetPersistable(from.Persistable());
+  to->SetStopGradient(from.StopGradient());
+}
+
 // Which vars of each block the file lists. Declared vars always; a var a
-// pass created is left out when reading the file back recreates it exactly
-// (its producer's inference gives the same shape, dtype and type). That is
-// checked by doing it: drop the candidates, re-infer a copy, keep whatever
-// came back different, and repeat until nothing changes.
+// pass created is left out when reading the file back recreates it exactly.
+// That is checked by doing what the reader does on a copy without those
+// vars: inference op by op, in block order. A var whose producer does not
+// reproduce it is kept and gets its real info back in the copy at once, so
+// later shape functions see what they will see when the file is read (never
+// a half-empty var they were not written for). Vars with several producers
+// are kept: the reader could not tell which producer's result is meant.
 std::vector<std::unordered_set<std::string>> VarsToWrite(const ProgramDesc& program) {
   std::vector<std::unordered_set<std::string>> keep(program.Size());
   std::vector<std::unordered_set<std::string>> all(program.Size());
+  std::unordered_map<std::string, int> producers;
+  for (size_t b = 0; b < program.Size(); ++b) {
+    for (const auto& op : program.Block(b)->AllOps())
+      for (const std::string& out : op->OutputArgumentNames()) ++producers[out];
+  }
   for (size_t b = 0; b < program.Size(); ++b) {
     const BlockDesc* block = program.Block(b);
-    std::unordered_set<std::string> produced;
+    std::unordered_set<std::string> produced_here;
     for (const auto& op : block->AllOps())
-      for (const std::string& out : op->OutputArgumentNames()) produced.insert(out);
+      for (const std::string& out : op->OutputArgumentNames()) produced_here.insert(out);
     for (const auto& v : block->AllVars()) {
       all[b].insert(v->Name());
-      if (v->Declared() || v->Persistable() || v->StopGradient() || v->Init() || !produced.count(v->Name())) {
+      if (v->Declared() || v->Persistable() || v->StopGradient() || v->Init() || !produced_here.count(v->Name()) ||
+          producers[v->Name()] != 1) {
         keep[b].insert(v->Name());
       }
     }
   }
-  for (size_t round = 0; round <= program.Size() + 1; ++round) {
-    ProgramDesc copy(program);
+  ProgramDesc copy(program);
+  for (size_t b = 0; b < copy.Size(); ++b) {
+    std::vector<std::string> drop;
+    for (const auto& v : copy.Block(b)->AllVars())
+      if (!keep[b].count(v->Name())) drop.push_back(v->Name());
+    for (const std::string& name : drop) copy.Block(b)->RemoveVar(name);
+  }
+  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  try {
     for (size_t b = 0; b < copy.Size(); ++b) {
-      std::vector<std::string> drop;
-      for (const auto& v : copy.Block(b)->AllVars())
-        if (!keep[b].count(v->Name())) drop.push_back(v->Name());
-      for (const std::string& name : drop) copy.Block(b)->RemoveVar(name);
-    }
-    try {
-      InferProgram(copy);
-    } catch (const Error&) {
-      return all;  // an op not registered now, or inference that needs the dropped vars
-    }
-    bool changed = false;
-    for (size_t b = 0; b < program.Size(); ++b) {
-      for (const auto& v : program.Block(b)->AllVars()) {
-        if (keep[b].count(v->Name())) continue;
-        const VarDesc* again = copy.Block(b)->FindVar(v->Name());
-        if (!again || !SameVarInfo(*v, *again)) {
-          keep[b].insert(v->Name());
-          changed = true;
+      BlockDesc* block = copy.Block(b);
+      for (size_t i = 0; i < block->OpSize(); ++i) {
+        const OpDesc& op = *block->Op(i);
+        InferOpAtBuildTime(op, *block, *registry);
+        for (const std::string& out : op.OutputArgumentNames()) {
+          const VarDesc* original = program.Block(b)->FindVar(out);
+          if (!original || keep[b].count(out)) continue;
+          const VarDesc* again = block->FindVar(out);
+          if (!again || !SameVarInfo(*original, *again)) {
+            keep[b].insert(out);
+            CopyVarInfo(*original, block->Var(out));
+          }
         }
       }
     }
-    if (!changed) return keep;
+  } catch (const std::exception&) {
+    return all;  // an op not registered now, or inference that fails without the dropped vars
   }
-  return all;
+  return keep;
 }
 
 std::string ErrnoText() { return std::strerror(errno); }
@@ -630,9 +652,16 @@ ProgramDesc ParseProgram(const std::string& yaml_text, const std::string& source
 }
 
 ProgramDesc LoadProgram(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    NABLA_ENFORCE(err != ENOENT, kNotFound, "program file '", path, "' does not exist: expected a YAML program file");
+    NABLA_THROW(kInvalidArgument, "cannot open program file '", path, "': ", std::strerror(err));
+  }
+  NABLA_ENFORCE(!S_ISDIR(st.st_mode), kInvalidArgument, "cannot read program file '", path,
+                "': expected a YAML file but received a folder");
   std::ifstream in(path, std::ios::binary);
-  NABLA_ENFORCE(in, kNotFound, "cannot open program file '", path, "': expected a readable file but received ",
-                ErrnoText());
+  NABLA_ENFORCE(in, kInvalidArgument, "cannot open program file '", path, "': ", ErrnoText());
   std::ostringstream text;
   text << in.rdbuf();
   NABLA_ENFORCE(!in.bad(), kExternal, "cannot read program file '", path, "': ", ErrnoText());

@@ -18,6 +18,7 @@
 #include "nabla/error.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
+#include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
 
@@ -422,6 +423,68 @@ OpBuilder& RegisterRandomOp(Registrar& registrar, const std::string& type, const
         [make_draw](const ExecutionContext& ctx) { FillRandom<T>(ctx, make_draw(ctx)); }, file, line);
   });
   return b;
+}
+
+// fan_in and fan_out of a weight of shape `shape`, as the xavier_* and
+// kaiming_* initializers use them. nabla stores a 2-D weight as [in, out]
+// (mul computes X[N, in] * W[in, out]), so fan_in = shape[0] and
+// fan_out = shape[1]; PyTorch stores [out, in] and reads them the other way
+// round, giving the same numbers for the same layer. Rank > 2 is a conv
+// filter [out_channels, in_channels, k...]: fan_in = shape[1] * prod(k),
+// fan_out = shape[0] * prod(k). Rank 1: both are shape[0]; rank 0: both 1.
+struct Fans {
+  double in = 1.0, out = 1.0;
+};
+
+inline Fans ComputeFans(const Shape& shape) {
+  Fans f;
+  if (shape.size() == 1) {
+    f.in = f.out = static_cast<double>(shape[0]);
+  } else if (shape.size() == 2) {
+    f.in = static_cast<double>(shape[0]);
+    f.out = static_cast<double>(shape[1]);
+  } else if (shape.size() > 2) {
+    double receptive = static_cast<double>(ProductOf(shape, 2, shape.size()));
+    f.in = static_cast<double>(shape[1]) * receptive;
+    f.out = static_cast<double>(shape[0]) * receptive;
+  }
+  return f;
+}
+
+// The fan an initializer scales by, checked to be positive.
+inline double InitializerFan(const ExecutionContext& ctx, double fan) {
+  NABLA_ENFORCE(fan > 0, kInvalidArgument, "op '", ctx.Op().Type(), "': the fan computed from shape ",
+                ShapeToString(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape"))),
+                " must be positive, but received ", fan);
+  return fan;
+}
+
+// kaiming_*: the standard deviation gain / sqrt(fan) with PyTorch's
+// leaky_relu gain sqrt(2 / (1 + negative_slope^2)) and fan chosen by `mode`.
+inline double KaimingStd(const ExecutionContext& ctx) {
+  Fans f = ComputeFans(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+  const std::string& mode = ctx.Attr<std::string>("mode");
+  double a = ctx.Attr<float>("negative_slope");
+  double gain = std::sqrt(2.0 / (1.0 + a * a));
+  return gain / std::sqrt(InitializerFan(ctx, mode == "fan_out" ? f.out : f.in));
+}
+
+inline OpBuilder& KaimingAttrs(OpBuilder& b) {
+  return b
+      .Attr<std::string>("mode", "fan_in",
+                         "(string, default \"fan_in\") fan_in keeps the forward variance, fan_out the backward one",
+                         [](const std::string& m) {
+                           NABLA_ENFORCE(m == "fan_in" || m == "fan_out", kInvalidArgument,
+                                         "attribute mode must be fan_in or fan_out, but received '", m, "'");
+                         })
+      .Attr<float>("negative_slope", 0.0f,
+                   "(float, default 0.0) the negative slope of the leaky_relu that follows (0: relu)");
+}
+
+// xavier_*: scaled by gain * sqrt(2 / (fan_in + fan_out)).
+inline double XavierStd(const ExecutionContext& ctx) {
+  Fans f = ComputeFans(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+  return ctx.Attr<float>("gain") * std::sqrt(2.0 / InitializerFan(ctx, f.in + f.out));
 }
 
 // ---------------------------------------------------------------- GEMM

@@ -391,6 +391,22 @@ TEST(AppendBackward, TwoGradOpsOfOneForwardOpAreSummed) {
   EXPECT_EQ(Sig(*b.Op(8)), "sum(X=[x@GRAD@RENAME@0,x@GRAD@RENAME@1]) -> (Out=[x@GRAD])");
 }
 
+// A grad op updating a gradient in place is not a second contribution: no
+// rename, no sum.
+TEST(AppendBackward, InPlaceGradOpIsNotRenamed) {
+  Net n;
+  n.Param("x", {3});
+  n.Op("inplace_twice", {{"X", {"x"}}}, {{"Out", {"y"}}});
+  n.Op("mean", {{"X", {"y"}}}, {{"Out", {"loss"}}});
+  AppendBackward(n.prog, "loss");
+  const BlockDesc& b = *n.prog.Root();
+  EXPECT_EQ(Types(b, 2), (Strings{"fill_constant", "mean_grad", "scale", "scale"}));
+  EXPECT_EQ(Sig(*b.Op(4)), "scale(X=[y@GRAD]) -> (Out=[x@GRAD])");
+  EXPECT_EQ(Sig(*b.Op(5)), "scale(X=[x@GRAD]) -> (Out=[x@GRAD])");
+  EXPECT_EQ(b.FindVar("x@GRAD@RENAME@0"), nullptr);
+  ExpectVerified(n.prog);
+}
+
 TEST(AppendBackward, LossMustHoldOneElement) {
   for (const Shape& shape : {Shape{2, 3}, Shape{-1, 1}, Shape{0}}) {
     Net n;
@@ -559,8 +575,9 @@ TEST(AppendBackward, SubBlockGradBlockIsHandedToTheMaker) {
 
 TEST(AppendBackward, OpWithoutGradMakerOnThePathIsNotFound) {
   Net n;
+  n.prog.SetSourceFile("net.yaml");
   n.Param("x", {3});
-  n.Op("no_grad_op", {{"X", {"x"}}}, {{"Out", {"h"}}});
+  n.Op("no_grad_op", {{"X", {"x"}}}, {{"Out", {"h"}}})->SetPos({7, 5});
   n.Op("mean", {{"X", {"h"}}}, {{"Out", {"loss"}}});
   try {
     AppendBackward(n.prog, "loss");
@@ -570,6 +587,7 @@ TEST(AppendBackward, OpWithoutGradMakerOnThePathIsNotFound) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("'no_grad_op'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("bw_toys"), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("net.yaml:7:5: ", 0), 0u) << msg;
   }
 }
 

@@ -97,6 +97,22 @@ class TwinGradMaker : public GradOpDescMakerBase {
   }
 };
 
+// inplace_twice: X -> Out. Its gradient is a scale into X@GRAD followed by
+// a second scale that updates X@GRAD in place (the same name in its inputs
+// and outputs), which must not count as a second contribution.
+class InplaceTwiceGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("X")}}, AttributeMap{{"scale", 2.0f}}));
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", InputGrad("X")}},
+                                           VarNameMap{{"Out", InputGrad("X")}}, AttributeMap{{"scale", 0.5f}}));
+    return ops;
+  }
+};
+
 // toy_cond's maker reads the grad block it is handed and names it itself.
 inline int& LastCondGradBlock() {
   static int idx = -1;
@@ -260,6 +276,12 @@ inline void RegisterBackwardToyOps() {
           c.ShareShapeAndDType("X", "B");
         })
         .GradMaker<TwinGradMaker>();
+
+    r.Op("inplace_twice", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor)")
+        .InferShape(SameAsX)
+        .GradMaker<InplaceTwiceGradMaker>();
 
     // No GradMaker at all: asking it for a gradient is an error.
     r.Op("no_grad_op", __FILE__, __LINE__).Input("X", "(Tensor)").Output("Out", "(Tensor)").InferShape(SameAsX);

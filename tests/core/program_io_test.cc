@@ -261,6 +261,13 @@ TEST_F(ProgramIo, MissingFileIsNotFoundNamingIt) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
+  try {
+    LoadProgram(dir_.string());
+    FAIL() << "a folder was read as a program";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("received a folder"), std::string::npos) << e.what();
+  }
 }
 
 // ------------------------------------------------------------ bad input

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -177,8 +178,9 @@ TEST_F(CliTest, RepeatPrintsTimingsAndKeepsResults) {
   Result r = Nabla(LinearArgs() + " --repeat 5 --warmup 2 --fetch loss --out " + Quote(Path("out")));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("5 runs after 2 warm-up: median ", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(" ms, min "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" ms, max "), std::string::npos) << r.out;
+  // "median 12.345 us, min 11.000 us, max 20.100 us per run" (or ms)
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(median [0-9.]+ (us|ms), min [0-9.]+ \1, max [0-9.]+ \1 per run)")))
+      << r.out;
   EXPECT_FLOAT_EQ(ReadFloats(Path("out/loss.npy"))[0], 3.125f);
 }
 

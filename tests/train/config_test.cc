@@ -31,7 +31,7 @@ TEST(RunConfig, MinimalTakesDocumentedDefaults) {
   EXPECT_EQ(c.loss, "loss");
   EXPECT_EQ(c.device, "cpu");
   EXPECT_EQ(c.executor, "sequential");
-  EXPECT_EQ(c.epochs, 1);
+  EXPECT_EQ(c.epochs, 0);  // unset: one epoch unless `steps` is given
   EXPECT_EQ(c.steps, 0);
   EXPECT_EQ(c.optimizer.type, "sgd");
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);

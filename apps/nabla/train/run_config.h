@@ -113,8 +113,8 @@ struct RunConfig {
   std::vector<std::string> no_grad;
   OptimizerConfig optimizer;
   DataConfig data;
-  int64_t epochs = 1;
-  int64_t steps = 0;  // 0: no step limit
+  int64_t epochs = 0;  // 0: unset (1 epoch, or no epoch limit when `steps` is set)
+  int64_t steps = 0;   // 0: no step limit
   AccuracyConfig accuracy;
   CheckpointConfig checkpoint;
   LoggingConfig logging;

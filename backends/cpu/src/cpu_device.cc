@@ -1,3 +1,5 @@
+#include <tbb/scalable_allocator.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -11,12 +13,14 @@ namespace nabla::cpu {
 void* CpuDevice::Allocate(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
+  // tbbmalloc keeps freed blocks in per-thread pools, so the buffers a step
+  // frees are handed back to the next step without touching the OS.
+  void* p = scalable_aligned_malloc(rounded, 64);
   NABLA_ENFORCE(p != nullptr, kExternal, "out of host memory allocating ", bytes, " bytes");
   return p;
 }
 
-void CpuDevice::Free(void* ptr, size_t) { std::free(ptr); }
+void CpuDevice::Free(void* ptr, size_t) { scalable_aligned_free(ptr); }
 
 void CpuDevice::CopyFromHost(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);

@@ -1,0 +1,73 @@
+// `nabla run CONFIG.yaml`: the main job, training as a run config says
+// (SPEC §5); and `nabla plot METRICS`, drawing a run's metrics file.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "command.h"
+#include "nabla/error.h"
+#include "train/metrics.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace nabla::app {
+
+Command RunCommand() {
+  struct Args {
+    std::string config;
+    int64_t steps = 0;
+    int64_t epochs = 0;
+    bool resume = false;
+    std::string progress;
+  };
+  auto a = std::make_shared<Args>();
+  Command c("run", "Train and evaluate as a run config says (the main job)");
+  c.Positional("CONFIG", &a->config, "The run config (YAML); see docs/run-config.md").Required();
+  c.Option("--steps", &a->steps, "Stop after N optimizer steps in all (overrides `steps`)", "N");
+  c.Option("--epochs", &a->epochs, "Train N epochs in all (overrides `epochs`)", "N");
+  c.Flag("--resume", &a->resume, "Continue from the latest checkpoint in checkpoint.dir");
+  c.Option("--progress", &a->progress, "Progress display (default: the config's logging.progress)", "MODE")
+      .Choices({"auto", "bar", "lines", "none"});
+  c.SetRun([a](const GlobalOptions&) {
+    train::RunConfig config = train::LoadRunConfig(a->config);
+    train::RunOverrides ov;
+    NABLA_ENFORCE(a->steps >= 0 && a->epochs >= 0, kInvalidArgument, "--steps and --epochs must be positive");
+    if (a->steps > 0) ov.steps = a->steps;
+    if (a->epochs > 0) ov.epochs = a->epochs;
+    // --steps alone means "this many steps", whatever the config's epochs.
+    if (a->steps > 0 && a->epochs == 0) ov.epochs = 0;
+    ov.resume = a->resume;
+    if (!a->progress.empty()) ov.progress = a->progress;
+    train::RunTraining(config, ov, std::cout, isatty(STDOUT_FILENO) == 1);
+    return 0;
+  });
+  return c;
+}
+
+Command PlotCommand() {
+  auto metrics = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  Command c("plot", "Draw the loss and accuracy curves of a metrics file (CSV or JSONL) with gnuplot");
+  c.Positional("METRICS", metrics.get(), "The metrics file `nabla run` wrote").Required();
+  c.Option("-o,--out", out.get(), "Output: .png, .svg or .txt (default: METRICS with .png)", "FILE");
+  c.WithoutPlugins();
+  c.SetRun([metrics, out](const GlobalOptions&) {
+    std::string target = *out;
+    if (target.empty()) {
+      std::string m = *metrics;
+      size_t dot = m.rfind('.');
+      size_t slash = m.rfind('/');
+      target = (dot != std::string::npos && (slash == std::string::npos || dot > slash) ? m.substr(0, dot) : m) +
+               ".png";
+    }
+    train::PlotMetrics(*metrics, target);
+    std::cout << target << std::endl;
+    return 0;
+  });
+  return c;
+}
+
+}  // namespace nabla::app

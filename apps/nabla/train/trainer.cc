@@ -1,0 +1,698 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_set>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/device.h"
+#include "nabla/error.h"
+#include "nabla/executor.h"
+#include "nabla/op_registry.h"
+#include "nabla/plugin.h"
+#include "nabla/program_io.h"
+#include "nabla/scope.h"
+#include "train/checkpoint.h"
+#include "train/dataset.h"
+#include "train/metrics.h"
+
+namespace nabla::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Names of the vars the pipeline adds. '@' keeps them apart from user names
+// (program files cannot declare names the loader would take for gradients).
+constexpr const char* kLearningRate = "optimizer@learning_rate";
+constexpr const char* kTopKValues = "metric@top_k";
+constexpr const char* kTopKIndices = "metric@top_k_indices";
+constexpr const char* kAccuracy = "metric@accuracy";
+constexpr const char* kCorrect = "metric@correct";
+constexpr const char* kTotal = "metric@total";
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(ProgramDesc& program)
+      : program_(program), block_(program.Root()), registry_(CurrentRegistry()) {}
+
+  OpDesc* Append(const std::string& type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs = {}) {
+    registry_->Get(type);  // a NotFound naming the loaded plugins when the op is missing
+    auto op = std::make_unique<OpDesc>(type, std::move(inputs), std::move(outputs), std::move(attrs));
+    FillDefaultAttrs(*op, *registry_, &program_);
+    OpDesc* p = block_->AppendOp(std::move(op));
+    InferOpAtBuildTime(*p, *block_, *registry_);
+    return p;
+  }
+
+  // A persistable var filled once by the startup program.
+  void PersistableVar(const std::string& name, const Shape& shape, DType dtype, float value) {
+    NABLA_ENFORCE(!block_->HasVar(name), kAlreadyExists, "the optimizer needs a var named '", name,
+                  "', but the program already has one");
+    VarDesc* v = block_->Var(name);
+    v->SetShape(shape);
+    v->SetDType(dtype);
+    v->MarkDTypeKnown();
+    v->SetPersistable(true);
+    v->SetStopGradient(true);
+    v->SetDeclared(true);
+    InitSpec init;
+    init.type = "fill_constant";
+    init.attrs["value"] = value;
+    v->SetInit(init);
+  }
+
+  bool OpHasOutput(const std::string& type, const std::string& slot) const {
+    return registry_->Get(type).schema.FindOutput(slot) != nullptr;
+  }
+  bool OpHasAttr(const std::string& type, const std::string& attr) const {
+    return registry_->Get(type).schema.FindAttr(attr) != nullptr;
+  }
+  BlockDesc* Block() const { return block_; }
+
+ private:
+  ProgramDesc& program_;
+  BlockDesc* block_;
+  std::shared_ptr<const OpRegistry> registry_;
+};
+
+// Paddle's GradientClipByGlobalNorm from ops (squared_l2_norm per gradient,
+// sum, sqrt): every gradient times clip / max(global_norm, clip), with
+// max(a, c) = relu(a - c) + c as the op set has no elementwise_max.
+std::vector<std::string> ClipByGlobalNorm(ProgramBuilder& b, const ParamGrads& pg, double clip) {
+  std::vector<std::string> sums;
+  for (const auto& [p, g] : pg) {
+    b.Append("squared_l2_norm", {{"X", {g}}}, {{"Out", {g + "@clip@sq_norm"}}});
+    sums.push_back(g + "@clip@sq_norm");
+  }
+  const DType dtype = b.Block()->FindVar(pg.front().second)->GetDType();
+  b.Append("sum", {{"X", sums}}, {{"Out", {"clip@global_norm_sq"}}});
+  b.Append("sqrt", {{"X", {"clip@global_norm_sq"}}}, {{"Out", {"clip@global_norm"}}});
+  b.Append("fill_constant", {}, {{"Out", {"clip@max_norm"}}},
+           {{"shape", std::vector<int>{1}}, {"dtype", std::string(DTypeName(dtype))},
+            {"value", static_cast<float>(clip)}});
+  b.Append("elementwise_sub", {{"X", {"clip@global_norm"}}, {"Y", {"clip@max_norm"}}}, {{"Out", {"clip@excess"}}});
+  b.Append("relu", {{"X", {"clip@excess"}}}, {{"Out", {"clip@excess_pos"}}});
+  b.Append("elementwise_add", {{"X", {"clip@excess_pos"}}, {"Y", {"clip@max_norm"}}}, {{"Out", {"clip@denom"}}});
+  b.Append("elementwise_div", {{"X", {"clip@max_norm"}}, {"Y", {"clip@denom"}}}, {{"Out", {"clip@factor"}}});
+  std::vector<std::string> clipped;
+  for (const auto& [p, g] : pg) {
+    b.Append("elementwise_mul", {{"X", {g}}, {"Y", {"clip@factor"}}}, {{"Out", {g + "@clipped"}}});
+    clipped.push_back(g + "@clipped");
+  }
+  return clipped;
+}
+
+void AppendOptimizer(ProgramBuilder& b, const OptimizerConfig& o, TrainPrograms& tp) {
+  BlockDesc* block = b.Block();
+  const ParamGrads& pg = tp.param_grads;
+  const DType lr_dtype = block->FindVar(pg.front().first)->GetDType();
+  b.PersistableVar(kLearningRate, {1}, lr_dtype, static_cast<float>(o.lr));
+  tp.learning_rate = kLearningRate;
+
+  std::vector<std::string> grads;
+  for (const auto& [p, g] : pg) grads.push_back(g);
+  // Paddle's order: clip the raw gradients, then add the L2 term.
+  if (o.clip_global_norm > 0) grads = ClipByGlobalNorm(b, pg, o.clip_global_norm);
+  for (size_t i = 0; i < pg.size(); ++i) {
+    const std::string& p = pg[i].first;
+    const VarDesc* pv = block->FindVar(p);
+    const Shape& shape = pv->GetShape();
+    const DType dtype = pv->GetDType();
+    std::string g = grads[i];
+    if (o.weight_decay > 0) {
+      b.Append("scale", {{"X", {p}}}, {{"Out", {p + "@decay"}}}, {{"scale", static_cast<float>(o.weight_decay)}});
+      b.Append("sum", {{"X", {g, p + "@decay"}}}, {{"Out", {p + "@GRAD@regularized"}}});
+      g = p + "@GRAD@regularized";
+    }
+    if (o.type == "sgd") {
+      b.Append("sgd", {{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {kLearningRate}}}, {{"ParamOut", {p}}});
+    } else if (o.type == "momentum") {
+      const std::string v = p + "@velocity";
+      b.PersistableVar(v, shape, dtype, 0.0f);
+      b.Append("momentum", {{"Param", {p}}, {"Grad", {g}}, {"Velocity", {v}}, {"LearningRate", {kLearningRate}}},
+               {{"ParamOut", {p}}, {"VelocityOut", {v}}},
+               {{"mu", static_cast<float>(o.momentum)}, {"use_nesterov", o.nesterov}});
+    } else {
+      const std::string m1 = p + "@moment1", m2 = p + "@moment2", b1 = p + "@beta1_pow", b2 = p + "@beta2_pow";
+      b.PersistableVar(m1, shape, dtype, 0.0f);
+      b.PersistableVar(m2, shape, dtype, 0.0f);
+      b.PersistableVar(b1, {1}, dtype, static_cast<float>(o.beta1));
+      b.PersistableVar(b2, {1}, dtype, static_cast<float>(o.beta2));
+      VarNameMap outs = {{"ParamOut", {p}}, {"Moment1Out", {m1}}, {"Moment2Out", {m2}}};
+      // Newer Paddle updates the beta powers inside adam; older versions
+      // append a scale op per power. Follow whichever schema is loaded.
+      const bool pow_outputs = b.OpHasOutput("adam", "Beta1PowOut");
+      if (pow_outputs) {
+        outs["Beta1PowOut"] = {b1};
+        outs["Beta2PowOut"] = {b2};
+      }
+      b.Append("adam",
+               {{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {kLearningRate}}, {"Moment1", {m1}},
+                {"Moment2", {m2}}, {"Beta1Pow", {b1}}, {"Beta2Pow", {b2}}},
+               std::move(outs),
+               {{"beta1", static_cast<float>(o.beta1)}, {"beta2", static_cast<float>(o.beta2)},
+                {"epsilon", static_cast<float>(o.epsilon)}});
+      if (!pow_outputs) {
+        b.Append("scale", {{"X", {b1}}}, {{"Out", {b1}}}, {{"scale", static_cast<float>(o.beta1)}});
+        b.Append("scale", {{"X", {b2}}}, {{"Out", {b2}}}, {{"scale", static_cast<float>(o.beta2)}});
+      }
+    }
+  }
+}
+
+// The label var: the configured one, else the only integer feed.
+std::string FindLabel(const RunConfig& c, const BlockDesc& block) {
+  if (!c.accuracy.label.empty()) return c.accuracy.label;
+  std::vector<std::string> ints;
+  for (const auto& f : c.data.train.feeds) {
+    const VarDesc* v = block.FindVar(f.var);
+    if (v && !IsFloating(v->GetDType())) ints.push_back(f.var);
+  }
+  NABLA_ENFORCE(ints.size() == 1, kInvalidArgument, c.accuracy.pos.Where(),
+                ": metrics.accuracy needs the label var: expected exactly one integer feed var, but found ",
+                ints.size(), "; set metrics.accuracy.label");
+  return ints.front();
+}
+
+// The scores the label is compared with: the Logits (or X) input of the op
+// that reads the label through a `Label` slot.
+std::string FindLogitsFor(const std::string& label, const BlockDesc& block) {
+  for (const auto& op : block.AllOps()) {
+    const auto& l = op->Input("Label");
+    if (std::find(l.begin(), l.end(), label) == l.end()) continue;
+    if (op->HasInput("Logits")) return op->Input("Logits").at(0);
+    if (op->HasInput("X")) return op->Input("X").at(0);
+  }
+  return "";
+}
+
+double ReadScalar(const Tensor& t, const std::string& name) {
+  NABLA_ENFORCE(t.IsInitialized() && t.Numel() >= 1, kPreconditionNotMet, "'", name,
+                "' was not computed by the step (it holds no data)");
+  Tensor host;
+  const Tensor* src = &t;
+  if (t.GetDevice() != &HostDevice()) {
+    host.CopyFrom(t, HostDevice());
+    src = &host;
+  }
+  switch (src->GetDType()) {
+    case DType::kFloat32: return src->Data<float>()[0];
+    case DType::kFloat64: return src->Data<double>()[0];
+    case DType::kInt32: return src->Data<int32_t>()[0];
+    case DType::kInt64: return static_cast<double>(src->Data<int64_t>()[0]);
+    case DType::kBool: return src->Data<bool>()[0];
+  }
+  return 0;
+}
+
+std::string Duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  } else if (t >= 60) {
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lds", t);
+  }
+  return buf;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string Percent(const std::optional<double>& a) { return a ? Fixed(*a * 100, 2) + " %" : "-"; }
+
+// Progress on a terminal: one line redrawn in place, at most 10 times a
+// second. Elsewhere: a plain line every `every` steps.
+class Progress {
+ public:
+  Progress(std::ostream& out, std::string mode, int64_t every) : out_(out), mode_(std::move(mode)), every_(every) {}
+
+  void Step(int64_t epoch, int64_t epochs, int64_t batch, int64_t batches, int64_t step, double loss,
+            std::optional<double> acc, double samples_per_sec, double eta_s) {
+    if (mode_ == "bar") {
+      auto now = Clock::now();
+      if (drawn_ && now - last_ < std::chrono::milliseconds(100) && batch != batches) return;
+      last_ = now;
+      drawn_ = true;
+      const int width = 24;
+      int filled = batches > 0 ? static_cast<int>(width * batch / batches) : 0;
+      std::string bar(filled, '#');
+      bar += std::string(width - filled, '.');
+      out_ << "\r\033[K" << "epoch " << epoch << EpochsText(epochs) << " [" << bar << "] " << batch << "/" << batches
+           << "  loss " << Fixed(loss, 4);
+      if (acc) out_ << "  acc " << Fixed(*acc * 100, 2) << "%";
+      out_ << "  " << Fixed(samples_per_sec, 0) << " samples/s  ETA " << Duration(eta_s) << std::flush;
+    } else if (mode_ == "lines" && step % every_ == 0) {
+      out_ << "epoch " << epoch << EpochsText(epochs) << "  step " << step << "  batch " << batch << "/" << batches
+           << "  loss " << Fixed(loss, 4);
+      if (acc) out_ << "  acc " << Fixed(*acc * 100, 2) << "%";
+      out_ << "  " << Fixed(samples_per_sec, 0) << " samples/s  ETA " << Duration(eta_s) << std::endl;
+    }
+  }
+  // Ends the bar's line before anything else is printed.
+  void Break() {
+    if (drawn_) out_ << "\r\033[K" << std::flush;
+    drawn_ = false;
+  }
+  bool Quiet() const { return mode_ == "none"; }
+
+ private:
+  static std::string EpochsText(int64_t epochs) { return epochs > 0 ? "/" + std::to_string(epochs) : ""; }
+  std::ostream& out_;
+  std::string mode_;
+  int64_t every_;
+  bool drawn_ = false;
+  Clock::time_point last_;
+};
+
+struct Split {
+  Dataset data;
+  std::vector<FeedBinding> feeds;
+};
+
+Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block, const TrainPrograms& tp) {
+  Split out;
+  const DataConfig& d = c.data;
+  if (d.format == "idx") {
+    out.data = ReadIdxDataset(s.files);
+  } else if (d.format == "npy") {
+    out.data = ReadNpyDataset(s.files);
+  } else {
+    std::vector<std::string> specs;
+    for (const auto& f : s.feeds) specs.push_back(f.column);
+    out.data = ReadCsvDataset(s.path, specs, d.csv_header, d.csv_delimiter);
+  }
+  for (const auto& f : s.feeds) {
+    const VarDesc* v = block.FindVar(f.var);
+    NABLA_ENFORCE(v != nullptr, kNotFound, f.pos.Where(), ": feed var '", f.var, "' is not a var of the program");
+    out.feeds.push_back(BindFeed(f.var, v->GetShape(), v->GetDType(), out.data.Get(f.column), f.scale, f.pos.Where()));
+    if (!IsFloating(v->GetDType()) && tp.classes > 0 && f.var == tp.accuracy_label) {
+      CheckLabelRange(out.feeds.back(), tp.classes, f.pos.Where());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TrainPrograms BuildTrainPrograms(const RunConfig& c) {
+  TrainPrograms tp;
+  tp.main = c.program_path.empty() ? ParseProgram(c.program_text, c.path) : LoadProgram(c.program_path);
+  ProgramDesc& program = tp.main;
+  BlockDesc* block = program.Root();
+  NABLA_ENFORCE(block->FindVar(c.loss) != nullptr, kNotFound, c.loss_pos.Where(), ": loss '", c.loss,
+                "' is not a var of the program's root block");
+  for (const auto& f : c.data.train.feeds) {
+    NABLA_ENFORCE(block->FindVar(f.var) != nullptr, kNotFound, f.pos.Where(), ": feed var '", f.var,
+                  "' is not a var of the program's root block");
+  }
+  ProgramBuilder b(program);
+
+  // The label and the class count, for the metric and for range checks.
+  std::string label;
+  if (c.accuracy.enabled) {
+    label = FindLabel(c, *block);
+  } else {
+    for (const auto& f : c.data.train.feeds) {
+      const VarDesc* v = block->FindVar(f.var);
+      if (!IsFloating(v->GetDType()) && !FindLogitsFor(f.var, *block).empty()) label = f.var;
+    }
+  }
+  std::string logits = c.accuracy.logits;
+  if (logits.empty() && !label.empty()) logits = FindLogitsFor(label, *block);
+  tp.accuracy_label = label;
+  if (!logits.empty()) {
+    const VarDesc* lv = block->FindVarRecursive(logits);
+    NABLA_ENFORCE(lv != nullptr, kNotFound, c.accuracy.pos.Where(), ": metrics.accuracy.logits '", logits,
+                  "' is not a var of the program");
+    if (!lv->GetShape().empty() && lv->GetShape().back() > 0) tp.classes = lv->GetShape().back();
+  }
+
+  if (c.accuracy.enabled) {
+    NABLA_ENFORCE(!logits.empty(), kInvalidArgument, c.accuracy.pos.Where(),
+                  ": metrics.accuracy needs the scores to rank: no op reads '", label,
+                  "' through a Label slot; set metrics.accuracy.logits");
+    NABLA_ENFORCE(block->FindVar(label) != nullptr, kNotFound, c.accuracy.pos.Where(), ": metrics.accuracy.label '",
+                  label, "' is not a var of the program");
+    b.Append("top_k", {{"X", {logits}}}, {{"Out", {kTopKValues}}, {"Indices", {kTopKIndices}}}, {{"k", c.accuracy.k}});
+    b.Append("accuracy", {{"Out", {kTopKValues}}, {"Indices", {kTopKIndices}}, {"Label", {label}}},
+             {{"Accuracy", {kAccuracy}}, {"Correct", {kCorrect}}, {"Total", {kTotal}}});
+    tp.accuracy = kCorrect;
+  }
+  const size_t forward_ops = block->OpSize();
+
+  std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
+  tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
+  NABLA_ENFORCE(!tp.param_grads.empty(), kInvalidArgument, c.loss_pos.Where(), ": no parameter gets a gradient from '",
+                c.loss, "'", c.params.empty() ? " (are the parameters persistable and not stop_gradient?)" : "");
+  AppendOptimizer(b, c.optimizer, tp);
+  InferProgram(program);
+  VerifyProgram(program, *CurrentRegistry());
+
+  tp.eval = program;
+  BlockDesc* eb = tp.eval.Root();
+  eb->RemoveOps(forward_ops, eb->OpSize());
+  for (const auto& op : eb->AllOps()) {
+    if (b.OpHasAttr(op->Type(), "is_test")) op->SetAttr("is_test", true);
+  }
+  tp.eval.SetBackward(std::nullopt);
+
+  std::set<std::string> feeds;
+  for (const auto& f : c.data.train.feeds) feeds.insert(f.var);
+  for (size_t i = 0; i < program.Size(); ++i) {
+    for (const auto& v : program.Block(i)->AllVars()) {
+      if (v->Persistable() && !feeds.count(v->Name())) tp.persistables.push_back(v->Name());
+    }
+  }
+  std::sort(tp.persistables.begin(), tp.persistables.end());
+  return tp;
+}
+
+RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream& out, bool out_is_tty) {
+  const auto t0 = Clock::now();
+  NABLA_ENFORCE(c.device == "cpu", kUnimplemented, c.path, ": device '", c.device,
+                "' is not available to `nabla run` in this build; use device: cpu");
+  for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
+  if (c.threads > 0) cpu::SetBlasThreads(c.threads);
+
+  TrainPrograms tp = BuildTrainPrograms(c);
+  const BlockDesc& block = *tp.main.Root();
+
+  Split train = LoadSplit(c, c.data.train, block, tp);
+  std::optional<Split> eval;
+  if (c.data.eval.present) eval = LoadSplit(c, c.data.eval, block, tp);
+
+  const int64_t n = train.data.Size();
+  const int64_t bs = c.data.batch_size;
+  const int64_t ebs = c.data.eval_batch_size > 0 ? c.data.eval_batch_size : bs;
+  const int64_t batches = NumBatches(n, bs, c.data.drop_last);
+  NABLA_ENFORCE(batches > 0, kInvalidArgument, c.data.pos.Where(), ": the training set has ", n,
+                " samples, fewer than one batch of ", bs, " with drop_last; lower data.batch_size");
+  const uint64_t data_seed = c.data.seed.value_or(c.seed);
+
+  int64_t epochs = ov.epochs.value_or(c.epochs);
+  int64_t max_steps = ov.steps.value_or(c.steps);
+  if (epochs <= 0) epochs = max_steps > 0 ? 0 : 1;  // 0: no epoch limit
+
+  Device& device = HostDevice();
+  ExecutorOptions eo;
+  eo.threads = c.threads;
+  eo.seed = c.seed;
+  std::unique_ptr<Executor> exec = CreateExecutor(c.executor, device, eo);
+
+  Scope scope;
+  std::vector<std::string> feed_vars;
+  for (const auto& f : train.feeds) feed_vars.push_back(f.var);
+  ProgramDesc startup = BuildStartupProgram(tp.main, feed_vars);
+  exec->Run(startup, 0, scope);
+
+  // Resume: every persistable var from the latest checkpoint, except the
+  // learning rate, which follows the config.
+  int64_t step = 0, epoch = 0, batch = 0;
+  std::string last_checkpoint;
+  const bool resume = ov.resume || c.checkpoint.resume;
+  NABLA_ENFORCE(!resume || !c.checkpoint.dir.empty(), kInvalidArgument, c.path,
+                ": --resume needs a checkpoint folder, but the config has no checkpoint.dir");
+  bool resumed = false;
+  if (resume) {
+    if (auto latest = LatestCheckpoint(c.checkpoint.dir)) {
+      SafetensorsFile f = ReadSafetensors(latest->path);
+      for (const auto& name : tp.persistables) {
+        auto it = f.tensors.find(name);
+        NABLA_ENFORCE(it != f.tensors.end(), kInvalidArgument, latest->path, ": the checkpoint has no tensor '", name,
+                      "', which the program needs (was it written by another program or optimizer?)");
+        if (name == tp.learning_rate) continue;
+        Tensor& dst = scope.Var(name)->GetTensor();
+        NABLA_ENFORCE(dst.GetShape() == it->second.GetShape() && dst.GetDType() == it->second.GetDType(),
+                      kInvalidArgument, latest->path, ": tensor '", name, "' is ", DTypeName(it->second.GetDType()),
+                      ShapeToString(it->second.GetShape()), ", but the program's var is ", DTypeName(dst.GetDType()),
+                      ShapeToString(dst.GetShape()));
+        dst.CopyFrom(it->second, device);
+      }
+      auto meta = [&](const char* key) -> int64_t {
+        auto it = f.metadata.find(key);
+        NABLA_ENFORCE(it != f.metadata.end(), kInvalidArgument, latest->path, ": the checkpoint metadata lacks '", key,
+                      "'");
+        return std::stoll(it->second);
+      };
+      step = meta("step");
+      epoch = meta("epoch");
+      batch = meta("batch");
+      NABLA_ENFORCE(batch <= batches, kInvalidArgument, latest->path, ": the checkpoint was taken at batch ", batch,
+                    " of an epoch, but an epoch now has ", batches, " batches (did data or batch_size change?)");
+      last_checkpoint = latest->path;
+      resumed = true;
+      out << "resumed from " << latest->path << " (step " << step << ", epoch " << epoch << ", batch " << batch
+          << ")" << std::endl;
+    } else {
+      out << "no checkpoint in " << c.checkpoint.dir << "; starting from scratch" << std::endl;
+    }
+  }
+
+  std::unique_ptr<MetricsWriter> metrics;
+  if (!c.logging.metrics_file.empty()) metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
+  std::string mode = ov.progress.value_or(c.logging.progress);
+  if (mode == "auto") mode = out_is_tty ? "bar" : "lines";
+  Progress progress(out, mode, c.logging.every_steps);
+
+  auto save = [&](int64_t done_epochs, int64_t done_batches) {
+    NamedTensors tensors;
+    for (const auto& name : tp.persistables) {
+      Variable* v = scope.FindVar(name);
+      if (v && v->GetTensor().IsInitialized()) tensors.emplace_back(name, v->GetTensor());
+    }
+    last_checkpoint = SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
+                                     {{"batch", std::to_string(done_batches)}, {"loss", c.loss}},
+                                     c.checkpoint.keep_last);
+  };
+
+  auto read_correct = [&](Scope& s) -> int64_t {
+    if (tp.accuracy.empty()) return 0;
+    Variable* v = s.FindVar(tp.accuracy);
+    NABLA_ENFORCE(v != nullptr, kPreconditionNotMet, "the accuracy metric produced nothing");
+    return static_cast<int64_t>(ReadScalar(v->GetTensor(), tp.accuracy));
+  };
+
+  Scope& eval_scope = scope.NewScope();
+  auto evaluate = [&]() {
+    EpochStats st;
+    std::vector<int64_t> order = EpochOrder(eval->data.Size(), false, 0, 0);
+    double loss_sum = 0;
+    int64_t correct = 0;
+    for (int64_t b = 0; b < eval->data.Size(); b += ebs) {
+      const int64_t e = std::min(eval->data.Size(), b + ebs);
+      for (const auto& f : eval->feeds) eval_scope.Var(f.var)->GetTensor() = MakeBatch(f, order, b, e, device);
+      exec->Run(tp.eval, 0, eval_scope);
+      const double l = ReadScalar(eval_scope.FindVar(c.loss)->GetTensor(), c.loss);
+      loss_sum += l * static_cast<double>(e - b);
+      correct += read_correct(eval_scope);
+      st.samples += e - b;
+    }
+    st.loss = st.samples ? loss_sum / static_cast<double>(st.samples) : 0;
+    if (!tp.accuracy.empty() && st.samples) st.accuracy = static_cast<double>(correct) / st.samples;
+    return st;
+  };
+
+  if (!progress.Quiet()) {
+    out << "training " << (c.program_path.empty() ? c.path : c.program_path) << ": " << n << " samples, " << batches
+        << " batches of " << bs << " per epoch";
+    if (eval) out << ", " << eval->data.Size() << " eval samples";
+    out << ", " << c.optimizer.type << " lr " << c.optimizer.lr << ", " << tp.param_grads.size() << " parameters, "
+        << c.executor << " executor" << std::endl;
+  }
+
+  RunSummary summary;
+  const int64_t start_step = step;
+  const int64_t planned = [&] {
+    int64_t by_epochs = epochs > 0 ? epochs * batches : INT64_MAX;
+    int64_t by_steps = max_steps > 0 ? max_steps : INT64_MAX;
+    return std::min(by_epochs, by_steps);
+  }();
+  int64_t samples_run = 0;
+  int64_t last_eval_step = -1;
+  const auto loop_start = Clock::now();
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+
+  // Interval statistics for the log lines and the "step" metric rows.
+  double win_loss = 0;
+  int64_t win_samples = 0, win_correct = 0;
+  auto win_start = Clock::now();
+
+  while ((epochs == 0 || epoch < epochs) && (max_steps == 0 || step < max_steps)) {
+    std::vector<int64_t> order = EpochOrder(n, c.data.shuffle, data_seed, epoch);
+    double ep_loss = 0;
+    int64_t ep_samples = 0, ep_correct = 0;
+    for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {
+      const int64_t b0 = batch * bs, b1 = std::min(n, b0 + bs);
+      for (const auto& f : train.feeds) scope.Var(f.var)->GetTensor() = MakeBatch(f, order, b0, b1, device);
+      exec->Run(tp.main, 0, scope);
+      const double loss = ReadScalar(scope.FindVar(c.loss)->GetTensor(), c.loss);
+      if (!std::isfinite(loss)) {
+        progress.Break();
+        NABLA_THROW(kRuntime, "the loss '", c.loss, "' is ", std::isnan(loss) ? "NaN" : "infinite", " at step ",
+                    step + 1, " (epoch ", epoch + 1, ", batch ", batch + 1, " of ", batches,
+                    "); training stopped and wrote no checkpoint for it; ",
+                    last_checkpoint.empty() ? std::string("no checkpoint was written before it")
+                                            : "the last good checkpoint is " + last_checkpoint,
+                    " (lower optimizer.lr, set optimizer.clip_global_norm, or check the data)");
+      }
+      ++step;
+      const int64_t m = b1 - b0;
+      const int64_t correct = read_correct(scope);
+      ep_loss += loss * m;
+      ep_samples += m;
+      ep_correct += correct;
+      win_loss += loss * m;
+      win_samples += m;
+      win_correct += correct;
+      samples_run += m;
+
+      const double elapsed = seconds_since(loop_start);
+      const double sps = elapsed > 0 ? samples_run / elapsed : 0;
+      const double steps_per_s = elapsed > 0 ? (step - start_step) / elapsed : 0;
+      const double eta = steps_per_s > 0 && planned != INT64_MAX ? (planned - step) / steps_per_s : NAN;
+      std::optional<double> ep_acc;
+      if (!tp.accuracy.empty()) ep_acc = static_cast<double>(ep_correct) / ep_samples;
+      progress.Step(epoch + 1, epochs, batch + 1, batches, step, ep_loss / ep_samples, ep_acc, sps, eta);
+
+      if (step % c.logging.every_steps == 0) {
+        if (metrics) {
+          MetricRow r;
+          r.phase = "step";
+          r.epoch = epoch + static_cast<double>(batch + 1) / batches;
+          r.step = step;
+          r.loss = win_loss / win_samples;
+          if (!tp.accuracy.empty()) r.accuracy = static_cast<double>(win_correct) / win_samples;
+          r.samples_per_sec = win_samples / std::max(1e-9, seconds_since(win_start));
+          r.elapsed_s = seconds_since(t0);
+          metrics->Write(r);
+        }
+        win_loss = 0;
+        win_samples = win_correct = 0;
+        win_start = Clock::now();
+      }
+      if (!c.checkpoint.dir.empty() && c.checkpoint.every_steps > 0 && step % c.checkpoint.every_steps == 0) {
+        save(batch + 1 == batches ? epoch + 1 : epoch, batch + 1 == batches ? 0 : batch + 1);
+      }
+    }
+    if (ep_samples > 0) {
+      summary.train.loss = ep_loss / ep_samples;
+      summary.train.samples = ep_samples;
+      summary.train.accuracy.reset();
+      if (!tp.accuracy.empty()) summary.train.accuracy = static_cast<double>(ep_correct) / ep_samples;
+    }
+    if (batch < batches) break;  // the step limit stopped the epoch part-way
+    ++epoch;
+    batch = 0;
+    progress.Break();
+    if (eval) {
+      summary.eval = evaluate();
+      last_eval_step = step;
+    }
+    const double elapsed = seconds_since(t0);
+    if (metrics && ep_samples > 0) {
+      MetricRow r;
+      r.phase = "train";
+      r.epoch = epoch;
+      r.step = step;
+      r.loss = summary.train.loss;
+      r.accuracy = summary.train.accuracy;
+      r.samples_per_sec = samples_run / std::max(1e-9, seconds_since(loop_start));
+      r.elapsed_s = elapsed;
+      metrics->Write(r);
+      if (summary.eval) {
+        r.phase = "eval";
+        r.loss = summary.eval->loss;
+        r.accuracy = summary.eval->accuracy;
+        metrics->Write(r);
+      }
+    }
+    if (!progress.Quiet()) {
+      out << "epoch " << epoch << (epochs > 0 ? "/" + std::to_string(epochs) : "") << "  train loss "
+          << Fixed(summary.train.loss, 4);
+      if (summary.train.accuracy) out << "  acc " << Percent(summary.train.accuracy);
+      if (summary.eval) {
+        out << "  |  eval loss " << Fixed(summary.eval->loss, 4);
+        if (summary.eval->accuracy) out << "  acc " << Percent(summary.eval->accuracy);
+      }
+      out << "  (" << Duration(elapsed) << ")" << std::endl;
+    }
+    if (!c.checkpoint.dir.empty() && c.checkpoint.every_epoch) save(epoch, 0);
+  }
+  progress.Break();
+
+  // A run cut short by a step limit still reports (and keeps) where it got.
+  if (eval && last_eval_step != step && step > start_step) {
+    summary.eval = evaluate();
+    if (metrics) {
+      MetricRow r;
+      r.phase = "eval";
+      r.epoch = epoch + static_cast<double>(batch) / batches;
+      r.step = step;
+      r.loss = summary.eval->loss;
+      r.accuracy = summary.eval->accuracy;
+      r.elapsed_s = seconds_since(t0);
+      metrics->Write(r);
+    }
+  }
+  if (!c.checkpoint.dir.empty() && step > start_step) {
+    auto all = ListCheckpoints(c.checkpoint.dir);
+    if (all.empty() || all.back().step != step) save(epoch, batch);
+  }
+
+  summary.steps = step;
+  summary.epochs = epoch;
+  summary.seconds = seconds_since(t0);
+  summary.samples_per_sec = samples_run / std::max(1e-9, seconds_since(loop_start));
+  summary.last_checkpoint = last_checkpoint;
+  metrics.reset();  // flush and close before plotting
+
+  std::string plot_written;
+  if (!c.logging.plot.empty() && fs::exists(c.logging.metrics_file)) {
+    try {
+      PlotMetrics(c.logging.metrics_file, c.logging.plot);
+      plot_written = c.logging.plot;
+    } catch (const Error& e) {
+      // The training succeeded; a missing renderer must not turn it into a failure.
+      out << "warning: no plot: " << e.what() << std::endl;
+    }
+  }
+
+  out << "\n== summary ==\n";
+  out << "steps            " << summary.steps << " (" << (summary.steps - start_step) << " this run), epochs "
+      << summary.epochs << "\n";
+  out << "time             " << Duration(summary.seconds) << ", " << Fixed(summary.samples_per_sec, 0)
+      << " samples/s\n";
+  out << "train loss       " << Fixed(summary.train.loss, 4) << "  accuracy " << Percent(summary.train.accuracy)
+      << "\n";
+  if (summary.eval) {
+    out << "eval loss        " << Fixed(summary.eval->loss, 4) << "  accuracy " << Percent(summary.eval->accuracy)
+        << "  (" << summary.eval->samples << " samples)\n";
+  }
+  out << "GEMM kernels     OpenBLAS " << cpu::BlasCoreName() << ", executor " << c.executor << "\n";
+  if (!summary.last_checkpoint.empty()) out << "checkpoint       " << summary.last_checkpoint << "\n";
+  if (!c.logging.metrics_file.empty()) out << "metrics          " << c.logging.metrics_file << "\n";
+  if (!plot_written.empty()) out << "plot             " << plot_written << "\n";
+  if (summary.eval && summary.eval->accuracy) {
+    out << "final eval accuracy: " << Fixed(*summary.eval->accuracy * 100, 2) << " %\n";
+  }
+  out << std::flush;
+  return summary;
+}
+
+}  // namespace nabla::train

@@ -1,0 +1,61 @@
+#pragma once
+// The training pipeline behind `nabla run`: plugins -> program -> backward
+// -> optimizer ops -> verify -> startup -> train loop with per-epoch
+// evaluation -> summary, checkpoints, metrics and plot.
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nabla/backward.h"
+#include "nabla/program.h"
+#include "train/run_config.h"
+
+namespace nabla::train {
+
+// Command-line overrides of the config.
+struct RunOverrides {
+  std::optional<int64_t> steps;
+  std::optional<int64_t> epochs;
+  bool resume = false;
+  std::optional<std::string> progress;  // auto | bar | lines | none
+};
+
+// The programs a run executes, built from the config before any data is read.
+struct TrainPrograms {
+  ProgramDesc main;  // forward + metrics + backward + optimizer
+  ProgramDesc eval;  // forward + metrics only, is_test set where ops have it
+  ParamGrads param_grads;
+  std::vector<std::string> persistables;  // what a checkpoint holds, sorted
+  std::string learning_rate;              // the LR var (refilled from the config on resume)
+  std::string accuracy;                   // the Correct-count var ("" without the metric)
+  std::string accuracy_label;             // the label var the metric reads
+  int64_t classes = 0;                    // class count when known (labels are checked against it)
+};
+
+// Loads the program and appends the metric, backward and optimizer ops
+// (plugins must already be loaded).
+TrainPrograms BuildTrainPrograms(const RunConfig& config);
+
+struct EpochStats {
+  double loss = 0;
+  std::optional<double> accuracy;
+  int64_t samples = 0;
+};
+
+struct RunSummary {
+  int64_t steps = 0;   // optimizer steps done, resumed ones included
+  int64_t epochs = 0;  // completed epochs
+  EpochStats train;    // of the last epoch run
+  std::optional<EpochStats> eval;  // of the last evaluation
+  double seconds = 0;
+  double samples_per_sec = 0;
+  std::string last_checkpoint;
+};
+
+// Runs a whole training as the config says, printing progress to `out`
+// (a bar when `out_is_tty`, plain lines otherwise).
+RunSummary RunTraining(const RunConfig& config, const RunOverrides& overrides, std::ostream& out, bool out_is_tty);
+
+}  // namespace nabla::train

@@ -1,0 +1,3 @@
+#include "nabla/plugin.h"
+
+NABLA_PLUGIN("control_flow");

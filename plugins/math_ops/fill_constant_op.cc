@@ -1,0 +1,41 @@
+// fill_constant: a tensor of attribute shape and dtype holding one value
+// (seeds the backward pass with loss@GRAD = 1).
+#include "math_util.h"
+#include "nabla/plugin.h"
+
+namespace nabla::math_ops {
+namespace {
+
+template <typename T>
+struct FillConstantKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    Tensor* out = ctx.Output("Out");
+    T* o = AllocOutput<T>(ctx, out, ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+    float value = ctx.Attr<float>("value");
+    T v;
+    if constexpr (std::is_same_v<T, bool>)
+      v = value != 0.0f;
+    else
+      v = static_cast<T>(value);
+    std::fill(o, o + out->Numel(), v);
+  }
+};
+
+NABLA_REGISTER_OPS(fill_constant) {
+  registrar.Op("fill_constant", __FILE__, __LINE__)
+      .Doc("Out = a tensor of attribute shape and dtype with every element equal to value.")
+      .Output("Out", "(Tensor) the filled tensor")
+      .Attr<std::vector<int>>("shape", {}, "(ints, default []) the shape of Out", CheckShapeAttr)
+      .Attr<float>("value", 0.0f, "(float, default 0.0) the value of every element (to bool: value != 0)")
+      .Attr<std::string>("dtype", "float32",
+                         "(string, default \"float32\") Out's dtype: float32, float64, int32, int64, bool",
+                         CheckDTypeName)
+      .InferShape(InferFromShapeAndDTypeAttrs)
+      .KernelDType(KernelDTypeFromAttr)
+      .GradMaker<EmptyGradOpDescMaker>();
+  RegisterCpuKernels<FillConstantKernel, float, double, int32_t, int64_t, bool>(registrar, "fill_constant", __FILE__,
+                                                                               __LINE__);
+}
+
+}  // namespace
+}  // namespace nabla::math_ops

@@ -1,0 +1,98 @@
+// reshape: X with a new shape of the same number of elements.
+#include "math_util.h"
+#include "nabla/plugin.h"
+
+namespace nabla::math_ops {
+namespace {
+
+// Paddle's rules: 0 copies X's dim at that position, one -1 is inferred
+// from the element count. Unknown X dims give unknown Out dims.
+Shape ReshapedShape(const Shape& x, const std::vector<int>& shape, const std::string& where) {
+  Shape out(shape.size());
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      NABLA_ENFORCE(infer < 0, kInvalidArgument, where,
+                    ": attribute shape may hold at most one -1, but received ", AttrToString(Attribute(shape)));
+      infer = static_cast<int>(i);
+      continue;
+    }
+    NABLA_ENFORCE(shape[i] >= 0, kInvalidArgument, where, ": attribute shape must hold dims >= -1, but received ",
+                  AttrToString(Attribute(shape)));
+    if (shape[i] == 0) {
+      NABLA_ENFORCE(i < x.size(), kInvalidArgument, where, ": shape[", i, "] = 0 copies X's dim ", i,
+                    ", but X has rank ", x.size(), " (shape ", ShapeToString(x), ")");
+      out[i] = x[i];
+    } else {
+      out[i] = shape[i];
+    }
+    known = (known < 0 || out[i] < 0) ? -1 : known * out[i];
+  }
+  int64_t total = NumElements(x);
+  if (infer >= 0) {
+    if (total < 0 || known < 0) {
+      out[infer] = -1;
+    } else {
+      NABLA_ENFORCE(known > 0 && total % known == 0, kInvalidArgument, where, ": cannot infer the -1 in shape ",
+                    AttrToString(Attribute(shape)), " for X of shape ", ShapeToString(x), " (", total,
+                    " elements)");
+      out[infer] = total / known;
+    }
+  } else if (total >= 0 && known >= 0) {
+    NABLA_ENFORCE(total == known, kInvalidArgument, where, ": expected shape ", AttrToString(Attribute(shape)),
+                  " to hold X's ", total, " elements (X shape ", ShapeToString(x), "), but it holds ", known);
+  }
+  return out;
+}
+
+void InferReshapeShape(InferShapeContext& c) {
+  c.SetOutputShape("Out", ReshapedShape(c.InputShape("X"), c.Attr<std::vector<int>>("shape"), c.Where()));
+  c.SetOutputDType("Out", c.InputDType("X"));
+}
+
+// Out shares X's buffer: a kernel that writes Out later allocates a fresh
+// buffer because Tensor::Allocate never reuses a shared one.
+void ReshapeKernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  Tensor* out = ctx.Output("Out");
+  Shape shape = ReshapedShape(x.GetShape(), ctx.Attr<std::vector<int>>("shape"), "op 'reshape'");
+  out->ShareDataWith(x);
+  out->Resize(shape);
+}
+
+// X@GRAD = Out@GRAD viewed in X's shape.
+void ReshapeGradKernel(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.Output("X@GRAD");
+  if (!dx) return;
+  const Tensor& x = ctx.Input("X");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op 'reshape_grad': expected Out@GRAD with ",
+                x.Numel(), " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
+                ShapeToString(dout.GetShape()));
+  Shape shape = x.GetShape();
+  dx->ShareDataWith(dout);
+  dx->Resize(shape);
+}
+
+NABLA_REGISTER_OPS(reshape) {
+  registrar.Op("reshape", __FILE__, __LINE__)
+      .Doc("Out = X with the shape given by `shape` (same elements, same order).")
+      .Input("X", "(Tensor) the input")
+      .Output("Out", "(Tensor) the reshaped tensor")
+      .RequiredAttr<std::vector<int>>("shape",
+                                      "(ints, required) the new shape: 0 copies X's dim at that position, one -1 "
+                                      "is inferred from the element count")
+      .InferShape(InferReshapeShape)
+      .GradMaker<DefaultGradOpDescMaker>()
+      .GradCheck(CheckCase("infer", {CheckInput("X", {2, 3, 4})}, {{"shape", std::vector<int>{0, -1}}}))
+      .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3})}, {{"shape", std::vector<int>{6}}}));
+  registrar.DefaultGradOp("reshape", __FILE__, __LINE__).InferShape(InferGradShapes);
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+    registrar.Kernel("reshape", DeviceType::kCPU, t, ReshapeKernel, __FILE__, __LINE__);
+  for (DType t : {DType::kFloat32, DType::kFloat64})
+    registrar.Kernel("reshape_grad", DeviceType::kCPU, t, ReshapeGradKernel, __FILE__, __LINE__);
+}
+
+}  // namespace
+}  // namespace nabla::math_ops

@@ -1,0 +1,95 @@
+// transpose: permutes the dims of X by `axis`.
+#include "math_util.h"
+#include "nabla/plugin.h"
+
+namespace nabla::math_ops {
+namespace {
+
+void CheckPermutation(const std::vector<int>& axis, size_t rank, const std::string& where) {
+  std::vector<bool> seen(rank, false);
+  bool ok = axis.size() == rank;
+  for (size_t i = 0; ok && i < axis.size(); ++i) {
+    ok = axis[i] >= 0 && static_cast<size_t>(axis[i]) < rank && !seen[axis[i]];
+    if (ok) seen[axis[i]] = true;
+  }
+  NABLA_ENFORCE(ok, kInvalidArgument, where, ": attribute axis must be a permutation of 0..", rank - 1,
+                " for X of rank ", rank, ", but received ", AttrToString(Attribute(axis)));
+}
+
+void InferTransposeShape(InferShapeContext& c) {
+  Shape x = c.InputShape("X");
+  const auto& axis = c.Attr<std::vector<int>>("axis");
+  CheckPermutation(axis, x.size(), c.Where());
+  Shape out(x.size());
+  for (size_t i = 0; i < axis.size(); ++i) out[i] = x[axis[i]];
+  c.SetOutputShape("Out", out);
+  c.SetOutputDType("Out", c.InputDType("X"));
+}
+
+// Out[i0, ..., in] = X[...] with X's dim axis[k] at position k: walk Out in
+// order and step through X with the permuted strides.
+template <typename T>
+struct TransposeKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    const Tensor& x = ctx.Input("X");
+    const auto& axis = ctx.Attr<std::vector<int>>("axis");
+    const Shape& xs = x.GetShape();
+    CheckPermutation(axis, xs.size(), "op 'transpose'");
+    size_t rank = xs.size();
+    std::vector<int64_t> x_strides(rank, 1);
+    for (size_t k = rank; k-- > 1;) x_strides[k - 1] = x_strides[k] * xs[k];
+    Shape os(rank);
+    std::vector<int64_t> steps(rank);
+    for (size_t k = 0; k < rank; ++k) {
+      os[k] = xs[axis[k]];
+      steps[k] = x_strides[axis[k]];
+    }
+    const T* xd = x.Data<T>();
+    T* o = AllocOutput<T>(ctx, ctx.Output("Out"), os);
+    int64_t n = x.Numel();
+    if (n == 0) return;
+    std::vector<int64_t> idx(rank, 0);
+    int64_t ix = 0;
+    for (int64_t io = 0; io < n; ++io) {
+      o[io] = xd[ix];
+      for (size_t k = rank; k-- > 0;) {
+        ix += steps[k];
+        if (++idx[k] < os[k]) break;
+        ix -= steps[k] * os[k];
+        idx[k] = 0;
+      }
+    }
+  }
+};
+
+// X@GRAD = transpose(Out@GRAD) by the inverse permutation.
+class TransposeGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    std::vector<std::string> dx = InputGrad("X");
+    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
+    const auto& axis = Attr<std::vector<int>>("axis");
+    std::vector<int> inverse(axis.size());
+    for (size_t i = 0; i < axis.size(); ++i) inverse.at(axis[i]) = static_cast<int>(i);
+    ops.push_back(MakeOp("transpose", {{"X", OutputGrad("Out")}}, {{"Out", dx}}, {{"axis", inverse}}));
+    return ops;
+  }
+};
+
+NABLA_REGISTER_OPS(transpose) {
+  registrar.Op("transpose", __FILE__, __LINE__)
+      .Doc("Out = X with its dims permuted: Out's dim k is X's dim axis[k].")
+      .Input("X", "(Tensor) the input")
+      .Output("Out", "(Tensor) the permuted tensor")
+      .RequiredAttr<std::vector<int>>("axis", "(ints, required) a permutation of 0..rank(X)-1")
+      .InferShape(InferTransposeShape)
+      .GradMaker<TransposeGradMaker>()
+      .GradCheck(CheckCase("matrix", {CheckInput("X", {2, 3})}, {{"axis", std::vector<int>{1, 0}}}))
+      .GradCheck(CheckCase("rank3", {CheckInput("X", {2, 3, 4})}, {{"axis", std::vector<int>{1, 2, 0}}}));
+  RegisterCpuKernels<TransposeKernel, float, double, int32_t, int64_t>(registrar, "transpose", __FILE__, __LINE__);
+}
+
+}  // namespace
+}  // namespace nabla::math_ops

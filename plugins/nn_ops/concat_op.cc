@@ -1,0 +1,127 @@
+// concat: joins the tensors of X along `axis`. Its gradient slices Out@GRAD
+// back into pieces shaped like each X (concat_grad reads X's shapes only).
+#include <algorithm>
+#include <cstring>
+
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+template <typename T>
+void ConcatKernel(const ExecutionContext& ctx) {
+  std::vector<const Tensor*> xs = ctx.MultiInput("X");
+  Tensor* out = ctx.Output("Out");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), xs[0]->Rank(), "concat");
+  T* po = out->Allocate<T>(ctx.GetDevice(), out->GetShape());
+  const AxisView ov = ViewAround(out->GetShape(), axis);
+  int64_t offset = 0;  // along the axis, in elements of one outer slice
+  for (const Tensor* x : xs) {
+    const AxisView v = ViewAround(x->GetShape(), axis);
+    const int64_t chunk = v.dim * v.inner;
+    const T* px = x->Data<T>();
+    for (int64_t o = 0; o < v.outer; ++o)
+      std::copy(px + o * chunk, px + (o + 1) * chunk, po + o * ov.dim * ov.inner + offset);
+    offset += chunk;
+  }
+}
+
+template <typename T>
+void ConcatGradKernel(const ExecutionContext& ctx) {
+  const Tensor& dout = ctx.Input(GradVarName("Out"));
+  std::vector<Tensor*> dxs = ctx.MultiOutput(GradVarName("X"));
+  const size_t n = ctx.InputSize("X");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), dout.Rank(), "concat_grad");
+  const AxisView ov = ViewAround(dout.GetShape(), axis);
+  const T* pd = dout.Data<T>();
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Shape& shape = ctx.InputVar("X", i)->GetTensor().GetShape();
+    const AxisView v = ViewAround(shape, axis);
+    const int64_t chunk = v.dim * v.inner;
+    if (i < dxs.size() && dxs[i]) {
+      T* pdx = dxs[i]->Allocate<T>(ctx.GetDevice(), shape);
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const T* src = pd + o * ov.dim * ov.inner + offset;
+        std::copy(src, src + chunk, pdx + o * chunk);
+      }
+    }
+    offset += chunk;
+  }
+}
+
+void InferConcat(InferShapeContext& c) {
+  const size_t n = c.InputSize("X");
+  NABLA_ENFORCE(n >= 1, kInvalidArgument, c.Where(), ": X must name at least one tensor, but received none");
+  Shape out = c.InputShape("X", 0);
+  const DType dtype = c.InputDType("X", 0);
+  EnforceFloatDType(dtype, c.Where(), "X");
+  const int axis = NormalizeAxis(c.Attr<int>("axis"), out.size(), c.Where());
+  for (size_t i = 1; i < n; ++i) {
+    const Shape s = c.InputShape("X", i);
+    NABLA_ENFORCE(c.InputDType("X", i) == dtype, kInvalidArgument, c.Where(), ": every X must have dtype ",
+                  DTypeName(dtype), ", but X[", i, "] is ", DTypeName(c.InputDType("X", i)));
+    NABLA_ENFORCE(s.size() == out.size(), kInvalidArgument, c.Where(), ": every X must have rank ", out.size(),
+                  ", but X[", i, "] has shape ", ShapeToString(s));
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (static_cast<int>(d) == axis) {
+        out[d] = (out[d] < 0 || s[d] < 0) ? -1 : out[d] + s[d];
+        continue;
+      }
+      NABLA_ENFORCE(DimsCompatible(out[d], s[d]), kInvalidArgument, c.Where(),
+                    ": X must agree on every dim but axis ", axis, ", but X[0] has shape ",
+                    ShapeToString(c.InputShape("X", 0)), " and X[", i, "] has shape ", ShapeToString(s));
+      if (out[d] < 0) out[d] = s[d];
+    }
+  }
+  c.SetOutputShape("Out", out);
+  c.SetOutputDType("Out", dtype);
+}
+
+class ConcatGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    return OneOp("concat_grad", {{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
+                 {{GradVarName("X"), InputGrad("X")}}, Attrs());
+  }
+};
+
+}  // namespace
+
+NABLA_REGISTER_OPS(concat) {
+  GradCheckSpec axis1;
+  axis1.name = "three_inputs_axis1";
+  axis1.inputs = {FloatIn("X", {2, 3, 2})};
+  axis1.inputs[0].count = 3;
+  axis1.outputs = {{"Out", 1}};
+  axis1.attrs = {{"axis", 1}};
+  GradCheckSpec neg;
+  neg.name = "two_inputs_last_axis";
+  neg.inputs = {FloatIn("X", {3, 2})};
+  neg.inputs[0].count = 2;
+  neg.outputs = {{"Out", 1}};
+  neg.attrs = {{"axis", -1}};
+  registrar.Op("concat", __FILE__, __LINE__)
+      .Doc("Concatenates the tensors of X along `axis`; they must agree on every other dim.")
+      .Input("X", "(Tensor[]) the tensors to join, same rank and dtype", kDuplicable)
+      .Output("Out", "(Tensor) the joined tensor")
+      .Attr<int>("axis", 0, "(int, default 0) the axis to join along; negative counts from the end")
+      .InferShape(InferConcat)
+      .GradMaker<ConcatGradMaker>()
+      .GradCheck(axis1)
+      .GradCheck(neg);
+  OpBuilder& grad = registrar.DefaultGradOp("concat", __FILE__, __LINE__);
+  grad.Doc("Gradient of concat: slices Out@GRAD into pieces shaped like each X.")
+      .InferShape([](InferShapeContext& c) {
+        for (size_t i = 0; i < c.OutputSize(GradVarName("X")); ++i) c.ShareShapeAndDType("X", GradVarName("X"), i, i);
+      })
+      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  MarkNoBuffer(grad, {"X"});
+  RegisterFloatKernels(registrar, "concat", ConcatKernel<float>, ConcatKernel<double>, __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "concat_grad", ConcatGradKernel<float>, ConcatGradKernel<double>, __FILE__,
+                       __LINE__);
+}
+
+}  // namespace nabla::nn

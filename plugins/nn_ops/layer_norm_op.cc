@@ -1,0 +1,202 @@
+// layer_norm: X is seen as a [left, right] matrix split at begin_norm_axis;
+// each row is normalized to zero mean and unit variance, then scaled and
+// shifted by the optional Scale and Bias of size `right`. Mean and Variance
+// (per row, the biased variance as in Paddle) are saved for the gradient.
+#include <algorithm>
+#include <cmath>
+
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+void SplitRows(const Shape& shape, int begin, int64_t* left, int64_t* right) {
+  *left = DimProduct(shape, 0, begin);
+  *right = DimProduct(shape, begin, shape.size());
+}
+
+template <typename T>
+void LayerNormKernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const T* scale = ctx.HasInput("Scale") ? ctx.Input("Scale").Data<T>() : nullptr;
+  const T* bias = ctx.HasInput("Bias") ? ctx.Input("Bias").Data<T>() : nullptr;
+  const double eps = ctx.Attr<float>("epsilon");
+  int64_t left, right;
+  SplitRows(x.GetShape(), ctx.Attr<int>("begin_norm_axis"), &left, &right);
+  const T* px = x.Data<T>();
+  T* py = ctx.Output("Y")->Allocate<T>(ctx.GetDevice(), x.GetShape());
+  T* pmean = ctx.Output("Mean")->Allocate<T>(ctx.GetDevice(), {left});
+  T* pvar = ctx.Output("Variance")->Allocate<T>(ctx.GetDevice(), {left});
+  for (int64_t r = 0; r < left; ++r) {
+    const T* row = px + r * right;
+    // Two passes in double: a one-pass E[x^2] - E[x]^2 cancels badly when
+    // the mean is large against the spread.
+    double mean = 0.0;
+    for (int64_t j = 0; j < right; ++j) mean += row[j];
+    mean /= static_cast<double>(right);
+    double var = 0.0;
+    for (int64_t j = 0; j < right; ++j) {
+      const double d = row[j] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(right);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    pmean[r] = static_cast<T>(mean);
+    pvar[r] = static_cast<T>(var);
+    T* out = py + r * right;
+    for (int64_t j = 0; j < right; ++j) {
+      double v = (row[j] - mean) * rstd;
+      if (scale) v *= scale[j];
+      if (bias) v += bias[j];
+      out[j] = static_cast<T>(v);
+    }
+  }
+}
+
+// With xhat = (x - mean) * rstd and g = dY * Scale:
+//   dX = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+//   dScale = sum_rows(dY * xhat), dBias = sum_rows(dY).
+template <typename T>
+void LayerNormGradKernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& dy = ctx.Input(GradVarName("Y"));
+  const T* pmean = ctx.Input("Mean").Data<T>();
+  const T* pvar = ctx.Input("Variance").Data<T>();
+  const T* scale = ctx.HasInput("Scale") ? ctx.Input("Scale").Data<T>() : nullptr;
+  const double eps = ctx.Attr<float>("epsilon");
+  int64_t left, right;
+  SplitRows(x.GetShape(), ctx.Attr<int>("begin_norm_axis"), &left, &right);
+  Tensor* dx = ctx.Output(GradVarName("X"));
+  Tensor* dscale = ctx.Output(GradVarName("Scale"));
+  Tensor* dbias = ctx.Output(GradVarName("Bias"));
+  const T* px = x.Data<T>();
+  const T* pdy = dy.Data<T>();
+  T* pdx = dx ? dx->Allocate<T>(ctx.GetDevice(), x.GetShape()) : nullptr;
+  std::vector<double> acc_scale(dscale ? right : 0, 0.0), acc_bias(dbias ? right : 0, 0.0);
+  std::vector<double> xhat(right), g(right);
+  for (int64_t r = 0; r < left; ++r) {
+    const T* row = px + r * right;
+    const T* drow = pdy + r * right;
+    const double mean = pmean[r];
+    const double rstd = 1.0 / std::sqrt(static_cast<double>(pvar[r]) + eps);
+    double mean_g = 0.0, mean_gx = 0.0;
+    for (int64_t j = 0; j < right; ++j) {
+      xhat[j] = (row[j] - mean) * rstd;
+      g[j] = scale ? static_cast<double>(drow[j]) * scale[j] : static_cast<double>(drow[j]);
+      mean_g += g[j];
+      mean_gx += g[j] * xhat[j];
+      if (dscale) acc_scale[j] += static_cast<double>(drow[j]) * xhat[j];
+      if (dbias) acc_bias[j] += drow[j];
+    }
+    mean_g /= static_cast<double>(right);
+    mean_gx /= static_cast<double>(right);
+    if (pdx)
+      for (int64_t j = 0; j < right; ++j)
+        pdx[r * right + j] = static_cast<T>(rstd * (g[j] - mean_g - xhat[j] * mean_gx));
+  }
+  if (dscale) {
+    T* p = dscale->Allocate<T>(ctx.GetDevice(), {right});
+    std::transform(acc_scale.begin(), acc_scale.end(), p, [](double v) { return static_cast<T>(v); });
+  }
+  if (dbias) {
+    T* p = dbias->Allocate<T>(ctx.GetDevice(), {right});
+    std::transform(acc_bias.begin(), acc_bias.end(), p, [](double v) { return static_cast<T>(v); });
+  }
+}
+
+void InferLayerNorm(InferShapeContext& c) {
+  const Shape x = c.InputShape("X");
+  const DType dtype = c.InputDType("X");
+  EnforceFloatDType(dtype, c.Where(), "X");
+  const int begin = c.Attr<int>("begin_norm_axis");
+  NABLA_ENFORCE(begin >= 1 && begin < static_cast<int>(x.size()), kOutOfRange, c.Where(),
+                ": begin_norm_axis must be in [1, ", x.size(), ") for X of shape ", ShapeToString(x),
+                ", but received ", begin);
+  int64_t left, right;
+  SplitRows(x, begin, &left, &right);
+  for (const char* slot : {"Scale", "Bias"}) {
+    if (!c.HasInput(slot)) continue;
+    const Shape s = c.InputShape(slot);
+    NABLA_ENFORCE(s.size() == 1 && DimsCompatible(s[0], right), kInvalidArgument, c.Where(), ": ", slot,
+                  " must have shape [", right, "] (the product of X's dims from begin_norm_axis ", begin,
+                  "), but received ", ShapeToString(s));
+    NABLA_ENFORCE(c.InputDType(slot) == dtype, kInvalidArgument, c.Where(), ": ", slot, " must have X's dtype ",
+                  DTypeName(dtype), ", but received ", DTypeName(c.InputDType(slot)));
+  }
+  c.ShareShapeAndDType("X", "Y");
+  for (const char* slot : {"Mean", "Variance"}) {
+    c.SetOutputShape(slot, {left});
+    c.SetOutputDType(slot, dtype);
+  }
+}
+
+class LayerNormGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    VarNameMap in{{"X", Input("X")},
+                  {"Mean", Output("Mean")},
+                  {"Variance", Output("Variance")},
+                  {GradVarName("Y"), OutputGrad("Y")}};
+    VarNameMap out{{GradVarName("X"), InputGrad("X")}};
+    if (ForwardOp().HasInput("Scale")) {
+      in["Scale"] = Input("Scale");
+      out[GradVarName("Scale")] = InputGrad("Scale");
+    }
+    if (ForwardOp().HasInput("Bias")) {
+      in["Bias"] = Input("Bias");  // for Bias@GRAD's shape only
+      out[GradVarName("Bias")] = InputGrad("Bias");
+    }
+    return OneOp("layer_norm_grad", std::move(in), std::move(out), Attrs());
+  }
+};
+
+}  // namespace
+
+NABLA_REGISTER_OPS(layer_norm) {
+  GradCheckSpec affine;
+  affine.name = "scale_bias";
+  affine.inputs = {FloatIn("X", {3, 2, 4}), FloatIn("Scale", {8}, 0.5, 1.5), FloatIn("Bias", {8})};
+  affine.outputs = {{"Y", 1}, {"Mean", 1}, {"Variance", 1}};
+  affine.no_grad_outputs = {"Mean", "Variance"};
+  GradCheckSpec plain;
+  plain.name = "no_affine_axis2";
+  plain.inputs = {FloatIn("X", {2, 3, 5})};
+  plain.outputs = {{"Y", 1}, {"Mean", 1}, {"Variance", 1}};
+  plain.no_grad_outputs = {"Mean", "Variance"};
+  plain.attrs = {{"begin_norm_axis", 2}};
+  registrar.Op("layer_norm", __FILE__, __LINE__)
+      .Doc("Layer normalization: with X flattened to [left, right] at begin_norm_axis, "
+           "Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per row.")
+      .Input("X", "(Tensor) input, float32 or float64")
+      .Input("Scale", "(Tensor, optional) per-feature scale, shape [right]", kDispensable)
+      .Input("Bias", "(Tensor, optional) per-feature shift, shape [right]", kDispensable)
+      .Output("Y", "(Tensor) the normalized X, shape and dtype of X")
+      .Output("Mean", "(Tensor) the mean of each row, shape [left]")
+      .Output("Variance", "(Tensor) the biased variance of each row, shape [left]")
+      .Attr<float>("epsilon", 1e-5f, "(float, default 1e-5) added to the variance before the square root",
+                   [](const float& e) {
+                     NABLA_ENFORCE(e >= 0.0f, kInvalidArgument, "attribute epsilon must be >= 0, but received ", e);
+                   })
+      .Attr<int>("begin_norm_axis", 1,
+                 "(int, default 1) X's dims from this one on form the normalized row; in [1, rank(X))")
+      .InferShape(InferLayerNorm)
+      .GradMaker<LayerNormGradMaker>()
+      .GradCheck(affine)
+      .GradCheck(plain);
+  OpBuilder& grad = registrar.DefaultGradOp("layer_norm", __FILE__, __LINE__);
+  grad.Doc("Gradient of layer_norm with respect to X, Scale and Bias, from the saved Mean and Variance.")
+      .InferShape([](InferShapeContext& c) {
+        InferSameAs(c, "X", GradVarName("X"));
+        if (c.HasInput("Scale")) InferSameAs(c, "Scale", GradVarName("Scale"));
+        if (c.HasInput("Bias")) InferSameAs(c, "Bias", GradVarName("Bias"));
+      })
+      .KernelDType(DTypeOfInput(GradVarName("Y")));
+  MarkNoBuffer(grad, {"Bias"});
+  RegisterFloatKernels(registrar, "layer_norm", LayerNormKernel<float>, LayerNormKernel<double>, __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "layer_norm_grad", LayerNormGradKernel<float>, LayerNormGradKernel<double>,
+                       __FILE__, __LINE__);
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,124 @@
+// lookup_table: gathers rows of the embedding table W by Ids. Its gradient
+// is a dense W@GRAD (zeros except the looked-up rows, where the rows of
+// Out@GRAD add up), so every optimizer can treat it like any other gradient.
+#include <algorithm>
+
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+constexpr int kNoPadding = -1;
+
+int64_t CheckedId(const Tensor& ids, int64_t i, int64_t rows) {
+  const int64_t id = IndexAt(ids, i);
+  NABLA_ENFORCE(id >= 0 && id < rows, kOutOfRange, "Ids[", i, "] must be a row of W, in [0, ", rows,
+                "), but received ", id);
+  return id;
+}
+
+template <typename T>
+void LookupTableKernel(const ExecutionContext& ctx) {
+  const Tensor& w = ctx.Input("W");
+  const Tensor& ids = ctx.Input("Ids");
+  Tensor* out = ctx.Output("Out");
+  const int64_t rows = w.Dim(0);
+  const int64_t width = w.Dim(1);
+  const int padding = ctx.Attr<int>("padding_idx");
+  const T* pw = w.Data<T>();
+  T* po = out->Allocate<T>(ctx.GetDevice(), out->GetShape());
+  const int64_t n = ids.Numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = CheckedId(ids, i, rows);
+    if (padding != kNoPadding && id == padding)
+      std::fill(po + i * width, po + (i + 1) * width, T(0));
+    else
+      std::copy(pw + id * width, pw + (id + 1) * width, po + i * width);
+  }
+}
+
+template <typename T>
+void LookupTableGradKernel(const ExecutionContext& ctx) {
+  Tensor* dw = ctx.Output(GradVarName("W"));
+  if (!dw) return;
+  const Shape& w_shape = ctx.InputVar("W")->GetTensor().GetShape();
+  const Tensor& ids = ctx.Input("Ids");
+  const Tensor& dout = ctx.Input(GradVarName("Out"));
+  const int64_t rows = w_shape[0];
+  const int64_t width = w_shape[1];
+  const int padding = ctx.Attr<int>("padding_idx");
+  const T* pd = dout.Data<T>();
+  T* pdw = dw->Allocate<T>(ctx.GetDevice(), w_shape);
+  std::fill(pdw, pdw + rows * width, T(0));
+  const int64_t n = ids.Numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = CheckedId(ids, i, rows);
+    if (padding != kNoPadding && id == padding) continue;
+    T* dst = pdw + id * width;
+    const T* src = pd + i * width;
+    for (int64_t j = 0; j < width; ++j) dst[j] += src[j];
+  }
+}
+
+void InferLookupTable(InferShapeContext& c) {
+  const Shape w = c.InputShape("W");
+  const Shape ids = c.InputShape("Ids");
+  EnforceFloatDType(c.InputDType("W"), c.Where(), "W");
+  EnforceIndexDType(c.InputDType("Ids"), c.Where(), "Ids");
+  NABLA_ENFORCE(w.size() == 2, kInvalidArgument, c.Where(), ": W must be a [rows, width] table, but received shape ",
+                ShapeToString(w));
+  NABLA_ENFORCE(!ids.empty() && DimsCompatible(ids.back(), 1), kInvalidArgument, c.Where(),
+                ": Ids must have shape [..., 1], but received ", ShapeToString(ids));
+  const int padding = c.Attr<int>("padding_idx");
+  NABLA_ENFORCE(padding == kNoPadding || (padding >= 0 && (w[0] < 0 || padding < w[0])), kOutOfRange, c.Where(),
+                ": padding_idx must be -1 (none) or a row of W in [0, ", w[0], "), but received ", padding);
+  Shape out(ids.begin(), ids.end() - 1);
+  out.push_back(w[1]);
+  c.SetOutputShape("Out", out);
+  c.SetOutputDType("Out", c.InputDType("W"));
+}
+
+class LookupTableGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    return OneOp("lookup_table_grad",
+                 {{"W", Input("W")}, {"Ids", Input("Ids")}, {GradVarName("Out"), OutputGrad("Out")}},
+                 {{GradVarName("W"), InputGrad("W")}}, Attrs());
+  }
+};
+
+}  // namespace
+
+NABLA_REGISTER_OPS(lookup_table) {
+  GradCheckSpec repeated;
+  repeated.name = "repeated_ids";
+  repeated.inputs = {FloatIn("W", {5, 3}), IndexIn("Ids", {2, 3, 1}, 5, {0, 4, 2, 4, 4, 1})};
+  repeated.outputs = {{"Out", 1}};
+  GradCheckSpec padded = repeated;
+  padded.name = "padding_idx";
+  padded.attrs = {{"padding_idx", 4}};
+  registrar.Op("lookup_table", __FILE__, __LINE__)
+      .Doc("Embedding lookup: Out[i] = W[Ids[i]], zeros where Ids[i] equals padding_idx.")
+      .Input("W", "(Tensor) the table, shape [rows, width], float32 or float64")
+      .Input("Ids", "(Tensor) int64 row indices, shape [..., 1]")
+      .Output("Out", "(Tensor) the rows, shape [..., width] (Ids' shape with its last dim replaced)")
+      .Attr<int>("padding_idx", kNoPadding,
+                 "(int, default -1) a row index whose lookups give zeros and no gradient; -1 means none")
+      .InferShape(InferLookupTable)
+      .GradMaker<LookupTableGradMaker>()
+      .GradCheck(repeated)
+      .GradCheck(padded);
+  OpBuilder& grad = registrar.DefaultGradOp("lookup_table", __FILE__, __LINE__);
+  grad.Doc("Gradient of lookup_table: a dense W@GRAD in which each looked-up row sums its Out@GRAD rows.")
+      .InferShape([](InferShapeContext& c) { InferSameAs(c, "W", GradVarName("W")); })
+      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  MarkNoBuffer(grad, {"W"});
+  RegisterFloatKernels(registrar, "lookup_table", LookupTableKernel<float>, LookupTableKernel<double>, __FILE__,
+                       __LINE__);
+  RegisterFloatKernels(registrar, "lookup_table_grad", LookupTableGradKernel<float>, LookupTableGradKernel<double>,
+                       __FILE__, __LINE__);
+}
+
+}  // namespace nabla::nn

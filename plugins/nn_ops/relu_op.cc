@@ -1,0 +1,53 @@
+// relu: Out = max(X, 0). The gradient reads Out, not X (Paddle's relu_grad).
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+template <typename T>
+void ReluKernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  Tensor* out = ctx.Output("Out");
+  const T* px = x.Data<T>();
+  T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
+  const int64_t n = x.Numel();
+  for (int64_t i = 0; i < n; ++i) po[i] = px[i] > T(0) ? px[i] : T(0);
+}
+
+template <typename T>
+void ReluGradKernel(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.Output(GradVarName("X"));
+  if (!dx) return;
+  const Tensor& out = ctx.Input("Out");
+  const Tensor& dout = ctx.Input(GradVarName("Out"));
+  const T* po = out.Data<T>();
+  const T* pd = dout.Data<T>();
+  T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
+  const int64_t n = out.Numel();
+  for (int64_t i = 0; i < n; ++i) pdx[i] = po[i] > T(0) ? pd[i] : T(0);
+}
+
+}  // namespace
+
+NABLA_REGISTER_OPS(relu) {
+  GradCheckSpec spec;
+  spec.name = "kinks_avoided";
+  spec.inputs = {AwayFrom(FloatIn("X", {3, 4}), {0.0}, 0.01)};
+  spec.outputs = {{"Out", 1}};
+  registrar.Op("relu", __FILE__, __LINE__)
+      .Doc("Rectified linear unit: Out = max(X, 0), elementwise.")
+      .Input("X", "(Tensor) input of any shape, float32 or float64")
+      .Output("Out", "(Tensor) max(X, 0), shape and dtype of X")
+      .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
+      .GradMaker<GradFromOutMaker>()
+      .GradCheck(spec);
+  OpBuilder& grad = registrar.DefaultGradOp("relu", __FILE__, __LINE__);
+  grad.Doc("Gradient of relu: X@GRAD = Out@GRAD where Out > 0, else 0.")
+      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
+      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  RegisterFloatKernels(registrar, "relu", ReluKernel<float>, ReluKernel<double>, __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "relu_grad", ReluGradKernel<float>, ReluGradKernel<double>, __FILE__, __LINE__);
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,202 @@
+// softmax_with_cross_entropy: softmax and cross entropy fused along `axis`.
+// The loss comes from log-sum-exp (loss = lse - logit[label]) rather than
+// from log(softmax), so it stays finite and accurate for confident logits.
+// The gradient reads the saved Softmax: dLogits = dLoss * (Softmax * sum(Label) - Label).
+#include <algorithm>
+#include <cmath>
+
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+template <typename T>
+void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
+  const Tensor& logits = ctx.Input("Logits");
+  const Tensor& label = ctx.Input("Label");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "softmax_with_cross_entropy");
+  const bool soft = ctx.Attr<bool>("soft_label");
+  const int ignore = ctx.Attr<int>("ignore_index");
+  const AxisView v = ViewAround(logits.GetShape(), axis);
+  Shape loss_shape = logits.GetShape();
+  loss_shape[axis] = 1;
+  const T* px = logits.Data<T>();
+  T* ps = ctx.Output("Softmax")->Allocate<T>(ctx.GetDevice(), logits.GetShape());
+  T* pl = ctx.Output("Loss")->Allocate<T>(ctx.GetDevice(), loss_shape);
+  const T* psoft = soft ? label.Data<T>() : nullptr;
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t base = o * v.dim * v.inner + i;
+      const int64_t row = o * v.inner + i;
+      T m = px[base];
+      for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
+      double sum = 0.0;
+      for (int64_t d = 0; d < v.dim; ++d) sum += std::exp(static_cast<double>(px[base + d * v.inner] - m));
+      const double lse = static_cast<double>(m) + std::log(sum);
+      for (int64_t d = 0; d < v.dim; ++d)
+        ps[base + d * v.inner] = static_cast<T>(std::exp(static_cast<double>(px[base + d * v.inner]) - lse));
+      if (soft) {
+        double loss = 0.0;
+        for (int64_t d = 0; d < v.dim; ++d) {
+          const int64_t k = base + d * v.inner;
+          loss += static_cast<double>(psoft[k]) * (lse - static_cast<double>(px[k]));
+        }
+        pl[row] = static_cast<T>(loss);
+        continue;
+      }
+      const int64_t l = IndexAt(label, row);
+      if (l == ignore) {
+        pl[row] = T(0);
+        continue;
+      }
+      NABLA_ENFORCE(l >= 0 && l < v.dim, kOutOfRange, "Label[", row, "] must be in [0, ", v.dim,
+                    ") or equal ignore_index ", ignore, ", but received ", l);
+      pl[row] = static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
+    }
+  }
+}
+
+template <typename T>
+void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.Output(GradVarName("Logits"));
+  if (!dx) return;
+  const Tensor& softmax = ctx.Input("Softmax");
+  const Tensor& label = ctx.Input("Label");
+  const Tensor& dloss = ctx.Input(GradVarName("Loss"));
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), softmax.Rank(), "softmax_with_cross_entropy_grad");
+  const bool soft = ctx.Attr<bool>("soft_label");
+  const int ignore = ctx.Attr<int>("ignore_index");
+  const AxisView v = ViewAround(softmax.GetShape(), axis);
+  const T* ps = softmax.Data<T>();
+  const T* pdl = dloss.Data<T>();
+  T* pdx = dx->Allocate<T>(ctx.GetDevice(), softmax.GetShape());
+  const T* psoft = soft ? label.Data<T>() : nullptr;
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t base = o * v.dim * v.inner + i;
+      const int64_t row = o * v.inner + i;
+      const T g = pdl[row];
+      if (soft) {
+        // Soft labels need not sum to one; this is the exact derivative of
+        // sum(Label) * lse - sum(Label * Logits).
+        double mass = 0.0;
+        for (int64_t d = 0; d < v.dim; ++d) mass += static_cast<double>(psoft[base + d * v.inner]);
+        for (int64_t d = 0; d < v.dim; ++d) {
+          const int64_t k = base + d * v.inner;
+          pdx[k] = static_cast<T>(static_cast<double>(g) *
+                                  (static_cast<double>(ps[k]) * mass - static_cast<double>(psoft[k])));
+        }
+        continue;
+      }
+      const int64_t l = IndexAt(label, row);
+      if (l == ignore) {
+        for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
+        continue;
+      }
+      NABLA_ENFORCE(l >= 0 && l < v.dim, kOutOfRange, "Label[", row, "] must be in [0, ", v.dim,
+                    ") or equal ignore_index ", ignore, ", but received ", l);
+      for (int64_t d = 0; d < v.dim; ++d) {
+        const int64_t k = base + d * v.inner;
+        pdx[k] = g * (ps[k] - (d == l ? T(1) : T(0)));
+      }
+    }
+  }
+}
+
+void InferSoftmaxWithCrossEntropy(InferShapeContext& c) {
+  const Shape x = c.InputShape("Logits");
+  const Shape label = c.InputShape("Label");
+  EnforceFloatDType(c.InputDType("Logits"), c.Where(), "Logits");
+  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), c.Where());
+  const bool soft = c.Attr<bool>("soft_label");
+  NABLA_ENFORCE(label.size() == x.size(), kInvalidArgument, c.Where(), ": Label must have the rank of Logits (",
+                x.size(), "), but received Label ", ShapeToString(label), " and Logits ", ShapeToString(x));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int64_t want = (static_cast<int>(i) == axis && !soft) ? 1 : x[i];
+    NABLA_ENFORCE(DimsCompatible(label[i], want), kInvalidArgument, c.Where(),
+                  soft ? ": with soft_label the Label must have the shape of Logits"
+                       : ": a hard Label must match Logits except for size 1 on the class axis",
+                  ", but received Label ", ShapeToString(label), " and Logits ", ShapeToString(x), " (axis ", axis,
+                  ")");
+  }
+  if (soft)
+    NABLA_ENFORCE(c.InputDType("Label") == c.InputDType("Logits"), kInvalidArgument, c.Where(),
+                  ": with soft_label the Label must have the dtype of Logits (", DTypeName(c.InputDType("Logits")),
+                  "), but received ", DTypeName(c.InputDType("Label")));
+  else
+    EnforceIndexDType(c.InputDType("Label"), c.Where(), "Label");
+  Shape loss = x;
+  loss[axis] = 1;
+  c.ShareShapeAndDType("Logits", "Softmax");
+  c.SetOutputShape("Loss", loss);
+  c.SetOutputDType("Loss", c.InputDType("Logits"));
+}
+
+// Paddle's maker: the saved Softmax replaces Logits, and Softmax@GRAD is not
+// read (the Softmax output is for inspection, not differentiated).
+class SoftmaxWithCrossEntropyGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    return OneOp("softmax_with_cross_entropy_grad",
+                 {{"Label", Input("Label")}, {"Softmax", Output("Softmax")}, {GradVarName("Loss"), OutputGrad("Loss")}},
+                 {{GradVarName("Logits"), InputGrad("Logits")}}, Attrs());
+  }
+};
+
+}  // namespace
+
+NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
+  GradCheckSpec hard;
+  hard.name = "hard_label";
+  hard.inputs = {FloatIn("Logits", {4, 5}, -2.0, 2.0), IndexIn("Label", {4, 1}, 5)};
+  hard.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  hard.no_grad_outputs = {"Softmax"};
+  GradCheckSpec ignored = hard;
+  ignored.name = "ignore_index";
+  ignored.inputs[1].values = {2, 0, 2, 4};
+  ignored.attrs = {{"ignore_index", 2}};
+  GradCheckSpec soft;
+  soft.name = "soft_label";
+  soft.inputs = {FloatIn("Logits", {3, 4}, -2.0, 2.0), NoCheck(FloatIn("Label", {3, 4}, 0.0, 1.0))};
+  soft.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  soft.no_grad_outputs = {"Softmax"};
+  soft.attrs = {{"soft_label", true}};
+  GradCheckSpec axis1;
+  axis1.name = "axis1";
+  axis1.inputs = {FloatIn("Logits", {2, 4, 3}, -2.0, 2.0), IndexIn("Label", {2, 1, 3}, 4)};
+  axis1.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  axis1.no_grad_outputs = {"Softmax"};
+  axis1.attrs = {{"axis", 1}};
+  registrar.Op("softmax_with_cross_entropy", __FILE__, __LINE__)
+      .Doc("Softmax of Logits along `axis` fused with cross entropy against Label, computed through log-sum-exp: "
+           "Loss = logsumexp(Logits) - Logits[Label] (hard) or sum(Label * (logsumexp(Logits) - Logits)) (soft).")
+      .Input("Logits", "(Tensor) unnormalized scores, float32 or float64")
+      .Input("Label", "(Tensor) hard: int64 class indices, the shape of Logits with 1 on `axis`; soft: a "
+                      "distribution of Logits' shape and dtype")
+      .Output("Softmax", "(Tensor) softmax of Logits along `axis`, shape of Logits (saved for the gradient)")
+      .Output("Loss", "(Tensor) the loss, the shape of Logits with 1 on `axis`")
+      .Attr<bool>("soft_label", false, "(bool, default false) Label holds distributions instead of indices")
+      .Attr<int>("ignore_index", -100,
+                 "(int, default -100) positions whose hard label equals it get loss 0 and no gradient; unused "
+                 "with soft_label")
+      .Attr<int>("axis", -1, "(int, default -1) the class axis; negative counts from the end")
+      .InferShape(InferSoftmaxWithCrossEntropy)
+      .GradMaker<SoftmaxWithCrossEntropyGradMaker>()
+      .GradCheck(hard)
+      .GradCheck(ignored)
+      .GradCheck(soft)
+      .GradCheck(axis1);
+  registrar.DefaultGradOp("softmax_with_cross_entropy", __FILE__, __LINE__)
+      .Doc("Gradient of softmax_with_cross_entropy with respect to Logits, from the saved Softmax: "
+           "Loss@GRAD * (Softmax - one_hot(Label)).")
+      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Softmax", GradVarName("Logits")); })
+      .KernelDType(DTypeOfInput("Softmax"));
+  RegisterFloatKernels(registrar, "softmax_with_cross_entropy", SoftmaxWithCrossEntropyKernel<float>,
+                       SoftmaxWithCrossEntropyKernel<double>, __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "softmax_with_cross_entropy_grad", SoftmaxWithCrossEntropyGradKernel<float>,
+                       SoftmaxWithCrossEntropyGradKernel<double>, __FILE__, __LINE__);
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,279 @@
+// `nabla run` end to end: a short training on a synthetic dataset must
+// lower the loss; resuming from a checkpoint must land on exactly the same
+// weights as an uninterrupted run; bad input and a NaN loss are one-line
+// errors that keep the last good checkpoint.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nabla/cpu/cpu.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+
+namespace nabla::train {
+namespace {
+
+using testing::TempDir;
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result Nabla(const TempDir& dir, const std::string& args) {
+  std::string cmd = "cd '" + dir.Dir().string() + "' && " + NABLA_BIN_PATH + " " + args + " >stdout.txt 2>stderr.txt";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = Slurp(dir.Path("stdout.txt"));
+  r.err = Slurp(dir.Path("stderr.txt"));
+  return r;
+}
+
+// Three well separated classes in 4 features, from a fixed LCG.
+std::string BlobsCsv(int rows, uint32_t seed, int nan_row = -1) {
+  std::ostringstream s;
+  s << "label,f0,f1,f2,f3\n";
+  uint32_t state = seed;
+  auto noise = [&] {
+    state = state * 1664525u + 1013904223u;
+    return (static_cast<double>(state >> 8) / (1 << 24) - 0.5) * 1.2;
+  };
+  const double centers[3][4] = {{1, 0, 0, 1}, {0, 1, 1, 0}, {-1, -1, 0, 0}};
+  for (int i = 0; i < rows; ++i) {
+    int c = i % 3;
+    s << c;
+    for (int j = 0; j < 4; ++j) {
+      if (i == nan_row && j == 2) {
+        s << ",nan";
+      } else {
+        s << "," << centers[c][j] + noise();
+      }
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
+const char* kProgram = R"(program:
+  format: nabla-program/1
+  blocks:
+    - idx: 0
+      parent: -1
+      vars:
+        x: {shape: [-1, 4], dtype: float32, stop_gradient: true}
+        label: {shape: [-1, 1], dtype: int64}
+        w: {shape: [4, 3], dtype: float32, persistable: true,
+            init: {type: uniform_random, min: -0.1, max: 0.1, seed: 3}}
+        b: {shape: [3], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.0}}
+      ops:
+        - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+        - {type: elementwise_add, inputs: {X: [xw], Y: [b]}, outputs: {Out: [logits]}, attrs: {axis: 1}}
+        - type: softmax_with_cross_entropy
+          inputs: {Logits: [logits], Label: [label]}
+          outputs: {Softmax: [prob], Loss: [ce]}
+        - {type: mean, inputs: {X: [ce]}, outputs: {Out: [loss]}}
+)";
+
+std::string Config(const std::string& optimizer, const std::string& extra = "") {
+  return std::string("seed: 5\nloss: loss\n") + kProgram + "optimizer: " + optimizer + R"(
+data:
+  format: csv
+  train: {path: train.csv, feeds: {x: "1:5", label: label}}
+  eval: {path: eval.csv, feeds: {x: "1:5", label: label}}
+  batch_size: 16
+metrics: {accuracy: {}}
+)" + extra;
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cpu::InitCpuBackend();
+    dir_.Write("train.csv", BlobsCsv(150, 1));
+    dir_.Write("eval.csv", BlobsCsv(60, 2));
+  }
+  TempDir dir_;
+};
+
+TEST_F(RunTest, TrainingLowersTheLossAndReports) {
+  dir_.Write("run.yaml", Config("{type: momentum, lr: 0.1, momentum: 0.9}",
+                                "epochs: 6\nlogging: {every_steps: 5, metrics_file: m.jsonl, progress: lines}\n"));
+  Result r = Nabla(dir_, "run run.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("== summary =="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GEMM kernels     OpenBLAS " + cpu::BlasCoreName()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("final eval accuracy: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 1/6  step 5  batch 5/10"), std::string::npos) << r.out;  // plain lines off a TTY
+  std::vector<MetricRow> rows = ReadMetrics(dir_.Path("m.jsonl"));
+  std::vector<MetricRow> train, eval;
+  for (const auto& row : rows) {
+    if (row.phase == "train") train.push_back(row);
+    if (row.phase == "eval") eval.push_back(row);
+  }
+  ASSERT_EQ(train.size(), 6u);
+  ASSERT_EQ(eval.size(), 6u);
+  EXPECT_EQ(train.back().step, 60);  // 10 batches (the last one partial) x 6 epochs
+  EXPECT_LT(train.back().loss, 0.5 * train.front().loss);
+  EXPECT_LT(eval.back().loss, eval.front().loss);
+  ASSERT_TRUE(eval.back().accuracy.has_value());
+  EXPECT_GE(*eval.back().accuracy, 0.9);
+}
+
+// 10 steps straight and 4 + 6 steps with a resume in between must give the
+// same weights and optimizer state, bit for bit (adam's moments included).
+TEST_F(RunTest, ResumeContinuesExactly) {
+  const std::string ckpt = "checkpoint: {dir: ckpt, every_steps: 2, keep_last: 2}\n";
+  dir_.Write("run.yaml", Config("{type: adam, lr: 0.01}", ckpt + "epochs: 3\n"));
+  Result a = Nabla(dir_, "run run.yaml --steps 10");
+  ASSERT_EQ(a.rc, 0) << a.out << a.err;
+  auto straight = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 10));
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+
+  Result b = Nabla(dir_, "run run.yaml --steps 4");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  EXPECT_EQ(ListCheckpoints(dir_.Path("ckpt")).back().step, 4);
+  Result c = Nabla(dir_, "run run.yaml --steps 10 --resume");
+  ASSERT_EQ(c.rc, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("resumed from ckpt/ckpt-00000004.safetensors (step 4, epoch 0, batch 4)"), std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("(6 this run)"), std::string::npos) << c.out;
+  auto resumed = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 10));
+  EXPECT_EQ(ListCheckpoints(dir_.Path("ckpt")).size(), 2u);  // keep_last
+
+  ASSERT_EQ(straight.tensors.size(), resumed.tensors.size());
+  EXPECT_TRUE(straight.tensors.count("w@moment1"));
+  for (const auto& [name, t] : straight.tensors) {
+    const Tensor& u = resumed.tensors.at(name);
+    ASSERT_EQ(t.Bytes(), u.Bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.RawData(), u.RawData(), t.Bytes()), 0) << name << " differs after resume";
+  }
+  EXPECT_EQ(resumed.metadata.at("step"), "10");
+  EXPECT_EQ(resumed.metadata.at("epoch"), "1");
+}
+
+double SquaredNorm(const SafetensorsFile& f, const std::vector<std::string>& names,
+                   const SafetensorsFile* minus = nullptr) {
+  double s = 0;
+  for (const auto& n : names) {
+    const Tensor& t = f.tensors.at(n);
+    for (int64_t i = 0; i < t.Numel(); ++i) {
+      double v = t.Data<float>()[i] - (minus ? minus->tensors.at(n).Data<float>()[i] : 0.0f);
+      s += v * v;
+    }
+  }
+  return s;
+}
+
+// With plain SGD at lr 1, one step moves the parameters by exactly the
+// clipped gradient, whose global norm is the clip (the raw one is larger).
+TEST_F(RunTest, GlobalNormClippingBoundsTheStep) {
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 1.0, clip_global_norm: 0.01}",
+                                "checkpoint: {dir: ckpt, every_steps: 1, keep_last: 0}\n"));
+  Result r = Nabla(dir_, "run run.yaml --steps 3");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto s1 = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 1));
+  auto s2 = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 2));
+  EXPECT_NEAR(std::sqrt(SquaredNorm(s2, {"w", "b"}, &s1)), 0.01, 1e-5);
+}
+
+TEST_F(RunTest, WeightDecayShrinksTheWeights) {
+  const std::string ckpt = "checkpoint: {dir: ckpt, keep_last: 0}\n";
+  dir_.Write("run.yaml", Config("{type: momentum, lr: 0.1, nesterov: true}", ckpt));
+  ASSERT_EQ(Nabla(dir_, "run run.yaml --steps 20").rc, 0);
+  auto plain = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 20));
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+  dir_.Write("run.yaml", Config("{type: momentum, lr: 0.1, nesterov: true, weight_decay: 0.5}", ckpt));
+  Result r = Nabla(dir_, "run run.yaml --steps 20");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto decayed = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 20));
+  EXPECT_LT(SquaredNorm(decayed, {"w"}), 0.8 * SquaredNorm(plain, {"w"}));
+  EXPECT_TRUE(decayed.tensors.count("w@velocity"));
+}
+
+TEST_F(RunTest, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
+  dir_.Write("train.csv", BlobsCsv(150, 1, /*nan_row=*/100));
+  // No shuffling, so row 100 lands in batch 7 (rows 96..111).
+  std::string cfg = Config("{type: sgd, lr: 0.1}", "checkpoint: {dir: ckpt, every_steps: 3}\n");
+  cfg.replace(cfg.find("  batch_size: 16"), 16, "  batch_size: 16\n  shuffle: false");
+  dir_.Write("run.yaml", cfg);
+  Result r = Nabla(dir_, "run run.yaml");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("nabla: error: the loss 'loss' is NaN at step 7 (epoch 1, batch 7 of 10)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the last good checkpoint is ckpt/ckpt-00000006.safetensors"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  auto all = ListCheckpoints(dir_.Path("ckpt"));
+  ASSERT_EQ(all.back().step, 6);
+  for (const auto& [name, t] : ReadSafetensors(all.back().path).tensors) {
+    if (t.GetDType() != DType::kFloat32) continue;
+    for (int64_t i = 0; i < t.Numel(); ++i) ASSERT_TRUE(std::isfinite(t.Data<float>()[i])) << name;
+  }
+}
+
+TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
+  struct Case {
+    std::string config, expected;
+  };
+  std::string good = Config("{type: sgd, lr: 0.1}");
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  const std::vector<Case> cases = {
+      {with("train.csv", "missing.csv"), "missing.csv: cannot open the dataset file"},
+      {with("x: \"1:5\", label: label}}\n  eval", "x: \"1:4\", label: label}}\n  eval"),
+       "run.yaml:24:36: the dataset column '1:4'"},
+      {with("batch_size: 16", "batch_size: 16\nepochz: 3"), "run.yaml:27:1: unknown key 'epochz' in the run config"},
+      {with("loss: loss", "loss: lost"), "run.yaml:2:7: loss 'lost' is not a var of the program's root block"},
+  };
+  for (const auto& c : cases) {
+    dir_.Write("run.yaml", c.config);
+    Result r = Nabla(dir_, "run run.yaml");
+    EXPECT_EQ(r.rc, 2) << c.expected << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("nabla: error: " + c.expected), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+
+  // A label the logits cannot index: 3 classes, label 7.
+  std::string csv = BlobsCsv(150, 1);
+  csv.replace(csv.find("\n1,") + 1, 1, "7");
+  dir_.Write("train.csv", csv);
+  dir_.Write("run.yaml", good);
+  Result r = Nabla(dir_, "run run.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("label out of range in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(sample 1): expected an integer in [0, 3) for feed var 'label', but received 7"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(RunTest, PlotDrawsTheMetrics) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed";
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 0.1}", "epochs: 2\nlogging: {metrics_file: m.csv, plot: p.svg}\n"));
+  Result r = Nabla(dir_, "run run.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(Slurp(dir_.Path("p.svg")).find("<svg"), std::string::npos);
+  r = Nabla(dir_, "plot m.csv -o again.txt");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(Slurp(dir_.Path("again.txt")).find("loss"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nabla::train
