@@ -16,6 +16,9 @@
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
+#ifdef NABLA_HAVE_OPENCL
+#include "nabla/opencl/opencl.h"
+#endif
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
@@ -385,8 +388,14 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c) {
 
 RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream& out, bool out_is_tty) {
   const auto t0 = Clock::now();
+  // Resolved first, so a machine without OpenCL fails before any data loads.
+#ifdef NABLA_HAVE_OPENCL
+  Device& device = opencl::ResolveDevice(c.device);
+#else
   NABLA_ENFORCE(c.device == "cpu", kUnimplemented, c.path, ": device '", c.device,
                 "' is not available to `nabla run` in this build; use device: cpu");
+  Device& device = HostDevice();
+#endif
   for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
   if (c.threads > 0) cpu::SetBlasThreads(c.threads);
 
@@ -409,7 +418,6 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   int64_t max_steps = ov.steps.value_or(c.steps);
   if (epochs <= 0) epochs = max_steps > 0 ? 0 : 1;  // 0: no epoch limit
 
-  Device& device = HostDevice();
   ExecutorOptions eo;
   eo.threads = c.threads;
   eo.seed = c.seed;
