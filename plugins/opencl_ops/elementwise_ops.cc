@@ -86,14 +86,17 @@ struct ElementwiseKernel {
   }
 };
 
+// Class templates, not alias templates: with `using MulKernel = ...` here,
+// RegisterFloatKernels<MulKernel> of this file and of gemm_ops.cc ended up as
+// one symbol in the plugin, and `mul` ran the elementwise kernel.
 template <typename T>
-using AddKernel = ElementwiseKernel<T, 0>;
+struct AddKernel : ElementwiseKernel<T, 0> {};
 template <typename T>
-using SubKernel = ElementwiseKernel<T, 1>;
+struct SubKernel : ElementwiseKernel<T, 1> {};
 template <typename T>
-using MulKernel = ElementwiseKernel<T, 2>;
+struct ElementwiseMulKernel : ElementwiseKernel<T, 2> {};
 template <typename T>
-using DivKernel = ElementwiseKernel<T, 3>;
+struct DivKernel : ElementwiseKernel<T, 3> {};
 
 // X@GRAD = Out@GRAD and Y@GRAD = sign * Out@GRAD, each summed over the dims
 // its operand was broadcast along.
@@ -125,16 +128,16 @@ struct AddSubGradKernel {
 };
 
 template <typename T>
-using AddGradKernel = AddSubGradKernel<T, 1>;
+struct AddGradKernel : AddSubGradKernel<T, 1> {};
 template <typename T>
-using SubGradKernel = AddSubGradKernel<T, -1>;
+struct SubGradKernel : AddSubGradKernel<T, -1> {};
 
 }  // namespace
 
 NABLA_REGISTER_OPS(opencl_elementwise) {
   RegisterFloatKernels<AddKernel>(registrar, "elementwise_add", __FILE__, __LINE__);
   RegisterFloatKernels<SubKernel>(registrar, "elementwise_sub", __FILE__, __LINE__);
-  RegisterFloatKernels<MulKernel>(registrar, "elementwise_mul", __FILE__, __LINE__);
+  RegisterFloatKernels<ElementwiseMulKernel>(registrar, "elementwise_mul", __FILE__, __LINE__);
   RegisterFloatKernels<DivKernel>(registrar, "elementwise_div", __FILE__, __LINE__);
   RegisterFloatKernels<AddGradKernel>(registrar, "elementwise_add_grad", __FILE__, __LINE__);
   RegisterFloatKernels<SubGradKernel>(registrar, "elementwise_sub_grad", __FILE__, __LINE__);
