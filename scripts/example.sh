@@ -1,10 +1,8 @@
 #!/bin/sh
-# The main job until training lands: make the example's inputs, then run the
-# linear model forward and backward and print the loss, output and gradient.
+# The main job: train the 784-256-256-10 MLP on Fashion-MNIST for 10 epochs
+# (examples/fashion_mnist_mlp.yaml) and print the test accuracy per epoch and
+# at the end. Outputs (checkpoints, metrics, plot) go to runs/.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-/usr/bin/python3 examples/make_inputs.py "$BUILD_DIR/examples"
-"$BUILD_DIR/bin/nabla" exec examples/linear.yaml \
-  --feed x="$BUILD_DIR/examples/x.npy" \
-  --backward loss --fetch loss,y,w@GRAD
+"$BUILD_DIR/bin/nabla" run examples/fashion_mnist_mlp.yaml "$@"

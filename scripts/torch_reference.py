@@ -157,9 +157,52 @@ def rnn(rng):
                "\n    ops:\n" + "\n".join(ops) + "\n")
     feeds = {f"x{t}": xs[t] for t in range(steps)}
     feeds.update({"h0": h0, "label": y, "w": w, "b": b, "v": v, "c": c})
-    save_case("rnn_unrolled", program, "loss", feeds,
-              {"loss": f32(loss).reshape(1), "w@GRAD": f32(tw.grad), "b@GRAD": f32(tb.grad),
-               "v@GRAD": f32(tv.grad), "c@GRAD": f32(tc.grad)})
+    expected = {"loss": f32(loss).reshape(1), "w@GRAD": f32(tw.grad), "b@GRAD": f32(tb.grad),
+                "v@GRAD": f32(tv.grad), "c@GRAD": f32(tc.grad)}
+    save_case("rnn_unrolled", program, "loss", feeds, expected)
+    save_case("rnn_while", rnn_while_program(steps, dim, hidden, classes), "loss", feeds, expected)
+
+
+def rnn_while_program(steps, dim, hidden, classes):
+    """The same RNN written as a loop: the inputs go into a tensor array, and
+    a while loop reads step i, updates h in place and counts i up. Its
+    gradients must equal the unrolled program's (and PyTorch's)."""
+    vars_ = [f"      x{t}: {{shape: [-1, {dim}], dtype: float32, stop_gradient: true}}" for t in range(steps)]
+    vars_ += [f"      h0: {{shape: [-1, {hidden}], dtype: float32, stop_gradient: true}}",
+              "      label: {shape: [-1, 1], dtype: int64}",
+              f"      xs: {{shape: [-1, {dim}], dtype: float32, type: tensor_array, stop_gradient: true}}",
+              f"      w: {{shape: [{dim + hidden}, {hidden}], dtype: float32, persistable: true}}",
+              f"      b: {{shape: [{hidden}], dtype: float32, persistable: true}}",
+              f"      v: {{shape: [{hidden}, {classes}], dtype: float32, persistable: true}}",
+              f"      c: {{shape: [{classes}], dtype: float32, persistable: true}}",
+              "      steps: {type: step_scopes}"]
+    ops = []
+    for t in range(steps):
+        ops.append(f"      - {{type: fill_constant, outputs: {{Out: [at{t}]}}, attrs: {{shape: [1], dtype: int64, value: {t}.0}}}}")
+        ops.append(f"      - {{type: write_to_array, inputs: {{X: [x{t}], I: [at{t}]}}, outputs: {{Out: [xs]}}}}")
+    ops += ["      - {type: assign, inputs: {X: [h0]}, outputs: {Out: [h]}}",
+            "      - {type: fill_constant, outputs: {Out: [i]}, attrs: {shape: [1], dtype: int64, value: 0.0}}",
+            f"      - {{type: fill_constant, outputs: {{Out: [n]}}, attrs: {{shape: [1], dtype: int64, value: {steps}.0}}}}",
+            "      - {type: less_than, inputs: {X: [i], Y: [n]}, outputs: {Out: [more]}}",
+            "      - type: while",
+            "        inputs: {X: [xs, i, n, h, w, b], Condition: [more]}",
+            "        outputs: {Out: [h, i, more], StepScopes: [steps]}",
+            "        attrs: {sub_block: 1}",
+            "      - {type: mul, inputs: {X: [h], Y: [v]}, outputs: {Out: [hv]}}",
+            "      - {type: elementwise_add, inputs: {X: [hv], Y: [c]}, outputs: {Out: [logits]}, attrs: {axis: 1}}",
+            "      - {type: softmax_with_cross_entropy, inputs: {Logits: [logits], Label: [label]}, "
+            "outputs: {Softmax: [prob], Loss: [ce]}}",
+            "      - {type: mean, inputs: {X: [ce]}, outputs: {Out: [loss]}}"]
+    body = ["      - {type: read_from_array, inputs: {X: [xs], I: [i]}, outputs: {Out: [x]}}",
+            "      - {type: concat, inputs: {X: [x, h]}, outputs: {Out: [xh]}, attrs: {axis: 1}}",
+            "      - {type: mul, inputs: {X: [xh], Y: [w]}, outputs: {Out: [z]}}",
+            "      - {type: elementwise_add, inputs: {X: [z], Y: [b]}, outputs: {Out: [a]}, attrs: {axis: 1}}",
+            "      - {type: tanh, inputs: {X: [a]}, outputs: {Out: [h_next]}}",
+            "      - {type: assign, inputs: {X: [h_next]}, outputs: {Out: [h]}}",
+            "      - {type: increment, inputs: {X: [i]}, outputs: {Out: [i]}}",
+            "      - {type: less_than, inputs: {X: [i], Y: [n]}, outputs: {Out: [more]}}"]
+    return ("format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n" + "\n".join(vars_) +
+            "\n    ops:\n" + "\n".join(ops) + "\n  - idx: 1\n    parent: 0\n    ops:\n" + "\n".join(body) + "\n")
 
 
 def main():

@@ -247,21 +247,32 @@ class BackwardBuilder {
     struct ArgRef {
       std::vector<std::string>* args;  // non-owning: a slot vector of an op we hold
       size_t i;
+      int next;  // previous ref of the same var in `refs`, or -1
     };
+    // Per gradient: nothing allocated unless it really has two contributions.
     struct Accum {
-      std::vector<std::string> parts;  // current contributions; one entry: not renamed yet
-      std::vector<ArgRef> refs;        // where the single contribution is written or read
+      bool single = false;             // one contribution, under the plain name
+      int last_ref = -1;               // its write and the reads since, chained in `refs`
+      std::vector<std::string> parts;  // two or more renamed contributions
       int rename_count = 0;
     };
+    std::vector<ArgRef> refs;  // one pool for every var's chain
     std::unordered_map<std::string, Accum> accums;
     accums.reserve(ops.size());
     std::vector<const std::string*> order;  // keys of `accums` (stable), for deterministic final sums
     std::vector<std::pair<size_t, std::unique_ptr<OpDesc>>> sums;  // (insert before index, op)
 
+    auto add_ref = [&](Accum& acc, std::vector<std::string>* args, size_t i) {
+      refs.push_back(ArgRef{args, i, acc.last_ref});
+      acc.last_ref = static_cast<int>(refs.size() - 1);
+    };
+    // The sum's output is the var's single contribution from here on.
     auto make_sum = [&](const std::string& var, Accum& acc, size_t before) {
-      auto sum = MakeConventionOp(kSumOp, {{"X", acc.parts}}, {{"Out", {var}}}, {});
-      acc.parts.assign(1, var);
-      acc.refs.assign(1, ArgRef{&sum->MutableOutputs().at("Out"), 0});
+      auto sum = MakeConventionOp(kSumOp, {{"X", std::move(acc.parts)}}, {{"Out", {var}}}, {});
+      acc.parts.clear();
+      acc.single = true;
+      acc.last_ref = -1;
+      add_ref(acc, &sum->MutableOutputs().at("Out"), 0);
       sums.emplace_back(before, std::move(sum));
     };
     // Plain concatenation: StrCat's ostringstream cost more than the rest
@@ -278,42 +289,54 @@ class BackwardBuilder {
           auto it = accums.find(args[i]);
           if (it == accums.end()) continue;
           Accum& acc = it->second;
-          if (acc.parts.size() > 1)
+          if (!acc.parts.empty())
             make_sum(args[i], acc, idx);
-          else if (!acc.parts.empty())
-            acc.refs.push_back(ArgRef{&args, i});
+          else if (acc.single)
+            add_ref(acc, &args, i);
         }
       for (auto& [slot, args] : op.MutableOutputs())
         for (size_t i = 0; i < args.size(); ++i) {
-          const std::string var = args[i];
+          const std::string& var = args[i];
           if (var == kEmptyVarName || !MentionsGrad(var)) continue;
           bool in_place = false;
           for (const auto& [in_slot, in_args] : op.Inputs())
             for (const auto& a : in_args) in_place |= (a == var);
-          if (in_place) continue;
           auto [it, fresh] = accums.try_emplace(var);
           Accum& acc = it->second;
           if (fresh) order.push_back(&it->first);
-          if (acc.parts.empty()) {
-            acc.parts.push_back(var);
-            acc.refs.assign(1, ArgRef{&args, i});
+          if (in_place) {
+            // An in-place write (a loop's grad op handing a carried gradient
+            // on) replaces the whole gradient so far: it becomes the single
+            // contribution, so a later write renames this output, not the
+            // input it read.
+            acc.parts.clear();
+            acc.single = true;
+            acc.last_ref = -1;
+            add_ref(acc, &args, i);
             continue;
           }
-          if (acc.parts.size() == 1 && acc.parts[0] == var) {
-            // The earlier write, and what read it since, becomes contribution 0.
-            std::string first = rename(var, acc);
-            for (const ArgRef& r : acc.refs) (*r.args)[r.i] = first;
-            acc.refs.clear();
-            acc.parts[0] = first;
+          if (!acc.single && acc.parts.empty()) {
+            acc.single = true;
+            add_ref(acc, &args, i);
+            continue;
           }
-          std::string name = rename(var, acc);
-          args[i] = name;
+          if (acc.single) {
+            // The earlier write, and what read it since, becomes contribution 0.
+            std::string first = rename(it->first, acc);
+            for (int r = acc.last_ref; r >= 0; r = refs[static_cast<size_t>(r)].next)
+              (*refs[static_cast<size_t>(r)].args)[refs[static_cast<size_t>(r)].i] = first;
+            acc.single = false;
+            acc.last_ref = -1;
+            acc.parts.push_back(std::move(first));
+          }
+          std::string name = rename(it->first, acc);
+          args[i] = name;  // `var` refers to args[i]: not used past this point
           acc.parts.push_back(std::move(name));
         }
     }
     for (const std::string* var : order) {
       Accum& acc = accums.at(*var);
-      if (acc.parts.size() > 1) make_sum(*var, acc, ops.size());
+      if (!acc.parts.empty()) make_sum(*var, acc, ops.size());
     }
     if (sums.empty()) return ops;
     OpList merged;
@@ -464,6 +487,11 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
                 program.Where(loss_var.Pos()).empty() ? "" : " (declared at " + program.Where(loss_var.Pos()) + ")");
   NABLA_ENFORCE(IsFloating(loss_var.GetDType()), kInvalidArgument, "append backward: the loss '", loss,
                 "' must be float32 or float64, but received ", DTypeName(loss_var.GetDType()));
+  // A second pass would write every gradient twice under the same names.
+  NABLA_ENFORCE(!program.Backward().has_value() && !block->HasVarRecursive(GradVarName(loss)),
+                kPreconditionNotMet, "append backward: the program already has a backward part (for loss '",
+                program.Backward() ? program.Backward()->loss : loss,
+                "'); expected a forward-only program, but received one with gradient ops appended");
 
   std::vector<std::string> params = parameter_list;
   if (params.empty()) {

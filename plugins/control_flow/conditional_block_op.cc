@@ -58,6 +58,7 @@ void ConditionalBlockGradKernel(const ExecutionContext& ctx) {
   Scope& scope = ctx.GetScope();
   Device& device = ctx.GetDevice();
   std::vector<InputGradSlot> slots = InputGradSlots(ctx, plan, "Input", StrCat("Input", kGradSuffix), "Out");
+  std::vector<OutputGradSource> og = OutputGradSources(ctx, slots, "Out");
   // Not taken: Out kept the value it had, so a carried var's gradient passes
   // through unchanged (it is the same var) and every other one is zero.
   for (const auto& s : slots) {
@@ -68,14 +69,15 @@ void ConditionalBlockGradKernel(const ExecutionContext& ctx) {
     ZeroVarLike(*fwd, s.outer, device);
   }
   Variable* scopes = ctx.InputVar("Scope");
-  if (scopes->GetStepScopes().empty()) return;
-  std::vector<std::string> og;
-  for (const auto& g : op.Input(StrCat("Out", kGradSuffix)))
-    if (g != kEmptyVarName) og.push_back(g);
+  if (scopes->GetStepScopes().empty()) {
+    FinishOverwritten(og, false, scope, device);
+    return;
+  }
   Scope& step = *scopes->GetStepScopes().front();
   RunGradStep(ctx, plan, step, scope, og);
   CollectStepGrads(slots, step, device, "op 'conditional_block_grad'");
   DropScopes(scope, scopes);
+  FinishOverwritten(og, true, scope, device);
 }
 
 class ConditionalBlockGradMaker : public GradOpDescMakerBase {
@@ -134,10 +136,20 @@ NABLA_REGISTER_OPS(conditional_block) {
       .Input("Out@GRAD", "(Tensors) gradients of the outputs the grad block reads", kDuplicable | kDispensable)
       .Input("Scope", "(step_scopes) the forward's scope", kNoBuffer)
       .Output("Input@GRAD", "(Tensors) gradients of Input", kDuplicable | kDispensable)
+      .Output("Out@GRAD",
+              "(Tensors) in place on the input of that name: gradients of the values Out vars not in Input had "
+              "before the op (zero when the branch overwrote them)",
+              kDuplicable | kDispensable)
       .RequiredAttr<BlockRef>("sub_block", "(block) the grad block")
       .Attr<bool>("is_scalar_condition", false, "(bool, default false) copied from conditional_block")
-      .InferVarType([](const OpDesc& op, BlockDesc& block) { InferGradVarTypes(op, block, "Input"); })
-      .InferShape([](InferShapeContext& c) { InferGradShapes(c, "Input"); })
+      .InferVarType([](const OpDesc& op, BlockDesc& block) {
+        InferGradVarTypes(op, block, "Input");
+        InferGradVarTypes(op, block, "Out");
+      })
+      .InferShape([](InferShapeContext& c) {
+        InferGradShapes(c, "Input");
+        InferGradShapes(c, "Out");
+      })
       .GradMaker<EmptyGradOpDescMaker>()
       .ControlFlow();
   RegisterForAllDTypes(registrar, "conditional_block_grad", ConditionalBlockGradKernel, __FILE__, __LINE__);

@@ -283,10 +283,11 @@ GradBlockPlan PlanGradBlock(const ProgramDesc& program, int block_idx) {
 }
 
 void RunGradStep(const ExecutionContext& ctx, const GradBlockPlan& plan, Scope& step, Scope& outer,
-                 const std::vector<std::string>& og) {
+                 const std::vector<OutputGradSource>& og) {
   Device& device = ctx.GetDevice();
-  for (const auto& name : og) {
-    const Variable* src = outer.FindVar(name);
+  for (const auto& s : og) {
+    const std::string& name = s.name;
+    const Variable* src = s.src;
     Variable* dst = step.Var(name);
     if (src == nullptr || src == dst || !HasValue(*src)) continue;
     // A gradient the block only reads can share the outer buffers; one it
@@ -318,16 +319,71 @@ std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const Gra
   std::vector<InputGradSlot> slots;
   for (size_t j = 0; j < grads.size() && j < fwd.size(); ++j) {
     if (grads[j] == kEmptyVarName) continue;
-    slots.push_back(InputGradSlot{fwd[j], grads[j], out_set.count(fwd[j]) != 0, plan.written.count(grads[j]) != 0,
+    std::string inner = GradVarName(fwd[j]);
+    bool written = plan.written.count(inner) != 0;
+    slots.push_back(InputGradSlot{fwd[j], grads[j], inner, out_set.count(fwd[j]) != 0, written,
                                   ctx.OutputVar(grad_slot, j)});
   }
   return slots;
 }
 
+std::vector<OutputGradSource> OutputGradSources(const ExecutionContext& ctx, const std::vector<InputGradSlot>& slots,
+                                                const std::string& out_slot) {
+  const std::string grad_slot = out_slot + kGradSuffix;
+  const std::vector<std::string>& outs = ctx.Op().Input(out_slot);
+  const std::vector<std::string>& ogs = ctx.Op().Input(grad_slot);
+  const std::vector<std::string>& overwritten = ctx.Op().Output(grad_slot);
+  std::vector<OutputGradSource> sources;
+  for (size_t i = 0; i < ogs.size() && i < outs.size(); ++i) {
+    if (ogs[i] == kEmptyVarName) continue;
+    Variable* v = ctx.GetScope().FindVar(ogs[i]);
+    OutputGradSource src;
+    src.name = GradVarName(outs[i]);
+    src.src = v;
+    src.fwd = outs[i];
+    const InputGradSlot* carried = nullptr;
+    for (const auto& s : slots)
+      if (s.carried && s.fwd == outs[i]) carried = &s;
+    if (carried != nullptr) {
+      if (v != carried->outer && v != nullptr && HasValue(*v)) CopyVar(*v, carried->outer, ctx.GetDevice());
+      src.src = carried->outer;
+    } else if (i < overwritten.size() && overwritten[i] != kEmptyVarName) {
+      src.overwritten = ctx.OutputVar(grad_slot, i);
+      src.running = std::make_shared<Variable>();
+      if (v != nullptr && HasValue(*v)) CopyVar(*v, src.running.get(), ctx.GetDevice());
+      src.src = src.running.get();
+    }
+    sources.push_back(std::move(src));
+  }
+  return sources;
+}
+
+void AfterStep(std::vector<OutputGradSource>& og, Scope& step, Device& device) {
+  for (auto& s : og) {
+    if (!s.running) continue;
+    // The step before did not leave its value to anything the loss reads.
+    if (const Variable* fwd = step.FindVar(s.fwd); fwd != nullptr && HasValue(*fwd))
+      ZeroVarLike(*fwd, s.running.get(), device);
+  }
+}
+
+void FinishOverwritten(const std::vector<OutputGradSource>& og, bool any_step, Scope& scope, Device& device) {
+  for (const auto& s : og) {
+    if (s.overwritten == nullptr) continue;
+    if (any_step) {
+      if (const Variable* fwd = scope.FindVar(s.fwd); fwd != nullptr && HasValue(*fwd))
+        ZeroVarLike(*fwd, s.overwritten, device);
+    } else if (s.src != nullptr && s.src != s.overwritten) {
+      // Nothing ran: the value before the op is the value after it.
+      CopyVar(*s.src, s.overwritten, device);
+    }
+  }
+}
+
 void CollectStepGrads(const std::vector<InputGradSlot>& slots, Scope& step, Device& device,
                       const std::string& where) {
   for (const auto& s : slots) {
-    Variable* inner = s.written ? step.FindLocalVar(s.grad) : nullptr;
+    Variable* inner = s.written ? step.FindLocalVar(s.inner) : nullptr;
     if (s.carried) {
       if (inner != nullptr && HasValue(*inner)) {
         CopyVar(*inner, s.outer, device);
@@ -370,14 +426,26 @@ std::vector<std::unique_ptr<OpDesc>> MakeSubBlockGradOp(const OpDesc& fwd, const
       any = true;
     }
   }
-  if (!any) return ops;
   std::vector<std::string> out_grads(outs.size(), kEmptyVarName);
+  std::vector<std::string> overwritten(outs.size(), kEmptyVarName);
+  NameSet x_set(xs.begin(), xs.end());
+  bool any_overwritten = false;
   for (size_t i = 0; i < outs.size() && i < output_grads.size(); ++i) {
     const std::string& g = output_grads[i];
     if (g == kEmptyVarName) continue;
     if (carried_with_grad.count(outs[i]) || read_first.count(g)) out_grads[i] = g;
+    // A dense float output the block writes without reading: the gradient of
+    // its value before the op is cut (written in place on its gradient).
+    const VarDesc* v = grad_block->FindVarRecursive(outs[i]);
+    if (!x_set.count(outs[i]) && v != nullptr && v->Type() == VarType::kDense && v->HasDType() &&
+        IsFloating(v->GetDType()) && !v->StopGradient()) {
+      out_grads[i] = g;
+      overwritten[i] = g;
+      any_overwritten = true;
+    }
   }
 
+  if (!any && !any_overwritten) return ops;
   auto op = std::make_unique<OpDesc>();
   op->SetType(fwd.Type() + "_grad");
   for (const auto& slot : in_slots) op->SetInput(slot, fwd.Input(slot));
@@ -385,6 +453,7 @@ std::vector<std::unique_ptr<OpDesc>> MakeSubBlockGradOp(const OpDesc& fwd, const
   op->SetInput(out_slot + kGradSuffix, out_grads);
   op->SetInput(scope_slot, fwd.Output(scope_slot));
   op->SetOutput(grad_in_slot + kGradSuffix, x_grads);
+  if (any_overwritten) op->SetOutput(out_slot + kGradSuffix, overwritten);
   op->MutableAttrs() = fwd.Attrs();
   op->SetAttr("sub_block", BlockRef{grad_block->Idx()});
   ops.push_back(std::move(op));

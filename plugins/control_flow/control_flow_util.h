@@ -92,18 +92,11 @@ struct GradBlockPlan {
 };
 GradBlockPlan PlanGradBlock(const ProgramDesc& program, int block_idx);
 
-// Runs the grad block in `step` (a scope the forward step kept): each outer
-// gradient in `og` is copied in as a local var, every var the grad block
-// writes is made local (so nothing leaks into the outer scope), and a
-// gradient the block reads that exists nowhere becomes zeros shaped like its
-// forward var.
-void RunGradStep(const ExecutionContext& ctx, const GradBlockPlan& plan, Scope& step, Scope& outer,
-                 const std::vector<std::string>& og);
-
 // One gradient output of a sub-block grad op.
 struct InputGradSlot {
   std::string fwd;   // the forward input
-  std::string grad;  // its gradient var
+  std::string grad;  // its gradient var outside (the backward builder may have renamed it)
+  std::string inner;  // the gradient the grad block writes: GradVarName(fwd)
   bool carried;      // also an output of the forward op
   bool written;      // the grad block writes `grad`
   Variable* outer;   // the op's output var (non-owning)
@@ -113,6 +106,36 @@ struct InputGradSlot {
 std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const GradBlockPlan& plan,
                                           const std::string& fwd_slot, const std::string& grad_slot,
                                           const std::string& out_slot);
+// Where each outer gradient a grad block reads comes from: the var named in
+// Out@GRAD, except for a carried var, whose running gradient lives in its
+// X@GRAD output (the backward builder may have renamed that output apart from
+// Out@GRAD; the final gradient is copied into it first).
+//
+// An output the op overwrites without reading it first (a dense float Out
+// var not in X, listed in the grad op's Out@GRAD output) gets its gradient
+// only in the last step that ran: `running` holds that gradient and is zeroed
+// after each step (AfterStep), and the gradient of its value before the op
+// is zero once any step ran (FinishOverwritten).
+struct OutputGradSource {
+  std::string name;     // the name the grad block reads: GradVarName(fwd), whatever the outer var is called
+  Variable* src;        // non-owning; null when absent
+  std::string fwd;      // the forward output
+  Variable* overwritten = nullptr;  // non-owning: the Out@GRAD output var, for overwritten outputs
+  std::shared_ptr<Variable> running;  // the step's gradient of an overwritten output
+};
+std::vector<OutputGradSource> OutputGradSources(const ExecutionContext& ctx, const std::vector<InputGradSlot>& slots,
+                                                const std::string& out_slot);
+void AfterStep(std::vector<OutputGradSource>& og, Scope& step, Device& device);
+void FinishOverwritten(const std::vector<OutputGradSource>& og, bool any_step, Scope& scope, Device& device);
+
+// Runs the grad block in `step` (a scope the forward step kept): each outer
+// gradient in `og` is copied in as a local var, every var the grad block
+// writes is made local (so nothing leaks into the outer scope), and a
+// gradient the block reads that exists nowhere becomes zeros shaped like its
+// forward var.
+void RunGradStep(const ExecutionContext& ctx, const GradBlockPlan& plan, Scope& step, Scope& outer,
+                 const std::vector<OutputGradSource>& og);
+
 // Folds one step's inner gradients into the outer ones: a carried var's
 // gradient is replaced (it is the gradient of the value before the step,
 // which is what the previous step produced), any other is accumulated.

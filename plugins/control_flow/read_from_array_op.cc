@@ -32,7 +32,9 @@ void ReadFromArrayGradKernel(const ExecutionContext& ctx) {
   size_t i = ReadArrayIndex(ctx.Input("I"), "op 'read_from_array_grad'");
   Variable* dx = ctx.OutputVar("X@GRAD");
   const Variable* prev = ctx.HasInput("X@GRAD") ? ctx.InputVar("X@GRAD") : nullptr;
-  if (prev != dx || dx->Type() != VarType::kTensorArray) {
+  if (prev != nullptr && prev != dx && prev->Type() == VarType::kTensorArray) {
+    CopyVar(*prev, dx, ctx.GetDevice());  // the builder renamed the output apart from the input
+  } else if (prev != dx || dx->Type() != VarType::kTensorArray) {
     dx->SetType(VarType::kTensorArray);
     dx->GetArray().clear();
   }

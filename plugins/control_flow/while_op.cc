@@ -60,6 +60,7 @@ void WhileGradKernel(const ExecutionContext& ctx) {
   Device& device = ctx.GetDevice();
   std::vector<Scope*>& steps = ctx.InputVar("StepScopes")->GetStepScopes();
   std::vector<InputGradSlot> slots = InputGradSlots(ctx, plan, "X", StrCat("X", kGradSuffix), "Out");
+  std::vector<OutputGradSource> og = OutputGradSources(ctx, slots, "Out");
   // Gradients of vars the loop only reads accumulate over the steps from
   // zero; a carried var's gradient starts as the gradient of its final value.
   for (const auto& s : slots) {
@@ -69,17 +70,17 @@ void WhileGradKernel(const ExecutionContext& ctx) {
                   "' has no value, so its gradient '", s.grad, "' cannot be shaped; did the forward while run?");
     ZeroVarLike(*fwd, s.outer, device);
   }
-  std::vector<std::string> og;
-  for (const auto& g : op.Input(StrCat("Out", kGradSuffix)))
-    if (g != kEmptyVarName) og.push_back(g);
+  const bool any_step = !steps.empty();
   while (!steps.empty()) {
     Scope* step = steps.back();
     RunGradStep(ctx, plan, *step, scope, og);
     CollectStepGrads(slots, *step, device, StrCat("op 'while_grad' at step ", steps.size() - 1));
+    AfterStep(og, *step, device);
     // The step's values are spent: free them now, not at the next forward.
     scope.DeleteScope(step);
     steps.pop_back();
   }
+  FinishOverwritten(og, any_step, scope, device);
 }
 
 class WhileGradMaker : public GradOpDescMakerBase {
@@ -132,10 +133,20 @@ NABLA_REGISTER_OPS(while_op) {
       .Input("Out@GRAD", "(Tensors) gradients of the outputs the grad block reads", kDuplicable | kDispensable)
       .Input("StepScopes", "(step_scopes) the forward's scopes", kNoBuffer)
       .Output("X@GRAD", "(Tensors) gradients of X", kDuplicable | kDispensable)
+      .Output("Out@GRAD",
+              "(Tensors) in place on the input of that name: gradients of the values Out vars not in X had before "
+              "the loop (zero once an iteration overwrote them)",
+              kDuplicable | kDispensable)
       .RequiredAttr<BlockRef>("sub_block", "(block) the grad block")
       .Attr<bool>("is_test", false, "(bool, default false) copied from while; must be false")
-      .InferVarType([](const OpDesc& op, BlockDesc& block) { InferGradVarTypes(op, block, "X"); })
-      .InferShape([](InferShapeContext& c) { InferGradShapes(c, "X"); })
+      .InferVarType([](const OpDesc& op, BlockDesc& block) {
+        InferGradVarTypes(op, block, "X");
+        InferGradVarTypes(op, block, "Out");
+      })
+      .InferShape([](InferShapeContext& c) {
+        InferGradShapes(c, "X");
+        InferGradShapes(c, "Out");
+      })
       .GradMaker<EmptyGradOpDescMaker>()
       .ControlFlow();
   RegisterForAllDTypes(registrar, "while_grad", WhileGradKernel, __FILE__, __LINE__);

@@ -6,42 +6,43 @@ namespace nabla::math_ops {
 namespace {
 
 // Paddle's rules: 0 copies X's dim at that position, one -1 is inferred
-// from the element count. Unknown X dims give unknown Out dims.
+// from the element count. An unknown X dim copied by a 0 still lets the -1
+// be inferred from the dims that are not copied; otherwise it stays -1.
 Shape ReshapedShape(const Shape& x, const std::vector<int>& shape, const std::string& where) {
   Shape out(shape.size());
   int infer = -1;
-  int64_t known = 1;
+  int64_t given = 1;  // product of the positive dims of `shape`
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == -1) {
-      NABLA_ENFORCE(infer < 0, kInvalidArgument, where,
-                    ": attribute shape may hold at most one -1, but received ", AttrToString(Attribute(shape)));
-      infer = static_cast<int>(i);
-      continue;
-    }
-    NABLA_ENFORCE(shape[i] >= 0, kInvalidArgument, where, ": attribute shape must hold dims >= -1, but received ",
+    NABLA_ENFORCE(shape[i] >= -1, kInvalidArgument, where, ": attribute shape must hold dims >= -1, but received ",
                   AttrToString(Attribute(shape)));
-    if (shape[i] == 0) {
+    if (shape[i] == -1) {
+      NABLA_ENFORCE(infer < 0, kInvalidArgument, where, ": attribute shape may hold at most one -1, but received ",
+                    AttrToString(Attribute(shape)));
+      infer = static_cast<int>(i);
+    } else if (shape[i] == 0) {
       NABLA_ENFORCE(i < x.size(), kInvalidArgument, where, ": shape[", i, "] = 0 copies X's dim ", i,
                     ", but X has rank ", x.size(), " (shape ", ShapeToString(x), ")");
       out[i] = x[i];
     } else {
       out[i] = shape[i];
+      given *= shape[i];
     }
-    known = (known < 0 || out[i] < 0) ? -1 : known * out[i];
   }
-  int64_t total = NumElements(x);
+  // The elements of X outside the copied dims; -1 when unknown.
+  int64_t rest = 1;
+  for (size_t i = 0; i < x.size() && rest >= 0; ++i) {
+    if (i < shape.size() && shape[i] == 0) continue;
+    rest = x[i] < 0 ? -1 : rest * x[i];
+  }
   if (infer >= 0) {
-    if (total < 0 || known < 0) {
-      out[infer] = -1;
-    } else {
-      NABLA_ENFORCE(known > 0 && total % known == 0, kInvalidArgument, where, ": cannot infer the -1 in shape ",
-                    AttrToString(Attribute(shape)), " for X of shape ", ShapeToString(x), " (", total,
-                    " elements)");
-      out[infer] = total / known;
-    }
-  } else if (total >= 0 && known >= 0) {
-    NABLA_ENFORCE(total == known, kInvalidArgument, where, ": expected shape ", AttrToString(Attribute(shape)),
-                  " to hold X's ", total, " elements (X shape ", ShapeToString(x), "), but it holds ", known);
+    NABLA_ENFORCE(rest < 0 || rest % given == 0, kInvalidArgument, where, ": cannot infer the -1 in shape ",
+                  AttrToString(Attribute(shape)), " for X of shape ", ShapeToString(x), ": ", rest,
+                  " elements do not divide into ", given);
+    out[infer] = rest < 0 ? -1 : rest / given;
+  } else {
+    NABLA_ENFORCE(rest < 0 || rest == given, kInvalidArgument, where, ": expected shape ",
+                  AttrToString(Attribute(shape)), " to hold the elements of X (shape ", ShapeToString(x),
+                  "): the dims it does not copy from X must hold ", rest, " elements, but received ", given);
   }
   return out;
 }

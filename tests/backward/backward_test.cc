@@ -407,6 +407,24 @@ TEST(AppendBackward, InPlaceGradOpIsNotRenamed) {
   ExpectVerified(n.prog);
 }
 
+// A contribution read before the next one is written: the first write and
+// that read are renamed together, and the sum comes after the last write.
+TEST(AppendBackward, ReadBetweenTwoWritesKeepsTheFirstContribution) {
+  Net n;
+  n.Param("x", {3});
+  n.Param("y", {3});
+  n.Op("read_between", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"o"}}});
+  n.Op("mean", {{"X", {"o"}}}, {{"Out", {"loss"}}});
+  AppendBackward(n.prog, "loss");
+  const BlockDesc& b = *n.prog.Root();
+  EXPECT_EQ(Types(b, 2), (Strings{"fill_constant", "mean_grad", "scale", "scale", "scale", "sum"}));
+  EXPECT_EQ(Sig(*b.Op(4)), "scale(X=[o@GRAD]) -> (Out=[x@GRAD@RENAME@0])");
+  EXPECT_EQ(Sig(*b.Op(5)), "scale(X=[x@GRAD@RENAME@0]) -> (Out=[y@GRAD])");
+  EXPECT_EQ(Sig(*b.Op(6)), "scale(X=[o@GRAD]) -> (Out=[x@GRAD@RENAME@1])");
+  EXPECT_EQ(Sig(*b.Op(7)), "sum(X=[x@GRAD@RENAME@0,x@GRAD@RENAME@1]) -> (Out=[x@GRAD])");
+  ExpectVerified(n.prog);
+}
+
 TEST(AppendBackward, LossMustHoldOneElement) {
   for (const Shape& shape : {Shape{2, 3}, Shape{-1, 1}, Shape{0}}) {
     Net n;
@@ -426,6 +444,22 @@ TEST(AppendBackward, LossMustHoldOneElement) {
     EXPECT_EQ(n.prog.Root()->OpSize(), ops_before);
     EXPECT_FALSE(n.prog.Backward().has_value());
   }
+}
+
+TEST(AppendBackward, SecondCallIsRejected) {
+  Net n;
+  n.Param("x", {2});
+  n.Op("mean", {{"X", {"x"}}}, {{"Out", {"loss"}}});
+  AppendBackward(n.prog, "loss");
+  size_t ops = n.prog.Root()->OpSize();
+  try {
+    AppendBackward(n.prog, "loss");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPreconditionNotMet);
+    EXPECT_NE(std::string(e.what()).find("already has a backward part"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(n.prog.Root()->OpSize(), ops);
 }
 
 TEST(AppendBackward, UnknownLossIsNotFound) {

@@ -113,6 +113,24 @@ class InplaceTwiceGradMaker : public GradOpDescMakerBase {
   }
 };
 
+// read_between: X, Y -> Out. Its grad ops write X@GRAD, read it (into
+// Y@GRAD), then write X@GRAD again: Paddle renames the first write and the
+// read together, so the read keeps seeing the first contribution only.
+class ReadBetweenGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("X")}}, AttributeMap{}));
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", InputGrad("X")}},
+                                           VarNameMap{{"Out", InputGrad("Y")}}, AttributeMap{}));
+    ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
+                                           VarNameMap{{"Out", InputGrad("X")}}, AttributeMap{}));
+    return ops;
+  }
+};
+
 // toy_cond's maker reads the grad block it is handed and names it itself.
 inline int& LastCondGradBlock() {
   static int idx = -1;
@@ -282,6 +300,13 @@ inline void RegisterBackwardToyOps() {
         .Output("Out", "(Tensor)")
         .InferShape(SameAsX)
         .GradMaker<InplaceTwiceGradMaker>();
+
+    r.Op("read_between", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Input("Y", "(Tensor)")
+        .Output("Out", "(Tensor)")
+        .InferShape(SameAsX)
+        .GradMaker<ReadBetweenGradMaker>();
 
     // No GradMaker at all: asking it for a gradient is an error.
     r.Op("no_grad_op", __FILE__, __LINE__).Input("X", "(Tensor)").Output("Out", "(Tensor)").InferShape(SameAsX);

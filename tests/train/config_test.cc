@@ -175,6 +175,31 @@ TEST(RunConfig, OptionsOfAnotherOptimizerAreErrors) {
       << e;
 }
 
+TEST(RunConfig, LearningRateSchedules) {
+  RunConfig c = Parse(std::string(kMinimal) + "optimizer: {lr_schedule: cosine}\n");
+  EXPECT_EQ(c.optimizer.schedule.type, "cosine");
+  EXPECT_DOUBLE_EQ(c.optimizer.schedule.final_lr, 0.0);
+  c = Parse(std::string(kMinimal) +
+            "optimizer:\n  lr_schedule: {type: step, every_epochs: 3, gamma: 0.5, warmup_steps: 100}\n");
+  EXPECT_EQ(c.optimizer.schedule.type, "step");
+  EXPECT_EQ(c.optimizer.schedule.every_epochs, 3);
+  EXPECT_DOUBLE_EQ(c.optimizer.schedule.gamma, 0.5);
+  EXPECT_EQ(c.optimizer.schedule.warmup_steps, 100);
+  EXPECT_EQ(Parse(kMinimal).optimizer.schedule.type, "constant");
+
+  std::string e = ParseError(std::string(kMinimal) + "optimizer:\n  lr_schedule: {type: cosine, gamma: 0.5}\n");
+  EXPECT_NE(e.find("run.yaml:8:38: optimizer.lr_schedule.gamma applies to type step, exponential, but the schedule "
+                   "type is 'cosine'"),
+            std::string::npos)
+      << e;
+  e = ParseError(std::string(kMinimal) + "optimizer:\n  lr_schedule: {type: step, gamma: 2}\n");
+  EXPECT_NE(e.find("run.yaml:8:36: optimizer.lr_schedule.gamma must be in (0, 1], but received 2"),
+            std::string::npos)
+      << e;
+  e = ParseError(std::string(kMinimal) + "optimizer:\n  lr_schedule: {every_epochs: 2}\n");
+  EXPECT_NE(e.find("run.yaml:8:16: optimizer.lr_schedule needs the key 'type'"), std::string::npos) << e;
+}
+
 TEST(RunConfig, MissingKeysPointAtTheParentMapping) {
   std::string e = ParseError("program: net.yaml\ndata:\n  train: {files: {a: b}, feeds: {x: a}}\n");
   EXPECT_NE(e.find("run.yaml:1:1: the run config needs the key 'loss', but it is missing"), std::string::npos) << e;

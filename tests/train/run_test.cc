@@ -206,6 +206,22 @@ TEST_F(RunTest, WeightDecayShrinksTheWeights) {
   EXPECT_TRUE(decayed.tensors.count("w@velocity"));
 }
 
+TEST_F(RunTest, StepScheduleHalvesTheRateEachEpoch) {
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 0.2, lr_schedule: {type: step, gamma: 0.5}}", "epochs: 3\n"));
+  Result r = Nabla(dir_, "run run.yaml --progress none");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 0.2, lr_schedule: {type: step, gamma: 0.5}}",
+                                "epochs: 3\nlogging: {progress: lines, every_steps: 1000}\n"));
+  r = Nabla(dir_, "run run.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("  lr 0.2  ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  lr 0.1  ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  lr 0.05  ("), std::string::npos) << r.out;
+  dir_.Write("run.yaml", Config("{type: sgd, lr_schedule: cosine}", "epochs: 1\n"));
+  r = Nabla(dir_, "run run.yaml --steps 5");  // --steps alone lifts the epoch bound; 5 steps bound the cosine
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+}
+
 TEST_F(RunTest, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
   dir_.Write("train.csv", BlobsCsv(150, 1, /*nan_row=*/100));
   // No shuffling, so row 100 lands in batch 7 (rows 96..111).

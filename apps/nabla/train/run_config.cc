@@ -185,10 +185,39 @@ std::string InlineProgramText(const std::string& config_text, const YAML::Node& 
   return out;
 }
 
+void ParseSchedule(const Reader& r, const YAML::Node& n, LrSchedule& s) {
+  s.pos = r.Pos(n);
+  const std::vector<std::string> types = {"constant", "step", "exponential", "cosine"};
+  if (n.IsScalar()) {
+    s.type = r.Choice(n, "optimizer.lr_schedule", types);
+    return;
+  }
+  r.ExpectMap(n, "optimizer.lr_schedule");
+  r.CheckKeys(n, "optimizer.lr_schedule", {"type", "gamma", "every_epochs", "final_lr", "warmup_steps"});
+  s.type = r.Choice(r.Required(n, "type", "optimizer.lr_schedule"), "optimizer.lr_schedule.type", types);
+  if (n["gamma"]) {
+    s.gamma = r.Double(n["gamma"], "optimizer.lr_schedule.gamma");
+    NABLA_ENFORCE(s.gamma > 0 && s.gamma <= 1, kInvalidArgument, r.Where(n["gamma"]),
+                  ": optimizer.lr_schedule.gamma must be in (0, 1], but received ", s.gamma);
+  }
+  if (n["every_epochs"]) s.every_epochs = r.Int(n["every_epochs"], "optimizer.lr_schedule.every_epochs", 1);
+  if (n["final_lr"]) s.final_lr = r.NonNegative(n["final_lr"], "optimizer.lr_schedule.final_lr");
+  if (n["warmup_steps"]) s.warmup_steps = r.Int(n["warmup_steps"], "optimizer.lr_schedule.warmup_steps", 0);
+  auto only_for = [&](const char* key, std::vector<std::string> for_types) {
+    if (!n[key]) return;
+    NABLA_ENFORCE(std::find(for_types.begin(), for_types.end(), s.type) != for_types.end(), kInvalidArgument,
+                  r.Where(n[key]), ": optimizer.lr_schedule.", key, " applies to type ", Join(for_types),
+                  ", but the schedule type is '", s.type, "'");
+  };
+  only_for("gamma", {"step", "exponential"});
+  only_for("every_epochs", {"step"});
+  only_for("final_lr", {"cosine"});
+}
+
 void ParseOptimizer(const Reader& r, const YAML::Node& n, OptimizerConfig& o) {
   r.ExpectMap(n, "optimizer");
   r.CheckKeys(n, "optimizer", {"type", "lr", "momentum", "nesterov", "beta1", "beta2", "epsilon", "weight_decay",
-                               "clip_global_norm"});
+                               "clip_global_norm", "lr_schedule"});
   o.pos = r.Pos(n);
   if (n["type"]) o.type = r.Choice(n["type"], "optimizer.type", {"sgd", "momentum", "adam"});
   if (n["lr"]) o.lr = r.Positive(n["lr"], "optimizer.lr");
@@ -206,6 +235,7 @@ void ParseOptimizer(const Reader& r, const YAML::Node& n, OptimizerConfig& o) {
   if (n["epsilon"]) o.epsilon = r.Positive(n["epsilon"], "optimizer.epsilon");
   if (n["weight_decay"]) o.weight_decay = r.NonNegative(n["weight_decay"], "optimizer.weight_decay");
   if (n["clip_global_norm"]) o.clip_global_norm = r.NonNegative(n["clip_global_norm"], "optimizer.clip_global_norm");
+  if (n["lr_schedule"]) ParseSchedule(r, n["lr_schedule"], o.schedule);
   // Keys that only one optimizer reads are errors for the others: a user who
   // sets `nesterov` on adam expects it to matter.
   auto only_for = [&](const char* key, const char* type) {

@@ -198,6 +198,33 @@ std::string FindLogitsFor(const std::string& label, const BlockDesc& block) {
   return "";
 }
 
+// The learning rate for the step about to run (`step` done so far, in
+// epoch `epoch` counted from 0, of `planned` in all).
+double LearningRate(const OptimizerConfig& o, int64_t step, int64_t epoch, int64_t planned) {
+  const LrSchedule& s = o.schedule;
+  double lr = o.lr;
+  if (s.type == "step") {
+    lr *= std::pow(s.gamma, static_cast<double>(epoch / s.every_epochs));
+  } else if (s.type == "exponential") {
+    lr *= std::pow(s.gamma, static_cast<double>(epoch));
+  } else if (s.type == "cosine") {
+    const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, planned)));
+    lr = s.final_lr + (o.lr - s.final_lr) * 0.5 * (1.0 + std::cos(M_PI * t));
+  }
+  if (step < s.warmup_steps) lr *= static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
+  return lr;
+}
+
+void WriteScalar(Tensor& t, double v) {
+  NABLA_ENFORCE(t.IsInitialized() && t.Numel() == 1 && t.GetDevice() == &HostDevice(), kPreconditionNotMet,
+                "the learning rate var must hold one element on the host, but holds ", t.DebugString());
+  if (t.GetDType() == DType::kFloat64) {
+    t.MutableData<double>()[0] = v;
+  } else {
+    t.MutableData<float>()[0] = static_cast<float>(v);
+  }
+}
+
 double ReadScalar(const Tensor& t, const std::string& name) {
   NABLA_ENFORCE(t.IsInitialized() && t.Numel() >= 1, kPreconditionNotMet, "'", name,
                 "' was not computed by the step (it holds no data)");
@@ -541,6 +568,12 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   int64_t win_samples = 0, win_correct = 0;
   auto win_start = Clock::now();
 
+  NABLA_ENFORCE(c.optimizer.schedule.type != "cosine" || planned != INT64_MAX, kInvalidArgument,
+                c.optimizer.schedule.pos.Where(), ": a cosine schedule needs a planned number of steps, but neither ",
+                "epochs nor steps bounds this run");
+  Tensor& lr_tensor = scope.FindVar(tp.learning_rate)->GetTensor();
+  double current_lr = c.optimizer.lr;
+
   while ((epochs == 0 || epoch < epochs) && (max_steps == 0 || step < max_steps)) {
     std::vector<int64_t> order = EpochOrder(n, c.data.shuffle, data_seed, epoch);
     double ep_loss = 0;
@@ -548,6 +581,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {
       const int64_t b0 = batch * bs, b1 = std::min(n, b0 + bs);
       for (const auto& f : train.feeds) scope.Var(f.var)->GetTensor() = MakeBatch(f, order, b0, b1, device);
+      const double lr = LearningRate(c.optimizer, step, epoch, planned);
+      if (lr != current_lr || step == start_step) WriteScalar(lr_tensor, lr);
+      current_lr = lr;
       exec->Run(tp.main, 0, scope);
       const double loss = ReadScalar(scope.FindVar(c.loss)->GetTensor(), c.loss);
       if (!std::isfinite(loss)) {
@@ -638,6 +674,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
         out << "  |  eval loss " << Fixed(summary.eval->loss, 4);
         if (summary.eval->accuracy) out << "  acc " << Percent(summary.eval->accuracy);
       }
+      if (c.optimizer.schedule.type != "constant") out << "  lr " << current_lr;
       out << "  (" << Duration(elapsed) << ")" << std::endl;
     }
     if (!c.checkpoint.dir.empty() && c.checkpoint.every_epoch) save(epoch, 0);

@@ -1,0 +1,119 @@
+// Random ops and initializers: shape and dtype from attributes, values in
+// range with the right moments, and the same tensor for the same seed.
+#include <cmath>
+
+#include "op_test_util.h"
+
+namespace nabla::op_test {
+namespace {
+
+struct Moments {
+  double min = 1e300, max = -1e300, mean = 0, std = 0;
+};
+
+Moments Of(const HostTensor& t) {
+  Moments m;
+  for (double v : t.v) {
+    m.min = std::min(m.min, v);
+    m.max = std::max(m.max, v);
+    m.mean += v;
+  }
+  m.mean /= static_cast<double>(t.v.size());
+  for (double v : t.v) m.std += (v - m.mean) * (v - m.mean);
+  m.std = std::sqrt(m.std / static_cast<double>(t.v.size()));
+  return m;
+}
+
+HostTensor Draw(const std::string& type, AttributeMap attrs, DType dtype, uint64_t run_seed = 0) {
+  OpRun run;
+  run.type = type;
+  run.attrs = std::move(attrs);
+  run.attrs["dtype"] = std::string(DTypeName(dtype));
+  run.seed = run_seed;
+  std::vector<DType> dtypes;
+  HostTensor t = run.Run(&dtypes).at(0);
+  EXPECT_EQ(dtypes.at(0), dtype);
+  return t;
+}
+
+class RandomOps : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RandomOps, UniformRandomStaysInRangeWithUniformMoments) {
+  HostTensor t = Draw("uniform_random", {{"shape", std::vector<int>{100, 200}}, {"min", -2.0f}, {"max", 3.0f},
+                                         {"seed", 7}},
+                      GetParam());
+  ASSERT_EQ(t.shape, (Shape{100, 200}));
+  Moments m = Of(t);
+  EXPECT_GE(m.min, -2.0);
+  EXPECT_LT(m.max, 3.0);
+  EXPECT_NEAR(m.mean, 0.5, 0.05);
+  EXPECT_NEAR(m.std, 5.0 / std::sqrt(12.0), 0.03);
+}
+
+TEST_P(RandomOps, GaussianRandomHasItsMeanAndStd) {
+  HostTensor t =
+      Draw("gaussian_random", {{"shape", std::vector<int>{20000}}, {"mean", 1.5f}, {"std", 0.5f}, {"seed", 3}},
+           GetParam());
+  Moments m = Of(t);
+  EXPECT_NEAR(m.mean, 1.5, 0.02);
+  EXPECT_NEAR(m.std, 0.5, 0.02);
+}
+
+TEST_P(RandomOps, SameSeedSameTensorOtherSeedOtherTensor) {
+  AttributeMap a = {{"shape", std::vector<int>{64}}, {"seed", 11}};
+  HostTensor first = Draw("uniform_random", a, GetParam());
+  EXPECT_EQ(first.v, Draw("uniform_random", a, GetParam()).v);
+  a["seed"] = 12;
+  EXPECT_NE(first.v, Draw("uniform_random", a, GetParam()).v);
+  // seed 0 derives the seed from the run's: reproducible per run seed.
+  a["seed"] = 0;
+  EXPECT_EQ(Draw("gaussian_random", a, GetParam(), 5).v, Draw("gaussian_random", a, GetParam(), 5).v);
+  EXPECT_NE(Draw("gaussian_random", a, GetParam(), 5).v, Draw("gaussian_random", a, GetParam(), 6).v);
+}
+
+// fan_in = shape[0] and fan_out = shape[1] for nabla's [in, out] weights.
+TEST_P(RandomOps, XavierUniformBoundUsesBothFans) {
+  HostTensor t = Draw("xavier_uniform", {{"shape", std::vector<int>{300, 100}}, {"seed", 1}}, GetParam());
+  double limit = std::sqrt(6.0 / 400.0);
+  Moments m = Of(t);
+  EXPECT_GE(m.min, -limit);
+  EXPECT_LT(m.max, limit);
+  EXPECT_GT(m.max, 0.95 * limit);
+  EXPECT_NEAR(m.std, limit / std::sqrt(3.0), 0.01 * limit);
+}
+
+TEST_P(RandomOps, XavierNormalStdWithGain) {
+  HostTensor t =
+      Draw("xavier_normal", {{"shape", std::vector<int>{300, 100}}, {"seed", 2}, {"gain", 2.0f}}, GetParam());
+  EXPECT_NEAR(Of(t).std, 2.0 * std::sqrt(2.0 / 400.0), 0.002);
+}
+
+TEST_P(RandomOps, KaimingUniformUsesFanIn) {
+  HostTensor t = Draw("kaiming_uniform", {{"shape", std::vector<int>{50, 400}}, {"seed", 4}}, GetParam());
+  double bound = std::sqrt(6.0 / 50.0);
+  Moments m = Of(t);
+  EXPECT_GE(m.min, -bound);
+  EXPECT_LT(m.max, bound);
+  EXPECT_GT(m.max, 0.95 * bound);
+}
+
+TEST_P(RandomOps, KaimingNormalFanOutAndConvFans) {
+  HostTensor t = Draw("kaiming_normal", {{"shape", std::vector<int>{50, 400}}, {"seed", 5}, {"mode", std::string("fan_out")}},
+                      GetParam());
+  EXPECT_NEAR(Of(t).std, std::sqrt(2.0 / 400.0), 0.002);
+  // A conv filter [out 8, in 4, 5, 5]: fan_in = 4 * 25.
+  HostTensor c = Draw("kaiming_normal", {{"shape", std::vector<int>{8, 4, 5, 5}}, {"seed", 6}}, GetParam());
+  EXPECT_NEAR(Of(c).std, std::sqrt(2.0 / 100.0), 0.01);
+}
+
+INSTANTIATE_TEST_SUITE_P(Floats, RandomOps, ::testing::Values(DType::kFloat32, DType::kFloat64),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(DTypeName(i.param)); });
+
+TEST(RandomOps, AreMarkedRandom) {
+  for (const char* op : {"uniform_random", "gaussian_random", "xavier_uniform", "xavier_normal", "kaiming_uniform",
+                         "kaiming_normal"})
+    EXPECT_TRUE(CurrentRegistry()->Get(op).traits.random) << op;
+}
+
+}  // namespace
+}  // namespace nabla::op_test
