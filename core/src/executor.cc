@@ -119,11 +119,17 @@ std::string Where(const OpDesc& op, const RunContext& run) {
 // An op with no kernel for an accelerator but one for the CPU runs there,
 // with explicit copies, announced once per (op, device type, dtype) on
 // stderr. Its inputs (and tensor-array outputs, which ops append to) are
-// copied to the host into a child scope that shadows them, the CPU kernel
-// runs on the host device, and its outputs are copied back to `device`.
+// copied to the host into a child scope that shadows them, and the CPU
+// kernel runs on the host device. Each output goes back to `device` when
+// its var already lived there; a var that was empty or on the host keeps
+// the host result, so chains of CPU-only ops (a loop condition computed by
+// less_than and read by while) stay on the host, and device kernels upload
+// what they read from it.
 // Control-flow ops run sub-blocks in scopes they create under `scope`, so
-// they cannot live in a throw-away child: their dense inputs move to the
-// host in place instead, and what they write stays where it is written.
+// they cannot live in a throw-away child: their inputs (every outer var
+// their blocks read) move to the host in place instead, and their blocks run
+// on the host too, through an executor of the same kind: their CPU kernels
+// read what the blocks write (a loop condition, step gradients).
 void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, Scope& scope, Device& device,
                const RunContext& run, DType dtype) {
   {
@@ -162,7 +168,13 @@ void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, S
         Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
         if (v) copy_var(Variable(*v), *v, true);
       }
-    kernel.fn(ExecutionContext(op, scope, host, &run));
+    RunContext host_run = run;
+    std::unique_ptr<Executor> host_executor;
+    if (run.executor) {
+      host_executor = CreateExecutor(run.executor->Name(), host, run.executor->Options());
+      host_run.executor = host_executor.get();
+    }
+    kernel.fn(ExecutionContext(op, scope, host, &host_run));
     return;
   }
   Scope& local = scope.NewScope();
@@ -181,17 +193,33 @@ void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, S
       Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
       if (v && !local.FindLocalVar(name)) copy_var(*v, *local.Var(name), v->Type() != VarType::kDense);
     }
+  auto on_device = [&device](const Tensor& t) { return t.IsInitialized() && t.GetDevice() == &device; };
+  std::set<std::string> was_on_device;
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& name : args) {
+      Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      if (v && (on_device(v->GetTensor()) || (!v->GetArray().empty() && on_device(v->GetArray().front()))))
+        was_on_device.insert(name);
+    }
   kernel.fn(ExecutionContext(op, local, host, &run));
+  auto put = [&host](Tensor& dst, const Tensor& src, Device& to) {
+    if (&to == &host) {
+      dst = src;
+    } else {
+      dst.CopyFrom(src, to);
+    }
+  };
   for (const auto& [slot, args] : op.Outputs())
     for (const auto& name : args) {
       Variable* h = name == kEmptyVarName ? nullptr : local.FindLocalVar(name);
       Variable* v = h ? scope.FindVar(name) : nullptr;
       if (!v) continue;
+      Device& to = was_on_device.count(name) ? device : host;
       v->SetType(h->Type());
-      if (h->GetTensor().IsInitialized()) v->GetTensor().CopyFrom(h->GetTensor(), device);
+      if (h->GetTensor().IsInitialized()) put(v->GetTensor(), h->GetTensor(), to);
       v->GetArray().resize(h->GetArray().size());
       for (size_t i = 0; i < h->GetArray().size(); ++i)
-        if (h->GetArray()[i].IsInitialized()) v->GetArray()[i].CopyFrom(h->GetArray()[i], device);
+        if (h->GetArray()[i].IsInitialized()) put(v->GetArray()[i], h->GetArray()[i], to);
       v->GetStepScopes() = h->GetStepScopes();
     }
 }

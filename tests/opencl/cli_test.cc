@@ -113,6 +113,79 @@ TEST_F(OpenClCli, ExecOnOpenClFetchesWhatTheCpuFetches) {
   }
 }
 
+// The RNN example: a while loop over a tensor array. Control flow, the array
+// ops, reshape and transpose have no OpenCL kernels and run on the CPU with
+// copies; the loop body's GEMMs and tanh run on the device. Forward and
+// backward must match the CPU.
+TEST_F(OpenClCli, TheWhileLoopRnnMatchesTheCpu) {
+  Tensor image, label;
+  float* px = image.Allocate<float>(HostDevice(), {3, 784});
+  for (int i = 0; i < 3 * 784; ++i) px[i] = 0.5f + 0.5f * std::sin(0.01f * i);
+  int64_t* pl = label.Allocate<int64_t>(HostDevice(), {3, 1});
+  for (int i = 0; i < 3; ++i) pl[i] = 2 * i + 1;
+  WriteNpy(Path("image.npy"), image);
+  WriteNpy(Path("label.npy"), label);
+  const std::string common = "exec " + std::string(NABLA_EXAMPLES_DIR) +
+                             "/models/fashion_mnist_rnn.yaml --backward loss --feed image=" + Path("image.npy") +
+                             " --feed label=" + Path("label.npy") + " --fetch loss,wx@GRAD,wh@GRAD,bo@GRAD --out ";
+  Result cpu = Run(common + Path("cpu") + " --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  Result cl = Run(common + Path("cl") + " --device opencl");
+  ASSERT_EQ(cl.code, 0) << cl.err;
+  EXPECT_NE(cl.err.find("op 'while' has no opencl kernel"), std::string::npos) << "the fallback is announced: "
+                                                                                << cl.err;
+  for (const char* name : {"loss", "wx@GRAD", "wh@GRAD", "bo@GRAD"}) {
+    std::vector<float> want = Fetched("cpu", name), got = Fetched("cl", name);
+    ASSERT_EQ(want.size(), got.size()) << name;
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-3 * std::abs(want[i])) << name << "[" << i << "]";
+  }
+}
+
+// `nabla run` with `device: opencl`: the Fashion-MNIST MLP example's
+// program and data, 20 Adam steps; the metrics file's step losses (every 5
+// steps) must match a cpu run to 1e-4 relative.
+TEST_F(OpenClCli, RunTrainsTheFashionMnistMlpLikeTheCpu) {
+  const std::string data = "/usr/share/datasets/fashion-mnist/";
+  if (!fs::exists(data + "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  auto config = [&](const std::string& device) {
+    std::ofstream(Path(device + ".yaml")) << "seed: 1\nprogram: " << NABLA_EXAMPLES_DIR
+                                          << "/models/fashion_mnist_mlp.yaml\ndevice: " << device
+                                          << "\nloss: loss\noptimizer: {type: adam, lr: 0.001}\n"
+                                          << "data:\n  format: idx\n  train:\n    files: {images: " << data
+                                          << "train-images-idx3-ubyte.gz, labels: " << data
+                                          << "train-labels-idx1-ubyte.gz}\n    feeds: {image: images, label: labels}\n"
+                                          << "  batch_size: 64\nsteps: 20\n"
+                                          << "checkpoint: {dir: " << Path(device + "_ckpt") << "}\n"
+                                          << "logging: {every_steps: 5, metrics_file: " << Path(device + ".csv")
+                                          << "}\n";
+    return Path(device + ".yaml");
+  };
+  auto losses = [&](const std::string& device) {
+    std::ifstream in(Path(device + ".csv"));
+    std::vector<double> out;
+    std::string line;
+    std::getline(in, line);  // header: phase,epoch,step,loss,...
+    while (std::getline(in, line)) {
+      if (line.rfind("step,", 0) != 0) continue;
+      std::stringstream ss(line);
+      std::string field;
+      for (int i = 0; i < 4 && std::getline(ss, field, ','); ++i) {
+      }
+      out.push_back(std::stod(field));
+    }
+    return out;
+  };
+  Result cpu = Run("run " + config("cpu") + " --progress none");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  Result cl = Run("run " + config("opencl") + " --progress none");
+  ASSERT_EQ(cl.code, 0) << cl.err;
+  std::vector<double> want = losses("cpu"), got = losses("opencl");
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * std::abs(want[i])) << "row " << i;
+}
+
 TEST_F(OpenClCli, NoPlatformIsAOneLineErrorAndCpuStillWorks) {
   const std::string no_icd = "OCL_ICD_VENDORS=" + Path("no_vendors_here");
   const std::string args = "exec " + Path("prog.yaml") + " --feed x=" + Path("x.npy") + " --fetch loss";

@@ -215,14 +215,14 @@ double LearningRate(const OptimizerConfig& o, int64_t step, int64_t epoch, int64
   return lr;
 }
 
+// The learning rate lives on the run's device (an OpenCL buffer with
+// device: opencl), so it is written through the device.
 void WriteScalar(Tensor& t, double v) {
-  NABLA_ENFORCE(t.IsInitialized() && t.Numel() == 1 && t.GetDevice() == &HostDevice(), kPreconditionNotMet,
-                "the learning rate var must hold one element on the host, but holds ", t.DebugString());
-  if (t.GetDType() == DType::kFloat64) {
-    t.MutableData<double>()[0] = v;
-  } else {
-    t.MutableData<float>()[0] = static_cast<float>(v);
-  }
+  NABLA_ENFORCE(t.IsInitialized() && t.Numel() == 1 && IsFloating(t.GetDType()), kPreconditionNotMet,
+                "the learning rate var must hold one float element, but holds ", t.DebugString());
+  const float f = static_cast<float>(v);
+  const bool f64 = t.GetDType() == DType::kFloat64;
+  t.GetDevice()->CopyFromHost(t.RawData(), f64 ? static_cast<const void*>(&v) : &f, f64 ? sizeof v : sizeof f);
 }
 
 double ReadScalar(const Tensor& t, const std::string& name) {
