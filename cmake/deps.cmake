@@ -33,3 +33,15 @@ add_library(dep::blas ALIAS nabla_dep_blas)
 add_library(nabla_dep_yaml INTERFACE)
 target_link_libraries(nabla_dep_yaml INTERFACE yaml-cpp)
 add_library(dep::yaml ALIAS nabla_dep_yaml)
+
+# OpenCL through the ICD loader, CLBlast for GEMM (STACK.md §2, §6): CLBlast
+# has no version file and its target no link interface.
+option(NABLA_WITH_OPENCL "Build the OpenCL backend (needs OpenCL and CLBlast)" ON)
+if(NABLA_WITH_OPENCL)
+  find_package(OpenCL REQUIRED)
+  find_package(CLBlast REQUIRED CONFIG)
+  add_library(nabla_dep_opencl INTERFACE)
+  target_link_libraries(nabla_dep_opencl INTERFACE clblast OpenCL::OpenCL)
+  target_compile_definitions(nabla_dep_opencl INTERFACE CL_TARGET_OPENCL_VERSION=120)
+  add_library(dep::opencl ALIAS nabla_dep_opencl)
+endif()

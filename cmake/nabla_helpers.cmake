@@ -25,12 +25,14 @@ function(nabla_add_plugin name)
   target_compile_definitions(${name} PRIVATE NABLA_PLUGIN_NAME="${name}")
 endfunction()
 
-# nabla_add_test(NAME SOURCES ... [LIBRARIES ...]): one GoogleTest binary,
-# discovered at test time so tests that need plugins see a finished build.
+# nabla_add_test(NAME SOURCES ... [LIBRARIES ...] [PROPERTIES ...]): one
+# GoogleTest binary, discovered at test time so tests that need plugins see a
+# finished build. PROPERTIES (ctest test properties such as TIMEOUT) apply to
+# every test it discovers.
 function(nabla_add_test name)
-  cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES;PROPERTIES" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBRARIES} GTest::gtest GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "${NABLA_TEST_ENV}")
+    PROPERTIES ENVIRONMENT "${NABLA_TEST_ENV}" ${T_PROPERTIES})
 endfunction()

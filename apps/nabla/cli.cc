@@ -25,6 +25,7 @@ constexpr CommandFactory kCommands[] = {
     ExecCommand,
     OpsCommand,
     PlotCommand,
+    DevicesCommand,
 };
 
 std::string VersionString() {

@@ -22,6 +22,9 @@
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/npy.h"
+#ifdef NABLA_HAVE_OPENCL
+#include "nabla/opencl/opencl.h"
+#endif
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
@@ -66,12 +69,16 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
 }
 
 Device& ResolveDevice(const std::string& name) {
+#ifdef NABLA_HAVE_OPENCL
+  return opencl::ResolveDevice(name);
+#else
   DeviceType type;
   NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '", name,
                 "'");
   NABLA_ENFORCE(type == DeviceType::kCPU, kInvalidArgument, "--device ", name,
                 ": this build has no such backend; use --device cpu");
   return HostDevice();
+#endif
 }
 
 std::string DeclaredAt(const ProgramDesc& program, const VarDesc& var) {
@@ -252,7 +259,7 @@ Command ExecCommand() {
   c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
-  c.Option("--device", &opts->device, "Device to run on", "cpu|opencl").Choices({"cpu", "opencl"});
+  c.Option("--device", &opts->device, "Device to run on (nabla devices lists them)", "cpu|opencl[:N]");
   c.Option("--executor", &opts->executor, "Executor: sequential or taskgraph", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");
   c.Option("--seed", &opts->seed, "Base seed for random ops whose own seed is 0", "N");

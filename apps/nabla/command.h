@@ -115,5 +115,6 @@ Command OpsCommand();   // cmd_ops.cc
 Command ExecCommand();  // cmd_exec.cc
 Command RunCommand();   // cmd_run.cc
 Command PlotCommand();  // cmd_run.cc
+Command DevicesCommand();  // cmd_devices.cc
 
 }  // namespace nabla::app

@@ -1,7 +1,9 @@
 #include "nabla/executor.h"
 
+#include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "nabla/device.h"
 #include "nabla/op_registry.h"
@@ -114,6 +116,114 @@ std::string Where(const OpDesc& op, const RunContext& run) {
               "); registered kernels: ", have.empty() ? "none" : have);
 }
 
+// An op with no kernel for an accelerator but one for the CPU runs there,
+// with explicit copies, announced once per (op, device type, dtype) on
+// stderr. Its inputs (and tensor-array outputs, which ops append to) are
+// copied to the host into a child scope that shadows them, and the CPU
+// kernel runs on the host device. Each output goes back to `device` when
+// its var already lived there; a var that was empty or on the host keeps
+// the host result, so chains of CPU-only ops (a loop condition computed by
+// less_than and read by while) stay on the host, and device kernels upload
+// what they read from it.
+// Control-flow ops run sub-blocks in scopes they create under `scope`, so
+// they cannot live in a throw-away child: their inputs (every outer var
+// their blocks read) move to the host in place instead, and their blocks run
+// on the host too, through an executor of the same kind: their CPU kernels
+// read what the blocks write (a loop condition, step gradients).
+void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, Scope& scope, Device& device,
+               const RunContext& run, DType dtype) {
+  {
+    static std::mutex mutex;
+    static std::set<std::string> announced;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (announced.insert(StrCat(op.Type(), "/", DeviceTypeName(device.Type()), "/", DTypeName(dtype))).second)
+      std::cerr << "nabla: note: op '" << op.Type() << "' has no " << DeviceTypeName(device.Type()) << " kernel for "
+                << DTypeName(dtype) << "; running its cpu kernel on host copies (said once)\n";
+  }
+  Device& host = HostDevice();
+  auto to_host = [&host](const Tensor& t) {
+    Tensor h;
+    if (!t.IsInitialized() || t.GetDevice()->Type() == DeviceType::kCPU) {
+      h = t;
+    } else {
+      h.CopyFrom(t, host);
+    }
+    return h;
+  };
+  auto copy_var = [&](const Variable& from, Variable& to, bool data) {
+    to.SetType(from.Type());
+    to.GetStepScopes() = const_cast<Variable&>(from).GetStepScopes();
+    if (data) {
+      to.GetTensor() = to_host(from.GetTensor());
+    } else {
+      to.GetTensor().Resize(from.GetTensor().GetShape());
+      to.GetTensor().SetDType(from.GetTensor().GetDType());
+    }
+    to.GetArray().clear();
+    for (const Tensor& t : from.GetArray()) to.GetArray().push_back(to_host(t));
+  };
+  if (info.traits.control_flow) {
+    for (const auto& [slot, args] : op.Inputs())
+      for (const auto& name : args) {
+        Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+        if (v) copy_var(Variable(*v), *v, true);
+      }
+    RunContext host_run = run;
+    std::unique_ptr<Executor> host_executor;
+    if (run.executor) {
+      host_executor = CreateExecutor(run.executor->Name(), host, run.executor->Options());
+      host_run.executor = host_executor.get();
+    }
+    kernel.fn(ExecutionContext(op, scope, host, &host_run));
+    return;
+  }
+  Scope& local = scope.NewScope();
+  struct DropLocal {
+    Scope& parent;
+    Scope* kid;
+    ~DropLocal() { parent.DeleteScope(kid); }
+  } drop{scope, &local};
+  for (const auto& [slot, args] : op.Inputs())
+    for (const auto& name : args) {
+      Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      if (v && !local.FindLocalVar(name)) copy_var(*v, *local.Var(name), true);
+    }
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& name : args) {
+      Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      if (v && !local.FindLocalVar(name)) copy_var(*v, *local.Var(name), v->Type() != VarType::kDense);
+    }
+  auto on_device = [&device](const Tensor& t) { return t.IsInitialized() && t.GetDevice() == &device; };
+  std::set<std::string> was_on_device;
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& name : args) {
+      Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      if (v && (on_device(v->GetTensor()) || (!v->GetArray().empty() && on_device(v->GetArray().front()))))
+        was_on_device.insert(name);
+    }
+  kernel.fn(ExecutionContext(op, local, host, &run));
+  auto put = [&host](Tensor& dst, const Tensor& src, Device& to) {
+    if (&to == &host) {
+      dst = src;
+    } else {
+      dst.CopyFrom(src, to);
+    }
+  };
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& name : args) {
+      Variable* h = name == kEmptyVarName ? nullptr : local.FindLocalVar(name);
+      Variable* v = h ? scope.FindVar(name) : nullptr;
+      if (!v) continue;
+      Device& to = was_on_device.count(name) ? device : host;
+      v->SetType(h->Type());
+      if (h->GetTensor().IsInitialized()) put(v->GetTensor(), h->GetTensor(), to);
+      v->GetArray().resize(h->GetArray().size());
+      for (size_t i = 0; i < h->GetArray().size(); ++i)
+        if (h->GetArray()[i].IsInitialized()) put(v->GetArray()[i], h->GetArray()[i], to);
+      v->GetStepScopes() = h->GetStepScopes();
+    }
+}
+
 // The one dispatch path: shape inference, kernel choice, kernel; errors get
 // the op's position once.
 void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
@@ -140,6 +250,14 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     }
     const KernelInfo* kernel = prepared ? prepared->kernels[static_cast<int>(device.Type())][static_cast<int>(dtype)]
                                         : registry.FindKernel(op.Type(), device.Type(), dtype);
+    if (!kernel && device.Type() != DeviceType::kCPU) {
+      const KernelInfo* host = prepared ? prepared->kernels[static_cast<int>(DeviceType::kCPU)][static_cast<int>(dtype)]
+                                        : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
+      if (host) {
+        RunOnHost(op, *info, *host, scope, device, run, dtype);
+        return;
+      }
+    }
     if (!kernel) ThrowNoKernel(registry, op, device, dtype);
     kernel->fn(ctx);
   } catch (const Error& e) {

@@ -16,6 +16,9 @@
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
+#ifdef NABLA_HAVE_OPENCL
+#include "nabla/opencl/opencl.h"
+#endif
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
@@ -212,14 +215,14 @@ double LearningRate(const OptimizerConfig& o, int64_t step, int64_t epoch, int64
   return lr;
 }
 
+// The learning rate lives on the run's device (an OpenCL buffer with
+// device: opencl), so it is written through the device.
 void WriteScalar(Tensor& t, double v) {
-  NABLA_ENFORCE(t.IsInitialized() && t.Numel() == 1 && t.GetDevice() == &HostDevice(), kPreconditionNotMet,
-                "the learning rate var must hold one element on the host, but holds ", t.DebugString());
-  if (t.GetDType() == DType::kFloat64) {
-    t.MutableData<double>()[0] = v;
-  } else {
-    t.MutableData<float>()[0] = static_cast<float>(v);
-  }
+  NABLA_ENFORCE(t.IsInitialized() && t.Numel() == 1 && IsFloating(t.GetDType()), kPreconditionNotMet,
+                "the learning rate var must hold one float element, but holds ", t.DebugString());
+  const float f = static_cast<float>(v);
+  const bool f64 = t.GetDType() == DType::kFloat64;
+  t.GetDevice()->CopyFromHost(t.RawData(), f64 ? static_cast<const void*>(&v) : &f, f64 ? sizeof v : sizeof f);
 }
 
 double ReadScalar(const Tensor& t, const std::string& name) {
@@ -412,8 +415,14 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c) {
 
 RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream& out, bool out_is_tty) {
   const auto t0 = Clock::now();
+  // Resolved first, so a machine without OpenCL fails before any data loads.
+#ifdef NABLA_HAVE_OPENCL
+  Device& device = opencl::ResolveDevice(c.device);
+#else
   NABLA_ENFORCE(c.device == "cpu", kUnimplemented, c.path, ": device '", c.device,
                 "' is not available to `nabla run` in this build; use device: cpu");
+  Device& device = HostDevice();
+#endif
   for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
   if (c.threads > 0) cpu::SetBlasThreads(c.threads);
 
@@ -436,7 +445,6 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   int64_t max_steps = ov.steps.value_or(c.steps);
   if (epochs <= 0) epochs = max_steps > 0 ? 0 : 1;  // 0: no epoch limit
 
-  Device& device = HostDevice();
   ExecutorOptions eo;
   eo.threads = c.threads;
   eo.seed = c.seed;

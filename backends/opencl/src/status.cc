@@ -1,0 +1,132 @@
+// OpenCL and CLBlast status codes by name: "-5" tells a user nothing,
+// "CL_OUT_OF_RESOURCES" tells them where to look.
+#include <clblast.h>
+
+#include "cl_common.h"
+
+namespace nabla::opencl {
+
+std::string StatusName(int code) {
+  switch (code) {
+#define NABLA_CL_CASE(name) \
+  case name:                \
+    return #name;
+    NABLA_CL_CASE(CL_SUCCESS)
+    NABLA_CL_CASE(CL_DEVICE_NOT_FOUND)
+    NABLA_CL_CASE(CL_DEVICE_NOT_AVAILABLE)
+    NABLA_CL_CASE(CL_COMPILER_NOT_AVAILABLE)
+    NABLA_CL_CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    NABLA_CL_CASE(CL_OUT_OF_RESOURCES)
+    NABLA_CL_CASE(CL_OUT_OF_HOST_MEMORY)
+    NABLA_CL_CASE(CL_PROFILING_INFO_NOT_AVAILABLE)
+    NABLA_CL_CASE(CL_MEM_COPY_OVERLAP)
+    NABLA_CL_CASE(CL_IMAGE_FORMAT_MISMATCH)
+    NABLA_CL_CASE(CL_IMAGE_FORMAT_NOT_SUPPORTED)
+    NABLA_CL_CASE(CL_BUILD_PROGRAM_FAILURE)
+    NABLA_CL_CASE(CL_MAP_FAILURE)
+    NABLA_CL_CASE(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    NABLA_CL_CASE(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    NABLA_CL_CASE(CL_COMPILE_PROGRAM_FAILURE)
+    NABLA_CL_CASE(CL_LINKER_NOT_AVAILABLE)
+    NABLA_CL_CASE(CL_LINK_PROGRAM_FAILURE)
+    NABLA_CL_CASE(CL_DEVICE_PARTITION_FAILED)
+    NABLA_CL_CASE(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+    NABLA_CL_CASE(CL_INVALID_VALUE)
+    NABLA_CL_CASE(CL_INVALID_DEVICE_TYPE)
+    NABLA_CL_CASE(CL_INVALID_PLATFORM)
+    NABLA_CL_CASE(CL_INVALID_DEVICE)
+    NABLA_CL_CASE(CL_INVALID_CONTEXT)
+    NABLA_CL_CASE(CL_INVALID_QUEUE_PROPERTIES)
+    NABLA_CL_CASE(CL_INVALID_COMMAND_QUEUE)
+    NABLA_CL_CASE(CL_INVALID_HOST_PTR)
+    NABLA_CL_CASE(CL_INVALID_MEM_OBJECT)
+    NABLA_CL_CASE(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
+    NABLA_CL_CASE(CL_INVALID_IMAGE_SIZE)
+    NABLA_CL_CASE(CL_INVALID_SAMPLER)
+    NABLA_CL_CASE(CL_INVALID_BINARY)
+    NABLA_CL_CASE(CL_INVALID_BUILD_OPTIONS)
+    NABLA_CL_CASE(CL_INVALID_PROGRAM)
+    NABLA_CL_CASE(CL_INVALID_PROGRAM_EXECUTABLE)
+    NABLA_CL_CASE(CL_INVALID_KERNEL_NAME)
+    NABLA_CL_CASE(CL_INVALID_KERNEL_DEFINITION)
+    NABLA_CL_CASE(CL_INVALID_KERNEL)
+    NABLA_CL_CASE(CL_INVALID_ARG_INDEX)
+    NABLA_CL_CASE(CL_INVALID_ARG_VALUE)
+    NABLA_CL_CASE(CL_INVALID_ARG_SIZE)
+    NABLA_CL_CASE(CL_INVALID_KERNEL_ARGS)
+    NABLA_CL_CASE(CL_INVALID_WORK_DIMENSION)
+    NABLA_CL_CASE(CL_INVALID_WORK_GROUP_SIZE)
+    NABLA_CL_CASE(CL_INVALID_WORK_ITEM_SIZE)
+    NABLA_CL_CASE(CL_INVALID_GLOBAL_OFFSET)
+    NABLA_CL_CASE(CL_INVALID_EVENT_WAIT_LIST)
+    NABLA_CL_CASE(CL_INVALID_EVENT)
+    NABLA_CL_CASE(CL_INVALID_OPERATION)
+    NABLA_CL_CASE(CL_INVALID_GL_OBJECT)
+    NABLA_CL_CASE(CL_INVALID_BUFFER_SIZE)
+    NABLA_CL_CASE(CL_INVALID_MIP_LEVEL)
+    NABLA_CL_CASE(CL_INVALID_GLOBAL_WORK_SIZE)
+    NABLA_CL_CASE(CL_INVALID_PROPERTY)
+    NABLA_CL_CASE(CL_INVALID_IMAGE_DESCRIPTOR)
+    NABLA_CL_CASE(CL_INVALID_COMPILER_OPTIONS)
+    NABLA_CL_CASE(CL_INVALID_LINKER_OPTIONS)
+    NABLA_CL_CASE(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef NABLA_CL_CASE
+    case -1001:  // cl_khr_icd; not in the core headers
+      return "CL_PLATFORM_NOT_FOUND_KHR";
+    default:
+      return "CL_UNKNOWN_ERROR(" + std::to_string(code) + ")";
+  }
+}
+
+std::string ClBlastStatusName(int code) {
+  using clblast::StatusCode;
+  switch (static_cast<StatusCode>(code)) {
+#define NABLA_CLBLAST_CASE(name) \
+  case StatusCode::name:         \
+    return #name;
+    NABLA_CLBLAST_CASE(kNotImplemented)
+    NABLA_CLBLAST_CASE(kInvalidMatrixA)
+    NABLA_CLBLAST_CASE(kInvalidMatrixB)
+    NABLA_CLBLAST_CASE(kInvalidMatrixC)
+    NABLA_CLBLAST_CASE(kInvalidVectorX)
+    NABLA_CLBLAST_CASE(kInvalidVectorY)
+    NABLA_CLBLAST_CASE(kInvalidDimension)
+    NABLA_CLBLAST_CASE(kInvalidLeadDimA)
+    NABLA_CLBLAST_CASE(kInvalidLeadDimB)
+    NABLA_CLBLAST_CASE(kInvalidLeadDimC)
+    NABLA_CLBLAST_CASE(kInvalidIncrementX)
+    NABLA_CLBLAST_CASE(kInvalidIncrementY)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryA)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryB)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryC)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryX)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryY)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryTemp)
+    NABLA_CLBLAST_CASE(kInvalidBatchCount)
+    NABLA_CLBLAST_CASE(kInvalidOverrideKernel)
+    NABLA_CLBLAST_CASE(kMissingOverrideParameter)
+    NABLA_CLBLAST_CASE(kInvalidLocalMemUsage)
+    NABLA_CLBLAST_CASE(kNoHalfPrecision)
+    NABLA_CLBLAST_CASE(kNoDoublePrecision)
+    NABLA_CLBLAST_CASE(kInvalidVectorScalar)
+    NABLA_CLBLAST_CASE(kInsufficientMemoryScalar)
+    NABLA_CLBLAST_CASE(kDatabaseError)
+    NABLA_CLBLAST_CASE(kUnknownError)
+    NABLA_CLBLAST_CASE(kUnexpectedError)
+#undef NABLA_CLBLAST_CASE
+    default:
+      return StatusName(code);
+  }
+}
+
+void ThrowCl(cl_int status, const std::string& what, const std::string& context) {
+  ErrorKind kind = ErrorKind::kExternal;
+  std::string hint;
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
+      status == CL_OUT_OF_HOST_MEMORY) {
+    hint = " (the device or its driver ran out of memory; use smaller batches or --device cpu)";
+  }
+  throw Error(kind, StrCat(what, " failed: ", StatusName(status), " (", status, ")", context, hint));
+}
+
+}  // namespace nabla::opencl

@@ -1,0 +1,60 @@
+// relu, tanh, sigmoid and their grad ops (which read Out, not X, as nn_ops
+// defines them).
+#include "nabla/plugin.h"
+#include "ocl_util.h"
+
+namespace nabla::opencl_ops {
+namespace {
+
+template <typename T>
+void Forward(const ExecutionContext& ctx, const char* kernel) {
+  OpenClDevice& dev = Dev(ctx);
+  Staging s(dev);
+  const Tensor& x = ctx.Input("X");
+  KernelArg in = s.Arg(x);
+  void* out = Out<T>(ctx, ctx.Output("Out"), x.GetShape());
+  Run<T>(dev, kernel, {in, KernelArg::Buffer(out), KernelArg(x.Numel())}, x.Numel());
+}
+
+template <typename T>
+void Backward(const ExecutionContext& ctx, const char* kernel) {
+  Tensor* dx = ctx.Output(GradVarName("X"));
+  if (!dx) return;
+  OpenClDevice& dev = Dev(ctx);
+  Staging s(dev);
+  const Tensor& out = ctx.Input("Out");
+  const Tensor& dout = ctx.Input(GradVarName("Out"));
+  NABLA_ENFORCE(dout.Numel() == out.Numel(), kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD of shape ",
+                ShapeToString(out.GetShape()), " but received ", ShapeToString(dout.GetShape()));
+  KernelArg o = s.Arg(out), d = s.Arg(dout);
+  void* g = Out<T>(ctx, dx, out.GetShape());
+  Run<T>(dev, kernel, {o, d, KernelArg::Buffer(g), KernelArg(out.Numel())}, out.Numel());
+}
+
+#define NABLA_ACTIVATION(Name, name)                                                        \
+  template <typename T>                                                                 \
+  struct Name##Fwd {                                                                    \
+    void operator()(const ExecutionContext& ctx) const { Forward<T>(ctx, #name "_fwd"); } \
+  };                                                                                    \
+  template <typename T>                                                                 \
+  struct Name##Bwd {                                                                    \
+    void operator()(const ExecutionContext& ctx) const { Backward<T>(ctx, #name "_bwd"); } \
+  };
+
+NABLA_ACTIVATION(Relu, relu)
+NABLA_ACTIVATION(Tanh, tanh)
+NABLA_ACTIVATION(Sigmoid, sigmoid)
+#undef NABLA_ACTIVATION
+
+}  // namespace
+
+NABLA_REGISTER_OPS(opencl_activations) {
+  RegisterFloatKernels<ReluFwd>(registrar, "relu", __FILE__, __LINE__);
+  RegisterFloatKernels<ReluBwd>(registrar, "relu_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<TanhFwd>(registrar, "tanh", __FILE__, __LINE__);
+  RegisterFloatKernels<TanhBwd>(registrar, "tanh_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<SigmoidFwd>(registrar, "sigmoid", __FILE__, __LINE__);
+  RegisterFloatKernels<SigmoidBwd>(registrar, "sigmoid_grad", __FILE__, __LINE__);
+}
+
+}  // namespace nabla::opencl_ops

@@ -1,0 +1,147 @@
+// softmax, softmax_with_cross_entropy and mean, with their grad ops: one
+// work item per softmax row, one work group for the mean.
+#include "nabla/plugin.h"
+#include "ocl_util.h"
+
+namespace nabla::opencl_ops {
+namespace {
+
+template <typename T>
+struct SoftmaxKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& x = ctx.Input("X");
+    AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "softmax"));
+    KernelArg xa = s.Arg(x);
+    void* out = Out<T>(ctx, ctx.Output("Out"), x.GetShape());
+    const int64_t rows = v.outer * v.inner;
+    Run<T>(dev, "softmax_fwd", {xa, KernelArg::Buffer(out), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)},
+           rows);
+  }
+};
+
+template <typename T>
+struct SoftmaxGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    Tensor* dx = ctx.Output(GradVarName("X"));
+    if (!dx) return;
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& out = ctx.Input("Out");
+    AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "softmax_grad"));
+    KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
+    void* g = Out<T>(ctx, dx, out.GetShape());
+    const int64_t rows = v.outer * v.inner;
+    Run<T>(dev, "softmax_bwd", {oa, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)},
+           rows);
+  }
+};
+
+// Hard labels are int64 (or int32); soft labels have T's dtype.
+const char* LabelSuffix(const Tensor& label, bool soft, const std::string& op) {
+  if (soft) return "soft";
+  if (label.GetDType() == DType::kInt64) return "i64";
+  NABLA_ENFORCE(label.GetDType() == DType::kInt32, kInvalidArgument, "op '", op,
+                "': a hard Label must be int64 (or int32), but received ", DTypeName(label.GetDType()));
+  return "i32";
+}
+
+template <typename T>
+struct SoftmaxWithCrossEntropyKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& logits = ctx.Input("Logits");
+    const Tensor& label = ctx.Input("Label");
+    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "softmax_with_cross_entropy");
+    const bool soft = ctx.Attr<bool>("soft_label");
+    AxisView v = ViewAround(logits.GetShape(), axis);
+    Shape loss_shape = logits.GetShape();
+    loss_shape[axis] = 1;
+    KernelArg xa = s.Arg(logits), la = s.Arg(label);
+    void* sm = Out<T>(ctx, ctx.Output("Softmax"), logits.GetShape());
+    void* loss = Out<T>(ctx, ctx.Output("Loss"), loss_shape);
+    const int64_t rows = v.outer * v.inner;
+    std::vector<KernelArg> args = {xa,           la,          KernelArg::Buffer(sm), KernelArg::Buffer(loss),
+                                   KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)};
+    if (!soft) args.push_back(KernelArg(static_cast<int32_t>(ctx.Attr<int>("ignore_index"))));
+    Run<T>(dev, (std::string("swce_fwd_") + LabelSuffix(label, soft, ctx.Op().Type())).c_str(), args, rows);
+  }
+};
+
+template <typename T>
+struct SoftmaxWithCrossEntropyGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    Tensor* dx = ctx.Output(GradVarName("Logits"));
+    if (!dx) return;
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& sm = ctx.Input("Softmax");
+    const Tensor& label = ctx.Input("Label");
+    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), sm.Rank(), "softmax_with_cross_entropy_grad");
+    const bool soft = ctx.Attr<bool>("soft_label");
+    AxisView v = ViewAround(sm.GetShape(), axis);
+    KernelArg sa = s.Arg(sm), la = s.Arg(label), da = s.Arg(ctx.Input(GradVarName("Loss")));
+    void* g = Out<T>(ctx, dx, sm.GetShape());
+    const int64_t rows = v.outer * v.inner;
+    std::vector<KernelArg> args = {sa, la, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim),
+                                   KernelArg(v.inner)};
+    if (!soft) args.push_back(KernelArg(static_cast<int32_t>(ctx.Attr<int>("ignore_index"))));
+    Run<T>(dev, (std::string("swce_bwd_") + LabelSuffix(label, soft, ctx.Op().Type())).c_str(), args, rows);
+  }
+};
+
+constexpr size_t kReduceGroup = 64;
+
+template <typename T>
+struct MeanKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& x = ctx.Input("X");
+    const int64_t n = x.Numel();
+    void* out = Out<T>(ctx, ctx.Output("Out"), {1});
+    if (n == 0) {
+      Zero<T>(dev, out, 1);
+      return;
+    }
+    Run<T>(dev, "sum_all",
+           {s.Arg(x), KernelArg::Buffer(out), KernelArg(n), KernelArg(static_cast<T>(n)),
+            KernelArg::Local(kReduceGroup * sizeof(T))},
+           kReduceGroup, kReduceGroup);
+  }
+};
+
+// X@GRAD = Out@GRAD / numel(X) everywhere, read on the device.
+template <typename T>
+struct MeanGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    Tensor* dx = ctx.Output(GradVarName("X"));
+    if (!dx) return;
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& x = ctx.Input("X");
+    const Tensor& dout = ctx.Input(GradVarName("Out"));
+    NABLA_ENFORCE(dout.Numel() == 1, kInvalidArgument, "op 'mean_grad': expected Out@GRAD of shape [1], but received ",
+                  ShapeToString(dout.GetShape()));
+    const int64_t n = x.Numel();
+    KernelArg da = s.Arg(dout);
+    void* g = Out<T>(ctx, dx, x.GetShape());
+    Run<T>(dev, "fill_scaled", {KernelArg::Buffer(g), da, KernelArg(n), KernelArg(T(1) / static_cast<T>(n))}, n);
+  }
+};
+
+}  // namespace
+
+NABLA_REGISTER_OPS(opencl_losses) {
+  RegisterFloatKernels<SoftmaxKernel>(registrar, "softmax", __FILE__, __LINE__);
+  RegisterFloatKernels<SoftmaxGradKernel>(registrar, "softmax_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<SoftmaxWithCrossEntropyKernel>(registrar, "softmax_with_cross_entropy", __FILE__, __LINE__);
+  RegisterFloatKernels<SoftmaxWithCrossEntropyGradKernel>(registrar, "softmax_with_cross_entropy_grad", __FILE__,
+                                                          __LINE__);
+  RegisterFloatKernels<MeanKernel>(registrar, "mean", __FILE__, __LINE__);
+  RegisterFloatKernels<MeanGradKernel>(registrar, "mean_grad", __FILE__, __LINE__);
+}
+
+}  // namespace nabla::opencl_ops

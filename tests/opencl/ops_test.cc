@@ -1,0 +1,362 @@
+// The op test table on OpenCL: every op with an OpenCL kernel runs its
+// declared check cases (the GradCheck specs next to its registration) in
+// float32 on the CPU and on the OpenCL device, forward op and grad ops
+// together, and every output must agree. The optimizers and fills, which
+// have no gradient cases, get their own cases. Then the numeric gradient
+// checks run on the OpenCL device in float64 (PoCL has cl_khr_fp64).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "nabla/backward.h"
+#include "nabla/cpu/cpu.h"
+#include "nabla/device.h"
+#include "nabla/executor.h"
+#include "nabla/gradcheck.h"
+#include "nabla/op_registry.h"
+#include "nabla/opencl/opencl.h"
+#include "nabla/plugin.h"
+#include "nabla/scope.h"
+
+namespace nabla {
+namespace {
+
+class OpenClOps : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cpu::InitCpuBackend();
+    PluginManager::Instance().LoadDefaults();
+  }
+  Device& Cl() { return opencl::GetDevice(0); }
+};
+
+using Doubles = std::vector<double>;
+
+// A named input: dtype, shape, values.
+struct Input {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  Doubles values;
+};
+
+void Write(Scope& scope, const Input& in, Device& device) {
+  Tensor host;
+  void* p = host.Allocate(HostDevice(), in.dtype, in.shape);
+  for (size_t i = 0; i < in.values.size(); ++i) {
+    switch (in.dtype) {
+      case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(in.values[i]); break;
+      case DType::kFloat64: static_cast<double*>(p)[i] = in.values[i]; break;
+      case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(in.values[i]); break;
+      case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(in.values[i]); break;
+      case DType::kBool: static_cast<bool*>(p)[i] = in.values[i] != 0.0; break;
+    }
+  }
+  scope.Var(in.name)->GetTensor().CopyFrom(host, device);
+}
+
+Doubles Read(const Tensor& t) {
+  Tensor host;
+  host.CopyFrom(t, HostDevice());
+  Doubles out(static_cast<size_t>(host.Numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (host.GetDType()) {
+      case DType::kFloat32: out[i] = host.Data<float>()[i]; break;
+      case DType::kFloat64: out[i] = host.Data<double>()[i]; break;
+      case DType::kInt32: out[i] = host.Data<int32_t>()[i]; break;
+      case DType::kInt64: out[i] = static_cast<double>(host.Data<int64_t>()[i]); break;
+      case DType::kBool: out[i] = host.Data<bool>()[i]; break;
+    }
+  }
+  return out;
+}
+
+struct Result {
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, Doubles> values;
+  std::map<std::string, const Device*> devices;
+};
+
+// Runs `ops` in order on `device` with `inputs` fed, and reads back every
+// output var. What an op with a kernel for `device` writes must be there.
+Result RunOps(const std::vector<OpDesc>& ops, const std::vector<Input>& inputs, Device& device) {
+  ProgramDesc program;
+  for (const OpDesc& op : ops) program.Root()->AppendOp(op);
+  Scope scope;
+  for (const Input& in : inputs) Write(scope, in, device);
+  ExecutorOptions options;
+  options.seed = 5;
+  auto executor = CreateExecutor("sequential", device, options);
+  executor->Run(program, 0, scope);
+  Result r;
+  for (const OpDesc& op : ops)
+    for (const std::string& name : op.OutputArgumentNames()) {
+      if (name == kEmptyVarName) continue;
+      const Tensor& t = scope.FindVar(name)->GetTensor();
+      if (!t.IsInitialized()) continue;
+      if (CurrentRegistry()->FindKernel(op.Type(), device.Type(), DType::kFloat32))
+        EXPECT_EQ(t.GetDevice(), &device) << name << " written by '" << op.Type() << "' is not on " << device.Name();
+      r.devices[name] = t.GetDevice();
+      r.shapes[name] = t.GetShape();
+      r.values[name] = Read(t);
+    }
+  return r;
+}
+
+// Both runs must produce the same vars with the same shapes, and values
+// within float32 round-off of each other.
+void ExpectSame(const Result& cpu, const Result& cl, const std::string& what) {
+  ASSERT_EQ(cpu.values.size(), cl.values.size()) << what;
+  for (const auto& [name, want] : cpu.values) {
+    auto it = cl.values.find(name);
+    ASSERT_NE(it, cl.values.end()) << what << ": OpenCL run left no " << name;
+    EXPECT_EQ(cpu.shapes.at(name), cl.shapes.at(name)) << what << ": " << name;
+    const Doubles& got = it->second;
+    ASSERT_EQ(want.size(), got.size()) << what << ": " << name;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double tol = 2e-5 + 2e-4 * std::abs(want[i]);
+      ASSERT_NEAR(got[i], want[i], tol) << what << ": " << name << "[" << i << "]";
+    }
+  }
+}
+
+std::vector<Input> InputsOf(const GradCheckSpec& spec, VarNameMap* slots, std::unordered_set<std::string>* no_grad,
+                            std::mt19937_64& rng) {
+  std::vector<Input> inputs;
+  for (const GradCheckInput& gi : spec.inputs) {
+    for (int j = 0; j < gi.count; ++j) {
+      Input in;
+      in.name = gi.slot + "_" + std::to_string(j);
+      in.dtype = IsFloating(gi.dtype) ? DType::kFloat32 : gi.dtype;
+      in.shape = gi.shape;
+      in.values = gi.values;
+      if (in.values.empty()) {
+        std::uniform_real_distribution<double> u(gi.low, gi.high);
+        for (int64_t i = 0; i < NumElements(gi.shape); ++i) {
+          double x;
+          bool near;
+          do {
+            x = u(rng);
+            if (!IsFloating(in.dtype)) x = std::floor(x);
+            near = false;
+            for (double k : gi.kinks) near = near || std::abs(x - k) < gi.kink_margin;
+          } while (near);
+          in.values.push_back(x);
+        }
+      }
+      (*slots)[gi.slot].push_back(in.name);
+      if (!gi.check || !IsFloating(in.dtype)) no_grad->insert(in.name);
+      inputs.push_back(std::move(in));
+    }
+  }
+  return inputs;
+}
+
+// One check case as a float32 program: the forward op, random upstream
+// gradients for its graded outputs (zeros for the others), and the grad ops
+// its GradOpDescMaker emits.
+void RunCase(const std::string& type, const GradCheckSpec& spec, Device& cl) {
+  const std::string what = type + "/" + spec.name;
+  auto registry = CurrentRegistry();
+  const OpInfo& info = registry->Get(type);
+  std::mt19937_64 rng(7);
+  VarNameMap ins, outs;
+  std::unordered_set<std::string> no_grad;
+  std::vector<Input> inputs = InputsOf(spec, &ins, &no_grad, rng);
+  auto out_slots = spec.outputs;
+  if (out_slots.empty())
+    for (const SlotDef& s : info.schema.outputs)
+      if (!s.dispensable) out_slots.emplace_back(s.name, 1);
+  for (const auto& [slot, count] : out_slots)
+    for (int j = 0; j < count; ++j) outs[slot].push_back(slot + "_out" + std::to_string(j));
+  OpDesc fwd(type, ins, outs, spec.attrs);
+  FillDefaultAttrs(fwd, *registry);
+  std::vector<OpDesc> ops = {fwd};
+
+  // Shapes and dtypes of the outputs come from a CPU run of the forward op.
+  Result shapes = RunOps(ops, inputs, HostDevice());
+  if (info.HasGradient()) {
+    std::vector<Input> grads;
+    for (const auto& [slot, names] : outs) {
+      bool graded = std::find(spec.no_grad_outputs.begin(), spec.no_grad_outputs.end(), slot) ==
+                    spec.no_grad_outputs.end();
+      for (const std::string& name : names) {
+        Input g{GradVarName(name), DType::kFloat32, shapes.shapes.at(name), {}};
+        std::uniform_real_distribution<double> u(-1.0, 1.0);
+        for (int64_t i = 0; i < NumElements(g.shape); ++i) g.values.push_back(graded ? u(rng) : 0.0);
+        grads.push_back(std::move(g));
+      }
+    }
+    for (auto& op : MakeGradOps(fwd, no_grad)) {
+      FillDefaultAttrs(*op, *registry);
+      ops.push_back(*op);
+    }
+    inputs.insert(inputs.end(), grads.begin(), grads.end());
+  }
+  Result cpu = RunOps(ops, inputs, HostDevice());
+  Result ocl = RunOps(ops, inputs, cl);
+  ExpectSame(cpu, ocl, what);
+}
+
+// The ops the MLP, softmax-regression and RNN examples and the optimizers
+// need; each must have an OpenCL float32 kernel whenever the op is loaded.
+const std::vector<std::string> kDeviceOps = {
+    "mul", "mul_grad", "matmul", "matmul_grad", "elementwise_add", "elementwise_add_grad", "relu", "relu_grad",
+    "tanh", "tanh_grad", "sigmoid", "sigmoid_grad", "softmax", "softmax_grad", "softmax_with_cross_entropy",
+    "softmax_with_cross_entropy_grad", "mean", "mean_grad", "scale", "sum", "fill_constant", "fill_zeros_like",
+    "concat", "concat_grad", "split", "sgd", "momentum", "adam"};
+
+TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
+  auto registry = CurrentRegistry();
+  ASSERT_NE(registry->Find("mul"), nullptr) << "math_ops is not loaded";
+  for (const std::string& type : kDeviceOps) {
+    if (!registry->Find(type)) continue;
+    EXPECT_NE(registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat32), nullptr) << type;
+    EXPECT_NE(registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat64), nullptr) << type;
+  }
+}
+
+TEST_F(OpenClOps, EveryKernelMatchesTheCpuOnItsCheckCases) {
+  auto registry = CurrentRegistry();
+  int cases = 0;
+  for (const std::string& type : registry->OpTypes()) {
+    if (!registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat32)) continue;
+    for (const GradCheckSpec& spec : registry->Get(type).grad_checks) {
+      SCOPED_TRACE(type + "/" + spec.name);
+      RunCase(type, spec, Cl());
+      ++cases;
+    }
+  }
+  EXPECT_GE(cases, 10);
+}
+
+Input Random(const std::string& name, Shape shape, double lo = -1.0, double hi = 1.0, uint64_t seed = 3) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  Input in{name, DType::kFloat32, shape, {}};
+  for (int64_t i = 0; i < NumElements(shape); ++i) in.values.push_back(u(rng));
+  return in;
+}
+
+OpDesc Op(const std::string& type, VarNameMap in, VarNameMap out, AttributeMap attrs = {}) {
+  OpDesc op(type, std::move(in), std::move(out), std::move(attrs));
+  FillDefaultAttrs(op, *CurrentRegistry());
+  return op;
+}
+
+void ExpectSameOnBoth(const std::vector<OpDesc>& ops, const std::vector<Input>& inputs, Device& cl,
+                      const std::string& what) {
+  ExpectSame(RunOps(ops, inputs, HostDevice()), RunOps(ops, inputs, cl), what);
+}
+
+TEST_F(OpenClOps, OptimizersMatchTheCpuInPlace) {
+  if (!CurrentRegistry()->Find("adam")) GTEST_SKIP() << "nn_ops is not loaded";
+  std::vector<Input> in = {Random("p", {5, 7}, -1, 1, 1), Random("g", {5, 7}, -1, 1, 2),
+                           Random("v", {5, 7}, -1, 1, 3), Random("m2", {5, 7}, 0, 1, 4),
+                           {"lr", DType::kFloat32, {1}, {0.1}},  {"b1p", DType::kFloat32, {1}, {0.9 * 0.9}},
+                           {"b2p", DType::kFloat32, {1}, {0.999 * 0.999}}};
+  ExpectSameOnBoth({Op("sgd", {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}}, {{"ParamOut", {"p"}}})},
+                   in, Cl(), "sgd");
+  for (bool nesterov : {false, true}) {
+    ExpectSameOnBoth({Op("momentum",
+                         {{"Param", {"p"}}, {"Grad", {"g"}}, {"Velocity", {"v"}}, {"LearningRate", {"lr"}}},
+                         {{"ParamOut", {"p"}}, {"VelocityOut", {"v"}}},
+                         {{"mu", 0.9f},
+                          {"use_nesterov", nesterov},
+                          {"regularization_method", std::string("l2_decay")},
+                          {"regularization_coeff", 0.01f}})},
+                     in, Cl(), nesterov ? "momentum nesterov" : "momentum");
+  }
+  ExpectSameOnBoth({Op("adam",
+                       {{"Param", {"p"}},
+                        {"Grad", {"g"}},
+                        {"LearningRate", {"lr"}},
+                        {"Moment1", {"v"}},
+                        {"Moment2", {"m2"}},
+                        {"Beta1Pow", {"b1p"}},
+                        {"Beta2Pow", {"b2p"}}},
+                       {{"ParamOut", {"p"}},
+                        {"Moment1Out", {"v"}},
+                        {"Moment2Out", {"m2"}},
+                        {"Beta1PowOut", {"b1p"}},
+                        {"Beta2PowOut", {"b2p"}}})},
+                   in, Cl(), "adam");
+}
+
+TEST_F(OpenClOps, FillsMatchTheCpuForEveryDType) {
+  std::vector<OpDesc> ops;
+  for (const char* dtype : {"float32", "float64", "int32", "int64", "bool"})
+    ops.push_back(Op("fill_constant", {},
+                     {{"Out", {std::string("c_") + dtype}}},
+                     {{"shape", std::vector<int>{3, 2}}, {"value", 2.5f}, {"dtype", std::string(dtype)}}));
+  ops.push_back(Op("fill_zeros_like", {{"X", {"x"}}}, {{"Out", {"z"}}}));
+  ExpectSameOnBoth(ops, {Random("x", {4, 3})}, Cl(), "fills");
+}
+
+// A sum whose output is one of its inputs: what the backward builder emits
+// when it accumulates a shared gradient in place.
+TEST_F(OpenClOps, SumMayWriteOneOfItsInputs) {
+  ExpectSameOnBoth({Op("sum", {{"X", {"a", "b", "c"}}}, {{"Out", {"b"}}})},
+                   {Random("a", {6}, -1, 1, 1), Random("b", {6}, -1, 1, 2), Random("c", {6}, -1, 1, 3)}, Cl(),
+                   "sum in place");
+}
+
+// MLP-sized GEMMs and bias adds, larger than the check cases.
+TEST_F(OpenClOps, LayerSizedMulAndBiasMatchTheCpu) {
+  std::vector<OpDesc> ops = {
+      Op("mul", {{"X", {"x"}}, {"Y", {"w"}}}, {{"Out", {"xw"}}}),
+      Op("elementwise_add", {{"X", {"xw"}}, {"Y", {"b"}}}, {{"Out", {"y"}}}, {{"axis", 1}})};
+  auto registry = CurrentRegistry();
+  std::vector<OpDesc> all = ops;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+    for (auto& g : MakeGradOps(*it, {"x"})) {
+      FillDefaultAttrs(*g, *registry);
+      all.push_back(*g);
+    }
+  ExpectSameOnBoth(all,
+                   {Random("x", {64, 100}, -1, 1, 1), Random("w", {100, 33}, -0.1, 0.1, 2), Random("b", {33}),
+                    Random("y@GRAD", {64, 33}, -1, 1, 4)},
+                   Cl(), "layer");
+}
+
+// An op without an OpenCL kernel runs on the CPU with copies of its inputs.
+// A fresh output stays on the host (an OpenCL kernel reading it uploads
+// it); an output whose var lived on the device goes back there.
+TEST_F(OpenClOps, OpsWithoutAnOpenClKernelFallBackToTheCpu) {
+  auto registry = CurrentRegistry();
+  ASSERT_NE(registry->Find("exp"), nullptr);
+  ASSERT_EQ(registry->FindKernel("exp", DeviceType::kOpenCL, DType::kFloat32), nullptr)
+      << "pick another op without an OpenCL kernel for this test";
+  std::vector<OpDesc> ops = {Op("exp", {{"X", {"x"}}}, {{"Out", {"e"}}}),
+                             Op("relu", {{"X", {"e"}}}, {{"Out", {"r"}}}),
+                             Op("exp", {{"X", {"r"}}}, {{"Out", {"r"}}})};
+  const std::vector<Input> in = {Random("x", {3, 4})};
+  Result cl = RunOps(ops, in, Cl());
+  ExpectSame(RunOps(ops, in, HostDevice()), cl, "fallback");
+  EXPECT_EQ(cl.devices.at("e"), &HostDevice());
+  EXPECT_EQ(cl.devices.at("r"), &Cl()) << "relu wrote r on the device, so the in-place exp puts it back there";
+}
+
+TEST_F(OpenClOps, GradientsCheckNumericallyOnTheDevice) {
+  auto registry = CurrentRegistry();
+  int checked = 0;
+  for (const std::string& type : registry->OpTypes()) {
+    if (!registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat64)) continue;
+    if (registry->Get(type).grad_checks.empty()) continue;
+    for (const GradCheckResult& r : CheckOpGradients(type, Cl())) {
+      ++checked;
+      EXPECT_TRUE(r.ok) << type << "/" << r.case_name << ": " << (r.failures.empty() ? "" : r.failures.front());
+    }
+  }
+  EXPECT_GE(checked, 10);
+}
+
+}  // namespace
+}  // namespace nabla
