@@ -372,9 +372,9 @@ std::vector<GradCheckResult> CheckOpGradients(const std::string& op_type, Device
   const OpInfo& info = registry->Get(op_type);
   std::vector<GradCheckResult> results;
   if (info.grad_checks.empty()) {
-    // A case is one op over dense inputs; an op that runs a sub-block has its
-    // gradient checked through whole programs instead.
-    bool runs_blocks = info.traits.has_sub_block || info.traits.control_flow;
+    // A case is one op over dense inputs; an op that runs a sub-block or
+    // works on tensor arrays has its gradient checked through whole programs.
+    bool runs_blocks = info.traits.has_sub_block || info.traits.control_flow || info.traits.array_io;
     if (!runs_blocks && MakesGradOps(info, *registry)) {
       GradCheckResult r;
       r.op_type = op_type;

@@ -26,6 +26,7 @@ NABLA_REGISTER_OPS(array_length) {
         c.SetOutputDType("Out", DType::kInt64);
       })
       .KernelDType([](const ExecutionContext&) { return DType::kInt64; })
+      .ArrayIO()
       .GradMaker<EmptyGradOpDescMaker>();
   registrar.Kernel("array_length", DeviceType::kCPU, DType::kInt64, ArrayLengthKernel, __FILE__, __LINE__);
 }

@@ -73,6 +73,7 @@ NABLA_REGISTER_OPS(read_from_array) {
         c.ShareShapeAndDType("X", "Out");
       })
       .KernelDType([](const ExecutionContext&) { return DType::kFloat32; })
+      .ArrayIO()
       .GradMaker<ReadFromArrayGradMaker>();
   registrar.Kernel("read_from_array", DeviceType::kCPU, DType::kFloat32, ReadFromArrayKernel, __FILE__, __LINE__);
 

@@ -71,6 +71,7 @@ NABLA_REGISTER_OPS(write_to_array) {
         if (!c.IsRuntime()) c.ShareShapeAndDType("X", "Out");
       })
       .KernelDType([](const ExecutionContext& ctx) { return ctx.Input("X").GetDType(); })
+      .ArrayIO()
       .GradMaker<WriteToArrayGradMaker>();
   RegisterForAllDTypes(registrar, "write_to_array", WriteToArrayKernel, __FILE__, __LINE__);
 

@@ -154,7 +154,7 @@ TEST_F(CliTest, AFeedMaySetAParameter) {
 TEST_F(CliTest, ExecPrintsFetchesWithoutOut) {
   Result r = Nabla(LinearArgs() + " --fetch loss,y");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "loss: float32[]\n3.125\ny: float32[2, 2]\n[[   2    2]\n [4.25 4.25]]\n");
+  EXPECT_EQ(r.out, "loss: float32[1]\n[3.125]\ny: float32[2, 2]\n[[   2    2]\n [4.25 4.25]]\n");
 }
 
 TEST_F(CliTest, BackwardGradientsAreWrittenUnderTheirVerbatimNames) {

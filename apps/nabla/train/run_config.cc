@@ -66,7 +66,7 @@ class Reader {
   // Every key of `node` must be one of `keys`.
   void CheckKeys(const YAML::Node& node, const std::string& what, const std::vector<std::string>& keys) const {
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& k = it->first;
+      const YAML::Node k = it->first;  // a copy: `it->first` lives in a temporary
       NABLA_ENFORCE(k.IsScalar(), kInvalidArgument, Where(k), ": ", what, " has a key that is not a string");
       const std::string& name = k.Scalar();
       NABLA_ENFORCE(std::find(keys.begin(), keys.end(), name) != keys.end(), kInvalidArgument, Where(k),
@@ -276,7 +276,7 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
     f.var = r.NonEmptyString(it->first, what + ".feeds key");
     f.pos = r.Pos(it->first);
     const std::string fw = what + ".feeds." + f.var;
-    const YAML::Node& v = it->second;
+    const YAML::Node v = it->second;  // a copy: `it->second` lives in a temporary
     if (v.IsMap()) {
       r.CheckKeys(v, fw, {"column", "scale"});
       f.column = r.NonEmptyString(r.Required(v, "column", fw), fw + ".column");

@@ -85,6 +85,9 @@ struct OpTraits {
   bool has_sub_block = false;  // set automatically when the schema has a block attr
   bool control_flow = false;   // runs blocks itself through ExecutionContext::RunBlock
   bool random = false;         // output depends on a seed
+  // Reads or writes a tensor_array: a GradCheck case feeds dense tensors to
+  // one op, so these ops have their gradients checked through programs.
+  bool array_io = false;
 };
 
 struct NABLA_API Origin {
@@ -341,6 +344,7 @@ class NABLA_API OpBuilder {
   OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
+  OpBuilder& ArrayIO();  // sets traits.array_io
   OpInfo& Info() { return *info_; }
 
  private:
