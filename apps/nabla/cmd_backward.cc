@@ -14,6 +14,7 @@
 #include "nabla/backward.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
+#include "output_file.h"
 
 namespace nabla::app {
 namespace {
@@ -27,6 +28,7 @@ struct BackwardOptions {
 };
 
 int RunBackward(const BackwardOptions& opts) {
+  if (!opts.out.empty()) CheckOutputFolder("-o", opts.out);
   ProgramDesc program = LoadProgram(opts.program);
   AppendBackward(program, opts.loss, opts.params,
                  std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));

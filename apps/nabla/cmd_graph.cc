@@ -29,6 +29,7 @@
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/types.h"
+#include "output_file.h"
 
 extern char** environ;
 
@@ -97,6 +98,7 @@ class DotWriter {
          << "  rankdir=TB;\n"
          << "  label=" << Quoted(title_) << ";\n"
          << "  labelloc=t;\n"
+         << "  fontname=\"Helvetica\";\n"
          << "  node [fontname=\"Helvetica\", fontsize=10];\n"
          << "  edge [fontname=\"Helvetica\", fontsize=8];\n";
     WriteBlock(0, "  ");
@@ -132,9 +134,10 @@ class DotWriter {
   void WriteVar(const std::string& indent, const BlockDesc& block, const std::string& name) {
     if (!drawn_vars_.insert(std::to_string(block.Idx()) + "/" + name).second) return;
     const VarDesc* var = block.FindVar(name);
-    std::string label = name;
+    // Escaped here, not by Quoted: "\\n" is DOT's line break.
+    std::string label = Escape(name);
     if (var != nullptr && var->Type() == VarType::kDense && (var->HasDType() || !var->GetShape().empty()))
-      label += "\n" + ShapeToString(var->GetShape()) +
+      label += "\\n" + ShapeToString(var->GetShape()) +
                (var->HasDType() ? std::string(" ") + DTypeName(var->GetDType()) : "");
     std::string style;
     if (IsGradName(name)) {
@@ -144,7 +147,7 @@ class DotWriter {
     } else {
       style = "style=filled, fillcolor=white";
     }
-    out_ << indent << VarId(block.Idx(), name) << " [shape=ellipse, label=" << Quoted(label) << ", " << style << "];\n";
+    out_ << indent << VarId(block.Idx(), name) << " [shape=ellipse, label=\"" << label << "\", " << style << "];\n";
   }
 
   void WriteBlock(int idx, const std::string& indent) {
@@ -225,7 +228,6 @@ std::string Slurp(const fs::path& p) {
 void RenderWithDot(const std::string& dot, const std::string& text, Format format, const std::string& out) {
   const fs::path target(out);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  NABLA_ENFORCE(fs::is_directory(dir), kNotFound, "-o ", out, ": the folder ", dir.string(), " does not exist");
   const std::string suffix = ".tmp" + std::to_string(::getpid());
   const fs::path input = dir / ("." + target.filename().string() + suffix + ".dot");
   const fs::path rendered = dir / ("." + target.filename().string() + suffix);
@@ -276,6 +278,7 @@ void RenderWithDot(const std::string& dot, const std::string& text, Format forma
 
 int RunGraph(const GraphOptions& opts) {
   const Format format = FormatOf(opts.out);
+  if (!opts.out.empty()) CheckOutputFolder("-o", opts.out);
   const std::string dot = format == Format::kDot ? "" : FindDot(opts.out);
 
   ProgramDesc program = LoadProgram(opts.program);
