@@ -292,6 +292,35 @@ TEST_F(CliToolsTest, GraphOfAForwardProgramHasNoGradientStyling) {
   EXPECT_EQ(r.out.find("dashed"), std::string::npos) << r.out;
 }
 
+// The RNN of tests/reference: a while op whose sub-block (block 1) gets a
+// grad block (block 2, parent 1) from backward.
+TEST_F(CliToolsTest, GraphDrawsSubBlocksAsNestedClusters) {
+  const std::string rnn = std::string(NABLA_SOURCE_DIR) + "/tests/reference/rnn_while/program.yaml";
+  Result r = Nabla("graph " + Quote(rnn) + " --backward loss");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string& dot = r.out;
+  const size_t block1 = dot.find("subgraph cluster_1 {"), block2 = dot.find("subgraph cluster_2 {");
+  ASSERT_NE(block1, std::string::npos) << dot;
+  ASSERT_NE(block2, std::string::npos) << dot;
+  // Block 2 is drawn inside block 1: more indented, after it opened.
+  EXPECT_LT(block1, block2);
+  EXPECT_EQ(dot.substr(block2 - 5, 5), "\n    ") << dot;
+  EXPECT_NE(LineWith(dot, {"label=\"block 2\""}), "") << dot;
+  // The while op and its grad op point into the clusters of their blocks.
+  const std::string loop = OpNode(dot, "while"), loop_grad = OpNode(dot, "while_grad");
+  ASSERT_NE(loop, "");
+  ASSERT_NE(loop_grad, "");
+  EXPECT_NE(LineWith(dot, {loop + " -> op_1_0 [lhead=cluster_1"}), "") << dot;
+  EXPECT_NE(LineWith(dot, {loop_grad + " -> op_2_0 [lhead=cluster_2", "color=red"}), "") << dot;
+  // Ops of the grad block are gradient ops; the forward sub-block's are not.
+  EXPECT_NE(LineWith(dot, {"op_2_0 [shape=box", "dashed"}), "") << dot;
+  EXPECT_EQ(LineWith(dot, {"op_1_0 [shape=box", "dashed"}), "") << dot;
+  // Graphviz accepts it.
+  r = Nabla("graph " + Quote(rnn) + " --backward loss -o " + Quote(Path("rnn.svg")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(Slurp(Path("rnn.svg")).find("<svg"), std::string::npos);
+}
+
 TEST_F(CliToolsTest, GraphWritesDotSvgAndPng) {
   Result r = Nabla("graph " + Quote(program_) + " --backward loss -o " + Quote(Path("g.dot")));
   ASSERT_EQ(r.code, 0) << r.err;
