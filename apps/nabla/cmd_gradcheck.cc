@@ -80,7 +80,7 @@ bool HasFloat64Kernel(const OpRegistry& registry, const std::string& type, Devic
 // has OpenCL float64 kernels, the OpenCL device.
 class Devices {
  public:
-  explicit Devices(const std::string& requested) : requested_(requested) {
+  explicit Devices(const std::string& requested) {
     if (!requested.empty()) fixed_ = &Resolve(requested);
   }
 
@@ -147,7 +147,6 @@ class Devices {
     return nullptr;
   }
 
-  std::string requested_;
   Device* fixed_ = nullptr;   // non-owning: process-wide devices
   Device* opencl_ = nullptr;  // non-owning
   bool opencl_tried_ = false;
