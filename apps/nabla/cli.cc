@@ -23,7 +23,10 @@ using CommandFactory = Command (*)();
 constexpr CommandFactory kCommands[] = {
     RunCommand,
     ExecCommand,
+    BackwardCommand,
+    GraphCommand,
     OpsCommand,
+    GradcheckCommand,
     PlotCommand,
     DevicesCommand,
 };

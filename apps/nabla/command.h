@@ -116,5 +116,8 @@ Command ExecCommand();  // cmd_exec.cc
 Command RunCommand();   // cmd_run.cc
 Command PlotCommand();  // cmd_run.cc
 Command DevicesCommand();  // cmd_devices.cc
+Command BackwardCommand();   // cmd_backward.cc
+Command GraphCommand();      // cmd_graph.cc
+Command GradcheckCommand();  // cmd_gradcheck.cc
 
 }  // namespace nabla::app

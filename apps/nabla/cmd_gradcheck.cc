@@ -1,0 +1,293 @@
+// `nabla gradcheck (--op TYPE | --all)`: the numeric gradient check of
+// core/gradcheck.h (float64 central differences against the op's own grad
+// ops, Paddle's error rule) over the GradCheck cases each op declares next to
+// its registration: the cases the op test table runs. For plugin authors:
+// `nabla gradcheck --plugin ./libacme.so --all --only-plugin ./libacme.so`.
+//
+// Without --device every op is checked on each device it has float64
+// kernels for. Failing checks are results, printed on stdout; the run then
+// ends with one error line and exit 1.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "nabla/device.h"
+#include "nabla/error.h"
+#include "nabla/gradcheck.h"
+#include "nabla/op_registry.h"
+#include "nabla/types.h"
+#ifdef NABLA_HAVE_OPENCL
+#include "nabla/opencl/opencl.h"
+#endif
+
+namespace nabla::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GradcheckOptions {
+  std::string op;
+  bool all = false;
+  std::vector<std::string> only_plugins;
+  std::string device;
+};
+
+// The plugin names that --only-plugin selects: each value is a loaded
+// plugin's name or its file.
+std::set<std::string> SelectPlugins(const OpRegistry& registry, const std::vector<std::string>& values) {
+  std::set<std::string> names;
+  for (const std::string& value : values) {
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(value, ec), ec);
+    const OpRegistry::PluginRecord* found = nullptr;
+    for (const auto& p : registry.Plugins()) {
+      if (p.name == value || (!p.path.empty() && !ec && fs::path(p.path) == canonical)) found = &p;
+    }
+    if (found == nullptr) {
+      std::string loaded;
+      for (const auto& p : registry.Plugins())
+        loaded += (loaded.empty() ? "" : ", ") + p.name + (p.path.empty() ? "" : " (" + p.path + ")");
+      NABLA_THROW(kNotFound, "--only-plugin ", value, ": expected the name or file of a loaded plugin but none matches",
+                  "; loaded: ", loaded.empty() ? std::string("none") : loaded, " (load a plugin with --plugin FILE)");
+    }
+    names.insert(found->name);
+  }
+  return names;
+}
+
+// `mul_grad` next to `mul`: checked as part of its forward op, which is
+// the only way the harness can run it.
+bool IsGradOpOfRegisteredOp(const OpRegistry& registry, const std::string& type) {
+  const std::string suffix = "_grad";
+  return type.size() > suffix.size() && type.compare(type.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         registry.Find(type.substr(0, type.size() - suffix.size())) != nullptr;
+}
+
+bool HasFloat64Kernel(const OpRegistry& registry, const std::string& type, DeviceType device) {
+  for (const auto& [d, dtype] : registry.KernelsOf(type))
+    if (d == device && dtype == DType::kFloat64) return true;
+  return false;
+}
+
+// The devices checks can run on: the host, and with --device or when an op
+// has OpenCL float64 kernels, the OpenCL device.
+class Devices {
+ public:
+  explicit Devices(const std::string& requested) {
+    if (!requested.empty()) fixed_ = &Resolve(requested);
+  }
+
+  // The devices to check `type` on; `note` says why one is left out.
+  std::vector<Device*> For(const OpRegistry& registry, const std::string& type, std::string* note) {
+    if (fixed_ != nullptr) {
+      if (HasFloat64Kernel(registry, type, fixed_->Type())) return {fixed_};
+      *note = StrCat("no float64 kernel on ", DeviceTypeName(fixed_->Type()));
+      return {};
+    }
+    std::vector<Device*> out = {&HostDevice()};
+    if (HasFloat64Kernel(registry, type, DeviceType::kOpenCL)) {
+      if (Device* d = OpenCl(); d != nullptr) {
+        out.push_back(d);
+      } else {
+        *note = opencl_note_;
+      }
+    }
+    return out;
+  }
+
+ private:
+  static Device& Resolve(const std::string& name) {
+#ifdef NABLA_HAVE_OPENCL
+    Device& d = opencl::ResolveDevice(name);
+    if (d.Type() == DeviceType::kOpenCL) {
+      const opencl::DeviceInfo& info = static_cast<opencl::OpenClDevice&>(d).Info();
+      NABLA_ENFORCE(info.fp64, kPreconditionNotMet, "--device ", name, ": ", info.name,
+                    " has no float64 support (cl_khr_fp64), which gradient checks need");
+    }
+    return d;
+#else
+    DeviceType type;
+    NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '",
+                  name, "'");
+    NABLA_ENFORCE(type == DeviceType::kCPU, kInvalidArgument, "--device ", name,
+                  ": this build has no such backend; use --device cpu");
+    return HostDevice();
+#endif
+  }
+
+  // The first OpenCL device with float64, opened once; null (and a note)
+  // when there is none.
+  Device* OpenCl() {
+    if (opencl_tried_) return opencl_;
+    opencl_tried_ = true;
+#ifdef NABLA_HAVE_OPENCL
+    try {
+      for (const auto& platform : opencl::ListPlatforms()) {
+        for (const auto& d : platform.devices) {
+          if (d.fp64) {
+            opencl_ = &opencl::GetDevice(d.index);
+            return opencl_;
+          }
+        }
+      }
+      opencl_note_ = "not checked on opencl: no OpenCL device with float64 support";
+    } catch (const std::exception& e) {
+      opencl_note_ = StrCat("not checked on opencl: ", e.what());
+    }
+#else
+    opencl_note_ = "not checked on opencl: this build has no OpenCL backend";
+#endif
+    return nullptr;
+  }
+
+  Device* fixed_ = nullptr;   // non-owning: process-wide devices
+  Device* opencl_ = nullptr;  // non-owning
+  bool opencl_tried_ = false;
+  std::string opencl_note_;
+};
+
+std::string Sci(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2e", v);
+  return s;
+}
+
+std::string DeviceLabel(const Device& d) {
+  return d.Type() == DeviceType::kCPU ? "cpu" : "opencl:" + std::to_string(d.Id());
+}
+
+int RunGradcheck(const GradcheckOptions& opts) {
+  NABLA_ENFORCE(opts.all != !opts.op.empty(), kInvalidArgument,
+                "expected exactly one of --op TYPE and --all but received ", opts.all ? "both" : "neither");
+  NABLA_ENFORCE(opts.only_plugins.empty() || opts.all, kInvalidArgument, "--only-plugin only applies with --all");
+  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+
+  std::vector<std::string> types;
+  std::vector<std::string> without_gradient;
+  if (!opts.op.empty()) {
+    registry->Get(opts.op);  // an unknown op is a NotFound error naming it and the plugins
+    types.push_back(opts.op);
+  } else {
+    const std::set<std::string> plugins = SelectPlugins(*registry, opts.only_plugins);
+    for (const std::string& type : registry->OpTypes()) {
+      const OpInfo& info = registry->Get(type);
+      if (!plugins.empty() && !plugins.count(info.origin.plugin)) continue;
+      if (IsGradOpOfRegisteredOp(*registry, type)) continue;
+      types.push_back(type);
+    }
+    NABLA_ENFORCE(!types.empty(), kNotFound, "--all: the selected plugins register no ops");
+  }
+  Devices devices(opts.device);
+
+  size_t width = 4;
+  for (const std::string& type : types) width = std::max(width, type.size());
+  auto line = [&](const std::string& status, const std::string& type, const std::string& where,
+                  const std::string& rest) {
+    std::cout << std::left << std::setw(4) << status << "  " << std::setw(static_cast<int>(width)) << type << "  "
+              << std::setw(9) << where << "  " << rest << "\n";
+  };
+
+  int passed = 0, skipped = 0;
+  std::vector<std::string> failed;
+  for (const std::string& type : types) {
+    const OpInfo& info = registry->Get(type);
+    if (!info.HasGradient()) {
+      if (opts.all) {
+        without_gradient.push_back(type);
+      } else {
+        line("SKIP", type, "-", "no gradient: the op registers no GradOpDescMaker");
+        ++skipped;
+      }
+      continue;
+    }
+    std::string note;
+    const std::vector<Device*> on = devices.For(*registry, type, &note);
+    if (on.empty()) {
+      line("SKIP", type, opts.device, note);
+      ++skipped;
+      continue;
+    }
+    for (Device* device : on) {
+      const std::vector<GradCheckResult> results = CheckOpGradients(type, *device);
+      if (results.empty()) {
+        // The same on every device: say it once. Under --all, an op whose
+        // maker emits no grad ops (fill_constant, sgd) joins the note on ops
+        // without a gradient.
+        const bool runs_blocks = info.traits.has_sub_block || info.traits.control_flow;
+        if (opts.all && !runs_blocks) {
+          without_gradient.push_back(type);
+        } else {
+          line("SKIP", type, "-",
+               runs_blocks ? "runs a sub-block: its gradient is checked through whole programs"
+                           : "its GradOpDescMaker emits no grad ops");
+          ++skipped;
+        }
+        break;
+      }
+      bool ok = true;
+      double worst = 0.0;
+      for (const GradCheckResult& r : results) {
+        ok = ok && r.ok;
+        worst = std::max(worst, r.max_error);
+      }
+      // The harness reports a gradient without any case as one failed, unnamed result.
+      const bool no_case = results.size() == 1 && results[0].case_name.empty() && !results[0].ok;
+      line(ok ? "PASS" : "FAIL", type, DeviceLabel(*device),
+           StrCat(no_case ? std::string("no GradCheck case")
+                          : StrCat("max error ", Sci(worst), " over ", results.size(),
+                                   results.size() == 1 ? " case" : " cases"),
+                  info.origin.plugin.empty() ? "" : " (" + info.origin.plugin + ")"));
+      for (const GradCheckResult& r : results) {
+        for (const std::string& f : r.failures)
+          std::cout << "      " << (r.case_name.empty() ? "" : "case '" + r.case_name + "': ") << f << "\n";
+      }
+      if (ok) {
+        ++passed;
+      } else {
+        failed.push_back(type + " on " + DeviceLabel(*device));
+      }
+    }
+    if (!note.empty()) std::cout << "      note: " << type << " " << note << "\n";
+  }
+
+  const size_t checks = passed + failed.size() + skipped;
+  std::cout << checks << (checks == 1 ? " check: " : " checks: ") << passed << " passed, " << failed.size()
+            << " failed, " << skipped << " skipped\n";
+  if (!without_gradient.empty()) {
+    std::string names;
+    for (const std::string& t : without_gradient) names += (names.empty() ? "" : ", ") + t;
+    std::cout << "not checked, no gradient: " << names << "\n";
+  }
+  if (!failed.empty()) {
+    std::string names;
+    for (const std::string& f : failed) names += (names.empty() ? "" : ", ") + f;
+    NABLA_THROW(kRuntime, "gradient check failed for ", failed.size(), failed.size() == 1 ? " op: " : " ops: ", names);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command GradcheckCommand() {
+  auto opts = std::make_shared<GradcheckOptions>();
+  Command c("gradcheck",
+            "Check op gradients against float64 central differences (the GradCheck cases each op registers)");
+  c.Option("--op", &opts->op, "The op type to check", "TYPE");
+  c.Flag("--all", &opts->all, "Check every op that has a gradient");
+  c.Option("--only-plugin", &opts->only_plugins,
+           "With --all: only the ops of this loaded plugin (its name, or the file given to --plugin)", "NAME|FILE")
+      .Delimiter(',');
+  c.Option("--device", &opts->device,
+           "Check on this device only (default: every device the op has float64 kernels for)", "cpu|opencl[:N]");
+  c.SetRun([opts](const GlobalOptions&) { return RunGradcheck(*opts); });
+  return c;
+}
+
+}  // namespace nabla::app
