@@ -26,6 +26,7 @@ constexpr CommandFactory kCommands[] = {
     OpsCommand,
     PlotCommand,
     DevicesCommand,
+    PluginCommand,
 };
 
 std::string VersionString() {

@@ -116,5 +116,6 @@ Command ExecCommand();  // cmd_exec.cc
 Command RunCommand();   // cmd_run.cc
 Command PlotCommand();  // cmd_run.cc
 Command DevicesCommand();  // cmd_devices.cc
+Command PluginCommand();   // cmd_plugin.cc
 
 }  // namespace nabla::app
