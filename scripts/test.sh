@@ -7,6 +7,9 @@ JOBS=${JOBS:-2}
 
 BUILD_DIR=build scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF
 (cd build && ctest --output-on-failure -j "$JOBS")
+# The plugin SDK as an outside author uses it: install, build the example
+# plugin against the install, check and train with it.
+BUILD_DIR=build scripts/test_plugin_sdk.sh
 
 BUILD_DIR=build-asan scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF -DNABLA_SANITIZE=address
 # Plugins are dlopen'ed and never unloaded on purpose; LSan still checks the rest.

@@ -29,6 +29,7 @@ constexpr CommandFactory kCommands[] = {
     GradcheckCommand,
     PlotCommand,
     DevicesCommand,
+    PluginCommand,
 };
 
 std::string VersionString() {

@@ -1,17 +1,21 @@
-// `nabla ops [--json]`: what the loaded plugins registered. The only
+// `nabla ops [--json] [--only-plugin]`: what the loaded plugins registered
+// (with --only-plugin, only what the --plugin files registered). The only
 // translation unit that includes nlohmann/json (5 s of compile time).
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "command.h"
 #include "nabla/attribute.h"
+#include "nabla/error.h"
 #include "nabla/op_registry.h"
 #include "nabla/types.h"
 
@@ -22,6 +26,15 @@ using Json = nlohmann::ordered_json;
 
 struct OpsOptions {
   bool json = false;
+  bool only_plugin = false;
+};
+
+// Which ops and plugin records to show: all, or those of the given plugin
+// files (compared by canonical path, as the loader records them).
+struct Selection {
+  bool all = true;
+  std::set<std::string> paths;
+  bool Plugin(const std::string& path) const { return all || paths.count(path) > 0; }
 };
 
 Json AttrToJson(const Attribute& a) {
@@ -85,13 +98,22 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
           {"grad_checks", checks}};
 }
 
-void PrintJson(const OpRegistry& registry) {
+std::vector<std::string> SelectedOps(const OpRegistry& registry, const Selection& selection) {
+  std::vector<std::string> types;
+  for (const std::string& type : registry.OpTypes()) {
+    if (selection.Plugin(registry.Get(type).origin.path)) types.push_back(type);
+  }
+  return types;
+}
+
+void PrintJson(const OpRegistry& registry, const Selection& selection) {
   Json plugins = Json::array();
   for (const auto& p : registry.Plugins()) {
+    if (!selection.Plugin(p.path)) continue;
     plugins.push_back({{"name", p.name}, {"path", p.path}, {"abi", p.abi}, {"ops", p.ops}});
   }
   Json ops = Json::array();
-  for (const std::string& type : registry.OpTypes()) ops.push_back(OpToJson(registry, registry.Get(type)));
+  for (const std::string& type : SelectedOps(registry, selection)) ops.push_back(OpToJson(registry, registry.Get(type)));
   std::cout << Json{{"plugins", plugins}, {"ops", ops}}.dump(2) << "\n";
 }
 
@@ -120,8 +142,8 @@ std::string FileAndLine(const Origin& o) {
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // One header row per op, aligned as a table, then its slots and attributes.
-void PrintTable(const OpRegistry& registry) {
-  const std::vector<std::string> types = registry.OpTypes();
+void PrintTable(const OpRegistry& registry, const Selection& selection) {
+  const std::vector<std::string> types = SelectedOps(registry, selection);
   size_t type_w = 4, plugin_w = 6, origin_w = 6;
   for (const std::string& type : types) {
     const OpInfo& info = registry.Get(type);
@@ -158,7 +180,9 @@ void PrintTable(const OpRegistry& registry) {
                 << (a.doc.empty() ? "" : "  " + a.doc) << "\n";
     }
   }
-  std::cout << types.size() << " ops from " << registry.Plugins().size() << " plugins\n";
+  size_t plugins = 0;
+  for (const auto& p : registry.Plugins()) plugins += selection.Plugin(p.path) ? 1 : 0;
+  std::cout << types.size() << " ops from " << plugins << " plugins\n";
 }
 
 }  // namespace
@@ -168,12 +192,22 @@ Command OpsCommand() {
   Command c("ops",
             "List every registered op: plugin, origin, slots, attributes with defaults, gradient, kernels per device");
   c.Flag("--json", &opts->json, "Print machine-readable JSON instead of the table");
-  c.SetRun([opts](const GlobalOptions&) {
+  c.Flag("--only-plugin", &opts->only_plugin,
+         "List only the ops that the --plugin files registered (what a plugin author wants to see)");
+  c.SetRun([opts](const GlobalOptions& global) {
     std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+    Selection selection;
+    if (opts->only_plugin) {
+      NABLA_ENFORCE(!global.plugins.empty(), kInvalidArgument,
+                    "ops --only-plugin: expected at least one --plugin FILE but received none");
+      selection.all = false;
+      // Every file loaded already, so each exists and resolves.
+      for (const std::string& path : global.plugins) selection.paths.insert(std::filesystem::canonical(path).string());
+    }
     if (opts->json) {
-      PrintJson(*registry);
+      PrintJson(*registry, selection);
     } else {
-      PrintTable(*registry);
+      PrintTable(*registry, selection);
     }
     return 0;
   });

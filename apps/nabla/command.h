@@ -119,5 +119,6 @@ Command DevicesCommand();  // cmd_devices.cc
 Command BackwardCommand();   // cmd_backward.cc
 Command GraphCommand();      // cmd_graph.cc
 Command GradcheckCommand();  // cmd_gradcheck.cc
+Command PluginCommand();   // cmd_plugin.cc
 
 }  // namespace nabla::app

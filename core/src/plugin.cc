@@ -151,8 +151,12 @@ std::string DescribeLoadFailure(const std::string& path, const std::string& what
     const std::string mangled = text.substr(at + undefined.size());
     const std::string name = boost::core::demangle(mangled.c_str());
     if (name != mangled) text += " (" + name + ")";
-    text += "; the plugin was built against another nabla or a library it needs is not loaded: rebuild it "
-            "against this nabla";
+    // The other side: the core this process loaded, which lacks the symbol.
+    std::error_code ec;
+    const std::string core = boost::dll::this_line_location(ec).string();
+    text += StrCat("; the plugin was built against another nabla (this core is ", ec ? "libnabla_core.so" : core,
+                   ", ABI tag ", ExpectedAbiTag(), ") or a library it needs is not loaded: rebuild it against this "
+                   "nabla");
   }
   return text;
 }

@@ -1,0 +1,31 @@
+# The installed CMake package: nablaConfig.cmake, its version file, the
+# exported targets (nabla::core, nabla::nabla) and nabla_plugin.cmake, the
+# one definition of nabla_add_plugin() that the standard plugins use too.
+# Paths are fixed (not GNUInstallDirs): `nabla` finds its standard plugins at
+# ../lib/nabla/plugins relative to itself (PluginManager::DefaultPluginDir).
+include(CMakePackageConfigHelpers)
+
+set(NABLA_INSTALL_BINDIR bin)
+set(NABLA_INSTALL_INCLUDEDIR include)
+set(NABLA_INSTALL_PLUGINDIR lib/nabla/plugins)
+set(NABLA_INSTALL_CMAKEDIR lib/cmake/nabla)
+
+# The tag nabla/plugin.h spells (NABLA_ABI_SYMBOL), for messages and docs.
+file(STRINGS ${PROJECT_SOURCE_DIR}/core/include/nabla/plugin.h _abi_line REGEX "^#define NABLA_ABI_VERSION ")
+string(REGEX REPLACE "^#define NABLA_ABI_VERSION +([0-9]+).*" "\\1" NABLA_ABI_VERSION "${_abi_line}")
+string(REGEX MATCH "^[0-9]+" _gcc_major "${CMAKE_CXX_COMPILER_VERSION}")
+set(NABLA_ABI_TAG "nabla_abi_v${NABLA_ABI_VERSION}_gcc${_gcc_major}_cxx11abi1")
+
+install(EXPORT nablaTargets NAMESPACE nabla:: DESTINATION ${NABLA_INSTALL_CMAKEDIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/nablaConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/package/nablaConfig.cmake
+  INSTALL_DESTINATION ${NABLA_INSTALL_CMAKEDIR}
+  PATH_VARS NABLA_INSTALL_INCLUDEDIR NABLA_INSTALL_PLUGINDIR NABLA_INSTALL_BINDIR)
+# 0.x: a new minor version may change the plugin interface.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/package/nablaConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/package/nablaConfig.cmake
+  ${PROJECT_BINARY_DIR}/package/nablaConfigVersion.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/nabla_plugin.cmake
+  DESTINATION ${NABLA_INSTALL_CMAKEDIR})

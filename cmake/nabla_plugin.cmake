@@ -1,0 +1,86 @@
+# nabla_add_plugin(NAME SOURCES ... [LIBRARIES ...] [OUTPUT_DIR DIR] [NO_INSTALL]):
+# an operator plugin as a MODULE library. This one file serves the standard
+# plugins in this tree and third-party plugins built against an installed
+# nabla (it is installed next to nablaConfig.cmake), so both are built alike:
+#   - hidden visibility and -fno-gnu-unique, so only the entry point and the
+#     ABI tag leave the plugin and dlclose really unmaps it (STACK.md §3.4);
+#   - -Wl,--no-undefined, so a missing core symbol fails the link, not dlopen;
+#   - C++17 and the core's compiler (checked at configure time when built
+#     against an install: the ABI tag the core checks at load time spells
+#     the compiler's major version and the standard-library ABI, read by
+#     nabla/plugin.h from the compiler itself);
+#   - NABLA_PLUGIN_NAME, the target name as a string, for NABLA_PLUGIN(...).
+# Without OUTPUT_DIR the plugin is written to NABLA_PLUGIN_OUTPUT_DIR when it
+# is set (the standard plugin folder in this tree) and is installed to
+# NABLA_PLUGIN_INSTALL_DIR (default lib/nabla/plugins: the folder an installed
+# `nabla` loads by default when the install prefix is nabla's own).
+if(NOT DEFINED NABLA_PLUGIN_INSTALL_DIR)
+  set(NABLA_PLUGIN_INSTALL_DIR lib/nabla/plugins)
+endif()
+
+# Refuses a compiler other than the one nabla was built with. Only an
+# installed package sets NABLA_CXX_COMPILER_ID (nablaConfig.cmake).
+function(_nabla_check_compiler target)
+  if(NOT DEFINED NABLA_CXX_COMPILER_ID)
+    return()
+  endif()
+  if(NOT CMAKE_CXX_COMPILER_ID)
+    message(FATAL_ERROR "nabla_add_plugin(${target}): C++ is not enabled in this project; "
+      "call project(... LANGUAGES CXX) before nabla_add_plugin")
+  endif()
+  string(REGEX MATCH "^[0-9]+" _mine "${CMAKE_CXX_COMPILER_VERSION}")
+  string(REGEX MATCH "^[0-9]+" _core "${NABLA_CXX_COMPILER_VERSION}")
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL NABLA_CXX_COMPILER_ID OR NOT _mine STREQUAL _core)
+    message(FATAL_ERROR "nabla_add_plugin(${target}): this project compiles with "
+      "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} (${CMAKE_CXX_COMPILER}) but nabla "
+      "${nabla_VERSION} was built with ${NABLA_CXX_COMPILER_ID} ${NABLA_CXX_COMPILER_VERSION} "
+      "(${NABLA_CXX_COMPILER}); a plugin must use the same compiler and major version (its ABI tag "
+      "${NABLA_ABI_TAG} says so): configure a fresh build folder with "
+      "-DCMAKE_CXX_COMPILER=${NABLA_CXX_COMPILER}")
+  endif()
+endfunction()
+
+function(nabla_add_plugin name)
+  cmake_parse_arguments(P "NO_INSTALL" "OUTPUT_DIR" "SOURCES;LIBRARIES" ${ARGN})
+  if(NOT P_SOURCES)
+    message(FATAL_ERROR "nabla_add_plugin(${name}): expected SOURCES file... but received none")
+  endif()
+  if(P_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "nabla_add_plugin(${name}): unknown arguments ${P_UNPARSED_ARGUMENTS}; "
+      "expected SOURCES, LIBRARIES, OUTPUT_DIR, NO_INSTALL")
+  endif()
+  if(NOT TARGET nabla::core)
+    message(FATAL_ERROR "nabla_add_plugin(${name}): no nabla::core target; call find_package(nabla) first")
+  endif()
+  _nabla_check_compiler(${name})
+
+  add_library(${name} MODULE ${P_SOURCES})
+  target_link_libraries(${name} PRIVATE nabla::core ${P_LIBRARIES})
+  target_compile_features(${name} PRIVATE cxx_std_17)
+  target_compile_options(${name} PRIVATE -fno-gnu-unique)
+  if(NOT NABLA_SANITIZE)
+    target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  endif()
+  target_compile_definitions(${name} PRIVATE NABLA_PLUGIN_NAME="${name}")
+  # <prefix>/lib/nabla/plugins/../.. is <prefix>/lib, where libnabla_core.so is.
+  set_target_properties(${name} PROPERTIES
+    PREFIX "lib"
+    CXX_EXTENSIONS OFF
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    INSTALL_RPATH "$ORIGIN/../..")
+
+  if(P_OUTPUT_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIR})
+    return()  # test plugins and the like: never installed
+  endif()
+  if(NABLA_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${NABLA_PLUGIN_OUTPUT_DIR})
+  endif()
+  if(TARGET nabla_standard_plugins)
+    add_dependencies(nabla_standard_plugins ${name})
+  endif()
+  if(NOT P_NO_INSTALL)
+    install(TARGETS ${name} LIBRARY DESTINATION ${NABLA_PLUGIN_INSTALL_DIR})
+  endif()
+endfunction()
