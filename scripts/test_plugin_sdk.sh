@@ -66,14 +66,11 @@ done
 grep -q "^3 ops from 1 plugins" "$WORK/acme_ops.txt" || fail "--only-plugin listed more than acme's ops"
 (cd "$ACME/build" && ctest --output-on-failure >"$WORK/acme_ctest.log") || { cat "$WORK/acme_ctest.log"; fail "acme's ctest"; }
 
-# `nabla gradcheck` is written on another branch (feat/cli-tools); until it
-# is merged the step is skipped where the command does not exist.
-if "$NABLA" --help | grep -q gradcheck; then
-  step "nabla gradcheck --all --plugin libacme.so"
-  "$NABLA" gradcheck --all --plugin "$LIB" || fail "gradcheck of acme's ops"
-else
-  step "nabla gradcheck: not in this build, skipped"
-fi
+step "nabla gradcheck --all --only-plugin --plugin libacme.so"
+"$NABLA" gradcheck --all --only-plugin --plugin "$LIB" >"$WORK/acme_gradcheck.txt" \
+  || { cat "$WORK/acme_gradcheck.txt"; fail "gradcheck of acme's ops"; }
+grep -q "^PASS  acme_swish " "$WORK/acme_gradcheck.txt" || fail "gradcheck did not check acme_swish"
+grep -q "^PASS  acme_linear " "$WORK/acme_gradcheck.txt" || fail "gradcheck did not check acme_linear"
 
 step "nabla exec with --plugin: acme_swish and its gradient against NumPy"
 "$PY" - "$WORK/x.npy" <<'PY'
@@ -122,9 +119,8 @@ cmake --build "$WORK/foo/build" >"$WORK/foo_build.log" || { cat "$WORK/foo_build
 "$NABLA" ops --plugin "$WORK/foo/build/libfoo.so" --only-plugin | grep -q '^foo_softplus_grad ' \
   || fail "the new plugin does not list foo_softplus_grad"
 (cd "$WORK/foo/build" && ctest --output-on-failure >"$WORK/foo_ctest.log") || { cat "$WORK/foo_ctest.log"; fail "foo's ctest"; }
-if "$NABLA" --help | grep -q gradcheck; then
-  "$NABLA" gradcheck --all --plugin "$WORK/foo/build/libfoo.so" || fail "gradcheck of the new plugin"
-fi
+"$NABLA" gradcheck --all --only-plugin --plugin "$WORK/foo/build/libfoo.so" >"$WORK/foo_gradcheck.txt" \
+  || { cat "$WORK/foo_gradcheck.txt"; fail "gradcheck of the new plugin"; }
 
 if command -v clang++ >/dev/null 2>&1; then
   step "a foreign compiler (clang++) is refused at configure time"

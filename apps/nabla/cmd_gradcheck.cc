@@ -2,7 +2,7 @@
 // core/gradcheck.h (float64 central differences against the op's own grad
 // ops, Paddle's error rule) over the GradCheck cases each op declares next to
 // its registration: the cases the op test table runs. For plugin authors:
-// `nabla gradcheck --plugin ./libacme.so --all --only-plugin ./libacme.so`.
+// `nabla gradcheck --plugin ./libacme.so --all --only-plugin`.
 //
 // Without --device every op is checked on each device it has float64
 // kernels for. Failing checks are results, printed on stdout; the run then
@@ -35,12 +35,11 @@ namespace fs = std::filesystem;
 struct GradcheckOptions {
   std::string op;
   bool all = false;
-  std::vector<std::string> only_plugins;
+  bool only_plugin = false;  // --all over the ops of the --plugin files only
   std::string device;
 };
 
-// The plugin names that --only-plugin selects: each value is a loaded
-// plugin's name or its file.
+// The names of the plugins loaded from `files` (the --plugin files).
 std::set<std::string> SelectPlugins(const OpRegistry& registry, const std::vector<std::string>& values) {
   std::set<std::string> names;
   for (const std::string& value : values) {
@@ -54,7 +53,7 @@ std::set<std::string> SelectPlugins(const OpRegistry& registry, const std::vecto
       std::string loaded;
       for (const auto& p : registry.Plugins())
         loaded += (loaded.empty() ? "" : ", ") + p.name + (p.path.empty() ? "" : " (" + p.path + ")");
-      NABLA_THROW(kNotFound, "--only-plugin ", value, ": expected the name or file of a loaded plugin but none matches",
+      NABLA_THROW(kNotFound, "--only-plugin: ", value, " is not a loaded plugin's file",
                   "; loaded: ", loaded.empty() ? std::string("none") : loaded, " (load a plugin with --plugin FILE)");
     }
     names.insert(found->name);
@@ -163,10 +162,12 @@ std::string DeviceLabel(const Device& d) {
   return d.Type() == DeviceType::kCPU ? "cpu" : "opencl:" + std::to_string(d.Id());
 }
 
-int RunGradcheck(const GradcheckOptions& opts) {
+int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {
   NABLA_ENFORCE(opts.all != !opts.op.empty(), kInvalidArgument,
                 "expected exactly one of --op TYPE and --all but received ", opts.all ? "both" : "neither");
-  NABLA_ENFORCE(opts.only_plugins.empty() || opts.all, kInvalidArgument, "--only-plugin only applies with --all");
+  NABLA_ENFORCE(!opts.only_plugin || opts.all, kInvalidArgument, "--only-plugin only applies with --all");
+  NABLA_ENFORCE(!opts.only_plugin || !global.plugins.empty(), kInvalidArgument,
+                "gradcheck --only-plugin: expected at least one --plugin FILE but received none");
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
 
   std::vector<std::string> types;
@@ -175,7 +176,7 @@ int RunGradcheck(const GradcheckOptions& opts) {
     registry->Get(opts.op);  // an unknown op is a NotFound error naming it and the plugins
     types.push_back(opts.op);
   } else {
-    const std::set<std::string> plugins = SelectPlugins(*registry, opts.only_plugins);
+    const std::set<std::string> plugins = SelectPlugins(*registry, opts.only_plugin ? global.plugins : std::vector<std::string>{});
     for (const std::string& type : registry->OpTypes()) {
       const OpInfo& info = registry->Get(type);
       if (!plugins.empty() && !plugins.count(info.origin.plugin)) continue;
@@ -281,12 +282,10 @@ Command GradcheckCommand() {
             "Check op gradients against float64 central differences (the GradCheck cases each op registers)");
   c.Option("--op", &opts->op, "The op type to check", "TYPE");
   c.Flag("--all", &opts->all, "Check every op that has a gradient");
-  c.Option("--only-plugin", &opts->only_plugins,
-           "With --all: only the ops of this loaded plugin (its name, or the file given to --plugin)", "NAME|FILE")
-      .Delimiter(',');
+  c.Flag("--only-plugin", &opts->only_plugin, "With --all: only the ops that the --plugin files registered");
   c.Option("--device", &opts->device,
            "Check on this device only (default: every device the op has float64 kernels for)", "cpu|opencl[:N]");
-  c.SetRun([opts](const GlobalOptions&) { return RunGradcheck(*opts); });
+  c.SetRun([opts](const GlobalOptions& global) { return RunGradcheck(*opts, global); });
   return c;
 }
 

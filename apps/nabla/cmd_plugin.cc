@@ -213,7 +213,7 @@ Check it:
 
 ```sh
 nabla ops --plugin build/lib@NAME@.so --only-plugin     # what it registers, or why it does not load
-nabla gradcheck --all --plugin build/lib@NAME@.so       # its gradients, float64 central differences
+nabla gradcheck --all --only-plugin --plugin build/lib@NAME@.so  # its gradients, float64 central differences
 nabla exec programs/test.yaml --plugin build/lib@NAME@.so --backward loss --fetch loss,x@GRAD
 ```
 
