@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -21,7 +22,9 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
+#include "nabla/fusion.h"
 #include "nabla/npy.h"
+#include "nabla/op_registry.h"
 #ifdef NABLA_HAVE_OPENCL
 #include "nabla/opencl/opencl.h"
 #endif
@@ -48,6 +51,8 @@ struct ExecOptions {
   int64_t seed = 0;
   int repeat = 0;
   int warmup = 0;
+  bool fuse = false;
+  std::string sgd;  // LR: append one sgd op per parameter after the backward part
 };
 
 struct Feed {
@@ -56,16 +61,55 @@ struct Feed {
   Tensor tensor;
 };
 
+float ParseLearningRate(const std::string& text) {
+  char* end = nullptr;
+  const double lr = std::strtod(text.c_str(), &end);
+  NABLA_ENFORCE(!text.empty() && end && *end == '\0' && lr > 0, kInvalidArgument,
+                "--sgd: expected a positive learning rate but received '", text, "'");
+  return static_cast<float>(lr);
+}
+
 // --backward LOSS [--params P,...] [--no-grad V,...]: appends the backward
 // part before anything runs, so gradients can be fetched like any var.
 void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
+  if (opts.fuse) {
+    // Before the backward part: fused ops bring their own gradients. Fetched
+    // vars and the loss must survive.
+    std::unordered_set<std::string> keep(opts.fetches.begin(), opts.fetches.end());
+    if (!opts.backward_loss.empty()) keep.insert(opts.backward_loss);
+    FuseOps(program, keep);
+  }
   if (opts.backward_loss.empty()) {
     NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
                   "--params and --no-grad only apply with --backward LOSS");
     return;
   }
-  AppendBackward(program, opts.backward_loss, opts.params,
-                 std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  const ParamGrads pg = AppendBackward(program, opts.backward_loss, opts.params,
+                                       std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  if (opts.sgd.empty()) return;
+  // --sgd LR: a whole training step (forward, backward, update) in one run,
+  // so `--repeat` times what `nabla run` does per batch with plain sgd.
+  NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "--sgd: ", opts.backward_loss, " has no trainable parameter");
+  const OpRegistry& registry = *CurrentRegistry();
+  BlockDesc* block = program.Root();
+  const std::string lr = "exec@sgd_learning_rate";
+  VarDesc* v = block->Var(lr);
+  v->SetShape({1});
+  v->SetDType(block->FindVar(pg.front().first)->GetDType());
+  v->MarkDTypeKnown();
+  v->SetPersistable(true);
+  v->SetStopGradient(true);
+  InitSpec init;
+  init.type = "fill_constant";
+  init.attrs["value"] = ParseLearningRate(opts.sgd);
+  v->SetInit(init);
+  for (const auto& [p, g] : pg) {
+    auto op = std::make_unique<OpDesc>(
+        "sgd", VarNameMap{{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {lr}}}, VarNameMap{{"ParamOut", {p}}},
+        AttributeMap{});
+    FillDefaultAttrs(*op, registry, &program);
+    InferOpAtBuildTime(*block->AppendOp(std::move(op)), *block, registry);
+  }
 }
 
 Device& ResolveDevice(const std::string& name) {
@@ -193,6 +237,9 @@ int RunExec(const ExecOptions& opts) {
   NABLA_ENFORCE(opts.repeat >= 0 && opts.warmup >= 0, kInvalidArgument,
                 "--repeat and --warmup must be non-negative but received ", opts.repeat, " and ", opts.warmup);
   NABLA_ENFORCE(opts.warmup == 0 || opts.repeat > 0, kInvalidArgument, "--warmup only applies with --repeat N");
+  NABLA_ENFORCE(opts.sgd.empty() || !opts.backward_loss.empty(), kInvalidArgument,
+                "--sgd only applies with --backward LOSS");
+  if (!opts.sgd.empty()) ParseLearningRate(opts.sgd);
   NABLA_ENFORCE(opts.threads >= 0, kInvalidArgument, "--threads must be non-negative but received ", opts.threads);
 
   ProgramDesc program = LoadProgram(opts.program);
@@ -256,6 +303,9 @@ Command ExecCommand() {
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
+  c.Flag("--fuse", &opts->fuse, "Run the fusion pass first (bias-add + activation, softmax + cross entropy)");
+  c.Option("--sgd", &opts->sgd, "With --backward: append an sgd update of every parameter (a training step)",
+           "LR");
   c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");

@@ -147,6 +147,23 @@ class SoftmaxWithCrossEntropyGradMaker : public GradOpDescMakerBase {
 
 }  // namespace
 
+// The fusion pass (FuseOps) replaces softmax(X) -> P, cross_entropy(P, Label)
+// -> Y by this op when P has no other reader: one kernel instead of two,
+// log-sum-exp instead of log(softmax), and a gradient (Softmax - one_hot)
+// that needs no division by P. Only the last axis: cross_entropy's classes
+// are always there.
+std::unique_ptr<OpDesc> FuseSoftmaxCrossEntropy(const std::vector<const OpDesc*>& m) {
+  const OpDesc& softmax = *m[0];
+  const OpDesc& ce = *m[1];
+  if (!softmax.HasAttr("axis") || softmax.Attr<int>("axis") != -1) return nullptr;
+  AttributeMap attrs{{"axis", -1}};
+  for (const char* a : {"soft_label", "ignore_index"})
+    if (ce.HasAttr(a)) attrs[a] = ce.GetAttr(a);
+  return std::make_unique<OpDesc>(
+      "softmax_with_cross_entropy", VarNameMap{{"Logits", softmax.Input("X")}, {"Label", ce.Input("Label")}},
+      VarNameMap{{"Softmax", softmax.Output("Out")}, {"Loss", ce.Output("Y")}}, std::move(attrs));
+}
+
 NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
   GradCheckSpec hard;
   hard.name = "hard_label";
@@ -187,7 +204,8 @@ NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
       .GradCheck(hard)
       .GradCheck(ignored)
       .GradCheck(soft)
-      .GradCheck(axis1);
+      .GradCheck(axis1)
+      .Fuses(FusionPattern{{"softmax", "cross_entropy"}, FuseSoftmaxCrossEntropy});
   registrar.DefaultGradOp("softmax_with_cross_entropy", __FILE__, __LINE__)
       .Doc("Gradient of softmax_with_cross_entropy with respect to Logits, from the saved Softmax: "
            "Loss@GRAD * (Softmax - one_hot(Label)).")

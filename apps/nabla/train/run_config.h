@@ -113,6 +113,7 @@ struct RunConfig {
   std::string device = "cpu";
   std::string executor = "sequential";
   int threads = 0;
+  bool fuse = true;  // run the fusion pass (nabla/fusion.h) on the cpu device
   uint64_t seed = 0;
   // The program: a file (resolved) or an inline mapping, kept as text whose
   // line numbers are those of the config file.

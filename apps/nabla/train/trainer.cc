@@ -15,6 +15,7 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
+#include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #ifdef NABLA_HAVE_OPENCL
 #include "nabla/opencl/opencl.h"
@@ -383,6 +384,11 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c) {
     b.Append("accuracy", {{"Out", {kTopKValues}}, {"Indices", {kTopKIndices}}, {"Label", {label}}},
              {{"Accuracy", {kAccuracy}}, {"Correct", {kCorrect}}, {"Total", {kTotal}}});
     tp.accuracy = kCorrect;
+  }
+  if (c.fuse && c.device == "cpu") {
+    std::unordered_set<std::string> keep{c.loss};
+    if (!logits.empty()) keep.insert(logits);
+    FuseOps(program, keep);
   }
   const size_t forward_ops = block->OpSize();
 

@@ -4,6 +4,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <map>
 #include <memory>
@@ -104,11 +105,23 @@ class TaskGraphExecutor final : public Executor {
       g.prepared = std::make_unique<PreparedBlock>(program, block_idx, scope);
     g.run = &run;
     g.error = nullptr;
+    g.failed.store(false, std::memory_order_relaxed);
     ++depth;
     struct DepthGuard {
       int& d;
       ~DepthGuard() { --d; }
     } guard{depth};
+    // One thread, or a block with no two ops that could overlap (a chain):
+    // the graph can only run the ops one by one, in an order program order
+    // also satisfies, so run them in place without handing each to a TBB
+    // task (a hand-off per op costs more than a tiny op, perf).
+    if (g.serial || arena_.max_concurrency() == 1) {
+      // Inside the arena, so kernels' parallel_for keeps to --threads.
+      arena_.execute([&] {
+        for (size_t i = 0; i < g.prepared->Size(); ++i) g.prepared->Run(i, device_, run);
+      });
+      return;
+    }
     arena_.execute([&] {
       for (auto* root : g.roots) root->try_put(flow::continue_msg());
       g.graph->wait_for_all();
@@ -125,6 +138,8 @@ class TaskGraphExecutor final : public Executor {
     const RunContext* run = nullptr;
     std::exception_ptr error;
     std::mutex error_mutex;
+    std::atomic<bool> failed{false};
+    bool serial = false;  // no two ops may run at the same time: run in program order
     size_t op_count = 0;
     const OpDesc* first_op = nullptr;
   };
@@ -140,20 +155,32 @@ class TaskGraphExecutor final : public Executor {
     g->op_count = block.OpSize();
     g->first_op = first;
     auto preds = BuildDependencies(block, *CurrentRegistry());
+    // Longest-path levels: ops on one level are independent, so a block with
+    // as many levels as ops is a chain.
+    std::vector<size_t> level(preds.size(), 0);
+    std::vector<char> used(preds.size() + 1, 0);
+    size_t levels = 0;
+    for (size_t i = 0; i < preds.size(); ++i) {
+      for (size_t j : preds[i]) level[i] = std::max(level[i], level[j] + 1);
+      if (!used[level[i]]) {
+        used[level[i]] = 1;
+        ++levels;
+      }
+    }
+    g->serial = levels == preds.size();
     arena_.execute([&] {
       g->graph = std::make_unique<flow::graph>();
       for (size_t i = 0; i < block.OpSize(); ++i) {
         g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
             *g->graph, [this, g, i](const flow::continue_msg&) {
-              {
-                std::lock_guard<std::mutex> lock(g->error_mutex);
-                if (g->error) return flow::continue_msg();  // an earlier op failed: skip the rest
-              }
+              // An earlier op failed: skip the rest.
+              if (g->failed.load(std::memory_order_acquire)) return flow::continue_msg();
               try {
                 g->prepared->Run(i, device_, *g->run);
               } catch (...) {
                 std::lock_guard<std::mutex> lock(g->error_mutex);
                 if (!g->error) g->error = std::current_exception();
+                g->failed.store(true, std::memory_order_release);
               }
               return flow::continue_msg();
             }));

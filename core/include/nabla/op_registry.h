@@ -90,6 +90,16 @@ struct OpTraits {
   bool array_io = false;
 };
 
+// A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
+// types in program order, each linked to the next through its only output,
+// which nothing else reads. `fuse` builds the replacing op from the matched
+// ops (same order), or returns null to leave that match alone. The op that
+// declares the pattern knows the names; the core only matches them.
+struct FusionPattern {
+  std::vector<std::string> chain;
+  std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)> fuse;
+};
+
 struct NABLA_API Origin {
   std::string plugin;  // plugin name ("" for ops registered in-process)
   std::string path;    // plugin file
@@ -254,6 +264,7 @@ struct OpInfo {
   Origin origin;
   std::shared_ptr<void> library;  // keeps the plugin mapped while callable
   std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
+  std::vector<FusionPattern> fusions;       // chains this op replaces (FuseOps)
 
   bool HasGradient() const { return static_cast<bool>(grad_maker); }
 };
@@ -345,6 +356,8 @@ class NABLA_API OpBuilder {
   OpBuilder& ControlFlow();
   OpBuilder& Random();
   OpBuilder& ArrayIO();  // sets traits.array_io
+  // This op may replace a chain of ops (see FusionPattern and FuseOps).
+  OpBuilder& Fuses(FusionPattern pattern);
   OpInfo& Info() { return *info_; }
 
  private:

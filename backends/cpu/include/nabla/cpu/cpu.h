@@ -32,6 +32,11 @@ NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                     int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+// y = tanh(x) elementwise, float32, vectorized (a few ulp from std::tanh);
+// x and y may be the same buffer. Kernels that compute tanh call this so
+// fused and unfused programs agree bit for bit.
+NABLA_API void Tanh(const float* x, float* y, int64_t n);
+
 // The GEMM kernel OpenBLAS chose ("SkylakeX", "Prescott", ...).
 NABLA_API std::string BlasCoreName();
 NABLA_API void SetBlasThreads(int threads);

@@ -1,0 +1,25 @@
+#pragma once
+// Op fusion as a program pass. Ops declare the chains they can replace
+// (OpBuilder::Fuses, a FusionPattern: `fused_elemwise_activation` replaces
+// elementwise_add followed by an activation, `softmax_with_cross_entropy`
+// replaces softmax followed by cross_entropy); the pass only matches the
+// declared types, so no op name lives in the core.
+#include <cstddef>
+#include <string>
+#include <unordered_set>
+
+#include "nabla/export.h"
+#include "nabla/program.h"
+
+namespace nabla {
+
+// Replaces every declared chain in every block of `program` by its fused op,
+// where it is safe: each link var (the output one op passes to the next) is
+// written once, read only by the next op of the chain (in any block), is not
+// persistable and not in `keep` (fetched vars, say); no op in between writes
+// what the chain reads or touches what it writes. Run it before
+// AppendBackward: the fused op brings its own gradient. Returns how many
+// chains were fused.
+NABLA_API size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep = {});
+
+}  // namespace nabla

@@ -1,0 +1,126 @@
+#include "nabla/fusion.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "nabla/op_registry.h"
+
+namespace nabla {
+namespace {
+
+struct Candidate {
+  const std::string* fused_type;  // non-owning: the registry outlives the pass
+  const FusionPattern* pattern;   // non-owning
+};
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Matches `pattern` starting at op `first` of `block`; fills the positions of
+// the matched ops, or returns false.
+bool Match(const BlockDesc& block, size_t first, const FusionPattern& pattern,
+           const std::unordered_map<std::string, int>& readers, const std::unordered_map<std::string, int>& writers,
+           const std::unordered_set<std::string>& keep, std::vector<size_t>* at) {
+  at->assign(1, first);
+  auto count = [](const std::unordered_map<std::string, int>& m, const std::string& name) {
+    auto it = m.find(name);
+    return it == m.end() ? 0 : it->second;
+  };
+  for (size_t k = 1; k < pattern.chain.size(); ++k) {
+    const OpDesc& prev = *block.Op(at->back());
+    std::vector<std::string> outs = prev.OutputArgumentNames();
+    outs.erase(std::remove(outs.begin(), outs.end(), kEmptyVarName), outs.end());
+    if (outs.size() != 1) return false;
+    const std::string& link = outs.front();
+    if (count(readers, link) != 1 || count(writers, link) != 1 || keep.count(link)) return false;
+    const VarDesc* var = block.FindVarRecursive(link);
+    if (var && var->Persistable()) return false;
+    size_t next = at->back() + 1;
+    while (next < block.OpSize() && !Contains(block.Op(next)->InputArgumentNames(), link)) ++next;
+    if (next == block.OpSize() || block.Op(next)->Type() != pattern.chain[k]) return false;
+    if (Contains(block.Op(next)->OutputArgumentNames(), link)) return false;
+    at->push_back(next);
+  }
+  // The fused op runs where the last op of the chain ran: the ops in between
+  // must not change what the chain reads, nor touch what it writes.
+  std::unordered_set<std::string> reads, writes;
+  for (size_t i : *at) {
+    for (const auto& n : block.Op(i)->InputArgumentNames()) reads.insert(n);
+    for (const auto& n : block.Op(i)->OutputArgumentNames()) writes.insert(n);
+  }
+  for (size_t i = at->front() + 1; i < at->back(); ++i) {
+    if (std::find(at->begin(), at->end(), i) != at->end()) continue;
+    const OpDesc& op = *block.Op(i);
+    for (const auto& n : op.OutputArgumentNames())
+      if (n != kEmptyVarName && (reads.count(n) || writes.count(n))) return false;
+    for (const auto& n : op.InputArgumentNames())
+      if (n != kEmptyVarName && writes.count(n)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep) {
+  auto registry = CurrentRegistry();
+  std::unordered_map<std::string, std::vector<Candidate>> by_first;  // chain[0] -> patterns
+  for (const std::string& type : registry->OpTypes()) {
+    const OpInfo& info = registry->Get(type);
+    for (const FusionPattern& p : info.fusions) by_first[p.chain.front()].push_back({&info.schema.type, &p});
+  }
+  if (by_first.empty()) return 0;
+
+  size_t fused = 0;
+  for (size_t b = 0; b < program.Size(); ++b) {
+    BlockDesc& block = *program.Block(b);
+    for (size_t i = 0; i < block.OpSize(); ++i) {
+      auto cands = by_first.find(block.Op(i)->Type());
+      if (cands == by_first.end()) continue;
+      // Readers and writers over the whole program: sub-blocks read outer
+      // vars by name. Recounted per match, as fusing changes them.
+      std::unordered_map<std::string, int> readers, writers;
+      for (size_t bb = 0; bb < program.Size(); ++bb)
+        for (const auto& op : program.Block(bb)->AllOps()) {
+          for (const auto& n : op->InputArgumentNames()) ++readers[n];
+          for (const auto& n : op->OutputArgumentNames()) ++writers[n];
+        }
+      for (const Candidate& c : cands->second) {
+        std::vector<size_t> at;
+        if (!Match(block, i, *c.pattern, readers, writers, keep, &at)) continue;
+        std::vector<const OpDesc*> matched;
+        for (size_t k : at) matched.push_back(block.Op(k));
+        std::unique_ptr<OpDesc> op = c.pattern->fuse(matched);
+        if (!op) continue;
+        NABLA_ENFORCE(op->Type() == *c.fused_type, kRuntime, "the fusion pattern of op '", *c.fused_type,
+                      "' built an op of type '", op->Type(), "'");
+        FillDefaultAttrs(*op, *registry, &program);
+        op->SetPos(matched.back()->Pos());
+        std::vector<std::string> links;
+        for (size_t k = 0; k + 1 < matched.size(); ++k)
+          for (const auto& n : matched[k]->OutputArgumentNames())
+            if (n != kEmptyVarName) links.push_back(n);
+        const size_t last = at.back();
+        block.RemoveOps(last, last + 1);
+        block.InsertOp(last, std::move(op));
+        for (size_t k = at.size() - 1; k-- > 0;) block.RemoveOps(at[k], at[k] + 1);
+        // Links the fused op no longer writes are gone; drop the vars the
+        // loader or inference created for them.
+        const OpDesc& placed = *block.Op(last - (at.size() - 1));
+        for (const auto& n : links) {
+          const VarDesc* v = block.FindVar(n);
+          if (v && !v->Declared() && !Contains(placed.OutputArgumentNames(), n)) block.RemoveVar(n);
+        }
+        ++fused;
+        --i;  // look again from the fused op's predecessor slot
+        break;
+      }
+    }
+  }
+  return fused;
+}
+
+}  // namespace nabla

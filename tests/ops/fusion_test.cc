@@ -1,0 +1,161 @@
+// The fusion pass (nabla/fusion.h) with the standard plugins: which chains
+// it fuses and which it must leave alone, and that a fused program computes
+// the same loss and gradients as the unfused one.
+#include <algorithm>
+#include <map>
+
+#include "nabla/backward.h"
+#include "nabla/fusion.h"
+#include "nabla/program_io.h"
+#include "op_test_util.h"
+
+namespace nabla::op_test {
+namespace {
+
+// x -> fc(tanh) -> fc(relu) -> fc(sigmoid) -> fc -> softmax -> cross_entropy -> mean.
+constexpr const char* kNet = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 6], dtype: float64, stop_gradient: true}
+      label: {shape: [-1, 1], dtype: int64}
+      w0: {shape: [6, 5], dtype: float64, persistable: true}
+      b0: {shape: [5], dtype: float64, persistable: true}
+      w1: {shape: [5, 5], dtype: float64, persistable: true}
+      b1: {shape: [5], dtype: float64, persistable: true}
+      w2: {shape: [5, 4], dtype: float64, persistable: true}
+      b2: {shape: [4], dtype: float64, persistable: true}
+      w3: {shape: [4, 3], dtype: float64, persistable: true}
+      b3: {shape: [3], dtype: float64, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w0]}, outputs: {Out: [xw0]}}
+      - {type: elementwise_add, inputs: {X: [xw0], Y: [b0]}, outputs: {Out: [pre0]}, attrs: {axis: 1}}
+      - {type: tanh, inputs: {X: [pre0]}, outputs: {Out: [h0]}}
+      - {type: mul, inputs: {X: [h0], Y: [w1]}, outputs: {Out: [xw1]}}
+      - {type: elementwise_add, inputs: {X: [xw1], Y: [b1]}, outputs: {Out: [pre1]}, attrs: {axis: 1}}
+      - {type: relu, inputs: {X: [pre1]}, outputs: {Out: [h1]}}
+      - {type: mul, inputs: {X: [h1], Y: [w2]}, outputs: {Out: [xw2]}}
+      - {type: elementwise_add, inputs: {X: [xw2], Y: [b2]}, outputs: {Out: [pre2]}, attrs: {axis: 1}}
+      - {type: sigmoid, inputs: {X: [pre2]}, outputs: {Out: [h2]}}
+      - {type: mul, inputs: {X: [h2], Y: [w3]}, outputs: {Out: [xw3]}}
+      - {type: elementwise_add, inputs: {X: [xw3], Y: [b3]}, outputs: {Out: [logits]}, attrs: {axis: 1}}
+      - {type: softmax, inputs: {X: [logits]}, outputs: {Out: [prob]}}
+      - {type: cross_entropy, inputs: {X: [prob], Label: [label]}, outputs: {Y: [ce]}}
+      - {type: mean, inputs: {X: [ce]}, outputs: {Out: [loss]}}
+)";
+
+std::vector<std::string> OpTypes(const ProgramDesc& p) {
+  std::vector<std::string> types;
+  for (const auto& op : p.Root()->AllOps()) types.push_back(op->Type());
+  return types;
+}
+
+// Runs forward + backward on fixed random inputs (the same for every call)
+// and returns the loss and every parameter gradient.
+std::map<std::string, HostTensor> LossAndGrads(ProgramDesc program, DType dtype) {
+  const ParamGrads pg = AppendBackward(program, "loss");
+  Scope scope;
+  std::mt19937_64 rng(7);
+  auto set = [&](const std::string& name, Shape shape, double lo, double hi) {
+    ToTensor(RandomTensor(std::move(shape), dtype, lo, hi, rng), dtype, scope.Var(name)->GetTensor());
+  };
+  set("x", {8, 6}, -1, 1);
+  const Shape shapes[] = {{6, 5}, {5}, {5, 5}, {5}, {5, 4}, {4}, {4, 3}, {3}};
+  for (int i = 0; i < 4; ++i) {
+    set("w" + std::to_string(i), shapes[2 * i], -1, 1);
+    set("b" + std::to_string(i), shapes[2 * i + 1], -0.5, 0.5);
+  }
+  HostTensor label{{8, 1}, {0, 1, 2, 1, 0, 2, 2, 1}};
+  ToTensor(label, DType::kInt64, scope.Var("label")->GetTensor());
+  auto exec = CreateExecutor("sequential", HostDevice());
+  exec->Run(program, 0, scope);
+  std::map<std::string, HostTensor> out;
+  out["loss"] = FromTensor(scope.FindVar("loss")->GetTensor());
+  for (const auto& [p, g] : pg) out[g] = FromTensor(scope.FindVar(g)->GetTensor());
+  return out;
+}
+
+ProgramDesc Net(DType dtype) {
+  std::string text = kNet;
+  if (dtype == DType::kFloat32)
+    for (size_t at; (at = text.find("float64")) != std::string::npos;) text.replace(at, 7, "float32");
+  return ParseProgram(text, "net.yaml");
+}
+
+TEST(Fusion, FusesBiasActivationAndSoftmaxCrossEntropy) {
+  ProgramDesc p = Net(DType::kFloat64);
+  EXPECT_EQ(FuseOps(p, {"loss"}), 4u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"mul", "fused_elemwise_activation", "mul",
+                                                  "fused_elemwise_activation", "mul", "fused_elemwise_activation",
+                                                  "mul", "elementwise_add", "softmax_with_cross_entropy", "mean"}));
+  const OpDesc& relu = *p.Root()->Op(3);
+  EXPECT_EQ(relu.Attr<std::vector<std::string>>("functor_list"), (std::vector<std::string>{"relu", "elementwise_add"}));
+  EXPECT_EQ(relu.Input("X"), std::vector<std::string>{"xw1"});
+  EXPECT_EQ(relu.Output("Out"), std::vector<std::string>{"h1"});
+  EXPECT_FALSE(p.Root()->HasVar("pre1"));
+  VerifyProgram(p, *CurrentRegistry());
+  EXPECT_EQ(FuseOps(p, {"loss"}), 0u);  // nothing left to fuse
+}
+
+TEST(Fusion, LeavesKeptAndSharedIntermediatesAlone) {
+  ProgramDesc p = Net(DType::kFloat64);
+  // pre0 is fetched; pre1 gets a second reader; prob is kept.
+  p.Root()->AppendOp(OpDesc("scale", {{"X", {"pre1"}}}, {{"Out", {"pre1_copy"}}}, {}));
+  FillDefaultAttrs(*p.Root()->Op(p.Root()->OpSize() - 1), *CurrentRegistry());
+  EXPECT_EQ(FuseOps(p, {"loss", "pre0", "prob"}), 1u);  // only the sigmoid layer
+  const auto types = OpTypes(p);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "fused_elemwise_activation"), 1);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "softmax"), 1);
+}
+
+TEST(Fusion, DoesNotFuseAfterBackwardWasAppended) {
+  ProgramDesc p = Net(DType::kFloat64);
+  AppendBackward(p, "loss");  // the grad ops read the activations' outputs and inputs
+  EXPECT_EQ(FuseOps(p, {"loss"}), 0u);
+}
+
+void ExpectSameLossAndGrads(DType dtype, double rtol, double atol) {
+  ProgramDesc unfused = Net(dtype);
+  ProgramDesc fused = Net(dtype);
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 4u);
+  auto want = LossAndGrads(unfused, dtype);
+  auto got = LossAndGrads(fused, dtype);
+  ASSERT_EQ(want.size(), 9u);
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(got.count(name));
+    ExpectNear(got[name], w, rtol, atol, name);
+  }
+}
+
+TEST(Fusion, SameLossAndGradientsFloat64) { ExpectSameLossAndGrads(DType::kFloat64, 1e-12, 1e-14); }
+TEST(Fusion, SameLossAndGradientsFloat32) { ExpectSameLossAndGrads(DType::kFloat32, 1e-5, 1e-6); }
+
+// Without the softmax pair, the bias-add + activation fusion is exact: the
+// fused kernels evaluate the unfused formulas in the same order.
+TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
+  auto strip = [](DType dtype) {
+    ProgramDesc p = Net(dtype);
+    BlockDesc& b = *p.Root();
+    // softmax, cross_entropy -> softmax_with_cross_entropy in both programs.
+    b.RemoveOps(11, 13);
+    b.InsertOp(11, std::make_unique<OpDesc>(
+                       "softmax_with_cross_entropy", VarNameMap{{"Logits", {"logits"}}, {"Label", {"label"}}},
+                       VarNameMap{{"Softmax", {"prob"}}, {"Loss", {"ce"}}}, AttributeMap{}));
+    FillDefaultAttrs(*b.Op(11), *CurrentRegistry());
+    return p;
+  };
+  ProgramDesc unfused = strip(DType::kFloat32);
+  ProgramDesc fused = strip(DType::kFloat32);
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 3u);
+  auto want = LossAndGrads(unfused, DType::kFloat32);
+  auto got = LossAndGrads(fused, DType::kFloat32);
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(got[name].v, w.v);
+  }
+}
+
+}  // namespace
+}  // namespace nabla::op_test
