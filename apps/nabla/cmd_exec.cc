@@ -46,7 +46,7 @@ struct ExecOptions {
   std::vector<std::string> fetches;
   std::string out_dir;
   std::string device = "cpu";
-  std::string executor = "sequential";
+  std::string executor = "taskgraph";
   int threads = 0;
   int64_t seed = 0;
   int repeat = 0;
@@ -310,7 +310,7 @@ Command ExecCommand() {
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
   c.Option("--device", &opts->device, "Device to run on (nabla devices lists them)", "cpu|opencl[:N]");
-  c.Option("--executor", &opts->executor, "Executor: sequential or taskgraph", "NAME");
+  c.Option("--executor", &opts->executor, "Executor: taskgraph (default) or sequential (the reference)", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");
   c.Option("--seed", &opts->seed, "Base seed for random ops whose own seed is 0", "N");
   c.Option("--repeat", &opts->repeat, "Run N times (feeds reused) and print median/min/max time per run", "N");

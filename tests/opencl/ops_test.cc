@@ -101,8 +101,9 @@ Result RunOps(const std::vector<OpDesc>& ops, const std::vector<Input>& inputs, 
       if (name == kEmptyVarName) continue;
       const Tensor& t = scope.FindVar(name)->GetTensor();
       if (!t.IsInitialized()) continue;
-      if (CurrentRegistry()->FindKernel(op.Type(), device.Type(), DType::kFloat32))
+      if (CurrentRegistry()->FindKernel(op.Type(), device.Type(), DType::kFloat32)) {
         EXPECT_EQ(t.GetDevice(), &device) << name << " written by '" << op.Type() << "' is not on " << device.Name();
+      }
       r.devices[name] = t.GetDevice();
       r.shapes[name] = t.GetShape();
       r.values[name] = Read(t);

@@ -30,7 +30,7 @@ TEST(RunConfig, MinimalTakesDocumentedDefaults) {
   EXPECT_EQ(c.program_path, "/cfg/net.yaml");
   EXPECT_EQ(c.loss, "loss");
   EXPECT_EQ(c.device, "cpu");
-  EXPECT_EQ(c.executor, "sequential");
+  EXPECT_EQ(c.executor, "taskgraph");
   EXPECT_EQ(c.epochs, 0);  // unset: one epoch unless `steps` is given
   EXPECT_EQ(c.steps, 0);
   EXPECT_EQ(c.optimizer.type, "sgd");

@@ -111,7 +111,7 @@ struct RunConfig {
   std::string base_dir;  // its folder: inputs are relative to it
   std::vector<std::string> plugins;
   std::string device = "cpu";
-  std::string executor = "sequential";
+  std::string executor = "taskgraph";
   int threads = 0;
   bool fuse = true;  // run the fusion pass (nabla/fusion.h) on the cpu device
   uint64_t seed = 0;
