@@ -1,7 +1,8 @@
 #!/bin/sh
 # Configures (Release, Ninja; CMake picks up ccache when it is installed) and
 # builds into BUILD_DIR (default build/). Extra arguments go to cmake's
-# configure step, e.g. scripts/build.sh -DNABLA_SANITIZE=address.
+# configure step, e.g. scripts/build.sh -DNABLA_SANITIZE=address. TARGETS
+# (space-separated) builds only those targets.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -9,4 +10,5 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
-cmake --build "$BUILD_DIR" -j "$JOBS"
+# shellcheck disable=SC2086  # TARGETS is meant to split into words
+cmake --build "$BUILD_DIR" -j "$JOBS" ${TARGETS:+--target $TARGETS}

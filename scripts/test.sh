@@ -1,6 +1,8 @@
 #!/bin/sh
-# The whole test suite: a Release build with every test, then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build running the same tests.
+# The whole test suite: a Release build with every test and the plugin SDK
+# as an outside author uses it, an AddressSanitizer + UndefinedBehaviorSanitizer
+# build running the same tests, then the task-graph executor under
+# ThreadSanitizer.
 set -eu
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -15,4 +17,14 @@ BUILD_DIR=build-asan scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF -DNABLA_SANIT
 # Plugins are dlopen'ed and never unloaded on purpose; LSan still checks the rest.
 (cd build-asan && ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} ctest --output-on-failure -j "$JOBS")
-echo "test: all tests passed in build/ and build-asan/"
+
+# ThreadSanitizer on the task graph (the default executor): the executor,
+# control-flow, whole-network parity, CLI and training tests, which run
+# nabla's own binary with two threads. OpenCL is left out: PoCL's threads
+# are not ours, and the OpenCL path is covered by the two builds above.
+TSAN_TARGETS="nabla nabla_standard_plugins runtime_test control_flow_test parity_test cli_test train_run_test"
+BUILD_DIR=build-tsan TARGETS=$TSAN_TARGETS scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF \
+  -DNABLA_SANITIZE=thread -DNABLA_WITH_OPENCL=OFF
+(cd build-tsan && TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$(pwd)/../tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1} \
+  ctest --output-on-failure -j "$JOBS" -R '^(Both/ExecutorTest|Executors/ControlFlowTest|Networks/Parity|CliTest|RunTest)\.')
+echo "test: all tests passed in build/, build-asan/ and build-tsan/"

@@ -14,13 +14,26 @@ void* CpuDevice::Allocate(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   // tbbmalloc keeps freed blocks in per-thread pools, so the buffers a step
-  // frees are handed back to the next step without touching the OS.
+  // frees are handed back to the next step without touching the OS. Under
+  // ThreadSanitizer the C allocator is used instead: tbbmalloc is not
+  // instrumented, so TSan would not see a block freed on one thread and
+  // reused on another, and would report the reuse as a race.
+#if defined(__SANITIZE_THREAD__)
+  void* p = std::aligned_alloc(64, rounded);
+#else
   void* p = scalable_aligned_malloc(rounded, 64);
+#endif
   NABLA_ENFORCE(p != nullptr, kExternal, "out of host memory allocating ", bytes, " bytes");
   return p;
 }
 
-void CpuDevice::Free(void* ptr, size_t) { scalable_aligned_free(ptr); }
+void CpuDevice::Free(void* ptr, size_t) {
+#if defined(__SANITIZE_THREAD__)
+  std::free(ptr);
+#else
+  scalable_aligned_free(ptr);
+#endif
+}
 
 void CpuDevice::CopyFromHost(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);

@@ -17,10 +17,36 @@
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace nabla::cpu {
 namespace {
 
 namespace flow = tbb::flow;
+
+// Debian's libtbb is not built with ThreadSanitizer, so the hand-offs inside
+// it (a task spawned on one thread and run on another, a waiter woken) are
+// invisible to TSan. These two tell it what the graph guarantees and nothing
+// more: a node starts after its predecessors finished and after Run began,
+// and Run returns after every node finished. Two ops that no edge orders are
+// still reported if they race. No code without TSan.
+inline void HappensBefore(const char* sync) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(const_cast<char*>(sync));
+#else
+  (void)sync;
+#endif
+}
+inline void HappensAfter(const char* sync) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(const_cast<char*>(sync));
+#else
+  (void)sync;
+#endif
+}
 
 // Which ops must finish before which: read-after-write, write-after-read and
 // write-after-write on every var name. Control-flow ops touch vars their
@@ -115,17 +141,23 @@ class TaskGraphExecutor final : public Executor {
     // the graph can only run the ops one by one, in an order program order
     // also satisfies, so run them in place without handing each to a TBB
     // task (a hand-off per op costs more than a tiny op, perf).
+    const char* start = &g.sync[g.op_count];
+    HappensBefore(start);
     if (g.serial || arena_.max_concurrency() == 1) {
       // Inside the arena, so kernels' parallel_for keeps to --threads.
       arena_.execute([&] {
+        HappensAfter(start);
         for (size_t i = 0; i < g.prepared->Size(); ++i) g.prepared->Run(i, device_, run);
+        HappensBefore(start);
       });
+      HappensAfter(start);
       return;
     }
     arena_.execute([&] {
       for (auto* root : g.roots) root->try_put(flow::continue_msg());
       g.graph->wait_for_all();
     });
+    for (size_t i = 0; i < g.op_count; ++i) HappensAfter(&g.sync[i]);
     if (g.error) std::rethrow_exception(g.error);
   }
 
@@ -140,6 +172,8 @@ class TaskGraphExecutor final : public Executor {
     std::mutex error_mutex;
     std::atomic<bool> failed{false};
     bool serial = false;  // no two ops may run at the same time: run in program order
+    std::vector<std::vector<size_t>> preds;
+    std::unique_ptr<char[]> sync;  // one address per op, and one for Run (TSan only)
     size_t op_count = 0;
     const OpDesc* first_op = nullptr;
   };
@@ -168,20 +202,28 @@ class TaskGraphExecutor final : public Executor {
       }
     }
     g->serial = levels == preds.size();
+    g->preds = preds;
+    g->sync = std::make_unique<char[]>(preds.size() + 1);
+    HappensBefore(&g->sync[preds.size()]);
     arena_.execute([&] {
+      HappensAfter(&g->sync[preds.size()]);
       g->graph = std::make_unique<flow::graph>();
       for (size_t i = 0; i < block.OpSize(); ++i) {
         g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
             *g->graph, [this, g, i](const flow::continue_msg&) {
+              HappensAfter(&g->sync[g->op_count]);
+              for (size_t j : g->preds[i]) HappensAfter(&g->sync[j]);
               // An earlier op failed: skip the rest.
-              if (g->failed.load(std::memory_order_acquire)) return flow::continue_msg();
-              try {
-                g->prepared->Run(i, device_, *g->run);
-              } catch (...) {
-                std::lock_guard<std::mutex> lock(g->error_mutex);
-                if (!g->error) g->error = std::current_exception();
-                g->failed.store(true, std::memory_order_release);
+              if (!g->failed.load(std::memory_order_acquire)) {
+                try {
+                  g->prepared->Run(i, device_, *g->run);
+                } catch (...) {
+                  std::lock_guard<std::mutex> lock(g->error_mutex);
+                  if (!g->error) g->error = std::current_exception();
+                  g->failed.store(true, std::memory_order_release);
+                }
               }
+              HappensBefore(&g->sync[i]);
               return flow::continue_msg();
             }));
       }
@@ -189,7 +231,9 @@ class TaskGraphExecutor final : public Executor {
         if (preds[i].empty()) g->roots.push_back(g->nodes[i].get());
         for (size_t j : preds[i]) flow::make_edge(*g->nodes[j], *g->nodes[i]);
       }
+      HappensBefore(&g->sync[preds.size()]);
     });
+    HappensAfter(&g->sync[preds.size()]);
     return *g;
   }
 
