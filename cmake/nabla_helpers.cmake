@@ -16,6 +16,8 @@ function(nabla_add_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES;PROPERTIES" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBRARIES} GTest::gtest GTest::gtest_main)
+  # tests/common/: helpers shared by the suites (e.g. running the binary).
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST
     PROPERTIES ENVIRONMENT "${NABLA_TEST_ENV}" ${T_PROPERTIES})
 endfunction()

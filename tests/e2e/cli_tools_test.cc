@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cli_runner.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/npy.h"
@@ -28,32 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-  std::vector<std::string> Lines(const std::string& text) const {
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-  std::vector<std::string> OutLines() const { return Lines(out); }
-  std::vector<std::string> ErrLines() const { return Lines(err); }
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_cli::Quote;
+using testing_cli::Result;
+using testing_cli::Slurp;
 
 // The seed scenario: y = x·w + b, loss = mean(y).
 const char* kLinear = R"(format: nabla-program/1
@@ -77,10 +55,7 @@ class CliToolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu::InitCpuBackend();
-    dir_ = fs::temp_directory_path() / ("nabla_cli_tools_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing_cli::FreshTestDir("nabla_cli_tools_test");
     program_ = WriteText("linear.yaml", kLinear);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -94,29 +69,13 @@ class CliToolsTest : public ::testing::Test {
   // Runs `nabla ARGS` (ARGS already quoted) with `env` prepended; its output
   // goes outside dir_ so tests can list dir_.
   Result Nabla(const std::string& args, const std::string& env = "") const {
-    const std::string base = dir_.string() + ".";
-    const std::string out = base + "stdout", err = base + "stderr";
-    const std::string cmd = env + " " + Quote(NABLA_BIN_PATH) + " " + args + " >" + Quote(out) + " 2>" + Quote(err);
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    fs::remove(out);
-    fs::remove(err);
-    return r;
+    return testing_cli::RunBinary(NABLA_BIN_PATH, args, env, dir_.string());
   }
 
   // A bad input: exit 2, one stderr line `nabla: error: ...` containing every fragment.
   void ExpectBadInput(const std::string& args, const std::vector<std::string>& fragments,
                       const std::string& env = "") const {
-    Result r = Nabla(args, env);
-    EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
-    std::vector<std::string> lines = r.ErrLines();
-    ASSERT_EQ(lines.size(), 1u) << args << "\nstderr: " << r.err;
-    EXPECT_EQ(lines[0].rfind("nabla: error: ", 0), 0u) << lines[0];
-    for (const std::string& f : fragments)
-      EXPECT_NE(lines[0].find(f), std::string::npos) << f << " not in: " << lines[0];
+    testing_cli::ExpectOneLineError(Nabla(args, env), args, fragments);
   }
 
   std::vector<std::string> FilesInDir() const {

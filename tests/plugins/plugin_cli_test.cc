@@ -16,66 +16,34 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_runner.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  std::vector<std::string> ErrLines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(err);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using nabla::testing_cli::Quote;
+using nabla::testing_cli::Result;
+using nabla::testing_cli::Slurp;
 
 std::string Canonical(const std::string& p) { return fs::canonical(p).string(); }
 
 class PluginCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("nabla_plugin_cli_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = nabla::testing_cli::FreshTestDir("nabla_plugin_cli_test");
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   Result Nabla(const std::string& args) const {
-    const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
-    const std::string cmd = Quote(NABLA_BIN_PATH) + " " + args + " >" + Quote(out) + " 2>" + Quote(err);
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
+    return nabla::testing_cli::RunBinary(NABLA_BIN_PATH, args, "", (dir_ / "captured").string());
   }
 
   // Exit 2, nothing on stdout, one stderr line `nabla: error: ...` with every fragment.
   void ExpectRefused(const std::string& args, const std::vector<std::string>& fragments) const {
     Result r = Nabla(args);
-    EXPECT_EQ(r.code, 2) << args << "\nstderr: " << r.err;
     EXPECT_EQ(r.out, "") << args;
-    std::vector<std::string> lines = r.ErrLines();
-    ASSERT_EQ(lines.size(), 1u) << args << "\nstderr: " << r.err;
-    EXPECT_EQ(lines[0].rfind("nabla: error: ", 0), 0u) << lines[0];
-    for (const std::string& f : fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << f << " not in: " << lines[0];
+    nabla::testing_cli::ExpectOneLineError(r, args, fragments);
   }
 
   fs::path dir_;
