@@ -18,6 +18,6 @@ function(nabla_add_test name)
   target_link_libraries(${name} PRIVATE ${T_LIBRARIES} GTest::gtest GTest::gtest_main)
   # tests/common/: helpers shared by the suites (e.g. running the binary).
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "${NABLA_TEST_ENV}" ${T_PROPERTIES})
+  # The environment comes from tests/CMakeLists.txt's test_env.cmake.
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST PROPERTIES ${T_PROPERTIES})
 endfunction()
