@@ -81,12 +81,17 @@ void FusedKernel(const ExecutionContext& ctx) {
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
   BroadcastIndexer indexer(s.out, s.x, s.y);
   if (std::is_same_v<T, float> && act == Act::kTanh) {
-    // The sum, then tanh_op's vectorized float tanh over it in place.
-    indexer.ForEach([&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
-    cpu::Tanh(reinterpret_cast<const float*>(o), reinterpret_cast<float*>(o), indexer.Total());
+    // The sum, then tanh_op's vectorized float tanh over it in place, chunk
+    // by chunk while the chunk is in cache.
+    const int64_t inner = indexer.Inner();
+    cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      float* chunk = reinterpret_cast<float*>(o) + b * inner;
+      cpu::Tanh(chunk, chunk, (e - b) * inner);
+    });
     return;
   }
-  indexer.ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+  indexer.ParallelForEach([&](int64_t io, int64_t ix, int64_t iy) {
     o[io] = Forward<T>(act, static_cast<T>(xd[ix] + yd[iy]));
   });
 }
@@ -111,12 +116,9 @@ void FusedGradKernel(const ExecutionContext& ctx) {
   Tensor* dy = ctx.Output("Y@GRAD");
   T* gxd = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
   T* gyd = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
-  if (gxd) std::fill(gxd, gxd + dx->Numel(), T(0));
-  if (gyd) std::fill(gyd, gyd + dy->Numel(), T(0));
-  BroadcastIndexer(s.out, s.x, s.y).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+  AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) {
     const T d = Backward<T>(act, od[io], dod[io]);
-    if (gxd) gxd[ix] += d;
-    if (gyd) gyd[iy] += d;
+    return std::make_pair(d, d);
   });
 }
 

@@ -3,7 +3,9 @@
 // InitCpuBackend() installs the host device and registers the executors; the
 // app and tests call it once before running anything.
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "nabla/device.h"
 #include "nabla/export.h"
@@ -36,6 +38,37 @@ NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 // x and y may be the same buffer. Kernels that compute tanh call this so
 // fused and unfused programs agree bit for bit.
 NABLA_API void Tanh(const float* x, float* y, int64_t n);
+
+// ---------------------------------------------------------------- parallel loops
+
+// Large kernels split their work with ParallelFor: [0, n) is cut into chunks
+// of at least `grain` indices that tbb::parallel_for runs in the calling
+// thread's task arena, which is the executor's, so --threads holds and no
+// kernel starts threads of its own. Below 2 * grain indices, or in an arena of
+// one thread, body(0, n) runs in place. body(begin, end) must write disjoint
+// outputs for disjoint ranges, so results never depend on the split: a
+// reduction splits over its output elements and sums each in a fixed order.
+// TBB stays out of this header (STACK.md): the template only forwards to
+// ParallelForRange.
+inline constexpr int64_t kParallelGrain = 16384;  // elements per chunk of cheap elementwise work (bench: 32K+)
+
+NABLA_API void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int64_t), void* ctx);
+
+template <typename F>
+void ParallelFor(int64_t n, int64_t grain, F&& body) {
+  if (grain < 1) grain = 1;
+  if (n < 2 * grain) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+  using Fn = std::remove_reference_t<F>;
+  ParallelForRange(
+      n, grain, [](void* c, int64_t b, int64_t e) { (*static_cast<Fn*>(c))(b, e); },
+      const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+}
+
+// Chunk size in rows for row-wise work of `cost` elements per row.
+inline int64_t GrainForRows(int64_t cost) { return cost >= kParallelGrain ? 1 : kParallelGrain / (cost > 0 ? cost : 1); }
 
 // The GEMM kernel OpenBLAS chose ("SkylakeX", "Prescott", ...).
 NABLA_API std::string BlasCoreName();
