@@ -28,7 +28,9 @@ class NABLA_API CpuDevice final : public Device {
 };
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, op(A) is M x K, op(B) K x N.
-// Leading dimensions are those of the stored (untransposed) matrices.
+// Leading dimensions are those of the stored (untransposed) matrices. Large
+// products split into blocks of C across the calling task arena's threads
+// (single-threaded OpenBLAS calls), so they keep to the executor's --threads.
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
@@ -76,6 +78,8 @@ inline int64_t GrainForRows(int64_t cost) { return cost >= kParallelGrain ? 1 : 
 
 // The GEMM kernel OpenBLAS chose ("SkylakeX", "Prescott", ...).
 NABLA_API std::string BlasCoreName();
+// OpenBLAS's own thread count. InitCpuBackend sets it to 1 and Gemm splits
+// work in the task arena instead; more would oversubscribe the cores.
 NABLA_API void SetBlasThreads(int threads);
 
 }  // namespace nabla::cpu
