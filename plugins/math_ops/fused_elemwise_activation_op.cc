@@ -69,9 +69,8 @@ T Backward(Act act, T out, T dout) {
   return dout;
 }
 
-template <typename T>
-void FusedKernel(const ExecutionContext& ctx) {
-  const Act act = ActOf(ctx.Op());
+template <typename T, Act act>
+void FusedForward(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"),
@@ -80,7 +79,7 @@ void FusedKernel(const ExecutionContext& ctx) {
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
   BroadcastIndexer indexer(s.out, s.x, s.y);
-  if (std::is_same_v<T, float> && act == Act::kTanh) {
+  if constexpr (std::is_same_v<T, float> && act == Act::kTanh) {
     // The sum, then tanh_op's vectorized float tanh over it in place, chunk
     // by chunk while the chunk is in cache.
     const int64_t inner = indexer.Inner();
@@ -98,9 +97,8 @@ void FusedKernel(const ExecutionContext& ctx) {
 
 // As tanh_grad (say) then elementwise_add_grad: d = act'(Out) * dOut per
 // element, accumulated into X@GRAD and Y@GRAD along the broadcast dims.
-template <typename T>
-void FusedGradKernel(const ExecutionContext& ctx) {
-  const Act act = ActOf(ctx.Op());
+template <typename T, Act act>
+void FusedBackward(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const Tensor& out = ctx.Input("Out");
@@ -120,6 +118,32 @@ void FusedGradKernel(const ExecutionContext& ctx) {
     const T d = Backward<T>(act, od[io], dod[io]);
     return std::make_pair(d, d);
   });
+}
+
+// The activation is picked once per call, outside the loops, so each
+// instantiation's loop is straight-line code the compiler vectorizes.
+template <typename T>
+void FusedKernel(const ExecutionContext& ctx) {
+  switch (ActOf(ctx.Op())) {
+    case Act::kRelu:
+      return FusedForward<T, Act::kRelu>(ctx);
+    case Act::kTanh:
+      return FusedForward<T, Act::kTanh>(ctx);
+    case Act::kSigmoid:
+      return FusedForward<T, Act::kSigmoid>(ctx);
+  }
+}
+
+template <typename T>
+void FusedGradKernel(const ExecutionContext& ctx) {
+  switch (ActOf(ctx.Op())) {
+    case Act::kRelu:
+      return FusedBackward<T, Act::kRelu>(ctx);
+    case Act::kTanh:
+      return FusedBackward<T, Act::kTanh>(ctx);
+    case Act::kSigmoid:
+      return FusedBackward<T, Act::kSigmoid>(ctx);
+  }
 }
 
 void InferFused(InferShapeContext& c) {

@@ -728,11 +728,18 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
   ReduceView v;
   if (x_full && y_full) {
     const int64_t n = ProductOf(s.out, 0, s.out.size());
+    // One loop per pair of outputs wanted, so each vectorizes.
     cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const auto g = d(i, i, i);
-        if (gxd) gxd[i] = T(0) + g.first;  // as the serial sum from 0 (keeps -0 out)
-        if (gyd) gyd[i] = T(0) + g.second;
+      if (gxd && gyd) {
+        for (int64_t i = b; i < e; ++i) {
+          const auto g = d(i, i, i);
+          gxd[i] = T(0) + g.first;  // as the serial sum from 0 (keeps -0 out)
+          gyd[i] = T(0) + g.second;
+        }
+      } else if (gxd) {
+        for (int64_t i = b; i < e; ++i) gxd[i] = T(0) + d(i, i, i).first;
+      } else if (gyd) {
+        for (int64_t i = b; i < e; ++i) gyd[i] = T(0) + d(i, i, i).second;
       }
     });
     return;

@@ -38,6 +38,7 @@ blocks:
       - {type: reduce_mean, inputs: {X: [p_cols]}, outputs: {Out: [row_means]}, attrs: {dim: [1]}}
       - {type: reduce_sum, inputs: {X: [hf]}, outputs: {Out: [total]}, attrs: {reduce_all: true}}
       - {type: scale, inputs: {X: [hf]}, outputs: {Out: [hs]}, attrs: {scale: 0.5, bias: 0.25}}
+      - {type: sum, inputs: {X: [h, f, hs]}, outputs: {Out: [sum3]}}
       - {type: softmax_with_cross_entropy, inputs: {Logits: [hs], Label: [label]}, outputs: {Softmax: [sm], Loss: [ce]}}
       - {type: mean, inputs: {X: [ce]}, outputs: {Out: [ce_mean]}}
       - {type: mean, inputs: {X: [hf]}, outputs: {Out: [hf_mean]}}
@@ -64,7 +65,7 @@ std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& exec
   auto exec = CreateExecutor(executor, HostDevice(), options);
   exec->Run(program, 0, scope);
   std::map<std::string, std::vector<char>> bits;
-  for (const char* name : {"s", "h", "f", "hf", "p_rows", "p_cols", "col_sums", "row_means", "total", "hs", "sm",
+  for (const char* name : {"s", "h", "f", "hf", "p_rows", "p_cols", "col_sums", "row_means", "total", "hs", "sum3", "sm",
                            "ce", "loss", "x@GRAD", "b@GRAD", "x_new"}) {
     const Variable* var = scope.FindVar(name);
     EXPECT_NE(var, nullptr) << name;
