@@ -251,8 +251,9 @@ int RunExec(const ExecOptions& opts) {
   ExecutorOptions exec_options;
   exec_options.threads = opts.threads;
   exec_options.seed = static_cast<uint64_t>(opts.seed);
-  // Keep OpenBLAS inside the thread budget the executor was given.
-  if (opts.threads > 0) cpu::SetBlasThreads(opts.threads);
+  // --threads sizes the executor's task arena, and every kernel's threads
+  // come from it: GEMMs split inside it (cpu::Gemm) with OpenBLAS at one
+  // thread, so ops running concurrently never oversubscribe the cores.
   std::unique_ptr<Executor> executor = CreateExecutor(opts.executor, device, exec_options);
 
   Scope scope;

@@ -69,9 +69,8 @@ T Backward(Act act, T out, T dout) {
   return dout;
 }
 
-template <typename T>
-void FusedKernel(const ExecutionContext& ctx) {
-  const Act act = ActOf(ctx.Op());
+template <typename T, Act act>
+void FusedForward(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"),
@@ -80,22 +79,26 @@ void FusedKernel(const ExecutionContext& ctx) {
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
   BroadcastIndexer indexer(s.out, s.x, s.y);
-  if (std::is_same_v<T, float> && act == Act::kTanh) {
-    // The sum, then tanh_op's vectorized float tanh over it in place.
-    indexer.ForEach([&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
-    cpu::Tanh(reinterpret_cast<const float*>(o), reinterpret_cast<float*>(o), indexer.Total());
+  if constexpr (std::is_same_v<T, float> && act == Act::kTanh) {
+    // The sum, then tanh_op's vectorized float tanh over it in place, chunk
+    // by chunk while the chunk is in cache.
+    const int64_t inner = indexer.Inner();
+    cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      float* chunk = reinterpret_cast<float*>(o) + b * inner;
+      cpu::Tanh(chunk, chunk, (e - b) * inner);
+    });
     return;
   }
-  indexer.ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+  indexer.ParallelForEach([&](int64_t io, int64_t ix, int64_t iy) {
     o[io] = Forward<T>(act, static_cast<T>(xd[ix] + yd[iy]));
   });
 }
 
 // As tanh_grad (say) then elementwise_add_grad: d = act'(Out) * dOut per
 // element, accumulated into X@GRAD and Y@GRAD along the broadcast dims.
-template <typename T>
-void FusedGradKernel(const ExecutionContext& ctx) {
-  const Act act = ActOf(ctx.Op());
+template <typename T, Act act>
+void FusedBackward(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const Tensor& out = ctx.Input("Out");
@@ -111,13 +114,36 @@ void FusedGradKernel(const ExecutionContext& ctx) {
   Tensor* dy = ctx.Output("Y@GRAD");
   T* gxd = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
   T* gyd = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
-  if (gxd) std::fill(gxd, gxd + dx->Numel(), T(0));
-  if (gyd) std::fill(gyd, gyd + dy->Numel(), T(0));
-  BroadcastIndexer(s.out, s.x, s.y).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+  AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) {
     const T d = Backward<T>(act, od[io], dod[io]);
-    if (gxd) gxd[ix] += d;
-    if (gyd) gyd[iy] += d;
+    return std::make_pair(d, d);
   });
+}
+
+// The activation is picked once per call, outside the loops, so each
+// instantiation's loop is straight-line code the compiler vectorizes.
+template <typename T>
+void FusedKernel(const ExecutionContext& ctx) {
+  switch (ActOf(ctx.Op())) {
+    case Act::kRelu:
+      return FusedForward<T, Act::kRelu>(ctx);
+    case Act::kTanh:
+      return FusedForward<T, Act::kTanh>(ctx);
+    case Act::kSigmoid:
+      return FusedForward<T, Act::kSigmoid>(ctx);
+  }
+}
+
+template <typename T>
+void FusedGradKernel(const ExecutionContext& ctx) {
+  switch (ActOf(ctx.Op())) {
+    case Act::kRelu:
+      return FusedBackward<T, Act::kRelu>(ctx);
+    case Act::kTanh:
+      return FusedBackward<T, Act::kTanh>(ctx);
+    case Act::kSigmoid:
+      return FusedBackward<T, Act::kSigmoid>(ctx);
+  }
 }
 
 void InferFused(InferShapeContext& c) {

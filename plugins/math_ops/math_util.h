@@ -203,19 +203,37 @@ class BroadcastIndexer {
 
   int64_t Total() const { return total_; }
 
+  // The walk is `Rows()` stretches of `Inner()` contiguous output elements.
+  int64_t Inner() const { return dims_.empty() ? 1 : dims_.back(); }
+  int64_t Rows() const { return total_ == 0 ? 0 : total_ / Inner(); }
+
   // f(i_out, i_a, i_b) for every output element, in row-major order.
   template <typename F>
   void ForEach(F&& f) const {
-    if (total_ == 0) return;
+    ForEachRows(0, Rows(), f);
+  }
+
+  // The same for the output elements of rows [row_begin, row_end) only, so
+  // disjoint row ranges can run in parallel.
+  template <typename F>
+  void ForEachRows(int64_t row_begin, int64_t row_end, F&& f) const {
+    if (total_ == 0 || row_begin >= row_end) return;
     if (dims_.empty()) {
       f(int64_t{0}, int64_t{0}, int64_t{0});
       return;
     }
     size_t last = dims_.size() - 1;
     int64_t inner = dims_[last], ia_step = a_strides_[last], ib_step = b_strides_[last];
+    // The multi-index of row_begin over the outer dims.
     std::vector<int64_t> idx(last, 0);
-    int64_t io = 0, ia = 0, ib = 0;
-    for (int64_t outer = total_ / inner; outer > 0; --outer) {
+    int64_t io = row_begin * inner, ia = 0, ib = 0;
+    for (size_t d = last, rest = static_cast<size_t>(row_begin); d-- > 0;) {
+      idx[d] = static_cast<int64_t>(rest % static_cast<size_t>(dims_[d]));
+      rest /= static_cast<size_t>(dims_[d]);
+      ia += idx[d] * a_strides_[d];
+      ib += idx[d] * b_strides_[d];
+    }
+    for (int64_t row = row_begin; row < row_end; ++row) {
       for (int64_t k = 0; k < inner; ++k) f(io + k, ia + k * ia_step, ib + k * ib_step);
       io += inner;
       for (size_t d = last; d-- > 0;) {
@@ -229,12 +247,92 @@ class BroadcastIndexer {
     }
   }
 
+  // Runs ForEach's calls split over rows with cpu::ParallelFor; f must only
+  // write output-indexed (or otherwise disjoint) elements.
+  template <typename F>
+  void ParallelForEach(F&& f) const {
+    cpu::ParallelFor(Rows(), cpu::GrainForRows(Inner()), [&](int64_t b, int64_t e) { ForEachRows(b, e, f); });
+  }
+
  private:
   std::vector<int64_t> dims_, a_strides_, b_strides_;
   int64_t total_ = 1;
 };
 
 // ---------------------------------------------------------------- reductions
+
+// `out` seen as [outer, r, inner] around the one stretch of dims along which
+// operand `a` (out's rank, 1 or out's dim everywhere) is broadcast; then a is
+// [outer, inner] in memory. False when a is broadcast along two separate
+// stretches (those go the serial way). No broadcast at all: r = 1.
+struct ReduceView {
+  int64_t outer = 1, r = 1, inner = 1;
+};
+
+inline bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v) {
+  *v = ReduceView{};
+  int stage = 0;  // 0: before the reduced stretch, 1: in it, 2: after it
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 1) continue;
+    bool reduced = a[k] == 1;
+    if (reduced) {
+      if (stage == 2) return false;
+      stage = 1;
+      v->r *= out[k];
+    } else {
+      if (stage == 1) stage = 2;
+      (stage == 0 ? v->outer : v->inner) *= out[k];
+    }
+  }
+  if (stage == 0) {  // nothing reduced: every element is its own output
+    v->inner = 1;
+  }
+  return true;
+}
+
+// Calls f(io, ia) for every element io of out (seen as [outer, r, inner])
+// with ia = the element of the broadcast operand it reduces into, split over
+// the operand's elements with cpu::ParallelFor: each operand element is
+// visited by one chunk, over r in ascending order as a serial row-major walk
+// does, so sums come out bit for bit the same with any number of threads.
+template <typename F>
+void ParallelReduceWalk(const ReduceView& v, F&& f) {
+  const int64_t positions = v.outer * v.inner;
+  const int64_t r = v.r, inner = v.inner;
+  cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
+    for (int64_t o = p0 / inner; o * inner < p1; ++o) {
+      const int64_t i0 = std::max(p0, o * inner) - o * inner;
+      const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
+      const int64_t ia0 = o * inner;
+      for (int64_t k = 0; k < r; ++k) {
+        const int64_t base = (o * r + k) * inner;
+        for (int64_t i = i0; i < i1; ++i) f(base + i, ia0 + i);
+      }
+    }
+  });
+}
+
+// A sum of n terms term(i) in Acc, in fixed blocks: the blocks' partial sums
+// (each in index order) are added in block order, so the result depends on n
+// only, never on the number of threads.
+template <typename Acc, typename Term>
+Acc DeterministicSum(int64_t n, Term&& term) {
+  constexpr int64_t kBlock = 4 * cpu::kParallelGrain;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  auto block_sum = [&](int64_t b) {
+    Acc acc = Acc(0);
+    for (int64_t i = b * kBlock, e = std::min(n, (b + 1) * kBlock); i < e; ++i) acc += term(i);
+    return acc;
+  };
+  if (blocks <= 1) return n > 0 ? block_sum(0) : Acc(0);
+  std::vector<Acc> partial(static_cast<size_t>(blocks));
+  cpu::ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) partial[static_cast<size_t>(b)] = block_sum(b);
+  });
+  Acc acc = Acc(0);
+  for (Acc p : partial) acc += p;
+  return acc;
+}
 
 // The reduced dims of `x` as a mask (negative dims count from the end; an
 // empty list or reduce_all reduces everything).
@@ -289,13 +387,26 @@ void ReduceForward(const ExecutionContext& ctx, bool mean) {
   Tensor* out = ctx.Output("Out");
   T* o = AllocOutput<T>(ctx, out);
   using Acc = std::conditional_t<std::is_integral_v<T>, T, double>;
-  std::vector<Acc> acc(static_cast<size_t>(out->Numel()), Acc(0));
   const T* xd = x.Data<T>();
+  auto finish = [&](Acc a) { return static_cast<T>(mean && p.count > 0 ? a / static_cast<Acc>(p.count) : a); };
+  ReduceView v;
+  if (MakeReduceView(x.GetShape(), p.keep, &v)) {
+    if (v.outer * v.inner == 1) {  // everything into one element
+      o[0] = finish(DeterministicSum<Acc>(x.Numel(), [&](int64_t i) { return static_cast<Acc>(xd[i]); }));
+      return;
+    }
+    std::vector<Acc> acc(static_cast<size_t>(out->Numel()), Acc(0));
+    ParallelReduceWalk(v, [&](int64_t ix, int64_t io) { acc[io] += static_cast<Acc>(xd[ix]); });
+    cpu::ParallelFor(out->Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = finish(acc[i]);
+    });
+    return;
+  }
+  std::vector<Acc> acc(static_cast<size_t>(out->Numel()), Acc(0));
   BroadcastIndexer(x.GetShape(), x.GetShape(), p.keep).ForEach([&](int64_t, int64_t ix, int64_t io) {
     acc[io] += static_cast<Acc>(xd[ix]);
   });
-  for (size_t i = 0; i < acc.size(); ++i)
-    o[i] = static_cast<T>(mean && p.count > 0 ? acc[i] / static_cast<Acc>(p.count) : acc[i]);
+  for (size_t i = 0; i < acc.size(); ++i) o[i] = finish(acc[i]);
 }
 
 template <typename T>
@@ -307,7 +418,7 @@ void ReduceBackward(const ExecutionContext& ctx, bool mean) {
   const T* dod = ctx.Input("Out@GRAD").Data<T>();
   T* g = AllocOutput<T>(ctx, dx, x.GetShape());
   T scale = mean && p.count > 0 ? T(1) / static_cast<T>(p.count) : T(1);
-  BroadcastIndexer(x.GetShape(), x.GetShape(), p.keep).ForEach([&](int64_t, int64_t ix, int64_t io) {
+  BroadcastIndexer(x.GetShape(), x.GetShape(), p.keep).ParallelForEach([&](int64_t, int64_t ix, int64_t io) {
     g[ix] = dod[io] * scale;
   });
 }
@@ -561,7 +672,9 @@ OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const 
           Tensor* out = ctx.Output("Out");
           const T* xd = x.Data<T>();
           T* o = AllocOutput<T>(ctx, out, x.GetShape());
-          for (int64_t i = 0, n = x.Numel(); i < n; ++i) o[i] = static_cast<T>(fwd(xd[i]));
+          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(fwd(xd[i]));
+          });
         },
         file, line);
     registrar.Kernel(
@@ -574,7 +687,9 @@ OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const 
           const T* od = ctx.Input("Out").Data<T>();
           const T* dod = ctx.Input("Out@GRAD").Data<T>();
           T* g = AllocOutput<T>(ctx, dx, x.GetShape());
-          for (int64_t i = 0, n = x.Numel(); i < n; ++i) g[i] = static_cast<T>(bwd(xd[i], od[i], dod[i]));
+          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) g[i] = static_cast<T>(bwd(xd[i], od[i], dod[i]));
+          });
         },
         file, line);
   });
@@ -595,7 +710,66 @@ void ElementwiseForward(const ExecutionContext& ctx, const Fwd& fwd) {
   const T* xd = x.Data<T>();
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
-  BroadcastIndexer(s.out, s.x, s.y).ForEach([&](int64_t io, int64_t ix, int64_t iy) { o[io] = fwd(xd[ix], yd[iy]); });
+  BroadcastIndexer(s.out, s.x, s.y).ParallelForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    o[io] = fwd(xd[ix], yd[iy]);
+  });
+}
+
+// The gradients of a broadcast binary op: with (dx, dy) = d(io, ix, iy) for
+// every output element, X@GRAD[ix] and Y@GRAD[iy] sum their terms over the
+// dims each operand was broadcast along (either pointer may be null). Each
+// sum starts at 0 and adds its terms in row-major order of the output,
+// whatever the number of threads: when at most one operand is broadcast, and
+// along one stretch of dims, the work splits over that operand's elements
+// (ParallelReduceWalk); anything else runs serially.
+template <typename T, typename D>
+void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
+  const bool x_full = s.x == s.out, y_full = s.y == s.out;
+  ReduceView v;
+  if (x_full && y_full) {
+    const int64_t n = ProductOf(s.out, 0, s.out.size());
+    // One loop per pair of outputs wanted, so each vectorizes.
+    cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+      if (gxd && gyd) {
+        for (int64_t i = b; i < e; ++i) {
+          const auto g = d(i, i, i);
+          gxd[i] = T(0) + g.first;  // as the serial sum from 0 (keeps -0 out)
+          gyd[i] = T(0) + g.second;
+        }
+      } else if (gxd) {
+        for (int64_t i = b; i < e; ++i) gxd[i] = T(0) + d(i, i, i).first;
+      } else if (gyd) {
+        for (int64_t i = b; i < e; ++i) gyd[i] = T(0) + d(i, i, i).second;
+      }
+    });
+    return;
+  }
+  if (x_full && MakeReduceView(s.out, s.y, &v)) {
+    if (gyd) std::fill(gyd, gyd + v.outer * v.inner, T(0));
+    ParallelReduceWalk(v, [&](int64_t io, int64_t iy) {
+      const auto g = d(io, io, iy);
+      if (gxd) gxd[io] = T(0) + g.first;
+      if (gyd) gyd[iy] += g.second;
+    });
+    return;
+  }
+  if (y_full && MakeReduceView(s.out, s.x, &v)) {
+    if (gxd) std::fill(gxd, gxd + v.outer * v.inner, T(0));
+    ParallelReduceWalk(v, [&](int64_t io, int64_t ix) {
+      const auto g = d(io, ix, io);
+      if (gxd) gxd[ix] += g.first;
+      if (gyd) gyd[io] = T(0) + g.second;
+    });
+    return;
+  }
+  BroadcastIndexer indexer(s.out, s.x, s.y);
+  if (gxd) std::fill(gxd, gxd + ProductOf(s.x, 0, s.x.size()), T(0));
+  if (gyd) std::fill(gyd, gyd + ProductOf(s.y, 0, s.y.size()), T(0));
+  indexer.ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    const auto g = d(io, ix, iy);
+    if (gxd) gxd[ix] += g.first;
+    if (gyd) gyd[iy] += g.second;
+  });
 }
 
 template <typename T, typename Gx, typename Gy>
@@ -614,11 +788,8 @@ void ElementwiseBackward(const ExecutionContext& ctx, const Gx& gx, const Gy& gy
   Tensor* dy = ctx.Output("Y@GRAD");
   T* gxd = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
   T* gyd = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
-  if (gxd) std::fill(gxd, gxd + dx->Numel(), T(0));
-  if (gyd) std::fill(gyd, gyd + dy->Numel(), T(0));
-  BroadcastIndexer(s.out, s.x, s.y).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-    if (gxd) gxd[ix] += gx(xd[ix], yd[iy], dod[io]);
-    if (gyd) gyd[iy] += gy(xd[ix], yd[iy], dod[io]);
+  AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t ix, int64_t iy) {
+    return std::make_pair(gx(xd[ix], yd[iy], dod[io]), gy(xd[ix], yd[iy], dod[io]));
   });
 }
 

@@ -18,11 +18,13 @@ struct ScaleKernel {
     const T* xd = x.Data<T>();
     T* o = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
     int64_t n = x.Numel();
-    if (after) {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(scale * static_cast<Acc>(xd[i]) + bias);
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(scale * (static_cast<Acc>(xd[i]) + bias));
-    }
+    cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+      if (after) {
+        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(scale * static_cast<Acc>(xd[i]) + bias);
+      } else {
+        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(scale * (static_cast<Acc>(xd[i]) + bias));
+      }
+    });
   }
 };
 

@@ -40,11 +40,14 @@ struct SumKernel {
     bool aliased = std::find(xs.begin(), xs.end(), out) != xs.end();
     std::vector<T> scratch(aliased ? static_cast<size_t>(n) : 0);
     T* acc = aliased ? scratch.data() : AllocOutput<T>(ctx, out, shape);
-    std::fill(acc, acc + n, T(0));
-    for (const Tensor* x : xs) {
-      const T* xd = x->Data<T>();
-      for (int64_t i = 0; i < n; ++i) acc[i] += xd[i];
-    }
+    std::vector<const T*> data;
+    for (const Tensor* x : xs) data.push_back(x->Data<T>());
+    // Each element adds the inputs in their order, whatever the split.
+    cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+      std::fill(acc + b, acc + e, T(0));
+      for (const T* xd : data)
+        for (int64_t i = b; i < e; ++i) acc[i] += xd[i];
+    });
     if (aliased) std::copy(scratch.begin(), scratch.end(), AllocOutput<T>(ctx, out, shape));
   }
 };

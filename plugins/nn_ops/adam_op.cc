@@ -47,14 +47,14 @@ void AdamKernel(const ExecutionContext& ctx) {
   T* po = ctx.Output("ParamOut")->Allocate<T>(dev, param.GetShape());
   T* pm1o = ctx.Output("Moment1Out")->Allocate<T>(dev, m1.GetShape());
   T* pm2o = ctx.Output("Moment2Out")->Allocate<T>(dev, m2.GetShape());
-  for (int64_t i = 0; i < n; ++i) {
+  ParallelElementwise(n, [&](int64_t i) {
     const T g = pg[i];
     const T m = b1 * pm1[i] + (T(1) - b1) * g;
     const T v = b2 * pm2[i] + (T(1) - b2) * g * g;
     pm1o[i] = m;
     pm2o[i] = v;
     po[i] = pp[i] - lr_t * m / (std::sqrt(v) + eps_t);
-  }
+  });
   auto advance = [&dev, &ctx](const char* in_slot, const char* out_slot, double power, double beta) {
     Tensor* out = ctx.Output(out_slot);
     if (!out) return;

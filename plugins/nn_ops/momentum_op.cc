@@ -32,13 +32,13 @@ void MomentumKernel(const ExecutionContext& ctx) {
   const T* pv = velocity.Data<T>();
   T* po = ctx.Output("ParamOut")->Allocate<T>(ctx.GetDevice(), param.GetShape());
   T* pvo = ctx.Output("VelocityOut")->Allocate<T>(ctx.GetDevice(), velocity.GetShape());
-  for (int64_t i = 0; i < n; ++i) {
+  ParallelElementwise(n, [&](int64_t i) {
     const T p = pp[i];
     const T g = pg[i] * rescale + decay * p;
     const T v = mu * pv[i] + g;
     pvo[i] = v;
     po[i] = nesterov ? p - lr * (g + mu * v) : p - lr * v;
-  }
+  });
 }
 
 }  // namespace

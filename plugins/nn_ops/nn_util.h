@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
@@ -22,6 +23,16 @@ inline void RegisterFloatKernels(Registrar& r, const std::string& type, KernelFn
                                  int line) {
   r.Kernel(type, DeviceType::kCPU, DType::kFloat32, std::move(f32), file, line);
   r.Kernel(type, DeviceType::kCPU, DType::kFloat64, std::move(f64), file, line);
+}
+
+// f(i) for every i in [0, n): elementwise kernels and optimizers, split over
+// the executor's threads when n is large (cpu::ParallelFor). f(i) must write
+// element i only.
+template <typename F>
+void ParallelElementwise(int64_t n, F&& f) {
+  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
 }
 
 // Maps a Paddle-style axis (negative counts from the end) into [0, rank).

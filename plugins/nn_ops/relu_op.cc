@@ -12,7 +12,7 @@ void ReluKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
   const int64_t n = x.Numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = px[i] > T(0) ? px[i] : T(0);
+  ParallelElementwise(n, [&](int64_t i) { po[i] = px[i] > T(0) ? px[i] : T(0); });
 }
 
 template <typename T>
@@ -25,7 +25,7 @@ void ReluGradKernel(const ExecutionContext& ctx) {
   const T* pd = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
   const int64_t n = out.Numel();
-  for (int64_t i = 0; i < n; ++i) pdx[i] = po[i] > T(0) ? pd[i] : T(0);
+  ParallelElementwise(n, [&](int64_t i) { pdx[i] = po[i] > T(0) ? pd[i] : T(0); });
 }
 
 }  // namespace

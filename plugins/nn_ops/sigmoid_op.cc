@@ -23,7 +23,7 @@ void SigmoidKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
   const int64_t n = x.Numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = StableSigmoid(px[i]);
+  ParallelElementwise(n, [&](int64_t i) { po[i] = StableSigmoid(px[i]); });
 }
 
 template <typename T>
@@ -36,7 +36,7 @@ void SigmoidGradKernel(const ExecutionContext& ctx) {
   const T* pd = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
   const int64_t n = out.Numel();
-  for (int64_t i = 0; i < n; ++i) pdx[i] = pd[i] * po[i] * (T(1) - po[i]);
+  ParallelElementwise(n, [&](int64_t i) { pdx[i] = pd[i] * po[i] * (T(1) - po[i]); });
 }
 
 }  // namespace

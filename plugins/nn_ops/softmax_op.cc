@@ -17,8 +17,10 @@ void SoftmaxKernel(const ExecutionContext& ctx) {
   const AxisView v = ViewAround(x.GetShape(), axis);
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t i = 0; i < v.inner; ++i) {
+  // Rows (one per outer x inner position) are independent: split over them.
+  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t o = row / v.inner, i = row % v.inner;
       const T* xs = px + o * v.dim * v.inner + i;
       T* os = po + o * v.dim * v.inner + i;
       T m = xs[0];
@@ -31,7 +33,7 @@ void SoftmaxKernel(const ExecutionContext& ctx) {
       const T inv = static_cast<T>(1.0 / sum);
       for (int64_t d = 0; d < v.dim; ++d) os[d * v.inner] *= inv;
     }
-  }
+  });
 }
 
 template <typename T>
@@ -45,9 +47,9 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
   const T* py = out.Data<T>();
   const T* pdy = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.dim * v.inner + i;
+  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
       double dot = 0.0;
       for (int64_t d = 0; d < v.dim; ++d)
         dot += static_cast<double>(py[base + d * v.inner]) * static_cast<double>(pdy[base + d * v.inner]);
@@ -56,7 +58,7 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
         pdx[k] = static_cast<T>(static_cast<double>(py[k]) * (static_cast<double>(pdy[k]) - dot));
       }
     }
-  }
+  });
 }
 
 }  // namespace

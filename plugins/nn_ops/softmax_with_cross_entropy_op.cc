@@ -11,6 +11,15 @@
 namespace nabla::nn {
 namespace {
 
+// Every hard label is a class index in [0, dim) or ignore_index.
+void CheckLabels(const Tensor& label, int64_t rows, int64_t dim, int ignore) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t l = IndexAt(label, row);
+    NABLA_ENFORCE(l == ignore || (l >= 0 && l < dim), kOutOfRange, "Label[", row, "] must be in [0, ", dim,
+                  ") or equal ignore_index ", ignore, ", but received ", l);
+  }
+}
+
 template <typename T>
 void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   const Tensor& logits = ctx.Input("Logits");
@@ -25,10 +34,13 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   T* ps = ctx.Output("Softmax")->Allocate<T>(ctx.GetDevice(), logits.GetShape());
   T* pl = ctx.Output("Loss")->Allocate<T>(ctx.GetDevice(), loss_shape);
   const T* psoft = soft ? label.Data<T>() : nullptr;
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.dim * v.inner + i;
-      const int64_t row = o * v.inner + i;
+  const int64_t rows = v.outer * v.inner;
+  // Labels are checked first, in order, so a bad one fails the same way with
+  // any number of threads; then rows are independent and split.
+  if (!soft) CheckLabels(label, rows, v.dim, ignore);
+  cpu::ParallelFor(rows, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
       T m = px[base];
       for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
       double sum = 0.0;
@@ -46,15 +58,9 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
         continue;
       }
       const int64_t l = IndexAt(label, row);
-      if (l == ignore) {
-        pl[row] = T(0);
-        continue;
-      }
-      NABLA_ENFORCE(l >= 0 && l < v.dim, kOutOfRange, "Label[", row, "] must be in [0, ", v.dim,
-                    ") or equal ignore_index ", ignore, ", but received ", l);
-      pl[row] = static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
+      pl[row] = l == ignore ? T(0) : static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
     }
-  }
+  });
 }
 
 template <typename T>
@@ -72,14 +78,13 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   const T* pdl = dloss.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), softmax.GetShape());
   const T* psoft = soft ? label.Data<T>() : nullptr;
-  for (int64_t o = 0; o < v.outer; ++o) {
-    for (int64_t i = 0; i < v.inner; ++i) {
-      const int64_t base = o * v.dim * v.inner + i;
-      const int64_t row = o * v.inner + i;
+  const int64_t rows = v.outer * v.inner;
+  if (!soft) CheckLabels(label, rows, v.dim, ignore);
+  cpu::ParallelFor(rows, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
       const T g = pdl[row];
       if (soft) {
-        // Soft labels need not sum to one; this is the exact derivative of
-        // sum(Label) * lse - sum(Label * Logits).
         double mass = 0.0;
         for (int64_t d = 0; d < v.dim; ++d) mass += static_cast<double>(psoft[base + d * v.inner]);
         for (int64_t d = 0; d < v.dim; ++d) {
@@ -94,14 +99,12 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
         for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
         continue;
       }
-      NABLA_ENFORCE(l >= 0 && l < v.dim, kOutOfRange, "Label[", row, "] must be in [0, ", v.dim,
-                    ") or equal ignore_index ", ignore, ", but received ", l);
       for (int64_t d = 0; d < v.dim; ++d) {
         const int64_t k = base + d * v.inner;
         pdx[k] = g * (ps[k] - (d == l ? T(1) : T(0)));
       }
     }
-  }
+  });
 }
 
 void InferSoftmaxWithCrossEntropy(InferShapeContext& c) {

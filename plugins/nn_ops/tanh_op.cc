@@ -17,9 +17,10 @@ void TanhKernel(const ExecutionContext& ctx) {
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
   const int64_t n = x.Numel();
   if constexpr (std::is_same_v<T, float>) {
-    cpu::Tanh(px, po, n);  // vectorized; glibc's tanhf is scalar
+    // Vectorized (glibc's tanhf is scalar), chunk by chunk over the threads.
+    cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) { cpu::Tanh(px + b, po + b, e - b); });
   } else {
-    for (int64_t i = 0; i < n; ++i) po[i] = std::tanh(px[i]);
+    ParallelElementwise(n, [&](int64_t i) { po[i] = std::tanh(px[i]); });
   }
 }
 
@@ -33,7 +34,7 @@ void TanhGradKernel(const ExecutionContext& ctx) {
   const T* pd = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
   const int64_t n = out.Numel();
-  for (int64_t i = 0; i < n; ++i) pdx[i] = pd[i] * (T(1) - po[i] * po[i]);
+  ParallelElementwise(n, [&](int64_t i) { pdx[i] = pd[i] * (T(1) - po[i] * po[i]); });
 }
 
 }  // namespace

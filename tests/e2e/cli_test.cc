@@ -328,6 +328,105 @@ TEST_F(CliTest, NotAPluginViaPluginOption) {
   ExpectBadInput("ops --plugin " + Quote(fake), {fake});
 }
 
+// ---------------------------------------------------------------- --sgd and --fuse
+
+// examples/linear.yaml with its seeded initializers and a fixed 8x4 batch.
+std::string ExampleLinear() { return std::string(NABLA_SOURCE_DIR) + "/examples/linear.yaml"; }
+
+TEST_F(CliTest, SgdStepIsParamMinusLearningRateTimesGradExactly) {
+  std::vector<float> xs;
+  for (int i = 0; i < 32; ++i) xs.push_back(0.125f * static_cast<float>((i * 7) % 13) - 0.75f);
+  const std::string feed = " --feed " + Quote("x=" + WriteFloats("x.npy", {8, 4}, xs));
+  const std::string program = Quote(ExampleLinear());
+  // Without --sgd: the initial parameters and their gradients.
+  Result before = Nabla("exec " + program + feed + " --backward loss --fetch w,b,w@GRAD,b@GRAD --out " +
+                        Quote(Path("before")));
+  ASSERT_EQ(before.code, 0) << before.err;
+  // One training step: the same forward and backward, then the update.
+  Result step = Nabla("exec " + program + feed + " --backward loss --sgd 0.1 --fetch w,b,w@GRAD,b@GRAD --out " +
+                      Quote(Path("step")));
+  ASSERT_EQ(step.code, 0) << step.err;
+  const float lr = 0.1f;
+  for (const char* p : {"w", "b"}) {
+    const std::vector<float> param = ReadFloats(Path("before/" + std::string(p) + ".npy"));
+    const std::vector<float> grad = ReadFloats(Path("before/" + std::string(p) + "@GRAD.npy"));
+    EXPECT_EQ(ReadFloats(Path("step/" + std::string(p) + "@GRAD.npy")), grad) << p;
+    const std::vector<float> updated = ReadFloats(Path("step/" + std::string(p) + ".npy"));
+    ASSERT_EQ(updated.size(), param.size()) << p;
+    for (size_t i = 0; i < param.size(); ++i) {
+      EXPECT_EQ(updated[i], param[i] - lr * grad[i]) << p << "[" << i << "]";
+      EXPECT_NE(grad[i], 0.0f) << p << "[" << i << "]: a zero gradient would not test the update";
+    }
+  }
+}
+
+TEST_F(CliTest, SgdStepsAccumulateOverRepeats) {
+  // --repeat 3 runs three steps on the same scope: b moves by 3 * lr * 0.5
+  // (d mean(y) / db = 2/4 every step, whatever w is).
+  Result r = Nabla(LinearArgs() + " --backward loss --sgd 0.25 --repeat 3 --fetch b --out " + Quote(Path("out")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFloats(Path("out/b.npy")), (std::vector<float>{0.125f, 0.125f}));
+}
+
+// Two tanh layers and softmax + cross_entropy: every chain --fuse fuses.
+const char* kFusable = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 3], dtype: float32, stop_gradient: true}
+      label: {shape: [-1, 1], dtype: int64}
+      w0: {shape: [3, 5], dtype: float32, persistable: true, init: {type: uniform_random, min: -1, max: 1, seed: 3}}
+      b0: {shape: [5], dtype: float32, persistable: true, init: {type: uniform_random, min: -1, max: 1, seed: 4}}
+      w1: {shape: [5, 4], dtype: float32, persistable: true, init: {type: uniform_random, min: -1, max: 1, seed: 5}}
+      b1: {shape: [4], dtype: float32, persistable: true, init: {type: uniform_random, min: -1, max: 1, seed: 6}}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w0]}, outputs: {Out: [xw0]}}
+      - {type: elementwise_add, inputs: {X: [xw0], Y: [b0]}, outputs: {Out: [pre0]}, attrs: {axis: 1}}
+      - {type: tanh, inputs: {X: [pre0]}, outputs: {Out: [h0]}}
+      - {type: mul, inputs: {X: [h0], Y: [w1]}, outputs: {Out: [xw1]}}
+      - {type: elementwise_add, inputs: {X: [xw1], Y: [b1]}, outputs: {Out: [logits]}, attrs: {axis: 1}}
+      - {type: softmax, inputs: {X: [logits]}, outputs: {Out: [prob]}}
+      - {type: cross_entropy, inputs: {X: [prob], Label: [label]}, outputs: {Y: [ce]}}
+      - {type: mean, inputs: {X: [ce]}, outputs: {Out: [loss]}}
+)";
+
+TEST_F(CliTest, FuseGivesTheSameFetchesAsWithout) {
+  const std::string program = WriteText("fusable.yaml", kFusable);
+  const std::string x = WriteFloats("x.npy", {4, 3}, {0.5f, -1, 2, 1.5f, 0.25f, -0.5f, -2, 1, 0, 0.75f, -0.25f, 1});
+  Tensor label;
+  int64_t* l = label.Allocate<int64_t>(HostDevice(), {4, 1});
+  l[0] = 0, l[1] = 3, l[2] = 1, l[3] = 2;
+  WriteNpy(Path("label.npy"), label);
+  const std::string base = "exec " + Quote(program) + " --feed " + Quote("x=" + x) + " --feed " +
+                           Quote("label=" + Path("label.npy")) + " --backward loss";
+  const std::vector<std::string> fetched = {"loss", "h0", "w0@GRAD", "b0@GRAD", "w1@GRAD", "b1@GRAD"};
+  std::string list;
+  for (const auto& f : fetched) list += (list.empty() ? "" : ",") + f;
+  for (const char* step : {"", " --sgd 0.5"}) {
+    Result plain = Nabla(base + step + " --fetch " + list + " --out " + Quote(Path("plain")));
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    Result fused = Nabla(base + step + " --fuse --fetch " + list + " --out " + Quote(Path("fused")));
+    ASSERT_EQ(fused.code, 0) << fused.err;
+    for (const auto& f : fetched) {
+      const std::vector<float> a = ReadFloats(Path("plain/" + f + ".npy"));
+      const std::vector<float> b = ReadFloats(Path("fused/" + f + ".npy"));
+      ASSERT_EQ(a.size(), b.size()) << f;
+      // Bias + tanh fuses bit for bit; softmax + cross entropy goes through
+      // log-sum-exp, equal within float rounding.
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::fabs(a[i])) << f << "[" << i << "]" << step;
+    }
+  }
+}
+
+TEST_F(CliTest, BadSgdIsABadInput) {
+  ExpectBadInput(LinearArgs() + " --sgd 0.1", {"--sgd", "--backward"});
+  ExpectBadInput(LinearArgs() + " --backward loss --sgd=-0.1", {"--sgd", "positive", "-0.1"});
+  ExpectBadInput(LinearArgs() + " --backward loss --sgd 0", {"--sgd", "positive", "'0'"});
+  ExpectBadInput(LinearArgs() + " --backward loss --sgd fast", {"--sgd", "fast"});
+}
+
 TEST_F(CliTest, UsageErrors) {
   ExpectBadInput("", {"nabla --help"});
   ExpectBadInput("frobnicate", {"frobnicate"});

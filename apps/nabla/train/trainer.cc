@@ -430,7 +430,8 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   Device& device = HostDevice();
 #endif
   for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
-  if (c.threads > 0) cpu::SetBlasThreads(c.threads);
+  // threads sizes the executor's arena; GEMMs split inside it (cpu::Gemm),
+  // OpenBLAS itself stays at one thread.
 
   TrainPrograms tp = BuildTrainPrograms(c);
   const BlockDesc& block = *tp.main.Root();

@@ -1,19 +1,79 @@
+// GEMM on OpenBLAS, sharing the cores with the task graph by design.
+//
+// OpenBLAS keeps one thread (InitCpuBackend sets it): a large GEMM is split
+// here into one block of C per thread of the calling task arena, each block
+// a single-threaded sgemm, run by tbb::parallel_for. So every thread nabla
+// uses is one of the executor's --threads: when the task graph runs two ops
+// at once, their GEMMs' blocks queue in the same arena instead of each op
+// starting N OpenBLAS threads on N cores (2N threads fighting, issue 5); in
+// a serial chain one GEMM still gets every thread.
 #include <cblas.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
 
 #include "nabla/cpu/cpu.h"
 
 namespace nabla::cpu {
+namespace {
+
+// Below this many multiply-adds a GEMM runs in one piece: about 20 us on one
+// core with the SkylakeX kernels, where a split costs more than it gains.
+constexpr double kSplitMacs = 2.0 * 1024 * 1024;
+// Block edges are multiples of the kernels' register blocking.
+constexpr int64_t kAlign = 16;
+
+template <typename T, typename Call>
+void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T* c, int64_t ldc, Call&& call) {
+  const int threads = tbb::this_task_arena::max_concurrency();
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool by_cols = n >= m;
+  const int64_t edge = by_cols ? n : m;
+  int64_t parts = std::min<int64_t>(threads, edge / kAlign);
+  if (threads <= 1 || macs < kSplitMacs || parts <= 1) {
+    call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
+    return;
+  }
+  const int64_t step = (edge / parts + kAlign - 1) / kAlign * kAlign;
+  parts = (edge + step - 1) / step;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, parts, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t p = r.begin(); p < r.end(); ++p) {
+          const int64_t lo = p * step, len = std::min(edge, lo + step) - lo;
+          if (by_cols) {  // columns [lo, lo + len) of op(B) and C
+            call(trans_a, trans_b, m, len, k, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, c + lo, ldc);
+          } else {  // rows [lo, lo + len) of op(A) and C
+            call(trans_a, trans_b, len, n, k, trans_a ? a + lo : a + lo * lda, lda, b, ldb, c + lo * ldc, ldc);
+          }
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+}  // namespace
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
+  SplitGemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                   [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la,
+                       const float* bb, int64_t lb, float* cc, int64_t lc) {
+                     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
+                                 nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                   });
 }
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
+  SplitGemm<double>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                    [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const double* aa, int64_t la,
+                        const double* bb, int64_t lb, double* cc, int64_t lc) {
+                      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
+                                  nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                    });
 }
 
 std::string BlasCoreName() { return openblas_get_corename(); }

@@ -53,6 +53,9 @@ void InitCpuBackend() {
   std::call_once(once, [] {
     static CpuDevice host;
     SetHostDevice(&host);
+    // GEMMs split across the executor's arena (blas.cc); OpenBLAS's own
+    // threads would come on top of it.
+    SetBlasThreads(1);
     RegisterSequentialExecutor();
     RegisterTaskGraphExecutor();
   });

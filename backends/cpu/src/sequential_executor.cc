@@ -1,4 +1,6 @@
 // The reference executor: ops one after another, in program order.
+#include <tbb/task_arena.h>
+
 #include <map>
 #include <memory>
 
@@ -12,7 +14,10 @@ namespace {
 
 class SequentialExecutor final : public Executor {
  public:
-  SequentialExecutor(Device& device, const ExecutorOptions& options) : device_(device), options_(options) {}
+  SequentialExecutor(Device& device, const ExecutorOptions& options)
+      : device_(device),
+        options_(options),
+        arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic) {}
   std::string Name() const override { return "sequential"; }
   Device& GetDevice() const override { return device_; }
   const ExecutorOptions& Options() const override { return options_; }
@@ -34,12 +39,17 @@ class SequentialExecutor final : public Executor {
       int& d;
       ~DepthGuard() { --d; }
     } guard{depth};
-    for (size_t i = 0; i < prepared->Size(); ++i) prepared->Run(i, device_, run);
+    // Ops run one by one on the calling thread, inside an arena of
+    // --threads threads so that kernels' parallel loops keep to it.
+    arena_.execute([&] {
+      for (size_t i = 0; i < prepared->Size(); ++i) prepared->Run(i, device_, run);
+    });
   }
 
  private:
   Device& device_;
   ExecutorOptions options_;
+  tbb::task_arena arena_;
   uint64_t run_counter_ = 0;
   std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<PreparedBlock>> prepared_;
 };

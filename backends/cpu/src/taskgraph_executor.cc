@@ -173,6 +173,7 @@ class TaskGraphExecutor final : public Executor {
     std::atomic<bool> failed{false};
     bool serial = false;  // no two ops may run at the same time: run in program order
     std::vector<std::vector<size_t>> preds;
+    std::vector<std::vector<size_t>> groups;  // ops run in order by one node each
     std::unique_ptr<char[]> sync;  // one address per op, and one for Run (TSan only)
     size_t op_count = 0;
     const OpDesc* first_op = nullptr;
@@ -205,31 +206,56 @@ class TaskGraphExecutor final : public Executor {
     g->preds = preds;
     g->sync = std::make_unique<char[]>(preds.size() + 1);
     HappensBefore(&g->sync[preds.size()]);
+    // Runs of ops that can only run one after another (an op whose one
+    // predecessor has no other successor) become one node that runs them
+    // in order: a branch of n ops costs one task hand-off instead of n, and
+    // the graph keeps only the edges where work can overlap.
+    std::vector<size_t> succ_count(preds.size(), 0);
+    for (const auto& p : preds)
+      for (size_t j : p) ++succ_count[j];
+    std::vector<size_t> group_of(preds.size());
+    g->groups.clear();
+    for (size_t i = 0; i < preds.size(); ++i) {
+      if (preds[i].size() == 1 && succ_count[preds[i][0]] == 1) {
+        group_of[i] = group_of[preds[i][0]];  // preds[i][0] is its group's last op so far
+        g->groups[group_of[i]].push_back(i);
+      } else {
+        group_of[i] = g->groups.size();
+        g->groups.push_back({i});
+      }
+    }
     arena_.execute([&] {
       HappensAfter(&g->sync[preds.size()]);
       g->graph = std::make_unique<flow::graph>();
-      for (size_t i = 0; i < block.OpSize(); ++i) {
+      for (size_t k = 0; k < g->groups.size(); ++k) {
         g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
-            *g->graph, [this, g, i](const flow::continue_msg&) {
+            *g->graph, [this, g, k](const flow::continue_msg&) {
               HappensAfter(&g->sync[g->op_count]);
-              for (size_t j : g->preds[i]) HappensAfter(&g->sync[j]);
-              // An earlier op failed: skip the rest.
-              if (!g->failed.load(std::memory_order_acquire)) {
-                try {
-                  g->prepared->Run(i, device_, *g->run);
-                } catch (...) {
-                  std::lock_guard<std::mutex> lock(g->error_mutex);
-                  if (!g->error) g->error = std::current_exception();
-                  g->failed.store(true, std::memory_order_release);
+              for (size_t i : g->groups[k]) {
+                for (size_t j : g->preds[i]) HappensAfter(&g->sync[j]);
+                // An earlier op failed: skip the rest.
+                if (!g->failed.load(std::memory_order_acquire)) {
+                  try {
+                    g->prepared->Run(i, device_, *g->run);
+                  } catch (...) {
+                    std::lock_guard<std::mutex> lock(g->error_mutex);
+                    if (!g->error) g->error = std::current_exception();
+                    g->failed.store(true, std::memory_order_release);
+                  }
                 }
+                HappensBefore(&g->sync[i]);
               }
-              HappensBefore(&g->sync[i]);
               return flow::continue_msg();
             }));
       }
-      for (size_t i = 0; i < preds.size(); ++i) {
-        if (preds[i].empty()) g->roots.push_back(g->nodes[i].get());
-        for (size_t j : preds[i]) flow::make_edge(*g->nodes[j], *g->nodes[i]);
+      for (size_t k = 0; k < g->groups.size(); ++k) {
+        // The group's first op holds its only edges from other groups.
+        std::vector<size_t> from;
+        for (size_t j : preds[g->groups[k].front()]) from.push_back(group_of[j]);
+        std::sort(from.begin(), from.end());
+        from.erase(std::unique(from.begin(), from.end()), from.end());
+        if (from.empty()) g->roots.push_back(g->nodes[k].get());
+        for (size_t j : from) flow::make_edge(*g->nodes[j], *g->nodes[k]);
       }
       HappensBefore(&g->sync[preds.size()]);
     });

@@ -3,7 +3,9 @@
 // InitCpuBackend() installs the host device and registers the executors; the
 // app and tests call it once before running anything.
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "nabla/device.h"
 #include "nabla/export.h"
@@ -26,7 +28,9 @@ class NABLA_API CpuDevice final : public Device {
 };
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, op(A) is M x K, op(B) K x N.
-// Leading dimensions are those of the stored (untransposed) matrices.
+// Leading dimensions are those of the stored (untransposed) matrices. Large
+// products split into blocks of C across the calling task arena's threads
+// (single-threaded OpenBLAS calls), so they keep to the executor's --threads.
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
@@ -37,8 +41,45 @@ NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 // fused and unfused programs agree bit for bit.
 NABLA_API void Tanh(const float* x, float* y, int64_t n);
 
+// ---------------------------------------------------------------- parallel loops
+
+// Large kernels split their work with ParallelFor: [0, n) is cut into chunks
+// of at least `grain` indices that tbb::parallel_for runs in the calling
+// thread's task arena, which is the executor's, so --threads holds and no
+// kernel starts threads of its own. Below 2 * grain indices, or in an arena of
+// one thread, body(0, n) runs in place. body(begin, end) must write disjoint
+// outputs for disjoint ranges, so results never depend on the split: a
+// reduction splits over its output elements and sums each in a fixed order.
+// TBB stays out of this header (STACK.md): the template only forwards to
+// ParallelForRange.
+// Elements per chunk of cheap elementwise work, so loops split from 64K
+// elements on. Measured on the 2-core machine (chains of tanh and scale,
+// --threads 1 against 2): no gain at 32K or 64K elements, 2x at 128K; a
+// TBB hand-off costs a few microseconds, about 16K elements of tanh.
+inline constexpr int64_t kParallelGrain = 32768;
+
+NABLA_API void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int64_t), void* ctx);
+
+template <typename F>
+void ParallelFor(int64_t n, int64_t grain, F&& body) {
+  if (grain < 1) grain = 1;
+  if (n < 2 * grain) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+  using Fn = std::remove_reference_t<F>;
+  ParallelForRange(
+      n, grain, [](void* c, int64_t b, int64_t e) { (*static_cast<Fn*>(c))(b, e); },
+      const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+}
+
+// Chunk size in rows for row-wise work of `cost` elements per row.
+inline int64_t GrainForRows(int64_t cost) { return cost >= kParallelGrain ? 1 : kParallelGrain / (cost > 0 ? cost : 1); }
+
 // The GEMM kernel OpenBLAS chose ("SkylakeX", "Prescott", ...).
 NABLA_API std::string BlasCoreName();
+// OpenBLAS's own thread count. InitCpuBackend sets it to 1 and Gemm splits
+// work in the task arena instead; more would oversubscribe the cores.
 NABLA_API void SetBlasThreads(int threads);
 
 }  // namespace nabla::cpu

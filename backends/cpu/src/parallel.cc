@@ -1,0 +1,20 @@
+// ParallelForRange: the one place kernels' parallel loops meet TBB.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "nabla/cpu/cpu.h"
+
+namespace nabla::cpu {
+
+void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int64_t), void* ctx) {
+  // An arena of one thread (--threads 1) gains nothing from chunks.
+  if (tbb::this_task_arena::max_concurrency() <= 1) {
+    body(ctx, 0, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)),
+                    [&](const tbb::blocked_range<int64_t>& r) { body(ctx, r.begin(), r.end()); });
+}
+
+}  // namespace nabla::cpu

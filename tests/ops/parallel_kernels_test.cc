@@ -1,0 +1,107 @@
+// Large kernels split their work with tbb::parallel_for (cpu::ParallelFor):
+// elementwise ops, reductions, softmax, softmax_with_cross_entropy and the
+// optimizers must give the same bits with one thread as with two, on every
+// executor, because each output element is computed (and each sum added up)
+// in one fixed order whatever the split. Sizes are well above the parallel
+// threshold; no timing here (speed lives in bench/).
+#include <cstring>
+#include <map>
+
+#include "nabla/backward.h"
+#include "nabla/program_io.h"
+#include "op_test_util.h"
+
+namespace nabla::op_test {
+namespace {
+
+// 512 x 300 = 153 600 elements: several chunks for every kernel, and more
+// than two blocks of the total reductions' fixed-block sums.
+constexpr const char* kProgram = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [512, 300], dtype: float32, persistable: true}
+      b: {shape: [300], dtype: float32, persistable: true}
+      label: {shape: [512, 1], dtype: int64}
+      lr: {shape: [1], dtype: float32, persistable: true}
+      x_new: {shape: [512, 300], dtype: float32}
+    ops:
+      - {type: elementwise_add, inputs: {X: [x], Y: [b]}, outputs: {Out: [s]}, attrs: {axis: 1}}
+      - {type: tanh, inputs: {X: [s]}, outputs: {Out: [h]}}
+      - {type: fused_elemwise_activation, inputs: {X: [x], Y: [b]}, outputs: {Out: [f]},
+         attrs: {axis: 1, functor_list: [sigmoid, elementwise_add]}}
+      - {type: elementwise_mul, inputs: {X: [h], Y: [f]}, outputs: {Out: [hf]}}
+      - {type: softmax, inputs: {X: [hf]}, outputs: {Out: [p_rows]}}
+      - {type: softmax, inputs: {X: [h]}, outputs: {Out: [p_cols]}, attrs: {axis: 0}}
+      - {type: reduce_sum, inputs: {X: [p_rows]}, outputs: {Out: [col_sums]}, attrs: {dim: [0]}}
+      - {type: reduce_mean, inputs: {X: [p_cols]}, outputs: {Out: [row_means]}, attrs: {dim: [1]}}
+      - {type: reduce_sum, inputs: {X: [hf]}, outputs: {Out: [total]}, attrs: {reduce_all: true}}
+      - {type: scale, inputs: {X: [hf]}, outputs: {Out: [hs]}, attrs: {scale: 0.5, bias: 0.25}}
+      - {type: sum, inputs: {X: [h, f, hs]}, outputs: {Out: [sum3]}}
+      - {type: softmax_with_cross_entropy, inputs: {Logits: [hs], Label: [label]}, outputs: {Softmax: [sm], Loss: [ce]}}
+      - {type: mean, inputs: {X: [ce]}, outputs: {Out: [ce_mean]}}
+      - {type: mean, inputs: {X: [hf]}, outputs: {Out: [hf_mean]}}
+      - {type: elementwise_add, inputs: {X: [ce_mean], Y: [hf_mean]}, outputs: {Out: [loss]}}
+)";
+
+std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& executor, int threads) {
+  ProgramDesc program = ParseProgram(kProgram, "parallel.yaml");
+  AppendBackward(program, "loss");
+  OpDesc sgd("sgd", {{"Param", {"x"}}, {"Grad", {GradVarName("x")}}, {"LearningRate", {"lr"}}},
+             {{"ParamOut", {"x_new"}}}, {});
+  FillDefaultAttrs(sgd, *CurrentRegistry());
+  program.Root()->AppendOp(sgd);
+  Scope scope;
+  std::mt19937_64 rng(11);
+  ToTensor(RandomTensor({512, 300}, DType::kFloat32, -3, 3, rng), DType::kFloat32, scope.Var("x")->GetTensor());
+  ToTensor(RandomTensor({300}, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var("b")->GetTensor());
+  ToTensor(HostTensor{{1}, {0.1}}, DType::kFloat32, scope.Var("lr")->GetTensor());
+  HostTensor label{{512, 1}, {}};
+  for (int i = 0; i < 512; ++i) label.v.push_back((i * 37) % 300);
+  ToTensor(label, DType::kInt64, scope.Var("label")->GetTensor());
+  ExecutorOptions options;
+  options.threads = threads;
+  auto exec = CreateExecutor(executor, HostDevice(), options);
+  exec->Run(program, 0, scope);
+  std::map<std::string, std::vector<char>> bits;
+  for (const char* name : {"s", "h", "f", "hf", "p_rows", "p_cols", "col_sums", "row_means", "total", "hs", "sum3", "sm",
+                           "ce", "loss", "x@GRAD", "b@GRAD", "x_new"}) {
+    const Variable* var = scope.FindVar(name);
+    EXPECT_NE(var, nullptr) << name;
+    if (!var) continue;
+    const Tensor& t = var->GetTensor();
+    const char* p = static_cast<const char*>(t.RawData());
+    bits[name].assign(p, p + t.Bytes());
+  }
+  return bits;
+}
+
+class ParallelKernels : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { LoadStandardPlugins(); }
+};
+
+TEST_P(ParallelKernels, OneAndTwoThreadsGiveTheSameBits) {
+  const auto one = RunAndFetchBits(GetParam(), 1);
+  const auto two = RunAndFetchBits(GetParam(), 2);
+  ASSERT_EQ(one.size(), two.size());
+  for (const auto& [name, bits] : one) {
+    ASSERT_TRUE(two.count(name)) << name;
+    EXPECT_FALSE(bits.empty()) << name;
+    EXPECT_TRUE(bits == two.at(name)) << name << " differs between --threads 1 and 2";
+  }
+}
+
+TEST(ParallelKernels, ExecutorsAgreeBitForBit) {
+  LoadStandardPlugins();
+  const auto seq = RunAndFetchBits("sequential", 2);
+  const auto graph = RunAndFetchBits("taskgraph", 2);
+  for (const auto& [name, bits] : seq) EXPECT_TRUE(bits == graph.at(name)) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Executors, ParallelKernels, ::testing::Values("sequential", "taskgraph"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace nabla::op_test
