@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "nabla/cpu/cpu.h"
+#include "tsan_sync.h"
 
 namespace nabla::cpu {
 namespace {
@@ -39,9 +40,12 @@ void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   }
   const int64_t step = (edge / parts + kAlign - 1) / kAlign * kAlign;
   parts = (edge + step - 1) / step;
+  ForkJoinSync sync;
+  sync.Fork();
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, parts, 1),
       [&](const tbb::blocked_range<int64_t>& r) {
+        sync.ChunkBegins();
         for (int64_t p = r.begin(); p < r.end(); ++p) {
           const int64_t lo = p * step, len = std::min(edge, lo + step) - lo;
           if (by_cols) {  // columns [lo, lo + len) of op(B) and C
@@ -50,8 +54,10 @@ void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
             call(trans_a, trans_b, len, n, k, trans_a ? a + lo : a + lo * lda, lda, b, ldb, c + lo * ldc, ldc);
           }
         }
+        sync.ChunkEnds();
       },
       tbb::simple_partitioner());
+  sync.Joined();
 }
 
 }  // namespace

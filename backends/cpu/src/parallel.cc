@@ -4,6 +4,7 @@
 #include <tbb/task_arena.h>
 
 #include "nabla/cpu/cpu.h"
+#include "tsan_sync.h"
 
 namespace nabla::cpu {
 
@@ -13,8 +14,15 @@ void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int
     body(ctx, 0, n);
     return;
   }
+  ForkJoinSync sync;
+  sync.Fork();
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)),
-                    [&](const tbb::blocked_range<int64_t>& r) { body(ctx, r.begin(), r.end()); });
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      sync.ChunkBegins();
+                      body(ctx, r.begin(), r.end());
+                      sync.ChunkEnds();
+                    });
+  sync.Joined();
 }
 
 }  // namespace nabla::cpu

@@ -16,37 +16,18 @@
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
+#include "tsan_sync.h"
 
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#endif
 
 namespace nabla::cpu {
 namespace {
 
 namespace flow = tbb::flow;
 
-// Debian's libtbb is not built with ThreadSanitizer, so the hand-offs inside
-// it (a task spawned on one thread and run on another, a waiter woken) are
-// invisible to TSan. These two tell it what the graph guarantees and nothing
-// more: a node starts after its predecessors finished and after Run began,
-// and Run returns after every node finished. Two ops that no edge orders are
-// still reported if they race. No code without TSan.
-inline void HappensBefore(const char* sync) {
-#if defined(__SANITIZE_THREAD__)
-  __tsan_release(const_cast<char*>(sync));
-#else
-  (void)sync;
-#endif
-}
-inline void HappensAfter(const char* sync) {
-#if defined(__SANITIZE_THREAD__)
-  __tsan_acquire(const_cast<char*>(sync));
-#else
-  (void)sync;
-#endif
-}
+// The graph tells ThreadSanitizer (tsan_sync.h) what it guarantees: a node
+// starts after its predecessors finished and after Run began, and Run
+// returns after every node finished. Two ops that no edge orders are still
+// reported if they race.
 
 // Which ops must finish before which: read-after-write, write-after-read and
 // write-after-write on every var name. Control-flow ops touch vars their
