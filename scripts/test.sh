@@ -22,9 +22,11 @@ BUILD_DIR=build-asan scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF -DNABLA_SANIT
 # parallel loops: the executor, control-flow, parallel-kernel, whole-network
 # parity, CLI and training tests, which run nabla's own binary with two
 # threads. The parallel-kernel tests run on the sequential executor only:
-# under the task graph (a parallel_for nested in a graph node) TSan once
-# reported a race on a worker's stack that we have not diagnosed yet. OpenCL is left out: PoCL's threads
-# are not ours, and the OpenCL path is covered by the two builds above.
+# with a parallel_for nested in a task-graph node, TSan sometimes reports a
+# race on the worker's stack (likely TBB's wait counter, released after our
+# join annotation and waited on inside uninstrumented libtbb; not yet
+# proven). OpenCL is left out: PoCL's threads are not ours, and the OpenCL
+# path is covered by the two builds above.
 TSAN_TARGETS="nabla nabla_standard_plugins runtime_test control_flow_test ops_test parity_test cli_test train_run_test"
 BUILD_DIR=build-tsan TARGETS=$TSAN_TARGETS scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF \
   -DNABLA_SANITIZE=thread -DNABLA_WITH_OPENCL=OFF
