@@ -122,9 +122,13 @@ void BM_MulOp(benchmark::State& state, const char* executor) {
   const std::string dim = std::to_string(n);
   ProgramDesc program = ParseProgram(
       "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n"
-      "      a: {shape: [" + dim + ", " + dim + "], dtype: float32}\n"
-      "      b: {shape: [" + dim + ", " + dim + "], dtype: float32}\n"
-      "    ops:\n      - {type: mul, inputs: {X: [a], Y: [b]}, outputs: {Out: [c]}}\n",
+      "      a: {shape: [" +
+          dim + ", " + dim +
+          "], dtype: float32}\n"
+          "      b: {shape: [" +
+          dim + ", " + dim +
+          "], dtype: float32}\n"
+          "    ops:\n      - {type: mul, inputs: {X: [a], Y: [b]}, outputs: {Out: [c]}}\n",
       "mul.yaml");
   ExecutorOptions options;
   options.threads = 1;
@@ -137,8 +141,14 @@ void BM_MulOp(benchmark::State& state, const char* executor) {
   SetFlops(state, n);
   state.SetLabel(cpu::BlasCoreName());
 }
-BENCHMARK_CAPTURE(BM_MulOp, sequential, "sequential")->RangeMultiplier(2)->Range(128, 1024)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_MulOp, taskgraph, "taskgraph")->RangeMultiplier(2)->Range(128, 1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MulOp, sequential, "sequential")
+    ->RangeMultiplier(2)
+    ->Range(128, 1024)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MulOp, taskgraph, "taskgraph")
+    ->RangeMultiplier(2)
+    ->Range(128, 1024)
+    ->Unit(benchmark::kMicrosecond);
 
 // Allocate + free of one buffer, the pattern of an intermediate per step.
 void BM_HostAllocate(benchmark::State& state) {

@@ -104,9 +104,8 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   init.attrs["value"] = ParseLearningRate(opts.sgd);
   v->SetInit(init);
   for (const auto& [p, g] : pg) {
-    auto op = std::make_unique<OpDesc>(
-        "sgd", VarNameMap{{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {lr}}}, VarNameMap{{"ParamOut", {p}}},
-        AttributeMap{});
+    auto op = std::make_unique<OpDesc>("sgd", VarNameMap{{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {lr}}},
+                                       VarNameMap{{"ParamOut", {p}}}, AttributeMap{});
     FillDefaultAttrs(*op, registry, &program);
     InferOpAtBuildTime(*block->AppendOp(std::move(op)), *block, registry);
   }
@@ -305,8 +304,7 @@ Command ExecCommand() {
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
   c.Flag("--fuse", &opts->fuse, "Run the fusion pass first (bias-add + activation, softmax + cross entropy)");
-  c.Option("--sgd", &opts->sgd, "With --backward: append an sgd update of every parameter (a training step)",
-           "LR");
+  c.Option("--sgd", &opts->sgd, "With --backward: append an sgd update of every parameter (a training step)", "LR");
   c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");

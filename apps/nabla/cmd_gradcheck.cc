@@ -176,7 +176,8 @@ int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {
     registry->Get(opts.op);  // an unknown op is a NotFound error naming it and the plugins
     types.push_back(opts.op);
   } else {
-    const std::set<std::string> plugins = SelectPlugins(*registry, opts.only_plugin ? global.plugins : std::vector<std::string>{});
+    const std::set<std::string> plugins =
+        SelectPlugins(*registry, opts.only_plugin ? global.plugins : std::vector<std::string>{});
     for (const std::string& type : registry->OpTypes()) {
       const OpInfo& info = registry->Get(type);
       if (!plugins.empty() && !plugins.count(info.origin.plugin)) continue;

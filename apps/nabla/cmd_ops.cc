@@ -113,7 +113,8 @@ void PrintJson(const OpRegistry& registry, const Selection& selection) {
     plugins.push_back({{"name", p.name}, {"path", p.path}, {"abi", p.abi}, {"ops", p.ops}});
   }
   Json ops = Json::array();
-  for (const std::string& type : SelectedOps(registry, selection)) ops.push_back(OpToJson(registry, registry.Get(type)));
+  for (const std::string& type : SelectedOps(registry, selection))
+    ops.push_back(OpToJson(registry, registry.Get(type)));
   std::cout << Json{{"plugins", plugins}, {"ops", ops}}.dump(2) << "\n";
 }
 

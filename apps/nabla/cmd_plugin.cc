@@ -243,8 +243,7 @@ void CheckName(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 48 && name[0] >= 'a' && name[0] <= 'z';
   for (char c : name) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   NABLA_ENFORCE(ok, kInvalidArgument, "plugin new: expected a NAME of lower-case letters, digits and '_', starting ",
-                "with a letter (it names the library, the C++ namespace and the op prefix) but received '", name,
-                "'");
+                "with a letter (it names the library, the C++ namespace and the op prefix) but received '", name, "'");
   NABLA_ENFORCE(name != "nabla", kInvalidArgument, "plugin new: the NAME 'nabla' is taken by nabla itself");
 }
 
@@ -285,12 +284,8 @@ int NewPlugin(const PluginOptions& opts) {
   const std::vector<std::pair<std::string, std::string>> values = {
       {"@NAME@", opts.name}, {"@PREFIX@", prefix}, {"@ABI@", ExpectedAbiTag()}};
   const std::vector<std::pair<std::string, const char*>> files = {
-      {"CMakeLists.txt", kCMakeLists},
-      {"src/plugin.cc", kPluginCc},
-      {"src/" + opts.name + "_softplus_op.cc", kOpCc},
-      {"programs/test.yaml", kProgram},
-      {"README.md", kReadme},
-      {".gitignore", kGitignore},
+      {"CMakeLists.txt", kCMakeLists},  {"src/plugin.cc", kPluginCc}, {"src/" + opts.name + "_softplus_op.cc", kOpCc},
+      {"programs/test.yaml", kProgram}, {"README.md", kReadme},       {".gitignore", kGitignore},
   };
   for (const auto& [file, text] : files) WriteFile(dir / file, Fill(text, values));
   std::cout << "wrote plugin project '" << opts.name << "' to " << dir.string() << "/\n";

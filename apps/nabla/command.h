@@ -111,14 +111,14 @@ class Command {
 int RunCli(int argc, char** argv);
 
 // One factory per command file.
-Command OpsCommand();   // cmd_ops.cc
-Command ExecCommand();  // cmd_exec.cc
-Command RunCommand();   // cmd_run.cc
-Command PlotCommand();  // cmd_run.cc
-Command DevicesCommand();  // cmd_devices.cc
+Command OpsCommand();        // cmd_ops.cc
+Command ExecCommand();       // cmd_exec.cc
+Command RunCommand();        // cmd_run.cc
+Command PlotCommand();       // cmd_run.cc
+Command DevicesCommand();    // cmd_devices.cc
 Command BackwardCommand();   // cmd_backward.cc
 Command GraphCommand();      // cmd_graph.cc
 Command GradcheckCommand();  // cmd_gradcheck.cc
-Command PluginCommand();   // cmd_plugin.cc
+Command PluginCommand();     // cmd_plugin.cc
 
 }  // namespace nabla::app

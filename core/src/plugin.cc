@@ -20,10 +20,10 @@
 
 // Boost 1.74's library_info.hpp uses std::vector and std::string without
 // including them; they must come first.
+#include <boost/core/demangle.hpp>
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
-#include <boost/core/demangle.hpp>
 
 #include "registry_internal.h"
 
@@ -155,7 +155,8 @@ std::string DescribeLoadFailure(const std::string& path, const std::string& what
     std::error_code ec;
     const std::string core = boost::dll::this_line_location(ec).string();
     text += StrCat("; the plugin was built against another nabla (this core is ", ec ? "libnabla_core.so" : core,
-                   ", ABI tag ", ExpectedAbiTag(), ") or a library it needs is not loaded: rebuild it against this "
+                   ", ABI tag ", ExpectedAbiTag(),
+                   ") or a library it needs is not loaded: rebuild it against this "
                    "nabla");
   }
   return text;

@@ -13,8 +13,8 @@ Registrar::~Registrar() = default;
 OpBuilder& Registrar::Op(const std::string& type, const char* file, int line) {
   auto& slot = impl_->ops[type];
   if (slot) {
-    impl_->problems.push_back(StrCat("op '", type, "' registered twice in the same plugin (",
-                                     slot->origin.ToString(), " and ", impl_->MakeOrigin(file, line).ToString(), ")"));
+    impl_->problems.push_back(StrCat("op '", type, "' registered twice in the same plugin (", slot->origin.ToString(),
+                                     " and ", impl_->MakeOrigin(file, line).ToString(), ")"));
   } else {
     slot = std::make_unique<OpInfo>();
     impl_->op_order.push_back(type);

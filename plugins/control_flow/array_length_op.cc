@@ -8,8 +8,7 @@ namespace {
 void ArrayLengthKernel(const ExecutionContext& ctx) {
   const Variable* x = ctx.InputVar("X");
   NABLA_ENFORCE(x->Type() == VarType::kTensorArray, kInvalidArgument, "op 'array_length': X '",
-                ctx.Op().Input("X").at(0), "' must be a tensor_array, but received a ", VarTypeName(x->Type()),
-                " var");
+                ctx.Op().Input("X").at(0), "' must be a tensor_array, but received a ", VarTypeName(x->Type()), " var");
   *ctx.Output("Out")->Allocate<int64_t>(ctx.GetDevice(), {1}) = static_cast<int64_t>(x->GetArray().size());
 }
 

@@ -8,8 +8,7 @@ namespace {
 
 const std::vector<Tensor>& ArrayOf(const Variable& v, const std::string& name, const std::string& where) {
   NABLA_ENFORCE(v.Type() == VarType::kTensorArray, kInvalidArgument, where, ": X '", name,
-                "' must be a tensor_array (written by write_to_array), but received a ", VarTypeName(v.Type()),
-                " var");
+                "' must be a tensor_array (written by write_to_array), but received a ", VarTypeName(v.Type()), " var");
   return v.GetArray();
 }
 

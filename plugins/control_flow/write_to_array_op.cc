@@ -50,8 +50,9 @@ class WriteToArrayGradMaker : public GradOpDescMakerBase {
 
 NABLA_REGISTER_OPS(write_to_array) {
   registrar.Op("write_to_array", __FILE__, __LINE__)
-      .Doc("Out[I] = a copy of X. Out is a tensor array (var type tensor_array); it grows to I + 1 entries, and "
-           "entries never written stay empty.")
+      .Doc(
+          "Out[I] = a copy of X. Out is a tensor array (var type tensor_array); it grows to I + 1 entries, and "
+          "entries never written stay empty.")
       .Input("X", "(Tensor) the value")
       .Input("I", "(int64 Tensor, one element) the index")
       .Output("Out", "(tensor_array) the array written")

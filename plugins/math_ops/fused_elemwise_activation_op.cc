@@ -73,8 +73,8 @@ template <typename T, Act act>
 void FusedForward(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
-  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"),
-                                           "op 'fused_elemwise_activation'");
+  BroadcastShapes s =
+      BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), "op 'fused_elemwise_activation'");
   const T* xd = x.Data<T>();
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
@@ -90,9 +90,8 @@ void FusedForward(const ExecutionContext& ctx) {
     });
     return;
   }
-  indexer.ParallelForEach([&](int64_t io, int64_t ix, int64_t iy) {
-    o[io] = Forward<T>(act, static_cast<T>(xd[ix] + yd[iy]));
-  });
+  indexer.ParallelForEach(
+      [&](int64_t io, int64_t ix, int64_t iy) { o[io] = Forward<T>(act, static_cast<T>(xd[ix] + yd[iy])); });
 }
 
 // As tanh_grad (say) then elementwise_add_grad: d = act'(Out) * dOut per
@@ -103,8 +102,8 @@ void FusedBackward(const ExecutionContext& ctx) {
   const Tensor& y = ctx.Input("Y");
   const Tensor& out = ctx.Input("Out");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"),
-                                           "op 'fused_elemwise_activation_grad'");
+  BroadcastShapes s =
+      BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), "op 'fused_elemwise_activation_grad'");
   NABLA_ENFORCE(dout.GetShape() == s.out && out.GetShape() == s.out, kInvalidArgument,
                 "op 'fused_elemwise_activation_grad': expected Out and Out@GRAD of shape ", ShapeToString(s.out),
                 " but received ", ShapeToString(out.GetShape()), " and ", ShapeToString(dout.GetShape()));
@@ -171,8 +170,9 @@ NABLA_REGISTER_OPS(fused_elemwise_activation) {
   };
   OpBuilder& b =
       registrar.Op("fused_elemwise_activation", __FILE__, __LINE__)
-          .Doc("Out = act(X + Y), Y broadcast onto X as in elementwise_add; act is functor_list[0] (relu, tanh or "
-               "sigmoid). Chosen by the fusion pass for elementwise_add followed by that activation.")
+          .Doc(
+              "Out = act(X + Y), Y broadcast onto X as in elementwise_add; act is functor_list[0] (relu, tanh or "
+              "sigmoid). Chosen by the fusion pass for elementwise_add followed by that activation.")
           .Input("X", "(Tensor) the first operand, float32 or float64")
           .Input("Y", "(Tensor) the second operand (a bias), broadcast onto X")
           .Output("Out", "(Tensor) act(X + Y)")
@@ -189,8 +189,9 @@ NABLA_REGISTER_OPS(fused_elemwise_activation) {
   for (const char* act : {"relu", "tanh", "sigmoid"})
     b.Fuses(FusionPattern{{"elementwise_add", act}, FuseAddActivation});
   registrar.DefaultGradOp("fused_elemwise_activation", __FILE__, __LINE__)
-      .Doc("Gradient of fused_elemwise_activation: d = act'(Out) * Out@GRAD, X@GRAD and Y@GRAD sum d along the dims "
-           "each was broadcast over.")
+      .Doc(
+          "Gradient of fused_elemwise_activation: d = act'(Out) * Out@GRAD, X@GRAD and Y@GRAD sum d along the dims "
+          "each was broadcast over.")
       .InferShape(InferGradShapes);
   ForEachType<float, double>([&](auto tag) {
     using T = typename decltype(tag)::type;

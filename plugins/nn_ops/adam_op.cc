@@ -86,8 +86,9 @@ void CheckBeta(const float& b) {
 
 NABLA_REGISTER_OPS(adam) {
   registrar.Op("adam", __FILE__, __LINE__)
-      .Doc("Adam step (Kingma & Ba) with bias correction folded into the step size, numerically PyTorch's Adam "
-           "(eps added to the bias-corrected sqrt(v)). An optimizer: no gradient.")
+      .Doc(
+          "Adam step (Kingma & Ba) with bias correction folded into the step size, numerically PyTorch's Adam "
+          "(eps added to the bias-corrected sqrt(v)). An optimizer: no gradient.")
       .Input("Param", "(Tensor) the parameter, float32 or float64")
       .Input("Grad", "(Tensor) its gradient, shape and dtype of Param")
       .Input("LearningRate", "(Tensor) the learning rate, one float element")

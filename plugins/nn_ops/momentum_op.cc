@@ -45,8 +45,9 @@ void MomentumKernel(const ExecutionContext& ctx) {
 
 NABLA_REGISTER_OPS(momentum) {
   registrar.Op("momentum", __FILE__, __LINE__)
-      .Doc("Momentum SGD step (heavy-ball or Nesterov), optionally with L2 weight decay folded into the "
-           "gradient. An optimizer: no gradient.")
+      .Doc(
+          "Momentum SGD step (heavy-ball or Nesterov), optionally with L2 weight decay folded into the "
+          "gradient. An optimizer: no gradient.")
       .Input("Param", "(Tensor) the parameter, float32 or float64")
       .Input("Grad", "(Tensor) its gradient, shape and dtype of Param")
       .Input("Velocity", "(Tensor) the accumulated velocity, shape and dtype of Param (start from zeros)")

@@ -190,11 +190,13 @@ NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
   axis1.no_grad_outputs = {"Softmax"};
   axis1.attrs = {{"axis", 1}};
   registrar.Op("softmax_with_cross_entropy", __FILE__, __LINE__)
-      .Doc("Softmax of Logits along `axis` fused with cross entropy against Label, computed through log-sum-exp: "
-           "Loss = logsumexp(Logits) - Logits[Label] (hard) or sum(Label * (logsumexp(Logits) - Logits)) (soft).")
+      .Doc(
+          "Softmax of Logits along `axis` fused with cross entropy against Label, computed through log-sum-exp: "
+          "Loss = logsumexp(Logits) - Logits[Label] (hard) or sum(Label * (logsumexp(Logits) - Logits)) (soft).")
       .Input("Logits", "(Tensor) unnormalized scores, float32 or float64")
-      .Input("Label", "(Tensor) hard: int64 class indices, the shape of Logits with 1 on `axis`; soft: a "
-                      "distribution of Logits' shape and dtype")
+      .Input("Label",
+             "(Tensor) hard: int64 class indices, the shape of Logits with 1 on `axis`; soft: a "
+             "distribution of Logits' shape and dtype")
       .Output("Softmax", "(Tensor) softmax of Logits along `axis`, shape of Logits (saved for the gradient)")
       .Output("Loss", "(Tensor) the loss, the shape of Logits with 1 on `axis`")
       .Attr<bool>("soft_label", false, "(bool, default false) Label holds distributions instead of indices")
@@ -210,8 +212,9 @@ NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
       .GradCheck(axis1)
       .Fuses(FusionPattern{{"softmax", "cross_entropy"}, FuseSoftmaxCrossEntropy});
   registrar.DefaultGradOp("softmax_with_cross_entropy", __FILE__, __LINE__)
-      .Doc("Gradient of softmax_with_cross_entropy with respect to Logits, from the saved Softmax: "
-           "Loss@GRAD * (Softmax - one_hot(Label)).")
+      .Doc(
+          "Gradient of softmax_with_cross_entropy with respect to Logits, from the saved Softmax: "
+          "Loss@GRAD * (Softmax - one_hot(Label)).")
       .InferShape([](InferShapeContext& c) { InferSameAs(c, "Softmax", GradVarName("Logits")); })
       .KernelDType(DTypeOfInput("Softmax"));
   RegisterFloatKernels(registrar, "softmax_with_cross_entropy", SoftmaxWithCrossEntropyKernel<float>,

@@ -73,8 +73,8 @@ inline void ExpectOneLineError(const Result& r, const std::string& what, const s
 // A fresh folder per test under the system temp dir, removed afterwards.
 inline std::filesystem::path FreshTestDir(const std::string& suite) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              (suite + "_" + std::to_string(::getpid()) + "_" + info->name());
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / (suite + "_" + std::to_string(::getpid()) + "_" + info->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

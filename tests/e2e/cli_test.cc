@@ -339,8 +339,8 @@ TEST_F(CliTest, SgdStepIsParamMinusLearningRateTimesGradExactly) {
   const std::string feed = " --feed " + Quote("x=" + WriteFloats("x.npy", {8, 4}, xs));
   const std::string program = Quote(ExampleLinear());
   // Without --sgd: the initial parameters and their gradients.
-  Result before = Nabla("exec " + program + feed + " --backward loss --fetch w,b,w@GRAD,b@GRAD --out " +
-                        Quote(Path("before")));
+  Result before =
+      Nabla("exec " + program + feed + " --backward loss --fetch w,b,w@GRAD,b@GRAD --out " + Quote(Path("before")));
   ASSERT_EQ(before.code, 0) << before.err;
   // One training step: the same forward and backward, then the update.
   Result step = Nabla("exec " + program + feed + " --backward loss --sgd 0.1 --fetch w,b,w@GRAD,b@GRAD --out " +

@@ -347,7 +347,8 @@ TEST_F(CliToolsTest, GradcheckAllPassesForTheStandardPlugins) {
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\nnot checked, no gradient: .*fill_constant.*sgd"))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("(^|\n)SKIP +while "))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("(^|\n)SKIP +read_from_array "))) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n[0-9]+ checks: [0-9]+ passed, 0 failed, [0-9]+ skipped\n"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n[0-9]+ checks: [0-9]+ passed, 0 failed, [0-9]+ skipped\n")))
+      << r.out;
 }
 
 TEST_F(CliToolsTest, GradcheckSkipsOpsWithoutGradOpsWithANote) {
@@ -379,7 +380,6 @@ TEST_F(CliToolsTest, GradcheckOfAThirdPartyPlugin) {
   ASSERT_EQ(err.size(), 1u) << r.err;
   EXPECT_NE(err[0].find("nabla: error: gradient check failed for 1 op: acme_bad_cube on cpu"), std::string::npos)
       << err[0];
-
 }
 
 TEST_F(CliToolsTest, GradcheckBadInput) {

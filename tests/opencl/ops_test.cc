@@ -52,11 +52,21 @@ void Write(Scope& scope, const Input& in, Device& device) {
   void* p = host.Allocate(HostDevice(), in.dtype, in.shape);
   for (size_t i = 0; i < in.values.size(); ++i) {
     switch (in.dtype) {
-      case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(in.values[i]); break;
-      case DType::kFloat64: static_cast<double*>(p)[i] = in.values[i]; break;
-      case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(in.values[i]); break;
-      case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(in.values[i]); break;
-      case DType::kBool: static_cast<bool*>(p)[i] = in.values[i] != 0.0; break;
+      case DType::kFloat32:
+        static_cast<float*>(p)[i] = static_cast<float>(in.values[i]);
+        break;
+      case DType::kFloat64:
+        static_cast<double*>(p)[i] = in.values[i];
+        break;
+      case DType::kInt32:
+        static_cast<int32_t*>(p)[i] = static_cast<int32_t>(in.values[i]);
+        break;
+      case DType::kInt64:
+        static_cast<int64_t*>(p)[i] = static_cast<int64_t>(in.values[i]);
+        break;
+      case DType::kBool:
+        static_cast<bool*>(p)[i] = in.values[i] != 0.0;
+        break;
     }
   }
   scope.Var(in.name)->GetTensor().CopyFrom(host, device);
@@ -68,11 +78,21 @@ Doubles Read(const Tensor& t) {
   Doubles out(static_cast<size_t>(host.Numel()));
   for (size_t i = 0; i < out.size(); ++i) {
     switch (host.GetDType()) {
-      case DType::kFloat32: out[i] = host.Data<float>()[i]; break;
-      case DType::kFloat64: out[i] = host.Data<double>()[i]; break;
-      case DType::kInt32: out[i] = host.Data<int32_t>()[i]; break;
-      case DType::kInt64: out[i] = static_cast<double>(host.Data<int64_t>()[i]); break;
-      case DType::kBool: out[i] = host.Data<bool>()[i]; break;
+      case DType::kFloat32:
+        out[i] = host.Data<float>()[i];
+        break;
+      case DType::kFloat64:
+        out[i] = host.Data<double>()[i];
+        break;
+      case DType::kInt32:
+        out[i] = host.Data<int32_t>()[i];
+        break;
+      case DType::kInt64:
+        out[i] = static_cast<double>(host.Data<int64_t>()[i]);
+        break;
+      case DType::kBool:
+        out[i] = host.Data<bool>()[i];
+        break;
     }
   }
   return out;
@@ -186,8 +206,8 @@ void RunCase(const std::string& type, const GradCheckSpec& spec, Device& cl) {
   if (info.HasGradient()) {
     std::vector<Input> grads;
     for (const auto& [slot, names] : outs) {
-      bool graded = std::find(spec.no_grad_outputs.begin(), spec.no_grad_outputs.end(), slot) ==
-                    spec.no_grad_outputs.end();
+      bool graded =
+          std::find(spec.no_grad_outputs.begin(), spec.no_grad_outputs.end(), slot) == spec.no_grad_outputs.end();
       for (const std::string& name : names) {
         Input g{GradVarName(name), DType::kFloat32, shapes.shapes.at(name), {}};
         std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -208,11 +228,34 @@ void RunCase(const std::string& type, const GradCheckSpec& spec, Device& cl) {
 
 // The ops the MLP, softmax-regression and RNN examples and the optimizers
 // need; each must have an OpenCL float32 kernel whenever the op is loaded.
-const std::vector<std::string> kDeviceOps = {
-    "mul", "mul_grad", "matmul", "matmul_grad", "elementwise_add", "elementwise_add_grad", "relu", "relu_grad",
-    "tanh", "tanh_grad", "sigmoid", "sigmoid_grad", "softmax", "softmax_grad", "softmax_with_cross_entropy",
-    "softmax_with_cross_entropy_grad", "mean", "mean_grad", "scale", "sum", "fill_constant", "fill_zeros_like",
-    "concat", "concat_grad", "split", "sgd", "momentum", "adam"};
+const std::vector<std::string> kDeviceOps = {"mul",
+                                             "mul_grad",
+                                             "matmul",
+                                             "matmul_grad",
+                                             "elementwise_add",
+                                             "elementwise_add_grad",
+                                             "relu",
+                                             "relu_grad",
+                                             "tanh",
+                                             "tanh_grad",
+                                             "sigmoid",
+                                             "sigmoid_grad",
+                                             "softmax",
+                                             "softmax_grad",
+                                             "softmax_with_cross_entropy",
+                                             "softmax_with_cross_entropy_grad",
+                                             "mean",
+                                             "mean_grad",
+                                             "scale",
+                                             "sum",
+                                             "fill_constant",
+                                             "fill_zeros_like",
+                                             "concat",
+                                             "concat_grad",
+                                             "split",
+                                             "sgd",
+                                             "momentum",
+                                             "adam"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
@@ -259,15 +302,17 @@ void ExpectSameOnBoth(const std::vector<OpDesc>& ops, const std::vector<Input>& 
 
 TEST_F(OpenClOps, OptimizersMatchTheCpuInPlace) {
   if (!CurrentRegistry()->Find("adam")) GTEST_SKIP() << "nn_ops is not loaded";
-  std::vector<Input> in = {Random("p", {5, 7}, -1, 1, 1), Random("g", {5, 7}, -1, 1, 2),
-                           Random("v", {5, 7}, -1, 1, 3), Random("m2", {5, 7}, 0, 1, 4),
-                           {"lr", DType::kFloat32, {1}, {0.1}},  {"b1p", DType::kFloat32, {1}, {0.9 * 0.9}},
+  std::vector<Input> in = {Random("p", {5, 7}, -1, 1, 1),
+                           Random("g", {5, 7}, -1, 1, 2),
+                           Random("v", {5, 7}, -1, 1, 3),
+                           Random("m2", {5, 7}, 0, 1, 4),
+                           {"lr", DType::kFloat32, {1}, {0.1}},
+                           {"b1p", DType::kFloat32, {1}, {0.9 * 0.9}},
                            {"b2p", DType::kFloat32, {1}, {0.999 * 0.999}}};
   ExpectSameOnBoth({Op("sgd", {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}}, {{"ParamOut", {"p"}}})},
                    in, Cl(), "sgd");
   for (bool nesterov : {false, true}) {
-    ExpectSameOnBoth({Op("momentum",
-                         {{"Param", {"p"}}, {"Grad", {"g"}}, {"Velocity", {"v"}}, {"LearningRate", {"lr"}}},
+    ExpectSameOnBoth({Op("momentum", {{"Param", {"p"}}, {"Grad", {"g"}}, {"Velocity", {"v"}}, {"LearningRate", {"lr"}}},
                          {{"ParamOut", {"p"}}, {"VelocityOut", {"v"}}},
                          {{"mu", 0.9f},
                           {"use_nesterov", nesterov},
@@ -294,8 +339,7 @@ TEST_F(OpenClOps, OptimizersMatchTheCpuInPlace) {
 TEST_F(OpenClOps, FillsMatchTheCpuForEveryDType) {
   std::vector<OpDesc> ops;
   for (const char* dtype : {"float32", "float64", "int32", "int64", "bool"})
-    ops.push_back(Op("fill_constant", {},
-                     {{"Out", {std::string("c_") + dtype}}},
+    ops.push_back(Op("fill_constant", {}, {{"Out", {std::string("c_") + dtype}}},
                      {{"shape", std::vector<int>{3, 2}}, {"value", 2.5f}, {"dtype", std::string(dtype)}}));
   ops.push_back(Op("fill_zeros_like", {{"X", {"x"}}}, {{"Out", {"z"}}}));
   ExpectSameOnBoth(ops, {Random("x", {4, 3})}, Cl(), "fills");
@@ -311,9 +355,8 @@ TEST_F(OpenClOps, SumMayWriteOneOfItsInputs) {
 
 // MLP-sized GEMMs and bias adds, larger than the check cases.
 TEST_F(OpenClOps, LayerSizedMulAndBiasMatchTheCpu) {
-  std::vector<OpDesc> ops = {
-      Op("mul", {{"X", {"x"}}, {"Y", {"w"}}}, {{"Out", {"xw"}}}),
-      Op("elementwise_add", {{"X", {"xw"}}, {"Y", {"b"}}}, {{"Out", {"y"}}}, {{"axis", 1}})};
+  std::vector<OpDesc> ops = {Op("mul", {{"X", {"x"}}, {"Y", {"w"}}}, {{"Out", {"xw"}}}),
+                             Op("elementwise_add", {{"X", {"xw"}}, {"Y", {"b"}}}, {{"Out", {"y"}}}, {{"axis", 1}})};
   auto registry = CurrentRegistry();
   std::vector<OpDesc> all = ops;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it)
@@ -335,8 +378,7 @@ TEST_F(OpenClOps, OpsWithoutAnOpenClKernelFallBackToTheCpu) {
   ASSERT_NE(registry->Find("exp"), nullptr);
   ASSERT_EQ(registry->FindKernel("exp", DeviceType::kOpenCL, DType::kFloat32), nullptr)
       << "pick another op without an OpenCL kernel for this test";
-  std::vector<OpDesc> ops = {Op("exp", {{"X", {"x"}}}, {{"Out", {"e"}}}),
-                             Op("relu", {{"X", {"e"}}}, {{"Out", {"r"}}}),
+  std::vector<OpDesc> ops = {Op("exp", {{"X", {"x"}}}, {{"Out", {"e"}}}), Op("relu", {{"X", {"e"}}}, {{"Out", {"r"}}}),
                              Op("exp", {{"X", {"r"}}}, {{"Out", {"r"}}})};
   const std::vector<Input> in = {Random("x", {3, 4})};
   Result cl = RunOps(ops, in, Cl());

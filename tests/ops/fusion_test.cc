@@ -140,9 +140,9 @@ TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
     BlockDesc& b = *p.Root();
     // softmax, cross_entropy -> softmax_with_cross_entropy in both programs.
     b.RemoveOps(11, 13);
-    b.InsertOp(11, std::make_unique<OpDesc>(
-                       "softmax_with_cross_entropy", VarNameMap{{"Logits", {"logits"}}, {"Label", {"label"}}},
-                       VarNameMap{{"Softmax", {"prob"}}, {"Loss", {"ce"}}}, AttributeMap{}));
+    b.InsertOp(11, std::make_unique<OpDesc>("softmax_with_cross_entropy",
+                                            VarNameMap{{"Logits", {"logits"}}, {"Label", {"label"}}},
+                                            VarNameMap{{"Softmax", {"prob"}}, {"Loss", {"ce"}}}, AttributeMap{}));
     FillDefaultAttrs(*b.Op(11), *CurrentRegistry());
     return p;
   };

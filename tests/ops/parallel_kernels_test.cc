@@ -65,8 +65,8 @@ std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& exec
   auto exec = CreateExecutor(executor, HostDevice(), options);
   exec->Run(program, 0, scope);
   std::map<std::string, std::vector<char>> bits;
-  for (const char* name : {"s", "h", "f", "hf", "p_rows", "p_cols", "col_sums", "row_means", "total", "hs", "sum3", "sm",
-                           "ce", "loss", "x@GRAD", "b@GRAD", "x_new"}) {
+  for (const char* name : {"s", "h", "f", "hf", "p_rows", "p_cols", "col_sums", "row_means", "total", "hs", "sum3",
+                           "sm", "ce", "loss", "x@GRAD", "b@GRAD", "x_new"}) {
     const Variable* var = scope.FindVar(name);
     EXPECT_NE(var, nullptr) << name;
     if (!var) continue;

@@ -30,9 +30,7 @@ std::string Canonical(const std::string& p) { return fs::canonical(p).string(); 
 
 class PluginCliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = nabla::testing_cli::FreshTestDir("nabla_plugin_cli_test");
-  }
+  void SetUp() override { dir_ = nabla::testing_cli::FreshTestDir("nabla_plugin_cli_test"); }
   void TearDown() override { fs::remove_all(dir_); }
 
   Result Nabla(const std::string& args) const {
@@ -105,8 +103,8 @@ TEST_F(PluginCliTest, PluginNewWritesAProjectAndRefusesToOverwrite) {
   const fs::path project = dir_ / "proj";
   Result r = Nabla("plugin new foo --dir " + Quote(project.string()));
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* file : {"CMakeLists.txt", "src/plugin.cc", "src/foo_softplus_op.cc", "programs/test.yaml",
-                           "README.md", ".gitignore"})
+  for (const char* file :
+       {"CMakeLists.txt", "src/plugin.cc", "src/foo_softplus_op.cc", "programs/test.yaml", "README.md", ".gitignore"})
     EXPECT_TRUE(fs::is_regular_file(project / file)) << file;
   const std::string cmake = Slurp(project / "CMakeLists.txt");
   EXPECT_NE(cmake.find("find_package(nabla REQUIRED)"), std::string::npos) << cmake;

@@ -4,7 +4,10 @@
 
 NABLA_REGISTER_OPS(toy_steals_mul) {
   registrar.Op("toy_steals_mul_only", __FILE__, __LINE__).Input("X", "(Tensor) input").Output("Out", "(Tensor) output");
-  registrar.Op("mul", __FILE__, __LINE__).Input("X", "(Tensor) input").Input("Y", "(Tensor) input").Output("Out", "(Tensor) output");
+  registrar.Op("mul", __FILE__, __LINE__)
+      .Input("X", "(Tensor) input")
+      .Input("Y", "(Tensor) input")
+      .Output("Out", "(Tensor) output");
 }
 
 NABLA_PLUGIN(NABLA_PLUGIN_NAME);

@@ -156,16 +156,14 @@ data:
     files: {image: img.idx}
     feeds: {x: image}
 )");
-  EXPECT_NE(e.find("run.yaml:4:15: data.batch_size must be an integer, but received a list"), std::string::npos)
-      << e;
+  EXPECT_NE(e.find("run.yaml:4:15: data.batch_size must be an integer, but received a list"), std::string::npos) << e;
   e = ParseError(R"(program: net.yaml
 loss: loss
 data:
   shuffle: maybe
   train: {files: {image: img.idx}, feeds: {x: image}}
 )");
-  EXPECT_NE(e.find("run.yaml:4:12: data.shuffle must be true or false, but received 'maybe'"), std::string::npos)
-      << e;
+  EXPECT_NE(e.find("run.yaml:4:12: data.shuffle must be true or false, but received 'maybe'"), std::string::npos) << e;
 }
 
 TEST(RunConfig, OptionsOfAnotherOptimizerAreErrors) {
@@ -193,8 +191,7 @@ TEST(RunConfig, LearningRateSchedules) {
             std::string::npos)
       << e;
   e = ParseError(std::string(kMinimal) + "optimizer:\n  lr_schedule: {type: step, gamma: 2}\n");
-  EXPECT_NE(e.find("run.yaml:8:36: optimizer.lr_schedule.gamma must be in (0, 1], but received 2"),
-            std::string::npos)
+  EXPECT_NE(e.find("run.yaml:8:36: optimizer.lr_schedule.gamma must be in (0, 1], but received 2"), std::string::npos)
       << e;
   e = ParseError(std::string(kMinimal) + "optimizer:\n  lr_schedule: {every_epochs: 2}\n");
   EXPECT_NE(e.find("run.yaml:8:16: optimizer.lr_schedule needs the key 'type'"), std::string::npos) << e;
@@ -234,7 +231,8 @@ TEST(RunConfig, MetricsAndPlotChecks) {
   EXPECT_NE(e.find("run.yaml:7:25: logging.metrics_file must end in .csv or .jsonl"), std::string::npos) << e;
   e = ParseError(std::string(kMinimal) + "logging: {plot: true}\n");
   EXPECT_NE(e.find("run.yaml:7:17: logging.plot: true draws the metrics file"), std::string::npos) << e;
-  RunConfig c = Parse(std::string(kMinimal) + "metrics: {accuracy: true}\nlogging: {metrics_file: m.csv, plot: c.svg}\n");
+  RunConfig c =
+      Parse(std::string(kMinimal) + "metrics: {accuracy: true}\nlogging: {metrics_file: m.csv, plot: c.svg}\n");
   EXPECT_TRUE(c.accuracy.enabled);
   EXPECT_EQ(c.logging.plot, "c.svg");
   c = Parse(std::string(kMinimal) + "metrics:\n  accuracy:\n");

@@ -50,11 +50,16 @@ class Reader {
 
   static std::string Describe(const YAML::Node& node) {
     switch (node.Type()) {
-      case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
-      case YAML::NodeType::Null: return "nothing (null)";
-      default: return "an undefined value";
+      case YAML::NodeType::Scalar:
+        return "'" + node.Scalar() + "'";
+      case YAML::NodeType::Sequence:
+        return "a list";
+      case YAML::NodeType::Map:
+        return "a mapping";
+      case YAML::NodeType::Null:
+        return "nothing (null)";
+      default:
+        return "an undefined value";
     }
   }
 
@@ -94,8 +99,8 @@ class Reader {
 
   double Double(const YAML::Node& node, const std::string& what) const {
     double v = 0;
-    NABLA_ENFORCE(node.IsScalar() && YAML::convert<double>::decode(node, v), kInvalidArgument, Where(node), ": ",
-                  what, " must be a number, but received ", Describe(node));
+    NABLA_ENFORCE(node.IsScalar() && YAML::convert<double>::decode(node, v), kInvalidArgument, Where(node), ": ", what,
+                  " must be a number, but received ", Describe(node));
     NABLA_ENFORCE(std::isfinite(v), kInvalidArgument, Where(node), ": ", what, " must be finite, but received ",
                   Describe(node));
     return v;
@@ -113,8 +118,8 @@ class Reader {
 
   int64_t Int(const YAML::Node& node, const std::string& what, int64_t min_value) const {
     int64_t v = 0;
-    NABLA_ENFORCE(node.IsScalar() && YAML::convert<int64_t>::decode(node, v), kInvalidArgument, Where(node), ": ",
-                  what, " must be an integer, but received ", Describe(node));
+    NABLA_ENFORCE(node.IsScalar() && YAML::convert<int64_t>::decode(node, v), kInvalidArgument, Where(node), ": ", what,
+                  " must be an integer, but received ", Describe(node));
     NABLA_ENFORCE(v >= min_value, kInvalidArgument, Where(node), ": ", what, " must be >= ", min_value,
                   ", but received ", v);
     return v;
@@ -122,8 +127,8 @@ class Reader {
 
   bool Bool(const YAML::Node& node, const std::string& what) const {
     bool v = false;
-    NABLA_ENFORCE(node.IsScalar() && YAML::convert<bool>::decode(node, v), kInvalidArgument, Where(node), ": ",
-                  what, " must be true or false, but received ", Describe(node));
+    NABLA_ENFORCE(node.IsScalar() && YAML::convert<bool>::decode(node, v), kInvalidArgument, Where(node), ": ", what,
+                  " must be true or false, but received ", Describe(node));
     return v;
   }
 
@@ -137,8 +142,8 @@ class Reader {
 
   std::string Choice(const YAML::Node& node, const std::string& what, const std::vector<std::string>& choices) const {
     std::string s = String(node, what);
-    NABLA_ENFORCE(std::find(choices.begin(), choices.end(), s) != choices.end(), kInvalidArgument, Where(node),
-                  ": ", what, " must be one of ", Join(choices), ", but received '", s, "'");
+    NABLA_ENFORCE(std::find(choices.begin(), choices.end(), s) != choices.end(), kInvalidArgument, Where(node), ": ",
+                  what, " must be one of ", Join(choices), ", but received '", s, "'");
     return s;
   }
 
@@ -216,8 +221,9 @@ void ParseSchedule(const Reader& r, const YAML::Node& n, LrSchedule& s) {
 
 void ParseOptimizer(const Reader& r, const YAML::Node& n, OptimizerConfig& o) {
   r.ExpectMap(n, "optimizer");
-  r.CheckKeys(n, "optimizer", {"type", "lr", "momentum", "nesterov", "beta1", "beta2", "epsilon", "weight_decay",
-                               "clip_global_norm", "lr_schedule"});
+  r.CheckKeys(n, "optimizer",
+              {"type", "lr", "momentum", "nesterov", "beta1", "beta2", "epsilon", "weight_decay", "clip_global_norm",
+               "lr_schedule"});
   o.pos = r.Pos(n);
   if (n["type"]) o.type = r.Choice(n["type"], "optimizer.type", {"sgd", "momentum", "adam"});
   if (n["lr"]) o.lr = r.Positive(n["lr"], "optimizer.lr");
@@ -285,8 +291,8 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
       f.column = r.NonEmptyString(v, fw);
     }
     if (format != "csv") {
-      NABLA_ENFORCE(s.files.count(f.column), kInvalidArgument, r.Where(v), ": ", fw, " names the column '",
-                    f.column, "', but ", what, ".files has no such key");
+      NABLA_ENFORCE(s.files.count(f.column), kInvalidArgument, r.Where(v), ": ", fw, " names the column '", f.column,
+                    "', but ", what, ".files has no such key");
     }
     s.feeds.push_back(std::move(f));
   }
@@ -295,8 +301,9 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
 
 void ParseData(const Reader& r, const YAML::Node& n, DataConfig& d) {
   r.ExpectMap(n, "data");
-  r.CheckKeys(n, "data", {"format", "train", "eval", "batch_size", "eval_batch_size", "shuffle", "seed", "drop_last",
-                          "header", "delimiter"});
+  r.CheckKeys(n, "data",
+              {"format", "train", "eval", "batch_size", "eval_batch_size", "shuffle", "seed", "drop_last", "header",
+               "delimiter"});
   d.pos = r.Pos(n);
   if (n["format"]) d.format = r.Choice(n["format"], "data.format", {"idx", "csv", "npy"});
   ParseSplit(r, r.Required(n, "train", "data"), "data.train", d.format, d.train);
@@ -378,8 +385,8 @@ void ParseLogging(const Reader& r, const YAML::Node& n, LoggingConfig& l) {
       l.plot = r.NonEmptyString(p, "logging.plot");
       std::string ext = fs::path(l.plot).extension().string();
       NABLA_ENFORCE(ext == ".png" || ext == ".svg" || ext == ".txt", kInvalidArgument, r.Where(p),
-                    ": logging.plot must be true, false or a file ending in .png, .svg or .txt, but received '",
-                    l.plot, "'");
+                    ": logging.plot must be true, false or a file ending in .png, .svg or .txt, but received '", l.plot,
+                    "'");
       NABLA_ENFORCE(!l.metrics_file.empty(), kInvalidArgument, r.Where(p),
                     ": logging.plot draws the metrics file, but logging.metrics_file is not set");
     }
@@ -394,8 +401,7 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
-    NABLA_THROW(kInvalidArgument, source_name, ":", e.mark.line + 1, ":", e.mark.column + 1,
-                ": invalid YAML: ", e.msg);
+    NABLA_THROW(kInvalidArgument, source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg);
   }
   Reader r(source_name, base_dir);
   RunConfig c;

@@ -90,7 +90,7 @@ struct AccuracyConfig {
 };
 
 struct CheckpointConfig {
-  std::string dir;  // "": no checkpoints
+  std::string dir;          // "": no checkpoints
   int64_t every_steps = 0;  // 0: only per epoch (when every_epoch)
   bool every_epoch = true;
   int keep_last = 3;  // 0: keep all
@@ -100,8 +100,8 @@ struct CheckpointConfig {
 
 struct LoggingConfig {
   int64_t every_steps = 100;
-  std::string metrics_file;  // "": none; .csv or .jsonl
-  std::string plot;          // "": none; .png, .svg or .txt (gnuplot)
+  std::string metrics_file;       // "": none; .csv or .jsonl
+  std::string plot;               // "": none; .png, .svg or .txt (gnuplot)
   std::string progress = "auto";  // auto | bar | lines | none
   ConfigPos pos;
 };
@@ -137,7 +137,6 @@ struct RunConfig {
 // data files) are resolved against the config's folder; output paths
 // (checkpoint dir, metrics file, plot) against the working directory.
 RunConfig LoadRunConfig(const std::string& path);
-RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source_name,
-                         const std::string& base_dir);
+RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir);
 
 }  // namespace nabla::train

@@ -100,9 +100,9 @@ std::vector<std::string> ClipByGlobalNorm(ProgramBuilder& b, const ParamGrads& p
   const DType dtype = b.Block()->FindVar(pg.front().second)->GetDType();
   b.Append("sum", {{"X", sums}}, {{"Out", {"clip@global_norm_sq"}}});
   b.Append("sqrt", {{"X", {"clip@global_norm_sq"}}}, {{"Out", {"clip@global_norm"}}});
-  b.Append("fill_constant", {}, {{"Out", {"clip@max_norm"}}},
-           {{"shape", std::vector<int>{1}}, {"dtype", std::string(DTypeName(dtype))},
-            {"value", static_cast<float>(clip)}});
+  b.Append(
+      "fill_constant", {}, {{"Out", {"clip@max_norm"}}},
+      {{"shape", std::vector<int>{1}}, {"dtype", std::string(DTypeName(dtype))}, {"value", static_cast<float>(clip)}});
   b.Append("elementwise_sub", {{"X", {"clip@global_norm"}}, {"Y", {"clip@max_norm"}}}, {{"Out", {"clip@excess"}}});
   b.Append("relu", {{"X", {"clip@excess"}}}, {{"Out", {"clip@excess_pos"}}});
   b.Append("elementwise_add", {{"X", {"clip@excess_pos"}}, {"Y", {"clip@max_norm"}}}, {{"Out", {"clip@denom"}}});
@@ -160,10 +160,16 @@ void AppendOptimizer(ProgramBuilder& b, const OptimizerConfig& o, TrainPrograms&
         outs["Beta2PowOut"] = {b2};
       }
       b.Append("adam",
-               {{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {kLearningRate}}, {"Moment1", {m1}},
-                {"Moment2", {m2}}, {"Beta1Pow", {b1}}, {"Beta2Pow", {b2}}},
+               {{"Param", {p}},
+                {"Grad", {g}},
+                {"LearningRate", {kLearningRate}},
+                {"Moment1", {m1}},
+                {"Moment2", {m2}},
+                {"Beta1Pow", {b1}},
+                {"Beta2Pow", {b2}}},
                std::move(outs),
-               {{"beta1", static_cast<float>(o.beta1)}, {"beta2", static_cast<float>(o.beta2)},
+               {{"beta1", static_cast<float>(o.beta1)},
+                {"beta2", static_cast<float>(o.beta2)},
                 {"epsilon", static_cast<float>(o.epsilon)}});
       if (!pow_outputs) {
         b.Append("scale", {{"X", {b1}}}, {{"Out", {b1}}}, {{"scale", static_cast<float>(o.beta1)}});
@@ -236,11 +242,16 @@ double ReadScalar(const Tensor& t, const std::string& name) {
     src = &host;
   }
   switch (src->GetDType()) {
-    case DType::kFloat32: return src->Data<float>()[0];
-    case DType::kFloat64: return src->Data<double>()[0];
-    case DType::kInt32: return src->Data<int32_t>()[0];
-    case DType::kInt64: return static_cast<double>(src->Data<int64_t>()[0]);
-    case DType::kBool: return src->Data<bool>()[0];
+    case DType::kFloat32:
+      return src->Data<float>()[0];
+    case DType::kFloat64:
+      return src->Data<double>()[0];
+    case DType::kInt32:
+      return src->Data<int32_t>()[0];
+    case DType::kInt64:
+      return static_cast<double>(src->Data<int64_t>()[0]);
+    case DType::kBool:
+      return src->Data<bool>()[0];
   }
   return 0;
 }
@@ -284,8 +295,9 @@ class Progress {
       int filled = batches > 0 ? static_cast<int>(width * batch / batches) : 0;
       std::string bar(filled, '#');
       bar += std::string(width - filled, '.');
-      out_ << "\r\033[K" << "epoch " << epoch << EpochsText(epochs) << " [" << bar << "] " << batch << "/" << batches
-           << "  loss " << Fixed(loss, 4);
+      out_ << "\r\033[K"
+           << "epoch " << epoch << EpochsText(epochs) << " [" << bar << "] " << batch << "/" << batches << "  loss "
+           << Fixed(loss, 4);
       if (acc) out_ << "  acc " << Fixed(*acc * 100, 2) << "%";
       out_ << "  " << Fixed(samples_per_sec, 0) << " samples/s  ETA " << Duration(eta_s) << std::flush;
     } else if (mode_ == "lines" && step % every_ == 0) {
@@ -499,8 +511,8 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
                     " of an epoch, but an epoch now has ", batches, " batches (did data or batch_size change?)");
       last_checkpoint = latest->path;
       resumed = true;
-      out << "resumed from " << latest->path << " (step " << step << ", epoch " << epoch << ", batch " << batch
-          << ")" << std::endl;
+      out << "resumed from " << latest->path << " (step " << step << ", epoch " << epoch << ", batch " << batch << ")"
+          << std::endl;
     } else {
       out << "no checkpoint in " << c.checkpoint.dir << "; starting from scratch" << std::endl;
     }
@@ -518,9 +530,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
       Variable* v = scope.FindVar(name);
       if (v && v->GetTensor().IsInitialized()) tensors.emplace_back(name, v->GetTensor());
     }
-    last_checkpoint = SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
-                                     {{"batch", std::to_string(done_batches)}, {"loss", c.loss}},
-                                     c.checkpoint.keep_last);
+    last_checkpoint =
+        SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
+                       {{"batch", std::to_string(done_batches)}, {"loss", c.loss}}, c.checkpoint.keep_last);
   };
 
   auto read_correct = [&](Scope& s) -> int64_t {

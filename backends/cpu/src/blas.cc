@@ -67,18 +67,18 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   SplitGemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
                    [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la,
                        const float* bb, int64_t lb, float* cc, int64_t lc) {
-                     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
-                                 nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn,
+                                 kk, alpha, aa, la, bb, lb, beta, cc, lc);
                    });
 }
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   SplitGemm<double>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
                     [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const double* aa, int64_t la,
                         const double* bb, int64_t lb, double* cc, int64_t lc) {
-                      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
-                                  nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn,
+                                  kk, alpha, aa, la, bb, lb, beta, cc, lc);
                     });
 }
 

@@ -13,11 +13,11 @@ namespace nabla::cpu {
 void* CpuDevice::Allocate(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  // tbbmalloc keeps freed blocks in per-thread pools, so the buffers a step
-  // frees are handed back to the next step without touching the OS. Under
-  // ThreadSanitizer the C allocator is used instead: tbbmalloc is not
-  // instrumented, so TSan would not see a block freed on one thread and
-  // reused on another, and would report the reuse as a race.
+    // tbbmalloc keeps freed blocks in per-thread pools, so the buffers a step
+    // frees are handed back to the next step without touching the OS. Under
+    // ThreadSanitizer the C allocator is used instead: tbbmalloc is not
+    // instrumented, so TSan would not see a block freed on one thread and
+    // reused on another, and would report the reuse as a race.
 #if defined(__SANITIZE_THREAD__)
   void* p = std::aligned_alloc(64, rounded);
 #else

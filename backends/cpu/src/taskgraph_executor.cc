@@ -18,7 +18,6 @@
 #include "nabla/scope.h"
 #include "tsan_sync.h"
 
-
 namespace nabla::cpu {
 namespace {
 
@@ -155,7 +154,7 @@ class TaskGraphExecutor final : public Executor {
     bool serial = false;  // no two ops may run at the same time: run in program order
     std::vector<std::vector<size_t>> preds;
     std::vector<std::vector<size_t>> groups;  // ops run in order by one node each
-    std::unique_ptr<char[]> sync;  // one address per op, and one for Run (TSan only)
+    std::unique_ptr<char[]> sync;             // one address per op, and one for Run (TSan only)
     size_t op_count = 0;
     const OpDesc* first_op = nullptr;
   };

@@ -62,7 +62,7 @@ struct SlotDef {
 struct AttrDef {
   std::string name;
   AttrType type = AttrType::kInt;
-  std::optional<Attribute> default_value;  // nullopt: the attribute is required
+  std::optional<Attribute> default_value;         // nullopt: the attribute is required
   std::function<void(const Attribute&)> checker;  // throws Error on a bad value
   std::string doc;
 };
@@ -130,7 +130,9 @@ class NABLA_API InferShapeContext {
   virtual void SetOutputDType(const std::string& slot, DType dtype, size_t i = 0) = 0;
 
   template <typename T>
-  const T& Attr(const std::string& name) const { return Op().Attr<T>(name); }
+  const T& Attr(const std::string& name) const {
+    return Op().Attr<T>(name);
+  }
   // Out[i] gets the shape and dtype of In[j].
   void ShareShapeAndDType(const std::string& in, const std::string& out, size_t i = 0, size_t j = 0);
   // "op 'mul' (prog.yaml:3:7)": for messages.
@@ -166,7 +168,9 @@ class NABLA_API GradOpDescMakerBase {
   std::vector<std::string> OutputSlots() const;
   const AttributeMap& Attrs() const { return fwd_.Attrs(); }
   template <typename T>
-  const T& Attr(const std::string& name) const { return fwd_.Attr<T>(name); }
+  const T& Attr(const std::string& name) const {
+    return fwd_.Attr<T>(name);
+  }
   const OpDesc& ForwardOp() const { return fwd_; }
   // The grad block built for the forward op's i-th sub-block (non-owning).
   BlockDesc* GradBlock(size_t i = 0) const;
@@ -225,7 +229,9 @@ class NABLA_API ExecutionContext {
   Variable* InputVar(const std::string& slot, size_t i = 0) const;
   Variable* OutputVar(const std::string& slot, size_t i = 0) const;
   template <typename T>
-  const T& Attr(const std::string& name) const { return op_.Attr<T>(name); }
+  const T& Attr(const std::string& name) const {
+    return op_.Attr<T>(name);
+  }
 
   Device& GetDevice() const { return device_; }
   Scope& GetScope() const { return scope_; }
@@ -240,7 +246,7 @@ class NABLA_API ExecutionContext {
   const OpDesc& op_;
   Scope& scope_;
   Device& device_;
-  const RunContext* run_;            // non-owning, may be null
+  const RunContext* run_;                 // non-owning, may be null
   const PreparedOp* prepared_ = nullptr;  // non-owning, may be null
 };
 
@@ -262,9 +268,9 @@ struct OpInfo {
   KernelDTypeFn kernel_dtype;
   OpTraits traits;
   Origin origin;
-  std::shared_ptr<void> library;  // keeps the plugin mapped while callable
+  std::shared_ptr<void> library;           // keeps the plugin mapped while callable
   std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
-  std::vector<FusionPattern> fusions;       // chains this op replaces (FuseOps)
+  std::vector<FusionPattern> fusions;      // chains this op replaces (FuseOps)
 
   bool HasGradient() const { return static_cast<bool>(grad_maker); }
 };
@@ -331,8 +337,7 @@ class NABLA_API OpBuilder {
   OpBuilder& Input(std::string name, std::string doc, unsigned flags = kNone);
   OpBuilder& Output(std::string name, std::string doc, unsigned flags = kNone);
   template <typename T>
-  OpBuilder& Attr(std::string name, T default_value, std::string doc,
-                  std::function<void(const T&)> checker = nullptr) {
+  OpBuilder& Attr(std::string name, T default_value, std::string doc, std::function<void(const T&)> checker = nullptr) {
     return AddAttr(std::move(name), AttrTypeOf<T>::value, Attribute(std::move(default_value)), std::move(doc),
                    WrapChecker(std::move(checker)));
   }
@@ -347,9 +352,8 @@ class NABLA_API OpBuilder {
   template <typename Maker>
   OpBuilder& GradMaker() {
     return GradMaker([](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
-                        std::unordered_map<std::string, std::string>* g2v, const std::vector<BlockDesc*>& blocks) {
-      return Maker(fwd, no_grad, g2v, blocks)();
-    });
+                        std::unordered_map<std::string, std::string>* g2v,
+                        const std::vector<BlockDesc*>& blocks) { return Maker(fwd, no_grad, g2v, blocks)(); });
   }
   OpBuilder& KernelDType(KernelDTypeFn fn);
   OpBuilder& GradCheck(GradCheckSpec spec);

@@ -11,8 +11,8 @@
 namespace acme {
 namespace {
 
-using nabla::DType;
 using nabla::DeviceType;
+using nabla::DType;
 using nabla::ExecutionContext;
 using nabla::GradVarName;
 using nabla::InferShapeContext;
@@ -42,9 +42,8 @@ void LinearKernel(const ExecutionContext& ctx) {
   const Tensor& w = ctx.Input("W");
   const Tensor& b = ctx.Input("B");
   const int64_t n = x.GetShape()[0], k = x.GetShape()[1], m = w.GetShape()[1];
-  NABLA_ENFORCE(w.GetShape()[0] == k && b.Numel() == m, kInvalidArgument,
-                "op 'acme_linear': expected W [", k, ", M] and B [M] but received W ", ShapeToString(w.GetShape()),
-                " and B ", ShapeToString(b.GetShape()));
+  NABLA_ENFORCE(w.GetShape()[0] == k && b.Numel() == m, kInvalidArgument, "op 'acme_linear': expected W [", k,
+                ", M] and B [M] but received W ", ShapeToString(w.GetShape()), " and B ", ShapeToString(b.GetShape()));
   const T* px = x.Data<T>();
   const T* pw = w.Data<T>();
   const T* pb = b.Data<T>();

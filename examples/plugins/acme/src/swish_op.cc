@@ -11,8 +11,8 @@
 namespace acme {
 namespace {
 
-using nabla::DType;
 using nabla::DeviceType;
+using nabla::DType;
 using nabla::ExecutionContext;
 using nabla::GradVarName;
 using nabla::InferShapeContext;
@@ -101,8 +101,7 @@ NABLA_REGISTER_OPS(acme_swish) {
   registrar.Kernel("acme_swish", DeviceType::kCPU, DType::kFloat32, SwishKernel<float>, __FILE__, __LINE__);
   registrar.Kernel("acme_swish", DeviceType::kCPU, DType::kFloat64, SwishKernel<double>, __FILE__, __LINE__);
   registrar.Kernel("acme_swish_grad", DeviceType::kCPU, DType::kFloat32, SwishGradKernel<float>, __FILE__, __LINE__);
-  registrar.Kernel("acme_swish_grad", DeviceType::kCPU, DType::kFloat64, SwishGradKernel<double>, __FILE__,
-                   __LINE__);
+  registrar.Kernel("acme_swish_grad", DeviceType::kCPU, DType::kFloat64, SwishGradKernel<double>, __FILE__, __LINE__);
 }
 
 }  // namespace acme

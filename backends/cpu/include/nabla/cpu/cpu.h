@@ -74,7 +74,9 @@ void ParallelFor(int64_t n, int64_t grain, F&& body) {
 }
 
 // Chunk size in rows for row-wise work of `cost` elements per row.
-inline int64_t GrainForRows(int64_t cost) { return cost >= kParallelGrain ? 1 : kParallelGrain / (cost > 0 ? cost : 1); }
+inline int64_t GrainForRows(int64_t cost) {
+  return cost >= kParallelGrain ? 1 : kParallelGrain / (cost > 0 ? cost : 1);
+}
 
 // The GEMM kernel OpenBLAS chose ("SkylakeX", "Prescott", ...).
 NABLA_API std::string BlasCoreName();
