@@ -2,7 +2,7 @@
 //  - per-op overhead: a chain of 1000 tiny ops (16 floats each) through the
 //    sequential and the taskgraph executor, forward only and forward +
 //    backward; the "per_op_ns" counter is the time per op;
-//  - `mul` through the executor against raw cblas_sgemm (cpu::Gemm) at
+//  - `mul` through the executor against cblas_sgemm called directly at
 //    128^3 .. 1024^3; the target is >= 90 % of raw sgemm at 512^3;
 //  - the host allocator (tbbmalloc pools) on the sizes a step allocates.
 //
@@ -17,6 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <cblas.h>
+
+#include "bench_util.h"
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
@@ -38,18 +41,11 @@ void Init() {
   (void)loaded;
 }
 
-std::vector<float> RandomFloats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using bench::RandomFloats;
+using bench::SetGemmFlops;
 
 void SetTensor(Scope& scope, const std::string& name, const Shape& shape, const std::vector<float>& data) {
-  Tensor& t = scope.Var(name)->GetTensor();
-  float* p = static_cast<float*>(t.Allocate(HostDevice(), DType::kFloat32, shape));
-  std::memcpy(p, data.data(), data.size() * sizeof(float));
+  bench::SetTensor(scope, name, DType::kFloat32, shape, data.data(), HostDevice());
 }
 
 // x * w, then alternating tanh / scale, then mean: `n` ops in all.
@@ -96,20 +92,15 @@ BENCHMARK_CAPTURE(BM_TinyOpChain, taskgraph_forward, "taskgraph", false)->Unit(b
 BENCHMARK_CAPTURE(BM_TinyOpChain, sequential_forward_backward, "sequential", true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_TinyOpChain, taskgraph_forward_backward, "taskgraph", true)->Unit(benchmark::kMicrosecond);
 
-void SetFlops(benchmark::State& state, int64_t n) {
-  state.counters["GFLOPS"] =
-      benchmark::Counter(2.0 * n * n * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-}
-
 void BM_RawSgemm(benchmark::State& state) {
   Init();
   const int64_t n = state.range(0);
   std::vector<float> a = RandomFloats(n * n, 1), b = RandomFloats(n * n, 2), c(n * n);
   for (auto _ : state) {
-    cpu::Gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
-  SetFlops(state, n);
+  SetGemmFlops(state, n);
   state.SetLabel(cpu::BlasCoreName());
 }
 BENCHMARK(BM_RawSgemm)->RangeMultiplier(2)->Range(128, 1024)->Unit(benchmark::kMicrosecond);
@@ -138,7 +129,7 @@ void BM_MulOp(benchmark::State& state, const char* executor) {
   SetTensor(scope, "b", {n, n}, RandomFloats(n * n, 2));
   exec->Run(program, 0, scope);
   for (auto _ : state) exec->Run(program, 0, scope);
-  SetFlops(state, n);
+  SetGemmFlops(state, n);
   state.SetLabel(cpu::BlasCoreName());
 }
 BENCHMARK_CAPTURE(BM_MulOp, sequential, "sequential")

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
@@ -30,17 +31,8 @@
 namespace nabla {
 namespace {
 
-std::vector<float> RandomFloats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-void SetFlops(benchmark::State& state, int64_t n) {
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * n * n * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-}
+using bench::RandomFloats;
+using bench::SetTensor;
 
 void BM_GemmCpu(benchmark::State& state) {
   cpu::InitCpuBackend();
@@ -50,7 +42,7 @@ void BM_GemmCpu(benchmark::State& state) {
     cpu::Gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
-  SetFlops(state, n);
+  bench::SetGemmFlops(state, n);
   state.SetLabel(cpu::BlasCoreName());
 }
 
@@ -71,7 +63,7 @@ void BM_GemmOpenCl(benchmark::State& state) {
     dev.Gemm(false, false, n, n, n, 1.0f, da, 0, n, db, 0, n, 0.0f, dc, 0, n);
     dev.Synchronize();
   }
-  SetFlops(state, n);
+  bench::SetGemmFlops(state, n);
   state.SetLabel(dev.Name());
   dev.Free(da, bytes);
   dev.Free(db, bytes);
@@ -108,14 +100,6 @@ blocks:
         outputs: {Softmax: [prob], Loss: [ce]}
       - {type: mean, inputs: {X: [ce]}, outputs: {Out: [loss]}}
 )";
-
-void SetTensor(Scope& scope, const std::string& name, DType dtype, const Shape& shape, const void* data,
-               Device& device) {
-  Tensor host;
-  void* p = host.Allocate(HostDevice(), dtype, shape);
-  std::memcpy(p, data, host.Bytes());
-  scope.Var(name)->GetTensor().CopyFrom(host, device);
-}
 
 // One step = the whole program (forward, backward, SGD) on a fed batch; the
 // feeds are uploaded once, as a training loop with device-side data would.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/cli_runner.h"
+#include "common/linear_program.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/npy.h"
@@ -33,20 +34,7 @@ using testing_cli::Quote;
 using testing_cli::Result;
 using testing_cli::Slurp;
 
-// The seed scenario: y = x·w + b, loss = mean(y).
-const char* kLinear = R"(format: nabla-program/1
-blocks:
-  - idx: 0
-    parent: -1
-    vars:
-      x: {shape: [-1, 3], dtype: float32, stop_gradient: true}
-      w: {shape: [3, 2], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.25}}
-      b: {shape: [2], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.5}}
-    ops:
-      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
-      - {type: elementwise_add, inputs: {X: [xw], Y: [b]}, outputs: {Out: [y]}}
-      - {type: mean, inputs: {X: [y]}, outputs: {Out: [loss]}}
-)";
+const char* const kLinear = testing_cli::kLinearProgram;
 
 const std::vector<std::string> kSeedOps = {"mul",       "elementwise_add",      "mean",    "fill_constant",
                                            "mean_grad", "elementwise_add_grad", "mul_grad"};

@@ -1,0 +1,42 @@
+#pragma once
+// Helpers shared by the Google Benchmark programs in bench/.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nabla/device.h"
+#include "nabla/scope.h"
+#include "nabla/tensor.h"
+
+namespace nabla::bench {
+
+// n floats uniform in [-1, 1), the same for the same seed.
+inline std::vector<float> RandomFloats(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Reports the rate of an n x n x n GEMM per iteration as GFLOPS.
+inline void SetGemmFlops(benchmark::State& state, int64_t n) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * n * n * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Sets var `name` of `scope` to `data` (host memory of `dtype` and `shape`),
+// placed on `device`.
+inline void SetTensor(Scope& scope, const std::string& name, DType dtype, const Shape& shape, const void* data,
+                      Device& device) {
+  Tensor host;
+  void* p = host.Allocate(HostDevice(), dtype, shape);
+  std::memcpy(p, data, host.Bytes());
+  scope.Var(name)->GetTensor().CopyFrom(host, device);
+}
+
+}  // namespace nabla::bench
