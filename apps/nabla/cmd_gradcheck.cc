@@ -39,26 +39,12 @@ struct GradcheckOptions {
   std::string device;
 };
 
-// The names of the plugins loaded from `files` (the --plugin files).
-std::set<std::string> SelectPlugins(const OpRegistry& registry, const std::vector<std::string>& values) {
-  std::set<std::string> names;
-  for (const std::string& value : values) {
-    std::error_code ec;
-    const fs::path canonical = fs::weakly_canonical(fs::absolute(value, ec), ec);
-    const OpRegistry::PluginRecord* found = nullptr;
-    for (const auto& p : registry.Plugins()) {
-      if (p.name == value || (!p.path.empty() && !ec && fs::path(p.path) == canonical)) found = &p;
-    }
-    if (found == nullptr) {
-      std::string loaded;
-      for (const auto& p : registry.Plugins())
-        loaded += (loaded.empty() ? "" : ", ") + p.name + (p.path.empty() ? "" : " (" + p.path + ")");
-      NABLA_THROW(kNotFound, "--only-plugin: ", value, " is not a loaded plugin's file",
-                  "; loaded: ", loaded.empty() ? std::string("none") : loaded, " (load a plugin with --plugin FILE)");
-    }
-    names.insert(found->name);
-  }
-  return names;
+// The files of the --plugin options as the registry records them
+// (canonical); every one has loaded by the time a command runs.
+std::set<std::string> CanonicalPaths(const std::vector<std::string>& files) {
+  std::set<std::string> paths;
+  for (const std::string& f : files) paths.insert(fs::canonical(f).string());
+  return paths;
 }
 
 // `mul_grad` next to `mul`: checked as part of its forward op, which is
@@ -176,11 +162,10 @@ int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {
     registry->Get(opts.op);  // an unknown op is a NotFound error naming it and the plugins
     types.push_back(opts.op);
   } else {
-    const std::set<std::string> plugins =
-        SelectPlugins(*registry, opts.only_plugin ? global.plugins : std::vector<std::string>{});
+    const std::set<std::string> files = CanonicalPaths(opts.only_plugin ? global.plugins : std::vector<std::string>{});
     for (const std::string& type : registry->OpTypes()) {
       const OpInfo& info = registry->Get(type);
-      if (!plugins.empty() && !plugins.count(info.origin.plugin)) continue;
+      if (!files.empty() && !files.count(info.origin.path)) continue;
       if (IsGradOpOfRegisteredOp(*registry, type)) continue;
       types.push_back(type);
     }
