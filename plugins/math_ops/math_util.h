@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -647,6 +648,17 @@ inline GradCheckSpec CheckCase(std::string name, std::vector<GradCheckInput> inp
   return spec;
 }
 
+// A grad check of a binary op with a kink where X == Y (elementwise_max,
+// elementwise_min): Y holds fixed values and X keeps away from all of them,
+// so no central difference straddles a tie.
+inline GradCheckSpec TieFreeCase(std::string name, Shape x, Shape y, std::vector<double> y_values,
+                                 AttributeMap attrs = {}) {
+  GradCheckInput yin = CheckInput("Y", std::move(y));
+  yin.values = y_values;
+  return CheckCase(std::move(name), {AwayFromKinks(CheckInput("X", std::move(x)), std::move(y_values), 0.02), yin},
+                   std::move(attrs));
+}
+
 // ---------------------------------------------------------------- unary ops
 
 // An elementwise op X -> Out with Out = fwd(X) and the grad op
@@ -842,6 +854,87 @@ OpBuilder& RegisterElementwiseOp(Registrar& registrar, const std::string& type, 
         },
         file, line);
   });
+  return b;
+}
+
+// `<type>_grad` reading every forward input and every output gradient, but
+// no forward output: ops whose gradient needs X's shape (and index inputs)
+// only, so Out can be freed after the forward pass, as in Paddle's
+// slice_grad, gather_grad, stack_grad, squeeze_grad, expand_grad.
+class GradFromInputsMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    auto op = std::make_unique<OpDesc>();
+    op->SetType(ForwardOp().Type() + "_grad");
+    for (const auto& slot : InputSlots()) {
+      op->SetInput(slot, Input(slot));
+      op->SetOutput(GradVarName(slot), InputGrad(slot));
+    }
+    for (const auto& slot : OutputSlots()) op->SetInput(GradVarName(slot), OutputGrad(slot));
+    op->MutableAttrs() = Attrs();
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::move(op));
+    return ops;
+  }
+};
+
+// ---------------------------------------------------------------- views
+
+// Out = X's buffer under a new shape (reshape, squeeze, unsqueeze, flatten).
+// A kernel that later writes Out allocates a fresh buffer because
+// Tensor::Allocate never reuses a shared one.
+inline void ViewAs(const ExecutionContext& ctx, const std::string& in_slot, const std::string& out_slot, Shape shape) {
+  const Tensor& x = ctx.Input(in_slot);
+  Tensor* out = ctx.Output(out_slot);
+  NABLA_ENFORCE(NumElements(shape) == x.Numel(), kInvalidArgument, "op '", ctx.Op().Type(), "': ", out_slot,
+                " of shape ", ShapeToString(shape), " cannot view ", in_slot, " of shape ",
+                ShapeToString(x.GetShape()));
+  out->ShareDataWith(x);
+  out->Resize(std::move(shape));
+}
+
+// The gradient of a view: X@GRAD = Out@GRAD seen in X's shape.
+inline void ViewGradKernel(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.Output("X@GRAD");
+  if (!dx) return;
+  const Tensor& x = ctx.Input("X");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD with ",
+                x.Numel(), " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
+                ShapeToString(dout.GetShape()));
+  Shape shape = x.GetShape();
+  dx->ShareDataWith(dout);
+  dx->Resize(shape);
+}
+
+// Registers a view op (X -> Out, any dtype) and its `<type>_grad`
+// (X, Out@GRAD -> X@GRAD, float dtypes) whose output shape is
+// shape_of(X's shape, op attributes, where). add_attrs declares the op's
+// attributes (before the grad op copies them).
+template <typename ShapeFn, typename AttrFn>
+OpBuilder& RegisterViewOp(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                          int line, ShapeFn shape_of, AttrFn add_attrs) {
+  OpBuilder& b = registrar.Op(type, file, line);
+  add_attrs(b);
+  b.Doc(doc)
+      .Input("X", "(Tensor) the input")
+      .Output("Out", "(Tensor) X's elements in the new shape")
+      .InferShape([shape_of](InferShapeContext& c) {
+        c.SetOutputShape("Out", shape_of(c.InputShape("X"), c.Op(), c.Where()));
+        c.SetOutputDType("Out", c.InputDType("X"));
+      })
+      .template GradMaker<GradFromInputsMaker>();
+  registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+    registrar.Kernel(
+        type, DeviceType::kCPU, t,
+        [shape_of](const ExecutionContext& ctx) {
+          ViewAs(ctx, "X", "Out", shape_of(ctx.Input("X").GetShape(), ctx.Op(), StrCat("op '", ctx.Op().Type(), "'")));
+        },
+        file, line);
+  for (DType t : {DType::kFloat32, DType::kFloat64})
+    registrar.Kernel(type + "_grad", DeviceType::kCPU, t, ViewGradKernel, file, line);
   return b;
 }
 

@@ -52,28 +52,9 @@ void InferReshapeShape(InferShapeContext& c) {
   c.SetOutputDType("Out", c.InputDType("X"));
 }
 
-// Out shares X's buffer: a kernel that writes Out later allocates a fresh
-// buffer because Tensor::Allocate never reuses a shared one.
 void ReshapeKernel(const ExecutionContext& ctx) {
-  const Tensor& x = ctx.Input("X");
-  Tensor* out = ctx.Output("Out");
-  Shape shape = ReshapedShape(x.GetShape(), ctx.Attr<std::vector<int>>("shape"), "op 'reshape'");
-  out->ShareDataWith(x);
-  out->Resize(shape);
-}
-
-// X@GRAD = Out@GRAD viewed in X's shape.
-void ReshapeGradKernel(const ExecutionContext& ctx) {
-  Tensor* dx = ctx.Output("X@GRAD");
-  if (!dx) return;
-  const Tensor& x = ctx.Input("X");
-  const Tensor& dout = ctx.Input("Out@GRAD");
-  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op 'reshape_grad': expected Out@GRAD with ", x.Numel(),
-                " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
-                ShapeToString(dout.GetShape()));
-  Shape shape = x.GetShape();
-  dx->ShareDataWith(dout);
-  dx->Resize(shape);
+  ViewAs(ctx, "X", "Out",
+         ReshapedShape(ctx.Input("X").GetShape(), ctx.Attr<std::vector<int>>("shape"), "op 'reshape'"));
 }
 
 NABLA_REGISTER_OPS(reshape) {
@@ -92,7 +73,7 @@ NABLA_REGISTER_OPS(reshape) {
   for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
     registrar.Kernel("reshape", DeviceType::kCPU, t, ReshapeKernel, __FILE__, __LINE__);
   for (DType t : {DType::kFloat32, DType::kFloat64})
-    registrar.Kernel("reshape_grad", DeviceType::kCPU, t, ReshapeGradKernel, __FILE__, __LINE__);
+    registrar.Kernel("reshape_grad", DeviceType::kCPU, t, ViewGradKernel, __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -1,0 +1,90 @@
+// log_softmax along one axis: Out = X - max - log(sum(exp(X - max))), which
+// stays finite where softmax underflows. The gradient reads Out:
+// dX = dOut - exp(Out) * sum(dOut) along the axis.
+#include <algorithm>
+#include <cmath>
+
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+// f(base, v) for every row along the axis: elements base + d * v.inner.
+template <typename F>
+void ForEachAxisRow(const AxisView& v, F&& f) {
+  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) f((row / v.inner) * v.dim * v.inner + row % v.inner);
+  });
+}
+
+template <typename T>
+void LogSoftmaxKernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "log_softmax");
+  const AxisView v = ViewAround(x.GetShape(), axis);
+  const T* px = x.Data<T>();
+  T* po = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
+  ForEachAxisRow(v, [&](int64_t base) {
+    T m = px[base];
+    for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
+    double sum = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d) sum += std::exp(static_cast<double>(px[base + d * v.inner] - m));
+    const T shift = m + static_cast<T>(std::log(sum));
+    for (int64_t d = 0; d < v.dim; ++d) po[base + d * v.inner] = px[base + d * v.inner] - shift;
+  });
+}
+
+template <typename T>
+void LogSoftmaxGradKernel(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.Output(GradVarName("X"));
+  if (!dx) return;
+  const Tensor& out = ctx.Input("Out");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "log_softmax_grad");
+  const AxisView v = ViewAround(out.GetShape(), axis);
+  const T* py = out.Data<T>();
+  const T* pdy = ctx.Input(GradVarName("Out")).Data<T>();
+  T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
+  ForEachAxisRow(v, [&](int64_t base) {
+    double sum = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d) sum += static_cast<double>(pdy[base + d * v.inner]);
+    for (int64_t d = 0; d < v.dim; ++d) {
+      const int64_t k = base + d * v.inner;
+      pdx[k] = static_cast<T>(static_cast<double>(pdy[k]) - std::exp(static_cast<double>(py[k])) * sum);
+    }
+  });
+}
+
+}  // namespace
+
+NABLA_REGISTER_OPS(log_softmax) {
+  GradCheckSpec last;
+  last.name = "last_axis";
+  last.inputs = {FloatIn("X", {3, 5}, -2.0, 2.0)};
+  last.outputs = {{"Out", 1}};
+  GradCheckSpec first = last;
+  first.name = "first_axis_negative";
+  first.inputs = {FloatIn("X", {3, 2, 4}, -2.0, 2.0)};
+  first.attrs = {{"axis", -3}};
+  registrar.Op("log_softmax", __FILE__, __LINE__)
+      .Doc("Log of softmax along `axis`: Out = X - max - log(sum(exp(X - max))), finite for any finite X.")
+      .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
+      .Output("Out", "(Tensor) log_softmax of X, shape and dtype of X")
+      .Attr<int>("axis", -1, "(int, default -1) the axis to normalize over; negative counts from the end")
+      .InferShape([](InferShapeContext& c) {
+        NormalizeAxis(c.Attr<int>("axis"), c.InputShape("X").size(), c.Where());
+        c.ShareShapeAndDType("X", "Out");
+      })
+      .GradMaker<GradFromOutMaker>()
+      .GradCheck(last)
+      .GradCheck(first);
+  registrar.DefaultGradOp("log_softmax", __FILE__, __LINE__)
+      .Doc("Gradient of log_softmax: X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis).")
+      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
+      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  RegisterFloatKernels(registrar, "log_softmax", LogSoftmaxKernel<float>, LogSoftmaxKernel<double>, __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "log_softmax_grad", LogSoftmaxGradKernel<float>, LogSoftmaxGradKernel<double>,
+                       __FILE__, __LINE__);
+}
+
+}  // namespace nabla::nn
