@@ -3,6 +3,7 @@
 // loops, once per dtype the row lists.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -420,11 +421,99 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(MathOps, OpTable, ::testing::ValuesIn(Cases()), CaseName);
 
+// ---------------------------------------------------------------- PyTorch table
+
+// Cases whose inputs and outputs come from PyTorch (scripts/shape_op_reference.py
+// writes torch_forward_cases.inc): the SPEC §6 shape, elementwise and
+// activation ops. A tensor's dtype "" is the dtype under test.
+struct TorchTensor {
+  std::string slot;
+  std::string dtype;
+  Shape shape;
+  std::vector<double> values;
+};
+
+struct TorchCase {
+  std::string name;
+  std::string op;
+  std::vector<TorchTensor> inputs;  // a duplicable slot repeats its name
+  AttributeMap attrs;
+  std::vector<TorchTensor> outputs;
+  std::vector<std::string> dtypes;
+};
+
+const std::vector<TorchCase>& TorchCases() {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  (void)kInf;
+  static const std::vector<TorchCase> cases = {
+#include "torch_forward_cases.inc"
+  };
+  return cases;
+}
+
+DType DTypeOf(const std::string& name, DType case_dtype) {
+  if (name.empty()) return case_dtype;
+  DType d;
+  EXPECT_TRUE(ParseDType(name, &d)) << name;
+  return d;
+}
+
+struct TorchRun {
+  const TorchCase* c;
+  DType dtype;
+};
+
+class TorchTable : public ::testing::TestWithParam<TorchRun> {};
+
+TEST_P(TorchTable, ForwardMatchesPyTorch) {
+  const TorchCase& c = *GetParam().c;
+  const DType dtype = GetParam().dtype;
+  OpRun run;
+  run.type = c.op;
+  run.attrs = c.attrs;
+  for (const TorchTensor& t : c.inputs) {
+    HostTensor h{t.shape, {}};
+    for (double v : t.values) h.v.push_back(RoundTo(DTypeOf(t.dtype, dtype), v));
+    if (run.inputs.empty() || run.inputs.back().first != t.slot) {
+      run.inputs.push_back({t.slot, {}});
+      run.input_dtypes.push_back(DTypeOf(t.dtype, dtype));
+    }
+    run.inputs.back().second.push_back(h);
+  }
+  run.outputs.clear();
+  for (const TorchTensor& t : c.outputs) run.outputs.push_back({t.slot, 1});
+  std::vector<DType> out_dtypes;
+  std::vector<HostTensor> got = run.Run(&out_dtypes);
+  ASSERT_EQ(got.size(), c.outputs.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const TorchTensor& want = c.outputs[i];
+    const DType want_dtype = DTypeOf(want.dtype, dtype);
+    EXPECT_EQ(out_dtypes[i], want_dtype) << c.op << " output " << want.slot;
+    // PyTorch computed in float64 from the same (float32-representable)
+    // inputs; integer results must match exactly.
+    const double tol = want_dtype == DType::kFloat32 ? 3e-6 : (want_dtype == DType::kFloat64 ? 1e-12 : 0.0);
+    ExpectNear(got[i], HostTensor{want.shape, want.values}, tol, tol, c.name + " " + want.slot);
+  }
+}
+
+std::vector<TorchRun> TorchRuns() {
+  std::vector<TorchRun> runs;
+  for (const TorchCase& c : TorchCases())
+    for (const std::string& d : c.dtypes) runs.push_back({&c, DTypeOf(d, DType::kFloat32)});
+  return runs;
+}
+
+INSTANTIATE_TEST_SUITE_P(ShapeOps, TorchTable, ::testing::ValuesIn(TorchRuns()),
+                         [](const ::testing::TestParamInfo<TorchRun>& info) {
+                           return info.param.c->name + "_" + DTypeName(info.param.dtype);
+                         });
+
 // Every op of the math_ops plugin that computes something deterministic has
 // a row: a new op without one fails here.
 TEST(OpTableCoverage, EveryDeterministicMathOpHasARow) {
   std::set<std::string> covered;
   for (const Row& r : Rows()) covered.insert(r.op);
+  for (const TorchCase& c : TorchCases()) covered.insert(c.op);
   for (const auto& plugin : CurrentRegistry()->Plugins()) {
     if (plugin.name != "math_ops") continue;
     for (const std::string& op : plugin.ops) {
