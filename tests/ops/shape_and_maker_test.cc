@@ -79,6 +79,162 @@ TEST(ShapeErrors, SayExpectedAndReceived) {
                  {"'reduce_sum'", "dim", "but received 2"});
 }
 
+// ---------------------------------------------------------------- SPEC §6 shape ops
+
+struct VarSpec {
+  std::string slot, name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+
+// Build-time inference of one op over declared vars; returns the shape and
+// dtype of output `out_slot`.
+std::pair<Shape, DType> InferAtBuildTime(const std::string& type, const std::vector<VarSpec>& inputs,
+                                         AttributeMap attrs = {}, const std::string& out_slot = "Out") {
+  ProgramDesc program;
+  BlockDesc* block = program.Root();
+  VarNameMap in;
+  for (const VarSpec& s : inputs) {
+    VarDesc* v = block->Var(s.name);
+    v->SetShape(s.shape);
+    v->SetDType(s.dtype);
+    v->MarkDTypeKnown();
+    in[s.slot].push_back(s.name);
+  }
+  OpDesc op(type, in, {{out_slot, {"out"}}}, std::move(attrs));
+  FillDefaultAttrs(op, *CurrentRegistry());
+  InferOpAtBuildTime(op, *block, *CurrentRegistry());
+  const VarDesc* out = block->FindVar("out");
+  return {out->GetShape(), out->GetDType()};
+}
+
+TEST(BuildTimeShapes, ShapeOpsKeepUnknownDims) {
+  using V = std::vector<int>;
+  auto shape = [](auto r) { return r.first; };
+  EXPECT_EQ(shape(InferAtBuildTime("slice", {{"Input", "x", {-1, 4, 5}}},
+                                   {{"axes", V{1, 2}}, {"starts", V{1, -3}}, {"ends", V{100, -1}}})),
+            (Shape{-1, 3, 2}));
+  EXPECT_EQ(shape(InferAtBuildTime("slice", {{"Input", "x", {-1, 4}}},
+                                   {{"axes", V{0}}, {"starts", V{0}}, {"ends", V{1}}, {"decrease_axis", V{0}}})),
+            (Shape{4}));
+  EXPECT_EQ(shape(InferAtBuildTime("gather", {{"X", "x", {10, -1}}, {"Index", "i", {-1}, DType::kInt64}})),
+            (Shape{-1, -1}));
+  EXPECT_EQ(
+      shape(InferAtBuildTime("gather", {{"X", "x", {-1, 3}}, {"Index", "i", {2, 1}, DType::kInt32}}, {{"axis", -1}})),
+      (Shape{-1, 2}));
+  EXPECT_EQ(shape(InferAtBuildTime("stack", {{"X", "a", {-1, 3}}, {"X", "b", {2, -1}}}, {{"axis", -1}}, "Y")),
+            (Shape{2, 3, 2}));
+  EXPECT_EQ(shape(InferAtBuildTime("unsqueeze", {{"X", "x", {-1, 3}}}, {{"axes", V{0, -1}}})), (Shape{1, -1, 3, 1}));
+  EXPECT_EQ(shape(InferAtBuildTime("squeeze", {{"X", "x", {-1, 1, 3}}})), (Shape{-1, 3}));
+  EXPECT_EQ(shape(InferAtBuildTime("squeeze", {{"X", "x", {-1, 3}}}, {{"axes", V{-2}}})), (Shape{3}));
+  EXPECT_EQ(shape(InferAtBuildTime("flatten", {{"X", "x", {-1, 3, 4}}}, {{"axis", 2}})), (Shape{-1, 4}));
+  EXPECT_EQ(shape(InferAtBuildTime("flatten", {{"X", "x", {-1, 3, 4}}})), (Shape{-1, 12}));
+  EXPECT_EQ(shape(InferAtBuildTime("expand", {{"X", "x", {-1, 2}}}, {{"expand_times", V{2, 3}}})), (Shape{-1, 6}));
+  EXPECT_EQ(InferAtBuildTime("arg_max", {{"X", "x", {-1, 5}}}, {{"axis", -1}}),
+            (std::pair<Shape, DType>{{-1}, DType::kInt64}));
+  EXPECT_EQ(InferAtBuildTime("one_hot", {{"X", "x", {-1, 1}, DType::kInt64}}, {{"depth", 7}}),
+            (std::pair<Shape, DType>{{-1, 7}, DType::kFloat32}));
+  EXPECT_EQ(shape(InferAtBuildTime("elementwise_pow", {{"X", "x", {-1, 3, 4}}, {"Y", "y", {3}}}, {{"axis", 1}})),
+            (Shape{-1, 3, 4}));
+  for (const char* act : {"gelu", "leaky_relu", "log_softmax"})
+    EXPECT_EQ(shape(InferAtBuildTime(act, {{"X", "x", {-1, 5}}})), (Shape{-1, 5})) << act;
+}
+
+// Runs one op on zeros (or the given values) and returns its bad-input error.
+std::string BadInputError(const std::string& type, const std::vector<std::tuple<std::string, Shape, DType>>& inputs,
+                          AttributeMap attrs, std::vector<std::vector<double>> values = {},
+                          const std::string& out_slot = "Out") {
+  OpRun run;
+  run.type = type;
+  run.attrs = std::move(attrs);
+  run.outputs = {{out_slot, 1}};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& [slot, shape, dtype] = inputs[i];
+    HostTensor h{shape, i < values.size() ? values[i] : std::vector<double>(NumElements(shape), 0.0)};
+    if (!run.inputs.empty() && run.inputs.back().first == slot) {
+      run.inputs.back().second.push_back(h);
+      continue;
+    }
+    run.inputs.push_back({slot, {h}});
+    run.input_dtypes.push_back(dtype);
+  }
+  try {
+    run.Run();
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.IsBadInput()) << ErrorKindName(e.kind()) << ": " << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << type << " accepted bad input";
+  return "";
+}
+
+TEST(ShapeErrors, ShapeOpsNameTheOpAndBothSides) {
+  using V = std::vector<int>;
+  const DType f = DType::kFloat32, i64 = DType::kInt64;
+  ExpectMentions(BadInputError("squeeze", {{"X", {2, 3}, f}}, {{"axes", V{1}}}),
+                 {"'squeeze'", "[2, 3]", "must be 1", "but received 3"});
+  ExpectMentions(BadInputError("squeeze", {{"X", {2, 1}, f}}, {{"axes", V{2}}}),
+                 {"'squeeze'", "axes", "[-2, 2)", "but received 2"});
+  ExpectMentions(BadInputError("gather", {{"X", {5, 3}, f}, {"Index", {3}, i64}}, {}, {{}, {1, 5, 0}}),
+                 {"'gather'", "Index[1] = 5", "out of range [0, 5)", "axis 0", "[5, 3]"});
+  ExpectMentions(BadInputError("gather", {{"X", {5, 3}, f}, {"Index", {2}, i64}}, {{"axis", 1}}, {{}, {-1, 0}}),
+                 {"'gather'", "Index[0] = -1", "[0, 3)", "axis 1"});
+  ExpectMentions(BadInputError("gather", {{"X", {5, 3}, f}, {"Index", {2, 2}, i64}}, {}),
+                 {"'gather'", "[K] or [K, 1]", "[2, 2]"});
+  ExpectMentions(BadInputError("slice", {{"Input", {3, 4}, f}},
+                               {{"axes", V{1}}, {"starts", V{0}}, {"ends", V{2}}, {"decrease_axis", V{1}}}),
+                 {"'slice'", "decrease_axis", "[3, 4]", "but received size 2"});
+  ExpectMentions(BadInputError("slice", {{"Input", {3, 4}, f}}, {{"axes", V{0, 1}}, {"starts", V{0}}, {"ends", V{1}}}),
+                 {"'slice'", "starts and ends", "[0]"});
+  ExpectMentions(BadInputError("slice", {{"Input", {3, 4}, f}}, {{"axes", V{-3}}, {"starts", V{0}}, {"ends", V{1}}}),
+                 {"'slice'", "axes", "[-2, 2)", "but received -3"});
+  ExpectMentions(BadInputError("unsqueeze", {{"X", {2, 3}, f}}, {{"axes", V{4}}}),
+                 {"'unsqueeze'", "[-3, 3)", "[2, 3]", "but received 4"});
+  ExpectMentions(BadInputError("unsqueeze", {{"X", {2, 3}, f}}, {}), {"'unsqueeze'", "axes", "but received []"});
+  ExpectMentions(BadInputError("stack", {{"X", {2, 3}, f}, {"X", {3, 2}, f}}, {}, {}, "Y"),
+                 {"'stack'", "[2, 3]", "X[1] has shape [3, 2]"});
+  ExpectMentions(BadInputError("stack", {{"X", {2, 3}, f}}, {{"axis", 3}}, {}, "Y"),
+                 {"'stack'", "[-3, 3)", "but received 3"});
+  ExpectMentions(BadInputError("expand", {{"X", {2, 3}, f}}, {{"expand_times", V{2}}}),
+                 {"'expand'", "expand_times", "[2, 3]", "but received [2]"});
+  ExpectMentions(BadInputError("flatten", {{"X", {2, 3, 4}, f}}, {{"axis", 4}}),
+                 {"'flatten'", "[0, 3]", "[2, 3, 4]", "but received 4"});
+  ExpectMentions(BadInputError("arg_max", {{"X", {2, 3}, f}}, {{"axis", 2}}),
+                 {"'arg_max'", "[-2, 2)", "but received 2"});
+  ExpectMentions(BadInputError("one_hot", {{"X", {3, 1}, i64}}, {{"depth", 4}}, {{0, 4, 1}}),
+                 {"'one_hot'", "X[1] = 4", "[0, 4)"});
+  ExpectMentions(BadInputError("one_hot", {{"X", {3, 2}, i64}}, {{"depth", 4}}),
+                 {"'one_hot'", "[..., 1]", "but received shape [3, 2]"});
+  ExpectMentions(BadInputError("one_hot", {{"X", {3, 1}, f}}, {{"depth", 4}}), {"'one_hot'", "int64", "float32"});
+  ExpectMentions(BadInputError("elementwise_max", {{"X", {2, 3}, f}, {"Y", {4}, f}}, {}),
+                 {"elementwise_max", "[2, 3]", "[4]", "but received"});
+  ExpectMentions(BadInputError("elementwise_pow", {{"X", {2, 3, 4}, f}, {"Y", {3}, f}}, {{"axis", 2}}),
+                 {"elementwise_pow", "axis 2", "[2, 3, 4]", "[3]"});
+  ExpectMentions(BadInputError("log_softmax", {{"X", {2, 3}, f}}, {{"axis", 2}}),
+                 {"log_softmax", "[-2, 2)", "but received 2"});
+}
+
+TEST(GradMakers, ShapeOpGradsReadInputsNotOutputs) {
+  OpDesc fwd("gather", {{"X", {"a"}}, {"Index", {"i"}}}, {{"Out", {"out"}}}, {});
+  FillDefaultAttrs(fwd, *CurrentRegistry());
+  auto ops = MakeGradOps(fwd, {"i"});
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]->Type(), "gather_grad");
+  EXPECT_EQ(ops[0]->Input("X"), std::vector<std::string>{"a"});
+  EXPECT_EQ(ops[0]->Input("Index"), std::vector<std::string>{"i"});
+  EXPECT_EQ(ops[0]->Input("Out@GRAD"), std::vector<std::string>{"out@GRAD"});
+  EXPECT_FALSE(ops[0]->HasInput("Out"));
+  EXPECT_EQ(ops[0]->Output("X@GRAD"), std::vector<std::string>{"a@GRAD"});
+  EXPECT_EQ(ops[0]->Output("Index@GRAD"), std::vector<std::string>{kEmptyVarName});
+  for (const char* type : {"arg_max", "one_hot"}) {
+    OpDesc op(type, {{"X", {"a"}}}, {{"Out", {"out"}}}, {{"depth", 3}});
+    if (std::string(type) == "arg_max") op.MutableAttrs().erase("depth");
+    FillDefaultAttrs(op, *CurrentRegistry());
+    EXPECT_TRUE(MakeGradOps(op, {}).empty()) << type;
+  }
+}
+
 // ---------------------------------------------------------------- grad makers
 
 OpDesc Forward(const std::string& type, VarNameMap inputs, AttributeMap attrs = {}) {
