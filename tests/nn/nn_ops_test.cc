@@ -626,7 +626,8 @@ TEST_P(NnGradient, NumericCheckPasses) {
 INSTANTIATE_TEST_SUITE_P(NnOps, NnGradient,
                          ::testing::Values("relu", "sigmoid", "tanh", "softmax", "cross_entropy",
                                            "softmax_with_cross_entropy", "concat", "split", "lookup_table", "dropout",
-                                           "layer_norm", "squared_l2_norm", "clip"));
+                                           "layer_norm", "squared_l2_norm", "clip", "gelu", "leaky_relu",
+                                           "log_softmax"));
 
 // The numeric check runs the float64 kernels; the float32 grad kernels are
 // held to them here: each op's first check case, run forward and backward in
