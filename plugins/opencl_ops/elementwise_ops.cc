@@ -1,5 +1,6 @@
-// elementwise_add/sub/mul/div with Paddle's axis broadcasting, and the
-// grad ops of add and sub (mul and div gradients fall back to the CPU).
+// elementwise_add/sub/mul/div/max/min/pow with Paddle's axis broadcasting,
+// and the grad ops of add, sub, max, min and pow (mul and div gradients fall
+// back to the CPU).
 #include "nabla/plugin.h"
 #include "ocl_util.h"
 
@@ -98,6 +99,13 @@ struct ElementwiseMulKernel : ElementwiseKernel<T, 2> {};
 template <typename T>
 struct DivKernel : ElementwiseKernel<T, 3> {};
 
+template <typename T>
+struct MaxKernel : ElementwiseKernel<T, 4> {};
+template <typename T>
+struct MinKernel : ElementwiseKernel<T, 5> {};
+template <typename T>
+struct PowKernel : ElementwiseKernel<T, 6> {};
+
 // X@GRAD = Out@GRAD and Y@GRAD = sign * Out@GRAD, each summed over the dims
 // its operand was broadcast along.
 template <typename T, int kYSign>
@@ -127,6 +135,52 @@ struct AddSubGradKernel {
   }
 };
 
+// max, min and pow: per-element gradients over Out's elements (kernel
+// ew_binary_grad), then each summed onto its operand's shape by reduce_to.
+template <typename T, int kOp>
+struct BinaryGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    Tensor* dx = ctx.Output(GradVarName("X"));
+    Tensor* dy = ctx.Output(GradVarName("Y"));
+    if (!dx && !dy) return;
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& x = ctx.Input("X");
+    const Tensor& y = ctx.Input("Y");
+    const Tensor& dout = ctx.Input(GradVarName("Out"));
+    Broadcast b = MakeBroadcast(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), "op '" + ctx.Op().Type() + "'");
+    int64_t n = 1;
+    for (int64_t d : b.dims) n *= d;
+    NABLA_ENFORCE(dout.Numel() == n, kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD with ", n,
+                  " elements but received shape ", ShapeToString(dout.GetShape()));
+    Tensor gx_full, gy_full;
+    void* gx = gx_full.Allocate(dev, DTypeOf<T>::value, {n});
+    void* gy = gy_full.Allocate(dev, DTypeOf<T>::value, {n});
+    Run<T>(dev, "ew_binary_grad",
+           {s.Arg(x), s.Arg(y), s.Arg(dout), KernelArg::Buffer(gx), KernelArg::Buffer(gy), KernelArg(n),
+            KernelArg(static_cast<int32_t>(b.dims.size())), Long8(b.dims), Long8(b.XStrides()), Long8(b.YStrides()),
+            KernelArg(int32_t{kOp})},
+           n);
+    auto reduce = [&](Tensor* grad, const Tensor& operand, const std::vector<int64_t>& full, void* per_element) {
+      if (!grad) return;
+      void* g = Out<T>(ctx, grad, operand.GetShape());
+      Run<T>(dev, "reduce_to",
+             {KernelArg::Buffer(per_element), KernelArg::Buffer(g), KernelArg(operand.Numel()),
+              KernelArg(static_cast<int32_t>(b.dims.size())), Long8(b.dims), Long8(full), KernelArg(T(1))},
+             operand.Numel());
+    };
+    reduce(dx, x, b.x_full, gx);
+    reduce(dy, y, b.y_full, gy);
+  }
+};
+
+template <typename T>
+struct MaxGradKernel : BinaryGradKernel<T, 4> {};
+template <typename T>
+struct MinGradKernel : BinaryGradKernel<T, 5> {};
+template <typename T>
+struct PowGradKernel : BinaryGradKernel<T, 6> {};
+
 template <typename T>
 struct AddGradKernel : AddSubGradKernel<T, 1> {};
 template <typename T>
@@ -141,6 +195,12 @@ NABLA_REGISTER_OPS(opencl_elementwise) {
   RegisterFloatKernels<DivKernel>(registrar, "elementwise_div", __FILE__, __LINE__);
   RegisterFloatKernels<AddGradKernel>(registrar, "elementwise_add_grad", __FILE__, __LINE__);
   RegisterFloatKernels<SubGradKernel>(registrar, "elementwise_sub_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<MaxKernel>(registrar, "elementwise_max", __FILE__, __LINE__);
+  RegisterFloatKernels<MinKernel>(registrar, "elementwise_min", __FILE__, __LINE__);
+  RegisterFloatKernels<PowKernel>(registrar, "elementwise_pow", __FILE__, __LINE__);
+  RegisterFloatKernels<MaxGradKernel>(registrar, "elementwise_max_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<MinGradKernel>(registrar, "elementwise_min_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<PowGradKernel>(registrar, "elementwise_pow_grad", __FILE__, __LINE__);
 }
 
 }  // namespace nabla::opencl_ops

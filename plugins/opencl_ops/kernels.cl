@@ -50,6 +50,39 @@ __kernel void sigmoid_bwd(__global const T* out, __global const T* dout, __globa
 
 // ------------------------------------------------------------ simple math
 
+// gelu and leaky_relu read X in their gradients (nn_ops defines them so).
+__kernel void gelu_fwd(__global const T* x, __global T* out, long n, int approximate) {
+  long i = GID;
+  if (i >= n) return;
+  T v = x[i];
+  out[i] = approximate ? (T)0.5 * v * ((T)1 + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v)))
+                       : (T)0.5 * v * ((T)1 + erf(v * (T)0.70710678118654752440));
+}
+
+__kernel void gelu_bwd(__global const T* x, __global const T* dout, __global T* dx, long n, int approximate) {
+  long i = GID;
+  if (i >= n) return;
+  T v = x[i];
+  if (approximate) {
+    T t = tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v));
+    T du = (T)0.79788456080286535588 * ((T)1 + (T)(3 * 0.044715) * v * v);
+    dx[i] = dout[i] * ((T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * du);
+  } else {
+    T cdf = (T)0.5 * ((T)1 + erf(v * (T)0.70710678118654752440));
+    dx[i] = dout[i] * (cdf + v * (T)0.39894228040143267794 * exp((T)-0.5 * v * v));
+  }
+}
+
+__kernel void leaky_relu_fwd(__global const T* x, __global T* out, long n, T alpha) {
+  long i = GID;
+  if (i < n) out[i] = x[i] > (T)0 ? x[i] : alpha * x[i];
+}
+
+__kernel void leaky_relu_bwd(__global const T* x, __global const T* dout, __global T* dx, long n, T alpha) {
+  long i = GID;
+  if (i < n) dx[i] = x[i] > (T)0 ? dout[i] : alpha * dout[i];
+}
+
 __kernel void scale(__global const T* x, __global T* out, long n, T s, T b, int bias_after_scale) {
   long i = GID;
   if (i < n) out[i] = bias_after_scale ? s * x[i] + b : s * (x[i] + b);
@@ -96,7 +129,44 @@ __kernel void ew_binary(__global const T* x, __global const T* y, __global T* ou
     iy += c * ys[k];
   }
   T a = x[ix], b = y[iy];
-  out[i] = op == 0 ? a + b : op == 1 ? a - b : op == 2 ? a * b : a / b;
+  out[i] = op == 0   ? a + b
+           : op == 1 ? a - b
+           : op == 2 ? a * b
+           : op == 3 ? a / b
+           : op == 4 ? (a > b ? a : b)
+           : op == 5 ? (a < b ? a : b)
+                     : pow(a, b);
+}
+
+// Per-element gradients of max (op 4), min (5) and pow (6) over Out's
+// elements, before reduce_to sums them onto broadcast operands; the rules
+// are math_ops' (ties split evenly, pow's Y@GRAD 0 where X == 0 <= Y).
+__kernel void ew_binary_grad(__global const T* x, __global const T* y, __global const T* dout, __global T* gx,
+                             __global T* gy, long n, int rank, long8 D, long8 XS, long8 YS, int op) {
+  long i = GID;
+  if (i >= n) return;
+  long dims[8] = {D.s0, D.s1, D.s2, D.s3, D.s4, D.s5, D.s6, D.s7};
+  long xs[8] = {XS.s0, XS.s1, XS.s2, XS.s3, XS.s4, XS.s5, XS.s6, XS.s7};
+  long ys[8] = {YS.s0, YS.s1, YS.s2, YS.s3, YS.s4, YS.s5, YS.s6, YS.s7};
+  long rem = i, ix = 0, iy = 0;
+  for (int k = rank - 1; k >= 0; --k) {
+    long c = rem % dims[k];
+    rem /= dims[k];
+    ix += c * xs[k];
+    iy += c * ys[k];
+  }
+  T a = x[ix], b = y[iy], d = dout[i];
+  T shared = d / (T)2;
+  if (op == 4) {
+    gx[i] = a > b ? d : (a == b ? shared : (T)0);
+    gy[i] = b > a ? d : (a == b ? shared : (T)0);
+  } else if (op == 5) {
+    gx[i] = a < b ? d : (a == b ? shared : (T)0);
+    gy[i] = b < a ? d : (a == b ? shared : (T)0);
+  } else {
+    gx[i] = d * b * pow(a, b - (T)1);
+    gy[i] = (a == (T)0 && b >= (T)0) ? (T)0 : d * pow(a, b) * log(a);
+  }
 }
 
 // dst = sign * dout summed over the dims of D that dst does not keep
@@ -185,6 +255,31 @@ __kernel void softmax_bwd(__global const T* out, __global const T* dout, __globa
   for (long d = 0; d < dim; ++d) {
     long k = base + d * inner;
     dx[k] = out[k] * (dout[k] - dot);
+  }
+}
+
+__kernel void log_softmax_fwd(__global const T* x, __global T* out, long rows, long dim, long inner) {
+  long r = GID;
+  if (r >= rows) return;
+  long base = ROW_BASE(r, dim, inner);
+  T m = x[base];
+  for (long d = 1; d < dim; ++d) m = fmax(m, x[base + d * inner]);
+  T sum = (T)0;
+  for (long d = 0; d < dim; ++d) sum += exp(x[base + d * inner] - m);
+  T shift = m + log(sum);
+  for (long d = 0; d < dim; ++d) out[base + d * inner] = x[base + d * inner] - shift;
+}
+
+__kernel void log_softmax_bwd(__global const T* out, __global const T* dout, __global T* dx, long rows, long dim,
+                              long inner) {
+  long r = GID;
+  if (r >= rows) return;
+  long base = ROW_BASE(r, dim, inner);
+  T sum = (T)0;
+  for (long d = 0; d < dim; ++d) sum += dout[base + d * inner];
+  for (long d = 0; d < dim; ++d) {
+    long k = base + d * inner;
+    dx[k] = dout[k] - exp(out[k]) * sum;
   }
 }
 

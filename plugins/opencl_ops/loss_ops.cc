@@ -38,6 +38,39 @@ struct SoftmaxGradKernel {
   }
 };
 
+// log_softmax reuses softmax's row walk: one work item per row.
+template <typename T>
+struct LogSoftmaxKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& x = ctx.Input("X");
+    AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "log_softmax"));
+    KernelArg xa = s.Arg(x);
+    void* out = Out<T>(ctx, ctx.Output("Out"), x.GetShape());
+    const int64_t rows = v.outer * v.inner;
+    Run<T>(dev, "log_softmax_fwd", {xa, KernelArg::Buffer(out), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)},
+           rows);
+  }
+};
+
+template <typename T>
+struct LogSoftmaxGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    Tensor* dx = ctx.Output(GradVarName("X"));
+    if (!dx) return;
+    OpenClDevice& dev = Dev(ctx);
+    Staging s(dev);
+    const Tensor& out = ctx.Input("Out");
+    AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "log_softmax_grad"));
+    KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
+    void* g = Out<T>(ctx, dx, out.GetShape());
+    const int64_t rows = v.outer * v.inner;
+    Run<T>(dev, "log_softmax_bwd",
+           {oa, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
+  }
+};
+
 // Hard labels are int64 (or int32); soft labels have T's dtype.
 const char* LabelSuffix(const Tensor& label, bool soft, const std::string& op) {
   if (soft) return "soft";
@@ -137,6 +170,8 @@ struct MeanGradKernel {
 NABLA_REGISTER_OPS(opencl_losses) {
   RegisterFloatKernels<SoftmaxKernel>(registrar, "softmax", __FILE__, __LINE__);
   RegisterFloatKernels<SoftmaxGradKernel>(registrar, "softmax_grad", __FILE__, __LINE__);
+  RegisterFloatKernels<LogSoftmaxKernel>(registrar, "log_softmax", __FILE__, __LINE__);
+  RegisterFloatKernels<LogSoftmaxGradKernel>(registrar, "log_softmax_grad", __FILE__, __LINE__);
   RegisterFloatKernels<SoftmaxWithCrossEntropyKernel>(registrar, "softmax_with_cross_entropy", __FILE__, __LINE__);
   RegisterFloatKernels<SoftmaxWithCrossEntropyGradKernel>(registrar, "softmax_with_cross_entropy_grad", __FILE__,
                                                           __LINE__);

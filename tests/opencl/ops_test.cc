@@ -255,7 +255,19 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "split",
                                              "sgd",
                                              "momentum",
-                                             "adam"};
+                                             "adam",
+                                             "elementwise_max",
+                                             "elementwise_max_grad",
+                                             "elementwise_min",
+                                             "elementwise_min_grad",
+                                             "elementwise_pow",
+                                             "elementwise_pow_grad",
+                                             "gelu",
+                                             "gelu_grad",
+                                             "leaky_relu",
+                                             "leaky_relu_grad",
+                                             "log_softmax",
+                                             "log_softmax_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
