@@ -463,6 +463,8 @@ struct TorchRun {
   DType dtype;
 };
 
+void PrintTo(const TorchRun& r, std::ostream* os) { *os << r.c->name << "/" << DTypeName(r.dtype); }
+
 class TorchTable : public ::testing::TestWithParam<TorchRun> {};
 
 TEST_P(TorchTable, ForwardMatchesPyTorch) {
