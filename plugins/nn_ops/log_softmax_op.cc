@@ -13,6 +13,7 @@ namespace {
 // f(base, v) for every row along the axis: elements base + d * v.inner.
 template <typename F>
 void ForEachAxisRow(const AxisView& v, F&& f) {
+  if (v.dim == 0) return;  // no elements, though outer * inner rows may be > 0
   cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) f((row / v.inner) * v.dim * v.inner + row % v.inner);
   });

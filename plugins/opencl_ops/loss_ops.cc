@@ -48,7 +48,7 @@ struct LogSoftmaxKernel {
     AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "log_softmax"));
     KernelArg xa = s.Arg(x);
     void* out = Out<T>(ctx, ctx.Output("Out"), x.GetShape());
-    const int64_t rows = v.outer * v.inner;
+    const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing
     Run<T>(dev, "log_softmax_fwd", {xa, KernelArg::Buffer(out), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)},
            rows);
   }
@@ -65,7 +65,7 @@ struct LogSoftmaxGradKernel {
     AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "log_softmax_grad"));
     KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
     void* g = Out<T>(ctx, dx, out.GetShape());
-    const int64_t rows = v.outer * v.inner;
+    const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing
     Run<T>(dev, "log_softmax_bwd",
            {oa, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
   }
