@@ -26,12 +26,13 @@ bool Present(const std::vector<std::string>& args) {
 // lookups), else by name in the scope.
 class VarAccess {
  public:
-  VarAccess(const OpDesc& op, Scope& scope, const PreparedOp* prepared) : op_(op), scope_(scope), prepared_(prepared) {}
+  VarAccess(const OpDesc& op, Scope& scope, const PreparedOp* prepared)
+      : op_(op), scope_(scope), prepared_(prepared) {}
 
   Variable& In(const std::string& slot, size_t i) const {
     const auto& args = op_.Input(slot);
-    NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ", slot,
-                  "[", i, "]");
+    NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ",
+                  slot, "[", i, "]");
     Variable* v = Lookup(true, slot, i, args[i]);
     NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads '", args[i],
                   "' but no such variable exists at run time (was it fed or initialized?)");
@@ -239,8 +240,8 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
       RuntimeInferShapeContext isc(op, vars);
       info->infer_shape(isc);
     }
-    ExecutionContext ctx =
-        prepared ? ExecutionContext(*prepared, scope, device, &run) : ExecutionContext(op, scope, device, &run);
+    ExecutionContext ctx = prepared ? ExecutionContext(*prepared, scope, device, &run)
+                                    : ExecutionContext(op, scope, device, &run);
     DType dtype = DType::kFloat32;
     if (info->kernel_dtype) {
       dtype = info->kernel_dtype(ctx);
