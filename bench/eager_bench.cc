@@ -4,6 +4,10 @@
 // case (h)). Loads the standard plugins from the build tree.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
 #include "nabla/cpu/cpu.h"
 #include "nabla/eager.h"
 #include "nabla/plugin.h"
@@ -63,5 +67,59 @@ void BM_EagerCall(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EagerCall)->ArgNames({"held", "grad"})->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1});
+
+// compare_torch's case (b) model, 784-512-512-10 tanh, batch 128, as an
+// eager training step: forward, Backward, sgd on every parameter (in place,
+// under NoGradGuard). With NABLA_EAGER_BENCH_TRACE=DIR one step's tape is
+// saved there first, so `nabla exec` can time the same step as a static
+// program (see docs/eager.md).
+void BM_EagerMlpStep(benchmark::State& state) {
+  Setup();
+  const std::vector<int64_t> sizes{784, 512, 512, 10};
+  const int64_t batch = 128;
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  Tensor x = Tensor::FromVector<float>(random(batch * sizes[0]), {batch, sizes[0]}, false, "x");
+  std::vector<int64_t> labels(batch);
+  for (int64_t i = 0; i < batch; ++i) labels[i] = i % sizes.back();
+  Tensor label = Tensor::FromVector<int64_t>(labels, {batch, 1}, false, "label");
+  Tensor lr = Tensor::FromVector<float>({0.01f}, {1}, false, "lr");
+  std::vector<Tensor> params;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    params.push_back(Tensor::FromVector<float>(random(sizes[l] * sizes[l + 1]), {sizes[l], sizes[l + 1]}, true,
+                                               "w" + std::to_string(l)));
+    params.push_back(Tensor::FromVector<float>(random(sizes[l + 1]), {sizes[l + 1]}, true, "b" + std::to_string(l)));
+  }
+  auto step = [&] {
+    Tensor h = x;
+    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+      Tensor xw = Call("mul", {{"X", {h}}, {"Y", {params[2 * l]}}})["Out"];
+      h = Call("elementwise_add", {{"X", {xw}}, {"Y", {params[2 * l + 1]}}}, {{"axis", 1}})["Out"];
+      if (l + 2 < sizes.size()) h = Call("tanh", {{"X", {h}}})["Out"];
+    }
+    Tensor ce = Call("softmax_with_cross_entropy", {{"Logits", {h}}, {"Label", {label}}})["Loss"];
+    Tensor loss = Call("mean", {{"X", {ce}}})["Out"];
+    loss.SetName("loss");
+    for (auto& p : params) p.ZeroGrad();
+    loss.Backward();
+    nabla::eager::NoGradGuard no_grad;
+    for (auto& p : params)
+      nabla::eager::CallInPlace("sgd", {{"Param", {p}}, {"Grad", {p.Grad()}}, {"LearningRate", {lr}}},
+                                {{"ParamOut", {p}}});
+  };
+  if (const char* dir = std::getenv("NABLA_EAGER_BENCH_TRACE")) {
+    nabla::eager::Tape tape;
+    step();
+    tape.Stop();
+    std::cerr << "eager_bench: nabla exec " << tape.Save(dir) << " --backward loss --sgd 0.01\n";
+  }
+  for (auto _ : state) step();
+}
+BENCHMARK(BM_EagerMlpStep)->Unit(benchmark::kMillisecond);
 
 }  // namespace
