@@ -204,7 +204,8 @@ NABLA_API void CallInPlace(const std::string& type, const TensorMap& inputs, con
                            const AttributeMap& attrs = {});
 
 // A prepared op held by the caller: the cheapest way to call one op type with
-// fixed attributes in a loop (Call's cache does the same behind a key lookup).
+// fixed attributes in a loop (Call's cache does the same behind a lookup).
+// One thread at a time may call an Op.
 class NABLA_API Op {
  public:
   Op(const std::string& type, const AttributeMap& attrs = {}, const OutputCounts& output_counts = {});

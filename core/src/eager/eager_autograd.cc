@@ -227,6 +227,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   std::vector<std::pair<std::shared_ptr<TensorImpl>, Device*>> leaves;  // first-contribution order
   std::unordered_set<const TensorImpl*> leaf_seen;
   std::vector<nabla::Tensor> env;
+  std::vector<Node*> traversed;
 
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root->grad_fn.get());
@@ -295,17 +296,20 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
       if (!e.producer) continue;
       if (--deps[e.producer.get()] == 0) ready.push(e.producer.get());
     }
-    if (!retain_graph) {
-      node.saved.clear();
-      node.saved.shrink_to_fit();
-      node.released = true;
-    }
+    traversed.push_back(&node);
   }
   for (auto& [leaf, device] : leaves) {
     auto it = pending.find(leaf->id);
     if (it == pending.end()) continue;
     Accumulate(*leaf, SumInOrder(it->second, *device), *device);
   }
+  // Freed only once Backward succeeded: a failed one leaves the graph as it was.
+  if (!retain_graph)
+    for (Node* n : traversed) {
+      n->saved.clear();
+      n->saved.shrink_to_fit();
+      n->released = true;
+    }
 }
 
 }  // namespace nabla::eager::detail
