@@ -206,6 +206,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
 
   // Dependency counts: how many reachable consumers each node still waits for.
   std::unordered_map<Node*, int> deps;
+  deps.reserve(64);
   {
     std::vector<Node*> stack{root->grad_fn.get()};
     std::unordered_set<Node*> seen{root->grad_fn.get()};
@@ -223,6 +224,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   // Gradient parts per tensor id, in the order they were made (the fixed
   // summation order that makes the result the same bit for bit every run).
   std::unordered_map<uint64_t, std::vector<nabla::Tensor>> pending;
+  pending.reserve(deps.size() * 2 + 8);
   pending[root->id].push_back(seed);
   std::vector<std::pair<std::shared_ptr<TensorImpl>, Device*>> leaves;  // first-contribution order
   std::unordered_set<const TensorImpl*> leaf_seen;

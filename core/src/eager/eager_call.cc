@@ -234,10 +234,12 @@ bool PreparedCall::Matches(const TensorMap& inputs, const AttributeMap& attrs, c
 }
 
 void PreparedCall::Unbind() {
+  // Drops the buffers only: the shape vectors keep their capacity, so the
+  // next bind copies a shape without allocating.
   for (auto* slots : {&prepared_.inputs, &prepared_.outputs})
     for (auto& s : *slots)
       for (Variable* v : s.vars)
-        if (v) v->GetTensor() = nabla::Tensor();
+        if (v) v->GetTensor().Release();
 }
 
 void PreparedCall::Dispatch(Device& device) {
