@@ -51,8 +51,8 @@ NABLA_API Device& DefaultDevice();
 NABLA_API void SetDefaultDevice(Device* device);  // null: back to the host
 
 // A handle to an eager tensor; copies share the tensor (like torch.Tensor).
-// A default-constructed handle is undefined: every accessor but Defined()
-// throws naming what was asked.
+// A default-constructed handle is undefined: accessors of its data or
+// gradient throw naming what was asked (Defined(), Id() and ToString() do not).
 class NABLA_API Tensor {
  public:
   Tensor();
@@ -162,7 +162,7 @@ class NABLA_API Tensor {
 // Inputs of a call: slot name -> tensors (several for a duplicable slot).
 using TensorMap = std::map<std::string, std::vector<Tensor>>;
 
-// Outputs of a call by slot, in the op's schema order.
+// Outputs of a call: every output slot of the op, by slot name.
 class NABLA_API Outputs {
  public:
   // The only tensor of `slot`; an error naming the slot when it is absent or holds several.
@@ -256,8 +256,9 @@ class NABLA_API Tape {
   void Clear();         // forgets the recorded calls (gradients are unaffected)
 
   // Graphviz DOT of the recorded DAG in `nabla graph`'s style: tensors and
-  // ops as nodes, forward edges solid, gradient edges (output gradient to
-  // input gradient through the op's grad ops) dashed and red.
+  // ops as nodes, forward edges solid; gradient edges, from each op back to
+  // the inputs it sends a gradient to and labelled with its grad ops, red
+  // and dashed.
   std::string ToDot() const;
 
   // The recorded calls as a program (block 0, call order). Tensors that no
