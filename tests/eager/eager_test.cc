@@ -32,6 +32,25 @@ std::string ErrorOf(F fn) {
   return "";
 }
 
+// A toy op registered in-process, as a plugin would, with no GradOpDescMaker.
+void ToyOpWithoutGradMaker() {
+  static bool registered = [] {
+    RegisterOps("eager_test_toys", [](Registrar& r) {
+      r.Op("eager_test_double")
+          .Input("X", "(Tensor) input")
+          .Output("Out", "(Tensor) 2 X")
+          .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+      r.Kernel("eager_test_double", DeviceType::kCPU, DType::kFloat32, [](const ExecutionContext& ctx) {
+        const nabla::Tensor& x = ctx.Input("X");
+        float* o = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), x.GetShape());
+        for (int64_t i = 0; i < x.Numel(); ++i) o[i] = 2 * x.Data<float>()[i];
+      });
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+}
+
 class Eager : public EagerTest {};
 
 TEST_F(Eager, CallRunsTheRegisteredKernelAndRecordsOnlyWhenAnInputRequiresGrad) {
@@ -275,28 +294,34 @@ TEST_F(Eager, ControlFlowOpsAreRefusedWithAHint) {
 }
 
 TEST_F(Eager, AnOpWithoutGradMakerRunsButBackwardThroughItIsAnError) {
-  // A toy op registered in-process, as a plugin would, with no GradOpDescMaker.
-  static bool registered = [] {
-    RegisterOps("eager_test_toys", [](Registrar& r) {
-      r.Op("eager_test_double")
-          .Input("X", "(Tensor) input")
-          .Output("Out", "(Tensor) 2 X")
-          .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
-      r.Kernel("eager_test_double", DeviceType::kCPU, DType::kFloat32, [](const ExecutionContext& ctx) {
-        const nabla::Tensor& x = ctx.Input("X");
-        float* o = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), x.GetShape());
-        for (int64_t i = 0; i < x.Numel(); ++i) o[i] = 2 * x.Data<float>()[i];
-      });
-    });
-    return true;
-  }();
-  ASSERT_TRUE(registered);
+  ToyOpWithoutGradMaker();
   Tensor x = Vec({1, 2}, {2}, true, "x");
   Tensor y = Call("eager_test_double", {{"X", {x}}})["Out"];
   EXPECT_EQ(y.ToVector<float>(), (std::vector<float>{2, 4}));
   std::string msg = ErrorOf([&] { Mean(y).Backward(); });
   EXPECT_NE(msg.find("eager_test_double"), std::string::npos) << msg;
   EXPECT_NE(msg.find("no GradOpDescMaker"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, BranchesWhoseGradientIsZeroAreSkippedAndReachedLeavesGetZeros) {
+  ToyOpWithoutGradMaker();
+  // cross_entropy sends no gradient to its Label: the branch that computed a
+  // soft label is skipped (were it run, the toy op in it would throw), and a
+  // leaf read directly as a Label gets a zero gradient.
+  Tensor x = Vec({0.2f, 0.3f, 0.5f}, {1, 3}, true, "x");
+  Tensor u = Vec({1, 2, 3}, {1, 3}, true, "u");
+  Tensor soft = Call("softmax", {{"X", {Call("eager_test_double", {{"X", {u}}})["Out"]}}})["Out"];
+  Tensor loss1 = Mean(Call("cross_entropy", {{"X", {x}}, {"Label", {soft}}}, {{"soft_label", true}})["Y"]);
+  loss1.Backward();
+  EXPECT_TRUE(x.Grad().Defined());
+  EXPECT_FALSE(u.Grad().Defined()) << "the skipped branch sent u nothing";
+
+  Tensor x2 = Vec({0.2f, 0.3f, 0.5f}, {1, 3}, true, "x2");
+  Tensor label = Vec({0, 1, 0}, {1, 3}, true, "label");
+  Mean(Call("cross_entropy", {{"X", {x2}}, {"Label", {label}}}, {{"soft_label", true}})["Y"]).Backward();
+  ASSERT_TRUE(label.Grad().Defined());
+  EXPECT_EQ(label.Grad().ToVector<float>(), (std::vector<float>{0, 0, 0}));
+  EXPECT_NEAR(x2.Grad().ToVector<float>()[1], -1 / 0.3f, 1e-5);
 }
 
 TEST_F(Eager, OnlyLeavesAndRetainedResultsKeepGradients) {

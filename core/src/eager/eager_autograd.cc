@@ -226,7 +226,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   std::unordered_map<uint64_t, std::vector<nabla::Tensor>> pending;
   pending.reserve(deps.size() * 2 + 8);
   pending[root->id].push_back(seed);
-  std::vector<std::pair<std::shared_ptr<TensorImpl>, Device*>> leaves;  // first-contribution order
+  std::vector<const InputEdge*> leaves;  // leaves a traversed node feeds, first-seen order
   std::unordered_set<const TensorImpl*> leaf_seen;
   std::vector<nabla::Tensor> env;
   std::vector<Node*> traversed;
@@ -280,18 +280,14 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
           throw Error(e.kind(), StrCat("eager: Backward of ", NodeName(node), ": ", e.what()));
         }
       }
+      // An input gradient the grad ops do not produce is zero: it adds no
+      // part, so a producer none of whose outputs gets one is skipped, as
+      // the static builder prunes grad ops whose gradient inputs are all zero.
       for (const auto& e : node.inputs) {
-        auto& dst = pending[e.id];
-        bool got = false;
         for (int a : e.args)
           for (int slot : t.input_grads[a])
-            if (env[slot].IsInitialized()) {
-              dst.push_back(std::move(env[slot]));
-              got = true;
-            }
-        // A gradient the grad ops do not produce is zero (SPEC §1's fill_zeros_like).
-        if (!got) dst.push_back(Filled(e.shape, e.dtype, *e.device, 0.0));
-        if (e.leaf && leaf_seen.insert(e.leaf.get()).second) leaves.emplace_back(e.leaf, e.device);
+            if (env[slot].IsInitialized()) pending[e.id].push_back(std::move(env[slot]));
+        if (e.leaf && leaf_seen.insert(e.leaf.get()).second) leaves.push_back(&e);
       }
     }
     for (const auto& e : node.inputs) {
@@ -300,10 +296,16 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     }
     traversed.push_back(&node);
   }
-  for (auto& [leaf, device] : leaves) {
-    auto it = pending.find(leaf->id);
-    if (it == pending.end()) continue;
-    Accumulate(*leaf, SumInOrder(it->second, *device), *device);
+  for (const InputEdge* e : leaves) {
+    auto it = pending.find(e->id);
+    if (it != pending.end()) {
+      Accumulate(*e->leaf, SumInOrder(it->second, *e->device), *e->device);
+    } else if (!e->leaf->grad) {
+      // A leaf the loss reads but gets no gradient from: zeros (SPEC §1's
+      // fill_zeros_like), not "none", so Grad() is defined for it.
+      e->leaf->grad =
+          TensorImpl::Make(Filled(e->shape, e->dtype, *e->device, 0.0), e->leaf->Name() + kGradSuffix, false);
+    }
   }
   // Freed only once Backward succeeded: a failed one leaves the graph as it was.
   if (!retain_graph)
