@@ -89,6 +89,12 @@ TEST_F(Eager, BadCallsAreOneLineErrorsNamingTheCulprit) {
   EXPECT_NE(ErrorOf([&] { Call("mul", {{"X", {x}}}); }).find("required input slot 'Y'"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { Tensor::FromVector<float>({1, 2, 3}, {2, 2}); }).find("4 elements but 3"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { Tensor().GetShape(); }).find("undefined tensor"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Tensor::FromNpy("/nonexistent/w.npy"); }).find("/nonexistent/w.npy"), std::string::npos);
+  Tensor w = Vec({1, 2}, {2}, true, "w");
+  std::string msg = ErrorOf([&] { eager::CallInPlace("scale", {{"X", {w}}}, {{"Out", {w}}}); });
+  EXPECT_NE(msg.find("NoGradGuard"), std::string::npos) << msg;
+  Tensor i = Tensor::FromVector<int64_t>({1}, {1}, false, "i");
+  EXPECT_NE(ErrorOf([&] { i.SetRequiresGrad(true); }).find("int64"), std::string::npos);
 }
 
 TEST_F(Eager, InitializerOpsAndNpyMakeLeaves) {
