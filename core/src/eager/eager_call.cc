@@ -333,6 +333,8 @@ Outputs PreparedCall::Invoke(const TensorMap& inputs) {
     // that cannot have one (integer results).
     std::vector<bool> no_grad;
     std::vector<const Tensor*> in_handles;
+    no_grad.reserve(out_impls.size() + 4);
+    in_handles.reserve(4);
     for (const auto& [slot, tensors] : inputs)
       for (const auto& t : tensors) {
         no_grad.push_back(!t.RequiresGrad());
