@@ -537,6 +537,7 @@ PYBIND11_MODULE(_nabla, m) {
   namespace py = pybind11;
   m.doc() = "nabla's C++ core; import nabla, not this module.";
   static py::exception<nabla::Error> error(m, "Error", PyExc_RuntimeError);
+  error.attr("__module__") = "nabla";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
