@@ -49,5 +49,108 @@ def load_plugin(path):
     return added
 
 
+# ------------------------------------------------------------------ nabla.ops
+
+
+class _OpNamespace:
+    """One function per registered op, made from its schema: positional
+    arguments fill the input slots in order (a list for a duplicable slot),
+    keywords name slots or attributes. An op with one output slot returns its
+    Tensor (a list for a duplicable slot); an op with several returns a tuple
+    in slot order that is also indexed by slot name (out["Loss"], out.Loss).
+    Refreshed by load_plugin, so a plugin's op is a function at once."""
+
+    def __init__(self):
+        self._names = []
+
+    def __dir__(self):
+        return sorted(set(self._names) | set(super().__dir__()))
+
+    def __repr__(self):
+        return f"<nabla.ops: {len(self._names)} ops>"
+
+    def _refresh(self, ops):
+        for name in self._names:
+            self.__dict__.pop(name, None)
+        self._names = []
+        for op in ops:
+            if not op["type"].isidentifier():
+                continue
+            self.__dict__[op["type"]] = _make_op_function(op)
+            self._names.append(op["type"])
+
+
+def _attr_doc(a):
+    default = "required" if a["required"] else f"default {a['default']!r}"
+    return f"    {a['name']} ({a['type']}, {default}): {a['doc']}"
+
+
+def _slot_doc(s):
+    flags = [f for f in ("duplicable", "dispensable") if s[f]]
+    return f"    {s['name']}{' (' + ', '.join(flags) + ')' if flags else ''}: {s['doc']}"
+
+
+def _make_op_function(op):
+    import collections
+
+    op_type = op["type"]
+    inputs = [s["name"] for s in op["inputs"]]
+    outputs = op["outputs"]
+    attrs = {a["name"] for a in op["attrs"]}
+    if len(outputs) > 1:
+        base = collections.namedtuple(op_type + "_outputs", [s["name"] for s in outputs], rename=True)
+        fields = [s["name"] for s in outputs]
+
+        class Outputs(base):
+            __slots__ = ()
+
+            def __getitem__(self, key):
+                if isinstance(key, str):
+                    return tuple.__getitem__(self, fields.index(key))
+                return tuple.__getitem__(self, key)
+
+            def keys(self):
+                return list(fields)
+
+        Outputs.__name__ = Outputs.__qualname__ = op_type + "_outputs"
+
+    def fn(*args, **kwargs):
+        if len(args) > len(inputs):
+            raise TypeError(f"{op_type}() takes {len(inputs)} input(s) ({', '.join(inputs)}) but {len(args)} were given")
+        slots = dict(zip(inputs, args))
+        op_attrs = {}
+        for key, value in kwargs.items():
+            if key in inputs:
+                if key in slots:
+                    raise TypeError(f"{op_type}() got input {key} twice")
+                slots[key] = value
+            elif key in attrs:
+                op_attrs[key] = value
+            else:
+                raise TypeError(
+                    f"{op_type}() has no input or attribute {key!r} (inputs: {', '.join(inputs) or 'none'}; "
+                    f"attributes: {', '.join(sorted(attrs)) or 'none'})"
+                )
+        slots = {k: v for k, v in slots.items() if v is not None}
+        result = call(op_type, slots, op_attrs)
+        if len(outputs) == 1:
+            return result[outputs[0]["name"]]
+        return Outputs(*(result.get(s["name"]) for s in outputs))
+
+    fn.__name__ = fn.__qualname__ = op_type
+    fn.__module__ = "nabla.ops"
+    lines = [op["doc"] or op_type, ""]
+    lines += ["Inputs:"] + ([_slot_doc(s) for s in op["inputs"]] or ["    none"])
+    lines += ["Outputs:"] + [_slot_doc(s) for s in outputs]
+    if op["attrs"]:
+        lines += ["Attributes:"] + [_attr_doc(a) for a in op["attrs"]]
+    lines += ["", f"From plugin {op['plugin'] or '(in-process)'}; gradient: {'yes' if op['has_gradient'] else 'no'}."]
+    fn.__doc__ = "\n".join(lines)
+    return fn
+
+
+ops = _OpNamespace()
+
+
 def _refresh_ops():
-    pass
+    ops._refresh(ops_list())

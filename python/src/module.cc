@@ -19,6 +19,9 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
+#ifdef NABLA_HAVE_OPENCL
+#include "nabla/opencl/opencl.h"
+#endif
 #include "nabla/feed_fetch.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
@@ -291,14 +294,18 @@ py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py
 class PyExecutor {
  public:
   PyExecutor(const std::string& device, int threads, const std::string& executor, int64_t seed) {
+#ifdef NABLA_HAVE_OPENCL
+    device_ = &opencl::ResolveDevice(device);
+#else
     DeviceType type;
     NABLA_ENFORCE(ParseDeviceType(device, &type) && type == DeviceType::kCPU, kInvalidArgument,
-                  "Executor: device must be 'cpu' (the Python module runs on the CPU) but received '", device, "'");
+                  "Executor: device must be 'cpu' (this build has no OpenCL backend) but received '", device, "'");
+    device_ = &HostDevice();
+#endif
     NABLA_ENFORCE(threads >= 0, kInvalidArgument, "Executor: threads must be non-negative but received ", threads);
     ExecutorOptions options;
     options.threads = threads;
     options.seed = static_cast<uint64_t>(seed);
-    device_ = &HostDevice();
     executor_ = CreateExecutor(executor, *device_, options);
   }
 
@@ -325,9 +332,10 @@ class PyExecutor {
                       "' in block 0; feeds must be declared under vars:");
         Tensor t = TensorFromArray(value, what);
         CheckFeedMatchesVar(*program, *var, t, what);
-        if (var->Persistable()) {
+        if (var->Persistable() || device_ != &HostDevice()) {
           // A fed parameter stays in the scope and optimizer ops update it
           // in place: it gets memory of its own, never the caller's array.
+          // (On another device every feed is a copy anyway.)
           Tensor own;
           own.CopyFrom(t, *device_);
           t = std::move(own);

@@ -290,3 +290,17 @@ def test_load_plugin_adds_ops():
     np.testing.assert_array_equal(y, [1.0, 8.0, -27.0])
     with pytest.raises(nabla.Error, match="missing"):
         nabla.load_plugin("/nonexistent/libmissing.so")
+
+
+def test_opencl_executor_matches_cpu(rng):
+    try:
+        exe = nabla.Executor(device="opencl")
+    except nabla.Error as e:  # a build without OpenCL, or no platform: said in one line
+        assert "opencl" in str(e).lower() or "device" in str(e)
+        pytest.skip(str(e))
+    p = linear()
+    nabla.append_backward(p, "loss")
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    fetch = ["y", "loss", "w@GRAD", "b@GRAD"]
+    for ours, ref in zip(exe.run(p, feed={"x": x}, fetch_list=fetch), nabla.Executor().run(p, feed={"x": x}, fetch_list=fetch)):
+        np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
