@@ -1,5 +1,7 @@
 #include "convert.h"
 
+#include <pybind11/stl.h>
+
 #include <cstdint>
 #include <type_traits>
 #include <variant>
