@@ -274,6 +274,11 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
 
 }  // namespace
 
+void DispatchPrepared(const PreparedOp& prepared, const OpRegistry& registry, Scope& scope, Device& device,
+                      const RunContext& run) {
+  Dispatch(*prepared.op, prepared.info, registry, &prepared, scope, device, run);
+}
+
 void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run) {
   auto registry = CurrentRegistry();
   Dispatch(op, registry->Find(op.Type()), *registry, nullptr, scope, device, run);

@@ -28,4 +28,10 @@ struct PreparedOp {
   }
 };
 
+struct RunContext;
+// The executors' one dispatch path (run-time inference, kernel by (device,
+// dtype), the kernel) for a prepared op; eager mode calls it too.
+void DispatchPrepared(const PreparedOp& prepared, const OpRegistry& registry, Scope& scope, Device& device,
+                      const RunContext& run);
+
 }  // namespace nabla

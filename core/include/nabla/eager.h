@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nabla/attribute.h"
@@ -70,7 +71,12 @@ class NABLA_API Tensor {
   static Tensor FromVector(const std::vector<T>& values, const Shape& shape, bool requires_grad = false,
                            const std::string& name = "", Device* device = nullptr) {
     CheckCount(values.size(), shape);
-    return FromHost(values.data(), DTypeOf<T>::value, shape, requires_grad, name, device);
+    if constexpr (std::is_same_v<T, bool>) {  // vector<bool> has no data()
+      std::vector<unsigned char> bytes(values.begin(), values.end());
+      return FromHost(bytes.data(), DType::kBool, shape, requires_grad, name, device);
+    } else {
+      return FromHost(values.data(), DTypeOf<T>::value, shape, requires_grad, name, device);
+    }
   }
   // A .npy file (errors name the file); the name defaults to the file's stem.
   static Tensor FromNpy(const std::string& path, bool requires_grad = false, const std::string& name = "",
@@ -97,9 +103,15 @@ class NABLA_API Tensor {
   // Host copies of the data; the dtype must match T.
   template <typename T>
   std::vector<T> ToVector() const {
-    std::vector<T> out(static_cast<size_t>(Numel()));
-    CopyToHost(out.data(), DTypeOf<T>::value);
-    return out;
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<unsigned char> bytes(static_cast<size_t>(Numel()));
+      CopyToHost(bytes.data(), DType::kBool);
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<size_t>(Numel()));
+      CopyToHost(out.data(), DTypeOf<T>::value);
+      return out;
+    }
   }
   void CopyToHost(void* dst, DType expected) const;  // throws when the dtype differs
   void WriteNpy(const std::string& path) const;

@@ -1,0 +1,641 @@
+// Eager tensors and calls: the executors' dispatch path over a private scope
+// whose variables a call binds to the tensors it is given.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+#include "eager_internal.h"
+#include "nabla/device.h"
+#include "nabla/executor.h"
+#include "nabla/npy.h"
+
+namespace nabla::eager {
+
+using detail::PreparedCall;
+using detail::TensorImpl;
+
+namespace {
+
+thread_local bool t_grad_enabled = true;
+thread_local Device* t_default_device = nullptr;
+
+std::atomic<uint64_t> g_next_tensor_id{0};
+
+using detail::SlotArgs;
+
+std::string CallKey(const std::string& type, const SlotArgs& in, const SlotArgs* out, const AttributeMap& attrs,
+                    const OutputCounts& counts) {
+  std::string key = type;
+  auto add_slots = [&key](char tag, const SlotArgs& slots) {
+    for (const auto& [slot, present] : slots) {
+      key += tag;
+      key += slot;
+      key += ':';
+      for (bool p : present) key += p ? '1' : '0';
+    }
+  };
+  add_slots('\x1d', in);
+  if (out) add_slots('\x1e', *out);
+  for (const auto& [name, value] : attrs) {
+    key += '\x1f';
+    key += name;
+    key += '=';
+    key += AttrToString(value);
+  }
+  for (const auto& [slot, n] : counts) key += StrCat('\x1c', slot, '=', n);
+  return key;
+}
+
+using CallCache = std::unordered_map<std::string, std::unique_ptr<PreparedCall>>;
+CallCache& ThreadCache() {
+  thread_local CallCache cache;
+  return cache;
+}
+
+SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
+  SlotArgs args;
+  args.reserve(inputs.size());
+  for (const auto& [slot, tensors] : inputs) {
+    std::vector<bool> present(tensors.size(), true);
+    for (size_t i = 0; i < tensors.size(); ++i)
+      NABLA_ENFORCE(tensors[i].Defined(), kInvalidArgument, "eager: op '", type, "': input ", slot, "[", i,
+                    "] is an undefined tensor");
+    args.emplace_back(slot, std::move(present));
+  }
+  return args;
+}
+
+// The device of the first input, else the default.
+Device& CallDevice(const TensorMap& inputs) {
+  for (const auto& [slot, tensors] : inputs)
+    for (const auto& t : tensors)
+      if (t.Defined() && t.Data().IsInitialized()) return t.GetDevice();
+  return DefaultDevice();
+}
+
+PreparedCall& Lookup(const std::string& key, const std::function<std::unique_ptr<PreparedCall>()>& make) {
+  CallCache& cache = ThreadCache();
+  auto it = cache.find(key);
+  if (it != cache.end() && !it->second->Stale()) return *it->second;
+  auto call = make();
+  PreparedCall& ref = *call;
+  cache[key] = std::move(call);
+  return ref;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ defaults
+
+Device& DefaultDevice() { return t_default_device ? *t_default_device : HostDevice(); }
+void SetDefaultDevice(Device* device) { t_default_device = device; }
+
+bool GradEnabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+// ------------------------------------------------------------ TensorImpl
+
+namespace detail {
+
+std::shared_ptr<TensorImpl> TensorImpl::Make(nabla::Tensor data, const std::string& name, bool requires_grad) {
+  auto impl = std::make_shared<TensorImpl>();
+  uint64_t id = g_next_tensor_id.fetch_add(1);
+  impl->data = std::move(data);
+  impl->var = StrCat("t", id);
+  impl->name = name.empty() ? impl->var : name;
+  impl->requires_grad = requires_grad;
+  if (requires_grad)
+    NABLA_ENFORCE(IsFloating(impl->data.GetDType()), kInvalidArgument, "eager: tensor '", impl->name, "' is ",
+                  DTypeName(impl->data.GetDType()), ": only float32 and float64 tensors can require grad");
+  return impl;
+}
+
+nabla::Tensor Filled(const Shape& shape, DType dtype, Device& device, double value) {
+  nabla::Tensor t;
+  void* dst = t.Allocate(device, dtype, shape);
+  const size_t n = static_cast<size_t>(t.Numel());
+  std::vector<unsigned char> host(t.Bytes());
+  auto fill = [&](auto v) {
+    using T = decltype(v);
+    T* p = reinterpret_cast<T*>(host.data());
+    std::fill(p, p + n, v);
+  };
+  switch (dtype) {
+    case DType::kFloat32:
+      fill(static_cast<float>(value));
+      break;
+    case DType::kFloat64:
+      fill(value);
+      break;
+    case DType::kInt32:
+      fill(static_cast<int32_t>(value));
+      break;
+    case DType::kInt64:
+      fill(static_cast<int64_t>(value));
+      break;
+    case DType::kBool:
+      fill(value != 0);
+      break;
+  }
+  if (t.Bytes()) device.CopyFromHost(dst, host.data(), t.Bytes());
+  return t;
+}
+
+// ------------------------------------------------------------ PreparedCall
+
+PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs* out_args,
+                           const AttributeMap& attrs, const OutputCounts& counts)
+    : registry_(CurrentRegistry()) {
+  const OpInfo& info = registry_->Get(type);
+  const std::string where = StrCat("eager: op '", type, "'");
+  NABLA_ENFORCE(!info.traits.control_flow && !info.traits.has_sub_block, kInvalidArgument, where,
+                " runs sub-blocks; eager mode has no blocks: write the loop or branch in C++ (it is unrolled into "
+                "the tape)");
+  desc_.SetType(type);
+  for (const auto& [slot, present] : in_args) {
+    const SlotDef* def = info.schema.FindInput(slot);
+    if (!def) {
+      std::string names;
+      for (const auto& s : info.schema.inputs) names += (names.empty() ? "" : ", ") + s.name;
+      NABLA_THROW(kInvalidArgument, where, ": unknown input slot '", slot, "'; expected one of: ", names);
+    }
+    NABLA_ENFORCE(def->duplicable || present.size() <= 1, kInvalidArgument, where, ": input slot '", slot,
+                  "' takes one tensor but received ", present.size());
+    std::vector<std::string> args;
+    for (size_t i = 0; i < present.size(); ++i)
+      args.push_back(present[i] ? StrCat("in.", slot, ".", i) : kEmptyVarName);
+    desc_.SetInput(slot, std::move(args));
+    in_slots_.push_back(slot);
+  }
+  for (const auto& def : info.schema.inputs) {
+    bool given = std::any_of(in_args.begin(), in_args.end(), [&](const auto& s) {
+      return s.first == def.name && std::find(s.second.begin(), s.second.end(), true) != s.second.end();
+    });
+    NABLA_ENFORCE(given || def.dispensable, kInvalidArgument, where, ": required input slot '", def.name,
+                  "' was not given");
+  }
+  for (const auto& [slot, n] : counts) {
+    const SlotDef* def = info.schema.FindOutput(slot);
+    NABLA_ENFORCE(def, kInvalidArgument, where, ": output count for unknown output slot '", slot, "'");
+    NABLA_ENFORCE(n >= 0 && (def->duplicable || n <= 1), kInvalidArgument, where, ": output slot '", slot,
+                  "' cannot hold ", n, " tensors");
+  }
+  if (out_args) {
+    for (const auto& [slot, present] : *out_args) {
+      NABLA_ENFORCE(info.schema.FindOutput(slot), kInvalidArgument, where, ": unknown output slot '", slot, "'");
+      std::vector<std::string> args;
+      for (size_t i = 0; i < present.size(); ++i)
+        args.push_back(present[i] ? StrCat("out.", slot, ".", i) : kEmptyVarName);
+      desc_.SetOutput(slot, std::move(args));
+      out_slots_.push_back(slot);
+    }
+  } else {
+    for (const auto& def : info.schema.outputs) {
+      auto it = counts.find(def.name);
+      int n = it == counts.end() ? 1 : it->second;
+      std::vector<std::string> args;
+      for (int i = 0; i < n; ++i) args.push_back(StrCat("out.", def.name, ".", i));
+      desc_.SetOutput(def.name, std::move(args));
+      out_slots_.push_back(def.name);
+    }
+  }
+  for (const auto& def : info.schema.outputs)
+    if (def.duplicable) duplicable_outputs_.push_back(def.name);
+  // Slots in the OpDesc's (sorted) order: callers pass tensors in that order
+  // and Record pairs them with fwd.Inputs()/Outputs() by position.
+  in_slots_.clear();
+  out_slots_.clear();
+  for (const auto& [slot, args] : desc_.Inputs()) in_slots_.push_back(slot);
+  for (const auto& [slot, args] : desc_.Outputs()) out_slots_.push_back(slot);
+  desc_.MutableAttrs() = attrs;
+  FillDefaultAttrs(desc_, *registry_);
+
+  prepared_.op = &desc_;
+  prepared_.info = &info;
+  auto resolve = [this](const VarNameMap& slots, const std::vector<std::string>& order) {
+    std::vector<PreparedSlot> out;
+    for (const auto& slot : order) {
+      PreparedSlot s{slot, {}};
+      for (const auto& name : slots.at(slot)) s.vars.push_back(name == kEmptyVarName ? nullptr : scope_.Var(name));
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  prepared_.inputs = resolve(desc_.Inputs(), in_slots_);
+  prepared_.outputs = resolve(desc_.Outputs(), out_slots_);
+  for (DeviceType d : {DeviceType::kCPU, DeviceType::kOpenCL})
+    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+      prepared_.kernels[static_cast<int>(d)][static_cast<int>(t)] = registry_->FindKernel(type, d, t);
+}
+
+void PreparedCall::Run(const std::vector<std::vector<const nabla::Tensor*>>& inputs,
+                       const std::vector<std::vector<nabla::Tensor*>>& outputs, Device& device) {
+  // Unbinds on every exit so the scope never keeps a caller's buffer alive.
+  struct Unbind {
+    PreparedOp& p;
+    ~Unbind() {
+      for (auto* slots : {&p.inputs, &p.outputs})
+        for (auto& s : *slots)
+          for (Variable* v : s.vars)
+            if (v) v->GetTensor() = nabla::Tensor();
+    }
+  } unbind{prepared_};
+  for (size_t s = 0; s < prepared_.inputs.size(); ++s) {
+    auto& vars = prepared_.inputs[s].vars;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (vars[i]) vars[i]->GetTensor() = *inputs[s][i];
+  }
+  for (size_t s = 0; s < prepared_.outputs.size(); ++s) {
+    auto& vars = prepared_.outputs[s].vars;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (vars[i] && outputs[s][i] && outputs[s][i]->IsInitialized()) vars[i]->GetTensor() = *outputs[s][i];
+  }
+  thread_local ExecutorOptions options;
+  thread_local uint64_t run_index = 0;
+  RunContext run;
+  run.options = &options;
+  run.run_index = run_index++;
+  DispatchPrepared(prepared_, *registry_, scope_, device, run);
+  for (size_t s = 0; s < prepared_.outputs.size(); ++s) {
+    auto& vars = prepared_.outputs[s].vars;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (vars[i] && outputs[s][i]) *outputs[s][i] = std::move(vars[i]->GetTensor());
+  }
+}
+
+bool PreparedCall::Matches(const TensorMap& inputs) const {
+  if (inputs.size() != in_slots_.size()) return false;
+  size_t s = 0;
+  for (const auto& [slot, tensors] : inputs) {
+    if (slot != in_slots_[s] || tensors.size() != prepared_.inputs[s].vars.size()) return false;
+    ++s;
+  }
+  return true;
+}
+
+Outputs PreparedCall::Invoke(const TensorMap& inputs) {
+  Device& device = CallDevice(inputs);
+  std::vector<std::vector<const nabla::Tensor*>> ins(in_slots_.size());
+  std::vector<const Tensor*> in_handles;
+  bool any_requires_grad = false;
+  for (size_t s = 0; s < in_slots_.size(); ++s) {
+    const auto& tensors = inputs.at(in_slots_[s]);
+    for (const Tensor& t : tensors) {
+      ins[s].push_back(&t.Data());
+      in_handles.push_back(&t);
+      any_requires_grad = any_requires_grad || t.RequiresGrad();
+    }
+  }
+  std::vector<std::vector<nabla::Tensor>> out_data(out_slots_.size());
+  std::vector<std::vector<nabla::Tensor*>> outs(out_slots_.size());
+  for (size_t s = 0; s < out_slots_.size(); ++s) {
+    out_data[s].resize(desc_.Output(out_slots_[s]).size());
+    for (auto& t : out_data[s]) outs[s].push_back(&t);
+  }
+  Run(ins, outs, device);
+
+  Outputs result;
+  result.type_ = desc_.Type();
+  result.duplicable_ = duplicable_outputs_;
+  const bool record = any_requires_grad && GradEnabled();
+  std::vector<std::shared_ptr<TensorImpl>> out_impls;
+  for (size_t s = 0; s < out_slots_.size(); ++s) {
+    auto& list = result.slots_[out_slots_[s]];
+    for (auto& data : out_data[s]) {
+      bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
+      auto impl = TensorImpl::Make(std::move(data), "", false);
+      impl->requires_grad = grad;
+      out_impls.push_back(impl);
+      list.push_back(Tensor(impl));
+    }
+  }
+  if (record) {
+    OpDesc fwd = desc_;
+    // Recorded args are the tensors' own unique var names.
+    size_t k = 0;
+    for (const auto& slot : in_slots_) {
+      auto& args = fwd.MutableInputs()[slot];
+      for (auto& a : args) a = TensorImpl::Of(*in_handles[k++])->var;
+    }
+    k = 0;
+    for (const auto& slot : out_slots_) {
+      auto& args = fwd.MutableOutputs()[slot];
+      for (auto& a : args) a = out_impls[k++]->var;
+    }
+    detail::Record(fwd, Info(), in_handles, out_impls);
+  }
+  return result;
+}
+
+PreparedCall& CachedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs& out_args,
+                         const AttributeMap& attrs) {
+  return Lookup(CallKey(type, in_args, &out_args, attrs, {}),
+                [&] { return std::make_unique<PreparedCall>(type, in_args, &out_args, attrs, OutputCounts{}); });
+}
+
+void RunByName(const OpDesc& op, std::unordered_map<std::string, nabla::Tensor>& env, Device& device) {
+  SlotArgs in_args, out_args;
+  for (const auto& [slot, args] : op.Inputs()) {
+    std::vector<bool> present;
+    for (const auto& a : args) present.push_back(a != kEmptyVarName);
+    in_args.emplace_back(slot, std::move(present));
+  }
+  for (const auto& [slot, args] : op.Outputs()) {
+    std::vector<bool> present;
+    for (const auto& a : args) present.push_back(a != kEmptyVarName);
+    out_args.emplace_back(slot, std::move(present));
+  }
+  PreparedCall& call = CachedCall(op.Type(), in_args, out_args, op.Attrs());
+  std::vector<std::vector<const nabla::Tensor*>> ins;
+  for (const auto& [slot, args] : op.Inputs()) {
+    ins.emplace_back();
+    for (const auto& a : args) {
+      if (a == kEmptyVarName) {
+        ins.back().push_back(nullptr);
+        continue;
+      }
+      auto it = env.find(a);
+      NABLA_ENFORCE(it != env.end(), kPreconditionNotMet, "eager: grad op '", op.Type(), "' reads '", a,
+                    "', which no forward call saved and no earlier grad op wrote");
+      ins.back().push_back(&it->second);
+    }
+  }
+  std::vector<std::vector<nabla::Tensor>> out_data;
+  std::vector<std::vector<nabla::Tensor*>> outs;
+  for (const auto& [slot, args] : op.Outputs()) out_data.emplace_back(args.size());
+  for (auto& v : out_data) {
+    outs.emplace_back();
+    for (auto& t : v) outs.back().push_back(&t);
+  }
+  call.Run(ins, outs, device);
+  size_t s = 0;
+  for (const auto& [slot, args] : op.Outputs()) {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i] != kEmptyVarName && out_data[s][i].IsInitialized()) env[args[i]] = std::move(out_data[s][i]);
+    ++s;
+  }
+}
+
+nabla::Tensor SumInOrder(const std::vector<nabla::Tensor>& parts, Device& device) {
+  NABLA_ENFORCE(!parts.empty(), kPreconditionNotMet, "eager: summing no gradients");
+  if (parts.size() == 1) return parts[0];
+  // The same convention op the static builder sums renamed gradients with (SPEC §1).
+  PreparedCall& call = CachedCall("sum", {{"X", std::vector<bool>(parts.size(), true)}}, {{"Out", {true}}}, {});
+  std::vector<const nabla::Tensor*> xs;
+  for (const auto& p : parts) xs.push_back(&p);
+  nabla::Tensor out;
+  call.Run({xs}, {{&out}}, device);
+  return out;
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------ Tensor
+
+Tensor::Tensor() = default;
+Tensor::~Tensor() = default;
+Tensor::Tensor(const Tensor&) = default;
+Tensor& Tensor::operator=(const Tensor&) = default;
+Tensor::Tensor(Tensor&&) noexcept = default;
+Tensor& Tensor::operator=(Tensor&&) noexcept = default;
+Tensor::Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+const TensorImpl& Tensor::Impl(const char* what) const {
+  NABLA_ENFORCE(impl_, kPreconditionNotMet, "eager: ", what, " of an undefined tensor");
+  return *impl_;
+}
+TensorImpl& Tensor::MutableImpl(const char* what) {
+  NABLA_ENFORCE(impl_, kPreconditionNotMet, "eager: ", what, " of an undefined tensor");
+  return *impl_;
+}
+
+void Tensor::CheckCount(size_t count, const Shape& shape) {
+  int64_t n = NumElements(shape);
+  NABLA_ENFORCE(n >= 0 && static_cast<size_t>(n) == count, kInvalidArgument, "eager: shape ", ShapeToString(shape),
+                " holds ", n, " elements but ", count, " values were given");
+}
+
+Tensor Tensor::FromHost(const void* data, DType dtype, const Shape& shape, bool requires_grad, const std::string& name,
+                        Device* device) {
+  int64_t n = NumElements(shape);
+  NABLA_ENFORCE(n >= 0, kInvalidArgument, "eager: tensor '", name, "' has an unknown dim in ", ShapeToString(shape));
+  Device& dev = device ? *device : DefaultDevice();
+  nabla::Tensor t;
+  void* dst = t.Allocate(dev, dtype, shape);
+  if (t.Bytes()) dev.CopyFromHost(dst, data, t.Bytes());
+  return Tensor(TensorImpl::Make(std::move(t), name, requires_grad));
+}
+
+Tensor Tensor::FromNpy(const std::string& path, bool requires_grad, const std::string& name, Device* device) {
+  nabla::Tensor t = ReadNpy(path, device ? *device : DefaultDevice());
+  std::string n = name.empty() ? std::filesystem::path(path).stem().string() : name;
+  return Tensor(TensorImpl::Make(std::move(t), n, requires_grad));
+}
+
+Tensor Tensor::Init(const std::string& op_type, const Shape& shape, DType dtype, const AttributeMap& attrs,
+                    bool requires_grad, const std::string& name) {
+  AttributeMap a = attrs;
+  std::vector<int> dims(shape.begin(), shape.end());
+  if (!a.count("shape")) a["shape"] = dims;
+  if (!a.count("dtype")) a["dtype"] = std::string(DTypeName(dtype));
+  nabla::Tensor data = Call(op_type, {}, a)["Out"].Data();
+  return Tensor(TensorImpl::Make(std::move(data), name, requires_grad));
+}
+
+Tensor Tensor::FromCore(const nabla::Tensor& data, bool requires_grad, const std::string& name) {
+  NABLA_ENFORCE(data.IsInitialized(), kInvalidArgument, "eager: FromCore of a tensor with no data");
+  return Tensor(TensorImpl::Make(data, name, requires_grad));
+}
+
+const Shape& Tensor::GetShape() const { return Impl("GetShape").data.GetShape(); }
+DType Tensor::GetDType() const { return Impl("GetDType").data.GetDType(); }
+int64_t Tensor::Numel() const { return Impl("Numel").data.Numel(); }
+Device& Tensor::GetDevice() const {
+  const TensorImpl& impl = Impl("GetDevice");
+  NABLA_ENFORCE(impl.data.GetDevice(), kPreconditionNotMet, "eager: tensor '", impl.name, "' holds no data");
+  return *impl.data.GetDevice();
+}
+const std::string& Tensor::Name() const { return Impl("Name").name; }
+void Tensor::SetName(const std::string& name) {
+  NABLA_ENFORCE(!name.empty(), kInvalidArgument, "eager: a tensor name cannot be empty");
+  MutableImpl("SetName").name = name;
+}
+const nabla::Tensor& Tensor::Data() const { return Impl("Data").data; }
+
+void Tensor::CopyToHost(void* dst, DType expected) const {
+  const TensorImpl& impl = Impl("CopyToHost");
+  NABLA_ENFORCE(impl.data.GetDType() == expected, kInvalidArgument, "eager: tensor '", impl.name, "' is ",
+                DTypeName(impl.data.GetDType()), ", not ", DTypeName(expected));
+  if (impl.data.Bytes()) impl.data.GetDevice()->CopyToHost(dst, impl.data.RawData(), impl.data.Bytes());
+}
+
+void Tensor::WriteNpy(const std::string& path) const { nabla::WriteNpy(path, Impl("WriteNpy").data); }
+
+std::string Tensor::ToString() const {
+  if (!impl_) return "Tensor (undefined)";
+  return StrCat("Tensor '", impl_->name, "' ", impl_->data.DebugString(), impl_->requires_grad ? " requires_grad" : "");
+}
+
+bool Tensor::RequiresGrad() const { return Impl("RequiresGrad").requires_grad; }
+void Tensor::SetRequiresGrad(bool requires_grad) {
+  TensorImpl& impl = MutableImpl("SetRequiresGrad");
+  NABLA_ENFORCE(!impl.grad_fn, kInvalidArgument, "eager: SetRequiresGrad on '", impl.name,
+                "', which a recorded call produced: only leaves set it (use Detach() for a new leaf)");
+  NABLA_ENFORCE(!requires_grad || IsFloating(impl.data.GetDType()), kInvalidArgument, "eager: tensor '", impl.name,
+                "' is ", DTypeName(impl.data.GetDType()), ": only float32 and float64 tensors can require grad");
+  impl.requires_grad = requires_grad;
+}
+bool Tensor::IsLeaf() const { return !Impl("IsLeaf").grad_fn; }
+Tensor Tensor::Grad() const {
+  const TensorImpl& impl = Impl("Grad");
+  return impl.grad ? Tensor(impl.grad) : Tensor();
+}
+void Tensor::ZeroGrad() { MutableImpl("ZeroGrad").grad.reset(); }
+void Tensor::RetainGrad() {
+  TensorImpl& impl = MutableImpl("RetainGrad");
+  NABLA_ENFORCE(impl.requires_grad, kPreconditionNotMet, "eager: RetainGrad on '", impl.name,
+                "', which does not require grad");
+  impl.retain_grad = true;
+}
+void Tensor::Backward(bool retain_graph) const {
+  Impl("Backward");
+  detail::RunBackward(impl_, retain_graph);
+}
+Tensor Tensor::Detach() const {
+  const TensorImpl& impl = Impl("Detach");
+  auto d = TensorImpl::Make(impl.data, impl.name, false);
+  d->version = impl.version;  // same data, same version counter
+  return Tensor(d);
+}
+uint64_t Tensor::Version() const { return Impl("Version").version->load(); }
+
+namespace {
+void CheckInPlaceAllowed(const TensorImpl& impl, const char* what) {
+  NABLA_ENFORCE(!(GradEnabled() && impl.requires_grad && !impl.grad_fn), kPreconditionNotMet, "eager: ", what,
+                " writes '", impl.name,
+                "' in place, a leaf that requires grad, while gradients are recorded; do it under NoGradGuard");
+}
+}  // namespace
+
+void Tensor::CopyFrom(const Tensor& src) {
+  TensorImpl& impl = MutableImpl("CopyFrom");
+  const TensorImpl& s = src.Impl("CopyFrom (source)");
+  CheckInPlaceAllowed(impl, "CopyFrom");
+  NABLA_ENFORCE(s.data.GetShape() == impl.data.GetShape() && s.data.GetDType() == impl.data.GetDType(),
+                kInvalidArgument, "eager: CopyFrom into '", impl.name, "' ", impl.data.DebugString(), " from '", s.name,
+                "' ", s.data.DebugString(), ": shape and dtype must match");
+  Device& dev = *impl.data.GetDevice();
+  if (s.data.GetDevice() == &dev) {
+    if (impl.data.Bytes()) dev.CopyOnDevice(impl.data.RawData(), s.data.RawData(), impl.data.Bytes());
+  } else {
+    std::vector<unsigned char> host(s.data.Bytes());
+    if (!host.empty()) s.data.GetDevice()->CopyToHost(host.data(), s.data.RawData(), host.size());
+    if (!host.empty()) dev.CopyFromHost(impl.data.RawData(), host.data(), host.size());
+  }
+  impl.version->fetch_add(1);
+}
+
+void Tensor::CopyFromHost(const void* data, DType dtype, const Shape& shape) {
+  TensorImpl& impl = MutableImpl("CopyFromHost");
+  CheckInPlaceAllowed(impl, "CopyFromHost");
+  NABLA_ENFORCE(shape == impl.data.GetShape() && dtype == impl.data.GetDType(), kInvalidArgument,
+                "eager: CopyFromHost into '", impl.name, "' ", impl.data.DebugString(), " of ", DTypeName(dtype),
+                ShapeToString(shape), ": shape and dtype must match");
+  if (impl.data.Bytes()) impl.data.GetDevice()->CopyFromHost(impl.data.RawData(), data, impl.data.Bytes());
+  impl.version->fetch_add(1);
+}
+
+// ------------------------------------------------------------ Outputs
+
+const Tensor& Outputs::operator[](const std::string& slot) const {
+  const auto& list = List(slot);
+  NABLA_ENFORCE(list.size() == 1, kInvalidArgument, "eager: output slot '", slot, "' of op '", type_, "' holds ",
+                list.size(), " tensors; use List(\"", slot, "\")");
+  return list[0];
+}
+
+const std::vector<Tensor>& Outputs::List(const std::string& slot) const {
+  auto it = slots_.find(slot);
+  if (it == slots_.end()) {
+    std::string names;
+    for (const auto& [s, t] : slots_) names += (names.empty() ? "" : ", ") + s;
+    NABLA_THROW(kNotFound, "eager: op '", type_, "' has no output slot '", slot, "'; it has: ", names);
+  }
+  return it->second;
+}
+
+bool Outputs::IsDuplicable(const std::string& slot) const {
+  return std::find(duplicable_.begin(), duplicable_.end(), slot) != duplicable_.end();
+}
+
+// ------------------------------------------------------------ calls
+
+Outputs Call(const std::string& type, const TensorMap& inputs, const AttributeMap& attrs,
+             const OutputCounts& output_counts) {
+  SlotArgs in_args = InputArgs(inputs, type);
+  PreparedCall& call = Lookup(CallKey(type, in_args, nullptr, attrs, output_counts), [&] {
+    return std::make_unique<PreparedCall>(type, in_args, nullptr, attrs, output_counts);
+  });
+  return call.Invoke(inputs);
+}
+
+void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorMap& outputs,
+                 const AttributeMap& attrs) {
+  SlotArgs in_args = InputArgs(inputs, type), out_args = InputArgs(outputs, type);
+  for (const auto* map : {&inputs, &outputs})
+    for (const auto& [slot, tensors] : *map)
+      for (const auto& t : tensors)
+        NABLA_ENFORCE(!(GradEnabled() && t.RequiresGrad()), kPreconditionNotMet, "eager: CallInPlace of op '", type,
+                      "' touches '", t.Name(),
+                      "', which requires grad, while gradients are recorded; an in-place call is never recorded, so "
+                      "run it under NoGradGuard");
+  PreparedCall& call = detail::CachedCall(type, in_args, out_args, attrs);
+  std::vector<std::vector<const nabla::Tensor*>> ins;
+  for (const auto& [slot, tensors] : inputs) {
+    ins.emplace_back();
+    for (const auto& t : tensors) ins.back().push_back(&t.Data());
+  }
+  std::vector<std::vector<nabla::Tensor>> out_data;
+  std::vector<std::vector<nabla::Tensor*>> outs;
+  for (const auto& [slot, tensors] : outputs) {
+    out_data.emplace_back();
+    for (const auto& t : tensors) out_data.back().push_back(t.Data());
+  }
+  for (auto& v : out_data) {
+    outs.emplace_back();
+    for (auto& t : v) outs.back().push_back(&t);
+  }
+  call.Run(ins, outs, CallDevice(inputs));
+  size_t s = 0;
+  for (const auto& [slot, tensors] : outputs) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      auto& impl = *TensorImpl::Of(tensors[i]);
+      impl.data = std::move(out_data[s][i]);
+      impl.version->fetch_add(1);
+    }
+    ++s;
+  }
+}
+
+// ------------------------------------------------------------ Op
+
+Op::Op(const std::string& type, const AttributeMap& attrs, const OutputCounts& output_counts)
+    : type_(type), attrs_(attrs), counts_(output_counts) {
+  CurrentRegistry()->Get(type);  // an unknown type fails here, naming the plugins
+}
+Op::~Op() = default;
+Op::Op(Op&&) noexcept = default;
+Op& Op::operator=(Op&&) noexcept = default;
+const std::string& Op::Type() const { return type_; }
+
+Outputs Op::operator()(const TensorMap& inputs) const {
+  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->Matches(inputs);
+  if (rebuild) {
+    prepared_ = std::make_unique<PreparedCall>(type_, InputArgs(inputs, type_), nullptr, attrs_, counts_);
+  }
+  return prepared_->Invoke(inputs);
+}
+
+}  // namespace nabla::eager

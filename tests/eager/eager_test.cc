@@ -1,0 +1,276 @@
+// The tape's rules: what is recorded, Backward's accumulation, retain_graph,
+// in-place misuse, NoGradGuard, errors; a third-party plugin's ops eagerly;
+// ToDot.
+#include <cmath>
+
+#include "eager_util.h"
+#include "nabla/error.h"
+
+namespace nabla::eager_testing {
+namespace {
+
+using eager::Call;
+using eager::Tensor;
+
+Tensor Vec(const std::vector<float>& v, const Shape& shape, bool grad, const std::string& name = "") {
+  return Tensor::FromVector<float>(v, shape, grad, name);
+}
+Tensor Mean(const Tensor& x) { return Call("mean", {{"X", {x}}})["Out"]; }
+Tensor Tanh(const Tensor& x) { return Call("tanh", {{"X", {x}}})["Out"]; }
+
+// Runs `fn` and returns the message of the nabla::Error it must throw.
+template <typename F>
+std::string ErrorOf(F fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return "";
+}
+
+class Eager : public EagerTest {};
+
+TEST_F(Eager, CallRunsTheRegisteredKernelAndRecordsOnlyWhenAnInputRequiresGrad) {
+  Tensor x = Vec({-1, 0, 0.5f, 2}, {2, 2}, false, "x");
+  eager::Tape tape;
+  Tensor y = Tanh(x);
+  EXPECT_EQ(y.GetShape(), (Shape{2, 2}));
+  auto v = y.ToVector<float>();
+  EXPECT_FLOAT_EQ(v[0], std::tanh(-1.0f));
+  EXPECT_FLOAT_EQ(v[3], std::tanh(2.0f));
+  EXPECT_FALSE(y.RequiresGrad());
+  EXPECT_TRUE(y.IsLeaf());
+  EXPECT_EQ(tape.Size(), 0u);
+  Tensor w = Vec({1, 2, 3, 4}, {2, 2}, true, "w");
+  Tensor z = Call("mul", {{"X", {x}}, {"Y", {w}}})["Out"];
+  EXPECT_TRUE(z.RequiresGrad());
+  EXPECT_FALSE(z.IsLeaf());
+  EXPECT_EQ(tape.Size(), 1u);
+  // Attributes take schema defaults; the repeated call hits the cache and
+  // still gives a new tensor each time.
+  Tensor s1 = Call("scale", {{"X", {x}}}, {{"scale", 2.0f}})["Out"];
+  Tensor s2 = Call("scale", {{"X", {x}}}, {{"scale", 2.0f}})["Out"];
+  EXPECT_NE(s1.Id(), s2.Id());
+  EXPECT_NE(s1.Data().RawData(), s2.Data().RawData());
+  EXPECT_EQ(s1.ToVector<float>(), (std::vector<float>{-2, 0, 1, 4}));
+  eager::Op scale("scale", {{"scale", 3.0f}, {"bias", 1.0f}});
+  EXPECT_EQ(scale({{"X", {x}}})["Out"].ToVector<float>(), (std::vector<float>{-2, 1, 2.5f, 7}));
+}
+
+TEST_F(Eager, BadCallsAreOneLineErrorsNamingTheCulprit) {
+  Tensor x = Vec({1, 2}, {2}, false, "x");
+  EXPECT_NE(ErrorOf([&] { Call("no_such_op", {{"X", {x}}}); }).find("no_such_op"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Call("tanh", {{"Y", {x}}}); }).find("unknown input slot 'Y'"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Call("tanh", {{"X", {x}}}, {{"bogus", 1}}); }).find("bogus"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Call("tanh", {{"X", {x}}})["Y"]; }).find("no output slot 'Y'"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Call("mul", {{"X", {x}}}); }).find("required input slot 'Y'"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Tensor::FromVector<float>({1, 2, 3}, {2, 2}); }).find("4 elements but 3"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Tensor().GetShape(); }).find("undefined tensor"), std::string::npos);
+}
+
+TEST_F(Eager, InitializerOpsAndNpyMakeLeaves) {
+  Tensor c = Tensor::Init("fill_constant", {2, 3}, DType::kFloat32, {{"value", 0.5f}}, true, "c");
+  EXPECT_TRUE(c.IsLeaf());
+  EXPECT_TRUE(c.RequiresGrad());
+  EXPECT_EQ(c.ToVector<float>(), std::vector<float>(6, 0.5f));
+  Tensor u = Tensor::Init("uniform_random", {100}, DType::kFloat64, {{"min", -1.0f}, {"max", 1.0f}, {"seed", 7}});
+  for (double v : u.ToVector<double>()) ASSERT_TRUE(v >= -1 && v <= 1);
+}
+
+TEST_F(Eager, GradientOfAVarUsedTwiceIsTheSumOfBothContributions) {
+  // L = mean(x * x + tanh(x)): x feeds three slots of two ops.
+  Tensor x = Vec({-1, 0.5f, 2}, {3}, true, "x");
+  Tensor sq = Call("elementwise_mul", {{"X", {x}}, {"Y", {x}}})["Out"];
+  Tensor loss = Mean(Call("elementwise_add", {{"X", {sq}}, {"Y", {Tanh(x)}}})["Out"]);
+  loss.Backward();
+  auto g = x.Grad().ToVector<float>();
+  const std::vector<float> xs{-1, 0.5f, 2};
+  for (size_t i = 0; i < 3; ++i) {
+    float t = std::tanh(xs[i]);
+    EXPECT_NEAR(g[i], (2 * xs[i] + 1 - t * t) / 3, 1e-6) << i;
+  }
+}
+
+TEST_F(Eager, BackwardIsDeterministicBitForBit) {
+  auto run = [] {
+    Tensor x = Vec({0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, {2, 3}, true, "x");
+    Tensor a = Tanh(x), b = Call("scale", {{"X", {x}}}, {{"scale", 0.3f}})["Out"];
+    Tensor c = Call("elementwise_mul", {{"X", {a}}, {"Y", {b}}})["Out"];
+    Tensor loss = Mean(Call("sum", {{"X", {a, b, c, x}}})["Out"]);
+    loss.Backward();
+    return x.Grad().ToVector<float>();
+  };
+  auto first = run();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(run(), first);
+}
+
+TEST_F(Eager, LossMustHoldOneElement) {
+  Tensor x = Vec({1, 2}, {2}, true, "x");
+  std::string msg = ErrorOf([&] { Tanh(x).Backward(); });
+  EXPECT_NE(msg.find("exactly one element"), std::string::npos) << msg;
+  Tensor y = Vec({1}, {1}, false, "y");
+  msg = ErrorOf([&] { Mean(y).Backward(); });
+  EXPECT_NE(msg.find("does not require grad"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, SecondBackwardWithoutRetainGraphIsAnError) {
+  Tensor x = Vec({0.5f, -0.5f}, {2}, true, "x");
+  Tensor loss = Mean(Tanh(x));
+  loss.Backward();
+  std::string msg = ErrorOf([&] { loss.Backward(); });
+  EXPECT_NE(msg.find("a second time"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("retain_graph"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, RetainGraphAllowsAnotherBackwardThatAccumulates) {
+  Tensor x = Vec({0.5f, -0.25f}, {2}, true, "x");
+  Tensor loss = Mean(Tanh(x));
+  loss.Backward(/*retain_graph=*/true);
+  auto once = x.Grad().ToVector<float>();
+  loss.Backward();
+  auto twice = x.Grad().ToVector<float>();
+  for (size_t i = 0; i < 2; ++i) {
+    float t = std::tanh(i == 0 ? 0.5f : -0.25f);
+    EXPECT_NEAR(once[i], (1 - t * t) / 2, 1e-6);
+    EXPECT_FLOAT_EQ(twice[i], once[i] + once[i]);
+  }
+  x.ZeroGrad();
+  EXPECT_FALSE(x.Grad().Defined());
+}
+
+TEST_F(Eager, ChangingASavedTensorInPlaceMakesBackwardThrowNamingOpAndTensor) {
+  Tensor x = Vec({0.5f, -0.5f}, {2}, true, "x");
+  Tensor y = Tanh(x);  // tanh's grad op reads Out and mean's reads X: y is saved twice
+  y.SetName("y");
+  Tensor loss = Mean(y);
+  const float junk[] = {9, 9};
+  y.CopyFromHost(junk, DType::kFloat32, {2});
+  EXPECT_EQ(y.Version(), 1u);
+  std::string msg = ErrorOf([&] { loss.Backward(); });
+  EXPECT_NE(msg.find("'y'"), std::string::npos) << msg;
+  // Backward meets mean first (reverse call order).
+  EXPECT_NE(msg.find("op 'mean'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("in place"), std::string::npos) << msg;
+  EXPECT_FALSE(x.Grad().Defined()) << "no gradient may come out of a failed Backward";
+
+  // Saved only by tanh (scale's gradient does not read its input).
+  Tensor a = Call("scale", {{"X", {x}}}, {{"scale", 2.0f}})["Out"];
+  Tensor b = Tanh(a);
+  b.SetName("b");
+  Tensor loss2 = Mean(Call("scale", {{"X", {b}}}, {{"scale", 3.0f}})["Out"]);
+  b.CopyFromHost(junk, DType::kFloat32, {2});
+  msg = ErrorOf([&] { loss2.Backward(); });
+  EXPECT_NE(msg.find("'b'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("op 'tanh'"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, InPlaceOnALeafThatRequiresGradNeedsNoGrad) {
+  Tensor w = Vec({1, 2}, {2}, true, "w");
+  Tensor g = Vec({0.5f, 0.5f}, {2}, false, "g");
+  std::string msg = ErrorOf([&] { w.CopyFrom(g); });
+  EXPECT_NE(msg.find("NoGradGuard"), std::string::npos) << msg;
+  // An optimizer step: sgd writes ParamOut = Param in place.
+  Tensor lr = Vec({0.1f}, {1}, false, "lr");
+  {
+    eager::NoGradGuard no_grad;
+    eager::CallInPlace("sgd", {{"Param", {w}}, {"Grad", {g}}, {"LearningRate", {lr}}}, {{"ParamOut", {w}}});
+  }
+  EXPECT_EQ(w.ToVector<float>(), (std::vector<float>{0.95f, 1.95f}));
+  EXPECT_EQ(w.Version(), 1u);
+}
+
+TEST_F(Eager, NoGradGuardStopsRecordingAndNests) {
+  Tensor x = Vec({1, 2}, {2}, true, "x");
+  eager::Tape tape;
+  {
+    eager::NoGradGuard outer;
+    {
+      eager::NoGradGuard inner;
+      EXPECT_FALSE(eager::GradEnabled());
+    }
+    EXPECT_FALSE(eager::GradEnabled());
+    Tensor y = Tanh(x);
+    EXPECT_FALSE(y.RequiresGrad());
+  }
+  EXPECT_TRUE(eager::GradEnabled());
+  EXPECT_EQ(tape.Size(), 0u);
+  EXPECT_TRUE(Tanh(x).RequiresGrad());
+  EXPECT_EQ(tape.Size(), 1u);
+}
+
+TEST_F(Eager, BranchesWithoutGradientAreSkippedAndUnreachedLeavesGetNone) {
+  Tensor x = Vec({0.5f, 1}, {2}, true, "x");
+  Tensor unused = Vec({3, 4}, {2}, true, "unused");
+  Tensor side = Tanh(unused);  // never reaches the loss
+  // softmax_with_cross_entropy's Softmax output gets no gradient: zero-filled.
+  Tensor logits = Call("reshape", {{"X", {x}}}, {{"shape", std::vector<int>{1, 2}}})["Out"];
+  Tensor label = Tensor::FromVector<int64_t>({1}, {1, 1}, false, "label");
+  Tensor loss = Mean(Call("softmax_with_cross_entropy", {{"Logits", {logits}}, {"Label", {label}}})["Loss"]);
+  loss.Backward();
+  EXPECT_FALSE(unused.Grad().Defined());
+  auto g = x.Grad().ToVector<float>();
+  double p0 = 1 / (1 + std::exp(0.5));
+  EXPECT_NEAR(g[0], p0, 1e-6);
+  EXPECT_NEAR(g[1], (1 - p0) - 1, 1e-6);  // softmax[1] - 1, softmax[1] = 1 - p0
+  EXPECT_FALSE(label.RequiresGrad());
+}
+
+TEST_F(Eager, ThirdPartyPluginOpsRunEagerlyWithTheirOwnGradMakers) {
+  PluginManager::Instance().Load(ACME_PLUGIN);
+  // acme_swish: x * sigmoid(beta x), a grad op of its own.
+  const std::vector<double> xs{-1.5, 0.25, 2};
+  Tensor x = Tensor::FromVector<double>(xs, {3}, true, "x");
+  Tensor loss = Mean(Call("acme_swish", {{"X", {x}}}, {{"beta", 1.5f}})["Out"]);
+  loss.Backward();
+  auto g = x.Grad().ToVector<double>();
+  for (size_t i = 0; i < 3; ++i) {
+    double s = 1 / (1 + std::exp(-1.5 * xs[i]));
+    EXPECT_NEAR(g[i], (s + 1.5 * xs[i] * s * (1 - s)) / 3, 1e-12) << i;
+  }
+  // acme_linear: its GradOpDescMaker emits standard ops (matmul, reduce_sum);
+  // the gradients match the same layer built from standard ops.
+  auto layer = [](bool acme) {
+    Tensor in = Tensor::FromVector<double>({0.1, -0.2, 0.3, 0.4, 0.5, -0.6}, {2, 3}, true, "in");
+    Tensor w = Tensor::FromVector<double>({1, 2, -1, 0.5, 0.25, -2}, {3, 2}, true, "w");
+    Tensor b = Tensor::FromVector<double>({0.3, -0.7}, {2}, true, "b");
+    Tensor out;
+    if (acme) {
+      out = Call("acme_linear", {{"X", {in}}, {"W", {w}}, {"B", {b}}})["Out"];
+    } else {
+      Tensor xw = Call("mul", {{"X", {in}}, {"Y", {w}}})["Out"];
+      out = Call("elementwise_add", {{"X", {xw}}, {"Y", {b}}}, {{"axis", 1}})["Out"];
+    }
+    Mean(Tanh(out)).Backward();
+    return std::vector<std::vector<double>>{in.Grad().ToVector<double>(), w.Grad().ToVector<double>(),
+                                            b.Grad().ToVector<double>()};
+  };
+  auto acme = layer(true), standard = layer(false);
+  for (size_t k = 0; k < 3; ++k)
+    ExpectClose(acme[k], standard[k], 1e-12, 1e-15, "acme_linear grad " + std::to_string(k));
+}
+
+TEST_F(Eager, ToDotDrawsForwardAndGradientEdgesApart) {
+  Tensor x = Vec({1, 2}, {2}, true, "x");
+  Tensor y = Vec({3, 4}, {2}, false, "y");
+  eager::Tape tape;
+  Tensor loss = Mean(Call("elementwise_mul", {{"X", {x}}, {"Y", {y}}})["Out"]);
+  std::string dot = tape.ToDot();
+  EXPECT_EQ(dot.rfind("digraph", 0), 0u);
+  EXPECT_NE(dot.find("\"v:x\" -> \"op:0\" [label=\"X\"]"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("\"op:0\" -> \"v:x\" [color=red, style=dashed"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("elementwise_mul_grad"), std::string::npos) << dot;
+  // y needs no gradient: no red edge to it.
+  EXPECT_EQ(dot.find("\"op:0\" -> \"v:y\" [color=red"), std::string::npos) << dot;
+}
+
+TEST_F(Eager, ControlFlowOpsAreRefusedWithAHint) {
+  PluginManager::Instance().Load(CONTROL_FLOW_PLUGIN);
+  Tensor c = Tensor::FromVector<bool>({true}, {1}, false, "c");
+  std::string msg = ErrorOf([&] { Call("while", {{"X", {c}}, {"Condition", {c}}}); });
+  EXPECT_NE(msg.find("C++"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace nabla::eager_testing
