@@ -4,8 +4,11 @@ append_backward building the gradient ops (SPEC §8).
 Static: Program, append_backward, Executor. Eager: tensor, Tensor, call, ops,
 no_grad, Tape. Plugins: load_plugin, ops_list.
 """
+import functools as _functools
 import json as _json
 import os as _os
+import shutil as _shutil
+import subprocess as _subprocess
 
 
 def _choose_blas_kernels():
@@ -30,8 +33,12 @@ _choose_blas_kernels()
 
 from . import _nabla  # noqa: E402
 from ._nabla import Error, Executor, Program, append_backward, default_plugin_dir  # noqa: E402,F401
+from ._nabla import Tensor, grad_enabled, tensor  # noqa: E402,F401
 
-__all__ = ["Error", "Executor", "Program", "append_backward", "load_plugin", "ops_list", "default_plugin_dir"]
+__all__ = [
+    "Error", "Executor", "Program", "append_backward", "load_plugin", "ops_list", "default_plugin_dir",
+    "Tensor", "tensor", "call", "ops", "no_grad", "grad_enabled", "Tape",
+]
 
 
 def ops_list():
@@ -47,6 +54,112 @@ def load_plugin(path):
     added = _nabla.load_plugin(_os.fspath(path))
     _refresh_ops()
     return added
+
+
+# ------------------------------------------------------------------ eager
+
+
+def call(type, inputs, attrs=None, output_counts=None):
+    """Runs any registered op now: inputs {slot: Tensor or list of Tensors
+    (ndarrays are wrapped)}, attrs {name: value} typed by the op's schema.
+    Returns {output slot: Tensor}, a list for a duplicable slot (output_counts
+    {slot: n} says how many, e.g. for split). Recorded for backward when an
+    input requires grad and gradients are enabled."""
+    return _nabla._call(type, inputs, attrs, output_counts)
+
+
+class no_grad:
+    """Calls inside `with nabla.no_grad():` (or a function decorated with
+    @nabla.no_grad()) are not recorded and their results need no gradient."""
+
+    def __init__(self):
+        self._guard = _nabla._NoGrad()
+
+    def __enter__(self):
+        self._guard.enter()
+        return self
+
+    def __exit__(self, *exc):
+        self._guard.exit()
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class Tape:
+    """Records every call made on this thread that is recorded for gradients,
+    from its creation until the `with` block ends (or stop()). Gradients do
+    not need a tape; it is for seeing and keeping what ran:
+
+        with nabla.Tape() as tape:
+            loss = ...
+        tape.show()        # Graphviz DOT text (an SVG in a notebook with Graphviz)
+        tape.to_program()  # a nabla.Program; tape.feed() gives its leaves' values
+    """
+
+    def __init__(self):
+        self._tape = _nabla._Tape()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._tape.stop()
+        return False
+
+    def stop(self):
+        self._tape.stop()
+
+    @property
+    def recording(self):
+        return self._tape.recording
+
+    def __len__(self):
+        return len(self._tape)
+
+    def clear(self):
+        self._tape.clear()
+
+    def show(self):
+        """The recorded DAG as Graphviz DOT text: tensors and ops, forward
+        edges solid, gradient edges dashed."""
+        return self._tape.to_dot()
+
+    def _repr_svg_(self):
+        dot = _shutil.which("dot")
+        if dot is None:
+            return None
+        done = _subprocess.run([dot, "-Tsvg"], input=self.show(), capture_output=True, text=True)
+        return done.stdout if done.returncode == 0 else None
+
+    def to_program(self):
+        """The recorded calls as a nabla.Program: leaves that require grad are
+        persistable parameters, other leaves feeds, in call order."""
+        return self._tape.to_program()
+
+    def leaves(self):
+        """[(var name in to_program(), Tensor, is_parameter), ...]"""
+        return self._tape.leaves()
+
+    def feed(self):
+        """{var name: ndarray} for every leaf: what Executor.run needs to run
+        to_program() on the values the tape saw."""
+        return {name: t.numpy() for name, t, _ in self._tape.leaves()}
+
+    def var_name(self, tensor):
+        """The var that stands for `tensor` in to_program()."""
+        return self._tape.var_name(tensor)
+
+    def save(self, folder):
+        """Writes folder/program.yaml and a .npy per leaf; returns the
+        `nabla exec` arguments that run it."""
+        return self._tape.save(_os.fspath(folder))
 
 
 # ------------------------------------------------------------------ nabla.ops
@@ -114,7 +227,8 @@ def _make_op_function(op):
 
         Outputs.__name__ = Outputs.__qualname__ = op_type + "_outputs"
 
-    def fn(*args, **kwargs):
+    def fn(*args, output_counts=None, **kwargs):
+        counts = output_counts
         if len(args) > len(inputs):
             raise TypeError(f"{op_type}() takes {len(inputs)} input(s) ({', '.join(inputs)}) but {len(args)} were given")
         slots = dict(zip(inputs, args))
@@ -132,7 +246,7 @@ def _make_op_function(op):
                     f"attributes: {', '.join(sorted(attrs)) or 'none'})"
                 )
         slots = {k: v for k, v in slots.items() if v is not None}
-        result = call(op_type, slots, op_attrs)
+        result = _nabla._call(op_type, slots, op_attrs, counts)
         if len(outputs) == 1:
             return result[outputs[0]["name"]]
         return Outputs(*(result.get(s["name"]) for s in outputs))
@@ -154,3 +268,6 @@ ops = _OpNamespace()
 
 def _refresh_ops():
     ops._refresh(ops_list())
+
+
+_refresh_ops()

@@ -449,4 +449,5 @@ PYBIND11_MODULE(_nabla, m) {
   // exactly as the nabla binary loads them.
   nabla::PluginManager::Instance().LoadDefaults();
   nabla::python::BindStatic(m);
+  nabla::python::BindEager(m);
 }
