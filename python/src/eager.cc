@@ -183,10 +183,13 @@ class NoGrad {
 }  // namespace
 
 void BindEager(py::module_& m) {
-  py::class_<Tensor>(m, "Tensor",
-                     "An eager tensor: ops run as they are called and, when an input requires grad, are recorded "
-                     "with their grad ops for backward().")
-      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.GetShape())); })
+  py::class_<Tensor> cls(m, "Tensor",
+                         "An eager tensor: ops run as they are called and, when an input requires grad, are recorded "
+                         "with their grad ops for backward().");
+  // ndarray + Tensor: NumPy defers to Tensor.__radd__ instead of turning the
+  // tensor into an array (and the result into an ndarray without gradient).
+  cls.attr("__array_ufunc__") = py::none();
+  cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.GetShape())); })
       .def_property_readonly("dtype", &DTypeOf)
       .def_property_readonly("ndim", [](const Tensor& t) { return t.GetShape().size(); })
       .def_property(

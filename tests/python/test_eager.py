@@ -61,6 +61,9 @@ def test_operators_match_numpy_and_torch_gradients(rng):
     tout = (-tout + 2.0 * tout - 3.0 / ty) @ tw
     tloss = tout.mean()
     np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12)
+    mixed = np.ones(3) - x  # NumPy on the left defers to the tensor
+    assert isinstance(mixed, nabla.Tensor) and mixed.requires_grad
+    np.testing.assert_allclose(mixed.numpy(), 1 - xa)
     loss.backward()
     tloss.backward()
     for ours, theirs in ((x, tx), (y, ty), (w, tw), (b, tb)):
