@@ -207,59 +207,38 @@ def _make_op_function(op):
     import collections
 
     op_type = op["type"]
-    inputs = [s["name"] for s in op["inputs"]]
-    outputs = op["outputs"]
-    attrs = {a["name"] for a in op["attrs"]}
+    outputs = [s["name"] for s in op["outputs"]]
+    make_outputs = None
     if len(outputs) > 1:
-        base = collections.namedtuple(op_type + "_outputs", [s["name"] for s in outputs], rename=True)
-        fields = [s["name"] for s in outputs]
+        base = collections.namedtuple(op_type + "_outputs", outputs, rename=True)
 
         class Outputs(base):
             __slots__ = ()
 
             def __getitem__(self, key):
                 if isinstance(key, str):
-                    return tuple.__getitem__(self, fields.index(key))
+                    return tuple.__getitem__(self, outputs.index(key))
                 return tuple.__getitem__(self, key)
 
             def keys(self):
-                return list(fields)
+                return list(outputs)
 
         Outputs.__name__ = Outputs.__qualname__ = op_type + "_outputs"
-
-    def fn(*args, output_counts=None, **kwargs):
-        counts = output_counts
-        if len(args) > len(inputs):
-            raise TypeError(f"{op_type}() takes {len(inputs)} input(s) ({', '.join(inputs)}) but {len(args)} were given")
-        slots = dict(zip(inputs, args))
-        op_attrs = {}
-        for key, value in kwargs.items():
-            if key in inputs:
-                if key in slots:
-                    raise TypeError(f"{op_type}() got input {key} twice")
-                slots[key] = value
-            elif key in attrs:
-                op_attrs[key] = value
-            else:
-                raise TypeError(
-                    f"{op_type}() has no input or attribute {key!r} (inputs: {', '.join(inputs) or 'none'}; "
-                    f"attributes: {', '.join(sorted(attrs)) or 'none'})"
-                )
-        slots = {k: v for k, v in slots.items() if v is not None}
-        result = _nabla._call(op_type, slots, op_attrs, counts)
-        if len(outputs) == 1:
-            return result[outputs[0]["name"]]
-        return Outputs(*(result.get(s["name"]) for s in outputs))
-
-    fn.__name__ = fn.__qualname__ = op_type
-    fn.__module__ = "nabla.ops"
+        make_outputs = Outputs
     lines = [op["doc"] or op_type, ""]
     lines += ["Inputs:"] + ([_slot_doc(s) for s in op["inputs"]] or ["    none"])
-    lines += ["Outputs:"] + [_slot_doc(s) for s in outputs]
+    lines += ["Outputs:"] + [_slot_doc(s) for s in op["outputs"]]
     if op["attrs"]:
         lines += ["Attributes:"] + [_attr_doc(a) for a in op["attrs"]]
     lines += ["", f"From plugin {op['plugin'] or '(in-process)'}; gradient: {'yes' if op['has_gradient'] else 'no'}."]
-    fn.__doc__ = "\n".join(lines)
+    # A class per op so that help(nabla.ops.<type>) shows the op's own doc.
+    cls = type(
+        op_type,
+        (_nabla._OpFunction,),
+        {"__doc__": "\n".join(lines), "__module__": "nabla.ops", "__repr__": lambda self: f"<nabla.ops.{op_type}>"},
+    )
+    fn = cls(op_type, [s["name"] for s in op["inputs"]], outputs, [s["duplicable"] for s in op["outputs"]], make_outputs)
+    fn.__name__ = fn.__qualname__ = op_type
     return fn
 
 

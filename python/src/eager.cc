@@ -93,6 +93,91 @@ py::object CallPy(const std::string& type, const py::handle& inputs, const py::h
   return OutputsToPython(eager::Call(type, in, a, counts));
 }
 
+// ------------------------------------------------------------ nabla.ops.<type>
+
+// The function behind nabla.ops.<type> (nabla/__init__.py subclasses it per
+// op for the docstring): positional arguments fill the input slots in schema
+// order, keywords name slots or attributes. Argument handling lives here, not
+// in Python, because it is most of the per-op cost a user sees; a call with
+// no attributes goes through a prepared eager::Op.
+class OpFunction {
+ public:
+  OpFunction(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
+             std::vector<bool> duplicable, py::object make_outputs)
+      : type_(std::move(type)),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        duplicable_(std::move(duplicable)),
+        make_outputs_(std::move(make_outputs)),
+        op_(type_) {}
+
+  py::object operator()(const py::args& args, const py::kwargs& kwargs) {
+    if (args.size() > inputs_.size()) {
+      throw py::type_error(StrCat(type_, "() takes ", inputs_.size(), " input(s) but ", args.size(), " were given"));
+    }
+    eager::TensorMap in;
+    for (size_t i = 0; i < args.size(); ++i) AddInput(in, inputs_[i], args[i]);
+    AttributeMap attrs;
+    eager::OutputCounts counts;
+    for (const auto& [key, value] : kwargs) {
+      const std::string name = py::str(key);
+      if (name == "output_counts") {
+        if (!value.is_none()) counts = py::cast<eager::OutputCounts>(value);
+        continue;
+      }
+      bool is_input = false;
+      for (const std::string& slot : inputs_) is_input = is_input || slot == name;
+      if (is_input) {
+        if (in.count(name)) throw py::type_error(StrCat(type_, "() got input ", name, " twice"));
+        AddInput(in, name, value);
+        continue;
+      }
+      const OpSchema& schema = CurrentRegistry()->Get(type_).schema;
+      const AttrDef* def = schema.FindAttr(name);
+      if (def == nullptr) {
+        std::string known;
+        for (const AttrDef& a : schema.attrs) known += (known.empty() ? "" : ", ") + a.name;
+        std::string slots;
+        for (const std::string& slot : inputs_) slots += (slots.empty() ? "" : ", ") + slot;
+        throw py::type_error(StrCat(type_, "() has no input or attribute '", name,
+                                    "' (inputs: ", slots.empty() ? "none" : slots,
+                                    "; attributes: ", known.empty() ? "none" : known, ")"));
+      }
+      attrs[name] = AttrFromPython(value, def->type, type_ + "(): attribute '" + name + "'");
+    }
+    const eager::Outputs out = attrs.empty() && counts.empty() ? op_(in) : eager::Call(type_, in, attrs, counts);
+    if (outputs_.size() == 1) return Slot(out, 0);
+    py::tuple values(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) values[i] = Slot(out, i);
+    return make_outputs_(*values);
+  }
+
+ private:
+  static void AddInput(eager::TensorMap& in, const std::string& slot, const py::handle& value) {
+    if (value.is_none()) return;  // a dispensable slot left out
+    std::vector<Tensor>& list = in[slot];
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      for (const py::handle& item : value) list.push_back(ToTensor(item, "input " + slot));
+    } else {
+      list.push_back(ToTensor(value, "input " + slot));
+    }
+  }
+
+  py::object Slot(const eager::Outputs& out, size_t i) const {
+    if (!out.Has(outputs_[i])) return py::none();
+    const std::vector<Tensor>& tensors = out.List(outputs_[i]);
+    if (duplicable_[i]) return py::cast(tensors);
+    return tensors.empty() ? py::none() : py::cast(tensors.front());
+  }
+
+  std::string type_;
+  std::vector<std::string> inputs_;
+  std::vector<std::string> outputs_;
+  std::vector<bool> duplicable_;
+  py::object make_outputs_;  // builds the tuple of several outputs
+  eager::Op op_;
+};
+
 // ------------------------------------------------------------ operators
 
 // One prepared op per operator: `a + b` does no registry or name lookup.
@@ -274,6 +359,10 @@ void BindEager(py::module_& m) {
   m.def("_call", &CallPy, py::arg("type"), py::arg("inputs"), py::arg("attrs") = py::none(),
         py::arg("output_counts") = py::none());
   m.def("grad_enabled", &eager::GradEnabled, "False inside nabla.no_grad().");
+
+  py::class_<OpFunction>(m, "_OpFunction", py::dynamic_attr())
+      .def(py::init<std::string, std::vector<std::string>, std::vector<std::string>, std::vector<bool>, py::object>())
+      .def("__call__", &OpFunction::operator());
 
   py::class_<NoGrad>(m, "_NoGrad").def(py::init<>()).def("enter", &NoGrad::Enter).def("exit", &NoGrad::Exit);
 
