@@ -1,8 +1,7 @@
-// The tape's grad nodes: recording a call with its GradOpDescMaker's grad ops,
-// and Backward over them.
+// The tape's grad nodes: grad templates from each op's GradOpDescMaker,
+// recording a call, and Backward over the recorded nodes.
 #include <algorithm>
 #include <queue>
-#include <set>
 #include <unordered_set>
 
 #include "eager_internal.h"
@@ -13,82 +12,163 @@ namespace nabla::eager::detail {
 namespace {
 std::atomic<uint64_t> g_next_seq{0};
 
-std::string NodeName(const Node& n) { return StrCat("op '", n.fwd.Type(), "' (call #", n.seq, ")"); }
+std::string NodeName(const Node& n) { return StrCat("op '", n.Type(), "' (call #", n.seq, ")"); }
+
+SlotArgs PresentArgs(const VarNameMap& slots) {
+  SlotArgs out;
+  for (const auto& [slot, args] : slots) {
+    std::vector<bool> present;
+    for (const auto& a : args) present.push_back(a != kEmptyVarName);
+    out.emplace_back(slot, std::move(present));
+  }
+  return out;
+}
 }  // namespace
+
+std::shared_ptr<const GradTemplate> BuildGradTemplate(const OpDesc& fwd, const OpInfo& info,
+                                                      const std::vector<bool>& no_grad) {
+  auto t = std::make_shared<GradTemplate>();
+  t->fwd = fwd;
+  std::unordered_map<std::string, int> index;
+  std::unordered_set<std::string> no_grad_names;
+  std::vector<std::string> input_args;
+  size_t k = 0;
+  for (const auto* slots : {&fwd.Inputs(), &fwd.Outputs()}) {
+    for (const auto& [slot, args] : *slots)
+      for (const auto& a : args) {
+        index.emplace(a, static_cast<int>(k));
+        if (no_grad.at(k)) no_grad_names.insert(a);
+        if (slots == &fwd.Inputs()) input_args.push_back(a);
+        ++k;
+      }
+    if (slots == &fwd.Inputs()) t->n_inputs = k;
+  }
+  t->n_outputs = k - t->n_inputs;
+  {
+    size_t j = 0;
+    for (const auto& [slot, args] : fwd.Outputs())
+      for (const auto& a : args) index.emplace(GradVarName(a), t->OutputGradIndex(j++));
+  }
+  t->output_grad_read.assign(t->n_outputs, false);
+  int next = static_cast<int>(t->NArgs() + t->n_outputs);
+  if (!info.grad_maker) {
+    t->no_grad_maker = true;
+    t->n_env = next;
+    t->input_grads.resize(t->n_inputs);
+    return t;
+  }
+  std::vector<std::unique_ptr<OpDesc>> ops = info.grad_maker(fwd, no_grad_names, nullptr, {});
+  // Each write of an input's gradient gets its own slot, summed in order,
+  // as the static builder renames and sums them.
+  std::unordered_map<std::string, std::vector<int>> input_grad_writes;
+  std::unordered_set<std::string> input_grad_names;
+  for (const auto& a : input_args) input_grad_names.insert(GradVarName(a));
+  std::vector<bool> saved(t->NArgs(), false);
+  for (auto& op : ops) {
+    GradTemplate::GradOp g;
+    for (const auto& [slot, args] : op->Inputs()) {
+      g.in.emplace_back();
+      for (const auto& a : args) {
+        if (a == kEmptyVarName) {
+          g.in.back().push_back(-1);
+          continue;
+        }
+        auto it = index.find(a);
+        NABLA_ENFORCE(it != index.end(), kInvalidArgument, "eager: grad op '", op->Type(), "' of op '", fwd.Type(),
+                      "' reads '", a, "', which neither the forward op nor an earlier grad op provides");
+        NABLA_ENFORCE(!(input_grad_names.count(a) && input_grad_writes[a].size() > 1), kUnimplemented,
+                      "eager: grad op '", op->Type(), "' of op '", fwd.Type(), "' reads '", a,
+                      "', which several grad ops write");
+        const int i = it->second;
+        if (i < static_cast<int>(t->NArgs())) saved[i] = true;
+        if (i >= static_cast<int>(t->NArgs()) && i < next && i < t->OutputGradIndex(t->n_outputs))
+          t->output_grad_read[i - t->NArgs()] = true;
+        g.in.back().push_back(i);
+      }
+    }
+    for (const auto& [slot, args] : op->Outputs()) {
+      g.out.emplace_back();
+      for (const auto& a : args) {
+        if (a == kEmptyVarName) {
+          g.out.back().push_back(-1);
+          continue;
+        }
+        int i;
+        if (input_grad_names.count(a)) {
+          i = next++;
+          input_grad_writes[a].push_back(i);
+          index[a] = i;
+        } else {
+          auto it = index.find(a);
+          i = it != index.end() ? it->second : (index[a] = next++);
+        }
+        g.out.back().push_back(i);
+      }
+    }
+    const SlotArgs outs = PresentArgs(op->Outputs());
+    g.call = std::make_shared<PreparedCall>(op->Type(), PresentArgs(op->Inputs()), &outs, op->Attrs(), OutputCounts{});
+    g.desc = std::move(op);
+    t->ops.push_back(std::move(g));
+  }
+  for (size_t i = 0; i < t->NArgs(); ++i)
+    if (saved[i]) t->saved.push_back(static_cast<int>(i));
+  for (const auto& a : input_args) t->input_grads.push_back(input_grad_writes[GradVarName(a)]);
+  t->n_env = next;
+  return t;
+}
 
 std::vector<TapeImpl*>& ActiveTapes() {
   thread_local std::vector<TapeImpl*> tapes;
   return tapes;
 }
 
-void Record(const OpDesc& fwd, const OpInfo& info, const std::vector<const Tensor*>& in_tensors,
+void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Tensor*>& in_tensors,
             const std::vector<std::shared_ptr<TensorImpl>>& outputs) {
   auto node = std::make_shared<Node>();
-  node->seq = g_next_seq.fetch_add(1);
-  node->fwd = fwd;
-
-  std::unordered_map<std::string, std::shared_ptr<TensorImpl>> fwd_vars;  // every forward arg -> its tensor
-  std::unordered_set<std::string> no_grad;
-  size_t k = 0;
-  for (const auto& [slot, args] : fwd.Inputs()) {
-    for (const auto& a : args) {
-      const TensorImpl& t = *TensorImpl::Of(*in_tensors[k++]);
-      fwd_vars.emplace(a, TensorImpl::Of(*in_tensors[k - 1]));
-      if (!t.requires_grad) {
-        no_grad.insert(a);
-        continue;
-      }
-      bool seen = std::any_of(node->inputs.begin(), node->inputs.end(), [&](const InputEdge& e) { return e.var == a; });
-      if (seen) continue;
-      InputEdge e;
-      e.var = a;
-      e.name = t.name;
-      e.shape = t.data.GetShape();
-      e.dtype = t.data.GetDType();
-      e.device = t.data.GetDevice();
-      if (t.grad_fn) {
-        e.producer = t.grad_fn;
-      } else {
-        e.leaf = TensorImpl::Of(*in_tensors[k - 1]);
-      }
-      node->inputs.push_back(std::move(e));
+  node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
+  node->tmpl = std::move(tmpl);
+  const GradTemplate& t = *node->tmpl;
+  for (size_t a = 0; a < in_tensors.size(); ++a) {
+    const auto& impl = TensorImpl::Of(*in_tensors[a]);
+    if (!impl->requires_grad) continue;
+    auto same =
+        std::find_if(node->inputs.begin(), node->inputs.end(), [&](const InputEdge& e) { return e.id == impl->id; });
+    if (same != node->inputs.end()) {
+      same->args.push_back(static_cast<int>(a));
+      continue;
     }
-  }
-  k = 0;
-  for (const auto& [slot, args] : fwd.Outputs()) {
-    for (const auto& a : args) {
-      const auto& t = outputs[k++];
-      fwd_vars.emplace(a, t);
-      if (!t->requires_grad) no_grad.insert(a);
-      node->outputs.push_back(
-          OutputInfo{a, t->name, t->data.GetShape(), t->data.GetDType(), t->data.GetDevice(), std::weak_ptr(t)});
+    InputEdge e;
+    e.id = impl->id;
+    e.args.push_back(static_cast<int>(a));
+    e.shape = impl->data.GetShape();
+    e.dtype = impl->data.GetDType();
+    e.device = impl->data.GetDevice();
+    if (impl->grad_fn) {
+      e.producer = impl->grad_fn;
+    } else {
+      e.leaf = impl;
     }
+    node->inputs.push_back(std::move(e));
   }
-  if (info.grad_maker) {
-    node->grad_ops = info.grad_maker(node->fwd, no_grad, nullptr, {});
-  } else {
-    node->no_grad_maker = true;
-  }
+  node->outputs.reserve(outputs.size());
+  for (const auto& o : outputs)
+    node->outputs.push_back(OutputInfo{o->id, o->data.GetShape(), o->data.GetDType(), o->data.GetDevice(), o});
   // Save exactly what the grad ops read of the forward call, as Paddle's
   // dygraph does: the buffers, not the tensors, with their versions.
-  std::set<std::string> read;
-  for (const auto& g : node->grad_ops)
-    for (const auto& [slot, args] : g->Inputs())
-      for (const auto& a : args)
-        if (fwd_vars.count(a)) read.insert(a);
-  for (const auto& a : read) {
-    const auto& t = fwd_vars.at(a);
-    node->saved.push_back(SavedVar{a, t->name, t->data, t->version, t->version->load(), t});
+  node->saved.reserve(t.saved.size());
+  for (int a : t.saved) {
+    const auto& impl = a < static_cast<int>(t.n_inputs) ? TensorImpl::Of(*in_tensors[a]) : outputs[a - t.n_inputs];
+    node->saved.push_back(SavedVar{a, impl->data, impl->version, impl->version->load(), impl, impl->name});
   }
-  for (const auto& t : outputs)
-    if (t->requires_grad) t->grad_fn = node;
+  for (const auto& o : outputs)
+    if (o->requires_grad) o->grad_fn = node;
 
   for (TapeImpl* tape : ActiveTapes()) {
     if (!tape->recording) continue;
     TapeEntry entry;
     entry.node = node;
-    for (const Tensor* t : in_tensors) entry.inputs.push_back(*t);
-    for (const auto& t : outputs) entry.outputs.push_back(TensorImpl::Wrap(t));
+    for (const Tensor* in : in_tensors) entry.inputs.push_back(*in);
+    for (const auto& o : outputs) entry.outputs.push_back(TensorImpl::Wrap(o));
     tape->entries.push_back(std::move(entry));
   }
 }
@@ -97,7 +177,7 @@ namespace {
 
 void Accumulate(TensorImpl& target, const nabla::Tensor& grad, Device& device) {
   if (!target.grad) {
-    target.grad = TensorImpl::Make(grad, target.name + kGradSuffix, false);
+    target.grad = TensorImpl::Make(grad, target.Name() + kGradSuffix, false);
     return;
   }
   target.grad->data = SumInOrder({target.grad->data, grad}, device);
@@ -111,10 +191,10 @@ struct LaterFirst {
 }  // namespace
 
 void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
-  NABLA_ENFORCE(root->requires_grad, kPreconditionNotMet, "eager: Backward from '", root->name,
+  NABLA_ENFORCE(root->requires_grad, kPreconditionNotMet, "eager: Backward from '", root->Name(),
                 "', which does not require grad: no input of the calls that made it requires grad, or they ran "
                 "under NoGradGuard");
-  NABLA_ENFORCE(root->data.Numel() == 1, kInvalidArgument, "eager: Backward from '", root->name, "' of shape ",
+  NABLA_ENFORCE(root->data.Numel() == 1, kInvalidArgument, "eager: Backward from '", root->Name(), "' of shape ",
                 ShapeToString(root->data.GetShape()),
                 ": the loss must hold exactly one element (reduce it first, e.g. with mean)");
   Device& root_device = *root->data.GetDevice();
@@ -140,12 +220,13 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     }
   }
 
-  // Gradient contributions per var, in the order they were made (the fixed
+  // Gradient parts per tensor id, in the order they were made (the fixed
   // summation order that makes the result the same bit for bit every run).
-  std::unordered_map<std::string, std::vector<nabla::Tensor>> pending;
-  pending[root->var].push_back(seed);
+  std::unordered_map<uint64_t, std::vector<nabla::Tensor>> pending;
+  pending[root->id].push_back(seed);
   std::vector<std::pair<std::shared_ptr<TensorImpl>, Device*>> leaves;  // first-contribution order
   std::unordered_set<const TensorImpl*> leaf_seen;
+  std::vector<nabla::Tensor> env;
 
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root->grad_fn.get());
@@ -155,82 +236,61 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     NABLA_ENFORCE(!node.released, kPreconditionNotMet, "eager: Backward through ", NodeName(node),
                   " a second time: the first Backward freed its saved tensors; pass retain_graph=true to the first "
                   "Backward to run another");
-
+    const GradTemplate& t = *node.tmpl;
     // Its output gradients are complete: every consumer has run.
-    std::unordered_map<std::string, nabla::Tensor> env;
-    std::vector<const OutputInfo*> missing;
+    env.assign(t.n_env, nabla::Tensor());
     bool any = false;
-    for (const auto& o : node.outputs) {
-      auto it = pending.find(o.var);
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      const OutputInfo& o = node.outputs[j];
+      auto it = pending.find(o.id);
       if (it == pending.end()) {
-        missing.push_back(&o);
+        if (t.output_grad_read[j]) env[t.OutputGradIndex(j)] = Filled(o.shape, o.dtype, *o.device, 0.0);
         continue;
       }
       nabla::Tensor g = SumInOrder(it->second, *o.device);
       pending.erase(it);
-      if (auto t = o.tensor.lock(); t && t->retain_grad) Accumulate(*t, g, *o.device);
-      env[GradVarName(o.var)] = std::move(g);
+      if (auto out = o.tensor.lock(); out && out->retain_grad) Accumulate(*out, g, *o.device);
+      env[t.OutputGradIndex(j)] = std::move(g);
       any = true;
     }
+    // A node none of whose outputs got a gradient is a branch with no
+    // gradient: skipped, its producers only counted down.
     if (any) {
-      NABLA_ENFORCE(!node.no_grad_maker, kUnimplemented, "eager: Backward needs the gradient of ", NodeName(node),
+      NABLA_ENFORCE(!t.no_grad_maker, kUnimplemented, "eager: Backward needs the gradient of ", NodeName(node),
                     ", but the op registers no GradOpDescMaker");
       for (const auto& s : node.saved) {
-        uint64_t now = s.version->load();
-        auto live = s.tensor.lock();
-        NABLA_ENFORCE(now == s.saved_version, kPreconditionNotMet, "eager: Backward: tensor '",
-                      live ? live->name : s.name, "' was changed in place after ", NodeName(node),
-                      " saved it for its gradient (version ", now, ", saved at ", s.saved_version,
+        const uint64_t now = s.version->load();
+        if (now != s.saved_version) {
+          auto live = s.tensor.lock();
+          NABLA_THROW(kPreconditionNotMet, "eager: Backward: tensor '",
+                      live ? live->Name() : (s.name.empty() ? "(unnamed)" : s.name), "' was changed in place after ",
+                      NodeName(node), " saved it for its gradient (version ", now, ", saved at ", s.saved_version,
                       "); the gradient would be wrong. Change a copy, or change it before the call");
-        env[s.var] = s.data;
+        }
+        env[s.arg] = s.data;
       }
-      for (const OutputInfo* o : missing) env[GradVarName(o->var)] = Filled(o->shape, o->dtype, *o->device, 0.0);
-
-      // An input used in several slots gets one gradient per write (mul(x, x)):
-      // each write is renamed so every contribution is kept and summed.
-      std::unordered_map<std::string, int> writes;
-      for (const auto& g : node.grad_ops)
-        for (const auto& [slot, args] : g->Outputs())
-          for (const auto& a : args) ++writes[a];
-      std::unordered_map<std::string, std::vector<std::string>> parts;  // input grad -> names written
-      Device& device = node.inputs.empty() ? *node.outputs.front().device : *node.inputs.front().device;
-      for (const auto& g : node.grad_ops) {
-        const OpDesc* op = g.get();
-        OpDesc renamed;
-        for (const auto& [slot, args] : g->Outputs())
-          for (const auto& a : args)
-            if (a != kEmptyVarName && writes[a] > 1) {
-              if (op == g.get()) renamed = *g, op = &renamed;
-              auto& list = parts[a];
-              std::string to = StrCat(a, kRenameInfix, list.size());
-              auto& out_args = renamed.MutableOutputs()[slot];
-              std::replace(out_args.begin(), out_args.end(), a, to);
-              list.push_back(to);
-            }
+      Device& device = *(node.inputs.empty() ? node.outputs.front().device : node.inputs.front().device);
+      for (const auto& g : t.ops) {
         try {
-          RunByName(*op, env, device);
+          g.call->RunEnv(env, g.in, g.out, device);
         } catch (const Error& e) {
           throw Error(e.kind(), StrCat("eager: Backward of ", NodeName(node), ": ", e.what()));
         }
       }
       for (const auto& e : node.inputs) {
-        std::string g = GradVarName(e.var);
-        std::vector<std::string> names = parts.count(g) ? parts[g] : std::vector<std::string>{g};
-        auto& dst = pending[e.var];
+        auto& dst = pending[e.id];
         bool got = false;
-        for (const auto& n : names) {
-          auto it = env.find(n);
-          if (it == env.end() || !it->second.IsInitialized()) continue;
-          dst.push_back(it->second);
-          got = true;
-        }
+        for (int a : e.args)
+          for (int slot : t.input_grads[a])
+            if (env[slot].IsInitialized()) {
+              dst.push_back(std::move(env[slot]));
+              got = true;
+            }
         // A gradient the grad ops do not produce is zero (SPEC §1's fill_zeros_like).
         if (!got) dst.push_back(Filled(e.shape, e.dtype, *e.device, 0.0));
         if (e.leaf && leaf_seen.insert(e.leaf.get()).second) leaves.emplace_back(e.leaf, e.device);
       }
     }
-    // A node none of whose outputs got a gradient is a branch with no
-    // gradient: skipped, its producers only counted down.
     for (const auto& e : node.inputs) {
       if (!e.producer) continue;
       if (--deps[e.producer.get()] == 0) ready.push(e.producer.get());
@@ -242,7 +302,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     }
   }
   for (auto& [leaf, device] : leaves) {
-    auto it = pending.find(leaf->var);
+    auto it = pending.find(leaf->id);
     if (it == pending.end()) continue;
     Accumulate(*leaf, SumInOrder(it->second, *device), *device);
   }

@@ -13,6 +13,7 @@
 namespace nabla::eager {
 
 using detail::PreparedCall;
+using detail::SlotArgs;
 using detail::TensorImpl;
 
 namespace {
@@ -22,46 +23,14 @@ thread_local Device* t_default_device = nullptr;
 
 std::atomic<uint64_t> g_next_tensor_id{0};
 
-using detail::SlotArgs;
-
-std::string CallKey(const std::string& type, const SlotArgs& in, const SlotArgs* out, const AttributeMap& attrs,
-                    const OutputCounts& counts) {
-  std::string key = type;
-  auto add_slots = [&key](char tag, const SlotArgs& slots) {
-    for (const auto& [slot, present] : slots) {
-      key += tag;
-      key += slot;
-      key += ':';
-      for (bool p : present) key += p ? '1' : '0';
-    }
-  };
-  add_slots('\x1d', in);
-  if (out) add_slots('\x1e', *out);
-  for (const auto& [name, value] : attrs) {
-    key += '\x1f';
-    key += name;
-    key += '=';
-    key += AttrToString(value);
-  }
-  for (const auto& [slot, n] : counts) key += StrCat('\x1c', slot, '=', n);
-  return key;
-}
-
-using CallCache = std::unordered_map<std::string, std::unique_ptr<PreparedCall>>;
-CallCache& ThreadCache() {
-  thread_local CallCache cache;
-  return cache;
-}
-
 SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
   SlotArgs args;
   args.reserve(inputs.size());
   for (const auto& [slot, tensors] : inputs) {
-    std::vector<bool> present(tensors.size(), true);
     for (size_t i = 0; i < tensors.size(); ++i)
       NABLA_ENFORCE(tensors[i].Defined(), kInvalidArgument, "eager: op '", type, "': input ", slot, "[", i,
                     "] is an undefined tensor");
-    args.emplace_back(slot, std::move(present));
+    args.emplace_back(slot, std::vector<bool>(tensors.size(), true));
   }
   return args;
 }
@@ -74,17 +43,37 @@ Device& CallDevice(const TensorMap& inputs) {
   return DefaultDevice();
 }
 
-PreparedCall& Lookup(const std::string& key, const std::function<std::unique_ptr<PreparedCall>()>& make) {
-  CallCache& cache = ThreadCache();
-  auto it = cache.find(key);
-  if (it != cache.end() && !it->second->Stale()) return *it->second;
-  auto call = make();
-  PreparedCall& ref = *call;
-  cache[key] = std::move(call);
-  return ref;
+std::string CallKey(const std::string& type, const SlotArgs& in, const SlotArgs& out, const AttributeMap& attrs) {
+  std::string key = type;
+  auto add_slots = [&key](char tag, const SlotArgs& slots) {
+    for (const auto& [slot, present] : slots) {
+      key += tag;
+      key += slot;
+      key += ':';
+      for (bool p : present) key += p ? '1' : '0';
+    }
+  };
+  add_slots('\x1d', in);
+  add_slots('\x1e', out);
+  for (const auto& [name, value] : attrs) {
+    key += '\x1f';
+    key += name;
+    key += '=';
+    key += AttrToString(value);
+  }
+  return key;
 }
 
 }  // namespace
+
+namespace detail_cache {
+// Per thread: Call's prepared calls by op type, each matched on its slots,
+// arities, attributes and output counts (no key string to build).
+std::unordered_map<std::string, std::vector<std::unique_ptr<PreparedCall>>>& Forward() {
+  thread_local std::unordered_map<std::string, std::vector<std::unique_ptr<PreparedCall>>> cache;
+  return cache;
+}
+}  // namespace detail_cache
 
 // ------------------------------------------------------------ defaults
 
@@ -95,19 +84,18 @@ bool GradEnabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
-// ------------------------------------------------------------ TensorImpl
-
 namespace detail {
+
+// ------------------------------------------------------------ TensorImpl
 
 std::shared_ptr<TensorImpl> TensorImpl::Make(nabla::Tensor data, const std::string& name, bool requires_grad) {
   auto impl = std::make_shared<TensorImpl>();
-  uint64_t id = g_next_tensor_id.fetch_add(1);
+  impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
   impl->data = std::move(data);
-  impl->var = StrCat("t", id);
-  impl->name = name.empty() ? impl->var : name;
+  impl->name = name;
   impl->requires_grad = requires_grad;
   if (requires_grad)
-    NABLA_ENFORCE(IsFloating(impl->data.GetDType()), kInvalidArgument, "eager: tensor '", impl->name, "' is ",
+    NABLA_ENFORCE(IsFloating(impl->data.GetDType()), kInvalidArgument, "eager: tensor '", impl->Name(), "' is ",
                   DTypeName(impl->data.GetDType()), ": only float32 and float64 tensors can require grad");
   return impl;
 }
@@ -145,9 +133,17 @@ nabla::Tensor Filled(const Shape& shape, DType dtype, Device& device, double val
 
 // ------------------------------------------------------------ PreparedCall
 
+namespace {
+// Unbinds on every exit so the scope never keeps a caller's buffer alive.
+struct UnbindOnExit {
+  PreparedCall* call;
+  ~UnbindOnExit() { call->Unbind(); }
+};
+}  // namespace
+
 PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs* out_args,
                            const AttributeMap& attrs, const OutputCounts& counts)
-    : registry_(CurrentRegistry()) {
+    : registry_(CurrentRegistry()), key_attrs_(attrs), key_counts_(counts) {
   const OpInfo& info = registry_->Get(type);
   const std::string where = StrCat("eager: op '", type, "'");
   NABLA_ENFORCE(!info.traits.control_flow && !info.traits.has_sub_block, kInvalidArgument, where,
@@ -167,7 +163,7 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
     for (size_t i = 0; i < present.size(); ++i)
       args.push_back(present[i] ? StrCat("in.", slot, ".", i) : kEmptyVarName);
     desc_.SetInput(slot, std::move(args));
-    in_slots_.push_back(slot);
+    key_inputs_.emplace_back(slot, present.size());
   }
   for (const auto& def : info.schema.inputs) {
     bool given = std::any_of(in_args.begin(), in_args.end(), [&](const auto& s) {
@@ -189,7 +185,6 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
       for (size_t i = 0; i < present.size(); ++i)
         args.push_back(present[i] ? StrCat("out.", slot, ".", i) : kEmptyVarName);
       desc_.SetOutput(slot, std::move(args));
-      out_slots_.push_back(slot);
     }
   } else {
     for (const auto& def : info.schema.outputs) {
@@ -198,50 +193,65 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
       std::vector<std::string> args;
       for (int i = 0; i < n; ++i) args.push_back(StrCat("out.", def.name, ".", i));
       desc_.SetOutput(def.name, std::move(args));
-      out_slots_.push_back(def.name);
     }
   }
   for (const auto& def : info.schema.outputs)
     if (def.duplicable) duplicable_outputs_.push_back(def.name);
-  // Slots in the OpDesc's (sorted) order: callers pass tensors in that order
-  // and Record pairs them with fwd.Inputs()/Outputs() by position.
-  in_slots_.clear();
-  out_slots_.clear();
-  for (const auto& [slot, args] : desc_.Inputs()) in_slots_.push_back(slot);
-  for (const auto& [slot, args] : desc_.Outputs()) out_slots_.push_back(slot);
   desc_.MutableAttrs() = attrs;
   FillDefaultAttrs(desc_, *registry_);
 
+  // Slots in the desc's (sorted) order: callers pass tensors in that order.
   prepared_.op = &desc_;
   prepared_.info = &info;
-  auto resolve = [this](const VarNameMap& slots, const std::vector<std::string>& order) {
+  auto resolve = [this](const VarNameMap& slots) {
     std::vector<PreparedSlot> out;
-    for (const auto& slot : order) {
+    for (const auto& [slot, names] : slots) {
       PreparedSlot s{slot, {}};
-      for (const auto& name : slots.at(slot)) s.vars.push_back(name == kEmptyVarName ? nullptr : scope_.Var(name));
+      for (const auto& name : names) s.vars.push_back(name == kEmptyVarName ? nullptr : scope_.Var(name));
       out.push_back(std::move(s));
     }
     return out;
   };
-  prepared_.inputs = resolve(desc_.Inputs(), in_slots_);
-  prepared_.outputs = resolve(desc_.Outputs(), out_slots_);
+  prepared_.inputs = resolve(desc_.Inputs());
+  prepared_.outputs = resolve(desc_.Outputs());
   for (DeviceType d : {DeviceType::kCPU, DeviceType::kOpenCL})
     for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
       prepared_.kernels[static_cast<int>(d)][static_cast<int>(t)] = registry_->FindKernel(type, d, t);
 }
 
+bool PreparedCall::MatchesSlots(const TensorMap& inputs) const {
+  if (inputs.size() != key_inputs_.size()) return false;
+  size_t s = 0;
+  for (const auto& [slot, tensors] : inputs) {
+    if (slot != key_inputs_[s].first || tensors.size() != key_inputs_[s].second) return false;
+    ++s;
+  }
+  return true;
+}
+
+bool PreparedCall::Matches(const TensorMap& inputs, const AttributeMap& attrs, const OutputCounts& counts) const {
+  return MatchesSlots(inputs) && attrs == key_attrs_ && counts == key_counts_;
+}
+
+void PreparedCall::Unbind() {
+  for (auto* slots : {&prepared_.inputs, &prepared_.outputs})
+    for (auto& s : *slots)
+      for (Variable* v : s.vars)
+        if (v) v->GetTensor() = nabla::Tensor();
+}
+
+void PreparedCall::Dispatch(Device& device) {
+  thread_local ExecutorOptions options;
+  thread_local uint64_t run_index = 0;
+  RunContext run;
+  run.options = &options;
+  run.run_index = run_index++;
+  DispatchPrepared(prepared_, *registry_, scope_, device, run);
+}
+
 void PreparedCall::Run(const std::vector<std::vector<const nabla::Tensor*>>& inputs,
                        const std::vector<std::vector<nabla::Tensor*>>& outputs, Device& device) {
-  // Unbinds on every exit so the scope never keeps a caller's buffer alive.
-  struct Unbind {
-    PreparedOp& p;
-    ~Unbind() {
-      for (auto* slots : {&p.inputs, &p.outputs})
-        for (auto& s : *slots)
-          for (Variable* v : s.vars)
-            if (v) v->GetTensor() = nabla::Tensor();
-    }
-  } unbind{prepared_};
+  UnbindOnExit unbind{this};
   for (size_t s = 0; s < prepared_.inputs.size(); ++s) {
     auto& vars = prepared_.inputs[s].vars;
     for (size_t i = 0; i < vars.size(); ++i)
@@ -252,12 +262,7 @@ void PreparedCall::Run(const std::vector<std::vector<const nabla::Tensor*>>& inp
     for (size_t i = 0; i < vars.size(); ++i)
       if (vars[i] && outputs[s][i] && outputs[s][i]->IsInitialized()) vars[i]->GetTensor() = *outputs[s][i];
   }
-  thread_local ExecutorOptions options;
-  thread_local uint64_t run_index = 0;
-  RunContext run;
-  run.options = &options;
-  run.run_index = run_index++;
-  DispatchPrepared(prepared_, *registry_, scope_, device, run);
+  Dispatch(device);
   for (size_t s = 0; s < prepared_.outputs.size(); ++s) {
     auto& vars = prepared_.outputs[s].vars;
     for (size_t i = 0; i < vars.size(); ++i)
@@ -265,117 +270,88 @@ void PreparedCall::Run(const std::vector<std::vector<const nabla::Tensor*>>& inp
   }
 }
 
-bool PreparedCall::Matches(const TensorMap& inputs) const {
-  if (inputs.size() != in_slots_.size()) return false;
-  size_t s = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    if (slot != in_slots_[s] || tensors.size() != prepared_.inputs[s].vars.size()) return false;
-    ++s;
+void PreparedCall::RunEnv(std::vector<nabla::Tensor>& env, const std::vector<std::vector<int>>& in,
+                          const std::vector<std::vector<int>>& out, Device& device) {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  UnbindOnExit guard{this};
+  for (size_t s = 0; s < prepared_.inputs.size(); ++s) {
+    auto& vars = prepared_.inputs[s].vars;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (vars[i]) vars[i]->GetTensor() = env[in[s][i]];
   }
-  return true;
+  Dispatch(device);
+  for (size_t s = 0; s < prepared_.outputs.size(); ++s) {
+    auto& vars = prepared_.outputs[s].vars;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (vars[i] && out[s][i] >= 0) env[out[s][i]] = std::move(vars[i]->GetTensor());
+  }
+}
+
+std::shared_ptr<const GradTemplate> PreparedCall::Template(const std::vector<bool>& no_grad) {
+  auto it = templates_.find(no_grad);
+  if (it != templates_.end()) return it->second;
+  auto t = BuildGradTemplate(desc_, Info(), no_grad);
+  templates_.emplace(no_grad, t);
+  return t;
 }
 
 Outputs PreparedCall::Invoke(const TensorMap& inputs) {
   Device& device = CallDevice(inputs);
-  std::vector<std::vector<const nabla::Tensor*>> ins(in_slots_.size());
-  std::vector<const Tensor*> in_handles;
+  UnbindOnExit unbind{this};
   bool any_requires_grad = false;
-  for (size_t s = 0; s < in_slots_.size(); ++s) {
-    const auto& tensors = inputs.at(in_slots_[s]);
-    for (const Tensor& t : tensors) {
-      ins[s].push_back(&t.Data());
-      in_handles.push_back(&t);
-      any_requires_grad = any_requires_grad || t.RequiresGrad();
+  size_t s = 0;
+  for (const auto& [slot, tensors] : inputs) {
+    auto& vars = prepared_.inputs[s++].vars;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      vars[i]->GetTensor() = tensors[i].Data();
+      any_requires_grad = any_requires_grad || tensors[i].RequiresGrad();
     }
   }
-  std::vector<std::vector<nabla::Tensor>> out_data(out_slots_.size());
-  std::vector<std::vector<nabla::Tensor*>> outs(out_slots_.size());
-  for (size_t s = 0; s < out_slots_.size(); ++s) {
-    out_data[s].resize(desc_.Output(out_slots_[s]).size());
-    for (auto& t : out_data[s]) outs[s].push_back(&t);
-  }
-  Run(ins, outs, device);
-
   Outputs result;
   result.type_ = desc_.Type();
   result.duplicable_ = duplicable_outputs_;
   const bool record = any_requires_grad && GradEnabled();
   std::vector<std::shared_ptr<TensorImpl>> out_impls;
-  for (size_t s = 0; s < out_slots_.size(); ++s) {
-    auto& list = result.slots_[out_slots_[s]];
-    for (auto& data : out_data[s]) {
-      bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
-      auto impl = TensorImpl::Make(std::move(data), "", false);
-      impl->requires_grad = grad;
-      out_impls.push_back(impl);
-      list.push_back(Tensor(impl));
+  {
+    Dispatch(device);
+    for (auto& slot : prepared_.outputs) {
+      auto& list = result.slots_[slot.name];
+      for (Variable* v : slot.vars) {
+        nabla::Tensor& data = v->GetTensor();
+        bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
+        auto impl = TensorImpl::Make(std::move(data), "", false);
+        impl->requires_grad = grad;
+        if (record) out_impls.push_back(impl);
+        list.push_back(Tensor(std::move(impl)));
+      }
     }
   }
   if (record) {
-    OpDesc fwd = desc_;
-    // Recorded args are the tensors' own unique var names.
-    size_t k = 0;
-    for (const auto& slot : in_slots_) {
-      auto& args = fwd.MutableInputs()[slot];
-      for (auto& a : args) a = TensorImpl::Of(*in_handles[k++])->var;
-    }
-    k = 0;
-    for (const auto& slot : out_slots_) {
-      auto& args = fwd.MutableOutputs()[slot];
-      for (auto& a : args) a = out_impls[k++]->var;
-    }
-    detail::Record(fwd, Info(), in_handles, out_impls);
+    // Which args get no gradient: inputs that do not require it, outputs
+    // that cannot have one (integer results).
+    std::vector<bool> no_grad;
+    std::vector<const Tensor*> in_handles;
+    for (const auto& [slot, tensors] : inputs)
+      for (const auto& t : tensors) {
+        no_grad.push_back(!t.RequiresGrad());
+        in_handles.push_back(&t);
+      }
+    for (const auto& o : out_impls) no_grad.push_back(!o->requires_grad);
+    detail::Record(Template(no_grad), in_handles, out_impls);
   }
   return result;
 }
 
 PreparedCall& CachedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs& out_args,
                          const AttributeMap& attrs) {
-  return Lookup(CallKey(type, in_args, &out_args, attrs, {}),
-                [&] { return std::make_unique<PreparedCall>(type, in_args, &out_args, attrs, OutputCounts{}); });
-}
-
-void RunByName(const OpDesc& op, std::unordered_map<std::string, nabla::Tensor>& env, Device& device) {
-  SlotArgs in_args, out_args;
-  for (const auto& [slot, args] : op.Inputs()) {
-    std::vector<bool> present;
-    for (const auto& a : args) present.push_back(a != kEmptyVarName);
-    in_args.emplace_back(slot, std::move(present));
-  }
-  for (const auto& [slot, args] : op.Outputs()) {
-    std::vector<bool> present;
-    for (const auto& a : args) present.push_back(a != kEmptyVarName);
-    out_args.emplace_back(slot, std::move(present));
-  }
-  PreparedCall& call = CachedCall(op.Type(), in_args, out_args, op.Attrs());
-  std::vector<std::vector<const nabla::Tensor*>> ins;
-  for (const auto& [slot, args] : op.Inputs()) {
-    ins.emplace_back();
-    for (const auto& a : args) {
-      if (a == kEmptyVarName) {
-        ins.back().push_back(nullptr);
-        continue;
-      }
-      auto it = env.find(a);
-      NABLA_ENFORCE(it != env.end(), kPreconditionNotMet, "eager: grad op '", op.Type(), "' reads '", a,
-                    "', which no forward call saved and no earlier grad op wrote");
-      ins.back().push_back(&it->second);
-    }
-  }
-  std::vector<std::vector<nabla::Tensor>> out_data;
-  std::vector<std::vector<nabla::Tensor*>> outs;
-  for (const auto& [slot, args] : op.Outputs()) out_data.emplace_back(args.size());
-  for (auto& v : out_data) {
-    outs.emplace_back();
-    for (auto& t : v) outs.back().push_back(&t);
-  }
-  call.Run(ins, outs, device);
-  size_t s = 0;
-  for (const auto& [slot, args] : op.Outputs()) {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i] != kEmptyVarName && out_data[s][i].IsInitialized()) env[args[i]] = std::move(out_data[s][i]);
-    ++s;
-  }
+  thread_local std::unordered_map<std::string, std::unique_ptr<PreparedCall>> cache;
+  const std::string key = CallKey(type, in_args, out_args, attrs);
+  auto it = cache.find(key);
+  if (it != cache.end() && !it->second->Stale()) return *it->second;
+  auto call = std::make_unique<PreparedCall>(type, in_args, &out_args, attrs, OutputCounts{});
+  PreparedCall& ref = *call;
+  cache[key] = std::move(call);
+  return ref;
 }
 
 nabla::Tensor SumInOrder(const std::vector<nabla::Tensor>& parts, Device& device) {
@@ -574,11 +550,15 @@ bool Outputs::IsDuplicable(const std::string& slot) const {
 
 Outputs Call(const std::string& type, const TensorMap& inputs, const AttributeMap& attrs,
              const OutputCounts& output_counts) {
-  SlotArgs in_args = InputArgs(inputs, type);
-  PreparedCall& call = Lookup(CallKey(type, in_args, nullptr, attrs, output_counts), [&] {
-    return std::make_unique<PreparedCall>(type, in_args, nullptr, attrs, output_counts);
-  });
-  return call.Invoke(inputs);
+  auto& entries = detail_cache::Forward()[type];
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    if (!(*it)->Matches(inputs, attrs, output_counts)) continue;
+    if (!(*it)->Stale()) return (*it)->Invoke(inputs);
+    entries.erase(it);  // the registry changed: prepare again
+    break;
+  }
+  entries.push_back(std::make_unique<PreparedCall>(type, InputArgs(inputs, type), nullptr, attrs, output_counts));
+  return entries.back()->Invoke(inputs);
 }
 
 void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorMap& outputs,
@@ -631,7 +611,7 @@ Op& Op::operator=(Op&&) noexcept = default;
 const std::string& Op::Type() const { return type_; }
 
 Outputs Op::operator()(const TensorMap& inputs) const {
-  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->Matches(inputs);
+  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->MatchesSlots(inputs);
   if (rebuild) {
     prepared_ = std::make_unique<PreparedCall>(type_, InputArgs(inputs, type_), nullptr, attrs_, counts_);
   }

@@ -6,8 +6,18 @@
 // sends gradients to, plus copies of the core tensors its grad ops read (the
 // buffers, not the TensorImpls). A node sees its outputs only through
 // weak_ptrs, and a Tape owns its entries but nothing points back at it.
+//
+// Speed: an op's grad ops depend on its slots, attributes and which args need
+// no gradient, never on the tensors. So each prepared forward call asks the
+// op's GradOpDescMaker once per such signature, over its canonical arg names,
+// and keeps the result as a GradTemplate: grad ops prepared like forward
+// calls, their args resolved to indices of a per-node tensor array. A
+// recorded call stores the template and its tensors; Backward runs the
+// template's grad ops with no names or registry lookups.
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,44 +30,75 @@
 namespace nabla::eager::detail {
 
 using VersionCounter = std::shared_ptr<std::atomic<uint64_t>>;
+using SlotArgs = std::vector<std::pair<std::string, std::vector<bool>>>;
 
 struct TensorImpl {
   nabla::Tensor data;
-  std::string name;  // the user's name, or "t<id>"
-  std::string var;   // unique in the process: the arg name in recorded ops
+  uint64_t id = 0;           // unique in the process
+  mutable std::string name;  // the user's name; "t<id>" once asked for when none was given
   bool requires_grad = false;
   bool retain_grad = false;
   VersionCounter version = std::make_shared<std::atomic<uint64_t>>(0);
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::shared_ptr<TensorImpl> grad;
 
+  const std::string& Name() const {
+    if (name.empty()) name = "t" + std::to_string(id);
+    return name;
+  }
   static std::shared_ptr<TensorImpl> Make(nabla::Tensor data, const std::string& name, bool requires_grad);
   // Tensor's private parts (TensorImpl is its friend).
   static Tensor Wrap(std::shared_ptr<TensorImpl> impl) { return Tensor(std::move(impl)); }
   static const std::shared_ptr<TensorImpl>& Of(const Tensor& t) { return t.impl_; }
 };
 
+class PreparedCall;
+
+// The grad ops of one forward signature. Env layout: [0, n_args) the forward
+// args (inputs then outputs, each in the op desc's slot order), then one
+// gradient per forward output, then what the grad ops write.
+struct GradTemplate {
+  OpDesc fwd;  // canonical arg names
+  size_t n_inputs = 0, n_outputs = 0;
+  bool no_grad_maker = false;  // the op registers no GradOpDescMaker
+  struct GradOp {
+    std::unique_ptr<OpDesc> desc;  // canonical names (for ToDot and messages)
+    std::shared_ptr<PreparedCall> call;
+    std::vector<std::vector<int>> in, out;  // env index per slot and arg; -1 for @EMPTY@
+  };
+  std::vector<GradOp> ops;
+  int n_env = 0;
+  std::vector<int> saved;                     // forward args the grad ops read
+  std::vector<std::vector<int>> input_grads;  // per input arg: env indices of its gradient parts
+  std::vector<bool> output_grad_read;         // per output arg: a grad op reads its gradient
+
+  size_t NArgs() const { return n_inputs + n_outputs; }
+  int OutputGradIndex(size_t j) const { return static_cast<int>(NArgs() + j); }
+};
+
 // A core tensor a grad op reads, with the version it had when saved.
 struct SavedVar {
-  std::string var, name;
+  int arg = 0;
   nabla::Tensor data;
   VersionCounter version;
   uint64_t saved_version = 0;
   std::weak_ptr<TensorImpl> tensor;  // for its current name in messages
+  std::string name;                  // its name when saved, if it is gone
 };
 
-// Where the gradient of one (distinct) input goes.
+// Where the gradient of one distinct input tensor that requires grad goes.
 struct InputEdge {
-  std::string var, name;
+  uint64_t id = 0;
+  std::vector<int> args;  // its input arg indices (mul(x, x): two)
   Shape shape;
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::shared_ptr<Node> producer;    // the node that made it, or null
-  std::shared_ptr<TensorImpl> leaf;  // a leaf that requires grad, or null
+  std::shared_ptr<TensorImpl> leaf;  // a leaf, or null
 };
 
 struct OutputInfo {
-  std::string var, name;
+  uint64_t id = 0;
   Shape shape;
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
@@ -66,23 +107,18 @@ struct OutputInfo {
 
 struct Node {
   uint64_t seq = 0;  // call order: reverse seq is a reverse topological order
-  OpDesc fwd;        // args are TensorImpl::var names
-  std::vector<std::unique_ptr<OpDesc>> grad_ops;
-  std::vector<InputEdge> inputs;  // only the inputs that require grad
-  std::vector<OutputInfo> outputs;
+  std::shared_ptr<const GradTemplate> tmpl;
+  std::vector<InputEdge> inputs;
+  std::vector<OutputInfo> outputs;  // one per output arg
   std::vector<SavedVar> saved;
-  bool no_grad_maker = false;  // the op registers no GradOpDescMaker
-  bool released = false;       // saved tensors freed by a Backward without retain_graph
+  bool released = false;  // saved tensors freed by a Backward without retain_graph
+  const std::string& Type() const { return tmpl->fwd.Type(); }
 };
 
-using SlotArgs = std::vector<std::pair<std::string, std::vector<bool>>>;
-
 // An op with its slots fixed, resolved once against the registry: a private
-// scope whose variables the call binds to the tensors it is given. Not
-// reentrant; Call keeps one cache per thread.
+// scope whose variables a call binds to the tensors it is given.
 class PreparedCall {
  public:
-  // `in_args` / `out_args`: per slot, one flag per argument, false for @EMPTY@.
   // `out_args` null: every output slot of the schema, with `counts` tensors
   // (default 1).
   PreparedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs* out_args, const AttributeMap& attrs,
@@ -90,50 +126,65 @@ class PreparedCall {
   const OpDesc& Desc() const { return desc_; }
   const OpInfo& Info() const { return *prepared_.info; }
   bool Stale() const { return CurrentRegistry() != registry_; }
-  // Whether `inputs` have the slots and arities this call was prepared for.
-  bool Matches(const TensorMap& inputs) const;
-  // inputs[s][i] / outputs[s][i] in the order given at construction; null
-  // entries stand for @EMPTY@. An output that holds a tensor is written in
-  // place when the kernel's allocation fits it (CallInPlace); else it gets a
-  // fresh buffer.
+  // Whether a Call with these arguments is this prepared call.
+  bool Matches(const TensorMap& inputs, const AttributeMap& attrs, const OutputCounts& counts) const;
+  bool MatchesSlots(const TensorMap& inputs) const;
+  // inputs[s][i] / outputs[s][i] in the desc's slot order; null entries
+  // stand for @EMPTY@. An output that holds a tensor is written in place
+  // when the kernel's allocation fits it (CallInPlace); else it gets a fresh
+  // buffer.
   void Run(const std::vector<std::vector<const nabla::Tensor*>>& inputs,
            const std::vector<std::vector<nabla::Tensor*>>& outputs, Device& device);
+  // A grad op's run over a node's tensor array. Serialised: a template's
+  // grad ops may run from any thread's Backward.
+  void RunEnv(std::vector<nabla::Tensor>& env, const std::vector<std::vector<int>>& in,
+              const std::vector<std::vector<int>>& out, Device& device);
   // Call's path: eager tensors in, new eager tensors out, recorded when needed.
   Outputs Invoke(const TensorMap& inputs);
 
+  void Unbind();  // drops the bound tensors
+
  private:
+  void Dispatch(Device& device);
+  std::shared_ptr<const GradTemplate> Template(const std::vector<bool>& no_grad);
+
   OpDesc desc_;
   Scope scope_;
   PreparedOp prepared_;
   std::shared_ptr<const OpRegistry> registry_;
-  std::vector<std::string> in_slots_, out_slots_;
   std::vector<std::string> duplicable_outputs_;
+  // What Call matched on.
+  std::vector<std::pair<std::string, size_t>> key_inputs_;
+  AttributeMap key_attrs_;
+  OutputCounts key_counts_;
+  std::map<std::vector<bool>, std::shared_ptr<const GradTemplate>> templates_;
+  std::mutex run_mutex_;
 };
 
-// The cached PreparedCall of a grad op, a sum, or a forward call.
+// The cached PreparedCall of a sum or an in-place call (per thread).
 PreparedCall& CachedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs& out_args,
                          const AttributeMap& attrs);
 
-// Runs `op` (a grad op) over tensors looked up by arg name; writes its
-// outputs back under their names.
-void RunByName(const OpDesc& op, std::unordered_map<std::string, nabla::Tensor>& env, Device& device);
-
-// Tensors of the shape and dtype with every element 0 or 1, on `device`.
+// Tensors of the shape and dtype with every element `value`, on `device`.
 nabla::Tensor Filled(const Shape& shape, DType dtype, Device& device, double value);
 // parts[0] + parts[1] + ... in this order, through the registry's `sum`.
 nabla::Tensor SumInOrder(const std::vector<nabla::Tensor>& parts, Device& device);
 
-// Records a call that has an input requiring grad.
-// `in_tensors` / `outputs`: one per arg of fwd's inputs / outputs, in order.
-void Record(const OpDesc& fwd, const OpInfo& info, const std::vector<const Tensor*>& in_tensors,
+// Builds the grad template of `fwd` (canonical names) for the args in `no_grad`.
+std::shared_ptr<const GradTemplate> BuildGradTemplate(const OpDesc& fwd, const OpInfo& info,
+                                                      const std::vector<bool>& no_grad);
+
+// Records a call that has an input requiring grad. `in_tensors` / `outputs`:
+// one per arg of the template's inputs / outputs, in order.
+void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Tensor*>& in_tensors,
             const std::vector<std::shared_ptr<TensorImpl>>& outputs);
 
 void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph);
 
 struct TapeEntry {
   std::shared_ptr<Node> node;
-  std::vector<Tensor> inputs;   // every input arg, in fwd's input order
-  std::vector<Tensor> outputs;  // every output arg, in fwd's output order
+  std::vector<Tensor> inputs;   // every input arg, in the template's order
+  std::vector<Tensor> outputs;  // every output arg, in the template's order
 };
 
 struct TapeImpl {

@@ -18,28 +18,28 @@ namespace {
 // with a suffix in the order first seen; leaves are the inputs no recorded
 // call of this tape produced.
 struct Naming {
-  std::unordered_map<std::string, std::string> name;  // TensorImpl::var -> program name
+  std::unordered_map<uint64_t, std::string> name;  // TensorImpl::id -> program name
   std::vector<Tape::Leaf> leaves;
-  std::unordered_set<std::string> produced;
+  std::unordered_set<uint64_t> produced;
 
   explicit Naming(const TapeImpl& tape) {
     std::unordered_set<std::string> used;
     auto assign = [&](const Tensor& t) {
       const auto& impl = *TensorImpl::Of(t);
-      if (name.count(impl.var)) return false;
-      std::string n = impl.name;
-      for (int k = 1; used.count(n); ++k) n = StrCat(impl.name, "_", k);
+      if (name.count(impl.id)) return false;
+      std::string n = impl.Name();
+      for (int k = 1; used.count(n); ++k) n = StrCat(impl.Name(), "_", k);
       used.insert(n);
-      name[impl.var] = n;
+      name[impl.id] = n;
       return true;
     };
     for (const auto& e : tape.entries) {
       for (const auto& t : e.inputs)
-        if (assign(t) && !produced.count(TensorImpl::Of(t)->var))
-          leaves.push_back(Tape::Leaf{name[TensorImpl::Of(t)->var], t, t.RequiresGrad()});
+        if (assign(t) && !produced.count(TensorImpl::Of(t)->id))
+          leaves.push_back(Tape::Leaf{name[TensorImpl::Of(t)->id], t, t.RequiresGrad()});
       for (const auto& t : e.outputs) {
         assign(t);
-        produced.insert(TensorImpl::Of(t)->var);
+        produced.insert(TensorImpl::Of(t)->id);
       }
     }
   }
@@ -79,7 +79,7 @@ std::vector<Tape::Leaf> Tape::Leaves() const { return Naming(*impl_).leaves; }
 std::string Tape::VarName(const Tensor& tensor) const {
   NABLA_ENFORCE(tensor.Defined(), kInvalidArgument, "eager: Tape::VarName of an undefined tensor");
   Naming naming(*impl_);
-  auto it = naming.name.find(TensorImpl::Of(tensor)->var);
+  auto it = naming.name.find(TensorImpl::Of(tensor)->id);
   NABLA_ENFORCE(it != naming.name.end(), kNotFound, "eager: the tape recorded no call that reads or writes '",
                 tensor.Name(), "'");
   return it->second;
@@ -90,7 +90,7 @@ ProgramDesc Tape::ToProgram() const {
   ProgramDesc program;
   BlockDesc& block = *program.Root();
   auto declare = [&](const Tensor& t, bool leaf) {
-    const std::string& n = naming.name.at(TensorImpl::Of(t)->var);
+    const std::string& n = naming.name.at(TensorImpl::Of(t)->id);
     if (block.HasVar(n)) return;
     VarDesc& v = *block.Var(n);
     v.SetShape(t.GetShape());
@@ -104,11 +104,14 @@ ProgramDesc Tape::ToProgram() const {
   };
   for (const auto& leaf : naming.leaves) declare(leaf.tensor, true);
   for (const auto& e : impl_->entries) {
-    OpDesc op = e.node->fwd;
-    for (auto* slots : {&op.MutableInputs(), &op.MutableOutputs()})
-      for (auto& [slot, args] : *slots)
-        for (auto& a : args)
-          if (a != kEmptyVarName) a = naming.name.at(a);
+    // The template's canonical args, in order, are the entry's tensors.
+    OpDesc op = e.node->tmpl->fwd;
+    size_t k = 0;
+    for (auto& [slot, args] : op.MutableInputs())
+      for (auto& a : args) a = naming.name.at(TensorImpl::Of(e.inputs[k++])->id);
+    k = 0;
+    for (auto& [slot, args] : op.MutableOutputs())
+      for (auto& a : args) a = naming.name.at(TensorImpl::Of(e.outputs[k++])->id);
     for (const auto& t : e.outputs) declare(t, false);
     block.AppendOp(std::move(op));
   }
@@ -139,7 +142,7 @@ std::string Tape::ToDot() const {
   std::unordered_set<std::string> leaves;
   for (const auto& l : naming.leaves) leaves.insert(l.name);
   auto var_node = [&](const Tensor& t) {
-    const std::string& n = naming.name.at(TensorImpl::Of(t)->var);
+    const std::string& n = naming.name.at(TensorImpl::Of(t)->id);
     if (!drawn.insert(n).second) return Quoted("v:" + n);
     std::string style;
     if (leaves.count(n) && t.RequiresGrad()) {
@@ -157,7 +160,7 @@ std::string Tape::ToDot() const {
   std::vector<std::string> edges;
   for (size_t i = 0; i < impl_->entries.size(); ++i) {
     const auto& e = impl_->entries[i];
-    const OpDesc& op = e.node->fwd;
+    const OpDesc& op = e.node->tmpl->fwd;
     std::string id = Quoted(StrCat("op:", i));
     out << "  " << id << " [shape=box, label=" << Quoted(op.Type()) << ", style=\"filled\", fillcolor=\"#e5e5e5\"];\n";
     size_t k = 0;
@@ -175,10 +178,10 @@ std::string Tape::ToDot() const {
     // Gradient flow, as the seed's red arrows: from the op's outputs back to
     // every input that requires grad, through the op's grad ops.
     std::string grad_label;
-    for (const auto& g : e.node->grad_ops) grad_label += (grad_label.empty() ? "" : "\\n") + g->Type();
-    if (grad_label.empty()) grad_label = e.node->no_grad_maker ? "(no gradient)" : "(zero)";
+    for (const auto& g : e.node->tmpl->ops) grad_label += (grad_label.empty() ? "" : "\\n") + g.desc->Type();
+    if (grad_label.empty()) grad_label = e.node->tmpl->no_grad_maker ? "(no gradient)" : "(zero)";
     for (const auto& in : e.node->inputs) {
-      const std::string& n = naming.name.count(in.var) ? naming.name.at(in.var) : in.name;
+      const std::string& n = naming.name.at(in.id);
       edges.push_back(StrCat(id, " -> ", Quoted("v:" + n), " [color=red, style=dashed, fontcolor=red, label=",
                              Quoted(grad_label), ", constraint=false];"));
     }
