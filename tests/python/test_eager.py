@@ -4,6 +4,7 @@ run back through the Executor, and the seed's three networks against PyTorch."""
 import importlib.util
 import os
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -155,6 +156,8 @@ def test_tape_show_and_to_program_run_back_through_the_executor(rng):
     loss.backward()
     dot = tape.show()
     assert dot.lstrip().startswith("digraph") and "tanh" in dot
+    if shutil.which("dot"):  # a notebook shows the tape as SVG
+        assert "<svg" in tape._repr_svg_()
     program = tape.to_program()
     assert isinstance(program, nabla.Program)
     names = {name: param for name, _, param in tape.leaves()}
