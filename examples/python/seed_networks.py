@@ -4,7 +4,7 @@ softmax regression, a one-hidden-layer MLP (tanh) and an RNN unrolled over
 the batch's rows. Every op is a registered nabla op run at once; the tape
 records them and backward() runs the grad ops their GradOpDescMakers emit.
 
-    PYTHONPATH=build/python python3 examples/python/seed_networks.py
+    PYTHONPATH=build/python /usr/bin/python3 examples/python/seed_networks.py
 """
 import numpy as np
 

@@ -4,7 +4,7 @@ backward part (seed 002's append_backward), add one Adam op per parameter,
 train on Fashion-MNIST (Debian's dataset-fashion-mnist) and print the test
 accuracy.
 
-    PYTHONPATH=build/python python3 examples/python/train_fashion_mnist.py
+    PYTHONPATH=build/python /usr/bin/python3 examples/python/train_fashion_mnist.py
 
 One epoch at batch 64 takes a few seconds on two cores and reaches about 85 %
 test accuracy (--epochs N for more).
