@@ -130,5 +130,33 @@ TEST_F(EagerNetworks, TraceRunsThroughNablaExecWithTheSameLossAndGradients) {
   fs::remove_all(dir);
 }
 
+// The RNN's C++ loop is unrolled into the trace, and the unrolled program
+// gives nabla exec the same loss and gradients.
+TEST_F(EagerNetworks, UnrolledRnnTraceRunsThroughNablaExec) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testing_cli::FreshTestDir("eager");
+  auto in = LoadInputs(kRef + "/rnn_unrolled", {"x0", "x1", "x2", "x3", "x4", "x5", "h0", "label", "w", "b", "v", "c"},
+                       {"w", "b", "v", "c"});
+  std::vector<Tensor> xs;
+  for (int t = 0; t < 6; ++t) xs.push_back(in["x" + std::to_string(t)]);
+  eager::Tape tape;
+  Tensor loss = RunRnn(xs, in["h0"], in["label"], in["w"], in["b"], in["v"], in["c"]);
+  tape.Stop();
+  loss.Backward();
+  const std::string args = tape.Save((dir / "trace").string());
+  auto r = testing_cli::RunBinary(NABLA_BIN_PATH,
+                                  "exec " + args + " --backward " + tape.VarName(loss) +
+                                      " --fetch loss,w@GRAD,b@GRAD,v@GRAD,c@GRAD --out " + (dir / "out").string(),
+                                  "", (dir / "run").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto fetched = [&](const std::string& name) {
+    return Values(Tensor::FromNpy((dir / "out" / (name + ".npy")).string()));
+  };
+  ExpectClose(fetched("loss"), Values(loss), 1e-6, 0, "loss");
+  for (const char* p : {"w", "b", "v", "c"})
+    ExpectClose(fetched(std::string(p) + "@GRAD"), Values(in[p].Grad()), 1e-6, 1e-9, p);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace nabla::eager_testing

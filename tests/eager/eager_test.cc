@@ -2,9 +2,11 @@
 // in-place misuse, NoGradGuard, errors; a third-party plugin's ops eagerly;
 // ToDot.
 #include <cmath>
+#include <thread>
 
 #include "eager_util.h"
 #include "nabla/error.h"
+#include "nabla/op_registry.h"
 
 namespace nabla::eager_testing {
 namespace {
@@ -270,6 +272,87 @@ TEST_F(Eager, ControlFlowOpsAreRefusedWithAHint) {
   Tensor c = Tensor::FromVector<bool>({true}, {1}, false, "c");
   std::string msg = ErrorOf([&] { Call("while", {{"X", {c}}, {"Condition", {c}}}); });
   EXPECT_NE(msg.find("C++"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, AnOpWithoutGradMakerRunsButBackwardThroughItIsAnError) {
+  // A toy op registered in-process, as a plugin would, with no GradOpDescMaker.
+  static bool registered = [] {
+    RegisterOps("eager_test_toys", [](Registrar& r) {
+      r.Op("eager_test_double")
+          .Input("X", "(Tensor) input")
+          .Output("Out", "(Tensor) 2 X")
+          .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+      r.Kernel("eager_test_double", DeviceType::kCPU, DType::kFloat32, [](const ExecutionContext& ctx) {
+        const nabla::Tensor& x = ctx.Input("X");
+        float* o = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), x.GetShape());
+        for (int64_t i = 0; i < x.Numel(); ++i) o[i] = 2 * x.Data<float>()[i];
+      });
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+  Tensor x = Vec({1, 2}, {2}, true, "x");
+  Tensor y = Call("eager_test_double", {{"X", {x}}})["Out"];
+  EXPECT_EQ(y.ToVector<float>(), (std::vector<float>{2, 4}));
+  std::string msg = ErrorOf([&] { Mean(y).Backward(); });
+  EXPECT_NE(msg.find("eager_test_double"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no GradOpDescMaker"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, OnlyLeavesAndRetainedResultsKeepGradients) {
+  Tensor x = Vec({0.5f, 1}, {2}, true, "x");
+  Tensor a = Tanh(x), b = Tanh(a);
+  b.RetainGrad();
+  Mean(b).Backward();
+  EXPECT_TRUE(x.Grad().Defined());
+  EXPECT_FALSE(a.Grad().Defined());
+  ASSERT_TRUE(b.Grad().Defined());
+  EXPECT_EQ(b.Grad().ToVector<float>(), (std::vector<float>{0.5f, 0.5f}));
+  EXPECT_NE(ErrorOf([&] { a.SetRequiresGrad(false); }).find("only leaves"), std::string::npos);
+  Tensor d = a.Detach();
+  EXPECT_TRUE(d.IsLeaf());
+  EXPECT_FALSE(d.RequiresGrad());
+}
+
+TEST_F(Eager, RecordingStateIsPerThreadAndBackwardMayRunOnAnotherThread) {
+  Tensor x = Vec({0.25f, -1}, {2}, true, "x");
+  eager::NoGradGuard no_grad;  // this thread only
+  Tensor loss;
+  std::thread worker([&] {
+    EXPECT_TRUE(eager::GradEnabled());
+    loss = Mean(Tanh(x));
+  });
+  worker.join();
+  EXPECT_TRUE(loss.RequiresGrad());
+  EXPECT_FALSE(Tanh(x).RequiresGrad());
+  loss.Backward();
+  auto g = x.Grad().ToVector<float>();
+  EXPECT_NEAR(g[0], (1 - std::tanh(0.25f) * std::tanh(0.25f)) / 2, 1e-6);
+}
+
+TEST_F(Eager, ToProgramNamesTensorsUniquelyAndDeclaresLeaves) {
+  Tensor x = Vec({1, 2}, {2}, true, "h");
+  Tensor c = Vec({3, 4}, {2}, false, "c");
+  eager::Tape tape;
+  Tensor h = x;
+  for (int i = 0; i < 3; ++i) {
+    h = Call("elementwise_mul", {{"X", {h}}, {"Y", {c}}})["Out"];
+    h.SetName("h");  // the same name each step: the program makes them unique
+  }
+  ProgramDesc p = tape.ToProgram();
+  const BlockDesc& block = *p.Root();
+  ASSERT_EQ(block.OpSize(), 3u);
+  EXPECT_EQ(block.Op(0)->Input("X")[0], "h");
+  EXPECT_EQ(block.Op(2)->Output("Out")[0], tape.VarName(h));
+  EXPECT_NE(tape.VarName(h), "h");
+  EXPECT_TRUE(block.FindVar("h")->Persistable());
+  EXPECT_TRUE(block.FindVar("c")->StopGradient());
+  auto leaves = tape.Leaves();
+  ASSERT_EQ(leaves.size(), 2u);
+  EXPECT_TRUE(leaves[0].parameter);
+  EXPECT_FALSE(leaves[1].parameter);
+  Tensor other = Vec({1}, {1}, false, "other");
+  EXPECT_NE(ErrorOf([&] { tape.VarName(other); }).find("no call"), std::string::npos);
 }
 
 }  // namespace
