@@ -22,6 +22,7 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
+#include "nabla/feed_fetch.h"
 #include "nabla/fusion.h"
 #include "nabla/npy.h"
 #include "nabla/op_registry.h"
@@ -124,19 +125,6 @@ Device& ResolveDevice(const std::string& name) {
 #endif
 }
 
-std::string DeclaredAt(const ProgramDesc& program, const VarDesc& var) {
-  std::string where = program.Where(var.Pos());
-  return where.empty() ? std::string() : " (declared at " + where + ")";
-}
-
-bool ShapeMatches(const Shape& declared, const Shape& actual) {
-  if (declared.size() != actual.size()) return false;
-  for (size_t i = 0; i < declared.size(); ++i) {
-    if (declared[i] != -1 && declared[i] != actual[i]) return false;
-  }
-  return true;
-}
-
 // Reads every --feed and checks it against the var the program declares.
 std::vector<Feed> ReadFeeds(const ProgramDesc& program, const std::vector<std::string>& specs, Device& device) {
   std::vector<Feed> feeds;
@@ -152,13 +140,7 @@ std::vector<Feed> ReadFeeds(const ProgramDesc& program, const std::vector<std::s
     NABLA_ENFORCE(var != nullptr, kNotFound, "--feed ", feed.name, ": ", program.SourceFile(), " has no var '",
                   feed.name, "' in block 0; feeds must be declared under vars:");
     feed.tensor = ReadNpy(feed.path, device);
-    const Tensor& t = feed.tensor;
-    NABLA_ENFORCE(!var->HasDType() || var->GetDType() == t.GetDType(), kInvalidArgument, feed.path, ": feed '",
-                  feed.name, "' has dtype ", DTypeName(t.GetDType()), " but var '", feed.name, "' is declared ",
-                  DTypeName(var->GetDType()), DeclaredAt(program, *var));
-    NABLA_ENFORCE(ShapeMatches(var->GetShape(), t.GetShape()), kInvalidArgument, feed.path, ": feed '", feed.name,
-                  "' has shape ", ShapeToString(t.GetShape()), " but var '", feed.name, "' is declared with shape ",
-                  ShapeToString(var->GetShape()), DeclaredAt(program, *var));
+    CheckFeedMatchesVar(program, *var, feed.tensor, feed.path + ": feed '" + feed.name + "'");
     feeds.push_back(std::move(feed));
   }
   return feeds;
@@ -174,42 +156,11 @@ void CheckFetchesExist(const ProgramDesc& program, const std::vector<std::string
   }
 }
 
-// A declared, non-persistable var that an op reads before any op writes it
-// must come from --feed; saying so beats a kernel's "tensor not allocated".
-void CheckInputsProvided(const ProgramDesc& program, const Scope& scope) {
-  const BlockDesc& root = *program.Root();
-  std::unordered_set<std::string> produced;
-  for (const auto& op : root.AllOps()) {
-    for (const std::string& name : op->InputArgumentNames()) {
-      if (name == kEmptyVarName || produced.count(name)) continue;
-      const VarDesc* var = root.FindVar(name);
-      if (var == nullptr || !var->Declared() || var->Type() != VarType::kDense) continue;
-      const Variable* v = scope.FindVar(name);
-      const std::string where = program.Where(op->Pos());
-      NABLA_ENFORCE(v != nullptr && v->GetTensor().IsInitialized(), kInvalidArgument, where, where.empty() ? "" : ": ",
-                    "op '", op->Type(), "' reads var '", name, "' but nothing provides it: pass --feed ", name,
-                    "=FILE.npy", var->Persistable() ? " or give it an init: spec" : "");
-    }
-    for (const std::string& name : op->OutputArgumentNames()) produced.insert(name);
-  }
-}
-
 std::vector<std::pair<std::string, Tensor>> CollectFetches(const ProgramDesc& program, const Scope& scope,
                                                            const std::vector<std::string>& names) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const std::string& name : names) {
-    const Variable* v = scope.FindVar(name);
-    NABLA_ENFORCE(v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(), kPreconditionNotMet,
-                  "--fetch ", name, ": the run of ", program.SourceFile(), " left no tensor in var '", name,
-                  "' (no op of block 0 writes it and it was not fed)");
-    const Tensor& t = v->GetTensor();
-    Tensor host;
-    if (t.GetDevice() == &HostDevice()) {
-      host.ShareDataWith(t);
-    } else {
-      host.CopyFrom(t, HostDevice());
-    }
-    out.emplace_back(name, std::move(host));
+    out.emplace_back(name, FetchToHost(program, scope, name, "--fetch " + name));
   }
   return out;
 }
@@ -261,7 +212,7 @@ int RunExec(const ExecOptions& opts) {
   const ProgramDesc startup = BuildStartupProgram(program, fed);
   executor->Run(startup, 0, scope);
   for (const Feed& f : feeds) scope.Var(f.name)->GetTensor() = f.tensor;
-  CheckInputsProvided(program, scope);
+  CheckInputsProvided(program, scope, [](const std::string& name) { return "pass --feed " + name + "=FILE.npy"; });
 
   if (opts.repeat == 0) {
     executor->Run(program, 0, scope);

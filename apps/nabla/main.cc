@@ -35,23 +35,9 @@ void ChooseBlasKernels(char** argv) {
   // exec failed (no /proc, say): run on with the kernels OpenBLAS picked.
 }
 
-// Messages are one line by contract; a nested cause may carry newlines.
-std::string OneLine(std::string msg) {
-  std::string out;
-  for (char c : msg) {
-    if (c == '\n') {
-      if (!out.empty() && out.back() != ' ') out += "; ";
-    } else {
-      out += c;
-    }
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
-  return out;
-}
-
 int Fail(const std::string& message, int code) {
   std::cout.flush();
-  std::cerr << "nabla: error: " << OneLine(message) << std::endl;
+  std::cerr << "nabla: error: " << nabla::OneLineMessage(message) << std::endl;
   return code;
 }
 

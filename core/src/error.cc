@@ -4,14 +4,22 @@ namespace nabla {
 
 const char* ErrorKindName(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kInvalidArgument: return "InvalidArgument";
-    case ErrorKind::kNotFound: return "NotFound";
-    case ErrorKind::kAlreadyExists: return "AlreadyExists";
-    case ErrorKind::kOutOfRange: return "OutOfRange";
-    case ErrorKind::kPreconditionNotMet: return "PreconditionNotMet";
-    case ErrorKind::kUnimplemented: return "Unimplemented";
-    case ErrorKind::kExternal: return "External";
-    case ErrorKind::kRuntime: return "Runtime";
+    case ErrorKind::kInvalidArgument:
+      return "InvalidArgument";
+    case ErrorKind::kNotFound:
+      return "NotFound";
+    case ErrorKind::kAlreadyExists:
+      return "AlreadyExists";
+    case ErrorKind::kOutOfRange:
+      return "OutOfRange";
+    case ErrorKind::kPreconditionNotMet:
+      return "PreconditionNotMet";
+    case ErrorKind::kUnimplemented:
+      return "Unimplemented";
+    case ErrorKind::kExternal:
+      return "External";
+    case ErrorKind::kRuntime:
+      return "Runtime";
   }
   return "Unknown";
 }
@@ -33,5 +41,18 @@ bool Error::IsBadInput() const {
 }
 
 void ThrowError(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
+
+std::string OneLineMessage(const std::string& message) {
+  std::string out;
+  for (char c : message) {
+    if (c == '\n') {
+      if (!out.empty() && out.back() != ' ') out += "; ";
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
 
 }  // namespace nabla

@@ -277,10 +277,12 @@ void PluginManager::LoadDefaults() {
 }
 
 std::string PluginManager::DefaultPluginDir() {
-  // Binaries are in <prefix>/bin and plugins in <prefix>/lib/nabla/plugins,
-  // in the build tree and in an install alike.
-  const fs::path exe = boost::dll::program_location();
-  return (exe.parent_path().parent_path() / "lib" / "nabla" / "plugins").lexically_normal().string();
+  // Plugins are in <prefix>/lib/nabla/plugins beside this library
+  // (<prefix>/lib), in the build tree and in an install alike. Found from the
+  // library rather than the executable so that every host finds them: the
+  // nabla binary, tests, and the Python module under /usr/bin/python3.
+  const fs::path lib = boost::dll::this_line_location();
+  return (lib.parent_path() / "nabla" / "plugins").lexically_normal().string();
 }
 
 }  // namespace nabla

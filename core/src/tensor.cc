@@ -1,12 +1,23 @@
 #include "nabla/tensor.h"
 
+#include <utility>
+
 #include "nabla/device.h"
 
 namespace nabla {
 
 Buffer::Buffer(Device* device, size_t bytes) : device_(device), data_(device->Allocate(bytes)), bytes_(bytes) {}
 
-Buffer::~Buffer() { device_->Free(data_, bytes_); }
+Buffer::Buffer(Device* device, void* data, size_t bytes, std::function<void()> release)
+    : device_(device), data_(data), bytes_(bytes), release_(std::move(release)) {}
+
+Buffer::~Buffer() {
+  if (release_) {
+    release_();
+  } else {
+    device_->Free(data_, bytes_);
+  }
+}
 
 int64_t Tensor::Numel() const {
   int64_t n = NumElements(shape_);
@@ -24,6 +35,16 @@ void* Tensor::Allocate(Device& device) {
   buffer_ = std::make_shared<Buffer>(&device, need);
   offset_ = 0;
   return buffer_->Data();
+}
+
+Tensor Tensor::FromBuffer(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  NABLA_ENFORCE(NumElements(t.shape_) >= 0 && buffer && buffer->Bytes() >= t.Bytes(), kInvalidArgument, "a buffer of ",
+                buffer ? buffer->Bytes() : 0, " bytes cannot hold a tensor ", t.DebugString());
+  t.buffer_ = std::move(buffer);
+  return t;
 }
 
 void* Tensor::RawData() const {

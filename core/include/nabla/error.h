@@ -46,13 +46,16 @@ std::string StrCat(const Args&... args) {
 
 [[noreturn]] NABLA_API void ThrowError(ErrorKind kind, const std::string& message);
 
+// Messages are one line by contract, but a nested cause may carry newlines:
+// joins the lines with "; " (the CLI's stderr line, the Python exception).
+NABLA_API std::string OneLineMessage(const std::string& message);
+
 }  // namespace nabla
 
 // NABLA_ENFORCE(cond, kInvalidArgument, "expected ", a, " but received ", b)
-#define NABLA_ENFORCE(cond, kind, ...)                                         \
-  do {                                                                         \
+#define NABLA_ENFORCE(cond, kind, ...)                                                        \
+  do {                                                                                        \
     if (!(cond)) ::nabla::ThrowError(::nabla::ErrorKind::kind, ::nabla::StrCat(__VA_ARGS__)); \
   } while (0)
 
-#define NABLA_THROW(kind, ...) \
-  ::nabla::ThrowError(::nabla::ErrorKind::kind, ::nabla::StrCat(__VA_ARGS__))
+#define NABLA_THROW(kind, ...) ::nabla::ThrowError(::nabla::ErrorKind::kind, ::nabla::StrCat(__VA_ARGS__))

@@ -2,6 +2,7 @@
 // A dense tensor: shape, dtype and a (shared) buffer on one device.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,10 @@ class Device;
 class NABLA_API Buffer {
  public:
   Buffer(Device* device, size_t bytes);
+  // Adopts memory that something else owns (a NumPy array): `release` runs
+  // instead of Device::Free when the last tensor sharing it goes away, so the
+  // owner lives as long as any tensor does and no byte is copied.
+  Buffer(Device* device, void* data, size_t bytes, std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -29,6 +34,7 @@ class NABLA_API Buffer {
   Device* device_;  // non-owning; devices outlive tensors
   void* data_;
   size_t bytes_;
+  std::function<void()> release_;  // set for adopted memory only
 };
 
 class NABLA_API Tensor {
@@ -74,12 +80,18 @@ class NABLA_API Tensor {
   }
   void* RawData() const;
 
+  // A tensor over `buffer` (e.g. adopted memory), which must hold its bytes.
+  static Tensor FromBuffer(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape);
+
   // Shares the buffer of `other` (no copy): shape and dtype follow it.
   void ShareDataWith(const Tensor& other);
   // Deep copy onto `device`.
   void CopyFrom(const Tensor& src, Device& device);
   // Drops the buffer (keeps shape and dtype).
-  void Release() { buffer_.reset(); offset_ = 0; }
+  void Release() {
+    buffer_.reset();
+    offset_ = 0;
+  }
 
   std::string DebugString() const;  // "float32[2, 3]"
 

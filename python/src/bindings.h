@@ -1,0 +1,10 @@
+#pragma once
+// The parts of the _nabla extension module, each binding one half of SPEC §8.
+#include <pybind11/pybind11.h>
+
+namespace nabla::python {
+
+void BindStatic(pybind11::module_& m);
+void BindEager(pybind11::module_& m);
+
+}  // namespace nabla::python

@@ -1,0 +1,29 @@
+#pragma once
+// Python values -> typed op attributes, shared by the static half
+// (Program.append_op) and the eager half (nabla.call, nabla.ops.*).
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <unordered_set>
+
+#include "nabla/attribute.h"
+#include "nabla/op_registry.h"
+
+namespace nabla::python {
+
+namespace py = pybind11;
+
+// "float", "ndarray", ...: for messages.
+std::string TypeName(const py::handle& obj);
+
+// One value as an attribute of `type`; ints pass as floats, nothing else is
+// converted. `where` starts the message.
+Attribute AttrFromPython(const py::handle& obj, AttrType type, const std::string& where);
+py::object AttrToPython(const Attribute& a);
+
+// A dict {name: value} typed by the op's schema; an unknown name is an error
+// listing the attributes the op has. None is an empty map.
+AttributeMap AttrsFromPython(const py::handle& attrs, const OpSchema& schema, const std::string& where,
+                             const std::unordered_set<std::string>& skip = {});
+
+}  // namespace nabla::python

@@ -1,0 +1,387 @@
+// The eager half of SPEC §8 over nabla/eager.h: nabla.Tensor with NumPy in
+// and out, arithmetic operators mapped to the elementwise ops, nabla.call,
+// no_grad and the Tape. nabla.ops.* is generated in Python from the registry
+// and goes through _call.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "convert.h"
+#include "nabla/device.h"
+#include "nabla/eager.h"
+#include "nabla/error.h"
+#include "nabla/op_registry.h"
+#include "nabla/program.h"
+#include "ndarray.h"
+
+namespace nabla::python {
+namespace {
+
+using eager::Tensor;
+
+// ndarrays and Python scalars share their memory with the tensor where the
+// layout allows (ndarray.h); a scalar becomes a one-element tensor of the
+// other operand's dtype when there is one.
+Tensor ToTensor(const py::handle& obj, const std::string& what, const Tensor* like = nullptr) {
+  if (py::isinstance<Tensor>(obj)) return py::cast<Tensor>(obj);
+  if (like != nullptr && (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj))) {
+    py::array a = py::array(NumpyDType(like->GetDType()), std::vector<py::ssize_t>{1});
+    a[py::int_(0)] = obj;
+    return Tensor::FromCore(TensorFromArray(a, what));
+  }
+  return Tensor::FromCore(TensorFromArray(obj, what));
+}
+
+// A Python tensor's name: nabla.tensor(name=None) leaves the core's "t<id>".
+Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& name) {
+  const std::string n = name.is_none() ? std::string() : py::cast<std::string>(py::str(name));
+  if (py::isinstance<Tensor>(data)) {
+    // nabla.tensor(t): a new leaf over the same data, as torch.tensor(t).detach().
+    Tensor t = py::cast<Tensor>(data).Detach();
+    t = Tensor::FromCore(t.Data(), requires_grad, n);
+    return t;
+  }
+  nabla::Tensor core = TensorFromArray(data, "nabla.tensor");
+  return Tensor::FromCore(core, requires_grad, n);
+}
+
+py::object OutputsToPython(const eager::Outputs& out) {
+  py::dict d;
+  for (const auto& [slot, tensors] : out.Slots()) {
+    if (out.IsDuplicable(slot)) {
+      d[py::str(slot)] = py::cast(tensors);
+    } else if (!tensors.empty()) {
+      d[py::str(slot)] = py::cast(tensors.front());
+    }
+  }
+  return d;
+}
+
+eager::TensorMap InputsFromPython(const py::handle& inputs, const std::string& type) {
+  eager::TensorMap map;
+  if (inputs.is_none()) return map;
+  NABLA_ENFORCE(py::isinstance<py::dict>(inputs), kInvalidArgument, "call('", type,
+                "'): inputs must be a dict {slot: Tensor or list of Tensors} but received ", TypeName(inputs));
+  for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(inputs)) {
+    const std::string slot = py::str(key);
+    const std::string what = "call('" + type + "') input " + slot;
+    std::vector<Tensor>& list = map[slot];
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      for (const py::handle& item : value) list.push_back(ToTensor(item, what));
+    } else {
+      list.push_back(ToTensor(value, what));
+    }
+  }
+  return map;
+}
+
+py::object CallPy(const std::string& type, const py::handle& inputs, const py::handle& attrs,
+                  const py::handle& output_counts) {
+  auto registry = CurrentRegistry();
+  const OpInfo& info = registry->Get(type);
+  eager::TensorMap in = InputsFromPython(inputs, type);
+  AttributeMap a = AttrsFromPython(attrs, info.schema, "call('" + type + "')");
+  eager::OutputCounts counts;
+  if (!output_counts.is_none()) counts = py::cast<eager::OutputCounts>(output_counts);
+  return OutputsToPython(eager::Call(type, in, a, counts));
+}
+
+// ------------------------------------------------------------ nabla.ops.<type>
+
+// The function behind nabla.ops.<type> (nabla/__init__.py subclasses it per
+// op for the docstring): positional arguments fill the input slots in schema
+// order, keywords name slots or attributes. Argument handling lives here, not
+// in Python, because it is most of the per-op cost a user sees; a call with
+// no attributes goes through a prepared eager::Op.
+class OpFunction {
+ public:
+  OpFunction(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
+             std::vector<bool> duplicable, py::object make_outputs)
+      : type_(std::move(type)),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        duplicable_(std::move(duplicable)),
+        make_outputs_(std::move(make_outputs)),
+        op_(type_) {}
+
+  py::object operator()(const py::args& args, const py::kwargs& kwargs) {
+    if (args.size() > inputs_.size()) {
+      throw py::type_error(StrCat(type_, "() takes ", inputs_.size(), " input(s) but ", args.size(), " were given"));
+    }
+    eager::TensorMap in;
+    for (size_t i = 0; i < args.size(); ++i) AddInput(in, inputs_[i], args[i]);
+    AttributeMap attrs;
+    eager::OutputCounts counts;
+    for (const auto& [key, value] : kwargs) {
+      const std::string name = py::str(key);
+      if (name == "output_counts") {
+        if (!value.is_none()) counts = py::cast<eager::OutputCounts>(value);
+        continue;
+      }
+      bool is_input = false;
+      for (const std::string& slot : inputs_) is_input = is_input || slot == name;
+      if (is_input) {
+        if (in.count(name)) throw py::type_error(StrCat(type_, "() got input ", name, " twice"));
+        AddInput(in, name, value);
+        continue;
+      }
+      const OpSchema& schema = CurrentRegistry()->Get(type_).schema;
+      const AttrDef* def = schema.FindAttr(name);
+      if (def == nullptr) {
+        std::string known;
+        for (const AttrDef& a : schema.attrs) known += (known.empty() ? "" : ", ") + a.name;
+        std::string slots;
+        for (const std::string& slot : inputs_) slots += (slots.empty() ? "" : ", ") + slot;
+        throw py::type_error(StrCat(type_, "() has no input or attribute '", name,
+                                    "' (inputs: ", slots.empty() ? "none" : slots,
+                                    "; attributes: ", known.empty() ? "none" : known, ")"));
+      }
+      attrs[name] = AttrFromPython(value, def->type, type_ + "(): attribute '" + name + "'");
+    }
+    const eager::Outputs out = attrs.empty() && counts.empty() ? op_(in) : eager::Call(type_, in, attrs, counts);
+    if (outputs_.size() == 1) return Slot(out, 0);
+    py::tuple values(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) values[i] = Slot(out, i);
+    return make_outputs_(*values);
+  }
+
+ private:
+  static void AddInput(eager::TensorMap& in, const std::string& slot, const py::handle& value) {
+    if (value.is_none()) return;  // a dispensable slot left out
+    std::vector<Tensor>& list = in[slot];
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      for (const py::handle& item : value) list.push_back(ToTensor(item, "input " + slot));
+    } else {
+      list.push_back(ToTensor(value, "input " + slot));
+    }
+  }
+
+  py::object Slot(const eager::Outputs& out, size_t i) const {
+    if (!out.Has(outputs_[i])) return py::none();
+    const std::vector<Tensor>& tensors = out.List(outputs_[i]);
+    if (duplicable_[i]) return py::cast(tensors);
+    return tensors.empty() ? py::none() : py::cast(tensors.front());
+  }
+
+  std::string type_;
+  std::vector<std::string> inputs_;
+  std::vector<std::string> outputs_;
+  std::vector<bool> duplicable_;
+  py::object make_outputs_;  // builds the tuple of several outputs
+  eager::Op op_;
+};
+
+// ------------------------------------------------------------ operators
+
+// One prepared op per operator: `a + b` does no registry or name lookup.
+// The GIL serializes Python callers, so sharing them is safe.
+// (eager::Op rebuilds itself when a plugin load publishes a new registry.)
+struct Ops {
+  eager::Op add{"elementwise_add"}, sub{"elementwise_sub"}, mul{"elementwise_mul"}, div{"elementwise_div"},
+      matmul{"matmul"};
+};
+
+Ops& Operators() {
+  static Ops* ops = new Ops();  // leaked: must not be torn down after the interpreter
+  return *ops;
+}
+
+Tensor Binary(eager::Op& op, const Tensor& x, const Tensor& y) { return op({{"X", {x}}, {"Y", {y}}})["Out"]; }
+
+Tensor Scale(const Tensor& x, float scale, float bias) {
+  return eager::Call("scale", {{"X", {x}}}, {{"scale", scale}, {"bias", bias}})["Out"];
+}
+
+bool IsScalar(const py::handle& obj) {
+  return !py::isinstance<py::bool_>(obj) && (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj));
+}
+
+// x (op) other, with other a Tensor, an ndarray or a Python number. The
+// elementwise ops broadcast Y onto X (Paddle's rule), so the operand of
+// higher rank goes first where the op commutes.
+enum class Arith { kAdd, kSub, kMul, kDiv };
+
+Tensor ArithOp(const Tensor& x, const py::handle& other, Arith kind, bool reflected) {
+  if (IsScalar(other) && IsFloating(x.GetDType())) {
+    const float c = py::cast<float>(other);
+    switch (kind) {
+      case Arith::kAdd:
+        return Scale(x, 1.0f, c);
+      case Arith::kSub:
+        return reflected ? Scale(x, -1.0f, c) : Scale(x, 1.0f, -c);
+      case Arith::kMul:
+        return Scale(x, c, 0.0f);
+      case Arith::kDiv:
+        if (!reflected) return Scale(x, 1.0f / c, 0.0f);
+        break;
+    }
+  }
+  Tensor y = ToTensor(other, "operand", &x);
+  const Tensor& a = reflected ? y : x;
+  const Tensor& b = reflected ? x : y;
+  Ops& ops = Operators();
+  const bool swap = a.GetShape().size() < b.GetShape().size();
+  switch (kind) {
+    case Arith::kAdd:
+      return swap ? Binary(ops.add, b, a) : Binary(ops.add, a, b);
+    case Arith::kMul:
+      return swap ? Binary(ops.mul, b, a) : Binary(ops.mul, a, b);
+    case Arith::kSub:
+      return swap ? Scale(Binary(ops.sub, b, a), -1.0f, 0.0f) : Binary(ops.sub, a, b);
+    case Arith::kDiv:
+      return Binary(ops.div, a, b);
+  }
+  NABLA_THROW(kInvalidArgument, "unknown arithmetic operator");
+}
+
+py::dtype DTypeOf(const Tensor& t) { return NumpyDType(t.GetDType()); }
+
+// The array is read-only: writing through it would change a tensor the
+// tape may have saved without bumping its version (a silently wrong
+// gradient). .numpy().copy() gives a writable array.
+py::array NumpyOf(const Tensor& t) {
+  py::array a = ArrayFromTensor(t.Data());
+  a.attr("flags").attr("writeable") = false;
+  return a;
+}
+
+// ------------------------------------------------------------ no_grad, Tape
+
+class NoGrad {
+ public:
+  void Enter() { guards_.push_back(std::make_unique<eager::NoGradGuard>()); }
+  void Exit() {
+    if (!guards_.empty()) guards_.pop_back();
+  }
+
+ private:
+  std::vector<std::unique_ptr<eager::NoGradGuard>> guards_;
+};
+
+}  // namespace
+
+void BindEager(py::module_& m) {
+  py::class_<Tensor> cls(m, "Tensor",
+                         "An eager tensor: ops run as they are called and, when an input requires grad, are recorded "
+                         "with their grad ops for backward().");
+  // ndarray + Tensor: NumPy defers to Tensor.__radd__ instead of turning the
+  // tensor into an array (and the result into an ndarray without gradient).
+  cls.attr("__array_ufunc__") = py::none();
+  cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.GetShape())); })
+      .def_property_readonly("dtype", &DTypeOf)
+      .def_property_readonly("ndim", [](const Tensor& t) { return t.GetShape().size(); })
+      .def_property(
+          "name", [](const Tensor& t) { return t.Name(); }, [](Tensor& t, const std::string& name) { t.SetName(name); })
+      .def_property(
+          "requires_grad", [](const Tensor& t) { return t.RequiresGrad(); },
+          [](Tensor& t, bool r) { t.SetRequiresGrad(r); })
+      .def_property(
+          "grad",
+          [](const Tensor& t) -> py::object {
+            Tensor g = t.Grad();
+            return g.Defined() ? py::cast(g) : py::none();
+          },
+          [](Tensor& t, const py::object& g) {
+            NABLA_ENFORCE(g.is_none(), kInvalidArgument,
+                          "Tensor.grad can only be set to None (to drop the accumulated gradient)");
+            t.ZeroGrad();
+          },
+          "The accumulated gradient (a Tensor), or None.")
+      .def_property_readonly("is_leaf", &Tensor::IsLeaf)
+      .def_property_readonly("version", &Tensor::Version)
+      .def("numpy", &NumpyOf, "The data as a read-only ndarray sharing the tensor's memory.")
+      .def(
+          "__array__",
+          [](const Tensor& t, const py::object& dtype) {
+            py::array a = NumpyOf(t);
+            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def("item",
+           [](const Tensor& t) {
+             NABLA_ENFORCE(t.Numel() == 1, kInvalidArgument, "Tensor.item(): expected one element but ", t.ToString(),
+                           " has ", t.Numel());
+             return NumpyOf(t).attr("reshape")(-1).attr("__getitem__")(0).attr("item")();
+           })
+      .def("numel", &Tensor::Numel)
+      .def("__len__",
+           [](const Tensor& t) {
+             NABLA_ENFORCE(!t.GetShape().empty(), kInvalidArgument, "len() of a 0-d tensor");
+             return t.GetShape()[0];
+           })
+      .def(
+          "backward",
+          [](const Tensor& t, bool retain_graph) {
+            py::gil_scoped_release release;
+            t.Backward(retain_graph);
+          },
+          py::arg("retain_graph") = false,
+          "Backward from this one-element tensor: adds d(this)/d(leaf) to every leaf's grad. Without "
+          "retain_graph the recorded graph is freed and a second backward through it is an error.")
+      .def("detach", &Tensor::Detach, "The same data with no grad history.")
+      .def("retain_grad", &Tensor::RetainGrad, "Keep this non-leaf's gradient in .grad during backward.")
+      .def("zero_grad", &Tensor::ZeroGrad)
+      .def(
+          "copy_",
+          [](Tensor& t, const py::object& src) -> Tensor& {
+            t.CopyFrom(ToTensor(src, "Tensor.copy_", &t));
+            return t;
+          },
+          py::arg("src"),
+          "Writes src into this tensor in place (refused on a leaf that requires grad, outside no_grad).")
+      .def("__repr__", &Tensor::ToString)
+      .def("__float__", [](const Tensor& t) { return py::float_(NumpyOf(t).attr("reshape")(-1)[py::int_(0)]); })
+      .def("__add__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kAdd, false); })
+      .def("__radd__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kAdd, true); })
+      .def("__sub__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kSub, false); })
+      .def("__rsub__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kSub, true); })
+      .def("__mul__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kMul, false); })
+      .def("__rmul__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kMul, true); })
+      .def("__truediv__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kDiv, false); })
+      .def("__rtruediv__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kDiv, true); })
+      .def("__neg__", [](const Tensor& x) { return Scale(x, -1.0f, 0.0f); })
+      .def("__matmul__", [](const Tensor& x,
+                            const py::object& o) { return Binary(Operators().matmul, x, ToTensor(o, "operand", &x)); })
+      .def("__rmatmul__", [](const Tensor& x, const py::object& o) {
+        return Binary(Operators().matmul, ToTensor(o, "operand", &x), x);
+      });
+
+  m.def("tensor", &MakeTensor, py::arg("data"), py::arg("requires_grad") = false, py::arg("name") = py::none(),
+        "A leaf tensor over `data` (an ndarray or anything np.asarray takes). A C-contiguous float32, float64, int32, "
+        "int64 or bool array is shared, not copied, as torch.from_numpy does; other layouts are copied once.");
+  m.def("_call", &CallPy, py::arg("type"), py::arg("inputs"), py::arg("attrs") = py::none(),
+        py::arg("output_counts") = py::none());
+  m.def("grad_enabled", &eager::GradEnabled, "False inside nabla.no_grad().");
+
+  py::class_<OpFunction>(m, "_OpFunction", py::dynamic_attr())
+      .def(py::init<std::string, std::vector<std::string>, std::vector<std::string>, std::vector<bool>, py::object>())
+      .def("__call__", &OpFunction::operator());
+
+  py::class_<NoGrad>(m, "_NoGrad").def(py::init<>()).def("enter", &NoGrad::Enter).def("exit", &NoGrad::Exit);
+
+  py::class_<eager::Tape>(m, "_Tape")
+      .def(py::init<>())
+      .def("stop", &eager::Tape::Stop)
+      .def_property_readonly("recording", &eager::Tape::Recording)
+      .def("__len__", &eager::Tape::Size)
+      .def("clear", &eager::Tape::Clear)
+      .def("to_dot", &eager::Tape::ToDot)
+      .def("to_program", [](const eager::Tape& t) { return std::make_shared<ProgramDesc>(t.ToProgram()); })
+      .def("leaves",
+           [](const eager::Tape& t) {
+             py::list out;
+             for (const auto& leaf : t.Leaves()) out.append(py::make_tuple(leaf.name, leaf.tensor, leaf.parameter));
+             return out;
+           })
+      .def("var_name", &eager::Tape::VarName)
+      .def("save", [](const eager::Tape& t, const py::object& dir) { return t.Save(py::str(dir)); });
+}
+
+}  // namespace nabla::python
