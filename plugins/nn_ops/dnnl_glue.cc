@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -32,6 +33,14 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
+
+// NABLA_DNNL=0 sends float32 to the reference kernels too: for comparing
+// the two (bench/conv_bench.cc) and for ruling oneDNN out when debugging.
+// Read on every call, so a process can switch.
+bool Enabled() {
+  const char* v = std::getenv("NABLA_DNNL");
+  return v == nullptr || std::string(v) != "0";
+}
 
 dnnl::engine& Engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -236,7 +245,7 @@ Cache<PoolPrims>& PoolCache() {
 }  // namespace
 
 bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
-  if (g.n == 0) return false;
+  if (g.n == 0 || !Enabled()) return false;
   const ConvPrims& p = ConvCache().Get(ConvKey(g), [&] { return MakeConvPrims(g); });
   ThreadBudget budget;
   dnnl::stream& s = Stream();
@@ -248,7 +257,7 @@ bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y
 }
 
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
-  if (g.n == 0) return false;
+  if (g.n == 0 || !Enabled()) return false;
   const ConvPrims& p = ConvCache().Get(ConvKey(g), [&] { return MakeConvPrims(g); });
   ThreadBudget budget;
   dnnl::stream& s = Stream();
@@ -268,7 +277,7 @@ bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const f
 
 bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
   int64_t pad_r_h = 0, pad_r_w = 0;
-  if (g.n == 0 || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
+  if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
   const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   ThreadBudget budget;
   dnnl::stream& s = Stream();
@@ -283,7 +292,7 @@ bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
 // here into a scratch output, which costs a fraction of the convolutions.
 bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float* dx) {
   int64_t pad_r_h = 0, pad_r_w = 0;
-  if (g.n == 0 || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
+  if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
   const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   ThreadBudget budget;
   dnnl::stream& s = Stream();

@@ -62,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ParityCase{"softmax_regression", "sequential"}, ParityCase{"softmax_regression", "taskgraph"},
                       ParityCase{"mlp", "sequential"}, ParityCase{"mlp", "taskgraph"},
                       ParityCase{"rnn_unrolled", "sequential"}, ParityCase{"rnn_unrolled", "taskgraph"},
-                      ParityCase{"rnn_while", "sequential"}, ParityCase{"rnn_while", "taskgraph"}),
+                      ParityCase{"rnn_while", "sequential"}, ParityCase{"rnn_while", "taskgraph"},
+                      ParityCase{"cnn", "sequential"}, ParityCase{"cnn", "taskgraph"}),
     [](const auto& info) { return info.param.name + "_" + info.param.executor; });
 
 }  // namespace
