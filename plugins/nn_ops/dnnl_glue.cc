@@ -246,8 +246,8 @@ Cache<PoolPrims>& PoolCache() {
 
 bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
   if (g.n == 0 || !Enabled()) return false;
+  ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
   const ConvPrims& p = ConvCache().Get(ConvKey(g), [&] { return MakeConvPrims(g); });
-  ThreadBudget budget;
   dnnl::stream& s = Stream();
   memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
   p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
@@ -258,8 +258,8 @@ bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y
 
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
   if (g.n == 0 || !Enabled()) return false;
+  ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
   const ConvPrims& p = ConvCache().Get(ConvKey(g), [&] { return MakeConvPrims(g); });
-  ThreadBudget budget;
   dnnl::stream& s = Stream();
   if (dx) {
     memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
@@ -278,8 +278,8 @@ bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const f
 bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
   int64_t pad_r_h = 0, pad_r_w = 0;
   if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
-  const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   ThreadBudget budget;
+  const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   dnnl::stream& s = Stream();
   memory src(p.src, Engine(), const_cast<float*>(x)), dst(p.dst, Engine(), y);
   p.fwd_infer.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
@@ -293,8 +293,8 @@ bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
 bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float* dx) {
   int64_t pad_r_h = 0, pad_r_w = 0;
   if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
-  const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   ThreadBudget budget;
+  const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   dnnl::stream& s = Stream();
   memory diff_dst(p.dst, Engine(), const_cast<float*>(dy)), diff_src(p.src, Engine(), dx);
   if (g.max) {
