@@ -2,7 +2,8 @@
 // backward on the shapes of examples/models/fashion_mnist_cnn.yaml at batch
 // 64, float32 on oneDNN against the im2col + GEMM / loop reference
 // (NABLA_DNNL=0), at 1 and 2 threads. The GFLOPS counter counts the
-// convolution's multiply-adds (forward, backward data, backward weights).
+// convolution's multiply-adds (forward, backward weights and, except for the
+// first layer, backward data).
 //
 //   OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 build/bin/conv_bench --benchmark_repetitions=3
 //
@@ -40,10 +41,11 @@ std::string Dims(const Shape& s) {
 
 // `op_line` reads x (and w) and writes y; loss = mean(y) so the backward
 // part is exactly the op's grad op plus a fill.
-ProgramDesc OneOpProgram(const Shape& x, const Shape* w, const std::string& op_line) {
+ProgramDesc OneOpProgram(const Shape& x, const Shape* w, const std::string& op_line, bool x_grad = true) {
+  Init();
   std::string s =
       "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n      x: {shape: " + Dims(x) +
-      ", dtype: float32}\n";
+      ", dtype: float32, stop_gradient: " + (x_grad ? "false" : "true") + "}\n";
   if (w) s += "      w: {shape: " + Dims(*w) + ", dtype: float32, persistable: true}\n";
   s += "    ops:\n      - " + op_line + "\n      - {type: mean, inputs: {X: [y]}, outputs: {Out: [loss]}}\n";
   ProgramDesc p = ParseProgram(s, "bench.yaml");
@@ -67,14 +69,16 @@ void RunSteps(benchmark::State& state, const ProgramDesc& program, const Shape& 
   unsetenv("NABLA_DNNL");
 }
 
-// args: input channels, output channels, image size, oneDNN on, threads
+// args: input channels, output channels, image size, oneDNN on, threads.
+// A one-channel input is the image itself, as in the CNN: no Input@GRAD.
 void BM_Conv2dStep(benchmark::State& state) {
   const int64_t c = state.range(0), m = state.range(1), size = state.range(2), n = 64;
   const Shape x{n, c, size, size}, w{m, c, 3, 3};
   ProgramDesc p = OneOpProgram(
-      x, &w, "{type: conv2d, inputs: {Input: [x], Filter: [w]}, outputs: {Output: [y]}, attrs: {paddings: [1, 1]}}");
+      x, &w, "{type: conv2d, inputs: {Input: [x], Filter: [w]}, outputs: {Output: [y]}, attrs: {paddings: [1, 1]}}",
+      c > 1);
   RunSteps(state, p, x, &w, state.range(3) != 0, static_cast<int>(state.range(4)));
-  const double flops = 3.0 * 2.0 * n * m * size * size * c * 9;
+  const double flops = (c > 1 ? 3.0 : 2.0) * 2.0 * n * m * size * size * c * 9;
   state.counters["GFLOPS"] = benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(state.range(3) ? "oneDNN" : "im2col+GEMM");
 }

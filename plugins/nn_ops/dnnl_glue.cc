@@ -59,14 +59,20 @@ class ThreadBudget {
  public:
   ThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {
     const int before = g_threads_in_use.fetch_add(want_);
-    omp_set_num_threads(std::clamp(want_ - before, 1, want_));
+    granted_ = std::clamp(want_ - before, 1, want_);
+    omp_set_num_threads(granted_);
   }
   ~ThreadBudget() { g_threads_in_use.fetch_sub(want_); }
   ThreadBudget(const ThreadBudget&) = delete;
   ThreadBudget& operator=(const ThreadBudget&) = delete;
+  // oneDNN splits a primitive's work for the thread count it sees when the
+  // primitive is created and runs that many threads whatever the caller sets
+  // later, so the count is part of every cache key.
+  int Granted() const { return granted_; }
 
  private:
   int want_;
+  int granted_ = 1;
 };
 
 // Primitives live as long as the process, keyed by everything that shapes
@@ -129,9 +135,9 @@ dnnl::stream& Stream() {
 
 // ---------------------------------------------------------------- convolution
 
-std::string ConvKey(const ConvGeom& g) {
+std::string ConvKey(const ConvGeom& g, int threads) {
   std::ostringstream k;
-  k << g.n << ',' << g.c << ',' << g.m << ',' << g.groups;
+  k << threads << '|' << g.n << ',' << g.c << ',' << g.m << ',' << g.groups;
   for (const WindowAxis* a : {&g.h, &g.w})
     k << ';' << a->in << ',' << a->k << ',' << a->stride << ',' << a->dilation << ',' << a->pad_before << ','
       << a->pad_after << ',' << a->out;
@@ -204,9 +210,9 @@ bool PoolFits(const PoolGeom& g, int64_t* pad_r_h, int64_t* pad_r_w) {
   return true;
 }
 
-std::string PoolKey(const PoolGeom& g) {
+std::string PoolKey(const PoolGeom& g, int threads) {
   std::ostringstream k;
-  k << g.n << ',' << g.c << ',' << g.max << ',' << g.exclusive;
+  k << threads << '|' << g.n << ',' << g.c << ',' << g.max << ',' << g.exclusive;
   for (const WindowAxis* a : {&g.h, &g.w})
     k << ';' << a->in << ',' << a->k << ',' << a->stride << ',' << a->pad_before << ',' << a->pad_after << ','
       << a->out;
@@ -247,7 +253,7 @@ Cache<PoolPrims>& PoolCache() {
 bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
-  const ConvPrims& p = ConvCache().Get(ConvKey(g), [&] { return MakeConvPrims(g); });
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted()), [&] { return MakeConvPrims(g); });
   dnnl::stream& s = Stream();
   memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
   p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
@@ -259,7 +265,7 @@ bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
-  const ConvPrims& p = ConvCache().Get(ConvKey(g), [&] { return MakeConvPrims(g); });
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted()), [&] { return MakeConvPrims(g); });
   dnnl::stream& s = Stream();
   if (dx) {
     memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
@@ -279,7 +285,8 @@ bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
   int64_t pad_r_h = 0, pad_r_w = 0;
   if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
   ThreadBudget budget;
-  const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
+  const PoolPrims& p =
+      PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   dnnl::stream& s = Stream();
   memory src(p.src, Engine(), const_cast<float*>(x)), dst(p.dst, Engine(), y);
   p.fwd_infer.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
@@ -294,7 +301,8 @@ bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float*
   int64_t pad_r_h = 0, pad_r_w = 0;
   if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
   ThreadBudget budget;
-  const PoolPrims& p = PoolCache().Get(PoolKey(g), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
+  const PoolPrims& p =
+      PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   dnnl::stream& s = Stream();
   memory diff_dst(p.dst, Engine(), const_cast<float*>(dy)), diff_src(p.src, Engine(), dx);
   if (g.max) {
