@@ -9,34 +9,10 @@
 #include "conv_util.h"
 #include "dnnl_glue.h"
 #include "nabla/plugin.h"
+#include "nn_util.h"
 
 namespace nabla::nn {
 namespace {
-
-template <typename Ctx>
-ConvGeom MakeConvGeom(const Ctx& c, const Shape& in, const Shape& filter, const std::string& where) {
-  ConvGeom g;
-  g.n = in[0];
-  g.c = in[1];
-  g.m = filter[0];
-  g.groups = c.template Attr<int>("groups");
-  const std::vector<int> strides = TwoPositive(c.template Attr<std::vector<int>>("strides"), "strides", where);
-  const std::vector<int> dilations = TwoPositive(c.template Attr<std::vector<int>>("dilations"), "dilations", where);
-  WindowAxis axes[2];
-  for (int i = 0; i < 2; ++i) {
-    axes[i].in = in[2 + i];
-    axes[i].k = filter[2 + i];
-    axes[i].stride = strides[i];
-    axes[i].dilation = dilations[i];
-  }
-  ResolvePaddings(c.template Attr<std::vector<int>>("paddings"), c.template Attr<std::string>("padding_algorithm"),
-                  axes, where);
-  ComputeOut(axes[0], false, "height", where);
-  ComputeOut(axes[1], false, "width", where);
-  g.h = axes[0];
-  g.w = axes[1];
-  return g;
-}
 
 void InferConv2d(InferShapeContext& c) {
   const Shape in = c.InputShape("Input");

@@ -11,56 +11,10 @@
 #include "conv_util.h"
 #include "dnnl_glue.h"
 #include "nabla/plugin.h"
+#include "nn_util.h"
 
 namespace nabla::nn {
 namespace {
-
-template <typename Ctx>
-PoolGeom MakePoolGeom(const Ctx& c, const Shape& x, const std::string& where) {
-  PoolGeom g;
-  g.n = x[0];
-  g.c = x[1];
-  const std::string& type = c.template Attr<std::string>("pooling_type");
-  NABLA_ENFORCE(type == "max" || type == "avg", kInvalidArgument, where,
-                ": attribute pooling_type must be max or avg, but received '", type, "'");
-  g.max = type == "max";
-  g.exclusive = c.template Attr<bool>("exclusive");
-  g.adaptive = c.template Attr<bool>("adaptive");
-  const bool global = c.template Attr<bool>("global_pooling");
-  const std::vector<int>& ksize = c.template Attr<std::vector<int>>("ksize");
-  WindowAxis axes[2];
-  for (int i = 0; i < 2; ++i) axes[i].in = x[2 + i];
-  if (global) {
-    // The whole plane is one window; strides and paddings do not matter.
-    for (int i = 0; i < 2; ++i) {
-      axes[i].k = axes[i].in;
-      axes[i].out = axes[i].in < 0 ? -1 : 1;
-    }
-    g.adaptive = false;
-  } else if (g.adaptive) {
-    const std::vector<int> out = TwoPositive(ksize, "ksize", where);
-    for (int i = 0; i < 2; ++i) axes[i].out = out[i];
-  } else {
-    const std::vector<int> k = TwoPositive(ksize, "ksize", where);
-    const std::vector<int> s = TwoPositive(c.template Attr<std::vector<int>>("strides"), "strides", where);
-    for (int i = 0; i < 2; ++i) {
-      axes[i].k = k[i];
-      axes[i].stride = s[i];
-    }
-    ResolvePaddings(c.template Attr<std::vector<int>>("paddings"), c.template Attr<std::string>("padding_algorithm"),
-                    axes, where);
-    const bool ceil_mode = c.template Attr<bool>("ceil_mode");
-    ComputeOut(axes[0], ceil_mode, "height", where);
-    ComputeOut(axes[1], ceil_mode, "width", where);
-  }
-  g.h = axes[0];
-  g.w = axes[1];
-  if (global && g.h.in > 0 && g.w.in > 0) {
-    g.h.k = g.h.in;
-    g.w.k = g.w.in;
-  }
-  return g;
-}
 
 void InferPool2d(InferShapeContext& c) {
   const Shape x = c.InputShape("X");
@@ -71,23 +25,6 @@ void InferPool2d(InferShapeContext& c) {
   const PoolGeom g = MakePoolGeom(c, x, c.Where());
   c.SetOutputShape("Out", {x[0], x[1], g.h.out, g.w.out});
   c.SetOutputDType("Out", c.InputDType("X"));
-}
-
-// One output cell's window along an axis: [begin, end) inside the input,
-// and the divisor's share (`span`) for a non-exclusive average.
-struct Window {
-  int64_t begin, end, span;
-};
-
-inline Window WindowAt(const WindowAxis& a, bool adaptive, int64_t o) {
-  if (adaptive) {
-    const int64_t b = o * a.in / a.out, e = ((o + 1) * a.in + a.out - 1) / a.out;
-    return {b, e, e - b};
-  }
-  int64_t b = o * a.stride - a.pad_before;
-  int64_t e = std::min(b + a.k, a.in + a.pad_after);
-  const int64_t span = e - b;
-  return {std::max<int64_t>(b, 0), std::min(e, a.in), span};
 }
 
 template <typename T>

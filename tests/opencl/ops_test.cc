@@ -226,8 +226,8 @@ void RunCase(const std::string& type, const GradCheckSpec& spec, Device& cl) {
   ExpectSame(cpu, ocl, what);
 }
 
-// The ops the MLP, softmax-regression and RNN examples and the optimizers
-// need; each must have an OpenCL float32 kernel whenever the op is loaded.
+// The ops the MLP, softmax-regression, RNN and CNN examples and the
+// optimizers need; each must have an OpenCL float32 kernel whenever the op is loaded.
 const std::vector<std::string> kDeviceOps = {"mul",
                                              "mul_grad",
                                              "matmul",
@@ -255,7 +255,13 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "split",
                                              "sgd",
                                              "momentum",
-                                             "adam"};
+                                             "adam",
+                                             "conv2d",
+                                             "conv2d_grad",
+                                             "pool2d",
+                                             "pool2d_grad",
+                                             "batch_norm",
+                                             "batch_norm_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
