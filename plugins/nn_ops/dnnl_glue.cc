@@ -192,20 +192,25 @@ Cache<ConvPrims>& ConvCache() {
 // ---------------------------------------------------------------- pooling
 
 // oneDNN's windows are [o * stride - pad_l, + k) over an input padded by
-// pad_l and pad_r, and the output size must equal the floor formula. A
-// ceil_mode output fits by growing pad_r; an inclusive average would then
-// count those extra cells where PyTorch and the loops do not, so that case
-// (and adaptive pooling, whose windows vary) stays with the loops.
+// pad_l and pad_r, and the output size must be the floor formula's. A
+// ceil_mode output with one more window fits by growing pad_r; an inclusive
+// average would then count those extra cells where PyTorch and the loops do
+// not, so that case (and adaptive pooling, whose windows vary) stays with
+// the loops.
 bool PoolFits(const PoolGeom& g, int64_t* pad_r_h, int64_t* pad_r_w) {
   if (g.adaptive) return false;
   const WindowAxis* axes[2] = {&g.h, &g.w};
   int64_t* pads[2] = {pad_r_h, pad_r_w};
   for (int i = 0; i < 2; ++i) {
     const WindowAxis& a = *axes[i];
-    const int64_t needed = (a.out - 1) * a.stride + a.k - a.in - a.pad_before;
-    if (needed < a.pad_after || a.pad_before >= a.k || needed >= a.k) return false;
-    if (needed > a.pad_after && !g.max && !g.exclusive) return false;
-    *pads[i] = needed;
+    const int64_t floor_out = (a.in + a.pad_before + a.pad_after - a.k) / a.stride + 1;
+    int64_t pad_r = a.pad_after;
+    if (a.out != floor_out) {
+      if (!g.max && !g.exclusive) return false;
+      pad_r = (a.out - 1) * a.stride + a.k - a.in - a.pad_before;
+    }
+    if (a.pad_before >= a.k || pad_r < 0 || pad_r >= a.k) return false;
+    *pads[i] = pad_r;
   }
   return true;
 }
