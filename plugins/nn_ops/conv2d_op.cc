@@ -28,11 +28,9 @@ void InferConv2d(InferShapeContext& c) {
   CheckNCHW(c.Attr<std::string>("data_format"), "data_format", c.Where());
   const int groups = c.Attr<int>("groups");
   NABLA_ENFORCE(groups >= 1, kInvalidArgument, c.Where(), ": attribute groups must be >= 1, but received ", groups);
-  for (int i = 0; i < 4; ++i)
-    NABLA_ENFORCE(filter[i] != 0 && (i < 2 || filter[i] > 0 || filter[i] == -1), kInvalidArgument, c.Where(),
-                  ": Filter dims must be positive, but received shape ", ShapeToString(filter));
-  NABLA_ENFORCE(filter[2] > 0 && filter[3] > 0, kInvalidArgument, c.Where(),
-                ": Filter's kernel size (dims 2 and 3) must be known at build time, but received shape ",
+  NABLA_ENFORCE(filter[0] != 0 && filter[1] != 0 && filter[2] > 0 && filter[3] > 0, kInvalidArgument, c.Where(),
+                ": Filter's dims must be positive, its kernel size (dims 2 and 3) known at build time, but received "
+                "shape ",
                 ShapeToString(filter));
   NABLA_ENFORCE(in[1] < 0 || filter[1] < 0 || in[1] == filter[1] * groups, kInvalidArgument, c.Where(),
                 ": Input's channels (", in[1], ") must equal Filter's dim 1 (", filter[1], ") times groups (", groups,

@@ -95,6 +95,18 @@ class Cache {
   std::unordered_map<std::string, std::unique_ptr<Entry> > map_;
 };
 
+// A buffer of layout `desc` owned by this thread, made on first use and kept
+// for the process: the blocked copies and workspaces a step needs are
+// allocated once, not per call. `owner` (a cache entry's member) tells
+// buffers apart; entries live as long as the process, so addresses are
+// stable, and one thread runs one op at a time.
+memory& ThreadScratch(const void* owner, const memory::desc& desc) {
+  thread_local std::unordered_map<const void*, memory> scratch;
+  auto it = scratch.find(owner);
+  if (it == scratch.end()) it = scratch.emplace(owner, memory(desc, Engine())).first;
+  return it->second;
+}
+
 // A primitive argument in the layout the primitive chose, and the reorders
 // between it and nabla's plain layout (absent when they are the same).
 struct Operand {
@@ -115,12 +127,12 @@ struct Operand {
   memory In(dnnl::stream& s, const float* data) const {
     memory user(plain, Engine(), const_cast<float*>(data));
     if (!to_chosen) return user;
-    memory m(chosen, Engine());
+    memory m = ThreadScratch(this, chosen);
     to_chosen->execute(s, user, m);
     return m;
   }
   // The memory the primitive writes; Finish copies it to the user's buffer.
-  memory Out(float* data) const { return to_plain ? memory(chosen, Engine()) : memory(plain, Engine(), data); }
+  memory Out(float* data) const { return to_plain ? ThreadScratch(this, chosen) : memory(plain, Engine(), data); }
   void Finish(dnnl::stream& s, memory& m, float* data) const {
     if (!to_plain) return;
     memory user(plain, Engine(), data);
@@ -311,7 +323,8 @@ bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float*
   dnnl::stream& s = Stream();
   memory diff_dst(p.dst, Engine(), const_cast<float*>(dy)), diff_src(p.src, Engine(), dx);
   if (g.max) {
-    memory src(p.src, Engine(), const_cast<float*>(x)), scratch(p.dst, Engine()), ws(p.workspace, Engine());
+    memory src(p.src, Engine(), const_cast<float*>(x));
+    memory scratch = ThreadScratch(&p.dst, p.dst), ws = ThreadScratch(&p.workspace, p.workspace);
     p.fwd_train.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, scratch}, {DNNL_ARG_WORKSPACE, ws}});
     p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, ws}});
   } else {
