@@ -74,7 +74,8 @@ def t(a):
 
 
 def conv_case(rng, name, x_shape, w_shape, strides=(1, 1), paddings=(0, 0), dilations=(1, 1), groups=1,
-              algo="EXPLICIT"):
+              algo="EXPLICIT", nhwc=False):
+    """x_shape is NCHW; with nhwc the op sees (and returns) the NHWC transpose."""
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     kh, kw = w_shape[2], w_shape[3]
@@ -100,7 +101,11 @@ def conv_case(rng, name, x_shape, w_shape, strides=(1, 1), paddings=(0, 0), dila
         assert torch.allclose(same, y)
     attrs = {"strides": list(strides), "paddings": list(paddings), "dilations": list(dilations), "groups": groups,
              "padding_algorithm": algo}
-    save_case(name, "conv2d", {"Input": x, "Filter": w}, ["Output"], attrs, {"Output": y.numpy()})
+    out = y.numpy()
+    if nhwc:
+        attrs["data_format"] = "NHWC"
+        x, out = x.transpose(0, 2, 3, 1).copy(), out.transpose(0, 2, 3, 1).copy()
+    save_case(name, "conv2d", {"Input": x, "Filter": w}, ["Output"], attrs, {"Output": out})
 
 
 def pool_reference(x, kind, ksize, strides, pads, exclusive, ceil_mode):
@@ -120,7 +125,7 @@ def pool_reference(x, kind, ksize, strides, pads, exclusive, ceil_mode):
     return total / count
 
 
-def pool_case(rng, name, x_shape, attrs):
+def pool_case(rng, name, x_shape, attrs, nhwc=False):
     x = rng.standard_normal(x_shape).astype(np.float32)
     kind = attrs["pooling_type"]
     tx = t(x)
@@ -134,10 +139,14 @@ def pool_case(rng, name, x_shape, attrs):
         pads = (p[0], p[0], p[1], p[1]) if len(p) == 2 else tuple(p)
         y = pool_reference(tx, kind, attrs["ksize"], attrs.get("strides", [1, 1]), pads,
                            attrs.get("exclusive", True), attrs.get("ceil_mode", False))
-    save_case(name, "pool2d", {"X": x}, ["Out"], attrs, {"Out": y.numpy()})
+    out = y.numpy()
+    if nhwc:
+        attrs = dict(attrs, data_format="NHWC")
+        x, out = x.transpose(0, 2, 3, 1).copy(), out.transpose(0, 2, 3, 1).copy()
+    save_case(name, "pool2d", {"X": x}, ["Out"], attrs, {"Out": out})
 
 
-def bn_case(rng, name, x_shape, attrs):
+def bn_case(rng, name, x_shape, attrs, nhwc=False):
     c = x_shape[1]
     x = (2 * rng.standard_normal(x_shape) + 0.5).astype(np.float32)
     scale = rng.uniform(0.5, 1.5, c).astype(np.float32)
@@ -163,7 +172,11 @@ def bn_case(rng, name, x_shape, attrs):
         # variance is unbiased, so only Y is taken from it).
         ty = F.batch_norm(tx, None, None, t(scale), t(bias), training=True, eps=eps)
         assert torch.allclose(ty, y)
-    expected = {"Y": y.numpy(), "MeanOut": mean_out.numpy(), "VarianceOut": var_out.numpy(),
+    y = y.numpy()
+    if nhwc:
+        attrs = dict(attrs, data_layout="NHWC")
+        x, y = x.transpose(0, 2, 3, 1).copy(), y.transpose(0, 2, 3, 1).copy()
+    expected = {"Y": y, "MeanOut": mean_out.numpy(), "VarianceOut": var_out.numpy(),
                 "SavedMean": m.numpy(), "SavedVariance": (1.0 / torch.sqrt(v + eps)).numpy()}
     save_case(name, "batch_norm", {"X": x, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": var},
               ["Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"], attrs, expected,
@@ -183,6 +196,8 @@ def main():
     conv_case(rng, "conv_valid", (1, 2, 5, 6), (2, 2, 2, 3), paddings=(3, 3), algo="VALID")
     conv_case(rng, "conv_1x1_rect_stride", (2, 5, 4, 6), (3, 5, 1, 1), strides=(1, 2))
     conv_case(rng, "conv_mnist_like", (4, 8, 14, 14), (16, 8, 3, 3), paddings=(1, 1))
+    conv_case(rng, "conv_nhwc_stride2_groups2", (2, 4, 7, 6), (6, 2, 3, 3), strides=(2, 2), paddings=(1, 1),
+              groups=2, nhwc=True)
     pool_case(rng, "pool_max_2x2", (2, 3, 6, 6), {"pooling_type": "max", "ksize": [2, 2], "strides": [2, 2]})
     pool_case(rng, "pool_max_pad_ceil", (1, 2, 7, 7),
               {"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1], "ceil_mode": True})
@@ -204,8 +219,14 @@ def main():
     pool_case(rng, "pool_avg_adaptive", (1, 2, 7, 5), {"pooling_type": "avg", "ksize": [3, 2], "adaptive": True})
     pool_case(rng, "pool_max_adaptive", (1, 2, 6, 7), {"pooling_type": "max", "ksize": [4, 3], "adaptive": True})
     pool_case(rng, "pool_avg_global", (2, 3, 5, 4), {"pooling_type": "avg", "global_pooling": True})
+    pool_case(rng, "pool_max_nhwc_pad_ceil", (2, 3, 7, 7),
+              {"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1], "ceil_mode": True},
+              nhwc=True)
+    pool_case(rng, "pool_avg_nhwc", (2, 3, 6, 6), {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2]},
+              nhwc=True)
     pool_case(rng, "pool_max_global", (2, 3, 5, 4), {"pooling_type": "max", "ksize": [2, 2], "global_pooling": True})
     bn_case(rng, "bn_train_nchw", (4, 3, 5, 5), {})
+    bn_case(rng, "bn_train_nhwc", (3, 4, 3, 5), {}, nhwc=True)
     bn_case(rng, "bn_train_2d_momentum", (6, 4), {"momentum": 0.7, "epsilon": 1e-3})
     bn_case(rng, "bn_is_test", (3, 3, 4, 4), {"is_test": True})
     bn_case(rng, "bn_use_global_stats", (3, 2, 3, 3), {"use_global_stats": True})

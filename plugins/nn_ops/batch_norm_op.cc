@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "conv_util.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
@@ -17,11 +18,19 @@ namespace nabla::nn {
 namespace {
 
 // X seen as [n, c, inner]: statistics run over n and inner for each c.
+// NHWC (channels last) is [all other dims, c, 1].
 struct BnView {
   int64_t n, c, inner;
 };
 
-BnView ViewOf(const Shape& x) { return {x[0], x[1], DimProduct(x, 2, x.size())}; }
+BnView ViewOf(const Shape& x, bool nhwc) {
+  if (nhwc) return {DimProduct(x, 0, x.size() - 1), x.back(), 1};
+  return {x[0], x[1], DimProduct(x, 2, x.size())};
+}
+
+bool ChannelsLast(const OpDesc& op, const std::string& where) {
+  return IsNHWC(op.Attr<std::string>("data_layout"), "data_layout", where);
+}
 
 // Row sums in 8 independent lanes of T, so the loop vectorizes (a single
 // accumulator is a chain of dependent adds); rows are short (H * W), and
@@ -45,7 +54,7 @@ bool UsesGlobalStats(const ExecutionContext& ctx) {
 template <typename T>
 void BatchNormKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  const BnView v = ViewOf(x.GetShape());
+  const BnView v = ViewOf(x.GetShape(), ChannelsLast(ctx.Op(), "op '" + ctx.Op().Type() + "'"));
   const T* px = x.Data<T>();
   const T* scale = ctx.Input("Scale").Data<T>();
   const T* bias = ctx.Input("Bias").Data<T>();
@@ -109,7 +118,7 @@ void BatchNormKernel(const ExecutionContext& ctx) {
 template <typename T>
 void BatchNormGradKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  const BnView v = ViewOf(x.GetShape());
+  const BnView v = ViewOf(x.GetShape(), ChannelsLast(ctx.Op(), "op '" + ctx.Op().Type() + "'"));
   const T* px = x.Data<T>();
   const T* pdy = ctx.Input(GradVarName("Y")).Data<T>();
   const T* scale = ctx.Input("Scale").Data<T>();
@@ -159,20 +168,19 @@ void InferBatchNorm(InferShapeContext& c) {
   EnforceFloatDType(dtype, c.Where(), "X");
   NABLA_ENFORCE(x.size() >= 2 && x.size() <= 5, kInvalidArgument, c.Where(),
                 ": X must have rank 2 to 5 ([N, C, ...]), but received shape ", ShapeToString(x));
-  const std::string& layout = c.Attr<std::string>("data_layout");
-  NABLA_ENFORCE(layout == "NCHW" || layout == "AnyLayout", kInvalidArgument, c.Where(),
-                ": attribute data_layout must be NCHW (NHWC is not supported yet), but received '", layout, "'");
+  const bool nhwc = ChannelsLast(c.Op(), c.Where());
+  const int64_t channels = nhwc ? x.back() : x[1];
   for (const char* slot : {"Scale", "Bias", "Mean", "Variance"}) {
     const Shape s = c.InputShape(slot);
-    NABLA_ENFORCE(s.size() == 1 && DimsCompatible(s[0], x[1]), kInvalidArgument, c.Where(), ": ", slot,
-                  " must have shape [", x[1], "] (X's channels, dim 1 of ", ShapeToString(x), "), but received ",
-                  ShapeToString(s));
+    NABLA_ENFORCE(s.size() == 1 && DimsCompatible(s[0], channels), kInvalidArgument, c.Where(), ": ", slot,
+                  " must have shape [", channels, "] (X's channels, dim ", nhwc ? "-1" : "1", " of ", ShapeToString(x),
+                  "), but received ", ShapeToString(s));
     NABLA_ENFORCE(c.InputDType(slot) == dtype, kInvalidArgument, c.Where(), ": ", slot, " must have X's dtype ",
                   DTypeName(dtype), ", but received ", DTypeName(c.InputDType(slot)));
   }
   c.ShareShapeAndDType("X", "Y");
   for (const char* slot : {"MeanOut", "VarianceOut", "SavedMean", "SavedVariance"}) {
-    c.SetOutputShape(slot, {x[1]});
+    c.SetOutputShape(slot, {channels});
     c.SetOutputDType(slot, dtype);
   }
 }
@@ -198,7 +206,8 @@ class BatchNormGradMaker : public GradOpDescMakerBase {
 GradCheckSpec BnCase(std::string name, Shape x, AttributeMap attrs) {
   GradCheckSpec s;
   s.name = std::move(name);
-  const int64_t c = x[1];
+  const bool nhwc = attrs.count("data_layout") && std::get<std::string>(attrs.at("data_layout")) == "NHWC";
+  const int64_t c = nhwc ? x.back() : x[1];
   s.inputs = {FloatIn("X", x, -2.0, 2.0), FloatIn("Scale", {c}, 0.5, 1.5), FloatIn("Bias", {c}),
               NoCheck(FloatIn("Mean", {c})), NoCheck(FloatIn("Variance", {c}, 0.5, 2.0))};
   s.outputs = {{"Y", 1}, {"MeanOut", 1}, {"VarianceOut", 1}, {"SavedMean", 1}, {"SavedVariance", 1}};
@@ -237,11 +246,13 @@ NABLA_REGISTER_OPS(batch_norm) {
       .Attr<bool>("is_test", false, "(bool, default false) inference: normalize with Mean and Variance")
       .Attr<bool>("use_global_stats", false,
                   "(bool, default false) normalize with Mean and Variance in training too (frozen statistics)")
-      .Attr<std::string>("data_layout", "NCHW", "(string, default \"NCHW\") layout of X; only NCHW")
+      .Attr<std::string>("data_layout", "NCHW",
+                         "(string, default \"NCHW\") layout of X: NCHW (channels in dim 1) or NHWC (channels last)")
       .InferShape(InferBatchNorm)
       .GradMaker<BatchNormGradMaker>()
       .GradCheck(BnCase("train_nchw", {3, 2, 3, 2}, {}))
       .GradCheck(BnCase("train_2d", {5, 3}, {{"momentum", 0.5f}}))
+      .GradCheck(BnCase("train_nhwc", {2, 3, 2, 4}, {{"data_layout", std::string("NHWC")}}))
       .GradCheck(BnCase("global_stats", {2, 3, 2, 2}, {{"use_global_stats", true}}));
   OpBuilder& grad = registrar.DefaultGradOp("batch_norm", __FILE__, __LINE__);
   grad.Doc("Gradient of batch_norm with respect to X, Scale and Bias, from SavedMean and SavedVariance.")

@@ -25,21 +25,23 @@ void InferConv2d(InferShapeContext& c) {
                 ShapeToString(in));
   NABLA_ENFORCE(filter.size() == 4, kInvalidArgument, c.Where(),
                 ": Filter must be 4-D [M, C / groups, kh, kw], but received shape ", ShapeToString(filter));
-  CheckNCHW(c.Attr<std::string>("data_format"), "data_format", c.Where());
+  const bool nhwc = IsNHWC(c.Attr<std::string>("data_format"), "data_format", c.Where());
   const int groups = c.Attr<int>("groups");
   NABLA_ENFORCE(groups >= 1, kInvalidArgument, c.Where(), ": attribute groups must be >= 1, but received ", groups);
   NABLA_ENFORCE(filter[0] != 0 && filter[1] != 0 && filter[2] > 0 && filter[3] > 0, kInvalidArgument, c.Where(),
                 ": Filter's dims must be positive, its kernel size (dims 2 and 3) known at build time, but received "
                 "shape ",
                 ShapeToString(filter));
-  NABLA_ENFORCE(in[1] < 0 || filter[1] < 0 || in[1] == filter[1] * groups, kInvalidArgument, c.Where(),
-                ": Input's channels (", in[1], ") must equal Filter's dim 1 (", filter[1], ") times groups (", groups,
+  const Shape nchw = nhwc ? NchwShapeOf(in) : in;
+  NABLA_ENFORCE(nchw[1] < 0 || filter[1] < 0 || nchw[1] == filter[1] * groups, kInvalidArgument, c.Where(),
+                ": Input's channels (", nchw[1], ") must equal Filter's dim 1 (", filter[1], ") times groups (", groups,
                 "), for Input ", ShapeToString(in), " and Filter ", ShapeToString(filter));
   NABLA_ENFORCE(filter[0] < 0 || filter[0] % groups == 0, kInvalidArgument, c.Where(),
                 ": Filter's output channels (dim 0) must be divisible by groups (", groups, "), but received shape ",
                 ShapeToString(filter));
-  ConvGeom g = MakeConvGeom(c, in, filter, c.Where());
-  c.SetOutputShape("Output", {in[0], filter[0], g.h.out, g.w.out});
+  ConvGeom g = MakeConvGeom(c, nchw, filter, c.Where());
+  const Shape out{in[0], filter[0], g.h.out, g.w.out};
+  c.SetOutputShape("Output", nhwc ? NhwcShapeOf(out) : out);
   c.SetOutputDType("Output", dtype);
 }
 
@@ -91,31 +93,50 @@ void ConvBackwardGemm(const ConvGeom& g, const T* x, const T* w, const T* dy, T*
 }
 
 template <typename T>
+void ConvForward(const ConvGeom& g, const T* x, const T* w, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (DnnlConvForward(g, x, w, y)) return;
+  }
+  ConvForwardGemm<T>(g, x, w, y);
+}
+
+template <typename T>
+void ConvBackward(const ConvGeom& g, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (DnnlConvBackward(g, x, w, dy, dx, dw)) return;
+  }
+  ConvBackwardGemm<T>(g, x, w, dy, dx, dw);
+}
+
+template <typename T>
 void Conv2dKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("Input");
   const Tensor& w = ctx.Input("Filter");
-  const ConvGeom g = MakeConvGeom(ctx, x.GetShape(), w.GetShape(), "op 'conv2d'");
-  T* y = ctx.Output("Output")->Allocate<T>(ctx.GetDevice(), {g.n, g.m, g.h.out, g.w.out});
-  if constexpr (std::is_same_v<T, float>) {
-    if (DnnlConvForward(g, x.Data<float>(), w.Data<float>(), y)) return;
-  }
-  ConvForwardGemm<T>(g, x.Data<T>(), w.Data<T>(), y);
+  const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_format"), "data_format", "op 'conv2d'");
+  const ConvGeom g = MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d'");
+  const Shape ys{g.n, g.m, g.h.out, g.w.out};
+  T* y = ctx.Output("Output")->Allocate<T>(ctx.GetDevice(), nhwc ? NhwcShapeOf(ys) : ys);
+  std::vector<T> xbuf, ybuf(nhwc ? static_cast<size_t>(NumElements(ys)) : 0);
+  ConvForward<T>(g, AsNchw(x.Data<T>(), nhwc, g.n, g.c, g.h.in * g.w.in, xbuf), w.Data<T>(), nhwc ? ybuf.data() : y);
+  if (nhwc) TransposeChannels(ybuf.data(), y, g.n, g.m, g.OutPlane(), false);
 }
 
 template <typename T>
 void Conv2dGradKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("Input");
   const Tensor& w = ctx.Input("Filter");
-  const T* dy = ctx.Input(GradVarName("Output")).Data<T>();
-  const ConvGeom g = MakeConvGeom(ctx, x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
+  const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_format"), "data_format", "op 'conv2d_grad'");
+  const ConvGeom g =
+      MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
   Tensor* dx_t = ctx.Output(GradVarName("Input"));
   Tensor* dw_t = ctx.Output(GradVarName("Filter"));
   T* dx = dx_t ? dx_t->Allocate<T>(ctx.GetDevice(), x.GetShape()) : nullptr;
   T* dw = dw_t ? dw_t->Allocate<T>(ctx.GetDevice(), w.GetShape()) : nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    if (DnnlConvBackward(g, x.Data<float>(), w.Data<float>(), dy, dx, dw)) return;
-  }
-  ConvBackwardGemm<T>(g, x.Data<T>(), w.Data<T>(), dy, dx, dw);
+  std::vector<T> xbuf, dybuf, dxbuf(nhwc && dx ? static_cast<size_t>(x.Numel()) : 0);
+  const T* px = AsNchw(x.Data<T>(), nhwc, g.n, g.c, g.h.in * g.w.in, xbuf);
+  const T* pdy = AsNchw(ctx.Input(GradVarName("Output")).Data<T>(), nhwc, g.n, g.m, g.OutPlane(), dybuf);
+  ConvBackward<T>(g, px, w.Data<T>(), pdy, nhwc && dx ? dxbuf.data() : dx, dw);
+  if (nhwc && dx) TransposeChannels(dxbuf.data(), dx, g.n, g.c, g.h.in * g.w.in, false);
 }
 
 // conv2d_grad reads Input, Filter and Output@GRAD, not Output, so the
@@ -150,9 +171,9 @@ NABLA_REGISTER_OPS(conv2d) {
         "Filter[m, c] cross-correlated with the padded Input[n, c], with strides and dilations. "
         "Output is [N, M, (H + pad_top + pad_bottom - dilation_h * (kh - 1) - 1) / stride_h + 1, "
         "(likewise for W)].")
-      .Input("Input", "(Tensor) images [N, C, H, W], float32 or float64")
+      .Input("Input", "(Tensor) images [N, C, H, W] ([N, H, W, C] with NHWC), float32 or float64")
       .Input("Filter", "(Tensor) kernels [M, C / groups, kh, kw], Input's dtype")
-      .Output("Output", "(Tensor) [N, M, H_out, W_out]")
+      .Output("Output", "(Tensor) [N, M, H_out, W_out] ([N, H_out, W_out, M] with NHWC)")
       .Attr<Ints>("strides", {1, 1}, "(vector<int>, default [1, 1]) the window's step (height, width)")
       .Attr<Ints>("paddings", {0, 0},
                   "(vector<int>, default [0, 0]) zero padding: [height, width] on both sides, or [top, bottom, "
@@ -165,7 +186,9 @@ NABLA_REGISTER_OPS(conv2d) {
                          "(string, default \"EXPLICIT\") EXPLICIT: use paddings; SAME: pad so that H_out = "
                          "ceil(H / stride), the odd pad at the bottom/right; VALID: no padding",
                          [](const std::string& a) { CheckPaddingAlgorithm(a, "conv2d"); })
-      .Attr<std::string>("data_format", "NCHW", "(string, default \"NCHW\") layout of Input and Output; only NCHW")
+      .Attr<std::string>("data_format", "NCHW",
+                         "(string, default \"NCHW\") layout of Input and Output: NCHW or NHWC (computed as NCHW "
+                         "between transposes); Filter is [M, C / groups, kh, kw] either way")
       .InferShape(InferConv2d)
       .GradMaker<Conv2dGradMaker>()
       .GradCheck(ConvCase("plain_pad1", {2, 3, 5, 5}, {4, 3, 3, 3}, {{"paddings", Ints{1, 1}}}))
@@ -178,6 +201,9 @@ NABLA_REGISTER_OPS(conv2d) {
                           {{"groups", 3}, {"strides", Ints{2, 2}}, {"paddings", Ints{1, 1}}}))
       .GradCheck(ConvCase("same_stride2", {1, 2, 7, 6}, {3, 2, 3, 4},
                           {{"strides", Ints{2, 2}}, {"padding_algorithm", std::string("SAME")}}))
+      .GradCheck(ConvCase(
+          "nhwc_stride2_groups2", {2, 5, 6, 4}, {4, 2, 3, 3},
+          {{"data_format", std::string("NHWC")}, {"groups", 2}, {"strides", Ints{2, 1}}, {"paddings", Ints{1, 1}}}))
       .GradCheck(ConvCase("valid", {1, 2, 5, 6}, {2, 2, 2, 3},
                           {{"paddings", Ints{3, 3}}, {"padding_algorithm", std::string("VALID")}}));
   OpBuilder& grad = registrar.DefaultGradOp("conv2d", __FILE__, __LINE__);

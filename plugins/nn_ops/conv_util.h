@@ -38,9 +38,42 @@ inline void CheckPaddingAlgorithm(const std::string& algo, const std::string& wh
                 ": attribute padding_algorithm must be EXPLICIT, SAME or VALID, but received '", algo, "'");
 }
 
-inline void CheckNCHW(const std::string& format, const char* attr, const std::string& where) {
-  NABLA_ENFORCE(format == "NCHW" || format == "AnyLayout", kInvalidArgument, where, ": attribute ", attr,
-                " must be NCHW (NHWC is not supported yet), but received '", format, "'");
+// NCHW or NHWC (Paddle's "AnyLayout" reads as NCHW); true for NHWC.
+inline bool IsNHWC(const std::string& format, const char* attr, const std::string& where) {
+  NABLA_ENFORCE(format == "NCHW" || format == "NHWC" || format == "AnyLayout", kInvalidArgument, where, ": attribute ",
+                attr, " must be NCHW or NHWC, but received '", format, "'");
+  return format == "NHWC";
+}
+
+// [N, H, W, C] as [N, C, H, W]: NHWC conv2d and pool2d compute in NCHW
+// between two transposes (and say so in their docs).
+inline Shape NchwShapeOf(const Shape& nhwc) { return {nhwc[0], nhwc[3], nhwc[1], nhwc[2]}; }
+inline Shape NhwcShapeOf(const Shape& nchw) { return {nchw[0], nchw[2], nchw[3], nchw[1]}; }
+
+// dst[n][c][p] = src[n][p][c] for p over the h * w pixels (to_nchw), or the
+// other way round.
+template <typename T>
+void TransposeChannels(const T* src, T* dst, int64_t n, int64_t c, int64_t pixels, bool to_nchw) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* s = src + i * c * pixels;
+    T* d = dst + i * c * pixels;
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t k = 0; k < c; ++k) {
+        if (to_nchw)
+          d[k * pixels + p] = s[p * c + k];
+        else
+          d[p * c + k] = s[k * pixels + p];
+      }
+  }
+}
+
+// NHWC data as NCHW: a transposed copy in `buf`, or the data itself.
+template <typename T>
+const T* AsNchw(const T* data, bool nhwc, int64_t n, int64_t c, int64_t pixels, std::vector<T>& buf) {
+  if (!nhwc) return data;
+  buf.resize(static_cast<size_t>(n * c * pixels));
+  TransposeChannels(data, buf.data(), n, c, pixels, true);
+  return buf.data();
 }
 
 // Fills pad_before/pad_after of the height (axis 0) and width (axis 1) from

@@ -21,9 +21,11 @@ void InferPool2d(InferShapeContext& c) {
   EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
   NABLA_ENFORCE(x.size() == 4, kInvalidArgument, c.Where(), ": X must be 4-D [N, C, H, W], but received shape ",
                 ShapeToString(x));
-  CheckNCHW(c.Attr<std::string>("data_format"), "data_format", c.Where());
-  const PoolGeom g = MakePoolGeom(c, x, c.Where());
-  c.SetOutputShape("Out", {x[0], x[1], g.h.out, g.w.out});
+  const bool nhwc = IsNHWC(c.Attr<std::string>("data_format"), "data_format", c.Where());
+  const Shape nchw = nhwc ? NchwShapeOf(x) : x;
+  const PoolGeom g = MakePoolGeom(c, nchw, c.Where());
+  const Shape out{nchw[0], nchw[1], g.h.out, g.w.out};
+  c.SetOutputShape("Out", nhwc ? NhwcShapeOf(out) : out);
   c.SetOutputDType("Out", c.InputDType("X"));
 }
 
@@ -100,12 +102,17 @@ void PoolBackwardLoops(const PoolGeom& g, const T* x, const T* dy, T* dx) {
 template <typename T>
 void Pool2dKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  const PoolGeom g = MakePoolGeom(ctx, x.GetShape(), "op 'pool2d'");
-  T* y = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), {g.n, g.c, g.h.out, g.w.out});
-  if constexpr (std::is_same_v<T, float>) {
-    if (DnnlPoolForward(g, x.Data<float>(), y)) return;
-  }
-  PoolForwardLoops<T>(g, x.Data<T>(), y);
+  const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_format"), "data_format", "op 'pool2d'");
+  const PoolGeom g = MakePoolGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), "op 'pool2d'");
+  const Shape ys{g.n, g.c, g.h.out, g.w.out};
+  T* y = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), nhwc ? NhwcShapeOf(ys) : ys);
+  std::vector<T> xbuf, ybuf(nhwc ? static_cast<size_t>(NumElements(ys)) : 0);
+  const T* px = AsNchw(x.Data<T>(), nhwc, g.n, g.c, g.h.in * g.w.in, xbuf);
+  T* py = nhwc ? ybuf.data() : y;
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>) done = DnnlPoolForward(g, px, py);
+  if (!done) PoolForwardLoops<T>(g, px, py);
+  if (nhwc) TransposeChannels(py, y, g.n, g.c, g.h.out * g.w.out, false);
 }
 
 template <typename T>
@@ -113,13 +120,17 @@ void Pool2dGradKernel(const ExecutionContext& ctx) {
   Tensor* dx_t = ctx.Output(GradVarName("X"));
   if (!dx_t) return;
   const Tensor& x = ctx.Input("X");
-  const PoolGeom g = MakePoolGeom(ctx, x.GetShape(), "op 'pool2d_grad'");
-  const T* dy = ctx.Input(GradVarName("Out")).Data<T>();
+  const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_format"), "data_format", "op 'pool2d_grad'");
+  const PoolGeom g = MakePoolGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), "op 'pool2d_grad'");
   T* dx = dx_t->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  if constexpr (std::is_same_v<T, float>) {
-    if (DnnlPoolBackward(g, x.Data<float>(), dy, dx)) return;
-  }
-  PoolBackwardLoops<T>(g, x.Data<T>(), dy, dx);
+  std::vector<T> xbuf, dybuf, dxbuf(nhwc ? static_cast<size_t>(x.Numel()) : 0);
+  const T* px = AsNchw(x.Data<T>(), nhwc, g.n, g.c, g.h.in * g.w.in, xbuf);
+  const T* pdy = AsNchw(ctx.Input(GradVarName("Out")).Data<T>(), nhwc, g.n, g.c, g.h.out * g.w.out, dybuf);
+  T* pdx = nhwc ? dxbuf.data() : dx;
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>) done = DnnlPoolBackward(g, px, pdy, pdx);
+  if (!done) PoolBackwardLoops<T>(g, px, pdy, pdx);
+  if (nhwc) TransposeChannels(pdx, dx, g.n, g.c, g.h.in * g.w.in, false);
 }
 
 // pool2d_grad reads X (max finds its argmax again; avg needs the shape) and
@@ -152,8 +163,8 @@ NABLA_REGISTER_OPS(pool2d) {
           "2-D max or average pooling over NCHW images. Out is [N, C, (H + pad_top + pad_bottom - kh) / "
           "stride_h + 1, (likewise for W)], rounding up with ceil_mode; with global_pooling one value per "
           "plane; with adaptive ksize is the output size and windows split the input evenly.")
-      .Input("X", "(Tensor) images [N, C, H, W], float32 or float64")
-      .Output("Out", "(Tensor) [N, C, H_out, W_out]")
+      .Input("X", "(Tensor) images [N, C, H, W] ([N, H, W, C] with NHWC), float32 or float64")
+      .Output("Out", "(Tensor) [N, C, H_out, W_out] ([N, H_out, W_out, C] with NHWC)")
       .RequiredAttr<std::string>("pooling_type", "(string, required) max or avg",
                                  [](const std::string& t) {
                                    NABLA_ENFORCE(t == "max" || t == "avg", kInvalidArgument,
@@ -176,7 +187,9 @@ NABLA_REGISTER_OPS(pool2d) {
                          "(string, default \"EXPLICIT\") EXPLICIT: use paddings; SAME: pad so that H_out = "
                          "ceil(H / stride); VALID: no padding",
                          [](const std::string& a) { CheckPaddingAlgorithm(a, "pool2d"); })
-      .Attr<std::string>("data_format", "NCHW", "(string, default \"NCHW\") layout of X and Out; only NCHW")
+      .Attr<std::string>("data_format", "NCHW",
+                         "(string, default \"NCHW\") layout of X and Out: NCHW or NHWC (computed as NCHW between "
+                         "transposes)")
       .InferShape(InferPool2d)
       .GradMaker<Pool2dGradMaker>()
       .GradCheck(
@@ -201,6 +214,12 @@ NABLA_REGISTER_OPS(pool2d) {
           PoolCase("avg_adaptive", {1, 2, 7, 5}, {{"pooling_type", avg}, {"ksize", Ints{3, 2}}, {"adaptive", true}}))
       .GradCheck(
           PoolCase("max_adaptive", {1, 2, 6, 7}, {{"pooling_type", max}, {"ksize", Ints{4, 3}}, {"adaptive", true}}))
+      .GradCheck(PoolCase("max_nhwc_pad", {2, 5, 4, 3},
+                          {{"pooling_type", max},
+                           {"ksize", Ints{3, 2}},
+                           {"strides", Ints{2, 2}},
+                           {"paddings", Ints{1, 0}},
+                           {"data_format", std::string("NHWC")}}))
       .GradCheck(PoolCase("avg_global", {2, 3, 4, 3}, {{"pooling_type", avg}, {"global_pooling", true}}));
   OpBuilder& grad = registrar.DefaultGradOp("pool2d", __FILE__, __LINE__);
   grad.Doc("Gradient of pool2d with respect to X.")

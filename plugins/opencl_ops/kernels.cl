@@ -512,3 +512,16 @@ __kernel void bn_grad_apply(__global const T* x, __global const T* dy, __global 
   T xhat = (x[i] - saved_mean[ch]) * inv_std;
   dx[i] = k * (dy[i] - (dbias[ch] + xhat * dscale[ch]) / (T)m);
 }
+
+// NHWC <-> NCHW for conv2d and pool2d, which compute in NCHW: i indexes dst.
+__kernel void transpose_channels(__global const T* src, __global T* dst, long n, long c, long pixels, int to_nchw) {
+  long i = GID;
+  if (i >= n * c * pixels) return;
+  if (to_nchw) {
+    long p = i % pixels, k = (i / pixels) % c, b = i / (pixels * c);
+    dst[i] = src[(b * pixels + p) * c + k];
+  } else {
+    long k = i % c, p = (i / c) % pixels, b = i / (c * pixels);
+    dst[i] = src[(b * c + k) * pixels + p];
+  }
+}

@@ -24,6 +24,29 @@ void* Scratch(OpenClDevice& dev, Tensor& t, int64_t n) {
   return t.Allocate(dev, DTypeOf<T>::value, {n});
 }
 
+bool Nhwc(const ExecutionContext& ctx, const char* attr) {
+  return nn::IsNHWC(ctx.Attr<std::string>(attr), attr, "op '" + ctx.Op().Type() + "'");
+}
+
+// NHWC data computed as NCHW: `buf` transposed into `tmp`, or `buf` itself.
+template <typename T>
+const void* AsNchw(OpenClDevice& dev, const void* buf, bool nhwc, int64_t n, int64_t c, int64_t pixels, Tensor& tmp) {
+  if (!nhwc) return buf;
+  void* t = Scratch<T>(dev, tmp, n * c * pixels);
+  Run<T>(dev, "transpose_channels",
+         {KernelArg::Buffer(buf), KernelArg::Buffer(t), KernelArg(n), KernelArg(c), KernelArg(pixels), KernelArg(1)},
+         n * c * pixels);
+  return t;
+}
+
+// An NCHW result in `nchw` written to the NHWC output `out`.
+template <typename T>
+void ToNhwc(OpenClDevice& dev, const void* nchw, void* out, int64_t n, int64_t c, int64_t pixels) {
+  Run<T>(dev, "transpose_channels",
+         {KernelArg::Buffer(nchw), KernelArg::Buffer(out), KernelArg(n), KernelArg(c), KernelArg(pixels), KernelArg(0)},
+         n * c * pixels);
+}
+
 template <typename T>
 struct Conv2dKernel {
   void operator()(const ExecutionContext& ctx) const {
@@ -31,10 +54,15 @@ struct Conv2dKernel {
     Staging s(dev);
     const Tensor& x = ctx.Input("Input");
     const Tensor& w = ctx.Input("Filter");
-    const ConvGeom g = nn::MakeConvGeom(ctx, x.GetShape(), w.GetShape(), "op 'conv2d'");
-    const void* xb = s.In(x);
+    const bool nhwc = Nhwc(ctx, "data_format");
+    const ConvGeom g =
+        nn::MakeConvGeom(ctx, nhwc ? nn::NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d'");
+    Tensor x_nchw, y_nchw;
+    const void* xb = AsNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw);
     const void* wb = s.In(w);
-    void* yb = Out<T>(ctx, ctx.Output("Output"), {g.n, g.m, g.h.out, g.w.out});
+    const Shape ys{g.n, g.m, g.h.out, g.w.out};
+    void* y = Out<T>(ctx, ctx.Output("Output"), nhwc ? nn::NhwcShapeOf(ys) : ys);
+    void* yb = nhwc ? Scratch<T>(dev, y_nchw, NumElements(ys)) : y;
     const int64_t cg = g.CinPerGroup(), mg = g.CoutPerGroup(), k = g.ColRows(), plane = g.OutPlane();
     Tensor col_t;
     void* col = Scratch<T>(dev, col_t, k * plane);
@@ -46,6 +74,7 @@ struct Conv2dKernel {
         dev.Gemm(false, false, mg, plane, k, T(1), wb, gi * mg * k, k, col, 0, plane, T(0), yb,
                  (n * g.m + gi * mg) * plane, plane);
       }
+    if (nhwc) ToNhwc<T>(dev, yb, y, g.n, g.m, plane);
   }
 };
 
@@ -57,13 +86,17 @@ struct Conv2dGradKernel {
     Staging s(dev);
     const Tensor& x = ctx.Input("Input");
     const Tensor& w = ctx.Input("Filter");
-    const ConvGeom g = nn::MakeConvGeom(ctx, x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
+    const bool nhwc = Nhwc(ctx, "data_format");
+    const ConvGeom g =
+        nn::MakeConvGeom(ctx, nhwc ? nn::NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
     Tensor* dx_t = ctx.Output(GradVarName("Input"));
     Tensor* dw_t = ctx.Output(GradVarName("Filter"));
-    const void* xb = s.In(x);
+    Tensor x_nchw, dy_nchw, dx_nchw;
+    const void* xb = AsNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw);
     const void* wb = s.In(w);
-    const void* dyb = s.In(ctx.Input(GradVarName("Output")));
-    void* dx = dx_t ? Out<T>(ctx, dx_t, x.GetShape()) : nullptr;
+    const void* dyb = AsNchw<T>(dev, s.In(ctx.Input(GradVarName("Output"))), nhwc, g.n, g.m, g.OutPlane(), dy_nchw);
+    void* dx_out = dx_t ? Out<T>(ctx, dx_t, x.GetShape()) : nullptr;
+    void* dx = dx_out && nhwc ? Scratch<T>(dev, dx_nchw, x.Numel()) : dx_out;
     void* dw = dw_t ? Out<T>(ctx, dw_t, w.GetShape()) : nullptr;
     const int64_t cg = g.CinPerGroup(), mg = g.CoutPerGroup(), k = g.ColRows(), plane = g.OutPlane();
     if (dw && g.n == 0) Zero<T>(dev, dw, g.m * k);
@@ -84,6 +117,7 @@ struct Conv2dGradKernel {
                    gi * mg * k, k);
         }
       }
+    if (dx && nhwc) ToNhwc<T>(dev, dx, dx_out, g.n, g.c, g.h.in * g.w.in);
   }
 };
 
@@ -95,13 +129,18 @@ struct Pool2dKernel {
     OpenClDevice& dev = Dev(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const PoolGeom g = nn::MakePoolGeom(ctx, x.GetShape(), "op 'pool2d'");
-    KernelArg xa = s.Arg(x);
-    void* y = Out<T>(ctx, ctx.Output("Out"), {g.n, g.c, g.h.out, g.w.out});
+    const bool nhwc = Nhwc(ctx, "data_format");
+    const PoolGeom g = nn::MakePoolGeom(ctx, nhwc ? nn::NchwShapeOf(x.GetShape()) : x.GetShape(), "op 'pool2d'");
+    Tensor x_nchw, y_nchw;
+    KernelArg xa = KernelArg::Buffer(AsNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw));
+    const Shape ys{g.n, g.c, g.h.out, g.w.out};
+    void* y = Out<T>(ctx, ctx.Output("Out"), nhwc ? nn::NhwcShapeOf(ys) : ys);
+    void* yb = nhwc ? Scratch<T>(dev, y_nchw, NumElements(ys)) : y;
     Run<T>(dev, "pool_fwd",
-           {xa, KernelArg::Buffer(y), KernelArg(g.n * g.c), Geometry(g.h, g.w, g.c, g.adaptive), Steps(g.h, g.w),
+           {xa, KernelArg::Buffer(yb), KernelArg(g.n * g.c), Geometry(g.h, g.w, g.c, g.adaptive), Steps(g.h, g.w),
             KernelArg(PoolMode(g))},
            g.n * g.c * g.h.out * g.w.out);
+    if (nhwc) ToNhwc<T>(dev, yb, y, g.n, g.c, g.h.out * g.w.out);
   }
 };
 
@@ -113,13 +152,19 @@ struct Pool2dGradKernel {
     OpenClDevice& dev = Dev(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const PoolGeom g = nn::MakePoolGeom(ctx, x.GetShape(), "op 'pool2d_grad'");
-    KernelArg xa = s.Arg(x), da = s.Arg(ctx.Input(GradVarName("Out")));
+    const bool nhwc = Nhwc(ctx, "data_format");
+    const PoolGeom g = nn::MakePoolGeom(ctx, nhwc ? nn::NchwShapeOf(x.GetShape()) : x.GetShape(), "op 'pool2d_grad'");
+    Tensor x_nchw, dy_nchw, dx_nchw;
+    KernelArg xa = KernelArg::Buffer(AsNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw));
+    KernelArg da = KernelArg::Buffer(
+        AsNchw<T>(dev, s.In(ctx.Input(GradVarName("Out"))), nhwc, g.n, g.c, g.h.out * g.w.out, dy_nchw));
     void* g_out = Out<T>(ctx, dx, x.GetShape());
+    void* gb = nhwc ? Scratch<T>(dev, dx_nchw, x.Numel()) : g_out;
     Run<T>(dev, "pool_bwd",
-           {xa, da, KernelArg::Buffer(g_out), KernelArg(g.n * g.c), Geometry(g.h, g.w, g.c, g.adaptive),
-            Steps(g.h, g.w), KernelArg(PoolMode(g))},
+           {xa, da, KernelArg::Buffer(gb), KernelArg(g.n * g.c), Geometry(g.h, g.w, g.c, g.adaptive), Steps(g.h, g.w),
+            KernelArg(PoolMode(g))},
            g.n * g.c * g.h.in * g.w.in);
+    if (nhwc) ToNhwc<T>(dev, gb, g_out, g.n, g.c, g.h.in * g.w.in);
   }
 };
 
@@ -127,7 +172,13 @@ struct BnView {
   int64_t n, c, inner;
 };
 
-BnView ViewOf(const Shape& x) {
+// NHWC (channels last) is [all other dims, c, 1], as on the CPU.
+BnView ViewOf(const Shape& x, bool nhwc) {
+  if (nhwc) {
+    BnView v{1, x.back(), 1};
+    for (size_t i = 0; i + 1 < x.size(); ++i) v.n *= x[i];
+    return v;
+  }
   BnView v{x[0], x[1], 1};
   for (size_t i = 2; i < x.size(); ++i) v.inner *= x[i];
   return v;
@@ -143,7 +194,7 @@ struct BatchNormKernel {
     OpenClDevice& dev = Dev(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const BnView v = ViewOf(x.GetShape());
+    const BnView v = ViewOf(x.GetShape(), Nhwc(ctx, "data_layout"));
     KernelArg xa = s.Arg(x), scale = s.Arg(ctx.Input("Scale")), bias = s.Arg(ctx.Input("Bias"));
     KernelArg mean_in = s.Arg(ctx.Input("Mean")), var_in = s.Arg(ctx.Input("Variance"));
     // MeanOut/VarianceOut are usually Mean/Variance themselves: the kernel
@@ -172,7 +223,7 @@ struct BatchNormGradKernel {
     OpenClDevice& dev = Dev(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const BnView v = ViewOf(x.GetShape());
+    const BnView v = ViewOf(x.GetShape(), Nhwc(ctx, "data_layout"));
     KernelArg xa = s.Arg(x), dy = s.Arg(ctx.Input(GradVarName("Y"))), scale = s.Arg(ctx.Input("Scale"));
     KernelArg mean = s.Arg(ctx.Input("SavedMean")), inv_std = s.Arg(ctx.Input("SavedVariance"));
     Tensor* dscale_t = ctx.Output(GradVarName("Scale"));

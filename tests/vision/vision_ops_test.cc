@@ -95,7 +95,11 @@ TEST(VisionOpsCoverage, EveryFeatureHasACase) {
                         "bn_train_nchw",
                         "bn_train_2d_momentum",
                         "bn_is_test",
-                        "bn_use_global_stats"})
+                        "bn_use_global_stats",
+                        "conv_nhwc_stride2_groups2",
+                        "pool_max_nhwc_pad_ceil",
+                        "pool_avg_nhwc",
+                        "bn_train_nhwc"})
     EXPECT_TRUE(have.count(n)) << n;
 }
 
