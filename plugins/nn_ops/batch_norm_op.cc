@@ -64,7 +64,8 @@ void BatchNormKernel(const ExecutionContext& ctx) {
   const std::vector<double> run_var(ctx.Input("Variance").Data<T>(), ctx.Input("Variance").Data<T>() + v.c);
   const double eps = ctx.Attr<float>("epsilon");
   const double momentum = ctx.Attr<float>("momentum");
-  const bool global = UsesGlobalStats(ctx);
+  // An empty batch has no statistics: it leaves the running ones as they are.
+  const bool global = UsesGlobalStats(ctx) || v.n * v.inner == 0;
   T* py = ctx.Output("Y")->Allocate<T>(ctx.GetDevice(), x.GetShape());
   T* mean_out = ctx.Output("MeanOut")->Allocate<T>(ctx.GetDevice(), {v.c});
   T* var_out = ctx.Output("VarianceOut")->Allocate<T>(ctx.GetDevice(), {v.c});

@@ -437,7 +437,7 @@ __kernel void bn_stats(__global const T* x, __global const T* mean_in, __global 
   if (ch >= c) return;
   T run_mean = mean_in[ch], run_var = var_in[ch];
   T mean = run_mean, var = run_var;
-  if (!global_stats) {
+  if (!global_stats && n * inner > 0) {
     T sum = (T)0;
     for (long i = 0; i < n; ++i) {
       __global const T* row = x + (i * c + ch) * inner;
