@@ -103,6 +103,27 @@ TEST(VisionOpsCoverage, EveryFeatureHasACase) {
     EXPECT_TRUE(have.count(n)) << n;
 }
 
+// ---------------------------------------------------------------- the CNN example
+
+// examples/fashion_mnist_cnn.yaml itself for 30 steps (on both executors):
+// it trains, and its evaluation, which runs batch_norm with is_test on the
+// running statistics the training steps moved in place, is far above chance.
+TEST(CnnExample, TrainsAndEvaluates) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const fs::path dir = testing_cli::FreshTestDir("vision_cnn");
+  const std::string config = std::string(NABLA_SOURCE_DIR) + "/examples/fashion_mnist_cnn.yaml";
+  testing_cli::Result r = testing_cli::RunBinary(NABLA_BIN_PATH, "run " + Quote(config) + " --steps 30 --progress none",
+                                                 "cd " + Quote(dir.string()) + " &&", (dir / "run").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t at = r.out.find("final eval accuracy: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double accuracy = std::stod(r.out.substr(at + 21));
+  EXPECT_GT(accuracy, 50.0) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "runs/fashion_mnist_cnn/checkpoints")) << r.out;
+  fs::remove_all(dir);
+}
+
 // ---------------------------------------------------------------- bad input
 
 struct BadCase {
