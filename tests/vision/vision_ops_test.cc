@@ -113,8 +113,12 @@ TEST(CnnExample, TrainsAndEvaluates) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const fs::path dir = testing_cli::FreshTestDir("vision_cnn");
   const std::string config = std::string(NABLA_SOURCE_DIR) + "/examples/fashion_mnist_cnn.yaml";
+  // The example writes runs/... under the working directory.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
   testing_cli::Result r = testing_cli::RunBinary(NABLA_BIN_PATH, "run " + Quote(config) + " --steps 30 --progress none",
-                                                 "cd " + Quote(dir.string()) + " &&", (dir / "run").string());
+                                                 "", (dir / "run").string());
+  fs::current_path(cwd);
   ASSERT_EQ(r.code, 0) << r.err;
   const size_t at = r.out.find("final eval accuracy: ");
   ASSERT_NE(at, std::string::npos) << r.out;
