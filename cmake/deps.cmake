@@ -48,8 +48,14 @@ endif()
 
 # oneDNN (Debian's libdnnl-dev, built on OpenMP) for the float32 conv2d and
 # pool2d kernels of plugins/nn_ops; without it they run im2col + GEMM.
+# Sanitizer builds run the reference kernels instead: LeakSanitizer's exit-time
+# tracer crashes ("Tracer caught signal 11") in any process that ran oneDNN's
+# JIT code, so every such test would fail at exit. (valgrind finds nothing on
+# the oneDNN path.)
 option(NABLA_WITH_DNNL "Use oneDNN for float32 convolution and pooling" ON)
-if(NABLA_WITH_DNNL)
+if(NABLA_WITH_DNNL AND NABLA_SANITIZE)
+  message(STATUS "NABLA_SANITIZE=${NABLA_SANITIZE}: conv2d/pool2d use the reference kernels, not oneDNN")
+elseif(NABLA_WITH_DNNL)
   find_package(dnnl CONFIG)
   find_package(OpenMP COMPONENTS CXX)
   if(dnnl_FOUND AND OpenMP_CXX_FOUND)
