@@ -45,3 +45,25 @@ if(NABLA_WITH_OPENCL)
   target_compile_definitions(nabla_dep_opencl INTERFACE CL_TARGET_OPENCL_VERSION=120)
   add_library(dep::opencl ALIAS nabla_dep_opencl)
 endif()
+
+# oneDNN (Debian's libdnnl-dev, built on OpenMP) for the float32 conv2d and
+# pool2d kernels of plugins/nn_ops; without it they run im2col + GEMM.
+# Sanitizer builds run the reference kernels instead: LeakSanitizer's exit-time
+# tracer crashes ("Tracer caught signal 11") in any process that ran oneDNN's
+# JIT code, so every such test would fail at exit. (valgrind finds nothing on
+# the oneDNN path.)
+option(NABLA_WITH_DNNL "Use oneDNN for float32 convolution and pooling" ON)
+if(NABLA_WITH_DNNL AND NABLA_SANITIZE)
+  message(STATUS "NABLA_SANITIZE=${NABLA_SANITIZE}: conv2d/pool2d use the reference kernels, not oneDNN")
+elseif(NABLA_WITH_DNNL)
+  find_package(dnnl CONFIG)
+  find_package(OpenMP COMPONENTS CXX)
+  if(dnnl_FOUND AND OpenMP_CXX_FOUND)
+    add_library(nabla_dep_dnnl INTERFACE)
+    target_link_libraries(nabla_dep_dnnl INTERFACE DNNL::dnnl OpenMP::OpenMP_CXX)
+    target_compile_definitions(nabla_dep_dnnl INTERFACE NABLA_WITH_DNNL=1)
+    add_library(dep::dnnl ALIAS nabla_dep_dnnl)
+  else()
+    message(STATUS "oneDNN or OpenMP not found: conv2d/pool2d run im2col + GEMM (install libdnnl-dev)")
+  endif()
+endif()

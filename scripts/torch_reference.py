@@ -205,11 +205,87 @@ def rnn_while_program(steps, dim, hidden, classes):
             "\n    ops:\n" + "\n".join(ops) + "\n  - idx: 1\n    parent: 0\n    ops:\n" + "\n".join(body) + "\n")
 
 
+def cnn(rng):
+    """The example CNN's structure (examples/models/fashion_mnist_cnn.yaml) at small sizes."""
+    n, size, c1, c2, hidden, classes = 6, 8, 4, 6, 10, 5
+    flat = c2 * (size // 4) ** 2
+    x = rng.uniform(0.0, 1.0, (n, 1, size, size)).astype(np.float32)
+    y = rng.integers(0, classes, size=(n, 1)).astype(np.int64)
+    w = {
+        "conv1_w": (rng.standard_normal((c1, 1, 3, 3)) / 3.0).astype(np.float32),
+        "bn1_scale": rng.uniform(0.5, 1.5, c1).astype(np.float32),
+        "bn1_bias": (0.1 * rng.standard_normal(c1)).astype(np.float32),
+        "conv2_w": (rng.standard_normal((c2, c1, 3, 3)) / np.sqrt(9 * c1)).astype(np.float32),
+        "bn2_scale": rng.uniform(0.5, 1.5, c2).astype(np.float32),
+        "bn2_bias": (0.1 * rng.standard_normal(c2)).astype(np.float32),
+        "fc1_w": (rng.standard_normal((flat, hidden)) / np.sqrt(flat)).astype(np.float32),
+        "fc1_b": (0.1 * rng.standard_normal(hidden)).astype(np.float32),
+        "fc2_w": (rng.standard_normal((hidden, classes)) / np.sqrt(hidden)).astype(np.float32),
+        "fc2_b": (0.1 * rng.standard_normal(classes)).astype(np.float32),
+    }
+    tw = {k: t64(v) for k, v in w.items()}
+    F = torch.nn.functional
+    stats = {k: torch.zeros(c, dtype=torch.float64) for k, c in (("bn1_mean", c1), ("bn2_mean", c2))}
+    stats.update({k: torch.ones(c, dtype=torch.float64) for k, c in (("bn1_var", c1), ("bn2_var", c2))})
+    h = torch.tensor(x, dtype=torch.float64)
+    for i in (1, 2):
+        h = F.conv2d(h, tw[f"conv{i}_w"], padding=1)
+        # Paddle's momentum 0.9 is PyTorch's 0.1; the running variance is
+        # checked against the biased batch variance (SPEC §6), so it is
+        # computed here rather than taken from PyTorch (unbiased).
+        mean_b, var_b = h.mean(dim=(0, 2, 3)), h.var(dim=(0, 2, 3), unbiased=False)
+        stats[f"bn{i}_mean"] = 0.9 * stats[f"bn{i}_mean"] + 0.1 * mean_b.detach()
+        stats[f"bn{i}_var"] = 0.9 * stats[f"bn{i}_var"] + 0.1 * var_b.detach()
+        h = F.batch_norm(h, None, None, tw[f"bn{i}_scale"], tw[f"bn{i}_bias"], training=True, eps=1e-5)
+        h = F.max_pool2d(F.relu(h), 2, 2)
+    h = F.relu(h.reshape(n, flat) @ tw["fc1_w"] + tw["fc1_b"])
+    logits = h @ tw["fc2_w"] + tw["fc2_b"]
+    loss = F.cross_entropy(logits, torch.tensor(y[:, 0]))
+    loss.backward()
+    params = "".join(f"      {k}: {{shape: {list(v.shape)}, dtype: float32, persistable: true}}\n" for k, v in w.items())
+    program = f"""format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {{shape: [-1, 1, {size}, {size}], dtype: float32, stop_gradient: true}}
+      label: {{shape: [-1, 1], dtype: int64}}
+{params}      bn1_mean: {{shape: [{c1}], dtype: float32, persistable: true, stop_gradient: true, init: {{type: fill_constant, value: 0.0}}}}
+      bn1_var: {{shape: [{c1}], dtype: float32, persistable: true, stop_gradient: true, init: {{type: fill_constant, value: 1.0}}}}
+      bn2_mean: {{shape: [{c2}], dtype: float32, persistable: true, stop_gradient: true, init: {{type: fill_constant, value: 0.0}}}}
+      bn2_var: {{shape: [{c2}], dtype: float32, persistable: true, stop_gradient: true, init: {{type: fill_constant, value: 1.0}}}}
+    ops:
+      - {{type: conv2d, inputs: {{Input: [x], Filter: [conv1_w]}}, outputs: {{Output: [c1]}}, attrs: {{paddings: [1, 1]}}}}
+      - {{type: batch_norm, inputs: {{X: [c1], Scale: [bn1_scale], Bias: [bn1_bias], Mean: [bn1_mean], Variance: [bn1_var]}}, outputs: {{Y: [b1], MeanOut: [bn1_mean], VarianceOut: [bn1_var], SavedMean: [sm1], SavedVariance: [sv1]}}}}
+      - {{type: relu, inputs: {{X: [b1]}}, outputs: {{Out: [r1]}}}}
+      - {{type: pool2d, inputs: {{X: [r1]}}, outputs: {{Out: [p1]}}, attrs: {{pooling_type: max, ksize: [2, 2], strides: [2, 2]}}}}
+      - {{type: conv2d, inputs: {{Input: [p1], Filter: [conv2_w]}}, outputs: {{Output: [c2]}}, attrs: {{paddings: [1, 1]}}}}
+      - {{type: batch_norm, inputs: {{X: [c2], Scale: [bn2_scale], Bias: [bn2_bias], Mean: [bn2_mean], Variance: [bn2_var]}}, outputs: {{Y: [b2], MeanOut: [bn2_mean], VarianceOut: [bn2_var], SavedMean: [sm2], SavedVariance: [sv2]}}}}
+      - {{type: relu, inputs: {{X: [b2]}}, outputs: {{Out: [r2]}}}}
+      - {{type: pool2d, inputs: {{X: [r2]}}, outputs: {{Out: [p2]}}, attrs: {{pooling_type: max, ksize: [2, 2], strides: [2, 2]}}}}
+      - {{type: reshape, inputs: {{X: [p2]}}, outputs: {{Out: [flat]}}, attrs: {{shape: [0, {flat}]}}}}
+      - {{type: mul, inputs: {{X: [flat], Y: [fc1_w]}}, outputs: {{Out: [xw1]}}}}
+      - {{type: elementwise_add, inputs: {{X: [xw1], Y: [fc1_b]}}, outputs: {{Out: [z1]}}, attrs: {{axis: 1}}}}
+      - {{type: relu, inputs: {{X: [z1]}}, outputs: {{Out: [h1]}}}}
+      - {{type: mul, inputs: {{X: [h1], Y: [fc2_w]}}, outputs: {{Out: [hw2]}}}}
+      - {{type: elementwise_add, inputs: {{X: [hw2], Y: [fc2_b]}}, outputs: {{Out: [logits]}}, attrs: {{axis: 1}}}}
+      - type: softmax_with_cross_entropy
+        inputs: {{Logits: [logits], Label: [label]}}
+        outputs: {{Softmax: [prob], Loss: [ce]}}
+      - {{type: mean, inputs: {{X: [ce]}}, outputs: {{Out: [loss]}}}}
+"""
+    expected = {"loss": f32(loss).reshape(1)}
+    expected.update({f"{k}@GRAD": f32(v.grad) for k, v in tw.items()})
+    expected.update({k: f32(v) for k, v in stats.items()})
+    save_case("cnn", program, "loss", dict(x=x, label=y, **w), expected)
+
+
 def main():
     rng = np.random.default_rng(20261122)
     softmax_regression(rng)
     mlp(rng)
     rnn(rng)
+    cnn(rng)
     return 0
 
 

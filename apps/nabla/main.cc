@@ -44,6 +44,11 @@ int Fail(const std::string& message, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // oneDNN (float32 conv2d/pool2d in plugins/nn_ops) runs on OpenMP, whose
+  // idle workers otherwise spin after every parallel region on a core the
+  // executor's threads need. libgomp reads this when it loads, with that
+  // plugin, after main has started; a user's own setting wins.
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   ChooseBlasKernels(argv);
   try {
     nabla::cpu::InitCpuBackend();

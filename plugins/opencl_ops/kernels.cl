@@ -389,3 +389,234 @@ __kernel void adam(__global const T* p, __global const T* g, __global const T* m
   m2o[i] = v;
   po[i] = p[i] - lr_t * m / (sqrt(v) + eps_t);
 }
+
+// ------------------------------------------------------------ conv2d, pool2d, batch_norm
+// Window geometry (plugins/nn_ops/conv_util.h computes it on the host): G =
+// {in_h, in_w, k_h, k_w, out_h, out_w, channels, adaptive}, S = {stride_h,
+// stride_w, dilation_h, dilation_w, pad_top, pad_left, pad_bottom, pad_right}.
+
+// One image's (one group's) columns: col[((c * kh + i) * kw + j) * oh * ow +
+// oy * ow + ox], zero where the tap falls into padding.
+__kernel void im2col(__global const T* x, long x_off, __global T* col, long8 G, long8 S) {
+  long i = GID;
+  long ih = G.s0, iw = G.s1, kh = G.s2, kw = G.s3, oh = G.s4, ow = G.s5, channels = G.s6;
+  if (i >= channels * kh * kw * oh * ow) return;
+  long ox = i % ow, t = i / ow;
+  long oy = t % oh;
+  t /= oh;
+  long kj = t % kw;
+  t /= kw;
+  long ki = t % kh, c = t / kh;
+  long iy = oy * S.s0 - S.s4 + ki * S.s2, ix = ox * S.s1 - S.s5 + kj * S.s3;
+  col[i] = (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? x[x_off + (c * ih + iy) * iw + ix] : (T)0;
+}
+
+// The adjoint of im2col, gathered per input pixel (no atomics): the sum of
+// every column entry that im2col read from it.
+__kernel void col2im(__global const T* col, __global T* dx, long dx_off, long8 G, long8 S) {
+  long i = GID;
+  long ih = G.s0, iw = G.s1, kh = G.s2, kw = G.s3, oh = G.s4, ow = G.s5, channels = G.s6;
+  if (i >= channels * ih * iw) return;
+  long ix = i % iw, t = i / iw;
+  long iy = t % ih, c = t / ih;
+  T sum = (T)0;
+  for (long ki = 0; ki < kh; ++ki) {
+    long ty = iy + S.s4 - ki * S.s2;
+    if (ty < 0 || ty % S.s0 != 0 || ty / S.s0 >= oh) continue;
+    long oy = ty / S.s0;
+    for (long kj = 0; kj < kw; ++kj) {
+      long tx = ix + S.s5 - kj * S.s3;
+      if (tx < 0 || tx % S.s1 != 0 || tx / S.s1 >= ow) continue;
+      sum += col[((c * kh + ki) * kw + kj) * oh * ow + oy * ow + tx / S.s1];
+    }
+  }
+  dx[dx_off + i] = sum;
+}
+
+// Window o along one axis as conv_util.h's WindowAt: [*b, *e) inside the
+// input, and *span for a non-exclusive average.
+void pool_window(long o, long in, long k, long stride, long pad_before, long pad_after, long out, int adaptive,
+                 long* b, long* e, long* span) {
+  if (adaptive) {
+    *b = o * in / out;
+    *e = ((o + 1) * in + out - 1) / out;
+    *span = *e - *b;
+    return;
+  }
+  long start = o * stride - pad_before;
+  long end = min(start + k, in + pad_after);
+  *span = end - start;
+  *b = max(start, 0L);
+  *e = min(end, in);
+}
+
+// Pooling mode: 0 max, 1 exclusive average, 2 inclusive average.
+__kernel void pool_fwd(__global const T* x, __global T* y, long planes, long8 G, long8 S, int mode) {
+  long i = GID;
+  long ih = G.s0, iw = G.s1, oh = G.s4, ow = G.s5;
+  if (i >= planes * oh * ow) return;
+  long ox = i % ow, oy = (i / ow) % oh, p = i / (oh * ow);
+  long hb, he, hs, wb, we, ws;
+  pool_window(oy, ih, G.s2, S.s0, S.s4, S.s6, oh, (int)G.s7, &hb, &he, &hs);
+  pool_window(ox, iw, G.s3, S.s1, S.s5, S.s7, ow, (int)G.s7, &wb, &we, &ws);
+  __global const T* src = x + p * ih * iw;
+  if (mode == 0) {
+    T best = -INFINITY;
+    for (long yy = hb; yy < he; ++yy)
+      for (long xx = wb; xx < we; ++xx) best = max(best, src[yy * iw + xx]);
+    y[i] = best;
+    return;
+  }
+  T sum = (T)0;
+  for (long yy = hb; yy < he; ++yy)
+    for (long xx = wb; xx < we; ++xx) sum += src[yy * iw + xx];
+  long count = (mode == 1 || G.s7) ? (he - hb) * (we - wb) : hs * ws;
+  y[i] = count > 0 ? sum / (T)count : (T)0;
+}
+
+// Gathered per input pixel: the windows that contain it (a range of outputs
+// per axis; all of them when adaptive), each adding its share, or for max
+// its whole gradient when this pixel is the window's first maximum.
+__kernel void pool_bwd(__global const T* x, __global const T* dy, __global T* dx, long planes, long8 G, long8 S,
+                       int mode) {
+  long i = GID;
+  long ih = G.s0, iw = G.s1, kh = G.s2, kw = G.s3, oh = G.s4, ow = G.s5;
+  int adaptive = (int)G.s7;
+  if (i >= planes * ih * iw) return;
+  long ix = i % iw, iy = (i / iw) % ih, p = i / (ih * iw);
+  __global const T* src = x + p * ih * iw;
+  __global const T* grad = dy + p * oh * ow;
+  long oy0 = 0, oy1 = oh, ox0 = 0, ox1 = ow;
+  if (!adaptive) {
+    oy0 = max(0L, (iy + S.s4 - kh + S.s0) / S.s0);
+    oy1 = min(oh, (iy + S.s4) / S.s0 + 1);
+    ox0 = max(0L, (ix + S.s5 - kw + S.s1) / S.s1);
+    ox1 = min(ow, (ix + S.s5) / S.s1 + 1);
+  }
+  T sum = (T)0;
+  for (long oy = oy0; oy < oy1; ++oy) {
+    long hb, he, hs;
+    pool_window(oy, ih, kh, S.s0, S.s4, S.s6, oh, adaptive, &hb, &he, &hs);
+    if (iy < hb || iy >= he) continue;
+    for (long ox = ox0; ox < ox1; ++ox) {
+      long wb, we, ws;
+      pool_window(ox, iw, kw, S.s1, S.s5, S.s7, ow, adaptive, &wb, &we, &ws);
+      if (ix < wb || ix >= we) continue;
+      T d = grad[oy * ow + ox];
+      if (mode == 0) {
+        long at = -1;
+        T best = (T)0;
+        for (long yy = hb; yy < he; ++yy)
+          for (long xx = wb; xx < we; ++xx)
+            if (at < 0 || src[yy * iw + xx] > best) {
+              best = src[yy * iw + xx];
+              at = yy * iw + xx;
+            }
+        if (at == iy * iw + ix) sum += d;
+      } else {
+        long count = (mode == 1 || adaptive) ? (he - hb) * (we - wb) : hs * ws;
+        if (count > 0) sum += d / (T)count;
+      }
+    }
+  }
+  dx[i] = sum;
+}
+
+// batch_norm over X seen as [n, c, inner], one work item per channel.
+// Training: the batch's mean and biased variance (two passes), moving the
+// running statistics, which may be the same buffers as mean_out/var_out.
+__kernel void bn_stats(__global const T* x, __global const T* mean_in, __global const T* var_in, __global T* mean_out,
+                       __global T* var_out, __global T* saved_mean, __global T* saved_inv_std, long n, long c,
+                       long inner, T eps, T momentum, int global_stats) {
+  long ch = GID;
+  if (ch >= c) return;
+  T run_mean = mean_in[ch], run_var = var_in[ch];
+  T mean = run_mean, var = run_var;
+  if (!global_stats && n * inner > 0) {
+    T sum = (T)0;
+    for (long i = 0; i < n; ++i) {
+      __global const T* row = x + (i * c + ch) * inner;
+      T s = (T)0;
+      for (long j = 0; j < inner; ++j) s += row[j];
+      sum += s;
+    }
+    mean = sum / (T)(n * inner);
+    T sq = (T)0;
+    for (long i = 0; i < n; ++i) {
+      __global const T* row = x + (i * c + ch) * inner;
+      T s = (T)0;
+      for (long j = 0; j < inner; ++j) s += (row[j] - mean) * (row[j] - mean);
+      sq += s;
+    }
+    var = sq / (T)(n * inner);
+    mean_out[ch] = momentum * run_mean + ((T)1 - momentum) * mean;
+    var_out[ch] = momentum * run_var + ((T)1 - momentum) * var;
+  } else {
+    mean_out[ch] = run_mean;
+    var_out[ch] = run_var;
+  }
+  saved_mean[ch] = mean;
+  saved_inv_std[ch] = (T)1 / sqrt(var + eps);
+}
+
+__kernel void bn_apply(__global const T* x, __global const T* scale, __global const T* bias,
+                       __global const T* saved_mean, __global const T* saved_inv_std, __global T* y, long total, long c,
+                       long inner) {
+  long i = GID;
+  if (i >= total) return;
+  long ch = (i / inner) % c;
+  T a = saved_inv_std[ch] * scale[ch];
+  y[i] = (x[i] - saved_mean[ch]) * a + bias[ch];
+}
+
+// Per channel: sum(dY) and sum(dY * xhat), into dbias and dscale.
+__kernel void bn_grad_stats(__global const T* x, __global const T* dy, __global const T* saved_mean,
+                            __global const T* saved_inv_std, __global T* dscale, __global T* dbias, long n, long c,
+                            long inner) {
+  long ch = GID;
+  if (ch >= c) return;
+  T mean = saved_mean[ch], sum_dy = (T)0, sum_dy_x = (T)0;
+  for (long i = 0; i < n; ++i) {
+    long base = (i * c + ch) * inner;
+    T s1 = (T)0, s2 = (T)0;
+    for (long j = 0; j < inner; ++j) {
+      s1 += dy[base + j];
+      s2 += dy[base + j] * (x[base + j] - mean);
+    }
+    sum_dy += s1;
+    sum_dy_x += s2;
+  }
+  dbias[ch] = sum_dy;
+  dscale[ch] = sum_dy_x * saved_inv_std[ch];
+}
+
+// dX = Scale * inv_std * (dY - (dBias + xhat * dScale) / m) in training;
+// Scale * inv_std * dY with global statistics.
+__kernel void bn_grad_apply(__global const T* x, __global const T* dy, __global const T* scale,
+                            __global const T* saved_mean, __global const T* saved_inv_std, __global const T* dscale,
+                            __global const T* dbias, __global T* dx, long total, long c, long inner, long m,
+                            int global_stats) {
+  long i = GID;
+  if (i >= total) return;
+  long ch = (i / inner) % c;
+  T inv_std = saved_inv_std[ch], k = scale[ch] * inv_std;
+  if (global_stats) {
+    dx[i] = k * dy[i];
+    return;
+  }
+  T xhat = (x[i] - saved_mean[ch]) * inv_std;
+  dx[i] = k * (dy[i] - (dbias[ch] + xhat * dscale[ch]) / (T)m);
+}
+
+// NHWC <-> NCHW for conv2d and pool2d, which compute in NCHW: i indexes dst.
+__kernel void transpose_channels(__global const T* src, __global T* dst, long n, long c, long pixels, int to_nchw) {
+  long i = GID;
+  if (i >= n * c * pixels) return;
+  if (to_nchw) {
+    long p = i % pixels, k = (i / pixels) % c, b = i / (pixels * c);
+    dst[i] = src[(b * pixels + p) * c + k];
+  } else {
+    long k = i % c, p = (i / c) % pixels, b = i / (c * pixels);
+    dst[i] = src[(b * c + k) * pixels + p];
+  }
+}

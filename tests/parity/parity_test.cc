@@ -16,9 +16,10 @@ namespace {
 struct ParityCase {
   std::string name;
   std::string executor;
+  std::string device = "cpu";
 };
 
-void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name << "/" << c.executor; }
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name << "/" << c.executor << "/" << c.device; }
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -30,10 +31,12 @@ TEST_P(Parity, GradientsMatchPyTorch) {
   cpu::InitCpuBackend();
   const fs::path dir = fs::path(NABLA_REFERENCE_DIR) / GetParam().name;
   YAML::Node spec = YAML::LoadFile((dir / "case.yaml").string());
-  const fs::path out = fs::temp_directory_path() / ("nabla_parity_" + GetParam().name + "_" + GetParam().executor);
+  const fs::path out = fs::temp_directory_path() /
+                       ("nabla_parity_" + GetParam().name + "_" + GetParam().executor + "_" + GetParam().device);
   fs::remove_all(out);
   std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "program.yaml").string()) +
-                    " --backward " + spec["loss"].as<std::string>() + " --executor " + GetParam().executor;
+                    " --backward " + spec["loss"].as<std::string>() + " --executor " + GetParam().executor +
+                    " --device " + GetParam().device;
   for (const auto& f : spec["feeds"])
     cmd += " --feed " + Quote(f.first.as<std::string>() + "=" + (dir / f.second.as<std::string>()).string());
   std::string fetch;
@@ -57,14 +60,28 @@ TEST_P(Parity, GradientsMatchPyTorch) {
   fs::remove_all(out);
 }
 
+std::string CaseName(const ::testing::TestParamInfo<ParityCase>& info) {
+  return info.param.name + "_" + info.param.executor + (info.param.device == "cpu" ? "" : "_" + info.param.device);
+}
+
+// tests/opencl builds this file again with NABLA_PARITY_OPENCL: the same
+// references on the OpenCL device, under that suite's warm kernel cache.
+#ifdef NABLA_PARITY_OPENCL
+INSTANTIATE_TEST_SUITE_P(OpenCl, Parity,
+                         ::testing::Values(ParityCase{"mlp", "sequential", "opencl"},
+                                           ParityCase{"cnn", "sequential", "opencl"}),
+                         CaseName);
+#else
 INSTANTIATE_TEST_SUITE_P(
     Networks, Parity,
     ::testing::Values(ParityCase{"softmax_regression", "sequential"}, ParityCase{"softmax_regression", "taskgraph"},
                       ParityCase{"mlp", "sequential"}, ParityCase{"mlp", "taskgraph"},
                       ParityCase{"rnn_unrolled", "sequential"}, ParityCase{"rnn_unrolled", "taskgraph"},
                       ParityCase{"rnn_while", "sequential"}, ParityCase{"rnn_while", "taskgraph"},
-                      ParityCase{"shape_ops", "sequential"}, ParityCase{"shape_ops", "taskgraph"}),
-    [](const auto& info) { return info.param.name + "_" + info.param.executor; });
+                      ParityCase{"shape_ops", "sequential"}, ParityCase{"shape_ops", "taskgraph"},
+                      ParityCase{"cnn", "sequential"}, ParityCase{"cnn", "taskgraph"}),
+    CaseName);
+#endif
 
 }  // namespace
 }  // namespace nabla

@@ -1,0 +1,339 @@
+// oneDNN glue (see dnnl_glue.h). Tensors stay plain NCHW / OIHW in nabla;
+// each primitive is created with `any` layouts so oneDNN picks its fast
+// blocked formats, and cached reorders move data in and out of them.
+#include "dnnl_glue.h"
+
+#ifdef NABLA_WITH_DNNL
+#include <omp.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#endif
+
+namespace nabla::nn {
+
+#ifndef NABLA_WITH_DNNL
+bool DnnlConvForward(const ConvGeom&, const float*, const float*, float*) { return false; }
+bool DnnlConvBackward(const ConvGeom&, const float*, const float*, const float*, float*, float*) { return false; }
+bool DnnlPoolForward(const PoolGeom&, const float*, float*) { return false; }
+bool DnnlPoolBackward(const PoolGeom&, const float*, const float*, float*) { return false; }
+#else
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+// NABLA_DNNL=0 sends float32 to the reference kernels too: for comparing
+// the two (bench/conv_bench.cc) and for ruling oneDNN out when debugging.
+// Read on every call, so a process can switch.
+bool Enabled() {
+  const char* v = std::getenv("NABLA_DNNL");
+  return v == nullptr || std::string(v) != "0";
+}
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// OpenMP threads for one oneDNN call: the calling executor's --threads
+// (its TBB arena's concurrency), less what other oneDNN calls running at
+// the same moment hold, and at least the calling thread itself. The team
+// size is set per calling thread (omp_set_num_threads is a per-thread
+// setting), so concurrent ops of the task-graph executor share the budget
+// instead of each starting a full team.
+std::atomic<int> g_threads_in_use{0};
+
+class ThreadBudget {
+ public:
+  ThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {
+    const int before = g_threads_in_use.fetch_add(want_);
+    granted_ = std::clamp(want_ - before, 1, want_);
+    omp_set_num_threads(granted_);
+  }
+  ~ThreadBudget() { g_threads_in_use.fetch_sub(want_); }
+  ThreadBudget(const ThreadBudget&) = delete;
+  ThreadBudget& operator=(const ThreadBudget&) = delete;
+  // oneDNN splits a primitive's work for the thread count it sees when the
+  // primitive is created and runs that many threads whatever the caller sets
+  // later, so the count is part of every cache key.
+  int Granted() const { return granted_; }
+
+ private:
+  int want_;
+  int granted_ = 1;
+};
+
+// Primitives live as long as the process, keyed by everything that shapes
+// them; after the first step of a run every lookup hits.
+template <typename Entry>
+class Cache {
+ public:
+  // `make` runs under the lock: creating a primitive takes milliseconds and
+  // happens once per shape.
+  template <typename Make>
+  const Entry& Get(const std::string& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) it = map_.emplace(key, std::make_unique<Entry>(make())).first;
+    return *it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<Entry> > map_;
+};
+
+// A buffer of layout `desc` owned by this thread, made on first use and kept
+// for the process: the blocked copies and workspaces a step needs are
+// allocated once, not per call. `owner` (a cache entry's member) tells
+// buffers apart; entries live as long as the process, so addresses are
+// stable, and one thread runs one op at a time.
+memory& ThreadScratch(const void* owner, const memory::desc& desc) {
+  thread_local std::unordered_map<const void*, memory> scratch;
+  auto it = scratch.find(owner);
+  if (it == scratch.end()) it = scratch.emplace(owner, memory(desc, Engine())).first;
+  return it->second;
+}
+
+// A primitive argument in the layout the primitive chose, and the reorders
+// between it and nabla's plain layout (absent when they are the same).
+struct Operand {
+  memory::desc plain, chosen;
+  std::optional<dnnl::reorder> to_chosen, to_plain;
+
+  static Operand Make(const memory::desc& plain, const memory::desc& chosen, bool input, bool output) {
+    Operand o{plain, chosen, std::nullopt, std::nullopt};
+    if (plain != chosen) {
+      memory a(plain, Engine(), DNNL_MEMORY_NONE), b(chosen, Engine(), DNNL_MEMORY_NONE);
+      if (input) o.to_chosen = dnnl::reorder(a, b);
+      if (output) o.to_plain = dnnl::reorder(b, a);
+    }
+    return o;
+  }
+
+  // The memory the primitive reads: the user's buffer, or a reordered copy.
+  memory In(dnnl::stream& s, const float* data) const {
+    memory user(plain, Engine(), const_cast<float*>(data));
+    if (!to_chosen) return user;
+    memory m = ThreadScratch(this, chosen);
+    to_chosen->execute(s, user, m);
+    return m;
+  }
+  // The memory the primitive writes; Finish copies it to the user's buffer.
+  memory Out(float* data) const { return to_plain ? ThreadScratch(this, chosen) : memory(plain, Engine(), data); }
+  void Finish(dnnl::stream& s, memory& m, float* data) const {
+    if (!to_plain) return;
+    memory user(plain, Engine(), data);
+    to_plain->execute(s, m, user);
+  }
+};
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+// ---------------------------------------------------------------- convolution
+
+std::string ConvKey(const ConvGeom& g, int threads) {
+  std::ostringstream k;
+  k << threads << '|' << g.n << ',' << g.c << ',' << g.m << ',' << g.groups;
+  for (const WindowAxis* a : {&g.h, &g.w})
+    k << ';' << a->in << ',' << a->k << ',' << a->stride << ',' << a->dilation << ',' << a->pad_before << ','
+      << a->pad_after << ',' << a->out;
+  return k.str();
+}
+
+struct ConvPrims {
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights bwd_weights;
+  Operand src, weights, dst;                     // forward
+  Operand bd_diff_src, bd_weights, bd_diff_dst;  // backward data
+  Operand bw_src, bw_diff_weights, bw_diff_dst;  // backward weights
+};
+
+ConvPrims MakeConvPrims(const ConvGeom& g) {
+  const memory::dims src_dims{g.n, g.c, g.h.in, g.w.in}, dst_dims{g.n, g.m, g.h.out, g.w.out};
+  const memory::dims w_dims = g.groups == 1 ? memory::dims{g.m, g.c, g.h.k, g.w.k}
+                                            : memory::dims{g.groups, g.CoutPerGroup(), g.CinPerGroup(), g.h.k, g.w.k};
+  const memory::desc src_plain(src_dims, kF32, Tag::nchw), dst_plain(dst_dims, kF32, Tag::nchw);
+  const memory::desc w_plain(w_dims, kF32, g.groups == 1 ? Tag::oihw : Tag::goihw);
+  const memory::desc src_any(src_dims, kF32, Tag::any), dst_any(dst_dims, kF32, Tag::any),
+      w_any(w_dims, kF32, Tag::any);
+  const memory::dims strides{g.h.stride, g.w.stride}, dilates{g.h.dilation - 1, g.w.dilation - 1};
+  const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{g.h.pad_after, g.w.pad_after};
+  const auto algo = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_forward::primitive_desc fwd_pd(
+      {dnnl::prop_kind::forward_training, algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, Engine());
+  dnnl::convolution_backward_data::primitive_desc bd_pd({algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
+                                                        Engine(), fwd_pd);
+  dnnl::convolution_backward_weights::primitive_desc bw_pd(
+      {algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, Engine(), fwd_pd);
+  return ConvPrims{dnnl::convolution_forward(fwd_pd),
+                   dnnl::convolution_backward_data(bd_pd),
+                   dnnl::convolution_backward_weights(bw_pd),
+                   Operand::Make(src_plain, fwd_pd.src_desc(), true, false),
+                   Operand::Make(w_plain, fwd_pd.weights_desc(), true, false),
+                   Operand::Make(dst_plain, fwd_pd.dst_desc(), false, true),
+                   Operand::Make(src_plain, bd_pd.diff_src_desc(), false, true),
+                   Operand::Make(w_plain, bd_pd.weights_desc(), true, false),
+                   Operand::Make(dst_plain, bd_pd.diff_dst_desc(), true, false),
+                   Operand::Make(src_plain, bw_pd.src_desc(), true, false),
+                   Operand::Make(w_plain, bw_pd.diff_weights_desc(), false, true),
+                   Operand::Make(dst_plain, bw_pd.diff_dst_desc(), true, false)};
+}
+
+Cache<ConvPrims>& ConvCache() {
+  static Cache<ConvPrims> cache;
+  return cache;
+}
+
+// ---------------------------------------------------------------- pooling
+
+// oneDNN's windows are [o * stride - pad_l, + k) over an input padded by
+// pad_l and pad_r, and the output size must be the floor formula's. A
+// ceil_mode output with one more window fits by growing pad_r; an inclusive
+// average would then count those extra cells where PyTorch and the loops do
+// not, so that case (and adaptive pooling, whose windows vary) stays with
+// the loops.
+bool PoolFits(const PoolGeom& g, int64_t* pad_r_h, int64_t* pad_r_w) {
+  if (g.adaptive) return false;
+  const WindowAxis* axes[2] = {&g.h, &g.w};
+  int64_t* pads[2] = {pad_r_h, pad_r_w};
+  for (int i = 0; i < 2; ++i) {
+    const WindowAxis& a = *axes[i];
+    const int64_t floor_out = (a.in + a.pad_before + a.pad_after - a.k) / a.stride + 1;
+    int64_t pad_r = a.pad_after;
+    if (a.out != floor_out) {
+      if (!g.max && !g.exclusive) return false;
+      pad_r = (a.out - 1) * a.stride + a.k - a.in - a.pad_before;
+    }
+    if (a.pad_before >= a.k || pad_r < 0 || pad_r >= a.k) return false;
+    *pads[i] = pad_r;
+  }
+  return true;
+}
+
+std::string PoolKey(const PoolGeom& g, int threads) {
+  std::ostringstream k;
+  k << threads << '|' << g.n << ',' << g.c << ',' << g.max << ',' << g.exclusive;
+  for (const WindowAxis* a : {&g.h, &g.w})
+    k << ';' << a->in << ',' << a->k << ',' << a->stride << ',' << a->pad_before << ',' << a->pad_after << ','
+      << a->out;
+  return k.str();
+}
+
+struct PoolPrims {
+  dnnl::pooling_forward fwd_infer, fwd_train;
+  dnnl::pooling_backward bwd;
+  memory::desc src, dst, workspace;
+};
+
+PoolPrims MakePoolPrims(const PoolGeom& g, int64_t pad_r_h, int64_t pad_r_w) {
+  const memory::desc src({g.n, g.c, g.h.in, g.w.in}, kF32, Tag::nchw);
+  const memory::desc dst({g.n, g.c, g.h.out, g.w.out}, kF32, Tag::nchw);
+  const auto algo = g.max ? dnnl::algorithm::pooling_max
+                          : (g.exclusive ? dnnl::algorithm::pooling_avg_exclude_padding
+                                         : dnnl::algorithm::pooling_avg_include_padding);
+  const memory::dims strides{g.h.stride, g.w.stride}, kernel{g.h.k, g.w.k};
+  const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{pad_r_h, pad_r_w};
+  dnnl::pooling_forward::primitive_desc infer_pd(
+      {dnnl::prop_kind::forward_inference, algo, src, dst, strides, kernel, pad_l, pad_r}, Engine());
+  dnnl::pooling_forward::primitive_desc train_pd(
+      {dnnl::prop_kind::forward_training, algo, src, dst, strides, kernel, pad_l, pad_r}, Engine());
+  dnnl::pooling_backward::primitive_desc bwd_pd({algo, src, dst, strides, kernel, pad_l, pad_r}, Engine(), train_pd);
+  return PoolPrims{
+      dnnl::pooling_forward(infer_pd), dnnl::pooling_forward(train_pd), dnnl::pooling_backward(bwd_pd), src, dst,
+      train_pd.workspace_desc()};
+}
+
+Cache<PoolPrims>& PoolCache() {
+  static Cache<PoolPrims> cache;
+  return cache;
+}
+
+}  // namespace
+
+bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
+  if (g.n == 0 || !Enabled()) return false;
+  ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted()), [&] { return MakeConvPrims(g); });
+  dnnl::stream& s = Stream();
+  memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
+  p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+  p.dst.Finish(s, dst, y);
+  s.wait();
+  return true;
+}
+
+bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
+  if (g.n == 0 || !Enabled()) return false;
+  ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted()), [&] { return MakeConvPrims(g); });
+  dnnl::stream& s = Stream();
+  if (dx) {
+    memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
+    p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    p.bd_diff_src.Finish(s, diff_src, dx);
+  }
+  if (dw) {
+    memory src = p.bw_src.In(s, x), diff_dst = p.bw_diff_dst.In(s, dy), diff_w = p.bw_diff_weights.Out(dw);
+    p.bwd_weights.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_w}});
+    p.bw_diff_weights.Finish(s, diff_w, dw);
+  }
+  s.wait();
+  return true;
+}
+
+bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
+  int64_t pad_r_h = 0, pad_r_w = 0;
+  if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
+  ThreadBudget budget;
+  const PoolPrims& p =
+      PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
+  dnnl::stream& s = Stream();
+  memory src(p.src, Engine(), const_cast<float*>(x)), dst(p.dst, Engine(), y);
+  p.fwd_infer.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  s.wait();
+  return true;
+}
+
+// Max pooling's backward pass needs the forward's workspace (the argmax);
+// pool2d does not keep one between the passes, so the forward runs again
+// here into a scratch output, which costs a fraction of the convolutions.
+bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float* dx) {
+  int64_t pad_r_h = 0, pad_r_w = 0;
+  if (g.n == 0 || !Enabled() || !PoolFits(g, &pad_r_h, &pad_r_w)) return false;
+  ThreadBudget budget;
+  const PoolPrims& p =
+      PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
+  dnnl::stream& s = Stream();
+  memory diff_dst(p.dst, Engine(), const_cast<float*>(dy)), diff_src(p.src, Engine(), dx);
+  if (g.max) {
+    memory src(p.src, Engine(), const_cast<float*>(x));
+    memory scratch = ThreadScratch(&p.dst, p.dst), ws = ThreadScratch(&p.workspace, p.workspace);
+    p.fwd_train.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, scratch}, {DNNL_ARG_WORKSPACE, ws}});
+    p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, ws}});
+  } else {
+    p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
+  }
+  s.wait();
+  return true;
+}
+
+#endif  // NABLA_WITH_DNNL
+
+}  // namespace nabla::nn

@@ -1,0 +1,30 @@
+#pragma once
+// The one place nabla talks to oneDNN (Debian's libdnnl, built on OpenMP):
+// float32 conv2d and pool2d, forward and backward, on NCHW buffers the
+// kernels own. Each call returns false when oneDNN cannot serve it (the
+// plugin was built without oneDNN, or the shape is one it rejects); the
+// caller then runs its im2col/loop reference. Private to this plugin: no
+// oneDNN type appears here, so no other file includes dnnl.hpp.
+//
+// Threads: every call runs oneDNN's OpenMP team with at most as many
+// threads as the calling executor's task arena allows (--threads), minus
+// those other oneDNN calls of the same process hold at that moment (see
+// dnnl_glue.cc), so the process never runs more compute threads than
+// --threads asks for.
+//
+// Primitives are cached by shape and attributes: a training step creates
+// none after its first run.
+#include "conv_util.h"
+
+namespace nabla::nn {
+
+// y = conv(x, w): x [n, c, h, w], w [m, c / groups, kh, kw], y [n, m, oh, ow].
+bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y);
+// dx and/or dw (either may be null) from dy.
+bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw);
+
+// y = pool(x); the backward pass writes all of dx.
+bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y);
+bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float* dx);
+
+}  // namespace nabla::nn
