@@ -26,30 +26,52 @@ namespace {
 
 using eager::Tensor;
 
+// Host data stays shared; on another device it is copied there once.
+nabla::Tensor OnDevice(nabla::Tensor t, Device& device) {
+  if (t.GetDevice() == &device || (t.GetDevice() == nullptr && &device == &HostDevice())) return t;
+  nabla::Tensor copy;
+  copy.CopyFrom(t, device);
+  return copy;
+}
+
 // ndarrays and Python scalars share their memory with the tensor where the
 // layout allows (ndarray.h); a scalar becomes a one-element tensor of the
-// other operand's dtype when there is one.
+// other operand's dtype when there is one. They go to the other operand's
+// device, else the default device.
 Tensor ToTensor(const py::handle& obj, const std::string& what, const Tensor* like = nullptr) {
   if (py::isinstance<Tensor>(obj)) return py::cast<Tensor>(obj);
+  Device& device = like != nullptr ? like->GetDevice() : eager::DefaultDevice();
   if (like != nullptr && (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj))) {
     py::array a = py::array(NumpyDType(like->GetDType()), std::vector<py::ssize_t>{1});
     a[py::int_(0)] = obj;
-    return Tensor::FromCore(TensorFromArray(a, what));
+    return Tensor::FromCore(OnDevice(TensorFromArray(a, what), device));
   }
-  return Tensor::FromCore(TensorFromArray(obj, what));
+  return Tensor::FromCore(OnDevice(TensorFromArray(obj, what), device));
 }
 
 // A Python tensor's name: nabla.tensor(name=None) leaves the core's "t<id>".
-Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& name) {
+// device=None: a Tensor keeps its device, an ndarray goes to the default one.
+Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& name, const py::object& device) {
   const std::string n = name.is_none() ? std::string() : py::cast<std::string>(py::str(name));
+  Device* target = nullptr;
+  if (!device.is_none()) {
+    NABLA_ENFORCE(py::isinstance<py::str>(device), kInvalidArgument,
+                  "nabla.tensor: device must be a str ('cpu', 'opencl' or 'opencl:N') but received ", TypeName(device));
+    target = &ResolveDevice(py::cast<std::string>(device), "nabla.tensor");
+  }
   if (py::isinstance<Tensor>(data)) {
     // nabla.tensor(t): a new leaf over the same data, as torch.tensor(t).detach().
     Tensor t = py::cast<Tensor>(data).Detach();
-    t = Tensor::FromCore(t.Data(), requires_grad, n);
-    return t;
+    nabla::Tensor core = t.Data();
+    if (target != nullptr) core = OnDevice(core, *target);
+    return Tensor::FromCore(core, requires_grad, n);
   }
   nabla::Tensor core = TensorFromArray(data, "nabla.tensor");
-  return Tensor::FromCore(core, requires_grad, n);
+  return Tensor::FromCore(OnDevice(core, target != nullptr ? *target : eager::DefaultDevice()), requires_grad, n);
+}
+
+std::string DeviceSpec(const Device& d) {
+  return d.Type() == DeviceType::kCPU ? std::string("cpu") : StrCat("opencl:", d.Id());
 }
 
 py::object OutputsToPython(const eager::Outputs& out) {
@@ -277,6 +299,9 @@ void BindEager(py::module_& m) {
   cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.GetShape())); })
       .def_property_readonly("dtype", &DTypeOf)
       .def_property_readonly("ndim", [](const Tensor& t) { return t.GetShape().size(); })
+      .def_property_readonly(
+          "device", [](const Tensor& t) { return DeviceSpec(t.GetDevice()); },
+          "Where the data lives, as nabla.tensor(device=) takes it: 'cpu' or 'opencl:N'.")
       .def_property(
           "name", [](const Tensor& t) { return t.Name(); }, [](Tensor& t, const std::string& name) { t.SetName(name); })
       .def_property(
@@ -354,8 +379,19 @@ void BindEager(py::module_& m) {
       });
 
   m.def("tensor", &MakeTensor, py::arg("data"), py::arg("requires_grad") = false, py::arg("name") = py::none(),
-        "A leaf tensor over `data` (an ndarray or anything np.asarray takes). A C-contiguous float32, float64, int32, "
-        "int64 or bool array is shared, not copied, as torch.from_numpy does; other layouts are copied once.");
+        py::arg("device") = py::none(),
+        "A leaf tensor over `data` (an ndarray or anything np.asarray takes) on `device` ('cpu', 'opencl', "
+        "'opencl:N'; None: the default device, see set_default_device). On the CPU a C-contiguous float32, float64, "
+        "int32, int64 or bool array is shared, not copied, as torch.from_numpy does; other layouts are copied once.");
+  m.def(
+      "set_default_device",
+      [](const std::string& spec) { eager::SetDefaultDevice(&ResolveDevice(spec, "set_default_device")); },
+      py::arg("device"),
+      "The device ('cpu', 'opencl' or 'opencl:N') that nabla.tensor and ndarray operands use when none is named "
+      "(per thread; the CPU until set).");
+  m.def(
+      "default_device", [] { return DeviceSpec(eager::DefaultDevice()); },
+      "The default device as set_default_device takes it ('cpu', 'opencl:0').");
   m.def("_call", &CallPy, py::arg("type"), py::arg("inputs"), py::arg("attrs") = py::none(),
         py::arg("output_counts") = py::none());
   m.def("grad_enabled", &eager::GradEnabled, "False inside nabla.no_grad().");
