@@ -86,21 +86,58 @@ py::object OutputsToPython(const eager::Outputs& out) {
   return d;
 }
 
+// A call's inputs given as ndarrays or numbers are made on the default
+// device; they then go to the device of its first Tensor input, so that
+// nabla.ops.f(t_on_opencl, labels_ndarray) runs on OpenCL.
+class ConvertedInputs {
+ public:
+  // Appends `value` (a Tensor, an ndarray, a number, or a list of them for a
+  // duplicable slot) to in[slot].
+  void Add(eager::TensorMap& in, const std::string& slot, const py::handle& value, const std::string& what) {
+    std::vector<Tensor>& list = in[slot];  // std::map: the address stays valid
+    auto add = [&](const py::handle& item) {
+      if (!py::isinstance<Tensor>(item)) at_.emplace_back(&list, list.size());
+      list.push_back(ToTensor(item, what));
+    };
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      for (const py::handle& item : value) add(item);
+    } else {
+      add(value);
+    }
+  }
+
+  void Place(const eager::TensorMap& in) {
+    if (at_.empty()) return;
+    Device* device = nullptr;
+    for (const auto& [slot, list] : in) {
+      for (size_t i = 0; i < list.size() && device == nullptr; ++i) {
+        bool converted = false;
+        for (const auto& [l, j] : at_) converted = converted || (l == &list && j == i);
+        if (!converted && list[i].Defined() && list[i].Data().IsInitialized()) device = &list[i].GetDevice();
+      }
+    }
+    if (device == nullptr) return;
+    for (const auto& [list, i] : at_) {
+      Tensor& t = (*list)[i];
+      if (&t.GetDevice() != device) t = Tensor::FromCore(OnDevice(t.Data(), *device));
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::vector<Tensor>*, size_t>> at_;
+};
+
 eager::TensorMap InputsFromPython(const py::handle& inputs, const std::string& type) {
   eager::TensorMap map;
   if (inputs.is_none()) return map;
   NABLA_ENFORCE(py::isinstance<py::dict>(inputs), kInvalidArgument, "call('", type,
                 "'): inputs must be a dict {slot: Tensor or list of Tensors} but received ", TypeName(inputs));
+  ConvertedInputs converted;
   for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(inputs)) {
     const std::string slot = py::str(key);
-    const std::string what = "call('" + type + "') input " + slot;
-    std::vector<Tensor>& list = map[slot];
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      for (const py::handle& item : value) list.push_back(ToTensor(item, what));
-    } else {
-      list.push_back(ToTensor(value, what));
-    }
+    converted.Add(map, slot, value, "call('" + type + "') input " + slot);
   }
+  converted.Place(map);
   return map;
 }
 
@@ -138,7 +175,8 @@ class OpFunction {
       throw py::type_error(StrCat(type_, "() takes ", inputs_.size(), " input(s) but ", args.size(), " were given"));
     }
     eager::TensorMap in;
-    for (size_t i = 0; i < args.size(); ++i) AddInput(in, inputs_[i], args[i]);
+    ConvertedInputs converted;
+    for (size_t i = 0; i < args.size(); ++i) AddInput(in, inputs_[i], args[i], converted);
     AttributeMap attrs;
     eager::OutputCounts counts;
     for (const auto& [key, value] : kwargs) {
@@ -151,7 +189,7 @@ class OpFunction {
       for (const std::string& slot : inputs_) is_input = is_input || slot == name;
       if (is_input) {
         if (in.count(name)) throw py::type_error(StrCat(type_, "() got input ", name, " twice"));
-        AddInput(in, name, value);
+        AddInput(in, name, value, converted);
         continue;
       }
       const OpSchema& schema = CurrentRegistry()->Get(type_).schema;
@@ -167,6 +205,7 @@ class OpFunction {
       }
       attrs[name] = AttrFromPython(value, def->type, type_ + "(): attribute '" + name + "'");
     }
+    converted.Place(in);
     const eager::Outputs out = attrs.empty() && counts.empty() ? op_(in) : eager::Call(type_, in, attrs, counts);
     if (outputs_.size() == 1) return Slot(out, 0);
     py::tuple values(outputs_.size());
@@ -175,14 +214,10 @@ class OpFunction {
   }
 
  private:
-  static void AddInput(eager::TensorMap& in, const std::string& slot, const py::handle& value) {
+  static void AddInput(eager::TensorMap& in, const std::string& slot, const py::handle& value,
+                       ConvertedInputs& converted) {
     if (value.is_none()) return;  // a dispensable slot left out
-    std::vector<Tensor>& list = in[slot];
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      for (const py::handle& item : value) list.push_back(ToTensor(item, "input " + slot));
-    } else {
-      list.push_back(ToTensor(value, "input " + slot));
-    }
+    converted.Add(in, slot, value, "input " + slot);
   }
 
   py::object Slot(const eager::Outputs& out, size_t i) const {

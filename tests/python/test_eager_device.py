@@ -122,3 +122,22 @@ def test_mixing_devices_in_one_call_is_an_error():
         a + b
     msg = str(info.value)
     assert "elementwise_add" in msg and "'b'" in msg and "cpu" in msg and "opencl:0" in msg
+
+
+@needs_opencl
+def test_ndarray_inputs_of_a_call_go_to_its_tensors_device(rng):
+    logits = rng.standard_normal((4, 3)).astype(np.float32)
+    labels = np.array([[0], [2], [1], [2]], np.int64)
+    t = nabla.tensor(logits, requires_grad=True, device="opencl")
+    # The default device is the CPU; the labels follow the logits.
+    out = nabla.ops.softmax_with_cross_entropy(t, labels)
+    assert out.Loss.device == "opencl:0"
+    by_call = nabla.call("softmax_with_cross_entropy", {"Logits": t, "Label": labels})
+    np.testing.assert_array_equal(by_call["Loss"].numpy(), out.Loss.numpy())
+    nabla.ops.mean(out.Loss).backward()
+    cpu = nabla.tensor(logits, requires_grad=True)
+    nabla.ops.mean(nabla.ops.softmax_with_cross_entropy(cpu, labels).Loss).backward()
+    np.testing.assert_allclose(t.grad.numpy(), cpu.grad.numpy(), rtol=1e-5, atol=1e-7)
+    # ...and with OpenCL the default, onto a CPU tensor's device.
+    nabla.set_default_device("opencl")
+    assert nabla.ops.softmax_with_cross_entropy(cpu, labels).Loss.device == "cpu"

@@ -40,18 +40,20 @@ SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
 // rather than handed to it.
 Device& CallDevice(const std::string& type, const TensorMap& inputs) {
   Device* device = nullptr;
-  std::string first;
+  const std::string* first_slot = nullptr;  // no string built unless it is an error: this is every call
+  size_t first_index = 0;
   for (const auto& [slot, tensors] : inputs) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i];
       if (!t.Defined() || !t.Data().IsInitialized()) continue;
       if (device == nullptr) {
         device = &t.GetDevice();
-        first = slot + "[" + std::to_string(i) + "]";
+        first_slot = &slot;
+        first_index = i;
       } else {
         NABLA_ENFORCE(&t.GetDevice() == device, kInvalidArgument, "eager: op '", type, "': input ", slot, "[", i,
-                      "] ('", t.Name(), "') is on ", t.GetDevice().Name(), " but input ", first, " is on ",
-                      device->Name(), "; move the tensors to one device");
+                      "] ('", t.Name(), "') is on ", t.GetDevice().Name(), " but input ", *first_slot, "[", first_index,
+                      "] is on ", device->Name(), "; move the tensors to one device");
       }
     }
   }
