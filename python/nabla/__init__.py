@@ -41,6 +41,22 @@ __all__ = [
 ]
 
 
+def _clone_keeping_tape_values(clone):
+    @_functools.wraps(clone)
+    def wrapper(self):
+        copy = clone(self)
+        if hasattr(self, "_tape_values"):
+            copy._tape_values = self._tape_values
+        return copy
+
+    return wrapper
+
+
+# A clone of a Tape.to_program() program (e.g. one before append_backward)
+# runs on the recorded values too.
+Program.clone = _clone_keeping_tape_values(Program.clone)
+
+
 class Executor(_nabla.Executor):
     __doc__ = _nabla.Executor.__doc__
 

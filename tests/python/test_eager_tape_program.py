@@ -46,8 +46,11 @@ def test_to_program_runs_as_recorded_with_the_eager_gradients(rng):
     tape, t, loss = record_mlp(d)
     loss.backward()
     prog = tape.to_program()
+    forward_only = prog.clone()
     assert loss.name and tape.var_name(loss) == loss.name
     pairs = nabla.append_backward(prog, loss.name)
+    (got,) = nabla.Executor().run(forward_only, fetch_list=[loss.name])
+    np.testing.assert_allclose(got, loss.numpy().reshape(got.shape), rtol=1e-6)
     assert sorted(pairs) == sorted((p, p + "@GRAD") for p in PARAMS)
     fetch = [loss.name] + [p + "@GRAD" for p in PARAMS]
     want_loss, want_grads = torch_mlp(d)
