@@ -54,7 +54,12 @@ def softmax_regression(rng):
     w = (0.1 * rng.standard_normal((dim, classes))).astype(np.float32)
     b = (0.1 * rng.standard_normal((classes,))).astype(np.float32)
     tw, tb = t64(w), t64(b)
-    logits = torch.tensor(x, dtype=torch.float64) @ tw + tb
+    # The seed post also takes the gradient of the input X and of the logits
+    # Z; the eager tests check those (tests/eager). The program keeps x a
+    # feed, so they are extra files, not in case.yaml's `expected:`.
+    tx = t64(x)
+    logits = tx @ tw + tb
+    logits.retain_grad()
     loss = torch.nn.functional.cross_entropy(logits, torch.tensor(y[:, 0]))
     loss.backward()
     program = f"""format: nabla-program/1
@@ -76,6 +81,9 @@ blocks:
 """
     save_case("softmax_regression", program, "loss", {"x": x, "label": y, "w": w, "b": b},
               {"loss": f32(loss).reshape(1), "w@GRAD": f32(tw.grad), "b@GRAD": f32(tb.grad)})
+    d = os.path.join(ROOT, "softmax_regression", "expected")
+    np.save(os.path.join(d, "x@GRAD.npy"), f32(tx.grad))
+    np.save(os.path.join(d, "logits@GRAD.npy"), f32(logits.grad))
 
 
 def mlp(rng):

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """The seed post's three networks (seeds/004), written eagerly with nabla as
 the post writes them with its toy framework, and checked against PyTorch:
 softmax regression, a one-hidden-layer MLP (tanh) and an RNN unrolled over

@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """The main job in Python: build the 784-256-256-10 MLP program of
 examples/models/fashion_mnist_mlp.yaml with the Program API, append its
 backward part (seed 002's append_backward), add one Adam op per parameter,

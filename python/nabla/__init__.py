@@ -32,13 +32,48 @@ def _choose_blas_kernels():
 _choose_blas_kernels()
 
 from . import _nabla  # noqa: E402
-from ._nabla import Error, Executor, Program, append_backward, default_plugin_dir  # noqa: E402,F401
-from ._nabla import Tensor, grad_enabled, tensor  # noqa: E402,F401
+from ._nabla import Error, Program, append_backward, default_plugin_dir  # noqa: E402,F401
+from ._nabla import Tensor, default_device, grad_enabled, set_default_device, tensor  # noqa: E402,F401
 
 __all__ = [
     "Error", "Executor", "Program", "append_backward", "load_plugin", "ops_list", "default_plugin_dir",
-    "Tensor", "tensor", "call", "ops", "no_grad", "grad_enabled", "Tape",
+    "Tensor", "tensor", "set_default_device", "default_device", "call", "ops", "no_grad", "grad_enabled", "Tape",
 ]
+
+
+def _clone_keeping_tape_values(clone):
+    @_functools.wraps(clone)
+    def wrapper(self):
+        copy = clone(self)
+        if hasattr(self, "_tape_values"):
+            copy._tape_values = self._tape_values
+        return copy
+
+    return wrapper
+
+
+# A clone of a Tape.to_program() program (e.g. one before append_backward)
+# runs on the recorded values too.
+Program.clone = _clone_keeping_tape_values(Program.clone)
+
+
+class Executor(_nabla.Executor):
+    __doc__ = _nabla.Executor.__doc__
+
+    def run(self, program, feed=None, fetch_list=None):
+        """Initializes parameters not yet in the scope, feeds {name: ndarray},
+        runs block 0 once and returns the fetched vars as ndarrays, in
+        fetch_list's order. A program from Tape.to_program() also runs on the
+        values the tape recorded: a parameter the scope does not hold yet
+        starts from its recorded value (then lives in the scope, as an init:
+        would), and any other leaf left out of `feed` gets its recorded value."""
+        recorded = getattr(program, "_tape_values", None)
+        if recorded and (feed is None or isinstance(feed, dict)):
+            feed = {} if feed is None else dict(feed)
+            for name, (value, parameter) in recorded.items():
+                if name not in feed and not (parameter and self._has_value(name)):
+                    feed[name] = value
+        return super().run(program, feed, fetch_list)
 
 
 def ops_list():
@@ -100,7 +135,7 @@ class Tape:
         with nabla.Tape() as tape:
             loss = ...
         tape.show()        # Graphviz DOT text (an SVG in a notebook with Graphviz)
-        tape.to_program()  # a nabla.Program; tape.feed() gives its leaves' values
+        tape.to_program()  # a nabla.Program that Executor.run runs on the recorded values
     """
 
     def __init__(self):
@@ -140,8 +175,13 @@ class Tape:
 
     def to_program(self):
         """The recorded calls as a nabla.Program: leaves that require grad are
-        persistable parameters, other leaves feeds, in call order."""
-        return self._tape.to_program()
+        persistable parameters, other leaves feeds, in call order. The program
+        keeps a copy of every leaf's value as it is now, so that
+        nabla.Executor().run(program, fetch_list=...) runs it as recorded
+        (feed= overrides any leaf, e.g. a new batch; see Executor.run)."""
+        program = self._tape.to_program()
+        program._tape_values = {name: (t.numpy().copy(), parameter) for name, t, parameter in self._tape.leaves()}
+        return program
 
     def leaves(self):
         """[(var name in to_program(), Tensor, is_parameter), ...]"""

@@ -9,9 +9,19 @@
 #include "nabla/attribute.h"
 #include "nabla/op_registry.h"
 
+namespace nabla {
+class Device;
+}  // namespace nabla
+
 namespace nabla::python {
 
 namespace py = pybind11;
+
+// "cpu", "opencl" or "opencl:N" as the CLI writes them (opencl only in a
+// build with the OpenCL backend); anything else is an error starting with
+// `where`. Shared by Executor(device=), nabla.tensor(device=) and
+// set_default_device.
+Device& ResolveDevice(const std::string& spec, const std::string& where);
 
 // "float", "ndarray", ...: for messages.
 std::string TypeName(const py::handle& obj);

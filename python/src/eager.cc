@@ -26,30 +26,52 @@ namespace {
 
 using eager::Tensor;
 
+// Host data stays shared; on another device it is copied there once.
+nabla::Tensor OnDevice(nabla::Tensor t, Device& device) {
+  if (t.GetDevice() == &device || (t.GetDevice() == nullptr && &device == &HostDevice())) return t;
+  nabla::Tensor copy;
+  copy.CopyFrom(t, device);
+  return copy;
+}
+
 // ndarrays and Python scalars share their memory with the tensor where the
 // layout allows (ndarray.h); a scalar becomes a one-element tensor of the
-// other operand's dtype when there is one.
+// other operand's dtype when there is one. They go to the other operand's
+// device, else the default device.
 Tensor ToTensor(const py::handle& obj, const std::string& what, const Tensor* like = nullptr) {
   if (py::isinstance<Tensor>(obj)) return py::cast<Tensor>(obj);
+  Device& device = like != nullptr ? like->GetDevice() : eager::DefaultDevice();
   if (like != nullptr && (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj))) {
     py::array a = py::array(NumpyDType(like->GetDType()), std::vector<py::ssize_t>{1});
     a[py::int_(0)] = obj;
-    return Tensor::FromCore(TensorFromArray(a, what));
+    return Tensor::FromCore(OnDevice(TensorFromArray(a, what), device));
   }
-  return Tensor::FromCore(TensorFromArray(obj, what));
+  return Tensor::FromCore(OnDevice(TensorFromArray(obj, what), device));
 }
 
 // A Python tensor's name: nabla.tensor(name=None) leaves the core's "t<id>".
-Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& name) {
+// device=None: a Tensor keeps its device, an ndarray goes to the default one.
+Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& name, const py::object& device) {
   const std::string n = name.is_none() ? std::string() : py::cast<std::string>(py::str(name));
+  Device* target = nullptr;
+  if (!device.is_none()) {
+    NABLA_ENFORCE(py::isinstance<py::str>(device), kInvalidArgument,
+                  "nabla.tensor: device must be a str ('cpu', 'opencl' or 'opencl:N') but received ", TypeName(device));
+    target = &ResolveDevice(py::cast<std::string>(device), "nabla.tensor");
+  }
   if (py::isinstance<Tensor>(data)) {
     // nabla.tensor(t): a new leaf over the same data, as torch.tensor(t).detach().
     Tensor t = py::cast<Tensor>(data).Detach();
-    t = Tensor::FromCore(t.Data(), requires_grad, n);
-    return t;
+    nabla::Tensor core = t.Data();
+    if (target != nullptr) core = OnDevice(core, *target);
+    return Tensor::FromCore(core, requires_grad, n);
   }
   nabla::Tensor core = TensorFromArray(data, "nabla.tensor");
-  return Tensor::FromCore(core, requires_grad, n);
+  return Tensor::FromCore(OnDevice(core, target != nullptr ? *target : eager::DefaultDevice()), requires_grad, n);
+}
+
+std::string DeviceSpec(const Device& d) {
+  return d.Type() == DeviceType::kCPU ? std::string("cpu") : StrCat("opencl:", d.Id());
 }
 
 py::object OutputsToPython(const eager::Outputs& out) {
@@ -64,21 +86,58 @@ py::object OutputsToPython(const eager::Outputs& out) {
   return d;
 }
 
+// A call's inputs given as ndarrays or numbers are made on the default
+// device; they then go to the device of its first Tensor input, so that
+// nabla.ops.f(t_on_opencl, labels_ndarray) runs on OpenCL.
+class ConvertedInputs {
+ public:
+  // Appends `value` (a Tensor, an ndarray, a number, or a list of them for a
+  // duplicable slot) to in[slot].
+  void Add(eager::TensorMap& in, const std::string& slot, const py::handle& value, const std::string& what) {
+    std::vector<Tensor>& list = in[slot];  // std::map: the address stays valid
+    auto add = [&](const py::handle& item) {
+      if (!py::isinstance<Tensor>(item)) at_.emplace_back(&list, list.size());
+      list.push_back(ToTensor(item, what));
+    };
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      for (const py::handle& item : value) add(item);
+    } else {
+      add(value);
+    }
+  }
+
+  void Place(const eager::TensorMap& in) {
+    if (at_.empty()) return;
+    Device* device = nullptr;
+    for (const auto& [slot, list] : in) {
+      for (size_t i = 0; i < list.size() && device == nullptr; ++i) {
+        bool converted = false;
+        for (const auto& [l, j] : at_) converted = converted || (l == &list && j == i);
+        if (!converted && list[i].Defined() && list[i].Data().IsInitialized()) device = &list[i].GetDevice();
+      }
+    }
+    if (device == nullptr) return;
+    for (const auto& [list, i] : at_) {
+      Tensor& t = (*list)[i];
+      if (&t.GetDevice() != device) t = Tensor::FromCore(OnDevice(t.Data(), *device));
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::vector<Tensor>*, size_t>> at_;
+};
+
 eager::TensorMap InputsFromPython(const py::handle& inputs, const std::string& type) {
   eager::TensorMap map;
   if (inputs.is_none()) return map;
   NABLA_ENFORCE(py::isinstance<py::dict>(inputs), kInvalidArgument, "call('", type,
                 "'): inputs must be a dict {slot: Tensor or list of Tensors} but received ", TypeName(inputs));
+  ConvertedInputs converted;
   for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(inputs)) {
     const std::string slot = py::str(key);
-    const std::string what = "call('" + type + "') input " + slot;
-    std::vector<Tensor>& list = map[slot];
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      for (const py::handle& item : value) list.push_back(ToTensor(item, what));
-    } else {
-      list.push_back(ToTensor(value, what));
-    }
+    converted.Add(map, slot, value, "call('" + type + "') input " + slot);
   }
+  converted.Place(map);
   return map;
 }
 
@@ -116,7 +175,8 @@ class OpFunction {
       throw py::type_error(StrCat(type_, "() takes ", inputs_.size(), " input(s) but ", args.size(), " were given"));
     }
     eager::TensorMap in;
-    for (size_t i = 0; i < args.size(); ++i) AddInput(in, inputs_[i], args[i]);
+    ConvertedInputs converted;
+    for (size_t i = 0; i < args.size(); ++i) AddInput(in, inputs_[i], args[i], converted);
     AttributeMap attrs;
     eager::OutputCounts counts;
     for (const auto& [key, value] : kwargs) {
@@ -129,7 +189,7 @@ class OpFunction {
       for (const std::string& slot : inputs_) is_input = is_input || slot == name;
       if (is_input) {
         if (in.count(name)) throw py::type_error(StrCat(type_, "() got input ", name, " twice"));
-        AddInput(in, name, value);
+        AddInput(in, name, value, converted);
         continue;
       }
       const OpSchema& schema = CurrentRegistry()->Get(type_).schema;
@@ -145,6 +205,7 @@ class OpFunction {
       }
       attrs[name] = AttrFromPython(value, def->type, type_ + "(): attribute '" + name + "'");
     }
+    converted.Place(in);
     const eager::Outputs out = attrs.empty() && counts.empty() ? op_(in) : eager::Call(type_, in, attrs, counts);
     if (outputs_.size() == 1) return Slot(out, 0);
     py::tuple values(outputs_.size());
@@ -153,14 +214,10 @@ class OpFunction {
   }
 
  private:
-  static void AddInput(eager::TensorMap& in, const std::string& slot, const py::handle& value) {
+  static void AddInput(eager::TensorMap& in, const std::string& slot, const py::handle& value,
+                       ConvertedInputs& converted) {
     if (value.is_none()) return;  // a dispensable slot left out
-    std::vector<Tensor>& list = in[slot];
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      for (const py::handle& item : value) list.push_back(ToTensor(item, "input " + slot));
-    } else {
-      list.push_back(ToTensor(value, "input " + slot));
-    }
+    converted.Add(in, slot, value, "input " + slot);
   }
 
   py::object Slot(const eager::Outputs& out, size_t i) const {
@@ -277,6 +334,9 @@ void BindEager(py::module_& m) {
   cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.GetShape())); })
       .def_property_readonly("dtype", &DTypeOf)
       .def_property_readonly("ndim", [](const Tensor& t) { return t.GetShape().size(); })
+      .def_property_readonly(
+          "device", [](const Tensor& t) { return DeviceSpec(t.GetDevice()); },
+          "Where the data lives, as nabla.tensor(device=) takes it: 'cpu' or 'opencl:N'.")
       .def_property(
           "name", [](const Tensor& t) { return t.Name(); }, [](Tensor& t, const std::string& name) { t.SetName(name); })
       .def_property(
@@ -354,8 +414,19 @@ void BindEager(py::module_& m) {
       });
 
   m.def("tensor", &MakeTensor, py::arg("data"), py::arg("requires_grad") = false, py::arg("name") = py::none(),
-        "A leaf tensor over `data` (an ndarray or anything np.asarray takes). A C-contiguous float32, float64, int32, "
-        "int64 or bool array is shared, not copied, as torch.from_numpy does; other layouts are copied once.");
+        py::arg("device") = py::none(),
+        "A leaf tensor over `data` (an ndarray or anything np.asarray takes) on `device` ('cpu', 'opencl', "
+        "'opencl:N'; None: the default device, see set_default_device). On the CPU a C-contiguous float32, float64, "
+        "int32, int64 or bool array is shared, not copied, as torch.from_numpy does; other layouts are copied once.");
+  m.def(
+      "set_default_device",
+      [](const std::string& spec) { eager::SetDefaultDevice(&ResolveDevice(spec, "set_default_device")); },
+      py::arg("device"),
+      "The device ('cpu', 'opencl' or 'opencl:N') that nabla.tensor and ndarray operands use when none is named "
+      "(per thread; the CPU until set).");
+  m.def(
+      "default_device", [] { return DeviceSpec(eager::DefaultDevice()); },
+      "The default device as set_default_device takes it ('cpu', 'opencl:0').");
   m.def("_call", &CallPy, py::arg("type"), py::arg("inputs"), py::arg("attrs") = py::none(),
         py::arg("output_counts") = py::none());
   m.def("grad_enabled", &eager::GradEnabled, "False inside nabla.no_grad().");

@@ -20,9 +20,6 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
-#ifdef NABLA_HAVE_OPENCL
-#include "nabla/opencl/opencl.h"
-#endif
 #include "nabla/feed_fetch.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
@@ -185,14 +182,7 @@ py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py
 class PyExecutor {
  public:
   PyExecutor(const std::string& device, int threads, const std::string& executor, int64_t seed) {
-#ifdef NABLA_HAVE_OPENCL
-    device_ = &opencl::ResolveDevice(device);
-#else
-    DeviceType type;
-    NABLA_ENFORCE(ParseDeviceType(device, &type) && type == DeviceType::kCPU, kInvalidArgument,
-                  "Executor: device must be 'cpu' (this build has no OpenCL backend) but received '", device, "'");
-    device_ = &HostDevice();
-#endif
+    device_ = &ResolveDevice(device, "Executor");
     NABLA_ENFORCE(threads >= 0, kInvalidArgument, "Executor: threads must be non-negative but received ", threads);
     ExecutorOptions options;
     options.threads = threads;
@@ -295,6 +285,14 @@ class PyExecutor {
     return out;
   }
 
+  // Whether the scope holds an initialized tensor for `name` (no copy).
+  bool HasValue(const std::string& name) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Variable* v = scope_.FindVar(name);
+    return v && v->Type() == VarType::kDense && v->GetTensor().IsInitialized();
+  }
+
   // The var's current value in this executor's scope, or None.
   py::object Get(const std::string& name) {
     Tensor copy;
@@ -328,7 +326,10 @@ class PyExecutor {
 }  // namespace
 
 void BindStatic(py::module_& m) {
-  py::class_<ProgramDesc, ProgramPtr>(m, "Program", "A nabla program (SPEC §2): blocks of vars and ops.")
+  // dynamic_attr: Tape.to_program() hangs the recorded leaf values on the
+  // program it returns (nabla/__init__.py).
+  py::class_<ProgramDesc, ProgramPtr>(m, "Program", "A nabla program (SPEC §2): blocks of vars and ops.",
+                                      py::dynamic_attr())
       .def(py::init<>(), "An empty program (one root block).")
       .def_static(
           "load", [](const py::object& path) { return std::make_shared<ProgramDesc>(LoadProgram(py::str(path))); },
@@ -406,7 +407,8 @@ void BindStatic(py::module_& m) {
            py::arg("fetch_list") = py::none(),
            "Initializes parameters not yet in the scope, feeds {name: ndarray}, runs block 0 once and returns the "
            "fetched vars as ndarrays, in fetch_list's order.")
-      .def("get", &PyExecutor::Get, py::arg("name"), "A copy of a var's value in the scope (None if it has none).");
+      .def("get", &PyExecutor::Get, py::arg("name"), "A copy of a var's value in the scope (None if it has none).")
+      .def("_has_value", &PyExecutor::HasValue, py::arg("name"));
 
   m.def(
       "load_plugin",

@@ -386,5 +386,67 @@ TEST_F(Eager, ToProgramNamesTensorsUniquelyAndDeclaresLeaves) {
   EXPECT_NE(ErrorOf([&] { tape.VarName(other); }).find("no call"), std::string::npos);
 }
 
+TEST_F(Eager, AFailedSecondBackwardLeavesTheGradientAsItWas) {
+  Tensor x = Vec({0.5f, -1.0f}, {2}, true, "x");
+  Tensor y = Mean(Tanh(x));
+  y.Backward();
+  const auto once = x.Grad().ToVector<float>();
+  std::string msg = ErrorOf([&] { y.Backward(); });
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(x.Grad().ToVector<float>(), once);
+  // retain_graph every time but the last: three backwards add three times.
+  Tensor z = Mean(Tanh(x));
+  x.ZeroGrad();
+  z.Backward(/*retain_graph=*/true);
+  z.Backward(/*retain_graph=*/true);
+  z.Backward();
+  const auto thrice = x.Grad().ToVector<float>();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(thrice[i], 3 * once[i]);
+  EXPECT_FALSE(ErrorOf([&] { z.Backward(); }).empty());
+}
+
+TEST_F(Eager, NoGradInsideATapeIsNotRecordedAndItsResultsBecomeFeeds) {
+  const std::vector<float> a = {0.5f, -0.25f, 1.5f};
+  Tensor w = Vec(a, {3}, true, "w");
+  eager::Tape tape;
+  Tensor h = Tanh(w);
+  Tensor c;
+  {
+    eager::NoGradGuard no_grad;
+    c = Call("exp", {{"X", {w}}})["Out"];  // a constant for the gradient
+    { eager::NoGradGuard inner; }
+    EXPECT_FALSE(eager::GradEnabled()) << "the inner guard restores the outer one's state";
+  }
+  Tensor loss = Mean(Call("elementwise_mul", {{"X", {h}}, {"Y", {c}}})["Out"]);
+  tape.Stop();
+  EXPECT_FALSE(c.RequiresGrad());
+  EXPECT_TRUE(c.IsLeaf());
+  ASSERT_EQ(tape.Size(), 3u);  // tanh, elementwise_mul, mean
+  ProgramDesc p = tape.ToProgram();
+  for (size_t i = 0; i < p.Root()->OpSize(); ++i) EXPECT_NE(p.Root()->Op(i)->Type(), "exp");
+  const VarDesc* cv = p.Root()->FindVar(tape.VarName(c));
+  ASSERT_NE(cv, nullptr);
+  EXPECT_FALSE(cv->Persistable());
+  EXPECT_TRUE(cv->StopGradient());
+  loss.Backward();
+  const auto g = w.Grad().ToVector<float>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double t = std::tanh(a[i]);
+    EXPECT_NEAR(g[i], (1 - t * t) * std::exp(a[i]) / 3, 1e-6) << i;
+  }
+}
+
+TEST_F(Eager, AnUnnamedTensorIsCalledWhatTheProgramCallsIt) {
+  Tensor x = Vec({1, 2}, {2}, true);
+  eager::Tape tape;
+  Tensor loss = Mean(Tanh(x));
+  tape.Stop();
+  ASSERT_FALSE(loss.Name().empty());
+  EXPECT_EQ(loss.Name()[0], 't');
+  EXPECT_EQ(tape.VarName(loss), loss.Name());
+  EXPECT_EQ(tape.VarName(x), x.Name());
+  EXPECT_NE(loss.Name(), x.Name());
+}
+
 }  // namespace
 }  // namespace nabla::eager_testing

@@ -35,12 +35,29 @@ SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
   return args;
 }
 
-// The device of the first input, else the default.
-Device& CallDevice(const TensorMap& inputs) {
-  for (const auto& [slot, tensors] : inputs)
-    for (const auto& t : tensors)
-      if (t.Defined() && t.Data().IsInitialized()) return t.GetDevice();
-  return DefaultDevice();
+// The device of the first input, else the default. A kernel reads every
+// input as memory of its own device, so inputs elsewhere are refused here
+// rather than handed to it.
+Device& CallDevice(const std::string& type, const TensorMap& inputs) {
+  Device* device = nullptr;
+  const std::string* first_slot = nullptr;  // no string built unless it is an error: this is every call
+  size_t first_index = 0;
+  for (const auto& [slot, tensors] : inputs) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      if (!t.Defined() || !t.Data().IsInitialized()) continue;
+      if (device == nullptr) {
+        device = &t.GetDevice();
+        first_slot = &slot;
+        first_index = i;
+      } else {
+        NABLA_ENFORCE(&t.GetDevice() == device, kInvalidArgument, "eager: op '", type, "': input ", slot, "[", i,
+                      "] ('", t.Name(), "') is on ", t.GetDevice().Name(), " but input ", *first_slot, "[", first_index,
+                      "] is on ", device->Name(), "; move the tensors to one device");
+      }
+    }
+  }
+  return device != nullptr ? *device : DefaultDevice();
 }
 
 std::string CallKey(const std::string& type, const SlotArgs& in, const SlotArgs& out, const AttributeMap& attrs) {
@@ -298,7 +315,7 @@ std::shared_ptr<const GradTemplate> PreparedCall::Template(const std::vector<boo
 }
 
 Outputs PreparedCall::Invoke(const TensorMap& inputs) {
-  Device& device = CallDevice(inputs);
+  Device& device = CallDevice(desc_.Type(), inputs);
   UnbindOnExit unbind{this};
   bool any_requires_grad = false;
   size_t s = 0;
@@ -434,10 +451,11 @@ DType Tensor::GetDType() const { return Impl("GetDType").data.GetDType(); }
 int64_t Tensor::Numel() const { return Impl("Numel").data.Numel(); }
 Device& Tensor::GetDevice() const {
   const TensorImpl& impl = Impl("GetDevice");
-  NABLA_ENFORCE(impl.data.GetDevice(), kPreconditionNotMet, "eager: tensor '", impl.name, "' holds no data");
+  NABLA_ENFORCE(impl.data.GetDevice(), kPreconditionNotMet, "eager: tensor '", impl.Name(), "' holds no data");
   return *impl.data.GetDevice();
 }
-const std::string& Tensor::Name() const { return Impl("Name").name; }
+// The "t<id>" default is what ToProgram, ToDot and messages call it too.
+const std::string& Tensor::Name() const { return Impl("Name").Name(); }
 void Tensor::SetName(const std::string& name) {
   NABLA_ENFORCE(!name.empty(), kInvalidArgument, "eager: a tensor name cannot be empty");
   MutableImpl("SetName").name = name;
@@ -591,7 +609,7 @@ void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorM
     outs.emplace_back();
     for (auto& t : v) outs.back().push_back(&t);
   }
-  call.Run(ins, outs, CallDevice(inputs));
+  call.Run(ins, outs, CallDevice(type, inputs));
   size_t s = 0;
   for (const auto& [slot, tensors] : outputs) {
     for (size_t i = 0; i < tensors.size(); ++i) {
