@@ -83,6 +83,11 @@ Communicator::Communicator() {
 }
 
 Communicator::~Communicator() {
+  // After a failed collective (its error line already printed), end the
+  // whole job with exit code 1: the other ranks may wait in a collective
+  // forever, and a launcher started with --enable-recovery would not stop
+  // them itself.
+  if (initialized_here_ && failed_) MPI_Abort(MPI_COMM_WORLD, 1);
   if (initialized_here_ && !failed_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -224,6 +226,36 @@ class DistributedTest : public ::testing::Test {
 TEST_F(DistributedTest, MlpOnTwoRanksMatchesOneProcess) { ExpectSameTraining(kMlp); }
 
 TEST_F(DistributedTest, WhileLoopRnnOnTwoRanksMatchesOneProcess) { ExpectSameTraining(kRnn); }
+
+// --resume reads the checkpoint on rank 0 and broadcasts parameters, Adam's
+// moments and the position in the epoch: the resumed run ends exactly where
+// an uninterrupted one does.
+TEST_F(DistributedTest, ResumeOnTwoRanksContinuesExactly) {
+  const std::string adam = "optimizer: {type: adam, lr: 0.01}\n";
+  std::string cfg = Config(kMlp, "ckpt", "", "every_steps: 2, keep_last: 0");
+  cfg.replace(cfg.find("optimizer: {type: momentum"),
+              cfg.find("\n", cfg.find("optimizer: {type: momentum")) + 1 - cfg.find("optimizer: {type: momentum"),
+              adam);
+  dir_.Write("run.yaml", cfg);
+  Result a = Shell(dir_, kMpirun + kNabla + " run run.yaml --steps 7");
+  ASSERT_EQ(a.rc, 0) << a.out << a.err;
+  SafetensorsFile straight = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 7));
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+
+  ASSERT_EQ(Shell(dir_, kMpirun + kNabla + " run run.yaml --steps 4").rc, 0);
+  Result c = Shell(dir_, kMpirun + kNabla + " run run.yaml --steps 7 --resume");
+  ASSERT_EQ(c.rc, 0) << c.out << c.err;
+  EXPECT_EQ(Count(c.out, "resumed from ckpt/ckpt-00000004.safetensors (step 4, epoch 0, batch 4)"), 1u) << c.out;
+  SafetensorsFile resumed = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 7));
+  ASSERT_EQ(straight.tensors.size(), resumed.tensors.size());
+  EXPECT_TRUE(straight.tensors.count("w1@moment2"));
+  for (const auto& [name, t] : straight.tensors) {
+    const Tensor& u = resumed.tensors.at(name);
+    ASSERT_EQ(t.Bytes(), u.Bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.RawData(), u.RawData(), t.Bytes()), 0) << name << " differs after resume";
+  }
+  EXPECT_EQ(resumed.metadata.at("epoch"), "1");
+}
 
 TEST_F(DistributedTest, BackwardShowsTheCollectives) {
   // The program part of the MLP config as a program file.
