@@ -54,6 +54,10 @@ inline std::string Describe(const ExecutionContext& ctx) {
 // it lies; otherwise the tensors go through one packed buffer.
 template <typename Fn>
 void OverBucket(const ExecutionContext& ctx, Fn&& collective) {
+  // The schema's checker runs where programs are verified; a kernel may be
+  // reached without that (RunOp), so the one ring is checked here too.
+  const int ring = ctx.Attr<int>("ring_id");
+  NABLA_ENFORCE(ring == 0, kInvalidArgument, Describe(ctx), ": ring_id must be 0 (the MPI world), but received ", ring);
   std::vector<const Tensor*> xs = ctx.MultiInput("X");
   std::vector<Tensor*> outs = ctx.MultiOutput("Out");
   NABLA_ENFORCE(xs.size() == outs.size() && !xs.empty(), kInvalidArgument, ctx.Op().Type(),
