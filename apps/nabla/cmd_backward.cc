@@ -30,7 +30,7 @@ struct BackwardOptions {
   std::vector<std::string> params;
   std::vector<std::string> no_grad;
   std::string out;
-  int data_parallel = -1;  // -1: not asked for, no collectives
+  int data_parallel = -1;        // -1: not asked for, no collectives
   std::string bucket_mb = "25";  // MiB, parsed here (options take no doubles)
 };
 
