@@ -47,10 +47,13 @@ Result Shell(const TempDir& dir, const std::string& cmd) {
 }
 
 const std::string kNabla = NABLA_BIN_PATH;
-// Two ranks on a machine that may have fewer cores, as root in CI; shared
+// Ranks on a machine that may have fewer cores, as root in CI; shared
 // memory between the ranks, no binding (ranks share the cores).
-const std::string kMpirun =
-    std::string(NABLA_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np 2 ";
+std::string Mpirun(int ranks) {
+  return std::string(NABLA_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np " +
+         std::to_string(ranks) + " ";
+}
+const std::string kMpirun = Mpirun(2);
 
 size_t Count(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -176,23 +179,25 @@ class DistributedTest : public ::testing::Test {
     dir_.Write("eval.csv", ClassesCsv(23, 2));
   }
 
-  // Trains `program` in one process and on two ranks and compares every
+  // Trains `program` in one process and on `ranks` ranks and compares every
   // persistable var of the last checkpoints.
-  void ExpectSameTraining(const std::string& program) {
+  void ExpectSameTraining(const std::string& program, int ranks = 2) {
+    const std::string n = std::to_string(ranks);
     dir_.Write("one.yaml", Config(program, "ckpt1"));
-    dir_.Write("two.yaml", Config(program, "ckpt2", "distributed: {world_size: 2, bucket_mb: 0.0001}\n"));
+    dir_.Write("two.yaml", Config(program, "ckpt2", "distributed: {world_size: " + n + ", bucket_mb: 0.0001}\n"));
     Result one = Shell(dir_, kNabla + " run one.yaml");
     ASSERT_EQ(one.rc, 0) << one.out << one.err;
-    Result two = Shell(dir_, kMpirun + kNabla + " run two.yaml");
+    Result two = Shell(dir_, Mpirun(ranks) + kNabla + " run two.yaml");
     ASSERT_EQ(two.rc, 0) << two.out << two.err;
 
     // Rank 0 alone reports, and says how many ranks trained.
     EXPECT_EQ(Count(two.out, "== summary =="), 1u) << two.out;
-    EXPECT_NE(two.out.find("world            2 ranks (MPI, data parallel), global batch 16"), std::string::npos)
+    EXPECT_NE(two.out.find("world            " + n + " ranks (MPI, data parallel), global batch 16"), std::string::npos)
         << two.out;
     EXPECT_EQ(one.out.find("world  "), std::string::npos) << one.out;
     EXPECT_EQ(two.err, "");
-    // Same steps (5 batches a epoch, the last split 1 + 2), same checkpoints.
+    // Same steps (5 batches an epoch, the last one of 2 or 3 rows split
+    // unevenly), same checkpoints.
     auto c1 = ListCheckpoints(dir_.Path("ckpt1"));
     auto c2 = ListCheckpoints(dir_.Path("ckpt2"));
     ASSERT_EQ(c1.size(), 3u);
@@ -226,6 +231,13 @@ class DistributedTest : public ::testing::Test {
 TEST_F(DistributedTest, MlpOnTwoRanksMatchesOneProcess) { ExpectSameTraining(kMlp); }
 
 TEST_F(DistributedTest, WhileLoopRnnOnTwoRanksMatchesOneProcess) { ExpectSameTraining(kRnn); }
+
+// 66 rows leave a last batch of 2 rows for 3 ranks: rank 0 has none, feeds a
+// stand-in row and scales its gradient by 0, and still joins every allreduce.
+TEST_F(DistributedTest, ThreeRanksWithAnEmptyShardMatchOneProcess) {
+  dir_.Write("train.csv", ClassesCsv(66, 1));
+  ExpectSameTraining(kMlp, 3);
+}
 
 // --resume reads the checkpoint on rank 0 and broadcasts parameters, Adam's
 // moments and the position in the epoch: the resumed run ends exactly where
