@@ -1,9 +1,12 @@
 // `nabla backward PROGRAM.yaml --loss NAME`: appends the backward part of
 // the loss (core/backward.h) and writes the whole program, with the
 // top-level `backward:` key recording the loss and the (param, grad) pairs.
+// --data-parallel N also runs the data-parallel pass (train/data_parallel.h),
+// so the program shows the gradient allreduces N ranks would run.
 //
 // The output is complete before anything is written, and -o goes through
 // SaveProgram (temp file + rename), so a failure leaves no half-written file.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,9 +15,11 @@
 
 #include "command.h"
 #include "nabla/backward.h"
+#include "nabla/error.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "output_file.h"
+#include "train/data_parallel.h"
 
 namespace nabla::app {
 namespace {
@@ -25,13 +30,27 @@ struct BackwardOptions {
   std::vector<std::string> params;
   std::vector<std::string> no_grad;
   std::string out;
+  int data_parallel = -1;        // -1: not asked for, no collectives
+  std::string bucket_mb = "25";  // MiB, parsed here (options take no doubles)
 };
 
 int RunBackward(const BackwardOptions& opts) {
   if (!opts.out.empty()) CheckOutputFolder("-o", opts.out);
   ProgramDesc program = LoadProgram(opts.program);
-  AppendBackward(program, opts.loss, opts.params,
-                 std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  NABLA_ENFORCE(opts.data_parallel == -1 || opts.data_parallel >= 1, kInvalidArgument,
+                "--data-parallel must be a rank count >= 1, but received ", opts.data_parallel);
+  char* end = nullptr;
+  const double bucket_mb = std::strtod(opts.bucket_mb.c_str(), &end);
+  NABLA_ENFORCE(!opts.bucket_mb.empty() && *end == '\0' && bucket_mb >= 0, kInvalidArgument,
+                "--bucket-mb must be a number of MiB >= 0, but received '", opts.bucket_mb, "'");
+  ParamGrads pg = AppendBackward(program, opts.loss, opts.params,
+                                 std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  if (opts.data_parallel >= 1) {
+    train::DataParallelOptions dp;
+    dp.world_size = opts.data_parallel;
+    dp.bucket_mb = bucket_mb;
+    train::InsertGradientAllreduce(program, pg, dp);
+  }
   if (opts.out.empty()) {
     std::cout << ProgramToYaml(program);
     std::cout.flush();
@@ -51,6 +70,10 @@ Command BackwardCommand() {
   c.Option("--params", &opts->params, "Parameters to differentiate, in this order (default: all trainable)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "Vars that get no gradient", "V,...").Delimiter(',');
+  c.Option("--data-parallel", &opts->data_parallel,
+           "Insert the gradient allreduces (and 1/N scaling) of N data-parallel ranks", "N");
+  c.Option("--bucket-mb", &opts->bucket_mb, "With --data-parallel: gradient bucket size in MiB (0: one per gradient)",
+           "MB");
   c.Option("-o,--out", &opts->out, "Write to this file (atomically) instead of stdout", "OUT.yaml");
   c.SetRun([opts](const GlobalOptions&) { return RunBackward(*opts); });
   return c;

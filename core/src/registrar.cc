@@ -113,6 +113,10 @@ OpBuilder& OpBuilder::Random() {
   info_->traits.random = true;
   return *this;
 }
+OpBuilder& OpBuilder::Collective() {
+  info_->traits.collective = true;
+  return *this;
+}
 OpBuilder& OpBuilder::ArrayIO() {
   info_->traits.array_io = true;
   return *this;

@@ -394,6 +394,17 @@ void ParseLogging(const Reader& r, const YAML::Node& n, LoggingConfig& l) {
   if (n["progress"]) l.progress = r.Choice(n["progress"], "logging.progress", {"auto", "bar", "lines", "none"});
 }
 
+void ParseDistributed(const Reader& r, const YAML::Node& n, DistributedConfig& d) {
+  r.ExpectMap(n, "distributed");
+  r.CheckKeys(n, "distributed", {"world_size", "bucket_mb", "collective_timeout_s"});
+  d.pos = r.Pos(n);
+  if (n["world_size"]) d.world_size = static_cast<int>(r.Int(n["world_size"], "distributed.world_size", 0));
+  if (n["bucket_mb"]) d.bucket_mb = r.NonNegative(n["bucket_mb"], "distributed.bucket_mb");
+  if (n["collective_timeout_s"]) {
+    d.collective_timeout_s = r.NonNegative(n["collective_timeout_s"], "distributed.collective_timeout_s");
+  }
+}
+
 }  // namespace
 
 RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir) {
@@ -411,7 +422,7 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
                 Reader::Describe(root));
   r.CheckKeys(root, "the run config",
               {"plugins", "device", "executor", "threads", "fuse", "seed", "program", "loss", "params", "no_grad",
-               "optimizer", "data", "epochs", "steps", "metrics", "checkpoint", "logging"});
+               "optimizer", "data", "epochs", "steps", "metrics", "checkpoint", "logging", "distributed"});
   try {
     if (root["plugins"]) {
       for (const auto& p : r.StringList(root["plugins"], "plugins")) c.plugins.push_back(r.InputPath(p));
@@ -449,6 +460,7 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
     if (root["metrics"] && !root["metrics"].IsNull()) ParseMetrics(r, root["metrics"], c.accuracy);
     if (root["checkpoint"] && !root["checkpoint"].IsNull()) ParseCheckpoint(r, root["checkpoint"], c.checkpoint);
     if (root["logging"] && !root["logging"].IsNull()) ParseLogging(r, root["logging"], c.logging);
+    if (root["distributed"] && !root["distributed"].IsNull()) ParseDistributed(r, root["distributed"], c.distributed);
   } catch (const YAML::Exception& e) {
     // Anything yaml-cpp itself rejects (it should not get here: every read
     // above checks first).

@@ -106,6 +106,15 @@ struct LoggingConfig {
   ConfigPos pos;
 };
 
+// Data parallelism over MPI (docs/distributed.md): the world comes from
+// `mpirun`; this section only tunes it or insists on a size.
+struct DistributedConfig {
+  int world_size = 0;                 // 0: whatever the MPI launcher gives (1 without one)
+  double bucket_mb = 25;              // gradient bucket size; 0: one allreduce per gradient
+  double collective_timeout_s = 300;  // a collective waiting longer fails the run; 0: no limit
+  ConfigPos pos;
+};
+
 struct RunConfig {
   std::string path;      // the config file
   std::string base_dir;  // its folder: inputs are relative to it
@@ -131,6 +140,7 @@ struct RunConfig {
   AccuracyConfig accuracy;
   CheckpointConfig checkpoint;
   LoggingConfig logging;
+  DistributedConfig distributed;
 };
 
 // Parses and checks a run config. Relative input paths (program, plugins,

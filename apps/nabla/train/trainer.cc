@@ -24,6 +24,7 @@
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
 
@@ -353,7 +354,7 @@ Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block
 
 }  // namespace
 
-TrainPrograms BuildTrainPrograms(const RunConfig& c) {
+TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   TrainPrograms tp;
   tp.main = c.program_path.empty() ? ParseProgram(c.program_text, c.path) : LoadProgram(c.program_path);
   ProgramDesc& program = tp.main;
@@ -408,6 +409,13 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c) {
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
   NABLA_ENFORCE(!tp.param_grads.empty(), kInvalidArgument, c.loss_pos.Where(), ": no parameter gets a gradient from '",
                 c.loss, "'", c.params.empty() ? " (are the parameters persistable and not stop_gradient?)" : "");
+  if (world_size > 1) {
+    DataParallelOptions dp;
+    dp.world_size = world_size;
+    dp.bucket_mb = c.distributed.bucket_mb;
+    dp.timeout_s = c.distributed.collective_timeout_s;
+    InsertGradientAllreduce(program, tp.param_grads, dp);
+  }
   AppendOptimizer(b, c.optimizer, tp);
   InferProgram(program);
   VerifyProgram(program, *CurrentRegistry());
@@ -424,15 +432,21 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c) {
   for (const auto& f : c.data.train.feeds) feeds.insert(f.var);
   for (size_t i = 0; i < program.Size(); ++i) {
     for (const auto& v : program.Block(i)->AllVars()) {
-      if (v->Persistable() && !feeds.count(v->Name())) tp.persistables.push_back(v->Name());
+      if (v->Persistable() && !feeds.count(v->Name()) && !IsDataParallelVar(v->Name()))
+        tp.persistables.push_back(v->Name());
     }
   }
   std::sort(tp.persistables.begin(), tp.persistables.end());
   return tp;
 }
 
-RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream& out, bool out_is_tty) {
+RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream& leader_out, bool out_is_tty) {
   const auto t0 = Clock::now();
+  // Under mpirun every rank trains; only rank 0 speaks (a stream without a
+  // buffer drops what the others print).
+  const World world = WorldForRun(c.distributed, c.path);
+  std::ostream silent(nullptr);
+  std::ostream& out = world.Leader() ? leader_out : silent;
   // Resolved first, so a machine without OpenCL fails before any data loads.
 #ifdef NABLA_HAVE_OPENCL
   Device& device = opencl::ResolveDevice(c.device);
@@ -445,7 +459,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   // threads sizes the executor's arena; GEMMs split inside it (cpu::Gemm),
   // OpenBLAS itself stays at one thread.
 
-  TrainPrograms tp = BuildTrainPrograms(c);
+  TrainPrograms tp = BuildTrainPrograms(c, world.size);
   const BlockDesc& block = *tp.main.Root();
 
   Split train = LoadSplit(c, c.data.train, block, tp);
@@ -468,6 +482,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   eo.threads = c.threads;
   eo.seed = c.seed;
   std::unique_ptr<Executor> exec = CreateExecutor(c.executor, device, eo);
+  Collectives collectives(world, *exec, c.distributed.collective_timeout_s);
 
   Scope scope;
   std::vector<std::string> feed_vars;
@@ -483,7 +498,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   NABLA_ENFORCE(!resume || !c.checkpoint.dir.empty(), kInvalidArgument, c.path,
                 ": --resume needs a checkpoint folder, but the config has no checkpoint.dir");
   bool resumed = false;
-  if (resume) {
+  if (resume && world.Leader()) {
     if (auto latest = LatestCheckpoint(c.checkpoint.dir)) {
       SafetensorsFile f = ReadSafetensors(latest->path);
       for (const auto& name : tp.persistables) {
@@ -517,14 +532,29 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
       out << "no checkpoint in " << c.checkpoint.dir << "; starting from scratch" << std::endl;
     }
   }
+  if (world.Distributed()) {
+    // Rank 0's parameters and optimizer state (fresh or resumed) and where
+    // it resumes; the other ranks contribute zeros to the sum.
+    collectives.BroadcastFromRoot(scope, tp.persistables);
+    const bool lead = world.Leader();
+    std::vector<double> at =
+        collectives.Sum({lead ? static_cast<double>(step) : 0.0, lead ? static_cast<double>(epoch) : 0.0,
+                         lead ? static_cast<double>(batch) : 0.0, lead && resumed ? 1.0 : 0.0});
+    step = static_cast<int64_t>(at[0]);
+    epoch = static_cast<int64_t>(at[1]);
+    batch = static_cast<int64_t>(at[2]);
+    resumed = at[3] > 0;
+  }
 
   std::unique_ptr<MetricsWriter> metrics;
-  if (!c.logging.metrics_file.empty()) metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
+  if (!c.logging.metrics_file.empty() && world.Leader())
+    metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
   std::string mode = ov.progress.value_or(c.logging.progress);
   if (mode == "auto") mode = out_is_tty ? "bar" : "lines";
   Progress progress(out, mode, c.logging.every_steps);
 
   auto save = [&](int64_t done_epochs, int64_t done_batches) {
+    if (!world.Leader()) return;
     NamedTensors tensors;
     for (const auto& name : tp.persistables) {
       Variable* v = scope.FindVar(name);
@@ -550,12 +580,20 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     int64_t correct = 0;
     for (int64_t b = 0; b < eval->data.Size(); b += ebs) {
       const int64_t e = std::min(eval->data.Size(), b + ebs);
-      for (const auto& f : eval->feeds) eval_scope.Var(f.var)->GetTensor() = MakeBatch(f, order, b, e, device);
+      st.samples += e - b;
+      // Each rank evaluates its shard of the batch; the sums meet below.
+      const auto [s0, s1] = ShardOf(b, e, world);
+      if (s1 == s0) continue;
+      for (const auto& f : eval->feeds) eval_scope.Var(f.var)->GetTensor() = MakeBatch(f, order, s0, s1, device);
       exec->Run(tp.eval, 0, eval_scope);
       const double l = ReadScalar(eval_scope.FindVar(c.loss)->GetTensor(), c.loss);
-      loss_sum += l * static_cast<double>(e - b);
+      loss_sum += l * static_cast<double>(s1 - s0);
       correct += read_correct(eval_scope);
-      st.samples += e - b;
+    }
+    if (world.Distributed()) {
+      std::vector<double> sums = collectives.Sum({loss_sum, static_cast<double>(correct)});
+      loss_sum = sums[0];
+      correct = static_cast<int64_t>(sums[1]);
     }
     st.loss = st.samples ? loss_sum / static_cast<double>(st.samples) : 0;
     if (!tp.accuracy.empty() && st.samples) st.accuracy = static_cast<double>(correct) / st.samples;
@@ -567,7 +605,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
         << " batches of " << bs << " per epoch";
     if (eval) out << ", " << eval->data.Size() << " eval samples";
     out << ", " << c.optimizer.type << " lr " << c.optimizer.lr << ", " << tp.param_grads.size() << " parameters, "
-        << c.executor << " executor" << std::endl;
+        << c.executor << " executor";
+    if (world.Distributed()) out << ", " << world.size << " data-parallel ranks";
+    out << std::endl;
   }
 
   RunSummary summary;
@@ -599,12 +639,26 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     int64_t ep_samples = 0, ep_correct = 0;
     for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {
       const int64_t b0 = batch * bs, b1 = std::min(n, b0 + bs);
-      for (const auto& f : train.feeds) scope.Var(f.var)->GetTensor() = MakeBatch(f, order, b0, b1, device);
+      // Every rank shuffles alike and feeds its shard of the global batch.
+      const StepShard shard = TrainShard(b0, b1, world);
+      for (const auto& f : train.feeds) {
+        scope.Var(f.var)->GetTensor() = MakeBatch(f, order, shard.begin, shard.end, device);
+      }
+      if (world.Distributed()) SetGradScale(scope, shard.grad_scale);
       const double lr = LearningRate(c.optimizer, step, epoch, planned);
       if (lr != current_lr || step == start_step) WriteScalar(lr_tensor, lr);
       current_lr = lr;
       exec->Run(tp.main, 0, scope);
-      const double loss = ReadScalar(scope.FindVar(c.loss)->GetTensor(), c.loss);
+      double loss = ReadScalar(scope.FindVar(c.loss)->GetTensor(), c.loss);
+      int64_t correct = read_correct(scope);
+      if (world.Distributed()) {
+        // The global batch's mean loss and hits, the same on every rank, so
+        // all ranks stop together on a bad loss.
+        std::vector<double> sums = collectives.Sum(
+            {shard.rows ? loss * static_cast<double>(shard.rows) : 0.0, shard.rows ? static_cast<double>(correct) : 0});
+        loss = sums[0] / static_cast<double>(b1 - b0);
+        correct = static_cast<int64_t>(sums[1]);
+      }
       if (!std::isfinite(loss)) {
         progress.Break();
         NABLA_THROW(kRuntime, "the loss '", c.loss, "' is ", std::isnan(loss) ? "NaN" : "infinite", " at step ",
@@ -616,7 +670,6 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
       }
       ++step;
       const int64_t m = b1 - b0;
-      const int64_t correct = read_correct(scope);
       ep_loss += loss * m;
       ep_samples += m;
       ep_correct += correct;
@@ -724,6 +777,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   summary.seconds = seconds_since(t0);
   summary.samples_per_sec = samples_run / std::max(1e-9, seconds_since(loop_start));
   summary.last_checkpoint = last_checkpoint;
+  summary.world_size = world.size;
   metrics.reset();  // flush and close before plotting
 
   std::string plot_written;
@@ -747,6 +801,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   if (summary.eval) {
     out << "eval loss        " << Fixed(summary.eval->loss, 4) << "  accuracy " << Percent(summary.eval->accuracy)
         << "  (" << summary.eval->samples << " samples)\n";
+  }
+  if (world.Distributed()) {
+    out << "world            " << world.size << " ranks (MPI, data parallel), global batch " << bs << "\n";
   }
   out << "GEMM kernels     OpenBLAS " << cpu::BlasCoreName() << ", executor " << c.executor << "\n";
   if (!summary.last_checkpoint.empty()) out << "checkpoint       " << summary.last_checkpoint << "\n";

@@ -35,8 +35,9 @@ struct TrainPrograms {
 };
 
 // Loads the program and appends the metric, backward and optimizer ops
-// (plugins must already be loaded).
-TrainPrograms BuildTrainPrograms(const RunConfig& config);
+// (plugins must already be loaded); with world_size > 1, also the gradient
+// allreduces (data_parallel.h) between backward and the optimizer.
+TrainPrograms BuildTrainPrograms(const RunConfig& config, int world_size = 1);
 
 struct EpochStats {
   double loss = 0;
@@ -52,10 +53,13 @@ struct RunSummary {
   double seconds = 0;
   double samples_per_sec = 0;
   std::string last_checkpoint;
+
+  int world_size = 1;  // MPI ranks that trained together
 };
 
 // Runs a whole training as the config says, printing progress to `out`
-// (a bar when `out_is_tty`, plain lines otherwise).
+// (a bar when `out_is_tty`, plain lines otherwise). Under an MPI launcher
+// every rank runs it; only rank 0 prints, writes metrics and checkpoints.
 RunSummary RunTraining(const RunConfig& config, const RunOverrides& overrides, std::ostream& out, bool out_is_tty);
 
 }  // namespace nabla::train

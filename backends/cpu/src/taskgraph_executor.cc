@@ -31,6 +31,8 @@ namespace flow = tbb::flow;
 // Which ops must finish before which: read-after-write, write-after-read and
 // write-after-write on every var name. Control-flow ops touch vars their
 // slots do not list (through sub-blocks), so they are full barriers.
+// Collectives also follow the previous collective: ranks must enter them in
+// one order, which var hazards alone do not fix.
 std::vector<std::vector<size_t>> BuildDependencies(const BlockDesc& block, const OpRegistry& registry) {
   const size_t n = block.OpSize();
   std::vector<std::vector<size_t>> preds(n);
@@ -38,6 +40,7 @@ std::vector<std::vector<size_t>> BuildDependencies(const BlockDesc& block, const
   std::unordered_map<std::string, std::vector<size_t>> readers_since_write;
   std::vector<size_t> since_barrier;  // ops after the last barrier
   size_t last_barrier = SIZE_MAX;
+  size_t last_collective = SIZE_MAX;
   for (size_t i = 0; i < n; ++i) {
     const OpDesc& op = *block.Op(i);
     const OpInfo* info = registry.Find(op.Type());
@@ -62,6 +65,10 @@ std::vector<std::vector<size_t>> BuildDependencies(const BlockDesc& block, const
           for (size_t j : r->second)
             if (j != i) p.push_back(j);
       }
+    }
+    if (info && info->traits.collective) {
+      if (last_collective != SIZE_MAX) p.push_back(last_collective);
+      last_collective = i;
     }
     std::sort(p.begin(), p.end());
     p.erase(std::unique(p.begin(), p.end()), p.end());

@@ -88,6 +88,11 @@ struct OpTraits {
   // Reads or writes a tensor_array: a GradCheck case feeds dense tensors to
   // one op, so these ops have their gradients checked through programs.
   bool array_io = false;
+  // A collective (allreduce, broadcast): every rank must run these in the
+  // same order, so executors keep them in program order relative to each
+  // other even where no var orders them (two collectives started in
+  // different orders on two ranks deadlock).
+  bool collective = false;
 };
 
 // A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
@@ -359,7 +364,8 @@ class NABLA_API OpBuilder {
   OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
-  OpBuilder& ArrayIO();  // sets traits.array_io
+  OpBuilder& ArrayIO();     // sets traits.array_io
+  OpBuilder& Collective();  // sets traits.collective
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
   OpInfo& Info() { return *info_; }
