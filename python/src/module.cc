@@ -18,11 +18,9 @@
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
-#ifdef NABLA_HAVE_OPENCL
-#include "nabla/opencl/opencl.h"
-#endif
 #include "nabla/feed_fetch.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
@@ -185,14 +183,7 @@ py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py
 class PyExecutor {
  public:
   PyExecutor(const std::string& device, int threads, const std::string& executor, int64_t seed) {
-#ifdef NABLA_HAVE_OPENCL
-    device_ = &opencl::ResolveDevice(device);
-#else
-    DeviceType type;
-    NABLA_ENFORCE(ParseDeviceType(device, &type) && type == DeviceType::kCPU, kInvalidArgument,
-                  "Executor: device must be 'cpu' (this build has no OpenCL backend) but received '", device, "'");
-    device_ = &HostDevice();
-#endif
+    device_ = &ResolveDevice(device);
     NABLA_ENFORCE(threads >= 0, kInvalidArgument, "Executor: threads must be non-negative but received ", threads);
     ExecutorOptions options;
     options.threads = threads;
