@@ -101,6 +101,16 @@ TEST_F(DeviceNullCli, ShapeErrorIsOneLineNamingTheOp) {
   EXPECT_EQ(cpu.err, r.err);
 }
 
+// A while loop's trip count is data: the dry run says so instead of
+// guessing one.
+TEST_F(DeviceNullCli, ControlFlowIsRefusedInOneLine) {
+  const std::string dir = std::string(NABLA_SOURCE_DIR) + "/tests/reference/rnn_while/";
+  std::string args = "exec " + testing_cli::Quote(dir + "program.yaml") + " --device null --fetch loss";
+  for (const char* n : {"x0", "x1", "x2", "x3", "x4", "x5", "h0", "label", "w", "b", "v", "c"})
+    args += std::string(" --feed ") + n + "=" + testing_cli::Quote(dir + "inputs/" + n + ".npy");
+  testing_cli::ExpectOneLineError(Nabla(args), "while", {"op 'while'", "dry run", "control flow"});
+}
+
 TEST_F(DeviceNullCli, UnknownDeviceListsTheRegisteredNames) {
   const std::string x = WriteZeros("x.npy", {2, 4});
   testing_cli::ExpectOneLineError(
