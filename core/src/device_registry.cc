@@ -14,7 +14,7 @@ namespace {
 // valid while later types are added.
 struct TypeTable {
   std::mutex mutex;
-  std::deque<std::string> names{"cpu", "opencl"};
+  std::deque<std::string> names{"cpu", "opencl", "null"};  // the ids of kCPU, kOpenCL, NullDeviceType()
 };
 TypeTable& Types() {
   static TypeTable* t = new TypeTable();  // leaked: kernels may be looked up during exit
@@ -102,11 +102,6 @@ bool ParseDeviceType(const std::string& name, DeviceType* out) {
     }
   }
   return false;
-}
-
-DeviceType NullDeviceType() {
-  static const DeviceType type = RegisterDeviceType("null");
-  return type;
 }
 
 Device& NullDevice() {

@@ -1,5 +1,6 @@
 #include "nabla/executor.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -357,8 +358,8 @@ PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& s
 PreparedBlock::~PreparedBlock() = default;
 
 void PreparedOp::CacheKernels(const OpRegistry& registry) {
-  kernels.assign(static_cast<size_t>(DeviceTypeCount()), {});
-  for (size_t d = 0; d < kernels.size(); ++d)
+  cached_device_types = std::min(static_cast<size_t>(DeviceTypeCount()), kCachedDeviceTypes);
+  for (size_t d = 0; d < cached_device_types; ++d)
     for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
       kernels[d][static_cast<size_t>(t)] = registry.FindKernel(op->Type(), static_cast<DeviceType>(d), t);
 }
