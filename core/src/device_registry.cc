@@ -135,7 +135,7 @@ DeviceBackend FindBackend(const std::string& name, const std::string& spec) {
     if (it != t.backends.end()) return it->second;
   }
   NABLA_THROW(kInvalidArgument, "unknown device '", spec, "'; registered devices: ", Names(),
-              " (each may take :N, e.g. cpu or opencl:1)");
+              " (written NAME or NAME:N)");
 }
 }  // namespace
 
