@@ -20,15 +20,13 @@
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/feed_fetch.h"
 #include "nabla/fusion.h"
 #include "nabla/npy.h"
 #include "nabla/op_registry.h"
-#ifdef NABLA_HAVE_OPENCL
-#include "nabla/opencl/opencl.h"
-#endif
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
@@ -112,19 +110,6 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   }
 }
 
-Device& ResolveDevice(const std::string& name) {
-#ifdef NABLA_HAVE_OPENCL
-  return opencl::ResolveDevice(name);
-#else
-  DeviceType type;
-  NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '", name,
-                "'");
-  NABLA_ENFORCE(type == DeviceType::kCPU, kInvalidArgument, "--device ", name,
-                ": this build has no such backend; use --device cpu");
-  return HostDevice();
-#endif
-}
-
 // Reads every --feed and checks it against the var the program declares.
 std::vector<Feed> ReadFeeds(const ProgramDesc& program, const std::vector<std::string>& specs, Device& device) {
   std::vector<Feed> feeds;
@@ -165,6 +150,16 @@ std::vector<std::pair<std::string, Tensor>> CollectFetches(const ProgramDesc& pr
   return out;
 }
 
+// What a dry run knows of each fetch: its dtype and shape.
+void PrintDryRunFetches(const Scope& scope, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const Variable* v = scope.FindVar(name);
+    NABLA_ENFORCE(v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(), kNotFound, "--fetch ",
+                  name, ": the dry run gave it no value (not written by block 0, or not a dense tensor)");
+    std::cout << name << ": " << v->GetTensor().DebugString() << "\n";
+  }
+}
+
 double Milliseconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
@@ -195,6 +190,9 @@ int RunExec(const ExecOptions& opts) {
   ProgramDesc program = LoadProgram(opts.program);
   AppendBackwardIfRequested(program, opts);
   Device& device = ResolveDevice(opts.device);
+  const bool dry = IsDryRun(device);
+  NABLA_ENFORCE(!dry || (opts.out_dir.empty() && opts.repeat == 0), kInvalidArgument, "--device ", opts.device,
+                " is a dry run (shapes and dtypes, no data): --out and --repeat do not apply");
   std::vector<Feed> feeds = ReadFeeds(program, opts.feeds, device);
   CheckFetchesExist(program, opts.fetches);
 
@@ -228,6 +226,10 @@ int RunExec(const ExecOptions& opts) {
     PrintTimes(std::move(ms), opts.warmup);
   }
 
+  if (dry) {
+    PrintDryRunFetches(scope, opts.fetches);
+    return 0;
+  }
   const auto fetched = CollectFetches(program, scope, opts.fetches);
   if (!opts.out_dir.empty()) {
     std::error_code ec;
@@ -259,7 +261,8 @@ Command ExecCommand() {
   c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
-  c.Option("--device", &opts->device, "Device to run on (nabla devices lists them)", "cpu|opencl[:N]");
+  c.Option("--device", &opts->device,
+           "Device to run on (nabla devices lists them; null: a dry run printing fetched shapes)", "NAME[:N]");
   c.Option("--executor", &opts->executor, "Executor: taskgraph (default) or sequential (the reference)", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");
   c.Option("--seed", &opts->seed, "Base seed for random ops whose own seed is 0", "N");

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -19,13 +20,11 @@
 
 #include "command.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/types.h"
-#ifdef NABLA_HAVE_OPENCL
-#include "nabla/opencl/opencl.h"
-#endif
 
 namespace nabla::app {
 namespace {
@@ -62,7 +61,8 @@ bool HasFloat64Kernel(const OpRegistry& registry, const std::string& type, Devic
 }
 
 // The devices checks can run on: the host, and with --device or when an op
-// has OpenCL float64 kernels, the OpenCL device.
+// has float64 kernels for another registered device type, the first device
+// of that backend with float64.
 class Devices {
  public:
   explicit Devices(const std::string& requested) {
@@ -77,65 +77,62 @@ class Devices {
       return {};
     }
     std::vector<Device*> out = {&HostDevice()};
-    if (HasFloat64Kernel(registry, type, DeviceType::kOpenCL)) {
-      if (Device* d = OpenCl(); d != nullptr) {
-        out.push_back(d);
+    for (const std::string& backend : DeviceBackendNames()) {
+      DeviceType device_type;
+      if (!ParseDeviceType(backend, &device_type) || device_type == HostDevice().Type() ||
+          device_type == NullDeviceType() || !HasFloat64Kernel(registry, type, device_type))
+        continue;
+      Accelerator& a = Open(backend);
+      if (a.device != nullptr) {
+        out.push_back(a.device);
       } else {
-        *note = opencl_note_;
+        *note += (note->empty() ? "" : "; ") + a.note;
       }
     }
     return out;
   }
 
  private:
+  struct Accelerator {
+    bool tried = false;
+    Device* device = nullptr;  // non-owning: process-wide devices
+    std::string note;
+  };
+
   static Device& Resolve(const std::string& name) {
-#ifdef NABLA_HAVE_OPENCL
-    Device& d = opencl::ResolveDevice(name);
-    if (d.Type() == DeviceType::kOpenCL) {
-      const opencl::DeviceInfo& info = static_cast<opencl::OpenClDevice&>(d).Info();
-      NABLA_ENFORCE(info.fp64, kPreconditionNotMet, "--device ", name, ": ", info.name,
-                    " has no float64 support (cl_khr_fp64), which gradient checks need");
-    }
+    Device& d = ResolveDevice(name);
+    NABLA_ENFORCE(!IsDryRun(d), kInvalidArgument, "--device ", name,
+                  ": a dry-run device has no data, and gradient checks compare numbers");
+    DeviceListing listing;
+    if (FindDeviceListing(name, &listing))
+      NABLA_ENFORCE(listing.fp64, kPreconditionNotMet, "--device ", name, ": ",
+                    listing.detail.empty() ? listing.spec : listing.detail.front(),
+                    " has no float64 support, which gradient checks need");
     return d;
-#else
-    DeviceType type;
-    NABLA_ENFORCE(ParseDeviceType(name, &type), kInvalidArgument, "--device: expected cpu or opencl but received '",
-                  name, "'");
-    NABLA_ENFORCE(type == DeviceType::kCPU, kInvalidArgument, "--device ", name,
-                  ": this build has no such backend; use --device cpu");
-    return HostDevice();
-#endif
   }
 
-  // The first OpenCL device with float64, opened once; null (and a note)
-  // when there is none.
-  Device* OpenCl() {
-    if (opencl_tried_) return opencl_;
-    opencl_tried_ = true;
-#ifdef NABLA_HAVE_OPENCL
+  // The backend's first device with float64, opened once; null (and a
+  // note) when there is none.
+  Accelerator& Open(const std::string& backend) {
+    Accelerator& a = accelerators_[backend];
+    if (a.tried) return a;
+    a.tried = true;
     try {
-      for (const auto& platform : opencl::ListPlatforms()) {
-        for (const auto& d : platform.devices) {
-          if (d.fp64) {
-            opencl_ = &opencl::GetDevice(d.index);
-            return opencl_;
-          }
+      for (const DeviceListing& l : EnumerateDevices(backend)) {
+        if (l.fp64) {
+          a.device = &ResolveDevice(l.spec);
+          return a;
         }
       }
-      opencl_note_ = "not checked on opencl: no OpenCL device with float64 support";
+      a.note = StrCat("not checked on ", backend, ": no ", backend, " device with float64 support");
     } catch (const std::exception& e) {
-      opencl_note_ = StrCat("not checked on opencl: ", e.what());
+      a.note = StrCat("not checked on ", backend, ": ", e.what());
     }
-#else
-    opencl_note_ = "not checked on opencl: this build has no OpenCL backend";
-#endif
-    return nullptr;
+    return a;
   }
 
-  Device* fixed_ = nullptr;   // non-owning: process-wide devices
-  Device* opencl_ = nullptr;  // non-owning
-  bool opencl_tried_ = false;
-  std::string opencl_note_;
+  Device* fixed_ = nullptr;  // non-owning
+  std::map<std::string, Accelerator> accelerators_;
 };
 
 std::string Sci(double v) {
@@ -145,7 +142,7 @@ std::string Sci(double v) {
 }
 
 std::string DeviceLabel(const Device& d) {
-  return d.Type() == DeviceType::kCPU ? "cpu" : "opencl:" + std::to_string(d.Id());
+  return &d == &HostDevice() ? std::string(DeviceTypeName(d.Type())) : StrCat(DeviceTypeName(d.Type()), ":", d.Id());
 }
 
 int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {

@@ -1,11 +1,13 @@
 #include "nabla/executor.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
 #include "prepared_op.h"
@@ -26,13 +28,12 @@ bool Present(const std::vector<std::string>& args) {
 // lookups), else by name in the scope.
 class VarAccess {
  public:
-  VarAccess(const OpDesc& op, Scope& scope, const PreparedOp* prepared)
-      : op_(op), scope_(scope), prepared_(prepared) {}
+  VarAccess(const OpDesc& op, Scope& scope, const PreparedOp* prepared) : op_(op), scope_(scope), prepared_(prepared) {}
 
   Variable& In(const std::string& slot, size_t i) const {
     const auto& args = op_.Input(slot);
-    NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ",
-                  slot, "[", i, "]");
+    NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ", slot,
+                  "[", i, "]");
     Variable* v = Lookup(true, slot, i, args[i]);
     NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads '", args[i],
                   "' but no such variable exists at run time (was it fed or initialized?)");
@@ -224,6 +225,36 @@ void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, S
     }
 }
 
+// A dry run (the null device) can only follow what shape inference decides.
+void CheckDryRunInputs(const OpDesc& op, const OpInfo& info, const Scope& scope) {
+  NABLA_ENFORCE(!info.traits.control_flow, kUnimplemented,
+                "a dry run on the null device cannot follow control flow: it needs the data that decides branches "
+                "and trip counts");
+  NABLA_ENFORCE(info.infer_shape != nullptr, kUnimplemented,
+                "the op has no shape inference, so a dry run on the null device cannot follow it");
+  for (const auto& [slot, args] : op.Inputs())
+    for (const auto& name : args) {
+      const Variable* v = name == kEmptyVarName ? nullptr : scope.FindVar(name);
+      NABLA_ENFORCE(v == nullptr || v->Type() != VarType::kDense || v->GetTensor().IsInitialized(), kNotFound, "input ",
+                    slot, " (var '", name, "') has no value: feed it or give it an init");
+    }
+}
+
+// The outputs get sentinel buffers of the inferred shape and dtype, so the
+// ops after them see a shape as they would in a real run.
+void FinishDryRunOutputs(const OpDesc& op, const VarAccess& vars, Device& device) {
+  for (const auto& [slot, args] : op.Outputs())
+    for (size_t i = 0; i < args.size(); ++i) {
+      Variable* v = vars.Out(slot, i);
+      if (v == nullptr || v->Type() != VarType::kDense) continue;
+      Tensor& t = v->GetTensor();
+      NABLA_ENFORCE(NumElements(t.GetShape()) >= 0, kInvalidArgument, "output ", slot, " (var '", args[i],
+                    "') has shape ", ShapeToString(t.GetShape()),
+                    " after shape inference; a dry run needs every dimension known");
+      t.Allocate(device);
+    }
+}
+
 // The one dispatch path: shape inference, kernel choice, kernel; errors get
 // the op's position once.
 void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
@@ -236,22 +267,28 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
         for (const auto& name : args)
           if (name != kEmptyVarName && !scope.FindVar(name)) scope.Var(name);
     }
+    const bool dry = IsDryRun(device);
+    if (dry) CheckDryRunInputs(op, *info, scope);
     if (info->infer_shape && !info->traits.control_flow) {
       RuntimeInferShapeContext isc(op, vars);
       info->infer_shape(isc);
     }
-    ExecutionContext ctx = prepared ? ExecutionContext(*prepared, scope, device, &run)
-                                    : ExecutionContext(op, scope, device, &run);
+    if (dry) {
+      FinishDryRunOutputs(op, vars, device);
+      return;
+    }
+    ExecutionContext ctx =
+        prepared ? ExecutionContext(*prepared, scope, device, &run) : ExecutionContext(op, scope, device, &run);
     DType dtype = DType::kFloat32;
     if (info->kernel_dtype) {
       dtype = info->kernel_dtype(ctx);
     } else if (Variable* v = vars.FirstDenseInput(info->schema)) {
       dtype = v->GetTensor().GetDType();
     }
-    const KernelInfo* kernel = prepared ? prepared->kernels[static_cast<int>(device.Type())][static_cast<int>(dtype)]
+    const KernelInfo* kernel = prepared ? prepared->Kernel(registry, device.Type(), dtype)
                                         : registry.FindKernel(op.Type(), device.Type(), dtype);
     if (!kernel && device.Type() != DeviceType::kCPU) {
-      const KernelInfo* host = prepared ? prepared->kernels[static_cast<int>(DeviceType::kCPU)][static_cast<int>(dtype)]
+      const KernelInfo* host = prepared ? prepared->Kernel(registry, DeviceType::kCPU, dtype)
                                         : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
       if (host) {
         RunOnHost(op, *info, *host, scope, device, run, dtype);
@@ -314,13 +351,18 @@ PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& s
   }
   for (auto& p : ops_) {
     p->inputs = resolve(p->op->Inputs(), false);
-    for (DeviceType d : {DeviceType::kCPU, DeviceType::kOpenCL})
-      for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
-        p->kernels[static_cast<int>(d)][static_cast<int>(t)] = registry_->FindKernel(p->op->Type(), d, t);
+    p->CacheKernels(*registry_);
   }
 }
 
 PreparedBlock::~PreparedBlock() = default;
+
+void PreparedOp::CacheKernels(const OpRegistry& registry) {
+  cached_device_types = std::min(static_cast<size_t>(DeviceTypeCount()), kCachedDeviceTypes);
+  for (size_t d = 0; d < cached_device_types; ++d)
+    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+      kernels[d][static_cast<size_t>(t)] = registry.FindKernel(op->Type(), static_cast<DeviceType>(d), t);
+}
 
 const OpDesc& PreparedBlock::Op(size_t i) const { return *ops_.at(i)->op; }
 

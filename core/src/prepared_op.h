@@ -18,8 +18,20 @@ struct PreparedOp {
   const OpDesc* op = nullptr;
   const OpInfo* info = nullptr;
   std::vector<PreparedSlot> inputs, outputs;
-  // kernels[device][dtype], looked up once.
-  std::array<std::array<const KernelInfo*, 5>, 2> kernels{};
+  // kernels[device type id][dtype], looked up once for every device type
+  // registered at the time; a type registered later, or past the first
+  // kCachedDeviceTypes, is looked up per call. Inline, not on the heap: the
+  // lookup is on every op's path.
+  static constexpr size_t kCachedDeviceTypes = 8;
+  std::array<std::array<const KernelInfo*, 5>, kCachedDeviceTypes> kernels{};
+  size_t cached_device_types = 0;
+
+  void CacheKernels(const OpRegistry& registry);
+  const KernelInfo* Kernel(const OpRegistry& registry, DeviceType device, DType dtype) const {
+    const size_t d = static_cast<size_t>(device), t = static_cast<size_t>(dtype);
+    return d < cached_device_types && t < kernels[d].size() ? kernels[d][t]
+                                                            : registry.FindKernel(op->Type(), device, dtype);
+  }
 
   static const PreparedSlot* Find(const std::vector<PreparedSlot>& slots, const std::string& name) {
     for (const auto& s : slots)

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 
 namespace nabla {
 
@@ -73,6 +74,8 @@ void Tensor::CopyFrom(const Tensor& src, Device& device) {
   size_t bytes = Bytes();
   if (bytes == 0) return;
   Device* from = src.GetDevice();
+  NABLA_ENFORCE(!IsDryRun(*from) || IsDryRun(device), kPreconditionNotMet, "tensor ", src.DebugString(),
+                " is on the null device: a dry run has shapes and dtypes but no data to copy");
   const void* s = src.RawData();
   void* d = RawData();
   if (from == &device) {

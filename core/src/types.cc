@@ -55,19 +55,8 @@ bool ParseVarType(const std::string& name, VarType* out) {
   return false;
 }
 
-const char* DeviceTypeName(DeviceType type) { return type == DeviceType::kCPU ? "cpu" : "opencl"; }
-
-bool ParseDeviceType(const std::string& name, DeviceType* out) {
-  if (name == "cpu") {
-    *out = DeviceType::kCPU;
-    return true;
-  }
-  if (name == "opencl") {
-    *out = DeviceType::kOpenCL;
-    return true;
-  }
-  return false;
-}
+// DeviceTypeName and ParseDeviceType live in device_registry.cc, with the
+// table of registered device types.
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;

@@ -7,28 +7,19 @@
 #include <variant>
 
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
-#ifdef NABLA_HAVE_OPENCL
-#include "nabla/opencl/opencl.h"
-#endif
 
 namespace nabla::python {
 
 std::string TypeName(const py::handle& obj) { return py::str(py::type::of(obj).attr("__name__")); }
 
 Device& ResolveDevice(const std::string& spec, const std::string& where) {
-#ifdef NABLA_HAVE_OPENCL
   try {
-    return opencl::ResolveDevice(spec);
+    return ::nabla::ResolveDevice(spec);
   } catch (const Error& e) {
     throw Error(e.kind(), where + ": " + e.what());
   }
-#else
-  DeviceType type;
-  NABLA_ENFORCE(ParseDeviceType(spec, &type) && type == DeviceType::kCPU, kInvalidArgument, where,
-                ": device must be 'cpu' (this build has no OpenCL backend) but received '", spec, "'");
-  return HostDevice();
-#endif
 }
 
 namespace {

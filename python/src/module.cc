@@ -18,6 +18,7 @@
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/feed_fetch.h"

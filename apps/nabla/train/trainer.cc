@@ -13,13 +13,11 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/op_registry.h"
-#ifdef NABLA_HAVE_OPENCL
-#include "nabla/opencl/opencl.h"
-#endif
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
@@ -448,13 +446,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   std::ostream silent(nullptr);
   std::ostream& out = world.Leader() ? leader_out : silent;
   // Resolved first, so a machine without OpenCL fails before any data loads.
-#ifdef NABLA_HAVE_OPENCL
-  Device& device = opencl::ResolveDevice(c.device);
-#else
-  NABLA_ENFORCE(c.device == "cpu", kUnimplemented, c.path, ": device '", c.device,
-                "' is not available to `nabla run` in this build; use device: cpu");
-  Device& device = HostDevice();
-#endif
+  Device& device = ResolveDevice(c.device);
   for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
   // threads sizes the executor's arena; GEMMs split inside it (cpu::Gemm),
   // OpenBLAS itself stays at one thread.

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
 
@@ -58,6 +59,15 @@ void InitCpuBackend() {
     SetBlasThreads(1);
     RegisterSequentialExecutor();
     RegisterTaskGraphExecutor();
+    DeviceBackend backend;
+    backend.enumerate = [] {
+      return std::vector<DeviceListing>{{"cpu", {StrCat("the host (OpenBLAS kernels: ", BlasCoreName(), ")")}, true}};
+    };
+    backend.open = [](int index) -> Device& {
+      NABLA_ENFORCE(index <= 0, kNotFound, "no device cpu:", index, "; the host is cpu (or cpu:0)");
+      return HostDevice();
+    };
+    RegisterDeviceBackend("cpu", std::move(backend));
   });
 }
 

@@ -1,10 +1,12 @@
 // Platform and device discovery. A machine without any OpenCL driver (no
 // ICD file) is normal: ListPlatforms() is then empty, and asking for a
 // device says so in one line.
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "cl_common.h"
+#include "nabla/device_registry.h"
 
 namespace nabla::opencl {
 
@@ -131,24 +133,50 @@ OpenClDevice& GetDevice(int index) {
   for (const auto& p : platforms)
     for (const auto& d : p.devices)
       if (d.index == index) found = &d;
-  NABLA_ENFORCE(found != nullptr, kNotFound, "no OpenCL device opencl:", index, "; available: ",
-                Available(platforms).empty() ? std::string("none") : Available(platforms));
+  NABLA_ENFORCE(found != nullptr, kNotFound, "no OpenCL device opencl:", index,
+                "; available: ", Available(platforms).empty() ? std::string("none") : Available(platforms));
   if (devices.size() <= static_cast<size_t>(index)) devices.resize(index + 1);
   devices[index] = std::make_unique<OpenClDevice>(*found);
   return *devices[index];
 }
 
-Device& ResolveDevice(const std::string& spec) {
-  if (spec == "cpu") return HostDevice();
-  if (spec == "opencl") return GetDevice(0);
-  const std::string prefix = "opencl:";
-  if (spec.compare(0, prefix.size(), prefix) == 0 && spec.size() > prefix.size()) {
-    const std::string digits = spec.substr(prefix.size());
-    bool ok = digits.size() <= 6;
-    for (char c : digits) ok = ok && c >= '0' && c <= '9';
-    if (ok) return GetDevice(std::atoi(digits.c_str()));
-  }
-  NABLA_THROW(kInvalidArgument, "device: expected cpu, opencl or opencl:N but received '", spec, "'");
+Device& ResolveDevice(const std::string& spec) { return nabla::ResolveDevice(spec); }
+
+namespace {
+
+std::string GiB(uint64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return s;
 }
+
+// Registered when this library loads (a static initializer): an app or a
+// Python module that links nabla_opencl gets `--device opencl[:N]` without
+// naming the backend in its code; its CMake keeps the link (--no-as-needed)
+// even though nothing references a symbol here.
+const bool registered = [] {
+  DeviceBackend backend;
+  backend.enumerate = [] {
+    std::vector<DeviceListing> out;
+    for (const auto& p : ListPlatforms()) {
+      for (const auto& d : p.devices) {
+        out.push_back({StrCat("opencl:", d.index),
+                       {StrCat(d.name, " (", d.type, "), platform ", p.name, " (", p.vendor, ")"),
+                        StrCat(d.compute_units, " compute units, ", GiB(d.global_mem_bytes), " global memory, ",
+                               GiB(d.max_alloc_bytes), " max buffer, float64 ", d.fp64 ? "yes" : "no"),
+                        StrCat(d.version, ", ", d.opencl_c_version)},
+                       d.fp64});
+      }
+    }
+    return out;
+  };
+  backend.open = [](int index) -> Device& { return GetDevice(index < 0 ? 0 : index); };
+  backend.none_found =
+      "no OpenCL platform found, or none with a device (no ICD in /etc/OpenCL/vendors or OCL_ICD_VENDORS)";
+  RegisterDeviceBackend("opencl", std::move(backend));
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace nabla::opencl

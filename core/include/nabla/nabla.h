@@ -6,6 +6,7 @@
 #include "nabla/attribute.h"
 #include "nabla/backward.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/fusion.h"

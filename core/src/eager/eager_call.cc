@@ -231,9 +231,7 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
   };
   prepared_.inputs = resolve(desc_.Inputs());
   prepared_.outputs = resolve(desc_.Outputs());
-  for (DeviceType d : {DeviceType::kCPU, DeviceType::kOpenCL})
-    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
-      prepared_.kernels[static_cast<int>(d)][static_cast<int>(t)] = registry_->FindKernel(type, d, t);
+  prepared_.CacheKernels(*registry_);
 }
 
 bool PreparedCall::MatchesSlots(const TensorMap& inputs) const {

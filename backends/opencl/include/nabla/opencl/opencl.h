@@ -147,9 +147,9 @@ class NABLA_API OpenClDevice final : public Device {
 // device, listing what exists.
 NABLA_API OpenClDevice& GetDevice(int index = 0);
 
-// A device spec as the CLI and run configs write it: "cpu" is HostDevice(),
-// "opencl" and "opencl:N" are GetDevice(0) and GetDevice(N). Anything else
-// is kInvalidArgument.
+// nabla::ResolveDevice (the device registry), kept for callers of this
+// header: "opencl" and "opencl:N" are GetDevice(0) and GetDevice(N), which
+// this library registers as the `opencl` device backend when it loads.
 NABLA_API Device& ResolveDevice(const std::string& spec);
 
 // "CL_OUT_OF_RESOURCES" for -5 and so on; "CL_UNKNOWN_ERROR(-1234)" for codes

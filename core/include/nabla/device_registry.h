@@ -1,0 +1,60 @@
+#pragma once
+// Devices as a registry, the way executors are (RegisterExecutor): a backend
+// registers a name with how to list and open its devices, and `--device
+// NAME[:N]` (CLI, run configs, Python) resolves through ResolveDevice. The
+// opened Device is the backend's allocator and copier. The core knows no
+// backend by name except `null`, which it ships: shapes and dtypes only.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nabla/device.h"
+#include "nabla/export.h"
+#include "nabla/types.h"
+
+namespace nabla {
+
+// One device a backend can open, as `nabla devices` prints it.
+struct DeviceListing {
+  std::string spec;                 // what --device takes: "cpu", "opencl:0"
+  std::vector<std::string> detail;  // description lines
+  bool fp64 = true;                 // float64 kernels can run there
+};
+
+struct DeviceBackend {
+  // Lists the devices; may throw (no driver), the message then says why.
+  std::function<std::vector<DeviceListing>()> enumerate;
+  // Opens (once; the backend owns it) device `index`; -1 when the spec had
+  // no ":N". Throws a one-line Error for a device that does not exist.
+  std::function<Device&(int index)> open;
+  // Says what an empty enumeration means ("no OpenCL platform found ...").
+  std::string none_found;
+};
+
+// Later registrations of a name replace earlier ones.
+NABLA_API void RegisterDeviceBackend(const std::string& name, DeviceBackend backend);
+NABLA_API std::vector<std::string> DeviceBackendNames();
+// "NAME" or "NAME:N". An unknown NAME or a malformed spec throws
+// kInvalidArgument listing the registered names.
+NABLA_API Device& ResolveDevice(const std::string& spec);
+// The listings of backend `name`; throws for an unknown name, and with the
+// backend's none_found text when it lists nothing.
+NABLA_API std::vector<DeviceListing> EnumerateDevices(const std::string& name);
+// The listing whose spec is `spec` ("opencl" means "opencl:0"); false if none.
+NABLA_API bool FindDeviceListing(const std::string& spec, DeviceListing* out);
+
+// Kernel keys. kCPU and kOpenCL keep their ids (plugins built against them
+// stay valid), `null` is 2; a new backend gets the next id from its name. Kernel caches
+// are indexed by these ids up to DeviceTypeCount().
+NABLA_API DeviceType RegisterDeviceType(const std::string& name);
+NABLA_API int DeviceTypeCount();
+
+// The `null` device: every allocation is one sentinel address, copies do
+// nothing. Runs on it are dry runs: runtime shape inference through every op,
+// no kernels (see RunOp).
+// Its id is fixed (the core ships it) so IsDryRun costs one compare per op.
+constexpr DeviceType NullDeviceType() { return static_cast<DeviceType>(2); }
+NABLA_API Device& NullDevice();
+inline bool IsDryRun(const Device& device) { return device.Type() == NullDeviceType(); }
+
+}  // namespace nabla

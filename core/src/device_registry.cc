@@ -1,0 +1,175 @@
+#include "nabla/device_registry.h"
+
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "nabla/error.h"
+
+namespace nabla {
+namespace {
+
+// Device types: ids are indices. A deque so DeviceTypeName's c_str() stays
+// valid while later types are added.
+struct TypeTable {
+  std::mutex mutex;
+  std::deque<std::string> names{"cpu", "opencl", "null"};  // the ids of kCPU, kOpenCL, NullDeviceType()
+};
+TypeTable& Types() {
+  static TypeTable* t = new TypeTable();  // leaked: kernels may be looked up during exit
+  return *t;
+}
+
+struct BackendTable {
+  std::mutex mutex;
+  std::map<std::string, DeviceBackend> backends;
+};
+BackendTable& Backends();
+
+class NullDeviceImpl final : public Device {
+ public:
+  DeviceType Type() const override { return NullDeviceType(); }
+  std::string Name() const override { return "null"; }
+  // One sentinel for every allocation: tensors get a buffer (so they count
+  // as initialized and carry shape and dtype) but hold no data. Nothing
+  // writes through it: copies are no-ops and no kernel runs on this device.
+  void* Allocate(size_t) override { return sentinel_; }
+  void Free(void*, size_t) override {}
+  void CopyFromHost(void*, const void*, size_t) override {}
+  void CopyToHost(void*, const void*, size_t) override {}
+  void CopyOnDevice(void*, const void*, size_t) override {}
+
+ private:
+  alignas(64) char sentinel_[64] = {};
+};
+
+std::string Names() {
+  std::string s;
+  for (const auto& n : DeviceBackendNames()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+BackendTable& Backends() {
+  static BackendTable* t = [] {
+    auto* table = new BackendTable();  // leaked: devices outlive static tensors
+    DeviceBackend null;
+    null.enumerate = [] {
+      return std::vector<DeviceListing>{
+          {"null", {"shapes and dtypes only, no data: a dry run of shape inference"}, true}};
+    };
+    null.open = [](int index) -> Device& {
+      NABLA_ENFORCE(index <= 0, kNotFound, "no device null:", index, "; the null backend has only null:0");
+      return NullDevice();
+    };
+    table->backends["null"] = std::move(null);
+    return table;
+  }();
+  return *t;
+}
+
+}  // namespace
+
+DeviceType RegisterDeviceType(const std::string& name) {
+  TypeTable& t = Types();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (size_t i = 0; i < t.names.size(); ++i)
+    if (t.names[i] == name) return static_cast<DeviceType>(i);
+  t.names.push_back(name);
+  return static_cast<DeviceType>(t.names.size() - 1);
+}
+
+int DeviceTypeCount() {
+  TypeTable& t = Types();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return static_cast<int>(t.names.size());
+}
+
+const char* DeviceTypeName(DeviceType type) {
+  TypeTable& t = Types();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  const size_t i = static_cast<size_t>(type);
+  return i < t.names.size() ? t.names[i].c_str() : "unregistered-device";
+}
+
+bool ParseDeviceType(const std::string& name, DeviceType* out) {
+  TypeTable& t = Types();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (size_t i = 0; i < t.names.size(); ++i) {
+    if (t.names[i] == name) {
+      *out = static_cast<DeviceType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+Device& NullDevice() {
+  static auto* device = new NullDeviceImpl();
+  return *device;
+}
+
+void RegisterDeviceBackend(const std::string& name, DeviceBackend backend) {
+  NABLA_ENFORCE(!name.empty() && name.find(':') == std::string::npos, kInvalidArgument,
+                "device backend name must be non-empty and without ':' but received '", name, "'");
+  NABLA_ENFORCE(backend.open != nullptr, kInvalidArgument, "device backend '", name, "' has no open function");
+  BackendTable& t = Backends();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.backends[name] = std::move(backend);
+}
+
+std::vector<std::string> DeviceBackendNames() {
+  BackendTable& t = Backends();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  std::vector<std::string> names;
+  for (const auto& [n, b] : t.backends) names.push_back(n);
+  return names;
+}
+
+namespace {
+DeviceBackend FindBackend(const std::string& name, const std::string& spec) {
+  {
+    BackendTable& t = Backends();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    auto it = t.backends.find(name);
+    if (it != t.backends.end()) return it->second;
+  }
+  NABLA_THROW(kInvalidArgument, "unknown device '", spec, "'; registered devices: ", Names(),
+              " (written NAME or NAME:N)");
+}
+}  // namespace
+
+Device& ResolveDevice(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  int index = -1;
+  if (colon != std::string::npos) {
+    const std::string digits = spec.substr(colon + 1);
+    bool ok = !digits.empty() && digits.size() <= 6;
+    for (char c : digits) ok = ok && c >= '0' && c <= '9';
+    NABLA_ENFORCE(ok, kInvalidArgument, "device '", spec, "': expected NAME or NAME:N with N a device index");
+    index = std::atoi(digits.c_str());
+  }
+  return FindBackend(name, spec).open(index);
+}
+
+std::vector<DeviceListing> EnumerateDevices(const std::string& name) {
+  DeviceBackend b = FindBackend(name, name);
+  std::vector<DeviceListing> out = b.enumerate ? b.enumerate() : std::vector<DeviceListing>{};
+  NABLA_ENFORCE(!out.empty() || b.none_found.empty(), kNotFound, b.none_found);
+  return out;
+}
+
+bool FindDeviceListing(const std::string& spec, DeviceListing* out) {
+  const bool bare = spec.find(':') == std::string::npos;
+  for (const DeviceListing& l : EnumerateDevices(spec.substr(0, spec.find(':')))) {
+    // A bare name is the backend's first device, as ResolveDevice opens it.
+    if (l.spec == spec || (bare && l.spec == spec + ":0")) {
+      *out = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace nabla
