@@ -14,7 +14,6 @@
 
 #include <algorithm>
 
-#include "keep_warm.h"
 #include "nabla/cpu/cpu.h"
 #include "tsan_sync.h"
 
@@ -41,7 +40,6 @@ void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   }
   const int64_t step = (edge / parts + kAlign - 1) / kAlign * kAlign;
   parts = (edge + step - 1) / step;
-  ParallelLoopScope in_flight;
   ForkJoinSync sync;
   sync.Fork();
   tbb::parallel_for(

@@ -3,16 +3,10 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include "keep_warm.h"
 #include "nabla/cpu/cpu.h"
 #include "tsan_sync.h"
 
 namespace nabla::cpu {
-
-WorkSignal& GlobalWorkSignal() {
-  static WorkSignal signal;
-  return signal;
-}
 
 void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int64_t), void* ctx) {
   // An arena of one thread (--threads 1) gains nothing from chunks.
@@ -20,7 +14,6 @@ void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int
     body(ctx, 0, n);
     return;
   }
-  ParallelLoopScope in_flight;
   ForkJoinSync sync;
   sync.Fork();
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, static_cast<size_t>(grain)),

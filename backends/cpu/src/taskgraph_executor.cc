@@ -5,15 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
-#include "keep_warm.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
@@ -85,104 +82,12 @@ std::vector<std::vector<size_t>> BuildDependencies(const BlockDesc& block, const
   return preds;
 }
 
-// Keeping the arena's worker awake through a run and between back-to-back
-// runs. A TBB worker that finds no work sleeps, and waking it again costs
-// about as long as a branch of a small block on a busy VM (docs/
-// performance.md, case (g)), so the master would run both branches alone.
-// So a worker out of work runs a keep-warm task that spins until new work
-// may have appeared (a run or a parallel loop started: keep_warm.h) and
-// then returns to TBB's loop, still awake, to take it. Between runs it
-// spins at most kWarmWindow after the last run ended, so a process idle
-// between runs burns at most that much of one core per run.
-constexpr std::chrono::microseconds kWarmWindow{2000};
-
-struct WarmState {
-  std::atomic<bool> in_run{false};   // a top-level Run of this executor is under way
-  std::atomic<bool> stop{false};     // the executor is gone
-  std::atomic<int64_t> until_ns{0};  // between runs, spin until then (steady_clock)
-  std::atomic<int> spinning{0};      // keep-warm tasks spinning now
-  std::atomic<size_t> unstarted{0};  // graph nodes of the current run not started yet
-};
-
-// How deep this thread is in Runs: a master waiting inside one may pick up a
-// keep-warm task, which must not spin there (its own run's work would wait).
-thread_local int run_depth = 0;
-
-// TSan: queueing a keep-warm task happens before it runs. Not a member of
-// the task's captures: the task must sync before it reads them.
-char warm_sync = 0;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// `epoch` is the work signal's epoch when the task was queued: if it moved
-// before the task started (its worker was asleep and a run or loop began
-// meanwhile), spinning now could keep the worker from that work.
-// Pauses first (the cheapest wait that still notices within nanoseconds),
-// then yields the core to any other runnable thread.
-void KeepWarm(const std::shared_ptr<WarmState>& s, uint64_t epoch);
-
-auto MakeKeepWarmTask(std::shared_ptr<WarmState> s, uint64_t epoch) {
-  HappensBefore(&warm_sync);
-  return [s = std::move(s), epoch] {
-    HappensAfter(&warm_sync);
-    KeepWarm(s, epoch);
-  };
-}
-
-void KeepWarm(const std::shared_ptr<WarmState>& s, uint64_t epoch) {
-  if (run_depth > 0) return;
-  const WorkSignal& work = GlobalWorkSignal();
-  const uint64_t now = work.epoch.load();
-  if (now != epoch) {
-    // Woken late, in a run: if all its work is taken already, this worker
-    // would only go back to sleep; spin for what comes next instead.
-    if (!s->in_run.load() || s->unstarted.load() != 0 || work.loops.load() != 0) return;
-    epoch = now;
-  }
-  auto wanted = [&] {
-    return work.epoch.load() == epoch && work.loops.load() == 0 && !s->stop.load() &&
-           (s->in_run.load() || NowNs() < s->until_ns.load());
-  };
-  if (!wanted()) return;
-  // The next one, queued while this one spins: an arena with nothing queued
-  // counts as out of work, and TBB then takes its worker back as soon as
-  // this task returns, before it can steal the next run's work. It returns
-  // at once when it starts after new work appeared (epoch moved) or once
-  // the window has passed, so the chain ends when the runs do.
-  tbb::this_task_arena::enqueue(MakeKeepWarmTask(s, epoch));
-  s->spinning.fetch_add(1);
-  for (int spins = 0; wanted(); ++spins) {
-    if (spins < 256) {
-      CpuRelax();
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  s->spinning.fetch_sub(1);
-}
-
 class TaskGraphExecutor final : public Executor {
  public:
   TaskGraphExecutor(Device& device, const ExecutorOptions& options)
       : device_(device),
         options_(options),
-        arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic),
-        warm_(std::make_shared<WarmState>()) {}
-
-  // A keep-warm task still queued or spinning holds its own reference to
-  // the state and returns at once when it sees stop.
-  ~TaskGraphExecutor() override { warm_->stop.store(true, std::memory_order_release); }
+        arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic) {}
 
   std::string Name() const override { return "taskgraph"; }
   Device& GetDevice() const override { return device_; }
@@ -192,7 +97,7 @@ class TaskGraphExecutor final : public Executor {
     // Nested runs (a control-flow op running its sub-block from inside a
     // node) go sequentially inside that op: a sub-block step is usually a
     // handful of small ops, where graph overhead would dominate.
-    int& depth = run_depth;
+    thread_local int depth = 0;
     const BlockDesc& block = *program.Block(block_idx);
     RunContext run{&program, this, &options_, depth == 0 ? run_counter_++ : 0};
     if (depth > 0) {
@@ -212,17 +117,6 @@ class TaskGraphExecutor final : public Executor {
       int& d;
       ~DepthGuard() { --d; }
     } guard{depth};
-    struct WarmGuard {
-      TaskGraphExecutor& e;
-      bool on;
-      ~WarmGuard() {
-        if (on) e.KeepWorkersWarm();
-      }
-    } warm{*this, arena_.max_concurrency() > 1};
-    if (warm.on) {
-      warm_->unstarted.store(0);
-      warm_->in_run.store(true);
-    }
     // One thread, or a block with no two ops that could overlap (a chain):
     // the graph can only run the ops one by one, in an order program order
     // also satisfies, so run them in place without handing each to a TBB
@@ -239,12 +133,8 @@ class TaskGraphExecutor final : public Executor {
       HappensAfter(start);
       return;
     }
-    warm_->unstarted.store(g.groups.size());
     arena_.execute([&] {
       for (auto* root : g.roots) root->try_put(flow::continue_msg());
-      // Only now, with the roots spawned: a worker that stopped spinning
-      // earlier would find nothing to steal and go to sleep.
-      GlobalWorkSignal().epoch.fetch_add(1);
       g.graph->wait_for_all();
     });
     for (size_t i = 0; i < g.op_count; ++i) HappensAfter(&g.sync[i]);
@@ -252,17 +142,6 @@ class TaskGraphExecutor final : public Executor {
   }
 
  private:
-  // After a run: a keep-warm task holds the worker for the next one, unless
-  // one already spins (the worker ran out of work before the run ended) and
-  // now sees the new deadline.
-  void KeepWorkersWarm() {
-    warm_->until_ns.store(NowNs() + std::chrono::nanoseconds(kWarmWindow).count());
-    warm_->in_run.store(false);
-    if (warm_->spinning.load() == 0) QueueKeepWarm();
-  }
-
-  void QueueKeepWarm() { arena_.enqueue(MakeKeepWarmTask(warm_, GlobalWorkSignal().epoch.load())); }
-
   struct Graph {
     std::unique_ptr<flow::graph> graph;
     std::vector<std::unique_ptr<flow::continue_node<flow::continue_msg>>> nodes;
@@ -332,7 +211,6 @@ class TaskGraphExecutor final : public Executor {
         g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
             *g->graph, [this, g, k](const flow::continue_msg&) {
               HappensAfter(&g->sync[g->op_count]);
-              warm_->unstarted.fetch_sub(1);
               for (size_t i : g->groups[k]) {
                 for (size_t j : g->preds[i]) HappensAfter(&g->sync[j]);
                 // An earlier op failed: skip the rest.
@@ -347,12 +225,6 @@ class TaskGraphExecutor final : public Executor {
                 }
                 HappensBefore(&g->sync[i]);
               }
-              // A worker done while every node has started finds no more of
-              // this run's work; spinning keeps it from sleeping before the
-              // next run (or a parallel loop in a node still running).
-              if (warm_->unstarted.load() == 0 && tbb::this_task_arena::current_thread_index() != 0 &&
-                  warm_->spinning.load() == 0)
-                QueueKeepWarm();
               return flow::continue_msg();
             }));
       }
@@ -374,7 +246,6 @@ class TaskGraphExecutor final : public Executor {
   Device& device_;
   ExecutorOptions options_;
   tbb::task_arena arena_;
-  std::shared_ptr<WarmState> warm_;
   std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<Graph>> graphs_;
   uint64_t run_counter_ = 0;
 };
