@@ -93,7 +93,8 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
            {{"has_sub_block", info.traits.has_sub_block},
             {"control_flow", info.traits.control_flow},
             {"random", info.traits.random},
-            {"array_io", info.traits.array_io}}},
+            {"array_io", info.traits.array_io},
+            {"updates_in_place", info.traits.updates_in_place}}},
           {"kernels", KernelsByDevice(registry, info.schema.type)},
           {"grad_checks", checks}};
 }

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "nabla/op_registry.h"
+#include "overwrite_pass.h"
 
 namespace nabla {
 namespace {
@@ -47,19 +48,6 @@ std::string ForwardVarOf(const std::string& grad) {
   if (rename != std::string::npos) base.resize(rename);
   if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
   return base;
-}
-
-// The block index an op owns, or -1. Only ops whose registration declares a
-// block attribute (the has_sub_block trait) are looked at.
-int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
-  // The op's own small attribute map first: most ops have no block, and
-  // this spares them a registry lookup.
-  auto it = op.Attrs().find(kSubBlockAttr);
-  if (it == op.Attrs().end()) return -1;
-  const BlockRef* ref = std::get_if<BlockRef>(&it->second);
-  if (ref == nullptr) return -1;
-  const OpInfo* info = registry.Find(op.Type());
-  return info != nullptr && info->traits.has_sub_block ? ref->idx : -1;
 }
 
 // "prog.yaml:7:5: " when the op's position in `program` is known, else "".
@@ -182,8 +170,8 @@ class BackwardBuilder {
       int sub = SubBlockOf(op, registry_);
       if (sub >= 0) {
         NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, WherePrefix(&program_, op), "op '",
-                      op.Type(), "' names ",
-                      kSubBlockAttr, " ", sub, " but the program has ", program_.Size(), " blocks");
+                      op.Type(), "' names ", kSubBlockAttr, " ", sub, " but the program has ", program_.Size(),
+                      " blocks");
         BlockDesc* grad_block = program_.AppendBlock(sub);
         BuildSubBlock(*program_.Block(static_cast<size_t>(sub)), *grad_block);
         grad_blocks.push_back(grad_block);
@@ -488,8 +476,8 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
   NABLA_ENFORCE(IsFloating(loss_var.GetDType()), kInvalidArgument, "append backward: the loss '", loss,
                 "' must be float32 or float64, but received ", DTypeName(loss_var.GetDType()));
   // A second pass would write every gradient twice under the same names.
-  NABLA_ENFORCE(!program.Backward().has_value() && !block->HasVarRecursive(GradVarName(loss)),
-                kPreconditionNotMet, "append backward: the program already has a backward part (for loss '",
+  NABLA_ENFORCE(!program.Backward().has_value() && !block->HasVarRecursive(GradVarName(loss)), kPreconditionNotMet,
+                "append backward: the program already has a backward part (for loss '",
                 program.Backward() ? program.Backward()->loss : loss,
                 "'); expected a forward-only program, but received one with gradient ops appended");
 
@@ -506,8 +494,10 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
   }
 
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  NameSet user_no_grad = no_grad_set;
+  RenameOverwrittenVars(program, *block, *registry, &user_no_grad);
   BackwardBuilder builder(program, *registry);
-  builder.InitNoGradSet(no_grad_set, {});
+  builder.InitNoGradSet(user_no_grad, {});
   NameSet wanted;
   for (const auto& p : params) wanted.insert(GradVarName(p));
   NameSet written = BuildRootBackward(builder, *block, {loss}, {}, nullptr, wanted);
@@ -535,8 +525,8 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
   for (size_t i = 0; i < targets.size(); ++i) {
     const VarDesc* t = block->FindVarRecursive(targets[i]);
     NABLA_ENFORCE(t != nullptr, kNotFound, "calc gradient: target '", targets[i],
-                  "' is not a variable visible from block ", block->Idx(), " (the block of target '",
-                  targets.front(), "')");
+                  "' is not a variable visible from block ", block->Idx(), " (the block of target '", targets.front(),
+                  "')");
     NABLA_ENFORCE(IsFloating(t->GetDType()), kInvalidArgument, "calc gradient: target '", targets[i],
                   "' must be float32 or float64, but received ", DTypeName(t->GetDType()));
     if (target_grads.empty()) {
@@ -545,8 +535,8 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
                     " so its seed of ones cannot be built; expected known dims or a target gradient var");
     } else {
       const VarDesc* g = block->FindVarRecursive(target_grads[i]);
-      NABLA_ENFORCE(g != nullptr, kNotFound, "calc gradient: target gradient '", target_grads[i],
-                    "' (for target '", targets[i], "') is not a variable visible from block ", block->Idx());
+      NABLA_ENFORCE(g != nullptr, kNotFound, "calc gradient: target gradient '", target_grads[i], "' (for target '",
+                    targets[i], "') is not a variable visible from block ", block->Idx());
       NABLA_ENFORCE(g->GetShape() == t->GetShape(), kInvalidArgument, "calc gradient: target gradient '",
                     target_grads[i], "' should have the shape of target '", targets[i], "' ",
                     ShapeToString(t->GetShape()), ", but received ", ShapeToString(g->GetShape()));
@@ -557,9 +547,11 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
                   "' is not a variable visible from block ", block->Idx());
 
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  NameSet user_no_grad = no_grad_set;
+  RenameOverwrittenVars(program, *block, *registry, &user_no_grad);
   BackwardBuilder builder(program, *registry);
   NameSet sources(inputs.begin(), inputs.end());
-  builder.InitNoGradSet(no_grad_set, sources);
+  builder.InitNoGradSet(user_no_grad, sources);
   NameSet wanted;
   for (const auto& in : inputs) wanted.insert(GradVarName(in));
   NameSet written = BuildRootBackward(builder, *block, targets, target_grads, &sources, wanted);

@@ -88,6 +88,10 @@ struct OpTraits {
   // Reads or writes a tensor_array: a GradCheck case feeds dense tensors to
   // one op, so these ops have their gradients checked through programs.
   bool array_io = false;
+  // Writes an output that is also one of its inputs on purpose (an optimizer's
+  // ParamOut, batch_norm's MeanOut): the backward builder's overwrite pass
+  // leaves such writes alone instead of versioning or rejecting them.
+  bool updates_in_place = false;
 };
 
 // A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
@@ -359,7 +363,8 @@ class NABLA_API OpBuilder {
   OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
-  OpBuilder& ArrayIO();  // sets traits.array_io
+  OpBuilder& ArrayIO();         // sets traits.array_io
+  OpBuilder& UpdatesInPlace();  // sets traits.updates_in_place
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
   OpInfo& Info() { return *info_; }

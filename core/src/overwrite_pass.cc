@@ -1,0 +1,257 @@
+#include "overwrite_pass.h"
+
+#include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "nabla/backward.h"
+
+namespace nabla {
+namespace {
+
+// SPEC §3 (math_ops): copies X into Out; its gradient passes Out@GRAD on.
+constexpr const char* kAssignOp = "assign";
+// Seed 002: an op that owns a block names it in this attribute.
+constexpr const char* kSubBlockAttr = "sub_block";
+// y@VER@1: a name no user var and no gradient var (@GRAD) takes.
+constexpr const char* kVersionInfix = "@VER@";
+
+using NameSet = std::unordered_set<std::string>;
+
+// One argument of one op: where a version is named.
+struct ArgRef {
+  std::vector<std::string>* args;  // non-owning: a slot vector of an op of the block
+  size_t i;
+  int sub_block;  // the block the op owns (its body names the var too), or -1
+};
+
+// One value a var holds in a block: written by op `writer` (-1: the value
+// the block starts with), read by `readers` until the next write.
+struct Version {
+  int writer = -1;
+  std::vector<int> readers;
+  std::vector<ArgRef> refs;
+};
+
+class OverwritePass {
+ public:
+  OverwritePass(ProgramDesc& program, const OpRegistry& registry, NameSet* no_grad)
+      : program_(program), registry_(registry), no_grad_(no_grad) {}
+
+  void Run(BlockDesc& block, bool root) {
+    std::unordered_map<std::string, std::vector<Version>> versions;
+    std::vector<std::string> order;  // first-mention order: deterministic names
+    for (size_t i = 0; i < block.OpSize(); ++i) {
+      OpDesc& op = *block.Op(i);
+      const int sub = SubBlockOf(op, registry_);
+      const OpInfo* info = registry_.Find(op.Type());
+      // A loop or branch hands its carried vars on itself; an optimizer
+      // updates its parameter on purpose: neither write is a new version.
+      const bool in_place_ok = sub >= 0 || (info != nullptr && info->traits.updates_in_place);
+      auto chain = [&](const std::string& a) -> std::vector<Version>& {
+        auto [it, fresh] = versions.try_emplace(a);
+        if (fresh) {
+          order.push_back(a);
+          it->second.emplace_back();
+        }
+        return it->second;
+      };
+      std::vector<std::string> reads = op.InputArgumentNames();
+      for (auto& [slot, args] : op.MutableInputs())
+        for (size_t k = 0; k < args.size(); ++k) {
+          if (!Tracked(block, args[k])) continue;
+          Version& v = chain(args[k]).back();
+          if (v.readers.empty() || v.readers.back() != static_cast<int>(i)) v.readers.push_back(static_cast<int>(i));
+          v.refs.push_back(ArgRef{&args, k, sub});
+        }
+      for (auto& [slot, args] : op.MutableOutputs())
+        for (size_t k = 0; k < args.size(); ++k) {
+          if (!Tracked(block, args[k])) continue;
+          std::vector<Version>& c = chain(args[k]);
+          bool in_place = std::find(reads.begin(), reads.end(), args[k]) != reads.end();
+          if (!(in_place_ok && in_place)) {
+            c.emplace_back();
+            c.back().writer = static_cast<int>(i);
+          }
+          c.back().refs.push_back(ArgRef{&args, k, sub});
+        }
+    }
+
+    std::vector<std::unique_ptr<OpDesc>> front, back;
+    for (const std::string& name : order) {
+      std::vector<Version>& vs = versions.at(name);
+      if (vs.size() < 2) continue;
+      const size_t last = vs.size() - 1;
+      const VarDesc* desc = block.FindVarRecursive(name);
+      const bool outer = !root && !block.HasVar(name);
+      const bool grad = WantsGrad(desc, name);
+      // The version a grad op finds under the plain name when it runs.
+      const size_t resolved = outer ? 0 : last;
+      for (size_t j = 1; j <= last; ++j) {
+        if (j == resolved) continue;
+        bool rename = grad || ValueNeeded(block, vs[j], name);
+        // An outer var's new value that no op of the block reads and no grad
+        // op needs: its gradient is the one handed in from outside, under
+        // the plain name, as the loop's machinery expects.
+        if (outer && j == last && vs[j].readers.empty() && !ValueNeeded(block, vs[j], name)) rename = false;
+        if (!rename) continue;
+        std::string fresh = Rename(block, name, desc, vs[j]);
+        if (outer && j == last) back.push_back(MakeAssign(fresh, name, *block.Op(vs[j].writer)));
+      }
+      if (resolved != 0 && !vs[0].readers.empty()) {
+        // The value the root block starts with (fed, a parameter) is
+        // overwritten: it must keep the user's name for feeds, so its
+        // gradient would share x@GRAD with the last version's.
+        const OpDesc& reader = *block.Op(vs[0].readers.front());
+        const OpDesc& writer = *block.Op(vs[1].writer);
+        NABLA_ENFORCE(!grad, kInvalidArgument, "append backward: var '", name, "' is read by op '", reader.Type(),
+                      "' (op #", vs[0].readers.front(), Where(reader), ") and then overwritten by op '", writer.Type(),
+                      "' (op #", vs[1].writer, Where(writer), "), so '", GradVarName(name),
+                      "' would name the gradient of both values; expected the new value in a var of its own, "
+                      "or '",
+                      name, "' in the no-grad set");
+        if (ValueNeeded(block, vs[0], name)) {
+          std::string fresh = Rename(block, name, desc, vs[0]);
+          front.push_back(MakeAssign(name, fresh, reader));
+        }
+      }
+    }
+    for (size_t k = 0; k < front.size(); ++k) block.InsertOp(k, std::move(front[k]));
+    for (auto& op : back) block.AppendOp(std::move(op));
+
+    for (size_t i = 0; i < block.OpSize(); ++i) {
+      int sub = SubBlockOf(*block.Op(i), registry_);
+      if (sub >= 0 && sub != block.Idx() && static_cast<size_t>(sub) < program_.Size())
+        Run(*program_.Block(static_cast<size_t>(sub)), false);
+    }
+  }
+
+ private:
+  // Dense vars only: tensor arrays and step scopes are written in place by
+  // design (write_to_array, while) and have their own gradient rules.
+  bool Tracked(const BlockDesc& block, const std::string& name) const {
+    if (name == kEmptyVarName) return false;
+    const VarDesc* v = block.FindVarRecursive(name);
+    return v == nullptr || v->Type() == VarType::kDense;
+  }
+
+  bool WantsGrad(const VarDesc* desc, const std::string& name) const {
+    if (no_grad_->count(name) != 0) return false;
+    if (desc == nullptr) return true;
+    return !desc->StopGradient() && (!desc->HasDType() || IsFloating(desc->GetDType()));
+  }
+
+  // Forward vars the grad ops of `op` read. An op that owns a block may read
+  // anything it names.
+  const NameSet& GradReads(const OpDesc& op) {
+    auto [it, fresh] = grad_reads_.try_emplace(&op);
+    if (!fresh) return it->second;
+    NameSet& reads = it->second;
+    const OpInfo* info = registry_.Find(op.Type());
+    if (info == nullptr || !info->HasGradient()) return reads;
+    auto everything = [&] {
+      for (const auto& a : op.InputArgumentNames()) reads.insert(a);
+      for (const auto& a : op.OutputArgumentNames()) reads.insert(a);
+    };
+    if (SubBlockOf(op, registry_) >= 0) {
+      everything();
+      return reads;
+    }
+    try {
+      for (const auto& g : info->grad_maker(op, {}, nullptr, {}))
+        if (g != nullptr)
+          for (const auto& a : g->InputArgumentNames())
+            if (a != kEmptyVarName && a.find(kGradSuffix) == std::string::npos) reads.insert(a);
+    } catch (const Error&) {
+      // A maker that refuses to run out of context: assume the worst.
+      everything();
+    }
+    return reads;
+  }
+
+  // Whether a grad op reads the value `v` holds: one of its readers', or
+  // its writer's (an activation's grad reads Out).
+  bool ValueNeeded(const BlockDesc& block, const Version& v, const std::string& name) {
+    for (int r : v.readers)
+      if (GradReads(*block.Op(static_cast<size_t>(r))).count(name)) return true;
+    return v.writer >= 0 && GradReads(*block.Op(static_cast<size_t>(v.writer))).count(name) != 0;
+  }
+
+  std::string Rename(BlockDesc& block, const std::string& name, const VarDesc* desc, const Version& v) {
+    std::string fresh;
+    for (int n = v.writer < 0 ? 0 : 1;; ++n) {
+      fresh = name + kVersionInfix + std::to_string(n);
+      if (!block.HasVarRecursive(fresh) && used_.insert(fresh).second) break;
+    }
+    VarDesc* var = block.Var(fresh);
+    if (desc != nullptr) {
+      var->SetType(desc->Type());
+      var->SetDType(desc->GetDType());
+      var->MarkDTypeKnown(desc->HasDType());
+      var->SetShape(desc->GetShape());
+      var->SetStopGradient(desc->StopGradient());
+    }
+    if (no_grad_->count(name)) no_grad_->insert(fresh);
+    for (const ArgRef& ref : v.refs) {
+      (*ref.args)[ref.i] = fresh;
+      if (ref.sub_block >= 0) RenameInTree(ref.sub_block, name, fresh);
+    }
+    return fresh;
+  }
+
+  // Renames an outer var in a block an op owns and in the blocks under it,
+  // down to where a block declares a var of that name itself.
+  void RenameInTree(int idx, const std::string& from, const std::string& to) {
+    if (idx < 0 || static_cast<size_t>(idx) >= program_.Size()) return;
+    BlockDesc& block = *program_.Block(static_cast<size_t>(idx));
+    if (block.HasVar(from)) return;
+    for (size_t i = 0; i < block.OpSize(); ++i) {
+      OpDesc& op = *block.Op(i);
+      op.RenameInput(from, to);
+      op.RenameOutput(from, to);
+      int sub = SubBlockOf(op, registry_);
+      if (sub >= 0 && sub != idx) RenameInTree(sub, from, to);
+    }
+  }
+
+  std::unique_ptr<OpDesc> MakeAssign(const std::string& from, const std::string& to, const OpDesc& at) {
+    NABLA_ENFORCE(registry_.Find(kAssignOp) != nullptr, kNotFound, "append backward: var '", to,
+                  "' is overwritten and its versions need op '", kAssignOp,
+                  "' (SPEC §3) but no loaded plugin registers it; load the standard math_ops plugin");
+    auto op = std::make_unique<OpDesc>(kAssignOp, VarNameMap{{"X", {from}}}, VarNameMap{{"Out", {to}}}, AttributeMap{});
+    op->SetPos(at.Pos());
+    FillDefaultAttrs(*op, registry_, &program_);
+    return op;
+  }
+
+  std::string Where(const OpDesc& op) const {
+    std::string w = program_.Where(op.Pos());
+    return w.empty() ? w : " at " + w;
+  }
+
+  ProgramDesc& program_;
+  const OpRegistry& registry_;
+  NameSet* no_grad_;  // non-owning
+  std::unordered_map<const OpDesc*, NameSet> grad_reads_;
+  NameSet used_;
+};
+
+}  // namespace
+
+int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
+  // The op's own small attribute map first: most ops have no block, and
+  // this spares them a registry lookup.
+  auto it = op.Attrs().find(kSubBlockAttr);
+  if (it == op.Attrs().end()) return -1;
+  const BlockRef* ref = std::get_if<BlockRef>(&it->second);
+  if (ref == nullptr) return -1;
+  const OpInfo* info = registry.Find(op.Type());
+  return info != nullptr && info->traits.has_sub_block ? ref->idx : -1;
+}
+
+void RenameOverwrittenVars(ProgramDesc& program, BlockDesc& root, const OpRegistry& registry, NameSet* no_grad) {
+  OverwritePass(program, registry, no_grad).Run(root, true);
+}
+
+}  // namespace nabla
