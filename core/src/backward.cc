@@ -190,11 +190,15 @@ class BackwardBuilder {
   // produces nothing. A gradient still read but produced by nothing is
   // zero-filled right before its first reader. `produced` starts with the
   // seeds. In a grad sub-block, gradients of the block's outputs come from
-  // outside (`check_produced` false): only no-grad ones are zero there.
-  OpList RemoveNoGradBranch(OpList ops, NameSet produced, bool check_produced, const NameSet& seed_names) {
+  // outside (`check_produced` false): only no-grad ones are zero there, and
+  // those of vars local to `fwd_block` (no op outside reads them; one no op
+  // of the block reads is dead).
+  OpList RemoveNoGradBranch(OpList ops, NameSet produced, bool check_produced, const NameSet& seed_names,
+                            const BlockDesc* fwd_block = nullptr) {
     auto is_grad_input = [&](const std::string& n) { return MentionsGrad(n) || Contains(seed_names, n); };
     auto is_zero = [&](const std::string& n) {
-      return !Contains(produced, n) && (check_produced || Contains(no_grad_, n));
+      return !Contains(produced, n) &&
+             (check_produced || Contains(no_grad_, n) || (fwd_block != nullptr && fwd_block->HasVar(ForwardVarOf(n))));
     };
     produced.reserve(produced.size() + ops.size());
     OpList kept;
@@ -348,7 +352,7 @@ class BackwardBuilder {
         for (const auto& a : args) wants |= (a != kEmptyVarName && !Contains(no_grad_, a));
       if (wants) ops.push_back(op.get());
     }
-    OpList grad_ops = AddupRepetitiveOutputs(RemoveNoGradBranch(CreateGradOps(ops), {}, false, {}));
+    OpList grad_ops = AddupRepetitiveOutputs(RemoveNoGradBranch(CreateGradOps(ops), {}, false, {}, &fwd_block));
     for (auto& g : grad_ops) grad_block.AppendOp(std::move(g));
   }
 

@@ -1,5 +1,6 @@
 #include "overwrite_pass.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -39,7 +40,10 @@ class OverwritePass {
   OverwritePass(ProgramDesc& program, const OpRegistry& registry, NameSet* no_grad)
       : program_(program), registry_(registry), no_grad_(no_grad) {}
 
-  void Run(BlockDesc& block, bool root) {
+  // `carried`: for a sub-block, the vars its op both reads and writes (the
+  // step scope saves their value before the step); null for the root.
+  void Run(BlockDesc& block, const NameSet* carried) {
+    const bool root = carried == nullptr;
     std::unordered_map<std::string, std::vector<Version>> versions;
     std::vector<std::string> order;  // first-mention order: deterministic names
     for (size_t i = 0; i < block.OpSize(); ++i) {
@@ -69,7 +73,10 @@ class OverwritePass {
         for (size_t k = 0; k < args.size(); ++k) {
           if (!Tracked(block, args[k])) continue;
           std::vector<Version>& c = chain(args[k]);
-          bool in_place = std::find(reads.begin(), reads.end(), args[k]) != reads.end();
+          // An op that owns a block may leave any output as it was (a branch
+          // not taken, a loop that never runs): its outputs continue the
+          // value they had, and its grad op hands their gradients on in place.
+          bool in_place = sub >= 0 || std::find(reads.begin(), reads.end(), args[k]) != reads.end();
           if (!(in_place_ok && in_place)) {
             c.emplace_back();
             c.back().writer = static_cast<int>(i);
@@ -91,10 +98,16 @@ class OverwritePass {
       for (size_t j = 1; j <= last; ++j) {
         if (j == resolved) continue;
         bool rename = grad || ValueNeeded(block, vs[j], name);
-        // An outer var's new value that no op of the block reads and no grad
-        // op needs: its gradient is the one handed in from outside, under
-        // the plain name, as the loop's machinery expects.
-        if (outer && j == last && vs[j].readers.empty() && !ValueNeeded(block, vs[j], name)) rename = false;
+        if (outer && j == last) {
+          // An outer var's new value that no grad op of the block reads or
+          // writes the gradient of keeps the plain name: its gradient is the
+          // one handed in from outside, as the loop's machinery expects. A
+          // var that is not carried is found outside, where the value is the
+          // step's own in the one step its gradient is not zero.
+          bool read = RelevantReader(block, vs[j], name);
+          bool value = carried->count(name) != 0 && ValueNeeded(block, vs[j], name);
+          rename = read || value;
+        }
         if (!rename) continue;
         std::string fresh = Rename(block, name, desc, vs[j]);
         if (outer && j == last) back.push_back(MakeAssign(fresh, name, *block.Op(vs[j].writer)));
@@ -122,8 +135,14 @@ class OverwritePass {
 
     for (size_t i = 0; i < block.OpSize(); ++i) {
       int sub = SubBlockOf(*block.Op(i), registry_);
-      if (sub >= 0 && sub != block.Idx() && static_cast<size_t>(sub) < program_.Size())
-        Run(*program_.Block(static_cast<size_t>(sub)), false);
+      if (sub >= 0 && sub != block.Idx() && static_cast<size_t>(sub) < program_.Size()) {
+        const OpDesc& op = *block.Op(i);
+        std::vector<std::string> ins = op.InputArgumentNames();
+        NameSet both;
+        for (const auto& a : op.OutputArgumentNames())
+          if (std::find(ins.begin(), ins.end(), a) != ins.end()) both.insert(a);
+        Run(*program_.Block(static_cast<size_t>(sub)), &both);
+      }
     }
   }
 
@@ -142,40 +161,60 @@ class OverwritePass {
     return !desc->StopGradient() && (!desc->HasDType() || IsFloating(desc->GetDType()));
   }
 
-  // Forward vars the grad ops of `op` read. An op that owns a block may read
-  // anything it names.
-  const NameSet& GradReads(const OpDesc& op) {
-    auto [it, fresh] = grad_reads_.try_emplace(&op);
+  // What the grad ops of an op touch: the forward vars they read, and the
+  // forward vars whose gradient they write.
+  struct GradUse {
+    NameSet reads;
+    NameSet grads;
+  };
+  const GradUse& Use(const OpDesc& op) {
+    auto [it, fresh] = grad_use_.try_emplace(&op);
     if (!fresh) return it->second;
-    NameSet& reads = it->second;
+    GradUse& use = it->second;
     const OpInfo* info = registry_.Find(op.Type());
-    if (info == nullptr || !info->HasGradient()) return reads;
+    if (info == nullptr || !info->HasGradient()) return use;
     auto everything = [&] {
-      for (const auto& a : op.InputArgumentNames()) reads.insert(a);
-      for (const auto& a : op.OutputArgumentNames()) reads.insert(a);
+      for (const auto& a : op.InputArgumentNames()) use.reads.insert(a), use.grads.insert(a);
+      for (const auto& a : op.OutputArgumentNames()) use.reads.insert(a);
     };
+    // An op that owns a block may read anything it names.
     if (SubBlockOf(op, registry_) >= 0) {
       everything();
-      return reads;
+      return use;
     }
     try {
-      for (const auto& g : info->grad_maker(op, {}, nullptr, {}))
-        if (g != nullptr)
-          for (const auto& a : g->InputArgumentNames())
-            if (a != kEmptyVarName && a.find(kGradSuffix) == std::string::npos) reads.insert(a);
+      for (const auto& g : info->grad_maker(op, {}, nullptr, {})) {
+        if (g == nullptr) continue;
+        for (const auto& a : g->InputArgumentNames())
+          if (a != kEmptyVarName && a.find(kGradSuffix) == std::string::npos) use.reads.insert(a);
+        for (const auto& a : g->OutputArgumentNames()) {
+          size_t at = a.find(kGradSuffix);
+          if (a != kEmptyVarName && at != std::string::npos) use.grads.insert(a.substr(0, at));
+        }
+      }
     } catch (const Error&) {
       // A maker that refuses to run out of context: assume the worst.
       everything();
     }
-    return reads;
+    return use;
   }
 
   // Whether a grad op reads the value `v` holds: one of its readers', or
   // its writer's (an activation's grad reads Out).
   bool ValueNeeded(const BlockDesc& block, const Version& v, const std::string& name) {
     for (int r : v.readers)
-      if (GradReads(*block.Op(static_cast<size_t>(r))).count(name)) return true;
-    return v.writer >= 0 && GradReads(*block.Op(static_cast<size_t>(v.writer))).count(name) != 0;
+      if (Use(*block.Op(static_cast<size_t>(r))).reads.count(name)) return true;
+    return v.writer >= 0 && Use(*block.Op(static_cast<size_t>(v.writer))).reads.count(name) != 0;
+  }
+
+  // Whether a reader of `v` has a grad op that reads it or writes its
+  // gradient (less_than, say, has neither).
+  bool RelevantReader(const BlockDesc& block, const Version& v, const std::string& name) {
+    for (int r : v.readers) {
+      const GradUse& use = Use(*block.Op(static_cast<size_t>(r)));
+      if (use.reads.count(name) || use.grads.count(name)) return true;
+    }
+    return false;
   }
 
   std::string Rename(BlockDesc& block, const std::string& name, const VarDesc* desc, const Version& v) {
@@ -233,7 +272,7 @@ class OverwritePass {
   ProgramDesc& program_;
   const OpRegistry& registry_;
   NameSet* no_grad_;  // non-owning
-  std::unordered_map<const OpDesc*, NameSet> grad_reads_;
+  std::unordered_map<const OpDesc*, GradUse> grad_use_;
   NameSet used_;
 };
 
@@ -251,7 +290,7 @@ int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
 }
 
 void RenameOverwrittenVars(ProgramDesc& program, BlockDesc& root, const OpRegistry& registry, NameSet* no_grad) {
-  OverwritePass(program, registry, no_grad).Run(root, true);
+  OverwritePass(program, registry, no_grad).Run(root, nullptr);
 }
 
 }  // namespace nabla

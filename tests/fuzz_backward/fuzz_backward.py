@@ -4,7 +4,9 @@
 Generates small random float64 programs (chains and diamonds of elementwise
 add/sub/mul/div with random broadcasting `axis`, mul/matmul, tanh, sigmoid,
 relu, exp, square, scale, mean, reduce_sum; shapes with 1s; var names reused
-so that intermediate vars are overwritten, in place or later), runs them with
+so that intermediate vars are overwritten, in place or later; some with a
+while loop or a conditional_block whose body updates carried vars in place
+and reads root vars that are overwritten after it), runs them with
 `nabla exec --backward`, and compares the loss and every fed var's gradient
 with torch_program.py (the same YAML under PyTorch autograd).
 
@@ -37,10 +39,12 @@ class Gen:
 
     def __init__(self, rng):
         self.rng = rng
-        self.shapes = {}  # var -> shape
+        self.shapes = {}  # var -> shape, the vars the current block sees
         self.feeds = {}  # var -> ndarray
-        self.ops = []
-        self.live = []  # intermediate vars, overwrite candidates
+        self.ops = []  # the current block's ops (root first)
+        self.live = []  # intermediate vars of the current block, overwrite candidates
+        self.blocks = []  # op lists of the sub-blocks; an op's sub_block k names blocks[k - 1]
+        self.state_vars = []  # (name, type) of step_scopes vars
         self.n = 0
 
     def new_name(self, base):
@@ -128,13 +132,66 @@ class Gen:
             return self.emit("reduce_sum", [x], [1, xs[1]], {"dim": [0], "keep_dim": True}, slots=("X",))
         return self.emit("square", [x], xs, slots=("X",))
 
+    def sub_block(self, kind):
+        """A while loop (1..3 steps) or a conditional_block whose body updates
+        carried vars (and its own) in place; the body reads root vars too."""
+        shape = self.shapes[self.pick()]
+        carried = []
+        for _ in range(int(self.rng.integers(1, 3))):
+            c = self.new_name("c")
+            self.ops.append({"type": "assign", "inputs": {"X": [self.pick(shape)]}, "outputs": {"Out": [c]}})
+            self.shapes[c] = list(shape)
+            carried.append(c)
+        if kind == "while":
+            i, n, more = self.new_name("i"), self.new_name("n"), self.new_name("more")
+            steps = float(self.rng.integers(1, 4))
+            self.ops += [
+                {"type": "fill_constant", "outputs": {"Out": [i]}, "attrs": {"shape": [1], "dtype": "int64",
+                                                                             "value": 0.0}},
+                {"type": "fill_constant", "outputs": {"Out": [n]}, "attrs": {"shape": [1], "dtype": "int64",
+                                                                             "value": steps}},
+                {"type": "less_than", "inputs": {"X": [i], "Y": [n]}, "outputs": {"Out": [more]}}]
+        else:
+            a, b, flag = self.feed([1]), self.feed([1]), self.new_name("flag")
+            self.ops.append({"type": "less_than", "inputs": {"X": [a], "Y": [b]}, "outputs": {"Out": [flag]}})
+        root_ops, root_live, root_shapes = self.ops, self.live, dict(self.shapes)
+        self.ops, self.live = [], list(carried)
+        for _ in range(int(self.rng.integers(1, 6))):
+            self.step()
+        body = self.ops
+        local = set(self.live) - set(carried)
+        if kind == "while":
+            body += [{"type": "increment", "inputs": {"X": [i]}, "outputs": {"Out": [i]}},
+                     {"type": "less_than", "inputs": {"X": [i], "Y": [n]}, "outputs": {"Out": [more]}}]
+        reads = list(dict.fromkeys(v for op in body for vs in op["inputs"].values() for v in vs if v not in local))
+        writes = list(dict.fromkeys(v for op in body for vs in op["outputs"].values() for v in vs
+                                    if v not in local))
+        self.blocks.append(body)
+        state = self.new_name("st")
+        self.state_vars.append(state)
+        if kind == "while":
+            op = {"type": "while", "inputs": {"X": [v for v in reads if v != more], "Condition": [more]},
+                  "outputs": {"Out": writes, "StepScopes": [state]}, "attrs": {"sub_block": len(self.blocks)}}
+        else:
+            op = {"type": "conditional_block", "inputs": {"Cond": [flag], "Input": reads},
+                  "outputs": {"Out": writes, "Scope": [state]},
+                  "attrs": {"sub_block": len(self.blocks), "is_scalar_condition": True}}
+        # Feeds made for the body are root vars: they stay visible.
+        root_shapes.update({f: self.shapes[f] for f in self.feeds})
+        self.ops, self.live, self.shapes = root_ops, root_live + carried, root_shapes
+        self.ops.append(op)
+        return carried[-1]
+
     def build(self):
         rank = int(self.rng.integers(1, 3))
         base = [int(self.rng.integers(1, 4)) for _ in range(rank)]
         self.feed(base)
         if self.rng.random() < 0.5:
             self.feed(base)
-        for _ in range(int(self.rng.integers(2, 9))):
+        loop_at = int(self.rng.integers(0, 4)) if self.rng.random() < 0.4 else -1
+        for k in range(int(self.rng.integers(2, 9))):
+            if k == loop_at:
+                self.sub_block("while" if self.rng.random() < 0.6 else "conditional_block")
             self.step()
         # The loss reads the last value of one or two vars (diamonds meet here).
         ends = [self.ops[-1]["outputs"]["Out"][0]]
@@ -171,18 +228,35 @@ def to_yaml(progs):
     for prefix, g, _ in progs:
         for name in g.feeds:
             lines.append(f"      {p(prefix, name)}: {{shape: {flow(g.shapes[name])}, dtype: float64}}")
-    lines.append("    ops:")
-    for prefix, g, _ in progs:
-        for op in g.ops:
+        for name in g.state_vars:
+            lines.append(f"      {p(prefix, name)}: {{type: step_scopes}}")
+    offsets, next_block = [], 1
+    for _, g, _ in progs:
+        offsets.append(next_block - 1)
+        next_block += len(g.blocks)
+
+    def emit(prefix, offset, ops):
+        out = []
+        for op in ops:
             renamed = dict(op)
             for key in ("inputs", "outputs"):
-                renamed[key] = {s: [p(prefix, v) for v in vs] for s, vs in op[key].items()}
-            lines.append("      - " + flow(renamed))
+                renamed[key] = {s: [p(prefix, v) for v in vs] for s, vs in op.get(key, {}).items()}
+            if "sub_block" in op.get("attrs", {}):
+                renamed["attrs"] = dict(op["attrs"], sub_block=op["attrs"]["sub_block"] + offset)
+            out.append("      - " + flow(renamed))
+        return out
+
+    lines.append("    ops:")
+    for (prefix, g, _), offset in zip(progs, offsets):
+        lines += emit(prefix, offset, g.ops)
     losses = [p(prefix, loss) for prefix, _, loss in progs]
     total = losses[0]
     if len(losses) > 1:
         total = "total_loss"
         lines.append("      - " + flow({"type": "sum", "inputs": {"X": losses}, "outputs": {"Out": [total]}}))
+    for (prefix, g, _), offset in zip(progs, offsets):
+        for k, body in enumerate(g.blocks):
+            lines += [f"  - idx: {offset + k + 1}", "    parent: 0", "    ops:"] + emit(prefix, offset, body)
     return "\n".join(lines) + "\n", total
 
 
