@@ -72,11 +72,17 @@ class OverwritePass {
       for (auto& [slot, args] : op.MutableOutputs())
         for (size_t k = 0; k < args.size(); ++k) {
           if (!Tracked(block, args[k])) continue;
+          const bool first_mention = versions.count(args[k]) == 0;
           std::vector<Version>& c = chain(args[k]);
           // An op that owns a block may leave any output as it was (a branch
           // not taken, a loop that never runs): its outputs continue the
           // value they had, and its grad op hands their gradients on in place.
-          bool in_place = sub >= 0 || std::find(reads.begin(), reads.end(), args[k]) != reads.end();
+          // Unless they had none: a var of this block (or an undeclared one
+          // in the root) that nothing mentioned yet starts here.
+          bool had_value =
+              !first_mention ||
+              (root ? block.FindVar(args[k]) != nullptr && block.FindVar(args[k])->Declared() : !block.HasVar(args[k]));
+          bool in_place = (sub >= 0 && had_value) || std::find(reads.begin(), reads.end(), args[k]) != reads.end();
           if (!(in_place_ok && in_place)) {
             c.emplace_back();
             c.back().writer = static_cast<int>(i);
