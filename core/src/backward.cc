@@ -499,7 +499,7 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
 
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   NameSet user_no_grad = no_grad_set;
-  RenameOverwrittenVars(program, *block, *registry, &user_no_grad);
+  RenameOverwrittenVars(program, *block, *registry, {loss}, &user_no_grad);
   BackwardBuilder builder(program, *registry);
   builder.InitNoGradSet(user_no_grad, {});
   NameSet wanted;
@@ -552,7 +552,7 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
 
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   NameSet user_no_grad = no_grad_set;
-  RenameOverwrittenVars(program, *block, *registry, &user_no_grad);
+  RenameOverwrittenVars(program, *block, *registry, targets, &user_no_grad);
   BackwardBuilder builder(program, *registry);
   NameSet sources(inputs.begin(), inputs.end());
   builder.InitNoGradSet(user_no_grad, sources);

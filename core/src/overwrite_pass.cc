@@ -25,6 +25,8 @@ struct ArgRef {
   std::vector<std::string>* args;  // non-owning: a slot vector of an op of the block
   size_t i;
   int sub_block;  // the block the op owns (its body names the var too), or -1
+  int op;         // the op's index in the block; -1 for a copy the pass made
+  bool input;
 };
 
 // One value a var holds in a block: written by op `writer` (-1: the value
@@ -33,19 +35,21 @@ struct Version {
   int writer = -1;
   std::vector<int> readers;
   std::vector<ArgRef> refs;
+  std::vector<const OpDesc*> copies;  // non-owning: copies of this value the pass made (also readers)
 };
 
 class OverwritePass {
  public:
-  OverwritePass(ProgramDesc& program, const OpRegistry& registry, NameSet* no_grad)
-      : program_(program), registry_(registry), no_grad_(no_grad) {}
+  OverwritePass(ProgramDesc& program, const OpRegistry& registry, NameSet* no_grad, NameSet targets)
+      : program_(program), registry_(registry), no_grad_(no_grad), targets_(std::move(targets)) {}
 
   // `carried`: for a sub-block, the vars its op both reads and writes (the
   // step scope saves their value before the step); null for the root.
   void Run(BlockDesc& block, const NameSet* carried) {
     const bool root = carried == nullptr;
     std::unordered_map<std::string, std::vector<Version>> versions;
-    std::vector<std::string> order;  // first-mention order: deterministic names
+    std::vector<std::pair<size_t, std::unique_ptr<OpDesc>>> copies;  // (insert before op, copy)
+    std::vector<std::string> order;                                  // first-mention order: deterministic names
     for (size_t i = 0; i < block.OpSize(); ++i) {
       OpDesc& op = *block.Op(i);
       const int sub = SubBlockOf(op, registry_);
@@ -67,7 +71,7 @@ class OverwritePass {
           if (!Tracked(block, args[k])) continue;
           Version& v = chain(args[k]).back();
           if (v.readers.empty() || v.readers.back() != static_cast<int>(i)) v.readers.push_back(static_cast<int>(i));
-          v.refs.push_back(ArgRef{&args, k, sub});
+          v.refs.push_back(ArgRef{&args, k, sub, static_cast<int>(i), true});
         }
       for (auto& [slot, args] : op.MutableOutputs())
         for (size_t k = 0; k < args.size(); ++k) {
@@ -86,8 +90,10 @@ class OverwritePass {
           if (!(in_place_ok && in_place)) {
             c.emplace_back();
             c.back().writer = static_cast<int>(i);
+          } else {
+            SplitBeforeInPlace(block, args[k], c.back(), static_cast<int>(i), &copies);
           }
-          c.back().refs.push_back(ArgRef{&args, k, sub});
+          c.back().refs.push_back(ArgRef{&args, k, sub, static_cast<int>(i), false});
         }
     }
 
@@ -99,8 +105,14 @@ class OverwritePass {
       const VarDesc* desc = block.FindVarRecursive(name);
       const bool outer = !root && !block.HasVar(name);
       const bool grad = WantsGrad(desc, name);
+      // The value the root block starts with (fed, a parameter) is read and
+      // overwritten, and needs its gradient: x@GRAD names the gradient of
+      // that value, as a PyTorch leaf's .grad. It keeps the name x for
+      // --feed and is copied aside at the start; the last value is copied
+      // back into x at the end of the forward ops, for fetches.
+      const bool fed_value = root && grad && !vs[0].readers.empty();
       // The version a grad op finds under the plain name when it runs.
-      const size_t resolved = outer ? 0 : last;
+      const size_t resolved = fed_value ? vs.size() : outer ? 0 : last;
       for (size_t j = 1; j <= last; ++j) {
         if (j == resolved) continue;
         bool rename = grad || ValueNeeded(block, vs[j], name);
@@ -116,26 +128,28 @@ class OverwritePass {
         }
         if (!rename) continue;
         std::string fresh = Rename(block, name, desc, vs[j]);
-        if (outer && j == last) back.push_back(MakeAssign(fresh, name, *block.Op(vs[j].writer)));
+        if ((outer || fed_value) && j == last) back.push_back(MakeAssign(fresh, name, *block.Op(vs[j].writer)));
       }
       if (resolved != 0 && !vs[0].readers.empty()) {
-        // The value the root block starts with (fed, a parameter) is
-        // overwritten: it must keep the user's name for feeds, so its
-        // gradient would share x@GRAD with the last version's.
         const OpDesc& reader = *block.Op(vs[0].readers.front());
         const OpDesc& writer = *block.Op(vs[1].writer);
-        NABLA_ENFORCE(!grad, kInvalidArgument, "append backward: var '", name, "' is read by op '", reader.Type(),
-                      "' (op #", vs[0].readers.front(), Where(reader), ") and then overwritten by op '", writer.Type(),
-                      "' (op #", vs[1].writer, Where(writer), "), so '", GradVarName(name),
-                      "' would name the gradient of both values; expected the new value in a var of its own, "
-                      "or '",
-                      name, "' in the no-grad set");
-        if (ValueNeeded(block, vs[0], name)) {
+        // A target's gradient is its seed: the seed would be the gradient of
+        // its last value and of the value it was fed with at once.
+        NABLA_ENFORCE(!fed_value || targets_.count(name) == 0, kInvalidArgument, "append backward: target '", name,
+                      "' is read by op '", reader.Type(), "' (op #", vs[0].readers.front(), Where(reader),
+                      ") and then overwritten by op '", writer.Type(), "' (op #", vs[1].writer, Where(writer),
+                      "), so its seed '", GradVarName(name),
+                      "' would be the gradient of both values; expected the target written once");
+        if (fed_value || ValueNeeded(block, vs[0], name)) {
           std::string fresh = Rename(block, name, desc, vs[0]);
           front.push_back(MakeAssign(name, fresh, reader));
         }
       }
     }
+    // Back to front, so the recorded positions stay right; copies of the
+    // starting values go before everything.
+    std::stable_sort(copies.begin(), copies.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t k = copies.size(); k-- > 0;) block.InsertOp(copies[k].first, std::move(copies[k].second));
     for (size_t k = 0; k < front.size(); ++k) block.InsertOp(k, std::move(front[k]));
     for (auto& op : back) block.AppendOp(std::move(op));
 
@@ -210,6 +224,8 @@ class OverwritePass {
   bool ValueNeeded(const BlockDesc& block, const Version& v, const std::string& name) {
     for (int r : v.readers)
       if (Use(*block.Op(static_cast<size_t>(r))).reads.count(name)) return true;
+    for (const OpDesc* c : v.copies)
+      if (Use(*c).reads.count(name)) return true;
     return v.writer >= 0 && Use(*block.Op(static_cast<size_t>(v.writer))).reads.count(name) != 0;
   }
 
@@ -220,12 +236,15 @@ class OverwritePass {
       const GradUse& use = Use(*block.Op(static_cast<size_t>(r)));
       if (use.reads.count(name) || use.grads.count(name)) return true;
     }
+    for (const OpDesc* c : v.copies)
+      if (Use(*c).grads.count(name)) return true;
     return false;
   }
 
-  std::string Rename(BlockDesc& block, const std::string& name, const VarDesc* desc, const Version& v) {
+  // A version's own name, declared in `block` like `name`.
+  std::string Fresh(BlockDesc& block, const std::string& name, const VarDesc* desc, int first) {
     std::string fresh;
-    for (int n = v.writer < 0 ? 0 : 1;; ++n) {
+    for (int n = first;; ++n) {
       fresh = name + kVersionInfix + std::to_string(n);
       if (!block.HasVarRecursive(fresh) && used_.insert(fresh).second) break;
     }
@@ -238,11 +257,50 @@ class OverwritePass {
       var->SetStopGradient(desc->StopGradient());
     }
     if (no_grad_->count(name)) no_grad_->insert(fresh);
+    return fresh;
+  }
+
+  std::string Rename(BlockDesc& block, const std::string& name, const VarDesc* desc, const Version& v) {
+    std::string fresh = Fresh(block, name, desc, v.writer < 0 ? 0 : 1);
     for (const ArgRef& ref : v.refs) {
       (*ref.args)[ref.i] = fresh;
       if (ref.sub_block >= 0) RenameInTree(ref.sub_block, name, fresh);
     }
     return fresh;
+  }
+
+  // An op that owns a block (or declares UpdatesInPlace) writes `v` in
+  // place at op `at`: the value stays one version for gradients (the op's
+  // grad op hands them on in place), but the ops that read it before `at`
+  // saw the old value. If a grad op of theirs reads it, they read a copy
+  // made before the first of them, whose gradient flows back into the var's.
+  void SplitBeforeInPlace(BlockDesc& block, const std::string& name, Version& v, int at,
+                          std::vector<std::pair<size_t, std::unique_ptr<OpDesc>>>* copies) {
+    std::vector<int> before;
+    bool needed = false;
+    for (int r : v.readers)
+      if (r < at) {
+        before.push_back(r);
+        needed |= Use(*block.Op(static_cast<size_t>(r))).reads.count(name) != 0;
+      }
+    if (!needed) return;
+    const VarDesc* desc = block.FindVarRecursive(name);
+    std::string copy = Fresh(block, name, desc, 1);
+    std::vector<ArgRef> kept;
+    for (const ArgRef& ref : v.refs) {
+      if (ref.input && ref.op >= 0 && ref.op < at) {
+        (*ref.args)[ref.i] = copy;
+        if (ref.sub_block >= 0) RenameInTree(ref.sub_block, name, copy);
+      } else {
+        kept.push_back(ref);
+      }
+    }
+    v.refs = std::move(kept);
+    v.readers.erase(std::remove_if(v.readers.begin(), v.readers.end(), [&](int r) { return r < at; }), v.readers.end());
+    std::unique_ptr<OpDesc> op = MakeAssign(name, copy, *block.Op(static_cast<size_t>(before.front())));
+    v.refs.push_back(ArgRef{&op->MutableInputs().at("X"), 0, -1, -1, true});
+    v.copies.push_back(op.get());
+    copies->emplace_back(static_cast<size_t>(before.front()), std::move(op));
   }
 
   // Renames an outer var in a block an op owns and in the blocks under it,
@@ -278,6 +336,7 @@ class OverwritePass {
   ProgramDesc& program_;
   const OpRegistry& registry_;
   NameSet* no_grad_;  // non-owning
+  NameSet targets_;
   std::unordered_map<const OpDesc*, GradUse> grad_use_;
   NameSet used_;
 };
@@ -295,8 +354,9 @@ int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
   return info != nullptr && info->traits.has_sub_block ? ref->idx : -1;
 }
 
-void RenameOverwrittenVars(ProgramDesc& program, BlockDesc& root, const OpRegistry& registry, NameSet* no_grad) {
-  OverwritePass(program, registry, no_grad).Run(root, nullptr);
+void RenameOverwrittenVars(ProgramDesc& program, BlockDesc& root, const OpRegistry& registry,
+                           const std::vector<std::string>& targets, NameSet* no_grad) {
+  OverwritePass(program, registry, no_grad, NameSet(targets.begin(), targets.end())).Run(root, nullptr);
 }
 
 }  // namespace nabla

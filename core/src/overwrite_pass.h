@@ -9,7 +9,10 @@
 // backward part is built. Which version keeps the user's name is the one a
 // grad op finds under it when it runs:
 //   - in the root block, the last one (feeds, fetches and param_grads are
-//     unchanged);
+//     unchanged); but a value the block starts with (fed, a parameter) that
+//     is read, overwritten and needs its gradient keeps the name, as a
+//     PyTorch leaf does: x@GRAD is its gradient. It is copied aside first
+//     and the last value copied back into x at the end of the forward ops;
 //   - in a sub-block run once per step (while, conditional_block), a var of
 //     the block keeps its last version, but an outer var keeps the value it
 //     had before the step, which the step scope saves under its name: a new
@@ -20,6 +23,7 @@
 // Where no right gradient exists under the user's names, the pass throws.
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "nabla/op_registry.h"
 #include "nabla/program.h"
@@ -32,7 +36,8 @@ int SubBlockOf(const OpDesc& op, const OpRegistry& registry);
 
 // Versions the vars of `root` and of every block its ops own, recursively.
 // `no_grad` (the user's set) gains the new names of versions of its vars.
+// `targets` (the loss) must not be overwritten after being read.
 void RenameOverwrittenVars(ProgramDesc& program, BlockDesc& root, const OpRegistry& registry,
-                           std::unordered_set<std::string>* no_grad);
+                           const std::vector<std::string>& targets, std::unordered_set<std::string>* no_grad);
 
 }  // namespace nabla

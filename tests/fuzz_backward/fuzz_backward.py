@@ -4,7 +4,9 @@
 Generates small random float64 programs (chains and diamonds of elementwise
 add/sub/mul/div with random broadcasting `axis`, mul/matmul, tanh, sigmoid,
 relu, exp, square, scale, mean, reduce_sum; shapes with 1s; var names reused
-so that intermediate vars are overwritten, in place or later; some with a
+so that intermediate and fed vars are overwritten, in place or later (a fed
+var's gradient is that of the value it was fed with, as a PyTorch leaf's);
+some with a
 while loop or a conditional_block whose body updates carried vars in place
 and reads root vars that are overwritten after it), runs them with
 `nabla exec --backward`, and compares the loss and every fed var's gradient
@@ -45,14 +47,17 @@ class Gen:
         self.live = []  # intermediate vars of the current block, overwrite candidates
         self.blocks = []  # op lists of the sub-blocks; an op's sub_block k names blocks[k - 1]
         self.state_vars = []  # (name, type) of step_scopes vars
+        self.overwritable_feeds = []  # feeds an op may overwrite (x@GRAD is then the fed value's gradient)
         self.n = 0
 
     def new_name(self, base):
         self.n += 1
         return f"{base}{self.n}"
 
-    def feed(self, shape, positive=False):
+    def feed(self, shape, positive=False, fixed=False):
         name = self.new_name("f")
+        if not positive and not fixed:
+            self.overwritable_feeds.append(name)
         if positive:
             arr = self.rng.uniform(0.5, 2.0, size=shape)
         else:
@@ -69,6 +74,8 @@ class Gen:
         """A fresh name, or an intermediate of the same shape to overwrite (an input: in place)."""
         r = self.rng.random()
         same = [v for v in self.live if self.shapes[v] == list(shape)]
+        if self.rng.random() < 0.15:
+            same += [f for f in self.overwritable_feeds if f in self.shapes and self.shapes[f] == list(shape)]
         if same and r < 0.45:
             in_place = [v for v in inputs if v in same]
             if in_place and self.rng.random() < 0.5:
@@ -152,7 +159,7 @@ class Gen:
                                                                              "value": steps}},
                 {"type": "less_than", "inputs": {"X": [i], "Y": [n]}, "outputs": {"Out": [more]}}]
         else:
-            a, b, flag = self.feed([1]), self.feed([1]), self.new_name("flag")
+            a, b, flag = self.feed([1], fixed=True), self.feed([1], fixed=True), self.new_name("flag")
             self.ops.append({"type": "less_than", "inputs": {"X": [a], "Y": [b]}, "outputs": {"Out": [flag]}})
         root_ops, root_live, root_shapes = self.ops, self.live, dict(self.shapes)
         self.ops, self.live = [], list(carried)

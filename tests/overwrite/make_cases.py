@@ -78,6 +78,18 @@ def main():
 """
     save_case("block0_overwrite", prog, "loss", {"x": rand(rng, 3, 4), "w": rand(rng, 3, 4)}, ["x", "w"])
 
+    # Fed vars overwritten after ops read them: x@GRAD and w@GRAD are the
+    # gradients of the fed values, as PyTorch's leaves; fetching w gives its
+    # last value.
+    prog = HEADER + var_lines([("x", (3, 4)), ("w", (3, 4))]) + """    ops:
+      - {type: elementwise_mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [z]}}
+      - {type: tanh, inputs: {X: [z]}, outputs: {Out: [w]}}
+      - {type: square, inputs: {X: [x]}, outputs: {Out: [x]}}
+      - {type: elementwise_add, inputs: {X: [w], Y: [x]}, outputs: {Out: [w]}}
+      - {type: mean, inputs: {X: [w]}, outputs: {Out: [loss]}}
+"""
+    save_case("fed_overwrite", prog, "loss", {"x": rand(rng, 3, 4), "w": rand(rng, 3, 4)}, ["x", "w"])
+
     # An overwritten var read by two ops, then overwritten again in place.
     prog = HEADER + var_lines([("x", (2, 3)), ("w", (3, 3))]) + """    ops:
       - {type: scale, inputs: {X: [x]}, outputs: {Out: [y]}, attrs: {scale: 1.5, bias: 0.5}}
