@@ -36,6 +36,8 @@ struct Version {
   std::vector<int> readers;
   std::vector<ArgRef> refs;
   std::vector<const OpDesc*> copies;  // non-owning: copies of this value the pass made (also readers)
+  std::vector<int> in_place;          // ops that update this value in place (SplitBeforeInPlace)
+  bool writer_split = false;          // the writer writes a copy now
 };
 
 class OverwritePass {
@@ -271,24 +273,35 @@ class OverwritePass {
 
   // An op that owns a block (or declares UpdatesInPlace) writes `v` in
   // place at op `at`: the value stays one version for gradients (the op's
-  // grad op hands them on in place), but the ops that read it before `at`
-  // saw the old value. If a grad op of theirs reads it, they read a copy
-  // made before the first of them, whose gradient flows back into the var's.
+  // grad op hands them on in place), but the grad ops of the ops that wrote
+  // or read it before `at` run later and would see the new value. If one of
+  // them reads the value, they get a copy: the writer writes it and an
+  // `assign` right after puts it under the name, or (a value the block
+  // starts with) the readers read a copy made before the first of them.
+  // Gradients flow through the assign back to the copy.
   void SplitBeforeInPlace(BlockDesc& block, const std::string& name, Version& v, int at,
                           std::vector<std::pair<size_t, std::unique_ptr<OpDesc>>>* copies) {
+    auto is_in_place = [&](int r) { return std::find(v.in_place.begin(), v.in_place.end(), r) != v.in_place.end(); };
     std::vector<int> before;
     bool needed = false;
     for (int r : v.readers)
-      if (r < at) {
+      if (r < at && !is_in_place(r)) {
         before.push_back(r);
         needed |= Use(*block.Op(static_cast<size_t>(r))).reads.count(name) != 0;
       }
-    if (!needed) return;
-    const VarDesc* desc = block.FindVarRecursive(name);
-    std::string copy = Fresh(block, name, desc, 1);
+    const bool writer_reads =
+        v.writer >= 0 && !v.writer_split && Use(*block.Op(static_cast<size_t>(v.writer))).reads.count(name) != 0;
+    v.in_place.push_back(at);
+    if (!needed && !writer_reads) return;
+    auto moved = [&](const ArgRef& ref) {
+      if (ref.op < 0) return false;
+      if (ref.input) return std::find(before.begin(), before.end(), ref.op) != before.end();
+      return writer_reads && ref.op == v.writer;
+    };
+    std::string copy = Fresh(block, name, block.FindVarRecursive(name), 1);
     std::vector<ArgRef> kept;
     for (const ArgRef& ref : v.refs) {
-      if (ref.input && ref.op >= 0 && ref.op < at) {
+      if (moved(ref)) {
         (*ref.args)[ref.i] = copy;
         if (ref.sub_block >= 0) RenameInTree(ref.sub_block, name, copy);
       } else {
@@ -296,11 +309,20 @@ class OverwritePass {
       }
     }
     v.refs = std::move(kept);
-    v.readers.erase(std::remove_if(v.readers.begin(), v.readers.end(), [&](int r) { return r < at; }), v.readers.end());
-    std::unique_ptr<OpDesc> op = MakeAssign(name, copy, *block.Op(static_cast<size_t>(before.front())));
-    v.refs.push_back(ArgRef{&op->MutableInputs().at("X"), 0, -1, -1, true});
-    v.copies.push_back(op.get());
-    copies->emplace_back(static_cast<size_t>(before.front()), std::move(op));
+    v.readers.erase(std::remove_if(v.readers.begin(), v.readers.end(),
+                                   [&](int r) { return std::find(before.begin(), before.end(), r) != before.end(); }),
+                    v.readers.end());
+    if (writer_reads) {
+      v.writer_split = true;
+      std::unique_ptr<OpDesc> op = MakeAssign(copy, name, *block.Op(static_cast<size_t>(v.writer)));
+      v.refs.push_back(ArgRef{&op->MutableOutputs().at("Out"), 0, -1, -1, false});
+      copies->emplace_back(static_cast<size_t>(v.writer + 1), std::move(op));
+    } else {
+      std::unique_ptr<OpDesc> op = MakeAssign(name, copy, *block.Op(static_cast<size_t>(before.front())));
+      v.refs.push_back(ArgRef{&op->MutableInputs().at("X"), 0, -1, -1, true});
+      v.copies.push_back(op.get());
+      copies->emplace_back(static_cast<size_t>(before.front()), std::move(op));
+    }
   }
 
   // Renames an outer var in a block an op owns and in the blocks under it,
