@@ -1,6 +1,7 @@
 #include "overwrite_pass.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -112,7 +113,9 @@ class OverwritePass {
       // that value, as a PyTorch leaf's .grad. It keeps the name x for
       // --feed and is copied aside at the start; the last value is copied
       // back into x at the end of the forward ops, for fetches.
-      const bool fed_value = root && grad && !vs[0].readers.empty();
+      // Readers that SplitBeforeInPlace moved to a copy read it through the copy.
+      const bool v0_read = !vs[0].readers.empty() || !vs[0].copies.empty();
+      const bool fed_value = root && grad && v0_read;
       // The version a grad op finds under the plain name when it runs.
       const size_t resolved = fed_value ? vs.size() : outer ? 0 : last;
       for (size_t j = 1; j <= last; ++j) {
@@ -132,13 +135,14 @@ class OverwritePass {
         std::string fresh = Rename(block, name, desc, vs[j]);
         if ((outer || fed_value) && j == last) back.push_back(MakeAssign(fresh, name, *block.Op(vs[j].writer)));
       }
-      if (resolved != 0 && !vs[0].readers.empty()) {
-        const OpDesc& reader = *block.Op(vs[0].readers.front());
+      if (resolved != 0 && v0_read) {
+        const int reader_idx = vs[0].readers.empty() ? -1 : vs[0].readers.front();
+        const OpDesc& reader = reader_idx < 0 ? *vs[0].copies.front() : *block.Op(static_cast<size_t>(reader_idx));
         const OpDesc& writer = *block.Op(vs[1].writer);
         // A target's gradient is its seed: the seed would be the gradient of
         // its last value and of the value it was fed with at once.
         NABLA_ENFORCE(!fed_value || targets_.count(name) == 0, kInvalidArgument, "append backward: target '", name,
-                      "' is read by op '", reader.Type(), "' (op #", vs[0].readers.front(), Where(reader),
+                      "' is read by op '", reader.Type(), "' (op #", reader_idx, Where(reader),
                       ") and then overwritten by op '", writer.Type(), "' (op #", vs[1].writer, Where(writer),
                       "), so its seed '", GradVarName(name),
                       "' would be the gradient of both values; expected the target written once");
@@ -214,8 +218,9 @@ class OverwritePass {
           if (a != kEmptyVarName && at != std::string::npos) use.grads.insert(a.substr(0, at));
         }
       }
-    } catch (const Error&) {
-      // A maker that refuses to run out of context: assume the worst.
+    } catch (const std::exception&) {
+      // A maker that refuses to run out of context (no grad block, no
+      // no-grad set): assume its grad ops read and write everything.
       everything();
     }
     return use;

@@ -231,5 +231,23 @@ def main():
         save_case("cond_overwrite_" + ("taken" if taken else "skipped"), prog, "loss", feeds, ["x", "w"])
 
 
+    # A fed x read by elementwise_mul (whose grad op reads it), then updated
+    # in place by a while, then overwritten: the mul reads a copy made before
+    # the loop, and x@GRAD is the gradient of the fed value.
+    prog = HEADER + var_lines([("x", (2,)), ("w", (2,))]) + "      steps: {type: step_scopes}\n    ops:\n" + """\
+      - {type: elementwise_mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [z]}}
+""" + loop_head(2) + """\
+      - type: while
+        inputs: {X: [x, w, i, n], Condition: [more]}
+        outputs: {Out: [x, i, more], StepScopes: [steps]}
+        attrs: {sub_block: 1}
+      - {type: tanh, inputs: {X: [x]}, outputs: {Out: [x]}}
+      - {type: elementwise_add, inputs: {X: [x], Y: [z]}, outputs: {Out: [s]}}
+      - {type: mean, inputs: {X: [s]}, outputs: {Out: [loss]}}
+""" + body(["{type: elementwise_mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [x]}}"])
+    save_case("fed_read_then_carried_then_overwritten", prog, "loss", {"x": rand(rng, 2), "w": rand(rng, 2)},
+              ["x", "w"])
+
+
 if __name__ == "__main__":
     main()
