@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
