@@ -376,8 +376,25 @@ class BackwardBuilder {
           }
         }
       int sub = SubBlockOf(op, registry_);
-      if (sub >= 0 && static_cast<size_t>(sub) < program_.Size() && sub != block.Idx())
-        CreateVars(*program_.Block(static_cast<size_t>(sub)), 0);
+      if (sub >= 0 && static_cast<size_t>(sub) < program_.Size() && sub != block.Idx()) {
+        BlockDesc& grad_block = *program_.Block(static_cast<size_t>(sub));
+        // A grad block nested in another one reads gradients its op gets
+        // from the enclosing grad block (the op copies them into its scope
+        // when it runs), but its parent is a forward block: declare them
+        // there too, or nothing visible from it names them.
+        for (const auto& inner : grad_block.AllOps())
+          for (const auto& a : inner->InputArgumentNames()) {
+            if (a == kEmptyVarName || !MentionsGrad(a) || grad_block.HasVarRecursive(a)) continue;
+            if (const VarDesc* outer = block.FindVarRecursive(a)) {
+              VarDesc* var = grad_block.Var(a);
+              var->SetType(outer->Type());
+              var->SetDType(outer->GetDType());
+              var->MarkDTypeKnown(outer->HasDType());
+              var->SetShape(outer->GetShape());
+            }
+          }
+        CreateVars(grad_block, 0);
+      }
       InferOpAtBuildTime(op, block, registry_);
     }
   }

@@ -249,5 +249,43 @@ def main():
               ["x", "w"])
 
 
+    # Nested: a while body whose conditional_block (taken on odd steps)
+    # overwrites the loop-carried h in place after an op read it.
+    prog = HEADER + var_lines([("x", (2, 3)), ("w", (3, 3)), ("h0", (2, 3))]) + """\
+      steps: {type: step_scopes}
+    ops:
+""" + loop_head(4) + """\
+      - {type: assign, inputs: {X: [h0]}, outputs: {Out: [h]}}
+      - {type: fill_constant, outputs: {Out: [two]}, attrs: {shape: [1], dtype: int64, value: 2.0}}
+      - type: while
+        inputs: {X: [h, x, w, i, n, two], Condition: [more]}
+        outputs: {Out: [h, i, more], StepScopes: [steps]}
+        attrs: {sub_block: 1}
+      - {type: mean, inputs: {X: [h]}, outputs: {Out: [loss]}}
+  - idx: 1
+    parent: 0
+    vars:
+      branch: {type: step_scopes}
+    ops:
+      - {type: mul, inputs: {X: [h], Y: [w]}, outputs: {Out: [h]}}
+      - {type: elementwise_add, inputs: {X: [h], Y: [x]}, outputs: {Out: [h]}}
+      - {type: less_than, inputs: {X: [i], Y: [two]}, outputs: {Out: [early]}}
+      - type: conditional_block
+        inputs: {Cond: [early], Input: [h, x]}
+        outputs: {Out: [h], Scope: [branch]}
+        attrs: {sub_block: 2, is_scalar_condition: true}
+      - {type: tanh, inputs: {X: [h]}, outputs: {Out: [h]}}
+""" + LOOP_TAIL + """\
+  - idx: 2
+    parent: 1
+    ops:
+      - {type: elementwise_mul, inputs: {X: [h], Y: [x]}, outputs: {Out: [t]}}
+      - {type: sigmoid, inputs: {X: [t]}, outputs: {Out: [h]}}
+      - {type: elementwise_mul, inputs: {X: [h], Y: [t]}, outputs: {Out: [h]}}
+"""
+    save_case("while_with_cond_overwrite", prog, "loss",
+              {"x": rand(rng, 2, 3), "w": rand(rng, 3, 3, scale=0.5), "h0": rand(rng, 2, 3)}, ["x", "w", "h0"])
+
+
 if __name__ == "__main__":
     main()
