@@ -62,7 +62,8 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
             {"control_flow", info.traits.control_flow},
             {"random", info.traits.random},
             {"array_io", info.traits.array_io},
-            {"collective", info.traits.collective}}},
+            {"collective", info.traits.collective},
+            {"updates_in_place", info.traits.updates_in_place}}},
           {"kernels", KernelsByDevice(registry, info.schema.type)},
           {"grad_checks", checks}};
 }

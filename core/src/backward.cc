@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "nabla/op_registry.h"
+#include "overwrite_pass.h"
 
 namespace nabla {
 namespace {
@@ -47,19 +48,6 @@ std::string ForwardVarOf(const std::string& grad) {
   if (rename != std::string::npos) base.resize(rename);
   if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
   return base;
-}
-
-// The block index an op owns, or -1. Only ops whose registration declares a
-// block attribute (the has_sub_block trait) are looked at.
-int SubBlockOf(const OpDesc& op, const OpRegistry& registry) {
-  // The op's own small attribute map first: most ops have no block, and
-  // this spares them a registry lookup.
-  auto it = op.Attrs().find(kSubBlockAttr);
-  if (it == op.Attrs().end()) return -1;
-  const BlockRef* ref = std::get_if<BlockRef>(&it->second);
-  if (ref == nullptr) return -1;
-  const OpInfo* info = registry.Find(op.Type());
-  return info != nullptr && info->traits.has_sub_block ? ref->idx : -1;
 }
 
 // "prog.yaml:7:5: " when the op's position in `program` is known, else "".
@@ -182,8 +170,8 @@ class BackwardBuilder {
       int sub = SubBlockOf(op, registry_);
       if (sub >= 0) {
         NABLA_ENFORCE(static_cast<size_t>(sub) < program_.Size(), kOutOfRange, WherePrefix(&program_, op), "op '",
-                      op.Type(), "' names ",
-                      kSubBlockAttr, " ", sub, " but the program has ", program_.Size(), " blocks");
+                      op.Type(), "' names ", kSubBlockAttr, " ", sub, " but the program has ", program_.Size(),
+                      " blocks");
         BlockDesc* grad_block = program_.AppendBlock(sub);
         BuildSubBlock(*program_.Block(static_cast<size_t>(sub)), *grad_block);
         grad_blocks.push_back(grad_block);
@@ -202,11 +190,15 @@ class BackwardBuilder {
   // produces nothing. A gradient still read but produced by nothing is
   // zero-filled right before its first reader. `produced` starts with the
   // seeds. In a grad sub-block, gradients of the block's outputs come from
-  // outside (`check_produced` false): only no-grad ones are zero there.
-  OpList RemoveNoGradBranch(OpList ops, NameSet produced, bool check_produced, const NameSet& seed_names) {
+  // outside (`check_produced` false): only no-grad ones are zero there, and
+  // those of vars local to `fwd_block` (no op outside reads them; one no op
+  // of the block reads is dead).
+  OpList RemoveNoGradBranch(OpList ops, NameSet produced, bool check_produced, const NameSet& seed_names,
+                            const BlockDesc* fwd_block = nullptr) {
     auto is_grad_input = [&](const std::string& n) { return MentionsGrad(n) || Contains(seed_names, n); };
     auto is_zero = [&](const std::string& n) {
-      return !Contains(produced, n) && (check_produced || Contains(no_grad_, n));
+      return !Contains(produced, n) &&
+             (check_produced || Contains(no_grad_, n) || (fwd_block != nullptr && fwd_block->HasVar(ForwardVarOf(n))));
     };
     produced.reserve(produced.size() + ops.size());
     OpList kept;
@@ -360,7 +352,7 @@ class BackwardBuilder {
         for (const auto& a : args) wants |= (a != kEmptyVarName && !Contains(no_grad_, a));
       if (wants) ops.push_back(op.get());
     }
-    OpList grad_ops = AddupRepetitiveOutputs(RemoveNoGradBranch(CreateGradOps(ops), {}, false, {}));
+    OpList grad_ops = AddupRepetitiveOutputs(RemoveNoGradBranch(CreateGradOps(ops), {}, false, {}, &fwd_block));
     for (auto& g : grad_ops) grad_block.AppendOp(std::move(g));
   }
 
@@ -384,8 +376,25 @@ class BackwardBuilder {
           }
         }
       int sub = SubBlockOf(op, registry_);
-      if (sub >= 0 && static_cast<size_t>(sub) < program_.Size() && sub != block.Idx())
-        CreateVars(*program_.Block(static_cast<size_t>(sub)), 0);
+      if (sub >= 0 && static_cast<size_t>(sub) < program_.Size() && sub != block.Idx()) {
+        BlockDesc& grad_block = *program_.Block(static_cast<size_t>(sub));
+        // A grad block nested in another one reads gradients its op gets
+        // from the enclosing grad block (the op copies them into its scope
+        // when it runs), but its parent is a forward block: declare them
+        // there too, or nothing visible from it names them.
+        for (const auto& inner : grad_block.AllOps())
+          for (const auto& a : inner->InputArgumentNames()) {
+            if (a == kEmptyVarName || !MentionsGrad(a) || grad_block.HasVarRecursive(a)) continue;
+            if (const VarDesc* outer = block.FindVarRecursive(a)) {
+              VarDesc* var = grad_block.Var(a);
+              var->SetType(outer->Type());
+              var->SetDType(outer->GetDType());
+              var->MarkDTypeKnown(outer->HasDType());
+              var->SetShape(outer->GetShape());
+            }
+          }
+        CreateVars(grad_block, 0);
+      }
       InferOpAtBuildTime(op, block, registry_);
     }
   }
@@ -488,8 +497,8 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
   NABLA_ENFORCE(IsFloating(loss_var.GetDType()), kInvalidArgument, "append backward: the loss '", loss,
                 "' must be float32 or float64, but received ", DTypeName(loss_var.GetDType()));
   // A second pass would write every gradient twice under the same names.
-  NABLA_ENFORCE(!program.Backward().has_value() && !block->HasVarRecursive(GradVarName(loss)),
-                kPreconditionNotMet, "append backward: the program already has a backward part (for loss '",
+  NABLA_ENFORCE(!program.Backward().has_value() && !block->HasVarRecursive(GradVarName(loss)), kPreconditionNotMet,
+                "append backward: the program already has a backward part (for loss '",
                 program.Backward() ? program.Backward()->loss : loss,
                 "'); expected a forward-only program, but received one with gradient ops appended");
 
@@ -506,8 +515,10 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
   }
 
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  NameSet user_no_grad = no_grad_set;
+  RenameOverwrittenVars(program, *block, *registry, {loss}, &user_no_grad);
   BackwardBuilder builder(program, *registry);
-  builder.InitNoGradSet(no_grad_set, {});
+  builder.InitNoGradSet(user_no_grad, {});
   NameSet wanted;
   for (const auto& p : params) wanted.insert(GradVarName(p));
   NameSet written = BuildRootBackward(builder, *block, {loss}, {}, nullptr, wanted);
@@ -535,8 +546,8 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
   for (size_t i = 0; i < targets.size(); ++i) {
     const VarDesc* t = block->FindVarRecursive(targets[i]);
     NABLA_ENFORCE(t != nullptr, kNotFound, "calc gradient: target '", targets[i],
-                  "' is not a variable visible from block ", block->Idx(), " (the block of target '",
-                  targets.front(), "')");
+                  "' is not a variable visible from block ", block->Idx(), " (the block of target '", targets.front(),
+                  "')");
     NABLA_ENFORCE(IsFloating(t->GetDType()), kInvalidArgument, "calc gradient: target '", targets[i],
                   "' must be float32 or float64, but received ", DTypeName(t->GetDType()));
     if (target_grads.empty()) {
@@ -545,8 +556,8 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
                     " so its seed of ones cannot be built; expected known dims or a target gradient var");
     } else {
       const VarDesc* g = block->FindVarRecursive(target_grads[i]);
-      NABLA_ENFORCE(g != nullptr, kNotFound, "calc gradient: target gradient '", target_grads[i],
-                    "' (for target '", targets[i], "') is not a variable visible from block ", block->Idx());
+      NABLA_ENFORCE(g != nullptr, kNotFound, "calc gradient: target gradient '", target_grads[i], "' (for target '",
+                    targets[i], "') is not a variable visible from block ", block->Idx());
       NABLA_ENFORCE(g->GetShape() == t->GetShape(), kInvalidArgument, "calc gradient: target gradient '",
                     target_grads[i], "' should have the shape of target '", targets[i], "' ",
                     ShapeToString(t->GetShape()), ", but received ", ShapeToString(g->GetShape()));
@@ -557,9 +568,11 @@ std::vector<std::string> CalcGradient(ProgramDesc& program, const std::vector<st
                   "' is not a variable visible from block ", block->Idx());
 
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  NameSet user_no_grad = no_grad_set;
+  RenameOverwrittenVars(program, *block, *registry, targets, &user_no_grad);
   BackwardBuilder builder(program, *registry);
   NameSet sources(inputs.begin(), inputs.end());
-  builder.InitNoGradSet(no_grad_set, sources);
+  builder.InitNoGradSet(user_no_grad, sources);
   NameSet wanted;
   for (const auto& in : inputs) wanted.insert(GradVarName(in));
   NameSet written = BuildRootBackward(builder, *block, targets, target_grads, &sources, wanted);

@@ -121,6 +121,10 @@ OpBuilder& OpBuilder::ArrayIO() {
   info_->traits.array_io = true;
   return *this;
 }
+OpBuilder& OpBuilder::UpdatesInPlace() {
+  info_->traits.updates_in_place = true;
+  return *this;
+}
 OpBuilder& OpBuilder::Fuses(FusionPattern pattern) {
   NABLA_ENFORCE(pattern.chain.size() >= 2 && pattern.fuse, kInvalidArgument, "op '", info_->schema.type,
                 "': a fusion pattern needs at least two op types and a fuse function");

@@ -38,7 +38,8 @@ inline OpBuilder& CommonSchema(OpBuilder& b) {
           [](const float& t) { NABLA_ENFORCE(t >= 0, kInvalidArgument, "timeout_s must be >= 0, but received ", t); })
       .InferShape(InferLikeX)
       .GradMaker<EmptyGradOpDescMaker>()
-      .Collective();
+      .Collective()
+      .UpdatesInPlace();  // Out may be X (in place, as Paddle)
 }
 
 // "c_allreduce_sum [w@GRAD, b@GRAD]": how errors name the op.

@@ -105,7 +105,8 @@ NABLA_REGISTER_OPS(adam) {
       .Attr<float>("beta2", 0.999f, "(float, default 0.999) decay of the second moment", CheckBeta)
       .Attr<float>("epsilon", 1e-8f, "(float, default 1e-8) added to the bias-corrected sqrt(v) for stability")
       .InferShape(InferAdam)
-      .GradMaker<EmptyGradOpDescMaker>();
+      .GradMaker<EmptyGradOpDescMaker>()
+      .UpdatesInPlace();
   RegisterFloatKernels(registrar, "adam", AdamKernel<float>, AdamKernel<double>, __FILE__, __LINE__);
 }
 

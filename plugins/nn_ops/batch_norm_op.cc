@@ -250,6 +250,7 @@ NABLA_REGISTER_OPS(batch_norm) {
       .Attr<std::string>("data_layout", "NCHW",
                          "(string, default \"NCHW\") layout of X: NCHW (channels in dim 1) or NHWC (channels last)")
       .InferShape(InferBatchNorm)
+      .UpdatesInPlace()  // MeanOut and VarianceOut are Mean and Variance
       .GradMaker<BatchNormGradMaker>()
       .GradCheck(BnCase("train_nchw", {3, 2, 3, 2}, {}))
       .GradCheck(BnCase("train_2d", {5, 3}, {{"momentum", 0.5f}}))

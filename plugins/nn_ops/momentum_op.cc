@@ -68,7 +68,8 @@ NABLA_REGISTER_OPS(momentum) {
       .Attr<float>("regularization_coeff", 0.0f, "(float, default 0.0) the L2 decay coefficient")
       .Attr<float>("rescale_grad", 1.0f, "(float, default 1.0) multiplies Grad before anything else")
       .InferShape([](InferShapeContext& c) { InferOptimizer(c, {"Velocity"}); })
-      .GradMaker<EmptyGradOpDescMaker>();
+      .GradMaker<EmptyGradOpDescMaker>()
+      .UpdatesInPlace();
   RegisterFloatKernels(registrar, "momentum", MomentumKernel<float>, MomentumKernel<double>, __FILE__, __LINE__);
 }
 

@@ -31,7 +31,8 @@ NABLA_REGISTER_OPS(sgd) {
       .Input("LearningRate", "(Tensor) the learning rate, one float element")
       .Output("ParamOut", "(Tensor) the updated parameter; may be the same variable as Param")
       .InferShape([](InferShapeContext& c) { InferOptimizer(c, {}); })
-      .GradMaker<EmptyGradOpDescMaker>();
+      .GradMaker<EmptyGradOpDescMaker>()
+      .UpdatesInPlace();
   RegisterFloatKernels(registrar, "sgd", SgdKernel<float>, SgdKernel<double>, __FILE__, __LINE__);
 }
 

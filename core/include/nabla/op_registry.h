@@ -93,6 +93,10 @@ struct OpTraits {
   // other even where no var orders them (two collectives started in
   // different orders on two ranks deadlock).
   bool collective = false;
+  // Writes an output that is also one of its inputs on purpose (an optimizer's
+  // ParamOut, batch_norm's MeanOut): the backward builder's overwrite pass
+  // leaves such writes alone instead of versioning or rejecting them.
+  bool updates_in_place = false;
 };
 
 // A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
@@ -364,8 +368,9 @@ class NABLA_API OpBuilder {
   OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
-  OpBuilder& ArrayIO();     // sets traits.array_io
-  OpBuilder& Collective();  // sets traits.collective
+  OpBuilder& ArrayIO();         // sets traits.array_io
+  OpBuilder& Collective();      // sets traits.collective
+  OpBuilder& UpdatesInPlace();  // sets traits.updates_in_place
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
   OpInfo& Info() { return *info_; }
