@@ -41,8 +41,9 @@ Command RunCommand() {
     if (a->steps > 0 && a->epochs == 0) ov.epochs = 0;
     ov.resume = a->resume;
     if (!a->progress.empty()) ov.progress = a->progress;
-    train::RunTraining(config, ov, std::cout, isatty(STDOUT_FILENO) == 1);
-    return 0;
+    const train::RunSummary summary = train::RunTraining(config, ov, std::cout, isatty(STDOUT_FILENO) == 1);
+    // The shell's convention for a process ended by a signal: 130, 143.
+    return summary.stopped_by_signal != 0 ? 128 + summary.stopped_by_signal : 0;
   });
   return c;
 }
@@ -60,8 +61,8 @@ Command PlotCommand() {
       std::string m = *metrics;
       size_t dot = m.rfind('.');
       size_t slash = m.rfind('/');
-      target = (dot != std::string::npos && (slash == std::string::npos || dot > slash) ? m.substr(0, dot) : m) +
-               ".png";
+      target =
+          (dot != std::string::npos && (slash == std::string::npos || dot > slash) ? m.substr(0, dot) : m) + ".png";
     }
     train::PlotMetrics(*metrics, target);
     std::cout << target << std::endl;

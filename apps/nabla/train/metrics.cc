@@ -50,9 +50,18 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path)
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   NABLA_ENFORCE(file_ != nullptr, kExternal, "cannot open the metrics file '", path, "': ", std::strerror(errno));
   if (!jsonl_ && !had_rows) {
-    std::fprintf(file_, "%s\n", kCsvHeader);
-    std::fflush(file_);
+    const bool ok = std::fprintf(file_, "%s\n", kCsvHeader) >= 0 && std::fflush(file_) == 0;
+    if (!ok) Fail();
   }
+}
+
+// A metrics file cut short (full disk, ulimit -f) must stop the run loudly:
+// the user reads the curves from it.
+void MetricsWriter::Fail() {
+  const std::string why = std::strerror(errno);
+  std::fclose(file_);
+  file_ = nullptr;
+  NABLA_THROW(kExternal, "cannot write the metrics file '", path_, "': ", why);
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -60,19 +69,21 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::Write(const MetricRow& r) {
+  NABLA_ENFORCE(file_ != nullptr, kPreconditionNotMet, "the metrics file '", path_, "' is closed after a failed write");
+  bool ok = true;
   if (jsonl_) {
-    nlohmann::json j = {{"phase", r.phase},   {"epoch", r.epoch},
-                        {"step", r.step},     {"loss", std::isfinite(r.loss) ? nlohmann::json(r.loss) : nullptr},
-                        {"accuracy", nullptr}, {"samples_per_sec", r.samples_per_sec},
+    nlohmann::json j = {{"phase", r.phase},        {"epoch", r.epoch},
+                        {"step", r.step},          {"loss", std::isfinite(r.loss) ? nlohmann::json(r.loss) : nullptr},
+                        {"accuracy", nullptr},     {"samples_per_sec", r.samples_per_sec},
                         {"elapsed_s", r.elapsed_s}};
     if (r.accuracy) j["accuracy"] = *r.accuracy;
-    std::fprintf(file_, "%s\n", j.dump().c_str());
+    ok = std::fprintf(file_, "%s\n", j.dump().c_str()) >= 0;
   } else {
-    std::fprintf(file_, "%s,%s,%lld,%s,%s,%s,%s\n", r.phase.c_str(), Num(r.epoch).c_str(),
-                 static_cast<long long>(r.step), Num(r.loss).c_str(), r.accuracy ? Num(*r.accuracy).c_str() : "",
-                 Num(r.samples_per_sec).c_str(), Num(r.elapsed_s).c_str());
+    ok = std::fprintf(file_, "%s,%s,%lld,%s,%s,%s,%s\n", r.phase.c_str(), Num(r.epoch).c_str(),
+                      static_cast<long long>(r.step), Num(r.loss).c_str(), r.accuracy ? Num(*r.accuracy).c_str() : "",
+                      Num(r.samples_per_sec).c_str(), Num(r.elapsed_s).c_str()) >= 0;
   }
-  std::fflush(file_);
+  if (!ok || std::fflush(file_) != 0) Fail();
 }
 
 std::vector<MetricRow> ReadMetrics(const std::string& path) {
@@ -154,8 +165,7 @@ void PlotMetrics(const std::string& metrics_path, const std::string& out) {
   for (const auto& r : rows) {
     for (int p = 0; p < 3; ++p) {
       if (r.phase != phases[p] || !std::isfinite(r.loss)) continue;
-      data[p] << Num(r.epoch) << " " << Num(r.loss) << " " << (r.accuracy ? Num(*r.accuracy * 100) : "NaN")
-              << "\n";
+      data[p] << Num(r.epoch) << " " << Num(r.loss) << " " << (r.accuracy ? Num(*r.accuracy * 100) : "NaN") << "\n";
       if (r.accuracy) have_acc = true;
     }
   }
@@ -173,8 +183,7 @@ void PlotMetrics(const std::string& metrics_path, const std::string& out) {
                              "linespoints lw 2 lc rgb '#d62728' title 'eval'"};
     for (int p = 0; p < 3; ++p) {
       if (data[p].str().empty()) continue;
-      s += std::string(first ? "" : ", ") + "$" + phases[p] + " using 1:" + std::to_string(col) + " with " +
-           styles[p];
+      s += std::string(first ? "" : ", ") + "$" + phases[p] + " using 1:" + std::to_string(col) + " with " + styles[p];
       first = false;
     }
     (void)what;

@@ -33,6 +33,8 @@ class MetricsWriter {
   const std::string& Path() const { return path_; }
 
  private:
+  [[noreturn]] void Fail();
+
   std::string path_;
   bool jsonl_ = false;
   std::FILE* file_ = nullptr;

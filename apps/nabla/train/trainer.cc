@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -26,6 +27,8 @@
 #include "train/checkpoint.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/resume.h"
+#include "train/stop_signal.h"
 
 namespace nabla::train {
 
@@ -276,6 +279,22 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+// The one line a stop by signal prints, after writing a checkpoint of the
+// steps done since the last one (nothing to write when none ran).
+void StopForSignal(int sig, int64_t step, bool stepped, const std::string& dir, const std::function<void()>& save,
+                   std::string& last_checkpoint) {
+  std::string what;
+  if (dir.empty()) {
+    what = "wrote no checkpoint (the config has no checkpoint.dir)";
+  } else {
+    auto all = ListCheckpoints(dir);
+    if (stepped && (all.empty() || all.back().step != step)) save();
+    what = last_checkpoint.empty() ? std::string("no step ran, so there is no checkpoint")
+                                   : "checkpoint " + last_checkpoint + "; continue with --resume";
+  }
+  std::cerr << "nabla: stopped by " << StopSignals::Name(sig) << " after step " << step << "; " << what << std::endl;
+}
+
 std::string Percent(const std::optional<double>& a) { return a ? Fixed(*a * 100, 2) + " %" : "-"; }
 
 // Progress on a terminal: one line redrawn in place, at most 10 times a
@@ -433,6 +452,7 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c) {
 
 RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream& out, bool out_is_tty) {
   const auto t0 = Clock::now();
+  StopSignals stop_signals;
   // Resolved first, so a machine without OpenCL fails before any data loads.
 #ifdef NABLA_HAVE_OPENCL
   Device& device = opencl::ResolveDevice(c.device);
@@ -484,39 +504,25 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
                 ": --resume needs a checkpoint folder, but the config has no checkpoint.dir");
   bool resumed = false;
   if (resume) {
-    if (auto latest = LatestCheckpoint(c.checkpoint.dir)) {
-      SafetensorsFile f = ReadSafetensors(latest->path);
-      for (const auto& name : tp.persistables) {
-        auto it = f.tensors.find(name);
-        NABLA_ENFORCE(it != f.tensors.end(), kInvalidArgument, latest->path, ": the checkpoint has no tensor '", name,
-                      "', which the program needs (was it written by another program or optimizer?)");
-        if (name == tp.learning_rate) continue;
-        Tensor& dst = scope.Var(name)->GetTensor();
-        NABLA_ENFORCE(dst.GetShape() == it->second.GetShape() && dst.GetDType() == it->second.GetDType(),
-                      kInvalidArgument, latest->path, ": tensor '", name, "' is ", DTypeName(it->second.GetDType()),
-                      ShapeToString(it->second.GetShape()), ", but the program's var is ", DTypeName(dst.GetDType()),
-                      ShapeToString(dst.GetShape()));
-        dst.CopyFrom(it->second, device);
-      }
-      auto meta = [&](const char* key) -> int64_t {
-        auto it = f.metadata.find(key);
-        NABLA_ENFORCE(it != f.metadata.end(), kInvalidArgument, latest->path, ": the checkpoint metadata lacks '", key,
-                      "'");
-        return std::stoll(it->second);
-      };
-      step = meta("step");
-      epoch = meta("epoch");
-      batch = meta("batch");
-      NABLA_ENFORCE(batch <= batches, kInvalidArgument, latest->path, ": the checkpoint was taken at batch ", batch,
+    if (auto point = FindResumePoint(c.checkpoint.dir, std::cerr)) {
+      RestoreCheckpoint(*point, tp.persistables, tp.learning_rate, scope, device);
+      step = point->step;
+      epoch = point->epoch;
+      batch = point->batch;
+      NABLA_ENFORCE(batch <= batches, kInvalidArgument, point->path, ": the checkpoint was taken at batch ", batch,
                     " of an epoch, but an epoch now has ", batches, " batches (did data or batch_size change?)");
-      last_checkpoint = latest->path;
+      last_checkpoint = point->path;
       resumed = true;
-      out << "resumed from " << latest->path << " (step " << step << ", epoch " << epoch << ", batch " << batch << ")"
+      out << "resumed from " << point->path << " (step " << step << ", epoch " << epoch << ", batch " << batch << ")"
           << std::endl;
     } else {
       out << "no checkpoint in " << c.checkpoint.dir << "; starting from scratch" << std::endl;
     }
+  } else if (!c.checkpoint.dir.empty()) {
+    CheckFreshCheckpointDir(c.checkpoint.dir);
   }
+  // A folder that cannot be made fails the run before its first step.
+  if (!c.checkpoint.dir.empty()) EnsureCheckpointDir(c.checkpoint.dir);
 
   std::unique_ptr<MetricsWriter> metrics;
   if (!c.logging.metrics_file.empty()) metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
@@ -593,11 +599,15 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   Tensor& lr_tensor = scope.FindVar(tp.learning_rate)->GetTensor();
   double current_lr = c.optimizer.lr;
 
+  // Checked between steps only, so a checkpoint never holds half a step.
+  int stop_signal = 0;
   while ((epochs == 0 || epoch < epochs) && (max_steps == 0 || step < max_steps)) {
+    if ((stop_signal = StopSignals::Pending()) != 0) break;
     std::vector<int64_t> order = EpochOrder(n, c.data.shuffle, data_seed, epoch);
     double ep_loss = 0;
     int64_t ep_samples = 0, ep_correct = 0;
     for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {
+      if ((stop_signal = StopSignals::Pending()) != 0) break;
       const int64_t b0 = batch * bs, b1 = std::min(n, b0 + bs);
       for (const auto& f : train.feeds) scope.Var(f.var)->GetTensor() = MakeBatch(f, order, b0, b1, device);
       const double lr = LearningRate(c.optimizer, step, epoch, planned);
@@ -659,7 +669,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
       summary.train.accuracy.reset();
       if (!tp.accuracy.empty()) summary.train.accuracy = static_cast<double>(ep_correct) / ep_samples;
     }
-    if (batch < batches) break;  // the step limit stopped the epoch part-way
+    if (batch < batches) break;  // the step limit or a signal stopped the epoch part-way
     ++epoch;
     batch = 0;
     progress.Break();
@@ -699,6 +709,15 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     if (!c.checkpoint.dir.empty() && c.checkpoint.every_epoch) save(epoch, 0);
   }
   progress.Break();
+  if (stop_signal != 0) {
+    StopForSignal(
+        stop_signal, step, step > start_step, c.checkpoint.dir, [&] { save(epoch, batch); }, last_checkpoint);
+    summary.steps = step;
+    summary.epochs = epoch;
+    summary.last_checkpoint = last_checkpoint;
+    summary.stopped_by_signal = stop_signal;
+    return summary;
+  }
 
   // A run cut short by a step limit still reports (and keeps) where it got.
   if (eval && last_eval_step != step && step > start_step) {

@@ -45,13 +45,14 @@ struct EpochStats {
 };
 
 struct RunSummary {
-  int64_t steps = 0;   // optimizer steps done, resumed ones included
-  int64_t epochs = 0;  // completed epochs
-  EpochStats train;    // of the last epoch run
+  int64_t steps = 0;               // optimizer steps done, resumed ones included
+  int64_t epochs = 0;              // completed epochs
+  EpochStats train;                // of the last epoch run
   std::optional<EpochStats> eval;  // of the last evaluation
   double seconds = 0;
   double samples_per_sec = 0;
   std::string last_checkpoint;
+  int stopped_by_signal = 0;  // SIGINT or SIGTERM when one stopped the run early
 };
 
 // Runs a whole training as the config says, printing progress to `out`
