@@ -398,5 +398,35 @@ TEST_F(FaultTest, UnwritableFoldersAreOneLine) {
   EXPECT_TRUE(ListCheckpoints(dir_.Path("ckpt")).empty());  // failed before any step
 }
 
+// `nabla exec --out` past a file-size limit, and into a folder that cannot
+// be made: one line naming the file and the reason, exit 1, no partial file.
+TEST_F(FaultTest, ExecOutWriteFailuresAreOneLine) {
+  dir_.Write("p.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      big: {shape: [4096], dtype: float32, persistable: true, init: {type: fill_constant, value: 1.0}}
+    ops:
+      - {type: scale, inputs: {X: [big]}, outputs: {Out: [y]}, attrs: {scale: 2.0}}
+)");
+  ASSERT_EQ(Nabla(dir_, "exec p.yaml --fetch y --out ok").rc, 0);
+  ASSERT_GT(fs::file_size(dir_.Path("ok/y.npy")), 8u * 1024);
+  const std::string cmd = "cd '" + dir_.Dir().string() + "' && sh -c 'ulimit -f 8; exec " + NABLA_BIN_PATH +
+                          " exec p.yaml --fetch y --out out' >stdout.txt 2>stderr.txt";
+  const int status = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
+  const std::string err = Slurp(dir_.Path("stderr.txt"));
+  EXPECT_EQ(Lines(err), 1) << err;
+  EXPECT_NE(err.find("out/y.npy: write failed: File too large"), std::string::npos) << err;
+  EXPECT_TRUE(fs::is_empty(dir_.Path("out")));
+
+  dir_.Write("file.txt", "a regular file\n");
+  Result r = Nabla(dir_, "exec p.yaml --fetch y --out file.txt/out");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--out file.txt/out: cannot create the folder"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace nabla::train
