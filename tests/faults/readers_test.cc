@@ -9,6 +9,7 @@
 #include <iterator>
 #include <string>
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -35,6 +36,13 @@ std::string Safetensors(const std::string& json, size_t data_bytes) {
     const std::string msg = ErrorOf([&] { (void)(expr); });                         \
     EXPECT_NE(msg.find(fragment), std::string::npos) << "message: '" << msg << "'"; \
   } while (0)
+
+// Tensors are allocated on the host device, which the CPU backend provides.
+class ReadersEnv : public ::testing::Environment {
+ public:
+  void SetUp() override { cpu::InitCpuBackend(); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ReadersEnv);
 
 TEST(SafetensorsLimits, AbsurdSizesAreErrorsBeforeAllocation) {
   EXPECT_ERROR(DecodeSafetensors(Le64(uint64_t(1) << 40) + "{}", "f.safetensors"),
@@ -118,6 +126,13 @@ TEST(DataFiles, LyingHeadersAreErrorsBeforeAllocation) {
   idx[4] = idx[5] = idx[6] = idx[7] = idx[8] = idx[9] = idx[10] = idx[11] = '\x7f';  // 2^62 elements
   dir.Write("big.idx", idx);
   EXPECT_ERROR(ReadIdxFile(dir.Path("big.idx"), "x"), "big.idx: IDX dimensions");
+  // fuzz_idx's first find (tests/fuzz/corpus/idx/crash-dims-overflow.idx):
+  // int32 dims 0xffffff01 x 0xff400000 overflowed the element count (UBSan).
+  dir.Write("overflow.idx", std::string("\x00\x00\x0c\x02\xff\xff\xff\x01\xff\x40\x00\x00\x00\x00\x00\x01"
+                                        "\xff\xff\xfe\x00\x00\x00\x03\x00\x00\x00\x04",
+                                        27));
+  EXPECT_ERROR(ReadIdxFile(dir.Path("overflow.idx"), "x"),
+               "overflow.idx: IDX dimensions [4294967041, 4282384384] are implausibly large");
   dir.Write("short.idx", Idx().substr(0, 30));
   EXPECT_ERROR(ReadIdxFile(dir.Path("short.idx"), "x"), "short.idx: the file ends inside the IDX data at byte 30");
 

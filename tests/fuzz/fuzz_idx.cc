@@ -3,8 +3,15 @@
 #include <cstdint>
 
 #include "fuzz/fuzz_util.h"
+#include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "train/dataset.h"
+
+// Tensors are allocated on the host device, which the CPU backend provides.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  nabla::cpu::InitCpuBackend();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

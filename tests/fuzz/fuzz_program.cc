@@ -7,9 +7,16 @@
 #include <string>
 
 #include "core/io_toy_ops.h"
+#include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
 #include "nabla/program_io.h"
+
+// Tensors are allocated on the host device, which the CPU backend provides.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  nabla::cpu::InitCpuBackend();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nabla::io_test::RegisterIoToyOps();

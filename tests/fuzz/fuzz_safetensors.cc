@@ -3,8 +3,15 @@
 #include <cstdint>
 #include <string>
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "train/checkpoint.h"
+
+// Tensors are allocated on the host device, which the CPU backend provides.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  nabla::cpu::InitCpuBackend();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -99,11 +99,12 @@ class GzFile {
   // that lies about the size runs into the end of the file instead of
   // allocating what it claims.
   void ReadGrowing(std::vector<uint8_t>& out, size_t n, const char* what) {
-    constexpr size_t kChunk = size_t(1) << 26;
     const size_t promised = n;
     while (n > 0) {
+      // Chunks grow with what has arrived (1 MiB, then doubling up to 64 MiB).
+      const size_t chunk = std::min({n, std::max<size_t>(out.size(), size_t(1) << 20), size_t(1) << 26});
       const size_t old = out.size();
-      out.resize(old + std::min(n, kChunk));
+      out.resize(old + chunk);
       const int got = gzread(file_, out.data() + old, static_cast<unsigned>(out.size() - old));
       if (got < 0) ThrowDamaged(what);
       out.resize(old + static_cast<size_t>(got));
@@ -308,9 +309,11 @@ Column ReadIdxFile(const std::string& path, const std::string& column_name) {
   for (int i = 0; i < ndims; ++i) {
     int64_t d = BigEndian32(&dims_raw[4 * i]);
     dims.push_back(d);
+    // Checked before multiplying: a zero-free run of large dims must not
+    // overflow the count (found by tests/fuzz/fuzz_idx).
+    NABLA_ENFORCE(d == 0 || numel <= (int64_t(1) << 36) / d, kInvalidArgument, path, ": IDX dimensions ",
+                  ShapeToString(dims), " are implausibly large (corrupt header?)");
     numel *= d;
-    NABLA_ENFORCE(numel <= (int64_t(1) << 36), kInvalidArgument, path, ": IDX dimensions ", ShapeToString(dims),
-                  " are implausibly large (corrupt header?)");
   }
   c.rows = dims[0];
   c.sample_shape.assign(dims.begin() + 1, dims.end());
