@@ -29,29 +29,43 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `nabla ARGS` started in the background in `dir` (stdout.txt, stderr.txt).
-pid_t Spawn(const TempDir& dir, const std::string& args, const std::string& env = "") {
-  const std::string cmd = "cd '" + dir.Dir().string() + "' && exec env " + env + " " + NABLA_BIN_PATH + " " + args +
-                          " >stdout.txt 2>stderr.txt";
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+// `nabla ARGS` started in the background in `dir` (stdout.txt, stderr.txt);
+// killed and reaped if the test leaves before waiting for it.
+class Child {
+ public:
+  Child(const TempDir& dir, const std::string& args, const std::string& env = "") {
+    const std::string cmd = "cd '" + dir.Dir().string() + "' && exec env " + env + " " + NABLA_BIN_PATH + " " + args +
+                            " >stdout.txt 2>stderr.txt";
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
   }
-  return pid;
-}
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+  }
+  void Signal(int sig) const { kill(pid_, sig); }
+  // The exit code, or 128 + the signal that ended it.
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
 
-// The exit code, or 128 + the signal that ended it.
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+ private:
+  pid_t pid_ = -1;
+};
 
-// Waits (at most 20 s) until `path` exists.
-bool WaitFor(const std::string& path) {
-  for (int i = 0; i < 4000; ++i) {
-    if (fs::exists(path)) return true;
+// Waits (at most 30 s) until `dir` holds a checkpoint of at least `step`.
+bool WaitForCheckpoint(const std::string& dir, int64_t step) {
+  for (int i = 0; i < 6000; ++i) {
+    auto all = ListCheckpoints(dir);
+    if (!all.empty() && all.back().step >= step) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
@@ -99,7 +113,7 @@ class FaultTest : public ::testing::Test {
   }
   std::string Ckpt(int64_t step) const { return CheckpointPath(dir_.Path("ckpt"), step); }
   // Runs to completion with extra environment variables.
-  int RunWithEnv(const std::string& env, const std::string& args) { return Wait(Spawn(dir_, args, env)); }
+  int RunWithEnv(const std::string& env, const std::string& args) { return Child(dir_, args, env).Wait(); }
 
   TempDir dir_;
 };
@@ -110,10 +124,10 @@ TEST_F(FaultTest, SignalStopsWithACheckpointAndResumesBitForBit) {
   for (int sig : {SIGINT, SIGTERM}) {
     fs::remove_all(dir_.Path("ckpt"));
     WriteConfig("{dir: ckpt, every_steps: 40, keep_last: 2}");
-    pid_t pid = Spawn(dir_, "run run.yaml --progress none --steps 1000000");
-    ASSERT_TRUE(WaitFor(Ckpt(40)));
-    kill(pid, sig);
-    EXPECT_EQ(Wait(pid), 128 + sig);
+    Child run(dir_, "run run.yaml --progress none --steps 1000000");
+    ASSERT_TRUE(WaitForCheckpoint(dir_.Path("ckpt"), 40));
+    run.Signal(sig);
+    EXPECT_EQ(run.Wait(), 128 + sig);
     const std::string err = Slurp(dir_.Path("stderr.txt"));
     const int64_t stopped = StepIn(err);
     ASSERT_GE(stopped, 40) << err;
@@ -137,11 +151,11 @@ TEST_F(FaultTest, SignalStopsWithACheckpointAndResumesBitForBit) {
 // the run resumes from the newest.
 TEST_F(FaultTest, SecondSignalStopsAtOnceKeepingTheLastGoodCheckpoint) {
   WriteConfig("{dir: ckpt, every_steps: 1, keep_last: 3}");
-  pid_t pid = Spawn(dir_, "run run.yaml --progress none --steps 1000000");
-  ASSERT_TRUE(WaitFor(Ckpt(30)));
-  kill(pid, SIGTERM);
-  kill(pid, SIGTERM);
-  EXPECT_EQ(Wait(pid), 143);
+  Child run(dir_, "run run.yaml --progress none --steps 1000000");
+  ASSERT_TRUE(WaitForCheckpoint(dir_.Path("ckpt"), 30));
+  run.Signal(SIGTERM);
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(), 143);
   auto all = ListCheckpoints(dir_.Path("ckpt"));
   ASSERT_FALSE(all.empty());
   for (const auto& c : all) EXPECT_NO_THROW(ReadSafetensors(c.path)) << c.path;
@@ -162,11 +176,11 @@ TEST_F(FaultTest, KillNineAnywhereThenResumeIsBitForBit) {
   std::mt19937 rng(17);
   std::uniform_int_distribution<int> delay_ms(5, 120);
   for (int round = 0; round < 8; ++round) {
-    pid_t pid = Spawn(dir_, std::string("run run.yaml --progress none --steps ") + std::to_string(total) +
-                                (round == 0 ? "" : " --resume"));
+    Child run(dir_, std::string("run run.yaml --progress none --steps ") + std::to_string(total) +
+                        (round == 0 ? "" : " --resume"));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
-    kill(pid, SIGKILL);
-    Wait(pid);
+    run.Signal(SIGKILL);
+    run.Wait();
     for (const auto& c : ListCheckpoints(dir_.Path("ckpt"))) ASSERT_NO_THROW(ReadSafetensors(c.path)) << c.path;
   }
   Result r = Nabla(dir_, "run run.yaml --progress none --resume --steps " + std::to_string(total));
@@ -426,6 +440,16 @@ blocks:
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("--out file.txt/out: cannot create the folder"), std::string::npos) << r.err;
+
+  // A parameter of 2^62 elements used to run as float32[0] with exit 0: the
+  // initializer's int shape attribute wrapped it.
+  std::string big = Slurp(dir_.Path("p.yaml"));
+  big.replace(big.find("[4096]"), 6, "[4611686018427387904]");
+  dir_.Write("big.yaml", big);
+  r = Nabla(dir_, "exec big.yaml --fetch y");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("big.yaml:6:7: parameter 'big' has a dim 4611686018427387904"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -5,15 +5,21 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "fuzz/targets.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/program_io.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/dataset.h"
+#include "train/run_config.h"
 
 namespace nabla::train {
 namespace {
@@ -154,6 +160,53 @@ TEST(DataFiles, CsvBadRowNamesLineAndColumn) {
   dir.Write("d.csv", "a,b\n1,2\n3\n");
   const std::string short_row = ErrorOf([&] { ReadCsvDataset(dir.Path("d.csv"), {"a", "b"}, true, ','); });
   EXPECT_NE(short_row.find("d.csv:3"), std::string::npos) << short_row;
+}
+
+// A program's var shape whose element count overflows used to wrap (a
+// [2^62] parameter ran as float32[0], exit 0).
+TEST(ProgramLimits, AbsurdShapesAreErrorsNamingThePosition) {
+  const std::string head = "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n      w: {shape: ";
+  EXPECT_ERROR(ParseProgram(head + "[2000000000, 2000000000, 2000000000], dtype: float32}\n    ops: []\n", "p.yaml"),
+               "p.yaml:6:18: bad 'shape' of var 'w': [2000000000, 2000000000, 2000000000] has more elements than a "
+               "64-bit count holds");
+  EXPECT_EQ(NumElements({4611686018427387904, 0, 4611686018427387904}), 0);
+  EXPECT_ERROR(NumElements({4611686018427387904, 4}), "has more elements than a 64-bit count holds");
+  Tensor t;
+  t.Resize({4611686018427387904});
+  t.SetDType(DType::kFloat32);
+  EXPECT_ERROR(t.Allocate(HostDevice()),
+               "a float32[4611686018427387904] tensor needs more bytes than memory can address");
+}
+
+// Every input of the fuzzers' seed corpus, crash inputs included, replayed
+// through the same reader calls in this (non-clang) build: only nabla::Error
+// may come out. tests/fuzz/corpus/*/crash-* are the fuzzers' finds.
+TEST(FuzzCorpus, EveryInputIsReadOrRejectedCleanly) {
+  const std::vector<std::pair<std::string, void (*)(const uint8_t*, size_t)>> targets = {
+      {"program", fuzz::Program}, {"run_config", fuzz::RunConfig},
+      {"npy", fuzz::Npy},         {"safetensors", fuzz::Safetensors},
+      {"idx", fuzz::Idx},         {"csv", fuzz::Csv}};
+  int inputs = 0;
+  for (const auto& [name, fn] : targets) {
+    const std::filesystem::path dir = std::filesystem::path(NABLA_FUZZ_CORPUS_DIR) / name;
+    ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string bytes = Slurp(e.path().string());
+      SCOPED_TRACE(e.path().string());
+      fn(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      ++inputs;
+    }
+  }
+  EXPECT_GE(inputs, 20);
+}
+
+// fuzz_run_config's find: a second `program:` key cut the inline program
+// text past the end of the file (std::out_of_range, not a nabla::Error).
+TEST(FuzzCorpus, ProgramKeyTwiceIsAnError) {
+  const std::string text = Slurp(std::string(NABLA_FUZZ_CORPUS_DIR) + "/run_config/crash-program-twice.yaml");
+  EXPECT_ERROR(ParseRunConfig(text, "c.yaml", "/nonexistent"), "c.yaml:");
+  EXPECT_ERROR(ParseRunConfig("loss: l\nprogram: {format: nabla-program/1}\nprogram:\n", "c.yaml", "/nonexistent"),
+               "c.yaml:3:1: the key 'program' is given twice");
 }
 
 }  // namespace

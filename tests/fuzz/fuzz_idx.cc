@@ -1,11 +1,9 @@
-// IDX dataset files, plain or gzip (zlib reads both).
+// libFuzzer entry point for nabla::fuzz::Idx (targets.h).
 #include <cstddef>
 #include <cstdint>
 
-#include "fuzz/fuzz_util.h"
+#include "fuzz/targets.h"
 #include "nabla/cpu/cpu.h"
-#include "nabla/error.h"
-#include "train/dataset.h"
 
 // Tensors are allocated on the host device, which the CPU backend provides.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -14,9 +12,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  try {
-    nabla::train::ReadIdxFile(nabla::fuzz::AsFile(data, size), "x");
-  } catch (const nabla::Error&) {
-  }
+  nabla::fuzz::Idx(data, size);
   return 0;
 }

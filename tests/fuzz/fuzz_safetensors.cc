@@ -1,11 +1,9 @@
-// Safetensors checkpoints, and the counts --resume reads from their metadata.
+// libFuzzer entry point for nabla::fuzz::Safetensors (targets.h).
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
+#include "fuzz/targets.h"
 #include "nabla/cpu/cpu.h"
-#include "nabla/error.h"
-#include "train/checkpoint.h"
 
 // Tensors are allocated on the host device, which the CPU backend provides.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -14,13 +12,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string bytes(reinterpret_cast<const char*>(data), size);
-  try {
-    nabla::train::SafetensorsFile f = nabla::train::DecodeSafetensors(bytes, "fuzz.safetensors");
-    for (const char* key : {"step", "epoch", "batch"}) {
-      if (f.metadata.count(key)) nabla::train::CheckpointCount(f, "fuzz.safetensors", key);
-    }
-  } catch (const nabla::Error&) {
-  }
+  nabla::fuzz::Safetensors(data, size);
   return 0;
 }
