@@ -243,7 +243,11 @@ TEST_F(FaultTest, DamagedNewestCheckpointFallsBackToThePreviousOne) {
     EXPECT_NE(r.err.find(damage == 0 ? "the data fails its checksum" : "the file is truncated: its tensors need"),
               std::string::npos)
         << r.err;
-    EXPECT_NE(r.err.find("; falling back to ckpt/ckpt-00000010.safetensors"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("; moved aside to ckpt/ckpt-00000015.safetensors.damaged; falling back to "
+                         "ckpt/ckpt-00000010.safetensors"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(fs::exists(Ckpt(15) + ".damaged"));
     EXPECT_NE(r.out.find("resumed from ckpt/ckpt-00000010.safetensors (step 10"), std::string::npos) << r.out;
     ExpectSameTensors(ReadSafetensors(Ckpt(30)), Straight(30), "resumed past a damaged checkpoint");
   }

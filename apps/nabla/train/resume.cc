@@ -1,8 +1,12 @@
 #include "train/resume.h"
 
+#include <filesystem>
+
 #include "nabla/error.h"
 
 namespace nabla::train {
+
+namespace fs = std::filesystem;
 
 std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream& warn) {
   RemoveStaleTempFiles(dir);
@@ -22,9 +26,17 @@ std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream&
       if (first_reason.empty()) first_reason = e.what();
       damaged.push_back(p.path);
       if (std::next(it) != all.rend()) {
-        warn << "warning: " << e.what() << "; falling back to " << std::next(it)->path << std::endl;
+        warn << "warning: " << e.what() << "; moved aside to " << p.path << ".damaged; falling back to "
+             << std::next(it)->path << std::endl;
       }
       continue;
+    }
+    // Only once an intact one is found do the damaged ones go aside, so the
+    // run's new checkpoints are not outnumbered by them under keep_last and a
+    // later --resume does not trip over them again.
+    for (const auto& d : damaged) {
+      std::error_code ec;
+      fs::rename(d, d + ".damaged", ec);
     }
     return p;
   }

@@ -21,7 +21,8 @@ struct ResumePoint {
 
 // The newest intact checkpoint in `dir` (nullopt when there is none at all).
 // A damaged one (unreadable, bad header or sizes, failed checksum, bad counts)
-// costs one "warning:" line on `warn` and the next older one is tried; when
+// costs one "warning:" line on `warn` and the next older one is tried (the
+// damaged ones are renamed to *.damaged once an intact one is found); when
 // every one is damaged it is kInvalidArgument naming them all.
 std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream& warn);
 
