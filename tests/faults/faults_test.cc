@@ -174,15 +174,30 @@ TEST_F(FaultTest, KillNineAnywhereThenResumeIsBitForBit) {
   WriteConfig("{dir: ckpt, every_steps: 1, keep_last: 2}");
   const int64_t total = 400;
   std::mt19937 rng(17);
-  std::uniform_int_distribution<int> delay_ms(5, 120);
+  // The kill times scale with how long a start takes here (slower under
+  // sanitizers), so they land during training, not before it.
+  int start_ms = 0;
+  int progressed = 0;
   for (int round = 0; round < 8; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
     Child run(dir_, std::string("run run.yaml --progress none --steps ") + std::to_string(total) +
                         (round == 0 ? "" : " --resume"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    if (round == 0) {
+      ASSERT_TRUE(WaitForCheckpoint(dir_.Path("ckpt"), 1));
+      start_ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const int64_t before =
+        ListCheckpoints(dir_.Path("ckpt")).empty() ? 0 : ListCheckpoints(dir_.Path("ckpt")).back().step;
+    std::this_thread::sleep_until(
+        t0 + std::chrono::milliseconds(std::uniform_int_distribution<int>(start_ms, 2 * start_ms + 20)(rng)));
     run.Signal(SIGKILL);
     run.Wait();
-    for (const auto& c : ListCheckpoints(dir_.Path("ckpt"))) ASSERT_NO_THROW(ReadSafetensors(c.path)) << c.path;
+    auto all = ListCheckpoints(dir_.Path("ckpt"));
+    for (const auto& c : all) ASSERT_NO_THROW(ReadSafetensors(c.path)) << c.path;
+    progressed += !all.empty() && all.back().step > before;
   }
+  EXPECT_GE(progressed, 3);  // the kills landed while it trained
   Result r = Nabla(dir_, "run run.yaml --progress none --resume --steps " + std::to_string(total));
   ASSERT_EQ(r.rc, 0) << r.err;
   ExpectSameTensors(ReadSafetensors(Ckpt(total)), Straight(total), "resumed after kill -9");
