@@ -23,6 +23,7 @@
 #include "nabla/cpu/cpu.h"
 #include "run_util.h"
 #include "train/checkpoint.h"
+#include "train/metrics.h"
 
 namespace nabla::train {
 namespace {
@@ -203,6 +204,29 @@ TEST_F(FaultTest, KillNineAnywhereThenResumeIsBitForBit) {
   ExpectSameTensors(ReadSafetensors(Ckpt(total)), Straight(total), "resumed after kill -9");
   for (const auto& e : fs::directory_iterator(dir_.Path("ckpt"))) {
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
+// Rows the killed run wrote after its last checkpoint are dropped on resume,
+// so the metrics file reads as if the run had never been interrupted.
+TEST_F(FaultTest, ResumedMetricsHaveNoDuplicateSteps) {
+  for (const std::string file : {"m.csv", "m.jsonl"}) {
+    fs::remove_all(dir_.Path("ckpt"));
+    fs::remove(dir_.Path(file));
+    WriteConfig("{dir: ckpt, every_steps: 5, keep_last: 2}", "logging: {metrics_file: " + file + ", every_steps: 1}\n");
+    EXPECT_EQ(RunWithEnv("NABLA_TEST_KILL_IN_CHECKPOINT_WRITE=15", "run run.yaml --progress none --steps 30"),
+              128 + SIGKILL);
+    std::vector<MetricRow> rows = ReadMetrics(dir_.Path(file));
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows.back().step, 15);  // written before the checkpoint that was killed
+    Result r = Nabla(dir_, "run run.yaml --progress none --resume --steps 30");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<int64_t> steps;
+    for (const auto& row : ReadMetrics(dir_.Path(file))) {
+      if (row.phase == "step") steps.push_back(row.step);
+    }
+    ASSERT_EQ(steps.size(), 30u) << file;
+    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], static_cast<int64_t>(i + 1)) << file;
   }
 }
 

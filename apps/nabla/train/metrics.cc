@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "nabla/error.h"
+#include "nabla/program_io.h"
 
 namespace nabla::train {
 
@@ -84,6 +86,39 @@ void MetricsWriter::Write(const MetricRow& r) {
                       Num(r.samples_per_sec).c_str(), Num(r.elapsed_s).c_str()) >= 0;
   }
   if (!ok || std::fflush(file_) != 0) Fail();
+}
+
+void DropMetricsAfterStep(const std::string& path, int64_t step) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  std::ifstream in(path);
+  NABLA_ENFORCE(in.good(), kExternal, "cannot read the metrics file '", path, "': ", std::strerror(errno));
+  const bool jsonl = EndsWith(path, ".jsonl");
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    std::optional<long long> row_step;
+    if (jsonl) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) row_step = j["step"].get<long long>();
+    } else {
+      // phase,epoch,step,...
+      const size_t a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+      if (b != std::string::npos) {
+        const std::string field = line.substr(b + 1, line.find(',', b + 1) - b - 1);
+        if (!field.empty() && field.find_first_not_of("0123456789") == std::string::npos && field.size() < 19) {
+          row_step = std::stoll(field);
+        }
+      }
+    }
+    if (row_step && *row_step > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  NABLA_ENFORCE(!in.bad(), kExternal, "cannot read the metrics file '", path, "': ", std::strerror(errno));
+  if (dropped) WriteFileAtomically(path, kept);
 }
 
 std::vector<MetricRow> ReadMetrics(const std::string& path) {

@@ -525,7 +525,10 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   if (!c.checkpoint.dir.empty()) EnsureCheckpointDir(c.checkpoint.dir);
 
   std::unique_ptr<MetricsWriter> metrics;
-  if (!c.logging.metrics_file.empty()) metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
+  if (!c.logging.metrics_file.empty()) {
+    if (resumed) DropMetricsAfterStep(c.logging.metrics_file, step);
+    metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
+  }
   std::string mode = ov.progress.value_or(c.logging.progress);
   if (mode == "auto") mode = out_is_tty ? "bar" : "lines";
   Progress progress(out, mode, c.logging.every_steps);
