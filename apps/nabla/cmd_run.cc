@@ -41,8 +41,9 @@ Command RunCommand() {
     if (a->steps > 0 && a->epochs == 0) ov.epochs = 0;
     ov.resume = a->resume;
     if (!a->progress.empty()) ov.progress = a->progress;
-    train::RunTraining(config, ov, std::cout, isatty(STDOUT_FILENO) == 1);
-    return 0;
+    const train::RunSummary summary = train::RunTraining(config, ov, std::cout, isatty(STDOUT_FILENO) == 1);
+    // The shell's convention for a process ended by a signal: 130, 143.
+    return summary.stopped_by_signal != 0 ? 128 + summary.stopped_by_signal : 0;
   });
   return c;
 }

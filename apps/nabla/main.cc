@@ -3,6 +3,7 @@
 // (SPEC §4): 0 success, 1 runtime failure, 2 bad input or usage.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -50,6 +51,9 @@ int main(int argc, char** argv) {
   // plugin, after main has started; a user's own setting wins.
   setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   ChooseBlasKernels(argv);
+  // Past a file-size limit (ulimit -f) write() then fails with EFBIG, which
+  // the writers report naming the file, instead of the process dying mute.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     nabla::cpu::InitCpuBackend();
     return nabla::app::RunCli(argc, argv);

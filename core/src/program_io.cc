@@ -309,6 +309,17 @@ class Parser {
           if (d < -1) Fail(ErrorKind::kInvalidArgument, e.Mark(), "bad ", w, ": expected a dim >= 0 or -1 (unknown) but received ", d);
           return d;
         });
+        // Bounded here, where the file position is known, before anything
+        // multiplies the dims.
+        if (std::find(shape.begin(), shape.end(), 0) == shape.end()) {
+          int64_t n = 1;
+          for (int64_t d : shape) {
+            if (d > 0 && __builtin_mul_overflow(n, d, &n)) {
+              Fail(ErrorKind::kOutOfRange, field.value.Mark(), "bad ", fwhat, ": ", ShapeToString(shape),
+                   " has more elements than a 64-bit count holds");
+            }
+          }
+        }
         var->SetShape(std::move(shape));
       } else if (field.key == "dtype") {
         DType dtype;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <limits>
 
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
@@ -24,6 +25,14 @@ ProgramDesc BuildStartupProgram(const ProgramDesc& main, const std::vector<std::
       op.SetPos(init.pos);
       op.SetOutput("Out", {var->Name()});
       op.MutableAttrs() = init.attrs;
+      // Initializers take Paddle's int `shape` attribute: a larger dim would
+      // wrap silently (2^62 became 0), so it is an error here.
+      for (int64_t d : var->GetShape()) {
+        NABLA_ENFORCE(d <= std::numeric_limits<int>::max(), kOutOfRange, main.Where(var->Pos()), ": parameter '",
+                      var->Name(), "' has a dim ", d, " in ", ShapeToString(var->GetShape()),
+                      ", more than an initializer's int shape attribute holds (", std::numeric_limits<int>::max(),
+                      ")");
+      }
       std::vector<int> shape(var->GetShape().begin(), var->GetShape().end());
       if (!op.HasAttr("shape")) op.SetAttr("shape", shape);
       if (!op.HasAttr("dtype")) op.SetAttr("dtype", std::string(DTypeName(var->GetDType())));

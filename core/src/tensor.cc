@@ -1,6 +1,7 @@
 #include "nabla/tensor.h"
 
 #include <utility>
+#include <cstdint>
 
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
@@ -28,6 +29,8 @@ int64_t Tensor::Numel() const {
 void* Tensor::Allocate(Device& device) {
   NABLA_ENFORCE(NumElements(shape_) >= 0, kInvalidArgument, "cannot allocate a tensor of unknown shape ",
                 ShapeToString(shape_));
+  NABLA_ENFORCE(static_cast<uint64_t>(Numel()) <= SIZE_MAX / DTypeSize(dtype_), kOutOfRange, "a ", DTypeName(dtype_),
+                ShapeToString(shape_), " tensor needs more bytes than memory can address");
   size_t need = Bytes();
   if (buffer_ && buffer_->GetDevice() == &device && buffer_.use_count() == 1 && buffer_->Bytes() >= need) {
     offset_ = 0;

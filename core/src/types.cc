@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "nabla/error.h"
+
 namespace nabla {
 
 const char* DTypeName(DType dtype) {
@@ -59,10 +61,18 @@ bool ParseVarType(const std::string& name, VarType* out) {
 // table of registered device types.
 
 int64_t NumElements(const Shape& shape) {
-  int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return -1;
-    n *= d;
+  }
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
+  // A shape from a file may be absurd (2^62 x 2^62): an error, not a count
+  // that wraps to something small.
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    NABLA_ENFORCE(!__builtin_mul_overflow(n, d, &n), kOutOfRange, "shape ", ShapeToString(shape),
+                  " has more elements than a 64-bit count holds");
   }
   return n;
 }

@@ -70,8 +70,7 @@ TEST_F(CheckpointTest, RoundTrip) {
 TEST_F(CheckpointTest, MalformedFilesAreClearErrors) {
   std::string good = EncodeSafetensors(Sample(), {});
   std::string e = ErrorOf([&] { ReadSafetensors(dir_.Write("t.safetensors", good.substr(0, good.size() - 4))); });
-  EXPECT_NE(e.find("t.safetensors: tensor"), std::string::npos) << e;
-  EXPECT_NE(e.find("needs"), std::string::npos) << e;
+  EXPECT_NE(e.find("t.safetensors: the file is truncated: its tensors need"), std::string::npos) << e;
   e = ErrorOf([&] { ReadSafetensors(dir_.Write("h.safetensors", good.substr(0, 20))); });
   EXPECT_NE(e.find("h.safetensors: the header length"), std::string::npos) << e;
   ErrorKind kind;

@@ -26,8 +26,15 @@ struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;  // on the host device
   std::map<std::string, std::string> metadata;
 };
-// Errors name the file and what is malformed (header, dtype, offsets).
+// Errors name the file and what is malformed (header, dtype, offsets, a
+// checksum recorded under "data_crc32" that the data fails). Sizes are
+// checked against the file before anything is allocated.
 SafetensorsFile ReadSafetensors(const std::string& path);
+// The same from bytes in memory; `path` only names them in errors.
+SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& path);
+// A count (step, epoch, batch) from a checkpoint's metadata; anything but
+// decimal digits is kInvalidArgument naming the file and the key.
+int64_t CheckpointCount(const SafetensorsFile& f, const std::string& path, const std::string& key);
 
 struct CheckpointInfo {
   std::string path;
@@ -37,8 +44,10 @@ struct CheckpointInfo {
 
 // "DIR/ckpt-00001200.safetensors".
 std::string CheckpointPath(const std::string& dir, int64_t step);
-// Writes a checkpoint with `step` and `epoch` (and `extra`) in the
-// metadata, then deletes all but the newest `keep_last` (0: keep all).
+// Creates `dir` when missing; kExternal naming it when that fails.
+void EnsureCheckpointDir(const std::string& dir);
+// Writes a checkpoint with `step`, `epoch`, a CRC-32 of the data (and
+// `extra`) in the metadata, then deletes all but the newest `keep_last` (0: keep all).
 // Creates `dir` when missing. Returns the path written.
 std::string SaveCheckpoint(const std::string& dir, int64_t step, int64_t epoch, const NamedTensors& tensors,
                            const std::map<std::string, std::string>& extra, int keep_last);
@@ -46,5 +55,8 @@ std::string SaveCheckpoint(const std::string& dir, int64_t step, int64_t epoch, 
 // interrupted write are not checkpoints and are ignored.
 std::vector<CheckpointInfo> ListCheckpoints(const std::string& dir);
 std::optional<CheckpointInfo> LatestCheckpoint(const std::string& dir);
+// Deletes the temp files that killed checkpoint writes left in `dir`
+// (those of writers still running are kept).
+void RemoveStaleTempFiles(const std::string& dir);
 
 }  // namespace nabla::train

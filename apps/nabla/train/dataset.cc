@@ -70,29 +70,62 @@ class GzFile {
 
   // Reads exactly `n` bytes or throws naming what was being read.
   void Read(void* dst, size_t n, const char* what) {
+    const size_t want = n;
     auto* out = static_cast<uint8_t*>(dst);
     while (n > 0) {
       unsigned chunk = static_cast<unsigned>(std::min<size_t>(n, 1u << 30));
       int got = gzread(file_, out, chunk);
-      if (got < 0) {
-        int err = 0;
-        const char* msg = gzerror(file_, &err);
-        NABLA_THROW(kInvalidArgument, path_, ": cannot read the ", what, " (zlib: ", msg, ")");
-      }
-      NABLA_ENFORCE(got > 0, kInvalidArgument, path_, ": the file ends inside the ", what,
-                    "; expected ", n, " more bytes (truncated download?)");
+      if (got < 0) ThrowDamaged(what);
+      NABLA_ENFORCE(got > 0, kInvalidArgument, path_, ": the file ends inside the ", what, " at byte ", pos_,
+                    "; expected ", n, " more bytes of ", want, " (truncated download?)");
       out += got;
+      pos_ += static_cast<size_t>(got);
       n -= static_cast<size_t>(got);
     }
   }
+  // Appends `n` bytes to `out`, growing it as the bytes arrive: a header
+  // that lies about the size runs into the end of the file instead of
+  // allocating what it claims.
+  void ReadGrowing(std::vector<uint8_t>& out, size_t n, const char* what) {
+    const size_t promised = n;
+    while (n > 0) {
+      // Chunks grow with what has arrived (1 MiB, then doubling up to 64 MiB).
+      const size_t chunk = std::min({n, std::max<size_t>(out.size(), size_t(1) << 20), size_t(1) << 26});
+      const size_t old = out.size();
+      out.resize(old + chunk);
+      const int got = gzread(file_, out.data() + old, static_cast<unsigned>(out.size() - old));
+      if (got < 0) ThrowDamaged(what);
+      out.resize(old + static_cast<size_t>(got));
+      NABLA_ENFORCE(got > 0, kInvalidArgument, path_, ": the file ends inside the ", what, " at byte ", pos_,
+                    "; the header promises ", promised, " bytes of it, ", n,
+                    " more than the file holds (truncated file or a lying header?)");
+      pos_ += static_cast<size_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+  }
+  // A gzip stream's CRC and length are checked only when its end is read, so
+  // damaged compressed bytes surface here as zlib's error, not as extra data.
   bool AtEnd() {
     uint8_t b;
-    return gzread(file_, &b, 1) == 0;
+    const int got = gzread(file_, &b, 1);
+    if (got < 0) ThrowDamaged("end of the data");
+    return got == 0;
+  }
+
+ private:
+  [[noreturn]] void ThrowDamaged(const char* what) {
+    int err = 0;
+    std::string msg = gzerror(file_, &err);
+    // zlib prefixes its message with the path, which the error names already.
+    if (msg.rfind(path_ + ": ", 0) == 0) msg = msg.substr(path_.size() + 2);
+    NABLA_THROW(kInvalidArgument, path_, ": the compressed data is damaged (zlib: ", msg, ") reading the ", what,
+                " near uncompressed byte ", pos_);
   }
 
  private:
   std::string path_;
   gzFile file_ = nullptr;
+  size_t pos_ = 0;  // uncompressed bytes read so far
 };
 
 uint32_t BigEndian32(const uint8_t* p) {
@@ -244,14 +277,15 @@ Column ReadIdxFile(const std::string& path, const std::string& column_name) {
   for (int i = 0; i < ndims; ++i) {
     int64_t d = BigEndian32(&dims_raw[4 * i]);
     dims.push_back(d);
+    // Checked before multiplying: a zero-free run of large dims must not
+    // overflow the count (found by tests/fuzz/fuzz_idx).
+    NABLA_ENFORCE(d == 0 || numel <= (int64_t(1) << 36) / d, kInvalidArgument, path, ": IDX dimensions ",
+                  ShapeToString(dims), " are implausibly large (corrupt header?)");
     numel *= d;
-    NABLA_ENFORCE(numel <= (int64_t(1) << 36), kInvalidArgument, path, ": IDX dimensions ", ShapeToString(dims),
-                  " are implausibly large (corrupt header?)");
   }
   c.rows = dims[0];
   c.sample_shape.assign(dims.begin() + 1, dims.end());
-  c.bytes.resize(static_cast<size_t>(numel) * ElemSize(c.kind));
-  f.Read(c.bytes.data(), c.bytes.size(), "IDX data");
+  f.ReadGrowing(c.bytes, static_cast<size_t>(numel) * ElemSize(c.kind), "IDX data");
   NABLA_ENFORCE(f.AtEnd(), kInvalidArgument, path, ": trailing bytes after the ", ShapeToString(dims),
                 " IDX data; the header does not match the file");
   SwapBytesInPlace(c.bytes, ElemSize(c.kind));  // IDX is big-endian; this is a little-endian host

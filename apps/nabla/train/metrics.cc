@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "nabla/error.h"
+#include "nabla/program_io.h"
 
 namespace nabla::train {
 
@@ -50,9 +52,18 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path)
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   NABLA_ENFORCE(file_ != nullptr, kExternal, "cannot open the metrics file '", path, "': ", std::strerror(errno));
   if (!jsonl_ && !had_rows) {
-    std::fprintf(file_, "%s\n", kCsvHeader);
-    std::fflush(file_);
+    const bool ok = std::fprintf(file_, "%s\n", kCsvHeader) >= 0 && std::fflush(file_) == 0;
+    if (!ok) Fail();
   }
+}
+
+// A metrics file cut short (full disk, ulimit -f) must stop the run loudly:
+// the user reads the curves from it.
+void MetricsWriter::Fail() {
+  const std::string why = std::strerror(errno);
+  std::fclose(file_);
+  file_ = nullptr;
+  NABLA_THROW(kExternal, "cannot write the metrics file '", path_, "': ", why);
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -60,19 +71,54 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::Write(const MetricRow& r) {
+  NABLA_ENFORCE(file_ != nullptr, kPreconditionNotMet, "the metrics file '", path_, "' is closed after a failed write");
+  bool ok = true;
   if (jsonl_) {
     nlohmann::json j = {{"phase", r.phase},   {"epoch", r.epoch},
                         {"step", r.step},     {"loss", std::isfinite(r.loss) ? nlohmann::json(r.loss) : nullptr},
                         {"accuracy", nullptr}, {"samples_per_sec", r.samples_per_sec},
                         {"elapsed_s", r.elapsed_s}};
     if (r.accuracy) j["accuracy"] = *r.accuracy;
-    std::fprintf(file_, "%s\n", j.dump().c_str());
+    ok = std::fprintf(file_, "%s\n", j.dump().c_str()) >= 0;
   } else {
-    std::fprintf(file_, "%s,%s,%lld,%s,%s,%s,%s\n", r.phase.c_str(), Num(r.epoch).c_str(),
-                 static_cast<long long>(r.step), Num(r.loss).c_str(), r.accuracy ? Num(*r.accuracy).c_str() : "",
-                 Num(r.samples_per_sec).c_str(), Num(r.elapsed_s).c_str());
+    ok = std::fprintf(file_, "%s,%s,%lld,%s,%s,%s,%s\n", r.phase.c_str(), Num(r.epoch).c_str(),
+                      static_cast<long long>(r.step), Num(r.loss).c_str(), r.accuracy ? Num(*r.accuracy).c_str() : "",
+                      Num(r.samples_per_sec).c_str(), Num(r.elapsed_s).c_str()) >= 0;
   }
-  std::fflush(file_);
+  if (!ok || std::fflush(file_) != 0) Fail();
+}
+
+void DropMetricsAfterStep(const std::string& path, int64_t step) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  std::ifstream in(path);
+  NABLA_ENFORCE(in.good(), kExternal, "cannot read the metrics file '", path, "': ", std::strerror(errno));
+  const bool jsonl = EndsWith(path, ".jsonl");
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    std::optional<long long> row_step;
+    if (jsonl) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) row_step = j["step"].get<long long>();
+    } else {
+      // phase,epoch,step,...
+      const size_t a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+      if (b != std::string::npos) {
+        const std::string field = line.substr(b + 1, line.find(',', b + 1) - b - 1);
+        if (!field.empty() && field.find_first_not_of("0123456789") == std::string::npos && field.size() < 19) {
+          row_step = std::stoll(field);
+        }
+      }
+    }
+    if (row_step && *row_step > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  NABLA_ENFORCE(!in.bad(), kExternal, "cannot read the metrics file '", path, "': ", std::strerror(errno));
+  if (dropped) WriteFileAtomically(path, kept);
 }
 
 std::vector<MetricRow> ReadMetrics(const std::string& path) {

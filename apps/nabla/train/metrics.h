@@ -33,12 +33,19 @@ class MetricsWriter {
   const std::string& Path() const { return path_; }
 
  private:
+  [[noreturn]] void Fail();
+
   std::string path_;
   bool jsonl_ = false;
   std::FILE* file_ = nullptr;
 };
 
 std::vector<MetricRow> ReadMetrics(const std::string& path);
+
+// A resumed run appends to the metrics file; the rows the interrupted run
+// wrote after its checkpoint at `step` would then appear twice, so they go
+// first (rows that do not parse are kept). Rewrites the file atomically.
+void DropMetricsAfterStep(const std::string& path, int64_t step);
 
 // Draws loss and accuracy against epochs with gnuplot into `out` (.png via
 // pngcairo or png, .svg, or .txt as ASCII art). Throws when gnuplot or the

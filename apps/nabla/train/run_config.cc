@@ -175,7 +175,8 @@ std::string InlineProgramText(const std::string& config_text, const YAML::Node& 
   const YAML::Mark vm = value.Mark();
   std::string out;
   for (int i = 0; i < vm.line; ++i) out += "\n";
-  std::string first = lines.at(vm.line);
+  if (vm.line < 0 || static_cast<size_t>(vm.line) >= lines.size()) return out;
+  std::string first = lines[vm.line];
   // A flow mapping or a block mapping that starts on the key's line: blank
   // out what precedes the value so the columns stay right.
   for (int c = 0; c < vm.column && c < static_cast<int>(first.size()); ++c) first[c] = ' ';
@@ -443,8 +444,14 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
       NABLA_ENFORCE(program.IsMap(), kInvalidArgument, r.Where(program),
                     ": program must be a file path or an inline program mapping, but received ",
                     Reader::Describe(program));
+      bool seen = false;
       for (auto it = root.begin(); it != root.end(); ++it) {
-        if (it->first.Scalar() == "program") c.program_text = InlineProgramText(yaml_text, it->first, it->second);
+        if (it->first.Scalar() != "program") continue;
+        // A second `program:` key (found by tests/fuzz/fuzz_run_config) sent
+        // the inline-text cut past the end of the file.
+        NABLA_ENFORCE(!seen, kInvalidArgument, r.Where(it->first), ": the key 'program' is given twice");
+        seen = true;
+        c.program_text = InlineProgramText(yaml_text, it->first, it->second);
       }
     }
 

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -25,6 +27,8 @@
 #include "train/data_parallel.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/resume.h"
+#include "train/stop_signal.h"
 
 namespace nabla::train {
 
@@ -275,6 +279,22 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+// The one line a stop by signal prints, after writing a checkpoint of the
+// steps done since the last one (nothing to write when none ran).
+void StopForSignal(int sig, int64_t step, bool stepped, const std::string& dir, const std::function<void()>& save,
+                   std::string& last_checkpoint) {
+  std::string what;
+  if (dir.empty()) {
+    what = "wrote no checkpoint (the config has no checkpoint.dir)";
+  } else {
+    auto all = ListCheckpoints(dir);
+    if (stepped && (all.empty() || all.back().step != step)) save();
+    what = last_checkpoint.empty() ? std::string("no step ran, so there is no checkpoint")
+                                   : "checkpoint " + last_checkpoint + "; continue with --resume";
+  }
+  std::cerr << "nabla: stopped by " << StopSignals::Name(sig) << " after step " << step << "; " << what << std::endl;
+}
+
 std::string Percent(const std::optional<double>& a) { return a ? Fixed(*a * 100, 2) + " %" : "-"; }
 
 // Progress on a terminal: one line redrawn in place, at most 10 times a
@@ -445,6 +465,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   const World world = WorldForRun(c.distributed, c.path);
   std::ostream silent(nullptr);
   std::ostream& out = world.Leader() ? leader_out : silent;
+  StopSignals stop_signals;
   // Resolved first, so a machine without OpenCL fails before any data loads.
   Device& device = ResolveDevice(c.device);
   for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
@@ -490,39 +511,25 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   NABLA_ENFORCE(!resume || !c.checkpoint.dir.empty(), kInvalidArgument, c.path,
                 ": --resume needs a checkpoint folder, but the config has no checkpoint.dir");
   bool resumed = false;
+  // Rank 0 alone reads checkpoints (and checks a fresh run's folder); the
+  // others get its parameters and position from the broadcast below.
   if (resume && world.Leader()) {
-    if (auto latest = LatestCheckpoint(c.checkpoint.dir)) {
-      SafetensorsFile f = ReadSafetensors(latest->path);
-      for (const auto& name : tp.persistables) {
-        auto it = f.tensors.find(name);
-        NABLA_ENFORCE(it != f.tensors.end(), kInvalidArgument, latest->path, ": the checkpoint has no tensor '", name,
-                      "', which the program needs (was it written by another program or optimizer?)");
-        if (name == tp.learning_rate) continue;
-        Tensor& dst = scope.Var(name)->GetTensor();
-        NABLA_ENFORCE(dst.GetShape() == it->second.GetShape() && dst.GetDType() == it->second.GetDType(),
-                      kInvalidArgument, latest->path, ": tensor '", name, "' is ", DTypeName(it->second.GetDType()),
-                      ShapeToString(it->second.GetShape()), ", but the program's var is ", DTypeName(dst.GetDType()),
-                      ShapeToString(dst.GetShape()));
-        dst.CopyFrom(it->second, device);
-      }
-      auto meta = [&](const char* key) -> int64_t {
-        auto it = f.metadata.find(key);
-        NABLA_ENFORCE(it != f.metadata.end(), kInvalidArgument, latest->path, ": the checkpoint metadata lacks '", key,
-                      "'");
-        return std::stoll(it->second);
-      };
-      step = meta("step");
-      epoch = meta("epoch");
-      batch = meta("batch");
-      NABLA_ENFORCE(batch <= batches, kInvalidArgument, latest->path, ": the checkpoint was taken at batch ", batch,
+    if (auto point = FindResumePoint(c.checkpoint.dir, std::cerr)) {
+      RestoreCheckpoint(*point, tp.persistables, tp.learning_rate, scope, device);
+      step = point->step;
+      epoch = point->epoch;
+      batch = point->batch;
+      NABLA_ENFORCE(batch <= batches, kInvalidArgument, point->path, ": the checkpoint was taken at batch ", batch,
                     " of an epoch, but an epoch now has ", batches, " batches (did data or batch_size change?)");
-      last_checkpoint = latest->path;
+      last_checkpoint = point->path;
       resumed = true;
-      out << "resumed from " << latest->path << " (step " << step << ", epoch " << epoch << ", batch " << batch << ")"
+      out << "resumed from " << point->path << " (step " << step << ", epoch " << epoch << ", batch " << batch << ")"
           << std::endl;
     } else {
       out << "no checkpoint in " << c.checkpoint.dir << "; starting from scratch" << std::endl;
     }
+  } else if (!resume && !c.checkpoint.dir.empty() && world.Leader()) {
+    CheckFreshCheckpointDir(c.checkpoint.dir);
   }
   if (world.Distributed()) {
     // Rank 0's parameters and optimizer state (fresh or resumed) and where
@@ -538,9 +545,14 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     resumed = at[3] > 0;
   }
 
+  // A folder that cannot be made fails the run before its first step.
+  if (!c.checkpoint.dir.empty() && world.Leader()) EnsureCheckpointDir(c.checkpoint.dir);
+
   std::unique_ptr<MetricsWriter> metrics;
-  if (!c.logging.metrics_file.empty() && world.Leader())
+  if (!c.logging.metrics_file.empty() && world.Leader()) {
+    if (resumed) DropMetricsAfterStep(c.logging.metrics_file, step);
     metrics = std::make_unique<MetricsWriter>(c.logging.metrics_file, resumed);
+  }
   std::string mode = ov.progress.value_or(c.logging.progress);
   if (mode == "auto") mode = out_is_tty ? "bar" : "lines";
   Progress progress(out, mode, c.logging.every_steps);
@@ -625,11 +637,25 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   Tensor& lr_tensor = scope.FindVar(tp.learning_rate)->GetTensor();
   double current_lr = c.optimizer.lr;
 
+  // Checked between steps only, so a checkpoint never holds half a step.
+  // Under mpirun every rank gets the signal, but not at the same moment:
+  // the ranks agree on it first, or one would stop while the others wait in
+  // its next allreduce.
+  auto pending_stop = [&]() -> int {
+    const int sig = StopSignals::Pending();
+    if (!world.Distributed()) return sig;
+    const std::vector<double> any =
+        collectives.Sum({sig == SIGINT ? 1.0 : 0.0, sig != 0 && sig != SIGINT ? 1.0 : 0.0});
+    return any[0] > 0 ? SIGINT : any[1] > 0 ? SIGTERM : 0;
+  };
+  int stop_signal = 0;
   while ((epochs == 0 || epoch < epochs) && (max_steps == 0 || step < max_steps)) {
+    if ((stop_signal = pending_stop()) != 0) break;
     std::vector<int64_t> order = EpochOrder(n, c.data.shuffle, data_seed, epoch);
     double ep_loss = 0;
     int64_t ep_samples = 0, ep_correct = 0;
     for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {
+      if ((stop_signal = pending_stop()) != 0) break;
       const int64_t b0 = batch * bs, b1 = std::min(n, b0 + bs);
       // Every rank shuffles alike and feeds its shard of the global batch.
       const StepShard shard = TrainShard(b0, b1, world);
@@ -704,7 +730,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
       summary.train.accuracy.reset();
       if (!tp.accuracy.empty()) summary.train.accuracy = static_cast<double>(ep_correct) / ep_samples;
     }
-    if (batch < batches) break;  // the step limit stopped the epoch part-way
+    if (batch < batches) break;  // the step limit or a signal stopped the epoch part-way
     ++epoch;
     batch = 0;
     progress.Break();
@@ -744,6 +770,16 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     if (!c.checkpoint.dir.empty() && c.checkpoint.every_epoch) save(epoch, 0);
   }
   progress.Break();
+  if (stop_signal != 0) {
+    if (world.Leader())
+      StopForSignal(
+        stop_signal, step, step > start_step, c.checkpoint.dir, [&] { save(epoch, batch); }, last_checkpoint);
+    summary.steps = step;
+    summary.epochs = epoch;
+    summary.last_checkpoint = last_checkpoint;
+    summary.stopped_by_signal = stop_signal;
+    return summary;
+  }
 
   // A run cut short by a step limit still reports (and keeps) where it got.
   if (eval && last_eval_step != step && step > start_step) {

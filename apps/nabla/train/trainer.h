@@ -53,6 +53,7 @@ struct RunSummary {
   double seconds = 0;
   double samples_per_sec = 0;
   std::string last_checkpoint;
+  int stopped_by_signal = 0;  // SIGINT or SIGTERM when one stopped the run early
 
   int world_size = 1;  // MPI ranks that trained together
 };

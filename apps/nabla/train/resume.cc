@@ -1,0 +1,85 @@
+#include "train/resume.h"
+
+#include <filesystem>
+
+#include "nabla/error.h"
+
+namespace nabla::train {
+
+namespace fs = std::filesystem;
+
+std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream& warn) {
+  RemoveStaleTempFiles(dir);
+  const std::vector<CheckpointInfo> all = ListCheckpoints(dir);
+  if (all.empty()) return std::nullopt;
+  std::vector<std::string> damaged;
+  std::string first_reason;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    ResumePoint p;
+    p.path = it->path;
+    try {
+      p.file = ReadSafetensors(p.path);
+      p.step = CheckpointCount(p.file, p.path, "step");
+      p.epoch = CheckpointCount(p.file, p.path, "epoch");
+      p.batch = CheckpointCount(p.file, p.path, "batch");
+    } catch (const Error& e) {
+      if (first_reason.empty()) first_reason = e.what();
+      damaged.push_back(p.path);
+      if (std::next(it) != all.rend()) {
+        warn << "warning: " << e.what() << "; moved aside to " << p.path << ".damaged; falling back to "
+             << std::next(it)->path << std::endl;
+      }
+      continue;
+    }
+    // Only once an intact one is found do the damaged ones go aside, so the
+    // run's new checkpoints are not outnumbered by them under keep_last and a
+    // later --resume does not trip over them again.
+    for (const auto& d : damaged) {
+      std::error_code ec;
+      fs::rename(d, d + ".damaged", ec);
+    }
+    return p;
+  }
+  std::string names;
+  for (const auto& d : damaged) names += (names.empty() ? "" : ", ") + d;
+  NABLA_THROW(kInvalidArgument, "no intact checkpoint to resume from in ", dir, ": ", names,
+              damaged.size() == 1 ? " is" : " are all", " damaged (newest: ", first_reason, ")");
+}
+
+void RestoreCheckpoint(const ResumePoint& point, const std::vector<std::string>& persistables, const std::string& skip,
+                       Scope& scope, Device& device) {
+  const auto& tensors = point.file.tensors;
+  // Both lists are sorted, so the first name in one and not the other is the
+  // first difference a user should hear about.
+  auto want = persistables.begin();
+  auto have = tensors.begin();
+  while (want != persistables.end() || have != tensors.end()) {
+    if (have == tensors.end() || (want != persistables.end() && *want < have->first)) {
+      NABLA_THROW(kInvalidArgument, point.path, ": the checkpoint has no tensor '", *want,
+                  "', which the program needs (was it written by another program or optimizer?)");
+    }
+    if (want == persistables.end() || have->first < *want) {
+      NABLA_THROW(kInvalidArgument, point.path, ": the checkpoint holds tensor '", have->first,
+                  "', which the program does not have (was it written by another program or optimizer?)");
+    }
+    const std::string& name = *want;
+    const Tensor& src = have->second;
+    ++want;
+    ++have;
+    if (name == skip) continue;
+    Tensor& dst = scope.Var(name)->GetTensor();
+    NABLA_ENFORCE(dst.GetShape() == src.GetShape() && dst.GetDType() == src.GetDType(), kInvalidArgument, point.path,
+                  ": tensor '", name, "' is ", DTypeName(src.GetDType()), ShapeToString(src.GetShape()),
+                  ", but the program's var is ", DTypeName(dst.GetDType()), ShapeToString(dst.GetShape()));
+    dst.CopyFrom(src, device);
+  }
+}
+
+void CheckFreshCheckpointDir(const std::string& dir) {
+  const std::vector<CheckpointInfo> all = ListCheckpoints(dir);
+  NABLA_ENFORCE(all.empty(), kAlreadyExists, dir, ": the checkpoint folder already holds ", all.size(),
+                " checkpoint(s) of an earlier run (newest ", all.empty() ? "" : all.back().path,
+                "); pass --resume to continue that run, or remove them or choose another checkpoint.dir to start anew");
+}
+
+}  // namespace nabla::train

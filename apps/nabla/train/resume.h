@@ -1,0 +1,41 @@
+#pragma once
+// Picking the checkpoint a run resumes from, and the guard that keeps a fresh
+// run out of a folder holding another run's checkpoints.
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "nabla/device.h"
+#include "nabla/scope.h"
+#include "train/checkpoint.h"
+
+namespace nabla::train {
+
+struct ResumePoint {
+  std::string path;
+  SafetensorsFile file;
+  int64_t step = 0, epoch = 0, batch = 0;
+};
+
+// The newest intact checkpoint in `dir` (nullopt when there is none at all).
+// A damaged one (unreadable, bad header or sizes, failed checksum, bad counts)
+// costs one "warning:" line on `warn` and the next older one is tried (the
+// damaged ones are renamed to *.damaged once an intact one is found); when
+// every one is damaged it is kInvalidArgument naming them all.
+std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream& warn);
+
+// Copies the checkpoint's tensors into `scope` (on `device`). The checkpoint
+// must hold exactly `persistables` with the scope's shapes and dtypes; the
+// first difference is kInvalidArgument naming the file and the tensor.
+// `skip` (the learning rate, which follows the config) is not copied.
+void RestoreCheckpoint(const ResumePoint& point, const std::vector<std::string>& persistables, const std::string& skip,
+                       Scope& scope, Device& device);
+
+// A run that does not resume must not share its folder with checkpoints of an
+// earlier run: keep_last would delete its own newer files and a later
+// --resume would continue the old run. kAlreadyExists naming the newest one.
+void CheckFreshCheckpointDir(const std::string& dir);
+
+}  // namespace nabla::train
