@@ -20,6 +20,10 @@ BUILD_DIR=build-asan scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF -DNABLA_SANIT
 (cd build-asan && ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} ctest --output-on-failure -j "$JOBS" -LE mpi)
 
+# libFuzzer targets (clang, ASan+UBSan) for the program, run-config, .npy,
+# safetensors, IDX and CSV readers, from the checked-in corpus (tests/fuzz).
+FUZZ_SECONDS=${FUZZ_SECONDS:-15} scripts/fuzz.sh
+
 # ThreadSanitizer on the task graph (the default executor) and the kernels'
 # parallel loops: the executor, control-flow, parallel-kernel, whole-network
 # parity, CLI and training tests, which run nabla's own binary with two
