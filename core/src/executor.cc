@@ -255,10 +255,79 @@ void FinishDryRunOutputs(const OpDesc& op, const VarAccess& vars, Device& device
     }
 }
 
+// An op that writes a var it also reads would have shape inference resize,
+// and its kernel overwrite, the input it is still reading: mul(X=h, Y=w) ->
+// h gave zeros. Ops that update a var on purpose declare UpdatesInPlace
+// (optimizers, batch_norm's running statistics, collectives); ops owning a
+// block carry their state through it. Every other such op of a top-level
+// block or an eager call runs on fresh outputs (DispatchWithFreshOutputs),
+// which costs one buffer per run; loop bodies are left as they were (the
+// backward builder's overwrite pass renames what their grad ops need).
+bool WritesItsInput(const OpDesc& op, const OpInfo& info) {
+  if (info.traits.updates_in_place || info.traits.has_sub_block || info.traits.control_flow) return false;
+  for (const auto& [oslot, oargs] : op.Outputs())
+    for (const auto& out : oargs) {
+      if (out == kEmptyVarName) continue;
+      for (const auto& [islot, iargs] : op.Inputs())
+        for (const auto& in : iargs)
+          if (in == out) return true;
+    }
+  return false;
+}
+
+void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
+              Scope& scope, Device& device, const RunContext& run);
+
+bool ReadsVar(const OpDesc& op, const std::string& name) {
+  for (const auto& [slot, args] : op.Inputs())
+    for (const auto& in : args)
+      if (in == name) return true;
+  return false;
+}
+
+// Runs the op with its outputs bound to new variables, then moves what it
+// wrote into the real ones: inputs are read intact, as if the op had written
+// a new var and an assign had copied it back.
+void DispatchWithFreshOutputs(const OpDesc& op, const OpInfo* info, const OpRegistry& registry,
+                              const PreparedOp* prepared, Scope& scope, Device& device, const RunContext& run) {
+  // prepared is never null here.
+  PreparedOp fresh = *prepared;
+  fresh.writes_its_input = false;
+  std::vector<std::unique_ptr<Variable>> temps;
+  std::vector<std::pair<Variable*, Variable*>> moves;  // (real, temp)
+  for (size_t si = 0; si < fresh.outputs.size(); ++si) {
+    const auto& args = op.Output(fresh.outputs[si].name);
+    for (size_t i = 0; i < fresh.outputs[si].vars.size() && i < args.size(); ++i) {
+      Variable*& v = fresh.outputs[si].vars[i];
+      if (args[i] == kEmptyVarName) continue;
+      if (v == nullptr) v = scope.FindVar(args[i]);
+      if (v == nullptr) v = scope.Var(args[i]);
+      // Only a dense value the op also reads; tensor arrays and step scopes
+      // are appended to in place by design.
+      if (v->Type() != VarType::kDense || !v->GetTensor().IsInitialized() || !ReadsVar(op, args[i])) continue;
+      temps.push_back(std::make_unique<Variable>());
+      temps.back()->SetType(v->Type());
+      moves.emplace_back(v, temps.back().get());
+      v = temps.back().get();
+    }
+  }
+  Dispatch(op, info, registry, &fresh, scope, device, run);
+  for (auto& [real, temp] : moves) {
+    if (temp->GetTensor().IsInitialized()) real->GetTensor() = std::move(temp->GetTensor());
+  }
+}
+
 // The one dispatch path: shape inference, kernel choice, kernel; errors get
 // the op's position once.
 void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
               Scope& scope, Device& device, const RunContext& run) {
+  // Only prepared ops (a top-level block, eager calls): the step scopes of a
+  // loop body share carried buffers with the loop's vars, and the control-flow
+  // grad ops rely on in-place writes there (increment(i) -> i).
+  if (prepared && prepared->writes_its_input) {
+    DispatchWithFreshOutputs(op, info, registry, prepared, scope, device, run);
+    return;
+  }
   try {
     NABLA_ENFORCE(info != nullptr, kNotFound, "unknown op type '", op.Type(), "'");
     VarAccess vars(op, scope, prepared);
@@ -358,6 +427,7 @@ PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& s
 PreparedBlock::~PreparedBlock() = default;
 
 void PreparedOp::CacheKernels(const OpRegistry& registry) {
+  writes_its_input = info != nullptr && WritesItsInput(*op, *info);
   cached_device_types = std::min(static_cast<size_t>(DeviceTypeCount()), kCachedDeviceTypes);
   for (size_t d = 0; d < cached_device_types; ++d)
     for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})

@@ -25,7 +25,11 @@ struct PreparedOp {
   static constexpr size_t kCachedDeviceTypes = 8;
   std::array<std::array<const KernelInfo*, 5>, kCachedDeviceTypes> kernels{};
   size_t cached_device_types = 0;
+  // The op writes a var it also reads and declares no in-place update
+  // (mul(X=h) -> h): it gets fresh outputs, moved into place after it ran.
+  bool writes_its_input = false;
 
+  // Also sets writes_its_input; called once the op and info are set.
   void CacheKernels(const OpRegistry& registry);
   const KernelInfo* Kernel(const OpRegistry& registry, DeviceType device, DType dtype) const {
     const size_t d = static_cast<size_t>(device), t = static_cast<size_t>(dtype);

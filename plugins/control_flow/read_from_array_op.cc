@@ -90,6 +90,7 @@ NABLA_REGISTER_OPS(read_from_array) {
         if (!c.IsRuntime()) c.ShareShapeAndDType("Out@GRAD", "X@GRAD");
       })
       .KernelDType([](const ExecutionContext&) { return DType::kFloat32; })
+      .UpdatesInPlace()  // X@GRAD accumulates in place
       .GradMaker<EmptyGradOpDescMaker>();
   registrar.Kernel("read_from_array_grad", DeviceType::kCPU, DType::kFloat32, ReadFromArrayGradKernel, __FILE__,
                    __LINE__);

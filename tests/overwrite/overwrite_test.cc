@@ -155,6 +155,59 @@ blocks:
   }
 }
 
+// An op that writes the var it reads, in a forward-only run (no backward,
+// so no renaming): mul(X=h, Y=w) -> h reads h whole before h changes, and
+// tanh(h) -> h and a second
+// mul on the new h follow. It once gave zeros with exit 0.
+TEST_F(OverwriteCli, AnOpWritingItsOwnInputReadsItIntact) {
+  const std::string program = Write("p.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      h: {shape: [2, 2], dtype: float64}
+      w: {shape: [2, 2], dtype: float64}
+      u: {shape: [2, 2], dtype: float64}
+    ops:
+      - {type: mul, inputs: {X: [h], Y: [w]}, outputs: {Out: [h]}}
+      - {type: tanh, inputs: {X: [h]}, outputs: {Out: [h]}}
+      - {type: mul, inputs: {X: [h], Y: [u]}, outputs: {Out: [h]}}
+)");
+  Tensor h, w, u;
+  double* ph = h.Allocate<double>(HostDevice(), {2, 2});
+  double* pw = w.Allocate<double>(HostDevice(), {2, 2});
+  double* pu = u.Allocate<double>(HostDevice(), {2, 2});
+  for (int i = 0; i < 4; ++i) ph[i] = 0.25 * (i + 1) - 0.6;
+  for (int i = 0; i < 4; ++i) pw[i] = 0.3 * i - 0.7;
+  for (int i = 0; i < 4; ++i) pu[i] = 0.1 * i - 0.35;
+  WriteNpy((dir_ / "h.npy").string(), h);
+  WriteNpy((dir_ / "w.npy").string(), w);
+  WriteNpy((dir_ / "u.npy").string(), u);
+  double t[4], want[4];
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      double acc = 0;
+      for (int k = 0; k < 2; ++k) acc += ph[r * 2 + k] * pw[k * 2 + c];
+      t[r * 2 + c] = std::tanh(acc);
+    }
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      double acc = 0;
+      for (int k = 0; k < 2; ++k) acc += t[r * 2 + k] * pu[k * 2 + c];
+      want[r * 2 + c] = acc;
+    }
+  for (const char* executor : {"sequential", "taskgraph"}) {
+    Result r = Nabla("exec " + Quote(program) + " --executor " + executor + " --feed " +
+                     Quote("h=" + (dir_ / "h.npy").string()) + " --feed " + Quote("w=" + (dir_ / "w.npy").string()) +
+                     " --feed " + Quote("u=" + (dir_ / "u.npy").string()) + " --fetch h --out " +
+                     Quote((dir_ / executor).string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    Tensor got = ReadNpy((dir_ / executor / "h.npy").string(), HostDevice());
+    ASSERT_EQ(got.GetShape(), (Shape{2, 2})) << executor;
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(got.Data<double>()[i], want[i], 1e-12) << executor << " " << i;
+  }
+}
+
 // `nabla backward` writes the versions it made: the value mul read is y@VER@1,
 // the last one keeps the name y.
 TEST_F(OverwriteCli, BackwardShowsTheRenamedProgram) {
