@@ -8,11 +8,24 @@
 #include <string>
 #include <vector>
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/plugin.h"
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
 
 namespace nabla::bench {
+
+// The host backend and the standard plugins from the build tree, once per
+// process (every benchmark calls it first).
+inline void InitRuntime() {
+  cpu::InitCpuBackend();
+  static const bool loaded = [] {
+    PluginManager::Instance().LoadDefaults();
+    return true;
+  }();
+  (void)loaded;
+}
 
 // n floats uniform in [-1, 1), the same for the same seed.
 inline std::vector<float> RandomFloats(size_t n, uint64_t seed) {

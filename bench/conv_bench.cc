@@ -24,14 +24,7 @@
 namespace nabla {
 namespace {
 
-void Init() {
-  cpu::InitCpuBackend();
-  static bool loaded = [] {
-    PluginManager::Instance().LoadDefaults();
-    return true;
-  }();
-  (void)loaded;
-}
+using bench::InitRuntime;
 
 std::string Dims(const Shape& s) {
   std::string out = "[";
@@ -42,7 +35,7 @@ std::string Dims(const Shape& s) {
 // `op_line` reads x (and w) and writes y; loss = mean(y) so the backward
 // part is exactly the op's grad op plus a fill.
 ProgramDesc OneOpProgram(const Shape& x, const Shape* w, const std::string& op_line, bool x_grad = true) {
-  Init();
+  InitRuntime();
   std::string s =
       "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n      x: {shape: " + Dims(x) +
       ", dtype: float32, stop_gradient: " + (x_grad ? "false" : "true") + "}\n";
@@ -55,7 +48,7 @@ ProgramDesc OneOpProgram(const Shape& x, const Shape* w, const std::string& op_l
 
 void RunSteps(benchmark::State& state, const ProgramDesc& program, const Shape& x, const Shape* w, bool dnnl,
               int threads) {
-  Init();
+  InitRuntime();
   setenv("NABLA_DNNL", dnnl ? "1" : "0", 1);
   ExecutorOptions options;
   options.threads = threads;

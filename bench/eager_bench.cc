@@ -4,6 +4,8 @@
 // case (h)). Loads the standard plugins from the build tree.
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -19,14 +21,7 @@ using nabla::eager::Tensor;
 
 constexpr int kWidth = 16;
 
-void Setup() {
-  static bool done = [] {
-    nabla::cpu::InitCpuBackend();
-    nabla::PluginManager::Instance().LoadDefaults();
-    return true;
-  }();
-  (void)done;
-}
+void Setup() { nabla::bench::InitRuntime(); }
 
 // x * w, then n - 2 alternating tanh / scale(1.5), then mean; Backward to w.
 // The same chain as compare_torch's case (d) and its PyTorch loop.

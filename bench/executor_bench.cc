@@ -32,14 +32,7 @@
 namespace nabla {
 namespace {
 
-void Init() {
-  cpu::InitCpuBackend();
-  static bool loaded = [] {
-    PluginManager::Instance().LoadDefaults();
-    return true;
-  }();
-  (void)loaded;
-}
+using bench::InitRuntime;
 
 using bench::RandomFloats;
 using bench::SetGemmFlops;
@@ -70,7 +63,7 @@ std::string TinyChain(int n) {
 
 // args: executor name, with backward
 void BM_TinyOpChain(benchmark::State& state, const char* executor, bool backward) {
-  Init();
+  InitRuntime();
   constexpr int kOps = 1000;
   ProgramDesc program = ParseProgram(TinyChain(kOps), "tiny_chain.yaml");
   if (backward) AppendBackward(program, "loss");
@@ -93,7 +86,7 @@ BENCHMARK_CAPTURE(BM_TinyOpChain, sequential_forward_backward, "sequential", tru
 BENCHMARK_CAPTURE(BM_TinyOpChain, taskgraph_forward_backward, "taskgraph", true)->Unit(benchmark::kMicrosecond);
 
 void BM_RawSgemm(benchmark::State& state) {
-  Init();
+  InitRuntime();
   const int64_t n = state.range(0);
   std::vector<float> a = RandomFloats(n * n, 1), b = RandomFloats(n * n, 2), c(n * n);
   for (auto _ : state) {
@@ -108,7 +101,7 @@ BENCHMARK(BM_RawSgemm)->RangeMultiplier(2)->Range(128, 1024)->Unit(benchmark::kM
 // One `mul` op as a program: shape inference, dispatch, output reuse and
 // the kernel's GEMM, through the executor.
 void BM_MulOp(benchmark::State& state, const char* executor) {
-  Init();
+  InitRuntime();
   const int64_t n = state.range(0);
   const std::string dim = std::to_string(n);
   ProgramDesc program = ParseProgram(
@@ -143,7 +136,7 @@ BENCHMARK_CAPTURE(BM_MulOp, taskgraph, "taskgraph")
 
 // Allocate + free of one buffer, the pattern of an intermediate per step.
 void BM_HostAllocate(benchmark::State& state) {
-  Init();
+  InitRuntime();
   Device& host = HostDevice();
   const size_t bytes = static_cast<size_t>(state.range(0));
   for (auto _ : state) {
@@ -157,7 +150,7 @@ BENCHMARK(BM_HostAllocate)->Arg(64)->Arg(4 << 10)->Arg(256 << 10)->Arg(2 << 20);
 
 // A tensor resized to the same shape every step must keep its buffer.
 void BM_TensorReallocSameShape(benchmark::State& state) {
-  Init();
+  InitRuntime();
   const int64_t n = state.range(0);
   Tensor t;
   for (auto _ : state) {

@@ -104,12 +104,7 @@ blocks:
 // One step = the whole program (forward, backward, SGD) on a fed batch; the
 // feeds are uploaded once, as a training loop with device-side data would.
 void BM_MlpStep(benchmark::State& state, bool on_opencl) {
-  cpu::InitCpuBackend();
-  static bool loaded = [] {
-    PluginManager::Instance().LoadDefaults();
-    return true;
-  }();
-  (void)loaded;
+  bench::InitRuntime();
   Device& device = on_opencl ? static_cast<Device&>(opencl::GetDevice(0)) : HostDevice();
   ProgramDesc program = ParseProgram(kMlp, "mlp.yaml");
   for (const auto& [param, grad] : AppendBackward(program, "loss")) {
