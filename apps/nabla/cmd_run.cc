@@ -61,8 +61,8 @@ Command PlotCommand() {
       std::string m = *metrics;
       size_t dot = m.rfind('.');
       size_t slash = m.rfind('/');
-      target = (dot != std::string::npos && (slash == std::string::npos || dot > slash) ? m.substr(0, dot) : m) +
-               ".png";
+      target =
+          (dot != std::string::npos && (slash == std::string::npos || dot > slash) ? m.substr(0, dot) : m) + ".png";
     }
     train::PlotMetrics(*metrics, target);
     std::cout << target << std::endl;

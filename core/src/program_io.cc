@@ -75,8 +75,8 @@ class Parser {
     ProgramDesc program;
     program.SetSourceFile(source_);
     if (!root.IsMap()) {
-      Fail(ErrorKind::kInvalidArgument, root.Mark(), "not a program file: expected a map with 'format' and 'blocks' but received ",
-           Describe(root));
+      Fail(ErrorKind::kInvalidArgument, root.Mark(),
+           "not a program file: expected a map with 'format' and 'blocks' but received ", Describe(root));
     }
     std::vector<Field> top = Fields(root, {"format", "blocks", "backward"}, "program file");
     const Field* format = Find(top, "format");
@@ -87,11 +87,13 @@ class Parser {
     std::string version = String(format->value, "format");
     if (version != kFormatVersion) {
       bool ours = version.rfind(std::string(kFormatName) + "/", 0) == 0;
-      Fail(ErrorKind::kInvalidArgument, format->value.Mark(), ours ? "unsupported format version" : "not a program file",
-           ": expected '", kFormatVersion, "' but received '", version, "'");
+      Fail(ErrorKind::kInvalidArgument, format->value.Mark(),
+           ours ? "unsupported format version" : "not a program file", ": expected '", kFormatVersion,
+           "' but received '", version, "'");
     }
     const Field* blocks = Find(top, "blocks");
-    if (!blocks) Fail(ErrorKind::kInvalidArgument, root.Mark(), "missing 'blocks': expected a list of blocks but received none");
+    if (!blocks)
+      Fail(ErrorKind::kInvalidArgument, root.Mark(), "missing 'blocks': expected a list of blocks but received none");
     if (!blocks->value.IsSequence() || blocks->value.size() == 0) {
       Fail(ErrorKind::kInvalidArgument, blocks->value.Mark(),
            "bad 'blocks': expected a non-empty list of blocks (block 0 is the root) but received ",
@@ -115,13 +117,16 @@ class Parser {
   // them itself: a duplicate var is kAlreadyExists).
   std::vector<Field> Fields(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& what,
                             bool keep_duplicates = false) {
-    if (!map.IsMap()) Fail(ErrorKind::kInvalidArgument, map.Mark(), "bad ", what, ": expected a map but received ", Describe(map));
+    if (!map.IsMap())
+      Fail(ErrorKind::kInvalidArgument, map.Mark(), "bad ", what, ": expected a map but received ", Describe(map));
     std::vector<Field> fields;
     std::set<std::string> seen;
     for (const auto& kv : map) {
       // Copies: yaml-cpp iterators hand out proxies that die with the statement.
       YAML::Node k = kv.first;
-      if (!k.IsScalar()) Fail(ErrorKind::kInvalidArgument, k.Mark(), "bad key in ", what, ": expected a name but received ", Describe(k));
+      if (!k.IsScalar())
+        Fail(ErrorKind::kInvalidArgument, k.Mark(), "bad key in ", what, ": expected a name but received ",
+             Describe(k));
       std::string key = k.Scalar();
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         Fail(ErrorKind::kInvalidArgument, k.Mark(), "unknown key in ", what, ": expected one of ", Join(allowed),
@@ -143,7 +148,8 @@ class Parser {
   }
 
   std::string String(const YAML::Node& n, const std::string& what) {
-    if (!n.IsScalar()) Fail(ErrorKind::kInvalidArgument, n.Mark(), "bad ", what, ": expected a string but received ", Describe(n));
+    if (!n.IsScalar())
+      Fail(ErrorKind::kInvalidArgument, n.Mark(), "bad ", what, ": expected a string but received ", Describe(n));
     return n.Scalar();
   }
 
@@ -151,7 +157,8 @@ class Parser {
   T Number(const YAML::Node& n, const std::string& what, const char* type_name) {
     T value{};
     if (!n.IsScalar() || !YAML::convert<T>::decode(n, value)) {
-      Fail(ErrorKind::kInvalidArgument, n.Mark(), "bad ", what, ": expected ", type_name, " but received ", Describe(n));
+      Fail(ErrorKind::kInvalidArgument, n.Mark(), "bad ", what, ": expected ", type_name, " but received ",
+           Describe(n));
     }
     return value;
   }
@@ -228,8 +235,8 @@ class Parser {
         Fail(ErrorKind::kInvalidArgument, f.key_node.Mark(), "unknown attribute of ", owner, ": expected one of ",
              Join(names), " but received '", f.key, "'");
       }
-      attrs[f.key] = ParseAttr(*def, f.value,
-                               "attribute '" + f.key + "' of " + owner + " (" + AttrTypeName(def->type) + ")");
+      attrs[f.key] =
+          ParseAttr(*def, f.value, "attribute '" + f.key + "' of " + owner + " (" + AttrTypeName(def->type) + ")");
     }
     return attrs;
   }
@@ -238,8 +245,8 @@ class Parser {
     std::string type = String(n, what);
     const OpInfo* info = registry_.Find(type);
     if (!info) {
-      Fail(ErrorKind::kNotFound, n.Mark(), "unknown op type: expected an op registered by a loaded plugin but received '",
-           type, "'");
+      Fail(ErrorKind::kNotFound, n.Mark(),
+           "unknown op type: expected an op registered by a loaded plugin but received '", type, "'");
     }
     return *info;
   }
@@ -263,8 +270,8 @@ class Parser {
            b, ") but received none");
     }
     if (b == 0 && parent != -1) {
-      Fail(ErrorKind::kInvalidArgument, parent_field->value.Mark(), "bad block parent: block 0 is the root, expected -1 but received ",
-           parent);
+      Fail(ErrorKind::kInvalidArgument, parent_field->value.Mark(),
+           "bad block parent: block 0 is the root, expected -1 but received ", parent);
     }
     if (b != 0 && (parent < 0 || parent >= static_cast<int>(b))) {
       Fail(ErrorKind::kInvalidArgument, parent_field->value.Mark(), "bad block parent of ", what,
@@ -279,8 +286,8 @@ class Parser {
     if (const Field* ops = Find(fields, "ops")) {
       if (!ops->value.IsNull()) {
         if (!ops->value.IsSequence()) {
-          Fail(ErrorKind::kInvalidArgument, ops->value.Mark(), "bad 'ops' of ", what, ": expected a list of ops but received ",
-               Describe(ops->value));
+          Fail(ErrorKind::kInvalidArgument, ops->value.Mark(), "bad 'ops' of ", what,
+               ": expected a list of ops but received ", Describe(ops->value));
         }
         for (size_t i = 0; i < ops->value.size(); ++i) ParseOp(ops->value[i], *block);
       }
@@ -289,7 +296,8 @@ class Parser {
 
   void ParseVar(const Field& f, BlockDesc& block) {
     const std::string& name = f.key;
-    if (name.empty()) Fail(ErrorKind::kInvalidArgument, f.key_node.Mark(), "bad var name: expected a name but received ''");
+    if (name.empty())
+      Fail(ErrorKind::kInvalidArgument, f.key_node.Mark(), "bad var name: expected a name but received ''");
     if (block.HasVar(name)) {
       Fail(ErrorKind::kAlreadyExists, f.key_node.Mark(), "duplicate var '", name, "' in block ", block.Idx(),
            ": expected each var declared once but received it again");
@@ -306,7 +314,9 @@ class Parser {
       if (field.key == "shape") {
         Shape shape = List<int64_t>(field.value, fwhat, "ints", [&](const YAML::Node& e, const std::string& w) {
           int64_t d = Int64(e, w);
-          if (d < -1) Fail(ErrorKind::kInvalidArgument, e.Mark(), "bad ", w, ": expected a dim >= 0 or -1 (unknown) but received ", d);
+          if (d < -1)
+            Fail(ErrorKind::kInvalidArgument, e.Mark(), "bad ", w,
+                 ": expected a dim >= 0 or -1 (unknown) but received ", d);
           return d;
         });
         // Bounded here, where the file position is known, before anything
@@ -393,7 +403,8 @@ class Parser {
       }
     }
     if (const Field* attrs = Find(fields, "attrs")) {
-      if (!attrs->value.IsNull()) op->MutableAttrs() = ParseAttrs(Fields(attrs->value, {}, "attrs of " + owner), info.schema, owner);
+      if (!attrs->value.IsNull())
+        op->MutableAttrs() = ParseAttrs(Fields(attrs->value, {}, "attrs of " + owner), info.schema, owner);
     }
     block.AppendOp(std::move(op));
   }
@@ -401,20 +412,22 @@ class Parser {
   BackwardInfo ParseBackward(const YAML::Node& node) {
     std::vector<Field> fields = Fields(node, {"loss", "param_grads"}, "'backward'");
     const Field* loss = Find(fields, "loss");
-    if (!loss) Fail(ErrorKind::kInvalidArgument, node.Mark(), "missing 'loss' in 'backward': expected the loss var name but received none");
+    if (!loss)
+      Fail(ErrorKind::kInvalidArgument, node.Mark(),
+           "missing 'loss' in 'backward': expected the loss var name but received none");
     BackwardInfo info;
     info.loss = String(loss->value, "'loss' of 'backward'");
     if (const Field* pg = Find(fields, "param_grads")) {
       if (!pg->value.IsSequence()) {
-        Fail(ErrorKind::kInvalidArgument, pg->value.Mark(), "bad 'param_grads': expected a list of [param, grad] pairs but received ",
-             Describe(pg->value));
+        Fail(ErrorKind::kInvalidArgument, pg->value.Mark(),
+             "bad 'param_grads': expected a list of [param, grad] pairs but received ", Describe(pg->value));
       }
       for (size_t i = 0; i < pg->value.size(); ++i) {
         const YAML::Node& pair = pg->value[i];
         std::vector<std::string> names = Names(pair, "param_grads[" + std::to_string(i) + "]");
         if (names.size() != 2) {
-          Fail(ErrorKind::kInvalidArgument, pair.Mark(), "bad param_grads[", i, "]: expected [param, grad] but received ",
-               names.size(), " names");
+          Fail(ErrorKind::kInvalidArgument, pair.Mark(), "bad param_grads[", i,
+               "]: expected [param, grad] but received ", names.size(), " names");
         }
         info.param_grads.emplace_back(names[0], names[1]);
       }
@@ -450,8 +463,8 @@ std::string FloatToYaml(float f) {
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
   static const std::unordered_set<std::string> kReserved = {
-      "~",  "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", "yes", "Yes",
-      "YES", "no", "No",  "NO",   "on",   "On",   "ON",   "off",   "Off",   "OFF"};
+      "~",   "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", "yes",
+      "Yes", "YES",  "no",   "No",   "NO",   "on",   "On",   "ON",    "off",   "Off",   "OFF"};
   if (kReserved.count(s)) return true;
   char* end = nullptr;
   std::strtod(s.c_str(), &end);
@@ -744,8 +757,8 @@ void WriteFileAtomically(const std::string& path, const std::string& data) {
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
-  NABLA_ENFORCE(fd >= 0, kExternal, "cannot write '", path, "': creating the temporary file '", tmp, "' failed: ",
-                ErrnoText());
+  NABLA_ENFORCE(fd >= 0, kExternal, "cannot write '", path, "': creating the temporary file '", tmp,
+                "' failed: ", ErrnoText());
   auto fail = [&](const char* step) {
     std::string why = ErrnoText();
     ::close(fd);

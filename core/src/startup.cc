@@ -16,9 +16,9 @@ ProgramDesc BuildStartupProgram(const ProgramDesc& main, const std::vector<std::
       if (!var->Persistable() || !var->Init()) continue;
       if (std::find(skip.begin(), skip.end(), var->Name()) != skip.end()) continue;
       const InitSpec& init = *var->Init();
-      NABLA_ENFORCE(NumElements(var->GetShape()) >= 0, kInvalidArgument, main.Where(var->Pos()),
-                    ": parameter '", var->Name(), "' has an initializer but an unknown shape ",
-                    ShapeToString(var->GetShape()), "; declare every dim");
+      NABLA_ENFORCE(NumElements(var->GetShape()) >= 0, kInvalidArgument, main.Where(var->Pos()), ": parameter '",
+                    var->Name(), "' has an initializer but an unknown shape ", ShapeToString(var->GetShape()),
+                    "; declare every dim");
       *block->Var(var->Name()) = *var;
       OpDesc op;
       op.SetType(init.type);
@@ -30,8 +30,7 @@ ProgramDesc BuildStartupProgram(const ProgramDesc& main, const std::vector<std::
       for (int64_t d : var->GetShape()) {
         NABLA_ENFORCE(d <= std::numeric_limits<int>::max(), kOutOfRange, main.Where(var->Pos()), ": parameter '",
                       var->Name(), "' has a dim ", d, " in ", ShapeToString(var->GetShape()),
-                      ", more than an initializer's int shape attribute holds (", std::numeric_limits<int>::max(),
-                      ")");
+                      ", more than an initializer's int shape attribute holds (", std::numeric_limits<int>::max(), ")");
       }
       std::vector<int> shape(var->GetShape().begin(), var->GetShape().end());
       if (!op.HasAttr("shape")) op.SetAttr("shape", shape);

@@ -1,7 +1,7 @@
 #include "nabla/tensor.h"
 
-#include <utility>
 #include <cstdint>
+#include <utility>
 
 #include "nabla/device.h"
 #include "nabla/device_registry.h"

@@ -8,22 +8,32 @@ namespace nabla {
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kBool: return 1;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
@@ -40,9 +50,12 @@ bool ParseDType(const std::string& name, DType* out) {
 
 const char* VarTypeName(VarType type) {
   switch (type) {
-    case VarType::kDense: return "dense";
-    case VarType::kTensorArray: return "tensor_array";
-    case VarType::kStepScopes: return "step_scopes";
+    case VarType::kDense:
+      return "dense";
+    case VarType::kTensorArray:
+      return "tensor_array";
+    case VarType::kStepScopes:
+      return "step_scopes";
   }
   return "?";
 }

@@ -24,20 +24,21 @@ void Backward(const ExecutionContext& ctx, const char* kernel) {
   Staging s(dev);
   const Tensor& out = ctx.Input("Out");
   const Tensor& dout = ctx.Input(GradVarName("Out"));
-  NABLA_ENFORCE(dout.Numel() == out.Numel(), kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD of shape ",
-                ShapeToString(out.GetShape()), " but received ", ShapeToString(dout.GetShape()));
+  NABLA_ENFORCE(dout.Numel() == out.Numel(), kInvalidArgument, "op '", ctx.Op().Type(),
+                "': expected Out@GRAD of shape ", ShapeToString(out.GetShape()), " but received ",
+                ShapeToString(dout.GetShape()));
   KernelArg o = s.Arg(out), d = s.Arg(dout);
   void* g = Out<T>(ctx, dx, out.GetShape());
   Run<T>(dev, kernel, {o, d, KernelArg::Buffer(g), KernelArg(out.Numel())}, out.Numel());
 }
 
-#define NABLA_ACTIVATION(Name, name)                                                        \
-  template <typename T>                                                                 \
-  struct Name##Fwd {                                                                    \
-    void operator()(const ExecutionContext& ctx) const { Forward<T>(ctx, #name "_fwd"); } \
-  };                                                                                    \
-  template <typename T>                                                                 \
-  struct Name##Bwd {                                                                    \
+#define NABLA_ACTIVATION(Name, name)                                                       \
+  template <typename T>                                                                    \
+  struct Name##Fwd {                                                                       \
+    void operator()(const ExecutionContext& ctx) const { Forward<T>(ctx, #name "_fwd"); }  \
+  };                                                                                       \
+  template <typename T>                                                                    \
+  struct Name##Bwd {                                                                       \
     void operator()(const ExecutionContext& ctx) const { Backward<T>(ctx, #name "_bwd"); } \
   };
 
@@ -96,7 +97,6 @@ template <typename T>
 struct LeakyReluBwd {
   void operator()(const ExecutionContext& ctx) const { BackwardFromX<T>(ctx, "leaky_relu_bwd", Alpha<T>(ctx)); }
 };
-
 
 }  // namespace
 

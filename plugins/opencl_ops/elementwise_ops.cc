@@ -14,7 +14,7 @@ constexpr size_t kMaxRank = 8;
 // size-1 dims of Out dropped and neighbours that broadcast alike merged, so
 // the kernels see at most a few dims.
 struct Broadcast {
-  std::vector<int64_t> dims;       // merged dims of Out
+  std::vector<int64_t> dims;            // merged dims of Out
   std::vector<int64_t> x_full, y_full;  // 1 where the operand has the dim, 0 where it is broadcast
   std::vector<int64_t> XStrides() const { return Strides(x_full); }
   std::vector<int64_t> YStrides() const { return Strides(y_full); }
@@ -50,8 +50,8 @@ Broadcast MakeBroadcast(const Shape& x, const Shape& y, int axis, const std::str
   Broadcast b;
   for (size_t i = 0; i < rank; ++i) {
     const int64_t out = std::max(px[i], py[i]);
-    NABLA_ENFORCE((px[i] == out || px[i] == 1) && (py[i] == out || py[i] == 1), kInvalidArgument, where,
-                  ": X ", ShapeToString(x), " and Y ", ShapeToString(y), " cannot be broadcast with axis ", axis);
+    NABLA_ENFORCE((px[i] == out || px[i] == 1) && (py[i] == out || py[i] == 1), kInvalidArgument, where, ": X ",
+                  ShapeToString(x), " and Y ", ShapeToString(y), " cannot be broadcast with axis ", axis);
     if (out == 1) continue;
     const int64_t xf = px[i] == out, yf = py[i] == out;
     if (!b.dims.empty() && b.x_full.back() == xf && b.y_full.back() == yf) {
@@ -81,8 +81,8 @@ struct ElementwiseKernel {
     void* ob = Out<T>(ctx, out, out->GetShape());
     const int64_t n = out->Numel();
     Run<T>(dev, "ew_binary",
-           {xa, ya, KernelArg::Buffer(ob), KernelArg(n), KernelArg(static_cast<int32_t>(b.dims.size())),
-            Long8(b.dims), Long8(b.XStrides()), Long8(b.YStrides()), KernelArg(int32_t{kOp})},
+           {xa, ya, KernelArg::Buffer(ob), KernelArg(n), KernelArg(static_cast<int32_t>(b.dims.size())), Long8(b.dims),
+            Long8(b.XStrides()), Long8(b.YStrides()), KernelArg(int32_t{kOp})},
            n);
   }
 };
@@ -119,8 +119,8 @@ struct AddSubGradKernel {
     Broadcast b = MakeBroadcast(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), "op '" + ctx.Op().Type() + "'");
     int64_t out_n = 1;
     for (int64_t d : b.dims) out_n *= d;
-    NABLA_ENFORCE(dout.Numel() == out_n, kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD with ",
-                  out_n, " elements but received shape ", ShapeToString(dout.GetShape()));
+    NABLA_ENFORCE(dout.Numel() == out_n, kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD with ", out_n,
+                  " elements but received shape ", ShapeToString(dout.GetShape()));
     KernelArg da = s.Arg(dout);
     auto reduce = [&](Tensor* grad, const Tensor& operand, const std::vector<int64_t>& full, T sign) {
       if (!grad) return;

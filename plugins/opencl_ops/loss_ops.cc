@@ -96,8 +96,8 @@ struct SoftmaxWithCrossEntropyKernel {
     void* sm = Out<T>(ctx, ctx.Output("Softmax"), logits.GetShape());
     void* loss = Out<T>(ctx, ctx.Output("Loss"), loss_shape);
     const int64_t rows = v.outer * v.inner;
-    std::vector<KernelArg> args = {xa,           la,          KernelArg::Buffer(sm), KernelArg::Buffer(loss),
-                                   KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)};
+    std::vector<KernelArg> args = {
+        xa, la, KernelArg::Buffer(sm), KernelArg::Buffer(loss), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)};
     if (!soft) args.push_back(KernelArg(static_cast<int32_t>(ctx.Attr<int>("ignore_index"))));
     Run<T>(dev, (std::string("swce_fwd_") + LabelSuffix(label, soft, ctx.Op().Type())).c_str(), args, rows);
   }
@@ -118,8 +118,8 @@ struct SoftmaxWithCrossEntropyGradKernel {
     KernelArg sa = s.Arg(sm), la = s.Arg(label), da = s.Arg(ctx.Input(GradVarName("Loss")));
     void* g = Out<T>(ctx, dx, sm.GetShape());
     const int64_t rows = v.outer * v.inner;
-    std::vector<KernelArg> args = {sa, la, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim),
-                                   KernelArg(v.inner)};
+    std::vector<KernelArg> args = {
+        sa, la, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)};
     if (!soft) args.push_back(KernelArg(static_cast<int32_t>(ctx.Attr<int>("ignore_index"))));
     Run<T>(dev, (std::string("swce_bwd_") + LabelSuffix(label, soft, ctx.Op().Type())).c_str(), args, rows);
   }

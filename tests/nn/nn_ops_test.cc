@@ -181,13 +181,13 @@ TYPED_TEST(NnForward, CrossEntropyHardSoftIgnoredAndZeroProbability) {
                 "hard");
 
   RunOne(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label"}}}, {{"Y", {"y"}}}, {{"ignore_index", 2}}),
-      this->scope);
+         this->scope);
   EXPECT_EQ(Fetch<T>(this->scope, "y")[1], 0.0);
 
   Doubles soft = Random(12, 0, 1, 4);
   Feed<T>(this->scope, "soft", {3, 4}, soft);
   RunOne(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"soft"}}}, {{"Y", {"ys"}}}, {{"soft_label", true}}),
-      this->scope);
+         this->scope);
   Doubles want(3, 0.0);
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 4; ++j)
@@ -205,14 +205,15 @@ TYPED_TEST(NnForward, SoftmaxWithCrossEntropyMatchesSoftmaxThenLog) {
   Doubles labels{0, 2, 1, 1, 2, 0, 0, 1};
   Feed<int64_t>(this->scope, "label", {2, 1, 4}, labels);
   RunOne(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
-             {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {{"axis", 1}}),
-      this->scope);
+                {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {{"axis", 1}}),
+         this->scope);
   Doubles sm = RefSoftmax(xt, s, 1);
   ExpectNear<T>(Fetch<T>(this->scope, "sm"), sm, "softmax");
   EXPECT_EQ(ShapeOf(this->scope, "loss"), (Shape{2, 1, 4}));
   Doubles want(8);
   for (int o = 0; o < 2; ++o)
-    for (int i = 0; i < 4; ++i) want[o * 4 + i] = -std::log(sm[Ravel({o, static_cast<int64_t>(labels[o * 4 + i]), i}, s)]);
+    for (int i = 0; i < 4; ++i)
+      want[o * 4 + i] = -std::log(sm[Ravel({o, static_cast<int64_t>(labels[o * 4 + i]), i}, s)]);
   ExpectNear<T>(Fetch<T>(this->scope, "loss"), want, "loss");
 }
 
@@ -222,14 +223,14 @@ TYPED_TEST(NnForward, SoftmaxWithCrossEntropyStaysFiniteForConfidentLogits) {
   Feed<T>(this->scope, "x", {2, 3}, {200, 0, -200, 0, 0, 0});
   Feed<int64_t>(this->scope, "label", {2, 1}, {2, 1});
   RunOne(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
-             {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {}),
-      this->scope);
+                {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {}),
+         this->scope);
   ExpectNear<T>(Fetch<T>(this->scope, "loss"), {400.0, std::log(3.0)}, "loss");
 
   Feed<T>(this->scope, "soft", {2, 3}, {0.25, 0.25, 0.5, 1, 0, 0});
   RunOne(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"soft"}}},
-             {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {{"soft_label", true}}),
-      this->scope);
+                {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {{"soft_label", true}}),
+         this->scope);
   ExpectNear<T>(Fetch<T>(this->scope, "loss"), {0.25 * 200 + 0.5 * 400, std::log(3.0)}, "soft loss");
 }
 
@@ -243,10 +244,12 @@ TYPED_TEST(NnForward, ConcatAndSplitAreInverse) {
   Doubles c = Fetch<T>(this->scope, "c");
   for (int64_t f = 0; f < 18; ++f) {
     auto idx = Unravel(f, {2, 3, 3});
-    double want = idx[1] == 0 ? a[Ravel({idx[0], 0, idx[2]}, {2, 1, 3})] : b[Ravel({idx[0], idx[1] - 1, idx[2]}, {2, 2, 3})];
+    double want =
+        idx[1] == 0 ? a[Ravel({idx[0], 0, idx[2]}, {2, 1, 3})] : b[Ravel({idx[0], idx[1] - 1, idx[2]}, {2, 2, 3})];
     EXPECT_EQ(c[f], static_cast<double>(static_cast<T>(want))) << f;
   }
-  RunOne(OpDesc("split", {{"X", {"c"}}}, {{"Out", {"s0", "s1"}}}, {{"sections", std::vector<int>{-1, 2}}, {"axis", -2}}),
+  RunOne(
+      OpDesc("split", {{"X", {"c"}}}, {{"Out", {"s0", "s1"}}}, {{"sections", std::vector<int>{-1, 2}}, {"axis", -2}}),
       this->scope);
   EXPECT_EQ(ShapeOf(this->scope, "s0"), (Shape{2, 1, 3}));
   EXPECT_EQ(ShapeOf(this->scope, "s1"), (Shape{2, 2, 3}));
@@ -322,8 +325,8 @@ TYPED_TEST(NnForward, DropoutBothImplementations) {
   }
   // p = 1 drops everything, without 0 * inf = NaN when upscaling.
   RunOne(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}, {"Mask", {"m"}}},
-             {{"dropout_prob", 1.0f}, {"dropout_implementation", std::string("upscale_in_train")}}),
-      this->scope);
+                {{"dropout_prob", 1.0f}, {"dropout_implementation", std::string("upscale_in_train")}}),
+         this->scope);
   for (double v : Fetch<T>(this->scope, "y")) ASSERT_EQ(v, 0.0);
 }
 
@@ -337,8 +340,8 @@ TYPED_TEST(NnForward, LayerNormAgainstTwoPassReference) {
   Feed<T>(this->scope, "scale", {12}, scale);
   Feed<T>(this->scope, "bias", {12}, bias);
   RunOne(OpDesc("layer_norm", {{"X", {"x"}}, {"Scale", {"scale"}}, {"Bias", {"bias"}}},
-             {{"Y", {"y"}}, {"Mean", {"mean"}}, {"Variance", {"var"}}}, {{"epsilon", 1e-3f}}),
-      this->scope);
+                {{"Y", {"y"}}, {"Mean", {"mean"}}, {"Variance", {"var"}}}, {{"epsilon", 1e-3f}}),
+         this->scope);
   Doubles y(24), mean(2), var(2);
   for (int r = 0; r < 2; ++r) {
     for (int j = 0; j < 12; ++j) mean[r] += static_cast<T>(x[r * 12 + j]) / 12.0;
@@ -358,8 +361,8 @@ TYPED_TEST(NnForward, LayerNormAgainstTwoPassReference) {
 
   // Without Scale and Bias, normalizing from axis 2: rows of 4.
   RunOne(OpDesc("layer_norm", {{"X", {"x"}}}, {{"Y", {"y2"}}, {"Mean", {"m2"}}, {"Variance", {"v2"}}},
-             {{"begin_norm_axis", 2}}),
-      this->scope);
+                {{"begin_norm_axis", 2}}),
+         this->scope);
   EXPECT_EQ(ShapeOf(this->scope, "m2"), (Shape{6}));
   Doubles y2 = Fetch<T>(this->scope, "y2");
   for (int r = 0; r < 6; ++r) {
@@ -382,8 +385,8 @@ TYPED_TEST(NnForward, TopKAndAccuracy) {
 
   Feed<int64_t>(this->scope, "label", {3, 1}, {2, 3, 1});
   RunOne(OpDesc("accuracy", {{"Out", {"v"}}, {"Indices", {"i"}}, {"Label", {"label"}}},
-             {{"Accuracy", {"acc"}}, {"Correct", {"correct"}}, {"Total", {"total"}}}, {}),
-      this->scope);
+                {{"Accuracy", {"acc"}}, {"Correct", {"correct"}}, {"Total", {"total"}}}, {}),
+         this->scope);
   EXPECT_FLOAT_EQ(static_cast<float>(Fetch<float>(this->scope, "acc")[0]), 2.0f / 3.0f);
   EXPECT_EQ(Fetch<int32_t>(this->scope, "correct")[0], 2.0);
   EXPECT_EQ(Fetch<int32_t>(this->scope, "total")[0], 3.0);
@@ -413,7 +416,7 @@ TYPED_TEST(NnForward, SgdUpdatesInPlace) {
   Feed<T>(this->scope, "g", {2, 3}, g);
   Feed<float>(this->scope, "lr", {1}, {0.1});  // a float32 rate may drive float64 params
   RunOne(OpDesc("sgd", {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}}, {{"ParamOut", {"p"}}}, {}),
-      this->scope);
+         this->scope);
   Doubles want(6);
   for (int i = 0; i < 6; ++i) want[i] = static_cast<T>(p[i]) - static_cast<T>(0.1f) * static_cast<T>(g[i]);
   ExpectNear<T>(Fetch<T>(this->scope, "p"), want, "sgd");
@@ -446,8 +449,8 @@ TYPED_TEST(NnForward, MomentumMatchesTorchSgd) {
       Feed<T>(scope, "p", {8}, p);
       Feed<T>(scope, "v", {8}, Doubles(8, 0.0));
       Feed<T>(scope, "lr", {1}, {0.05});
-      TorchMomentum ref{static_cast<T>(0.05), static_cast<double>(0.9f), static_cast<double>(static_cast<float>(wd)),
-                        nesterov, {}};
+      TorchMomentum ref{
+          static_cast<T>(0.05), static_cast<double>(0.9f), static_cast<double>(static_cast<float>(wd)), nesterov, {}};
       Doubles rp(p.size());
       for (size_t i = 0; i < p.size(); ++i) rp[i] = static_cast<T>(p[i]);
       AttributeMap attrs{{"mu", 0.9f}, {"use_nesterov", nesterov}};
@@ -462,13 +465,12 @@ TYPED_TEST(NnForward, MomentumMatchesTorchSgd) {
         for (int i = 0; i < 8; ++i) gt[i] = static_cast<T>(g[i]);
         ref.Step(rp, gt);
         RunOne(OpDesc("momentum", {{"Param", {"p"}}, {"Grad", {"g"}}, {"Velocity", {"v"}}, {"LearningRate", {"lr"}}},
-                   {{"ParamOut", {"p"}}, {"VelocityOut", {"v"}}}, attrs),
-            scope);
+                      {{"ParamOut", {"p"}}, {"VelocityOut", {"v"}}}, attrs),
+               scope);
       }
       Doubles got = Fetch<T>(scope, "p");
       for (int i = 0; i < 8; ++i)
-        EXPECT_NEAR(got[i], rp[i], IsF32<T> ? 1e-5 : 1e-7)
-            << "nesterov " << nesterov << " wd " << wd << " at " << i;
+        EXPECT_NEAR(got[i], rp[i], IsF32<T> ? 1e-5 : 1e-7) << "nesterov " << nesterov << " wd " << wd << " at " << i;
     }
   }
 }
@@ -503,12 +505,20 @@ TYPED_TEST(NnForward, AdamMatchesTorchAdamOverSteps) {
       rp[i] -= lr * mhat / (std::sqrt(vhat) + eps);
     }
     RunOne(OpDesc("adam",
-               {{"Param", {"p"}}, {"Grad", {"g"}}, {"LearningRate", {"lr"}}, {"Moment1", {"m1"}}, {"Moment2", {"m2"}},
-                {"Beta1Pow", {"b1p"}}, {"Beta2Pow", {"b2p"}}},
-               {{"ParamOut", {"p"}}, {"Moment1Out", {"m1"}}, {"Moment2Out", {"m2"}}, {"Beta1PowOut", {"b1p"}},
-                {"Beta2PowOut", {"b2p"}}},
-               {}),
-        this->scope);
+                  {{"Param", {"p"}},
+                   {"Grad", {"g"}},
+                   {"LearningRate", {"lr"}},
+                   {"Moment1", {"m1"}},
+                   {"Moment2", {"m2"}},
+                   {"Beta1Pow", {"b1p"}},
+                   {"Beta2Pow", {"b2p"}}},
+                  {{"ParamOut", {"p"}},
+                   {"Moment1Out", {"m1"}},
+                   {"Moment2Out", {"m2"}},
+                   {"Beta1PowOut", {"b1p"}},
+                   {"Beta2PowOut", {"b2p"}}},
+                  {}),
+           this->scope);
     b1p = static_cast<float>(b1p * b1);
     b2p = static_cast<float>(b2p * b2);
     EXPECT_FLOAT_EQ(static_cast<float>(Fetch<float>(this->scope, "b1p")[0]), b1p) << t;
@@ -584,22 +594,37 @@ TEST_F(NnBuild, BadInputsAreReportedWithBothSides) {
   Declare("label3", {-1, 1, 1}, DType::kInt64);
   Declare("flabel", {-1, 1});
   Declare("odd", {4, 7});
-  ExpectError([&] { Infer(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label3"}}}, {{"Y", {"y"}}}, {})); },
-              ErrorKind::kInvalidArgument, "Label must have the rank of X (2), but received Label [-1, 1, 1]");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label3"}}}, {{"Y", {"y"}}}, {}));
+      },
+      ErrorKind::kInvalidArgument, "Label must have the rank of X (2), but received Label [-1, 1, 1]");
   ExpectError(
       [&] {
         Infer(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"flabel"}}},
                      {{"Softmax", {"s"}}, {"Loss", {"l"}}}, {}));
       },
       ErrorKind::kInvalidArgument, "input Label must be int64 (or int32), but received float32");
-  ExpectError([&] { Infer(OpDesc("split", {{"X", {"odd"}}}, {{"Out", {"a", "b"}}}, {{"num", 2}, {"axis", 1}})); },
-              ErrorKind::kInvalidArgument, "the split axis (size 7) must divide evenly into num = 2 parts");
-  ExpectError([&] { Infer(OpDesc("softmax", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"axis", 2}})); },
-              ErrorKind::kOutOfRange, "attribute axis must be in [-2, 2) for an input of rank 2, but received 2");
-  ExpectError([&] { Infer(OpDesc("concat", {{"X", {"x", "odd"}}}, {{"Out", {"c"}}}, {{"axis", 0}})); },
-              ErrorKind::kInvalidArgument, "X must agree on every dim but axis 0");
-  ExpectError([&] { Infer(OpDesc("top_k", {{"X", {"odd"}}}, {{"Out", {"v"}}, {"Indices", {"i"}}}, {{"k", 8}})); },
-              ErrorKind::kOutOfRange, "k = 8 must not exceed the last dim of X");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("split", {{"X", {"odd"}}}, {{"Out", {"a", "b"}}}, {{"num", 2}, {"axis", 1}}));
+      },
+      ErrorKind::kInvalidArgument, "the split axis (size 7) must divide evenly into num = 2 parts");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("softmax", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"axis", 2}}));
+      },
+      ErrorKind::kOutOfRange, "attribute axis must be in [-2, 2) for an input of rank 2, but received 2");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("concat", {{"X", {"x", "odd"}}}, {{"Out", {"c"}}}, {{"axis", 0}}));
+      },
+      ErrorKind::kInvalidArgument, "X must agree on every dim but axis 0");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("top_k", {{"X", {"odd"}}}, {{"Out", {"v"}}, {"Indices", {"i"}}}, {{"k", 8}}));
+      },
+      ErrorKind::kOutOfRange, "k = 8 must not exceed the last dim of X");
   // Attribute checkers run in the verifier, which every loaded program passes.
   prog.Root()->AppendOp(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"dropout_prob", 1.5f}}));
   ExpectError([&] { VerifyProgram(prog, *CurrentRegistry()); }, ErrorKind::kInvalidArgument,
@@ -698,8 +723,8 @@ TEST_P(NnGradient, Float32GradKernelsMatchFloat64) {
     Doubles g32 = Fetch<float>(s32, GradVarName(n)), g64 = Fetch<double>(s64, GradVarName(n));
     ASSERT_EQ(g32.size(), g64.size()) << n;
     for (size_t i = 0; i < g32.size(); ++i)
-      EXPECT_NEAR(g32[i], g64[i], 1e-4 * std::max(1.0, std::abs(g64[i]))) << GetParam() << " " << n << "@GRAD[" << i
-                                                                          << "]";
+      EXPECT_NEAR(g32[i], g64[i], 1e-4 * std::max(1.0, std::abs(g64[i])))
+          << GetParam() << " " << n << "@GRAD[" << i << "]";
   }
 }
 

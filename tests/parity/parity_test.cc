@@ -34,9 +34,9 @@ TEST_P(Parity, GradientsMatchPyTorch) {
   const fs::path out = fs::temp_directory_path() /
                        ("nabla_parity_" + GetParam().name + "_" + GetParam().executor + "_" + GetParam().device);
   fs::remove_all(out);
-  std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "program.yaml").string()) +
-                    " --backward " + spec["loss"].as<std::string>() + " --executor " + GetParam().executor +
-                    " --device " + GetParam().device;
+  std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "program.yaml").string()) + " --backward " +
+                    spec["loss"].as<std::string>() + " --executor " + GetParam().executor + " --device " +
+                    GetParam().device;
   for (const auto& f : spec["feeds"])
     cmd += " --feed " + Quote(f.first.as<std::string>() + "=" + (dir / f.second.as<std::string>()).string());
   std::string fetch;
@@ -72,15 +72,16 @@ INSTANTIATE_TEST_SUITE_P(OpenCl, Parity,
                                            ParityCase{"cnn", "sequential", "opencl"}),
                          CaseName);
 #else
-INSTANTIATE_TEST_SUITE_P(
-    Networks, Parity,
-    ::testing::Values(ParityCase{"softmax_regression", "sequential"}, ParityCase{"softmax_regression", "taskgraph"},
-                      ParityCase{"mlp", "sequential"}, ParityCase{"mlp", "taskgraph"},
-                      ParityCase{"rnn_unrolled", "sequential"}, ParityCase{"rnn_unrolled", "taskgraph"},
-                      ParityCase{"rnn_while", "sequential"}, ParityCase{"rnn_while", "taskgraph"},
-                      ParityCase{"shape_ops", "sequential"}, ParityCase{"shape_ops", "taskgraph"},
-                      ParityCase{"cnn", "sequential"}, ParityCase{"cnn", "taskgraph"}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Networks, Parity,
+                         ::testing::Values(ParityCase{"softmax_regression", "sequential"},
+                                           ParityCase{"softmax_regression", "taskgraph"},
+                                           ParityCase{"mlp", "sequential"}, ParityCase{"mlp", "taskgraph"},
+                                           ParityCase{"rnn_unrolled", "sequential"},
+                                           ParityCase{"rnn_unrolled", "taskgraph"},
+                                           ParityCase{"rnn_while", "sequential"}, ParityCase{"rnn_while", "taskgraph"},
+                                           ParityCase{"shape_ops", "sequential"}, ParityCase{"shape_ops", "taskgraph"},
+                                           ParityCase{"cnn", "sequential"}, ParityCase{"cnn", "taskgraph"}),
+                         CaseName);
 #endif
 
 }  // namespace

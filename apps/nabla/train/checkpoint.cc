@@ -29,19 +29,26 @@ using Json = nlohmann::json;
 
 const char* SafetensorsDType(DType d) {
   switch (d) {
-    case DType::kFloat32: return "F32";
-    case DType::kFloat64: return "F64";
-    case DType::kInt32: return "I32";
-    case DType::kInt64: return "I64";
-    case DType::kBool: return "BOOL";
+    case DType::kFloat32:
+      return "F32";
+    case DType::kFloat64:
+      return "F64";
+    case DType::kInt32:
+      return "I32";
+    case DType::kInt64:
+      return "I64";
+    case DType::kBool:
+      return "BOOL";
   }
   return "?";
 }
 
 bool ParseSafetensorsDType(const std::string& s, DType* out) {
-  static const std::map<std::string, DType> kMap = {
-      {"F32", DType::kFloat32}, {"F64", DType::kFloat64}, {"I32", DType::kInt32},
-      {"I64", DType::kInt64},   {"BOOL", DType::kBool}};
+  static const std::map<std::string, DType> kMap = {{"F32", DType::kFloat32},
+                                                    {"F64", DType::kFloat64},
+                                                    {"I32", DType::kInt32},
+                                                    {"I64", DType::kInt64},
+                                                    {"BOOL", DType::kBool}};
   auto it = kMap.find(s);
   if (it == kMap.end()) return false;
   *out = it->second;

@@ -17,14 +17,22 @@ namespace nabla::train {
 
 const char* ElemKindName(ElemKind kind) {
   switch (kind) {
-    case ElemKind::kUInt8: return "uint8";
-    case ElemKind::kInt8: return "int8";
-    case ElemKind::kInt16: return "int16";
-    case ElemKind::kInt32: return "int32";
-    case ElemKind::kInt64: return "int64";
-    case ElemKind::kFloat32: return "float32";
-    case ElemKind::kFloat64: return "float64";
-    case ElemKind::kBool: return "bool";
+    case ElemKind::kUInt8:
+      return "uint8";
+    case ElemKind::kInt8:
+      return "int8";
+    case ElemKind::kInt16:
+      return "int16";
+    case ElemKind::kInt32:
+      return "int32";
+    case ElemKind::kInt64:
+      return "int64";
+    case ElemKind::kFloat32:
+      return "float32";
+    case ElemKind::kFloat64:
+      return "float64";
+    case ElemKind::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -35,12 +43,16 @@ size_t ElemSize(ElemKind kind) {
   switch (kind) {
     case ElemKind::kUInt8:
     case ElemKind::kInt8:
-    case ElemKind::kBool: return 1;
-    case ElemKind::kInt16: return 2;
+    case ElemKind::kBool:
+      return 1;
+    case ElemKind::kInt16:
+      return 2;
     case ElemKind::kInt32:
-    case ElemKind::kFloat32: return 4;
+    case ElemKind::kFloat32:
+      return 4;
     case ElemKind::kInt64:
-    case ElemKind::kFloat64: return 8;
+    case ElemKind::kFloat64:
+      return 8;
   }
   return 1;
 }
@@ -145,8 +157,8 @@ void CheckSameRows(const Dataset& d) {
       continue;
     }
     NABLA_ENFORCE(c.rows == first->rows, kInvalidArgument, "dataset columns disagree on the number of samples: '",
-                  first->name, "' (", first->source, ") has ", first->rows, " but '", c.name, "' (", c.source,
-                  ") has ", c.rows);
+                  first->name, "' (", first->source, ") has ", first->rows, " but '", c.name, "' (", c.source, ") has ",
+                  c.rows);
   }
 }
 
@@ -227,14 +239,22 @@ int64_t Column::SampleNumel() const {
 double Column::ValueAsDouble(int64_t i) const {
   const uint8_t* p = bytes.data() + static_cast<size_t>(i) * ElemSize(kind);
   switch (kind) {
-    case ElemKind::kUInt8: return *p;
-    case ElemKind::kInt8: return static_cast<int8_t>(*p);
-    case ElemKind::kBool: return *p ? 1.0 : 0.0;
-    case ElemKind::kInt16: return Load<int16_t>(p);
-    case ElemKind::kInt32: return Load<int32_t>(p);
-    case ElemKind::kInt64: return static_cast<double>(Load<int64_t>(p));
-    case ElemKind::kFloat32: return Load<float>(p);
-    case ElemKind::kFloat64: return Load<double>(p);
+    case ElemKind::kUInt8:
+      return *p;
+    case ElemKind::kInt8:
+      return static_cast<int8_t>(*p);
+    case ElemKind::kBool:
+      return *p ? 1.0 : 0.0;
+    case ElemKind::kInt16:
+      return Load<int16_t>(p);
+    case ElemKind::kInt32:
+      return Load<int32_t>(p);
+    case ElemKind::kInt64:
+      return static_cast<double>(Load<int64_t>(p));
+    case ElemKind::kFloat32:
+      return Load<float>(p);
+    case ElemKind::kFloat64:
+      return Load<double>(p);
   }
   return 0;
 }
@@ -258,12 +278,24 @@ Column ReadIdxFile(const std::string& path, const std::string& column_name) {
   c.name = column_name;
   c.source = path;
   switch (magic[2]) {
-    case 0x08: c.kind = ElemKind::kUInt8; break;
-    case 0x09: c.kind = ElemKind::kInt8; break;
-    case 0x0B: c.kind = ElemKind::kInt16; break;
-    case 0x0C: c.kind = ElemKind::kInt32; break;
-    case 0x0D: c.kind = ElemKind::kFloat32; break;
-    case 0x0E: c.kind = ElemKind::kFloat64; break;
+    case 0x08:
+      c.kind = ElemKind::kUInt8;
+      break;
+    case 0x09:
+      c.kind = ElemKind::kInt8;
+      break;
+    case 0x0B:
+      c.kind = ElemKind::kInt16;
+      break;
+    case 0x0C:
+      c.kind = ElemKind::kInt32;
+      break;
+    case 0x0D:
+      c.kind = ElemKind::kFloat32;
+      break;
+    case 0x0E:
+      c.kind = ElemKind::kFloat64;
+      break;
     default:
       NABLA_THROW(kInvalidArgument, path, ": unknown IDX element type 0x", std::hex, int(magic[2]),
                   "; expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E");
@@ -309,11 +341,21 @@ Dataset ReadNpyDataset(const std::map<std::string, std::string>& files) {
     c.name = name;
     c.source = path;
     switch (t.GetDType()) {
-      case DType::kFloat32: c.kind = ElemKind::kFloat32; break;
-      case DType::kFloat64: c.kind = ElemKind::kFloat64; break;
-      case DType::kInt32: c.kind = ElemKind::kInt32; break;
-      case DType::kInt64: c.kind = ElemKind::kInt64; break;
-      case DType::kBool: c.kind = ElemKind::kBool; break;
+      case DType::kFloat32:
+        c.kind = ElemKind::kFloat32;
+        break;
+      case DType::kFloat64:
+        c.kind = ElemKind::kFloat64;
+        break;
+      case DType::kInt32:
+        c.kind = ElemKind::kInt32;
+        break;
+      case DType::kInt64:
+        c.kind = ElemKind::kInt64;
+        break;
+      case DType::kBool:
+        c.kind = ElemKind::kBool;
+        break;
     }
     c.rows = t.Dim(0);
     c.sample_shape.assign(t.GetShape().begin() + 1, t.GetShape().end());
@@ -415,9 +457,9 @@ void CheckLabelRange(const FeedBinding& feed, int64_t classes, const std::string
   const int64_t n = c.rows * c.SampleNumel();
   for (int64_t i = 0; i < n; ++i) {
     double v = c.ValueAsDouble(i);
-    NABLA_ENFORCE(v >= 0 && v < classes && v == std::floor(v), kOutOfRange, where, ": label out of range in ",
-                  c.source, " (sample ", i / c.SampleNumel(), "): expected an integer in [0, ", classes,
-                  ") for feed var '", feed.var, "', but received ", v);
+    NABLA_ENFORCE(v >= 0 && v < classes && v == std::floor(v), kOutOfRange, where, ": label out of range in ", c.source,
+                  " (sample ", i / c.SampleNumel(), "): expected an integer in [0, ", classes, ") for feed var '",
+                  feed.var, "', but received ", v);
   }
 }
 
@@ -427,8 +469,8 @@ std::vector<int64_t> EpochOrder(int64_t n, bool shuffle, uint64_t seed, int64_t 
   if (!shuffle || n < 2) return order;
   // mt19937_64 is specified bit for bit by the standard; the bounded draw
   // is our own (the standard distributions vary between libraries).
-  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                    static_cast<uint32_t>(epoch), static_cast<uint32_t>(static_cast<uint64_t>(epoch) >> 32)};
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(epoch),
+                    static_cast<uint32_t>(static_cast<uint64_t>(epoch) >> 32)};
   std::mt19937_64 rng(seq);
   for (int64_t i = n - 1; i > 0; --i) {
     const uint64_t range = static_cast<uint64_t>(i) + 1;
@@ -478,19 +520,28 @@ void FillBatch(const FeedBinding& f, const std::vector<int64_t>& order, int64_t 
 
 }  // namespace
 
-Tensor MakeBatch(const FeedBinding& f, const std::vector<int64_t>& order, int64_t begin, int64_t end,
-                 Device& device) {
+Tensor MakeBatch(const FeedBinding& f, const std::vector<int64_t>& order, int64_t begin, int64_t end, Device& device) {
   Shape shape{end - begin};
   shape.insert(shape.end(), f.sample_shape.begin(), f.sample_shape.end());
   Tensor host;
   Device& host_device = HostDevice();
   host.Allocate(host_device, f.dtype, shape);
   switch (f.dtype) {
-    case DType::kFloat32: FillBatch(f, order, begin, end, host.MutableData<float>()); break;
-    case DType::kFloat64: FillBatch(f, order, begin, end, host.MutableData<double>()); break;
-    case DType::kInt32: FillBatch(f, order, begin, end, host.MutableData<int32_t>()); break;
-    case DType::kInt64: FillBatch(f, order, begin, end, host.MutableData<int64_t>()); break;
-    case DType::kBool: FillBatch(f, order, begin, end, host.MutableData<bool>()); break;
+    case DType::kFloat32:
+      FillBatch(f, order, begin, end, host.MutableData<float>());
+      break;
+    case DType::kFloat64:
+      FillBatch(f, order, begin, end, host.MutableData<double>());
+      break;
+    case DType::kInt32:
+      FillBatch(f, order, begin, end, host.MutableData<int32_t>());
+      break;
+    case DType::kInt64:
+      FillBatch(f, order, begin, end, host.MutableData<int64_t>());
+      break;
+    case DType::kBool:
+      FillBatch(f, order, begin, end, host.MutableData<bool>());
+      break;
   }
   if (&device == &host_device) return host;
   Tensor t;

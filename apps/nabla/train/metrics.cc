@@ -74,9 +74,9 @@ void MetricsWriter::Write(const MetricRow& r) {
   NABLA_ENFORCE(file_ != nullptr, kPreconditionNotMet, "the metrics file '", path_, "' is closed after a failed write");
   bool ok = true;
   if (jsonl_) {
-    nlohmann::json j = {{"phase", r.phase},   {"epoch", r.epoch},
-                        {"step", r.step},     {"loss", std::isfinite(r.loss) ? nlohmann::json(r.loss) : nullptr},
-                        {"accuracy", nullptr}, {"samples_per_sec", r.samples_per_sec},
+    nlohmann::json j = {{"phase", r.phase},        {"epoch", r.epoch},
+                        {"step", r.step},          {"loss", std::isfinite(r.loss) ? nlohmann::json(r.loss) : nullptr},
+                        {"accuracy", nullptr},     {"samples_per_sec", r.samples_per_sec},
                         {"elapsed_s", r.elapsed_s}};
     if (r.accuracy) j["accuracy"] = *r.accuracy;
     ok = std::fprintf(file_, "%s\n", j.dump().c_str()) >= 0;
@@ -200,8 +200,7 @@ void PlotMetrics(const std::string& metrics_path, const std::string& out) {
   for (const auto& r : rows) {
     for (int p = 0; p < 3; ++p) {
       if (r.phase != phases[p] || !std::isfinite(r.loss)) continue;
-      data[p] << Num(r.epoch) << " " << Num(r.loss) << " " << (r.accuracy ? Num(*r.accuracy * 100) : "NaN")
-              << "\n";
+      data[p] << Num(r.epoch) << " " << Num(r.loss) << " " << (r.accuracy ? Num(*r.accuracy * 100) : "NaN") << "\n";
       if (r.accuracy) have_acc = true;
     }
   }
@@ -219,8 +218,7 @@ void PlotMetrics(const std::string& metrics_path, const std::string& out) {
                              "linespoints lw 2 lc rgb '#d62728' title 'eval'"};
     for (int p = 0; p < 3; ++p) {
       if (data[p].str().empty()) continue;
-      s += std::string(first ? "" : ", ") + "$" + phases[p] + " using 1:" + std::to_string(col) + " with " +
-           styles[p];
+      s += std::string(first ? "" : ", ") + "$" + phases[p] + " using 1:" + std::to_string(col) + " with " + styles[p];
       first = false;
     }
     (void)what;

@@ -644,8 +644,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   auto pending_stop = [&]() -> int {
     const int sig = StopSignals::Pending();
     if (!world.Distributed()) return sig;
-    const std::vector<double> any =
-        collectives.Sum({sig == SIGINT ? 1.0 : 0.0, sig != 0 && sig != SIGINT ? 1.0 : 0.0});
+    const std::vector<double> any = collectives.Sum({sig == SIGINT ? 1.0 : 0.0, sig != 0 && sig != SIGINT ? 1.0 : 0.0});
     return any[0] > 0 ? SIGINT : any[1] > 0 ? SIGTERM : 0;
   };
   int stop_signal = 0;
@@ -773,7 +772,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   if (stop_signal != 0) {
     if (world.Leader())
       StopForSignal(
-        stop_signal, step, step > start_step, c.checkpoint.dir, [&] { save(epoch, batch); }, last_checkpoint);
+          stop_signal, step, step > start_step, c.checkpoint.dir, [&] { save(epoch, batch); }, last_checkpoint);
     summary.steps = step;
     summary.epochs = epoch;
     summary.last_checkpoint = last_checkpoint;

@@ -46,9 +46,9 @@ struct EpochStats {
 };
 
 struct RunSummary {
-  int64_t steps = 0;   // optimizer steps done, resumed ones included
-  int64_t epochs = 0;  // completed epochs
-  EpochStats train;    // of the last epoch run
+  int64_t steps = 0;               // optimizer steps done, resumed ones included
+  int64_t epochs = 0;              // completed epochs
+  EpochStats train;                // of the last epoch run
   std::optional<EpochStats> eval;  // of the last evaluation
   double seconds = 0;
   double samples_per_sec = 0;

@@ -126,9 +126,9 @@ class NABLA_API OpenClDevice final : public Device {
   void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t a_offset,
             int64_t lda, const void* b, int64_t b_offset, int64_t ldb, float beta, void* c, int64_t c_offset,
             int64_t ldc);
-  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-            int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta, void* c,
-            int64_t c_offset, int64_t ldc);
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t a_offset,
+            int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta, void* c, int64_t c_offset,
+            int64_t ldc);
 
   // The pool: bytes in buffers handed out, bytes held free for reuse.
   size_t LiveBytes() const;
