@@ -57,8 +57,6 @@ size_t ElemSize(ElemKind kind) {
   return 1;
 }
 
-bool IsIntegerKind(ElemKind k) { return k != ElemKind::kFloat32 && k != ElemKind::kFloat64; }
-
 template <typename T>
 T Load(const uint8_t* p) {
   T v;
