@@ -1,4 +1,5 @@
 #include "train/data_parallel.h"
+#include "train/filled_var.h"
 
 #include <algorithm>
 #include <map>
@@ -116,18 +117,7 @@ size_t InsertGradientAllreduce(ProgramDesc& program, const ParamGrads& param_gra
   // The scale vars: persistable, 1/world_size unless the trainer says else.
   for (const Grad& g : grads) {
     const std::string s = GradScaleVar(g.dtype);
-    if (block.HasVar(s)) continue;
-    VarDesc* v = block.Var(s);
-    v->SetShape({1});
-    v->SetDType(g.dtype);
-    v->MarkDTypeKnown();
-    v->SetPersistable(true);
-    v->SetStopGradient(true);
-    v->SetDeclared(true);
-    InitSpec init;
-    init.type = "fill_constant";
-    init.attrs["value"] = static_cast<float>(1.0 / o.world_size);
-    v->SetInit(init);
+    if (!block.HasVar(s)) DeclareFilledVar(block, s, {1}, g.dtype, static_cast<float>(1.0 / o.world_size));
   }
 
   // Buckets close once they reach bucket_mb (or per gradient with 0), and

@@ -26,6 +26,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dataset.h"
+#include "train/filled_var.h"
 #include "train/metrics.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
@@ -64,17 +65,7 @@ class ProgramBuilder {
   void PersistableVar(const std::string& name, const Shape& shape, DType dtype, float value) {
     NABLA_ENFORCE(!block_->HasVar(name), kAlreadyExists, "the optimizer needs a var named '", name,
                   "', but the program already has one");
-    VarDesc* v = block_->Var(name);
-    v->SetShape(shape);
-    v->SetDType(dtype);
-    v->MarkDTypeKnown();
-    v->SetPersistable(true);
-    v->SetStopGradient(true);
-    v->SetDeclared(true);
-    InitSpec init;
-    init.type = "fill_constant";
-    init.attrs["value"] = value;
-    v->SetInit(init);
+    DeclareFilledVar(*block_, name, shape, dtype, value);
   }
 
   bool OpHasOutput(const std::string& type, const std::string& slot) const {
