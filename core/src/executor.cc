@@ -255,6 +255,13 @@ void FinishDryRunOutputs(const OpDesc& op, const VarAccess& vars, Device& device
     }
 }
 
+bool ReadsVar(const OpDesc& op, const std::string& name) {
+  for (const auto& [slot, args] : op.Inputs())
+    for (const auto& in : args)
+      if (in == name) return true;
+  return false;
+}
+
 // An op that writes a var it also reads would have shape inference resize,
 // and its kernel overwrite, the input it is still reading: mul(X=h, Y=w) ->
 // h gave zeros. Ops that update a var on purpose declare UpdatesInPlace
@@ -265,25 +272,14 @@ void FinishDryRunOutputs(const OpDesc& op, const VarAccess& vars, Device& device
 // backward builder's overwrite pass renames what their grad ops need).
 bool WritesItsInput(const OpDesc& op, const OpInfo& info) {
   if (info.traits.updates_in_place || info.traits.has_sub_block || info.traits.control_flow) return false;
-  for (const auto& [oslot, oargs] : op.Outputs())
-    for (const auto& out : oargs) {
-      if (out == kEmptyVarName) continue;
-      for (const auto& [islot, iargs] : op.Inputs())
-        for (const auto& in : iargs)
-          if (in == out) return true;
-    }
+  for (const auto& [slot, args] : op.Outputs())
+    for (const auto& out : args)
+      if (out != kEmptyVarName && ReadsVar(op, out)) return true;
   return false;
 }
 
 void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, const PreparedOp* prepared,
               Scope& scope, Device& device, const RunContext& run);
-
-bool ReadsVar(const OpDesc& op, const std::string& name) {
-  for (const auto& [slot, args] : op.Inputs())
-    for (const auto& in : args)
-      if (in == name) return true;
-  return false;
-}
 
 // Runs the op with its outputs bound to new variables, then moves what it
 // wrote into the real ones: inputs are read intact, as if the op had written
