@@ -32,6 +32,10 @@ for f in bin/nabla lib/libnabla_core.so lib/libnabla_cpu.so lib/nabla/plugins/li
          lib/cmake/nabla/nablaTargets.cmake lib/cmake/nabla/nabla_plugin.cmake; do
   [ -e "$P/$f" ] || fail "the install has no $f"
 done
+# nabla::train (train/): program building for embedding programs.
+for f in include/nabla/train.h lib/libnabla_trainlib.a; do
+  [ -e "$P/$f" ] || fail "the install has no $f"
+done
 # The public headers stand alone: no TBB, yaml-cpp or Boost.
 if grep -rnE '#include *[<"](tbb|oneapi|yaml-cpp|boost)/' "$P/include/nabla"; then
   fail "a public header includes TBB, yaml-cpp or Boost"
