@@ -40,7 +40,7 @@ struct OptimizerOptions {
 };
 
 // The learning-rate var AppendOptimizer declares. '@' keeps the names this
-// library adds apart from user names (a program file cannot declare them).
+// library adds (P@velocity, metric@correct, ...) apart from user names.
 inline constexpr char kLearningRateVar[] = "optimizer@learning_rate";
 
 // Appends the update of every (parameter, gradient) pair to the root block
