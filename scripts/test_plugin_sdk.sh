@@ -4,7 +4,8 @@
 # example examples/plugins/acme against it with find_package(nabla), lists
 # its ops, checks its gradients, runs it with `nabla exec` (--plugin) and
 # trains with `nabla run` (the run config's `plugins:` list, then --plugin),
-# builds a project from `nabla plugin new`, checks that a foreign compiler is
+# builds a project from `nabla plugin new` and one that links nabla::train
+# (nabla/train.h), checks that a foreign compiler is
 # refused at configure time, and installs a plugin where nabla finds it by
 # default. Called by scripts/test.sh after the Release tests.
 set -eu
@@ -121,6 +122,46 @@ cmake --build "$WORK/foo/build" >"$WORK/foo_build.log" || { cat "$WORK/foo_build
 (cd "$WORK/foo/build" && ctest --output-on-failure >"$WORK/foo_ctest.log") || { cat "$WORK/foo_ctest.log"; fail "foo's ctest"; }
 "$NABLA" gradcheck --all --only-plugin --plugin "$WORK/foo/build/libfoo.so" >"$WORK/foo_gradcheck.txt" \
   || { cat "$WORK/foo_gradcheck.txt"; fail "gradcheck of the new plugin"; }
+
+step "a program built against the install with nabla::train appends an optimizer"
+mkdir -p "$WORK/trainuse"
+cat >"$WORK/trainuse/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(trainuse LANGUAGES CXX)
+find_package(nabla REQUIRED CONFIG)
+add_executable(trainuse main.cc)
+target_link_libraries(trainuse PRIVATE nabla::train)
+CMAKE
+cat >"$WORK/trainuse/main.cc" <<'CXX'
+#include <iostream>
+
+#include "nabla/nabla.h"
+#include "nabla/train.h"
+
+int main() {
+  nabla::PluginManager::Instance().LoadDefaults();
+  nabla::ProgramDesc p = nabla::ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 2], dtype: float32, stop_gradient: true}
+      w: {shape: [2, 1], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.5}}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [y]}}
+      - {type: mean, inputs: {X: [y]}, outputs: {Out: [loss]}}
+)", "trainuse.yaml");
+  nabla::train::OptimizerOptions o;
+  o.type = "adam";
+  nabla::train::AppendOptimizer(p, nabla::AppendBackward(p, "loss"), o);
+  std::cout << p.Root()->Op(p.Root()->OpSize() - 1)->Type() << "\n";
+}
+CXX
+cmake -S "$WORK/trainuse" -B "$WORK/trainuse/build" $GEN -DCMAKE_PREFIX_PATH="$P" >"$WORK/trainuse_configure.log" \
+  || { cat "$WORK/trainuse_configure.log"; fail "configuring a project that uses nabla::train"; }
+cmake --build "$WORK/trainuse/build" >"$WORK/trainuse_build.log" \
+  || { cat "$WORK/trainuse_build.log"; fail "building a project that uses nabla::train"; }
+[ "$("$WORK/trainuse/build/trainuse")" = adam ] || fail "nabla::train from the install did not append adam"
 
 if command -v clang++ >/dev/null 2>&1; then
   step "a foreign compiler (clang++) is refused at configure time"

@@ -26,11 +26,11 @@
 #include "nabla/feed_fetch.h"
 #include "nabla/fusion.h"
 #include "nabla/npy.h"
-#include "nabla/op_registry.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
+#include "nabla/train.h"
 #include "tensor_format.h"
 
 namespace nabla::app {
@@ -89,25 +89,9 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   // --sgd LR: a whole training step (forward, backward, update) in one run,
   // so `--repeat` times what `nabla run` does per batch with plain sgd.
   NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "--sgd: ", opts.backward_loss, " has no trainable parameter");
-  const OpRegistry& registry = *CurrentRegistry();
-  BlockDesc* block = program.Root();
-  const std::string lr = "exec@sgd_learning_rate";
-  VarDesc* v = block->Var(lr);
-  v->SetShape({1});
-  v->SetDType(block->FindVar(pg.front().first)->GetDType());
-  v->MarkDTypeKnown();
-  v->SetPersistable(true);
-  v->SetStopGradient(true);
-  InitSpec init;
-  init.type = "fill_constant";
-  init.attrs["value"] = ParseLearningRate(opts.sgd);
-  v->SetInit(init);
-  for (const auto& [p, g] : pg) {
-    auto op = std::make_unique<OpDesc>("sgd", VarNameMap{{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {lr}}},
-                                       VarNameMap{{"ParamOut", {p}}}, AttributeMap{});
-    FillDefaultAttrs(*op, registry, &program);
-    InferOpAtBuildTime(*block->AppendOp(std::move(op)), *block, registry);
-  }
+  train::OptimizerOptions sgd;
+  sgd.lr = ParseLearningRate(opts.sgd);
+  train::AppendOptimizer(program, pg, sgd);
 }
 
 // Reads every --feed and checks it against the var the program declares.

@@ -16,6 +16,7 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/nabla.h"
+#include "nabla/train.h"
 
 namespace {
 
@@ -35,30 +36,6 @@ void MakeBatch(std::mt19937& rng, int64_t n, nabla::Tensor& x, nabla::Tensor& y)
   }
 }
 
-// One sgd op per parameter, reading a persistable learning-rate var.
-void AppendSgd(nabla::ProgramDesc& program, const nabla::ParamGrads& param_grads, float lr) {
-  using namespace nabla;
-  BlockDesc* block = program.Root();
-  VarDesc* lr_var = block->Var("embed@learning_rate");
-  lr_var->SetShape({1});
-  lr_var->SetDType(DType::kFloat32);
-  lr_var->MarkDTypeKnown();
-  lr_var->SetPersistable(true);
-  lr_var->SetStopGradient(true);
-  InitSpec init;
-  init.type = "fill_constant";
-  init.attrs["value"] = lr;
-  lr_var->SetInit(init);
-  const OpRegistry& registry = *CurrentRegistry();
-  for (const auto& [param, grad] : param_grads) {
-    auto op = std::make_unique<OpDesc>(
-        "sgd", VarNameMap{{"Param", {param}}, {"Grad", {grad}}, {"LearningRate", {lr_var->Name()}}},
-        VarNameMap{{"ParamOut", {param}}}, AttributeMap{});
-    FillDefaultAttrs(*op, registry, &program);
-    InferOpAtBuildTime(*block->AppendOp(std::move(op)), *block, registry);
-  }
-}
-
 int Run(const std::string& path, long steps) {
   using namespace nabla;
   cpu::InitCpuBackend();
@@ -66,7 +43,9 @@ int Run(const std::string& path, long steps) {
 
   ProgramDesc program = LoadProgram(path);
   const ParamGrads param_grads = AppendBackward(program, "loss");
-  AppendSgd(program, param_grads, 0.1f);
+  train::OptimizerOptions sgd;  // one sgd op per parameter, as `nabla run` builds it
+  sgd.lr = 0.1;
+  train::AppendOptimizer(program, param_grads, sgd);
 
   Device& device = HostDevice();
   std::unique_ptr<Executor> executor = CreateExecutor("sequential", device, ExecutorOptions{});

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The main job in Python: build the 784-256-256-10 MLP program of
 examples/models/fashion_mnist_mlp.yaml with the Program API, append its
-backward part (seed 002's append_backward), add one Adam op per parameter,
-train on Fashion-MNIST (Debian's dataset-fashion-mnist) and print the test
-accuracy.
+backward part (seed 002's append_backward), add one Adam op per parameter
+(append_optimizer), train on Fashion-MNIST (Debian's dataset-fashion-mnist)
+and print the test accuracy.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/train_fashion_mnist.py
 
@@ -61,35 +61,9 @@ def build_mlp():
 
 def add_adam(p, param_grads, lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
     """Paddle's optimizer.minimize after append_backward: one adam op per
-    (parameter, gradient) pair, its moments and beta powers persistable."""
-    p.create_var("learning_rate", [1], persistable=True, init={"type": "fill_constant", "value": lr})
-    for param, grad in param_grads:
-        shape = next(v["shape"] for v in p.vars() if v["name"] == param)
-        names = {k: f"{param}@{k}" for k in ("moment1", "moment2", "beta1_pow", "beta2_pow")}
-        for k in ("moment1", "moment2"):
-            p.create_var(names[k], shape, persistable=True, init={"type": "fill_constant", "value": 0.0})
-        p.create_var(names["beta1_pow"], [1], persistable=True, init={"type": "fill_constant", "value": beta1})
-        p.create_var(names["beta2_pow"], [1], persistable=True, init={"type": "fill_constant", "value": beta2})
-        p.append_op(
-            "adam",
-            {
-                "Param": param,
-                "Grad": grad,
-                "LearningRate": "learning_rate",
-                "Moment1": names["moment1"],
-                "Moment2": names["moment2"],
-                "Beta1Pow": names["beta1_pow"],
-                "Beta2Pow": names["beta2_pow"],
-            },
-            {
-                "ParamOut": param,
-                "Moment1Out": names["moment1"],
-                "Moment2Out": names["moment2"],
-                "Beta1PowOut": names["beta1_pow"],
-                "Beta2PowOut": names["beta2_pow"],
-            },
-            {"beta1": beta1, "beta2": beta2, "epsilon": epsilon},
-        )
+    (parameter, gradient) pair, its moments and beta powers persistable,
+    built as `nabla run` builds it (nabla/train.h)."""
+    nabla.append_optimizer(p, param_grads, "adam", lr=lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
 
 
 def accuracy(exe, program, images, labels, batch=1000):

@@ -1,8 +1,8 @@
 """nabla: a deep-learning runtime with programs in YAML, ops in plugins and
 append_backward building the gradient ops (SPEC §8).
 
-Static: Program, append_backward, Executor. Eager: tensor, Tensor, call, ops,
-no_grad, Tape. Plugins: load_plugin, ops_list.
+Static: Program, append_backward, append_optimizer, Executor. Eager: tensor,
+Tensor, call, ops, no_grad, Tape. Plugins: load_plugin, ops_list.
 """
 import functools as _functools
 import json as _json
@@ -32,11 +32,12 @@ def _choose_blas_kernels():
 _choose_blas_kernels()
 
 from . import _nabla  # noqa: E402
-from ._nabla import Error, Program, append_backward, default_plugin_dir  # noqa: E402,F401
+from ._nabla import Error, Program, append_backward, append_optimizer, default_plugin_dir  # noqa: E402,F401
 from ._nabla import Tensor, default_device, grad_enabled, set_default_device, tensor  # noqa: E402,F401
 
 __all__ = [
-    "Error", "Executor", "Program", "append_backward", "load_plugin", "ops_list", "default_plugin_dir",
+    "Error", "Executor", "Program", "append_backward", "append_optimizer", "load_plugin", "ops_list",
+    "default_plugin_dir",
     "Tensor", "tensor", "set_default_device", "default_device", "call", "ops", "no_grad", "grad_enabled", "Tape",
 ]
 

@@ -27,6 +27,7 @@
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
+#include "nabla/train.h"
 #include "ndarray.h"
 #include "ops_json.h"
 
@@ -174,6 +175,28 @@ py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py
   py::list out;
   for (const auto& [p, g] : pairs) out.append(py::make_tuple(p, g));
   return out;
+}
+
+// nabla/train.h's optimizer, as `nabla run` builds it; returns the
+// learning-rate var.
+std::string AppendOptimizerPy(ProgramDesc& program, const ParamGrads& param_grads, const std::string& type, double lr,
+                              double momentum, bool nesterov, double beta1, double beta2, double epsilon,
+                              double weight_decay, double clip_global_norm) {
+  train::OptimizerOptions o;
+  o.type = type;
+  o.lr = lr;
+  o.momentum = momentum;
+  o.nesterov = nesterov;
+  o.beta1 = beta1;
+  o.beta2 = beta2;
+  o.epsilon = epsilon;
+  o.weight_decay = weight_decay;
+  o.clip_global_norm = clip_global_norm;
+  // On failure the program must stay as it was: build on a copy.
+  ProgramDesc work = program;
+  train::AppendOptimizer(work, param_grads, o);
+  program = std::move(work);
+  return train::kLearningRateVar;
 }
 
 // ------------------------------------------------------------ executor
@@ -399,6 +422,15 @@ void BindStatic(py::module_& m) {
         "Appends the backward part of `loss` (one element) to the program, as seed 002's append_backward. "
         "Returns [(parameter, gradient), ...]: all trainable parameters, or those of parameter_list in its order; "
         "vars in no_grad_set get no gradient. On error the program is unchanged.");
+
+  m.def("append_optimizer", &AppendOptimizerPy, py::arg("program"), py::arg("param_grads"), py::arg("type") = "sgd",
+        py::arg("lr") = 0.01, py::arg("momentum") = 0.9, py::arg("nesterov") = false, py::arg("beta1") = 0.9,
+        py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-8, py::arg("weight_decay") = 0.0,
+        py::arg("clip_global_norm") = 0.0,
+        "Appends the update of every (parameter, gradient) pair of append_backward's result, as `nabla run` does: "
+        "clipping by global norm (clip_global_norm > 0), L2 (weight_decay > 0), then one sgd, momentum or adam op "
+        "per parameter, its state in persistable vars P@velocity or P@moment1, P@moment2, P@beta1_pow, "
+        "P@beta2_pow. Returns the learning-rate var. On error the program is unchanged.");
 
   py::class_<PyExecutor>(m, "Executor",
                          "Runs block 0 of programs on a device. Parameters live in the executor's scope across runs.")

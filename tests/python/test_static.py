@@ -178,6 +178,24 @@ def test_feed_is_not_copied_and_never_written():
     np.testing.assert_array_equal(y3, ro)
 
 
+def test_append_optimizer_builds_the_update_nabla_run_builds(rng):
+    p = linear()
+    pairs = nabla.append_backward(p, "loss")
+    assert nabla.append_optimizer(p, pairs, "momentum", lr=0.1, momentum=0.5) == "optimizer@learning_rate"
+    assert [o["type"] for o in p.ops()][-3:] == ["momentum"] * 3
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    exe = nabla.Executor(threads=1)
+    w1, v1 = exe.run(p, feed={"x": x}, fetch_list=["w", "w@velocity"])
+    w2, v2, g2 = exe.run(p, feed={"x": x}, fetch_list=["w", "w@velocity", "w@GRAD"])
+    np.testing.assert_allclose(v2, 0.5 * v1 + g2, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(w2, w1 - 0.1 * v2, rtol=1e-5, atol=1e-7)
+    # A bad request leaves the program as it was.
+    before = p.to_yaml()
+    with pytest.raises(nabla.Error, match="rmsprop"):
+        nabla.append_optimizer(p, pairs, "rmsprop")
+    assert p.to_yaml() == before
+
+
 def test_parameters_persist_across_runs_and_sgd_updates_them(rng):
     p = linear()
     pairs = nabla.append_backward(p, "loss")

@@ -1,5 +1,4 @@
 #include "train/data_parallel.h"
-#include "train/filled_var.h"
 
 #include <algorithm>
 #include <map>
@@ -9,6 +8,7 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
+#include "nabla/train.h"
 #include "world_env.h"
 
 namespace nabla::train {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nabla/program.h"
+#include "nabla/train.h"
 
 namespace nabla::train {
 
@@ -21,27 +22,13 @@ struct ConfigPos {
   std::string Where() const;  // "run.yaml:12:5" (or just the file)
 };
 
-// The learning rate over time, computed on the host before every step
-// from the step and epoch alone (so a resumed run follows the same curve).
-struct LrSchedule {
-  std::string type = "constant";  // constant | step | exponential | cosine
-  double gamma = 0.1;             // step, exponential: the factor per period
-  int64_t every_epochs = 1;       // step: the period
-  double final_lr = 0.0;          // cosine: the rate at the last planned step
-  int64_t warmup_steps = 0;       // linear ramp from lr/warmup_steps up to lr
+// The optimizer and learning-rate schedule of nabla/train.h, with where the
+// config set them.
+struct LrSchedule : LrScheduleOptions {
   ConfigPos pos;
 };
 
-struct OptimizerConfig {
-  std::string type = "sgd";  // sgd | momentum | adam
-  double lr = 0.01;
-  double momentum = 0.9;  // momentum: the velocity factor (Paddle's mu)
-  bool nesterov = false;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double epsilon = 1e-8;
-  double weight_decay = 0.0;      // L2: grad += weight_decay * param
-  double clip_global_norm = 0.0;  // 0: no clipping
+struct OptimizerConfig : OptimizerOptions {
   LrSchedule schedule;
   ConfigPos pos;
 };

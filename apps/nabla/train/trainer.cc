@@ -23,10 +23,10 @@
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
+#include "nabla/train.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dataset.h"
-#include "train/filled_var.h"
 #include "train/metrics.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
@@ -37,141 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// Names of the vars the pipeline adds. '@' keeps them apart from user names
-// (program files cannot declare names the loader would take for gradients).
-constexpr const char* kLearningRate = "optimizer@learning_rate";
-constexpr const char* kTopKValues = "metric@top_k";
-constexpr const char* kTopKIndices = "metric@top_k_indices";
-constexpr const char* kAccuracy = "metric@accuracy";
-constexpr const char* kCorrect = "metric@correct";
-constexpr const char* kTotal = "metric@total";
-
-class ProgramBuilder {
- public:
-  explicit ProgramBuilder(ProgramDesc& program)
-      : program_(program), block_(program.Root()), registry_(CurrentRegistry()) {}
-
-  OpDesc* Append(const std::string& type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs = {}) {
-    registry_->Get(type);  // a NotFound naming the loaded plugins when the op is missing
-    auto op = std::make_unique<OpDesc>(type, std::move(inputs), std::move(outputs), std::move(attrs));
-    FillDefaultAttrs(*op, *registry_, &program_);
-    OpDesc* p = block_->AppendOp(std::move(op));
-    InferOpAtBuildTime(*p, *block_, *registry_);
-    return p;
-  }
-
-  // A persistable var filled once by the startup program.
-  void PersistableVar(const std::string& name, const Shape& shape, DType dtype, float value) {
-    NABLA_ENFORCE(!block_->HasVar(name), kAlreadyExists, "the optimizer needs a var named '", name,
-                  "', but the program already has one");
-    DeclareFilledVar(*block_, name, shape, dtype, value);
-  }
-
-  bool OpHasOutput(const std::string& type, const std::string& slot) const {
-    return registry_->Get(type).schema.FindOutput(slot) != nullptr;
-  }
-  bool OpHasAttr(const std::string& type, const std::string& attr) const {
-    return registry_->Get(type).schema.FindAttr(attr) != nullptr;
-  }
-  BlockDesc* Block() const { return block_; }
-
- private:
-  ProgramDesc& program_;
-  BlockDesc* block_;
-  std::shared_ptr<const OpRegistry> registry_;
-};
-
-// Paddle's GradientClipByGlobalNorm from ops (squared_l2_norm per gradient,
-// sum, sqrt): every gradient times clip / max(global_norm, clip), with
-// max(a, c) = relu(a - c) + c as the op set has no elementwise_max.
-std::vector<std::string> ClipByGlobalNorm(ProgramBuilder& b, const ParamGrads& pg, double clip) {
-  std::vector<std::string> sums;
-  for (const auto& [p, g] : pg) {
-    b.Append("squared_l2_norm", {{"X", {g}}}, {{"Out", {g + "@clip@sq_norm"}}});
-    sums.push_back(g + "@clip@sq_norm");
-  }
-  const DType dtype = b.Block()->FindVar(pg.front().second)->GetDType();
-  b.Append("sum", {{"X", sums}}, {{"Out", {"clip@global_norm_sq"}}});
-  b.Append("sqrt", {{"X", {"clip@global_norm_sq"}}}, {{"Out", {"clip@global_norm"}}});
-  b.Append(
-      "fill_constant", {}, {{"Out", {"clip@max_norm"}}},
-      {{"shape", std::vector<int>{1}}, {"dtype", std::string(DTypeName(dtype))}, {"value", static_cast<float>(clip)}});
-  b.Append("elementwise_sub", {{"X", {"clip@global_norm"}}, {"Y", {"clip@max_norm"}}}, {{"Out", {"clip@excess"}}});
-  b.Append("relu", {{"X", {"clip@excess"}}}, {{"Out", {"clip@excess_pos"}}});
-  b.Append("elementwise_add", {{"X", {"clip@excess_pos"}}, {"Y", {"clip@max_norm"}}}, {{"Out", {"clip@denom"}}});
-  b.Append("elementwise_div", {{"X", {"clip@max_norm"}}, {"Y", {"clip@denom"}}}, {{"Out", {"clip@factor"}}});
-  std::vector<std::string> clipped;
-  for (const auto& [p, g] : pg) {
-    b.Append("elementwise_mul", {{"X", {g}}, {"Y", {"clip@factor"}}}, {{"Out", {g + "@clipped"}}});
-    clipped.push_back(g + "@clipped");
-  }
-  return clipped;
-}
-
-void AppendOptimizer(ProgramBuilder& b, const OptimizerConfig& o, TrainPrograms& tp) {
-  BlockDesc* block = b.Block();
-  const ParamGrads& pg = tp.param_grads;
-  const DType lr_dtype = block->FindVar(pg.front().first)->GetDType();
-  b.PersistableVar(kLearningRate, {1}, lr_dtype, static_cast<float>(o.lr));
-  tp.learning_rate = kLearningRate;
-
-  std::vector<std::string> grads;
-  for (const auto& [p, g] : pg) grads.push_back(g);
-  // Paddle's order: clip the raw gradients, then add the L2 term.
-  if (o.clip_global_norm > 0) grads = ClipByGlobalNorm(b, pg, o.clip_global_norm);
-  for (size_t i = 0; i < pg.size(); ++i) {
-    const std::string& p = pg[i].first;
-    const VarDesc* pv = block->FindVar(p);
-    const Shape& shape = pv->GetShape();
-    const DType dtype = pv->GetDType();
-    std::string g = grads[i];
-    if (o.weight_decay > 0) {
-      b.Append("scale", {{"X", {p}}}, {{"Out", {p + "@decay"}}}, {{"scale", static_cast<float>(o.weight_decay)}});
-      b.Append("sum", {{"X", {g, p + "@decay"}}}, {{"Out", {p + "@GRAD@regularized"}}});
-      g = p + "@GRAD@regularized";
-    }
-    if (o.type == "sgd") {
-      b.Append("sgd", {{"Param", {p}}, {"Grad", {g}}, {"LearningRate", {kLearningRate}}}, {{"ParamOut", {p}}});
-    } else if (o.type == "momentum") {
-      const std::string v = p + "@velocity";
-      b.PersistableVar(v, shape, dtype, 0.0f);
-      b.Append("momentum", {{"Param", {p}}, {"Grad", {g}}, {"Velocity", {v}}, {"LearningRate", {kLearningRate}}},
-               {{"ParamOut", {p}}, {"VelocityOut", {v}}},
-               {{"mu", static_cast<float>(o.momentum)}, {"use_nesterov", o.nesterov}});
-    } else {
-      const std::string m1 = p + "@moment1", m2 = p + "@moment2", b1 = p + "@beta1_pow", b2 = p + "@beta2_pow";
-      b.PersistableVar(m1, shape, dtype, 0.0f);
-      b.PersistableVar(m2, shape, dtype, 0.0f);
-      b.PersistableVar(b1, {1}, dtype, static_cast<float>(o.beta1));
-      b.PersistableVar(b2, {1}, dtype, static_cast<float>(o.beta2));
-      VarNameMap outs = {{"ParamOut", {p}}, {"Moment1Out", {m1}}, {"Moment2Out", {m2}}};
-      // Newer Paddle updates the beta powers inside adam; older versions
-      // append a scale op per power. Follow whichever schema is loaded.
-      const bool pow_outputs = b.OpHasOutput("adam", "Beta1PowOut");
-      if (pow_outputs) {
-        outs["Beta1PowOut"] = {b1};
-        outs["Beta2PowOut"] = {b2};
-      }
-      b.Append("adam",
-               {{"Param", {p}},
-                {"Grad", {g}},
-                {"LearningRate", {kLearningRate}},
-                {"Moment1", {m1}},
-                {"Moment2", {m2}},
-                {"Beta1Pow", {b1}},
-                {"Beta2Pow", {b2}}},
-               std::move(outs),
-               {{"beta1", static_cast<float>(o.beta1)},
-                {"beta2", static_cast<float>(o.beta2)},
-                {"epsilon", static_cast<float>(o.epsilon)}});
-      if (!pow_outputs) {
-        b.Append("scale", {{"X", {b1}}}, {{"Out", {b1}}}, {{"scale", static_cast<float>(o.beta1)}});
-        b.Append("scale", {{"X", {b2}}}, {{"Out", {b2}}}, {{"scale", static_cast<float>(o.beta2)}});
-      }
-    }
-  }
-}
 
 // The label var: the configured one, else the only integer feed.
 std::string FindLabel(const RunConfig& c, const BlockDesc& block) {
@@ -185,45 +50,6 @@ std::string FindLabel(const RunConfig& c, const BlockDesc& block) {
                 ": metrics.accuracy needs the label var: expected exactly one integer feed var, but found ",
                 ints.size(), "; set metrics.accuracy.label");
   return ints.front();
-}
-
-// The scores the label is compared with: the Logits (or X) input of the op
-// that reads the label through a `Label` slot.
-std::string FindLogitsFor(const std::string& label, const BlockDesc& block) {
-  for (const auto& op : block.AllOps()) {
-    const auto& l = op->Input("Label");
-    if (std::find(l.begin(), l.end(), label) == l.end()) continue;
-    if (op->HasInput("Logits")) return op->Input("Logits").at(0);
-    if (op->HasInput("X")) return op->Input("X").at(0);
-  }
-  return "";
-}
-
-// The learning rate for the step about to run (`step` done so far, in
-// epoch `epoch` counted from 0, of `planned` in all).
-double LearningRate(const OptimizerConfig& o, int64_t step, int64_t epoch, int64_t planned) {
-  const LrSchedule& s = o.schedule;
-  double lr = o.lr;
-  if (s.type == "step") {
-    lr *= std::pow(s.gamma, static_cast<double>(epoch / s.every_epochs));
-  } else if (s.type == "exponential") {
-    lr *= std::pow(s.gamma, static_cast<double>(epoch));
-  } else if (s.type == "cosine") {
-    const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, planned)));
-    lr = s.final_lr + (o.lr - s.final_lr) * 0.5 * (1.0 + std::cos(M_PI * t));
-  }
-  if (step < s.warmup_steps) lr *= static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
-  return lr;
-}
-
-// The learning rate lives on the run's device (an OpenCL buffer with
-// device: opencl), so it is written through the device.
-void WriteScalar(Tensor& t, double v) {
-  NABLA_ENFORCE(t.IsInitialized() && t.Numel() == 1 && IsFloating(t.GetDType()), kPreconditionNotMet,
-                "the learning rate var must hold one float element, but holds ", t.DebugString());
-  const float f = static_cast<float>(v);
-  const bool f64 = t.GetDType() == DType::kFloat64;
-  t.GetDevice()->CopyFromHost(t.RawData(), f64 ? static_cast<const void*>(&v) : &f, f64 ? sizeof v : sizeof f);
 }
 
 double ReadScalar(const Tensor& t, const std::string& name) {
@@ -374,8 +200,6 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     NABLA_ENFORCE(block->FindVar(f.var) != nullptr, kNotFound, f.pos.Where(), ": feed var '", f.var,
                   "' is not a var of the program's root block");
   }
-  ProgramBuilder b(program);
-
   // The label and the class count, for the metric and for range checks.
   std::string label;
   if (c.accuracy.enabled) {
@@ -383,11 +207,11 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   } else {
     for (const auto& f : c.data.train.feeds) {
       const VarDesc* v = block->FindVar(f.var);
-      if (!IsFloating(v->GetDType()) && !FindLogitsFor(f.var, *block).empty()) label = f.var;
+      if (!IsFloating(v->GetDType()) && !FindScoresFor(*block, f.var).empty()) label = f.var;
     }
   }
   std::string logits = c.accuracy.logits;
-  if (logits.empty() && !label.empty()) logits = FindLogitsFor(label, *block);
+  if (logits.empty() && !label.empty()) logits = FindScoresFor(*block, label);
   tp.accuracy_label = label;
   if (!logits.empty()) {
     const VarDesc* lv = block->FindVarRecursive(logits);
@@ -402,10 +226,7 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
                   "' through a Label slot; set metrics.accuracy.logits");
     NABLA_ENFORCE(block->FindVar(label) != nullptr, kNotFound, c.accuracy.pos.Where(), ": metrics.accuracy.label '",
                   label, "' is not a var of the program");
-    b.Append("top_k", {{"X", {logits}}}, {{"Out", {kTopKValues}}, {"Indices", {kTopKIndices}}}, {{"k", c.accuracy.k}});
-    b.Append("accuracy", {{"Out", {kTopKValues}}, {"Indices", {kTopKIndices}}, {"Label", {label}}},
-             {{"Accuracy", {kAccuracy}}, {"Correct", {kCorrect}}, {"Total", {kTotal}}});
-    tp.accuracy = kCorrect;
+    tp.accuracy = AppendAccuracy(program, logits, label, c.accuracy.k).correct;
   }
   if (c.fuse && c.device == "cpu") {
     std::unordered_set<std::string> keep{c.loss};
@@ -425,17 +246,12 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     dp.timeout_s = c.distributed.collective_timeout_s;
     InsertGradientAllreduce(program, tp.param_grads, dp);
   }
-  AppendOptimizer(b, c.optimizer, tp);
+  AppendOptimizer(program, tp.param_grads, c.optimizer);
+  tp.learning_rate = kLearningRateVar;
   InferProgram(program);
   VerifyProgram(program, *CurrentRegistry());
 
-  tp.eval = program;
-  BlockDesc* eb = tp.eval.Root();
-  eb->RemoveOps(forward_ops, eb->OpSize());
-  for (const auto& op : eb->AllOps()) {
-    if (b.OpHasAttr(op->Type(), "is_test")) op->SetAttr("is_test", true);
-  }
-  tp.eval.SetBackward(std::nullopt);
+  tp.eval = MakeEvalProgram(program, forward_ops);
 
   std::set<std::string> feeds;
   for (const auto& f : c.data.train.feeds) feeds.insert(f.var);
@@ -625,7 +441,6 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   NABLA_ENFORCE(c.optimizer.schedule.type != "cosine" || planned != INT64_MAX, kInvalidArgument,
                 c.optimizer.schedule.pos.Where(), ": a cosine schedule needs a planned number of steps, but neither ",
                 "epochs nor steps bounds this run");
-  Tensor& lr_tensor = scope.FindVar(tp.learning_rate)->GetTensor();
   double current_lr = c.optimizer.lr;
 
   // Checked between steps only, so a checkpoint never holds half a step.
@@ -653,8 +468,8 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
         scope.Var(f.var)->GetTensor() = MakeBatch(f, order, shard.begin, shard.end, device);
       }
       if (world.Distributed()) SetGradScale(scope, shard.grad_scale);
-      const double lr = LearningRate(c.optimizer, step, epoch, planned);
-      if (lr != current_lr || step == start_step) WriteScalar(lr_tensor, lr);
+      const double lr = ScheduledLearningRate(c.optimizer.lr, c.optimizer.schedule, step, epoch, planned);
+      if (lr != current_lr || step == start_step) SetLearningRate(scope, lr);
       current_lr = lr;
       exec->Run(tp.main, 0, scope);
       double loss = ReadScalar(scope.FindVar(c.loss)->GetTensor(), c.loss);
