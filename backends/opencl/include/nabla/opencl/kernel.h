@@ -1,14 +1,17 @@
 #pragma once
 // Helpers for writing an op's OpenCL kernels beside the op, in the plugin
-// that defines it (plugins/<plugin>/<family>_opencl.cc + <family>.cl). A
-// plugin's CMakeLists embeds its .cl files with nabla_add_opencl_kernels()
+// that defines it (plugins/<plugin>/<family>_opencl.cc + <family>.cl), so
+// that an op and all its kernels are one unit. The plugin's CMakeLists
+// embeds its .cl files with nabla_add_opencl_kernels()
 // (backends/opencl/CMakeLists.txt): `<family>.cl` becomes the generated
-// header `<family>_cl.h` declaring `const std::string& nabla::cl_source::<family>()`.
+// header `<family>_cl.h` declaring
+// `const std::string& nabla::cl_source::<family>()`.
 //
-// The OpenCL C is compiled once per process, device and element type T:
-// `-DT=float`, or `-DT=double -DNABLA_FP64` (whose .cl enables cl_khr_fp64
-// under #ifdef NABLA_FP64). Global sizes are rounded up to whole work groups,
-// so every kernel guards its index against the element count.
+// The OpenCL C is compiled once per process, device and element type T
+// (-DT=float, or -DT=double -DNABLA_FP64); backends/opencl/cl/prelude.cl,
+// put in front of every .cl, enables cl_khr_fp64 and defines GID. Global
+// sizes are rounded up to whole work groups, so every kernel guards its index
+// against the element count.
 //
 //   template <typename T>
 //   struct ScaleKernel {
