@@ -10,8 +10,9 @@ namespace {
 
 using namespace opencl;
 
-bool Nhwc(const ExecutionContext& ctx, const char* attr) {
-  return IsNHWC(ctx.Attr<std::string>(attr), attr, "op '" + ctx.Op().Type() + "'");
+// data_layout NHWC: channels last, read as [all other dims, c, 1].
+bool ChannelsLast(const ExecutionContext& ctx) {
+  return IsNHWC(ctx.Attr<std::string>("data_layout"), "data_layout", "op '" + ctx.Op().Type() + "'");
 }
 
 struct BnView {
@@ -40,7 +41,7 @@ struct BatchNormKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const BnView v = ViewOf(x.GetShape(), Nhwc(ctx, "data_layout"));
+    const BnView v = ViewOf(x.GetShape(), ChannelsLast(ctx));
     KernelArg xa = s.Arg(x), scale = s.Arg(ctx.Input("Scale")), bias = s.Arg(ctx.Input("Bias"));
     KernelArg mean_in = s.Arg(ctx.Input("Mean")), var_in = s.Arg(ctx.Input("Variance"));
     // MeanOut/VarianceOut are usually Mean/Variance themselves: the kernel
@@ -69,7 +70,7 @@ struct BatchNormGradKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const BnView v = ViewOf(x.GetShape(), Nhwc(ctx, "data_layout"));
+    const BnView v = ViewOf(x.GetShape(), ChannelsLast(ctx));
     KernelArg xa = s.Arg(x), dy = s.Arg(ctx.Input(GradVarName("Y"))), scale = s.Arg(ctx.Input("Scale"));
     KernelArg mean = s.Arg(ctx.Input("SavedMean")), inv_std = s.Arg(ctx.Input("SavedVariance"));
     Tensor* dscale_t = ctx.Output(GradVarName("Scale"));
