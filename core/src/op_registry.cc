@@ -172,9 +172,18 @@ class RegistryTransaction {
     std::set<std::tuple<std::string, DeviceType, DType>> seen;
     for (const auto& [key, k] : batch.kernels) {
       const std::string& type = std::get<0>(key);
-      if (!batch.ops.count(type) && !live->Find(type))
-        problems.push_back(StrCat("kernel for unknown op '", type, "' (", DeviceTypeName(std::get<1>(key)), ", ",
-                                  DTypeName(std::get<2>(key)), ") at ", k.origin.ToString()));
+      // A kernel lives beside its op, in the plugin that defines it: one
+      // for another plugin's op would depend on that plugin's load order and
+      // slot names, so it is refused like one for an op nobody defines.
+      if (!batch.ops.count(type)) {
+        const OpInfo* owner = live->Find(type);
+        problems.push_back(StrCat(owner ? "kernel for op '" : "kernel for unknown op '", type, "' (",
+                                  DeviceTypeName(std::get<1>(key)), ", ", DTypeName(std::get<2>(key)), ") at ",
+                                  k.origin.ToString(),
+                                  owner ? ", which this plugin does not define (it is owned by " +
+                                              owner->origin.ToString() + "; register kernels in the op's plugin)"
+                                        : std::string()));
+      }
       if (!seen.insert(key).second || live->kernels_.count(key)) {
         const KernelInfo* old = live->FindKernel(type, std::get<1>(key), std::get<2>(key));
         problems.push_back(StrCat("kernel (", type, ", ", DeviceTypeName(std::get<1>(key)), ", ",

@@ -2,8 +2,8 @@
 // Window geometry shared by conv2d and pool2d (NCHW): Paddle's `paddings`
 // (2 or 4 values) and `padding_algorithm` resolved to four explicit pads,
 // output sizes, and the im2col/col2im pair behind the GEMM convolution.
-// Private to the standard plugins: nn_ops, and opencl_ops, whose kernels for
-// these ops must size their windows exactly as the CPU kernels do. Needs
+// Private to nn_ops: its CPU kernels and its OpenCL kernels
+// (conv_pool_opencl.cc) must size their windows alike. Needs
 // only the core's public headers.
 #include <algorithm>
 #include <cstdint>

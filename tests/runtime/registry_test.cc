@@ -64,6 +64,35 @@ TEST(Registry, ThrowingRegistrationAndUnknownKernelOpAreRejected) {
   EXPECT_EQ(CurrentRegistry()->OpTypes(), before);
 }
 
+// Kernels live beside their op: a batch adding a kernel (of any device) to
+// an op another plugin owns is refused whole, naming the owner, and the
+// registry keeps the owner's kernels only.
+TEST(Registry, KernelForAnotherPluginsOpIsRejected) {
+  testing::RegisterToyOps();
+  auto before = CurrentRegistry()->OpTypes();
+  const size_t kernels_before = CurrentRegistry()->KernelsOf("toy_add").size();
+  try {
+    RegisterOps("kernel_adder", [](Registrar& r) {
+      r.Op("kernel_adder_own").Input("X", "x").Output("Out", "y");
+      r.Kernel("kernel_adder_own", DeviceType::kCPU, DType::kFloat32, [](const ExecutionContext&) {});
+      r.Kernel(
+          "toy_add", DeviceType::kOpenCL, DType::kFloat32, [](const ExecutionContext&) {}, "adder.cc", 7);
+    });
+    FAIL() << "a kernel for another plugin's op was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("kernel_adder: plugin rejected: kernel for op 'toy_add' (opencl, float32) at kernel_adder"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("which this plugin does not define (it is owned by toy"), std::string::npos) << msg;
+    EXPECT_TRUE(e.IsBadInput());
+  }
+  EXPECT_EQ(CurrentRegistry()->OpTypes(), before);
+  EXPECT_EQ(CurrentRegistry()->Find("kernel_adder_own"), nullptr);
+  EXPECT_EQ(CurrentRegistry()->KernelsOf("toy_add").size(), kernels_before);
+  EXPECT_EQ(CurrentRegistry()->FindKernel("toy_add", DeviceType::kOpenCL, DType::kFloat32), nullptr);
+}
+
 TEST(Registry, DefaultGradOpDerivesSlotsFromForward) {
   RegisterOps("gradslots", [](Registrar& r) {
     r.Op("gs_mul").Input("X", "x").Input("Y", "y").Output("Out", "o").Attr<int>("x_num_col_dims", 1, "d");

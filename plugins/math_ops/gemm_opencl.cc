@@ -1,13 +1,16 @@
-// mul and matmul and their grad ops: GEMMs through CLBlast on the device's
-// queue, one per batch (with buffer offsets, no copies).
+// OpenCL kernels of mul and matmul and their grad ops: GEMMs through CLBlast
+// on the device's queue, one per batch (with buffer offsets, no copies), so
+// no OpenCL C of their own.
 #include <algorithm>
 #include <array>
 
+#include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
-#include "ocl_util.h"
 
-namespace nabla::opencl_ops {
+namespace nabla::math_ops {
 namespace {
+
+using namespace opencl;
 
 struct Flat2D {
   int64_t rows = 1, cols = 1;
@@ -22,7 +25,7 @@ Flat2D Flatten(const Shape& s, int num_col_dims) {
 template <typename T>
 struct MulKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
     const Tensor& y = ctx.Input("Y");
@@ -31,7 +34,7 @@ struct MulKernel {
     const void* xb = s.In(x);
     const void* yb = s.In(y);
     Tensor* out = ctx.Output("Out");
-    void* ob = Out<T>(ctx, out, out->GetShape());
+    void* ob = AllocateOutput<T>(ctx, out, out->GetShape());
     dev.Gemm(false, false, fx.rows, fy.cols, fx.cols, T(1), xb, 0, fx.cols, yb, 0, fy.cols, T(0), ob, 0, fy.cols);
   }
 };
@@ -40,7 +43,7 @@ struct MulKernel {
 template <typename T>
 struct MulGradKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
     const Tensor& y = ctx.Input("Y");
@@ -50,11 +53,11 @@ struct MulGradKernel {
     const void* db = s.In(ctx.Input(GradVarName("Out")));
     if (Tensor* dx = ctx.Output(GradVarName("X"))) {
       const void* yb = s.In(y);
-      dev.Gemm(false, true, m, k, n, T(1), db, 0, n, yb, 0, n, T(0), Out<T>(ctx, dx, x.GetShape()), 0, k);
+      dev.Gemm(false, true, m, k, n, T(1), db, 0, n, yb, 0, n, T(0), AllocateOutput<T>(ctx, dx, x.GetShape()), 0, k);
     }
     if (Tensor* dy = ctx.Output(GradVarName("Y"))) {
       const void* xb = s.In(x);
-      dev.Gemm(true, false, k, n, m, T(1), xb, 0, k, db, 0, n, T(0), Out<T>(ctx, dy, y.GetShape()), 0, n);
+      dev.Gemm(true, false, k, n, m, T(1), xb, 0, k, db, 0, n, T(0), AllocateOutput<T>(ctx, dy, y.GetShape()), 0, n);
     }
   }
 };
@@ -104,7 +107,7 @@ MatmulPlan PlanMatmul(const Shape& x0, const Shape& y0, bool tx, bool ty) {
 template <typename T>
 struct MatmulKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
     const Tensor& y = ctx.Input("Y");
@@ -114,11 +117,10 @@ struct MatmulKernel {
     const void* xb = s.In(x);
     const void* yb = s.In(y);
     Tensor* out = ctx.Output("Out");
-    void* ob = Out<T>(ctx, out, out->GetShape());
+    void* ob = AllocateOutput<T>(ctx, out, out->GetShape());
     const int64_t m = p.m, k = p.k, n = p.n;
     for (const auto& [io, ix, iy] : p.batches)
-      dev.Gemm(tx, ty, m, n, k, alpha, xb, ix * m * k, tx ? m : k, yb, iy * k * n, ty ? k : n, T(0), ob, io * m * n,
-               n);
+      dev.Gemm(tx, ty, m, n, k, alpha, xb, ix * m * k, tx ? m : k, yb, iy * k * n, ty ? k : n, T(0), ob, io * m * n, n);
   }
 };
 
@@ -127,7 +129,7 @@ struct MatmulKernel {
 template <typename T>
 struct MatmulGradKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
     const Tensor& y = ctx.Input("Y");
@@ -139,8 +141,8 @@ struct MatmulGradKernel {
     const void* db = s.In(ctx.Input(GradVarName("Out")));
     Tensor* dx = ctx.Output(GradVarName("X"));
     Tensor* dy = ctx.Output(GradVarName("Y"));
-    void* gx = dx ? Out<T>(ctx, dx, x.GetShape()) : nullptr;
-    void* gy = dy ? Out<T>(ctx, dy, y.GetShape()) : nullptr;
+    void* gx = dx ? AllocateOutput<T>(ctx, dx, x.GetShape()) : nullptr;
+    void* gy = dy ? AllocateOutput<T>(ctx, dy, y.GetShape()) : nullptr;
     if (gx) Zero<T>(dev, gx, x.Numel());
     if (gy) Zero<T>(dev, gy, y.Numel());
     const int64_t m = p.m, k = p.k, n = p.n, ldx = tx ? m : k, ldy = ty ? k : n;
@@ -164,11 +166,11 @@ struct MatmulGradKernel {
 
 }  // namespace
 
-NABLA_REGISTER_OPS(opencl_gemm) {
-  RegisterFloatKernels<MulKernel>(registrar, "mul", __FILE__, __LINE__);
-  RegisterFloatKernels<MulGradKernel>(registrar, "mul_grad", __FILE__, __LINE__);
-  RegisterFloatKernels<MatmulKernel>(registrar, "matmul", __FILE__, __LINE__);
-  RegisterFloatKernels<MatmulGradKernel>(registrar, "matmul_grad", __FILE__, __LINE__);
+NABLA_REGISTER_OPS(gemm_opencl) {
+  RegisterOpenClKernels<MulKernel>(registrar, "mul", __FILE__, __LINE__);
+  RegisterOpenClKernels<MulGradKernel>(registrar, "mul_grad", __FILE__, __LINE__);
+  RegisterOpenClKernels<MatmulKernel>(registrar, "matmul", __FILE__, __LINE__);
+  RegisterOpenClKernels<MatmulGradKernel>(registrar, "matmul_grad", __FILE__, __LINE__);
 }
 
-}  // namespace nabla::opencl_ops
+}  // namespace nabla::math_ops

@@ -1,11 +1,14 @@
-// sgd, momentum and adam: elementwise updates that read the learning rate
-// (and adam's beta powers) on the device, so a training step never waits
-// for the host. Outputs may be their inputs.
+// OpenCL kernels of sgd, momentum and adam: elementwise updates that read
+// the learning rate (and adam's beta powers) on the device, so a training
+// step never waits for the host. Outputs may be their inputs.
+#include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
-#include "ocl_util.h"
+#include "optimizer_cl.h"
 
-namespace nabla::opencl_ops {
+namespace nabla::nn {
 namespace {
+
+using namespace opencl;
 
 void CheckSameSize(const ExecutionContext& ctx, const Tensor& param, const std::vector<const char*>& slots) {
   for (const char* slot : slots) {
@@ -19,7 +22,7 @@ void CheckSameSize(const ExecutionContext& ctx, const Tensor& param, const std::
 template <typename T>
 struct SgdKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& param = ctx.Input("Param");
     CheckSameSize(ctx, param, {"Grad"});
@@ -27,15 +30,15 @@ struct SgdKernel {
     const int64_t n = param.Numel();
     KernelArg p = s.Arg(param), g = s.Arg(ctx.Input("Grad"));
     KernelArg lr = s.Scalar<T>(ctx.Input("LearningRate"), "sgd", "LearningRate");
-    void* po = Out<T>(ctx, ctx.Output("ParamOut"), shape);
-    Run<T>(dev, "sgd", {p, g, lr, KernelArg::Buffer(po), KernelArg(n)}, n);
+    void* po = AllocateOutput<T>(ctx, ctx.Output("ParamOut"), shape);
+    Run<T>(dev, cl_source::optimizer(), "sgd", {p, g, lr, KernelArg::Buffer(po), KernelArg(n)}, n);
   }
 };
 
 template <typename T>
 struct MomentumKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& param = ctx.Input("Param");
     CheckSameSize(ctx, param, {"Grad", "Velocity"});
@@ -47,9 +50,9 @@ struct MomentumKernel {
                         : T(0);
     KernelArg p = s.Arg(param), g = s.Arg(ctx.Input("Grad")), v = s.Arg(ctx.Input("Velocity"));
     KernelArg lr = s.Scalar<T>(ctx.Input("LearningRate"), "momentum", "LearningRate");
-    void* po = Out<T>(ctx, ctx.Output("ParamOut"), shape);
-    void* vo = Out<T>(ctx, ctx.Output("VelocityOut"), vshape);
-    Run<T>(dev, "momentum",
+    void* po = AllocateOutput<T>(ctx, ctx.Output("ParamOut"), shape);
+    void* vo = AllocateOutput<T>(ctx, ctx.Output("VelocityOut"), vshape);
+    Run<T>(dev, cl_source::optimizer(), "momentum",
            {p, g, v, lr, KernelArg::Buffer(po), KernelArg::Buffer(vo), KernelArg(n),
             KernelArg(static_cast<T>(ctx.Attr<float>("mu"))),
             KernelArg(static_cast<int32_t>(ctx.Attr<bool>("use_nesterov"))), KernelArg(decay),
@@ -61,7 +64,7 @@ struct MomentumKernel {
 template <typename T>
 struct AdamKernel {
   void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = Dev(ctx);
+    OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& param = ctx.Input("Param");
     CheckSameSize(ctx, param, {"Grad", "Moment1", "Moment2"});
@@ -79,10 +82,10 @@ struct AdamKernel {
     KernelArg lr = s.Scalar<T>(ctx.Input("LearningRate"), "adam", "LearningRate");
     KernelArg b1p = s.Scalar<T>(ctx.Input("Beta1Pow"), "adam", "Beta1Pow");
     KernelArg b2p = s.Scalar<T>(ctx.Input("Beta2Pow"), "adam", "Beta2Pow");
-    void* po = Out<T>(ctx, ctx.Output("ParamOut"), shape);
-    void* m1o = Out<T>(ctx, ctx.Output("Moment1Out"), m1shape);
-    void* m2o = Out<T>(ctx, ctx.Output("Moment2Out"), m2shape);
-    Run<T>(dev, "adam",
+    void* po = AllocateOutput<T>(ctx, ctx.Output("ParamOut"), shape);
+    void* m1o = AllocateOutput<T>(ctx, ctx.Output("Moment1Out"), m1shape);
+    void* m2o = AllocateOutput<T>(ctx, ctx.Output("Moment2Out"), m2shape);
+    Run<T>(dev, cl_source::optimizer(), "adam",
            {p, g, m1, m2, lr, b1p, b2p, KernelArg::Buffer(po), KernelArg::Buffer(m1o), KernelArg::Buffer(m2o),
             KernelArg(n), KernelArg(beta1), KernelArg(beta2), KernelArg(static_cast<T>(ctx.Attr<float>("epsilon")))},
            n);
@@ -91,8 +94,8 @@ struct AdamKernel {
     auto advance = [&](const char* in_slot, const char* out_slot, KernelArg in, T beta) {
       Tensor* out = ctx.Output(out_slot);
       if (!out) return;
-      void* o = Out<T>(ctx, out, ctx.Input(in_slot).GetShape());
-      Run<T>(dev, "fill_scaled", {KernelArg::Buffer(o), in, KernelArg(int64_t{1}), KernelArg(beta)}, 1);
+      void* o = AllocateOutput<T>(ctx, out, ctx.Input(in_slot).GetShape());
+      Run<T>(dev, cl_source::optimizer(), "scale_scalar", {KernelArg::Buffer(o), in, KernelArg(beta)}, 1);
     };
     advance("Beta1Pow", "Beta1PowOut", b1p, beta1);
     advance("Beta2Pow", "Beta2PowOut", b2p, beta2);
@@ -101,10 +104,10 @@ struct AdamKernel {
 
 }  // namespace
 
-NABLA_REGISTER_OPS(opencl_optimizers) {
-  RegisterFloatKernels<SgdKernel>(registrar, "sgd", __FILE__, __LINE__);
-  RegisterFloatKernels<MomentumKernel>(registrar, "momentum", __FILE__, __LINE__);
-  RegisterFloatKernels<AdamKernel>(registrar, "adam", __FILE__, __LINE__);
+NABLA_REGISTER_OPS(optimizer_opencl) {
+  RegisterOpenClKernels<SgdKernel>(registrar, "sgd", __FILE__, __LINE__);
+  RegisterOpenClKernels<MomentumKernel>(registrar, "momentum", __FILE__, __LINE__);
+  RegisterOpenClKernels<AdamKernel>(registrar, "adam", __FILE__, __LINE__);
 }
 
-}  // namespace nabla::opencl_ops
+}  // namespace nabla::nn
