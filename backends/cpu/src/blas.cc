@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "gemm_dnnl.h"
 #include "nabla/cpu/cpu.h"
@@ -30,7 +31,12 @@ namespace {
 constexpr double kSplitMacs = 2.0 * 1024 * 1024;
 // Block edges are multiples of the kernels' register blocking.
 constexpr int64_t kAlign = 16;
-// From this many multiply-adds a float32 GEMM goes to oneDNN: see GemmLibFor.
+// From this many multiply-adds a single-threaded float32 product goes to
+// oneDNN. bench/gemm_bench.cc, one core, OpenBLAS SkylakeX kernels: oneDNN
+// runs 1.03-1.12x OpenBLAS's rate from 2M (128^3, the MLP's 32M-49M layers),
+// but 0.3-0.9x below 1M (32^3 to 96^3, the RNN's 32x128x128), where
+// OpenBLAS's small-matrix path wins and oneDNN's per-call cost (memory
+// objects, a stream) is a large part of the product.
 constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
 
 template <typename T, typename Call>
@@ -85,14 +91,16 @@ bool DnnlAllowed() {
   return v == nullptr || std::string(v) != "0";
 }
 
-void SgemmOn(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// `forced` picks the library; without it the policy picks one for each
+// block, by the block's own shape, since a block is what one call computes.
+void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleOnly(m, n, beta, c, ldc);
   SplitGemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
                    [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la,
                        const float* bb, int64_t lb, float* cc, int64_t lc) {
-                     if (lib == GemmLib::kOneDnn) {
+                     if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
                        DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
                      } else {
                        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
@@ -118,7 +126,7 @@ bool OneDnnGemmBuilt() { return DnnlGemmBuilt(); }
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  SgemmOn(GemmLibFor(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  SgemmOn(std::nullopt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
