@@ -32,11 +32,12 @@ constexpr double kSplitMacs = 2.0 * 1024 * 1024;
 // Block edges are multiples of the kernels' register blocking.
 constexpr int64_t kAlign = 16;
 // From this many multiply-adds a single-threaded float32 product goes to
-// oneDNN. bench/gemm_bench.cc, one core, OpenBLAS SkylakeX kernels: oneDNN
-// runs 1.03-1.12x OpenBLAS's rate from 2M (128^3, the MLP's 32M-49M layers),
-// but 0.3-0.9x below 1M (32^3 to 96^3, the RNN's 32x128x128), where
-// OpenBLAS's small-matrix path wins and oneDNN's per-call cost (memory
-// objects, a stream) is a large part of the product.
+// oneDNN. bench/gemm_bench.cc, one core of the 2-core EPYC (Zen 4), CPU
+// time: from 2M (128^3 and the MLP's 32M-49M layers) oneDNN runs 1.03-1.12x
+// OpenBLAS's rate with its SkylakeX kernels and 0.99-1.08x with Haswell's;
+// below 1M (32^3 to 96^3, the RNN's 32x128x128) 0.3-0.9x, mostly, where
+// OpenBLAS's small-matrix kernels win and oneDNN's per-call cost (memory
+// objects, a stream, about 2 us) is a large part of the product.
 constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
 
 template <typename T, typename Call>

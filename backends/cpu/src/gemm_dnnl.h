@@ -13,9 +13,9 @@ bool DnnlGemmBuilt();
 // OpenMP is held to one thread for the call, so the caller's task arena
 // decides the parallelism exactly as for OpenBLAS. m, n, k > 0. Primitives
 // come from a small LRU cache keyed by everything that shapes them, so a
-// training step creates none after its first run (creating one costs far
-// more than a small product, bench/gemm_bench.cc). Throws when oneDNN was
-// not built in or rejects the product.
+// training step creates none after its first run: creating one costs about
+// 18 us (bench/gemm_bench.cc BM_DnnlCreate), 1.6x a 32x128x128 product.
+// Throws when oneDNN was not built in or rejects the product.
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
