@@ -26,8 +26,8 @@ constexpr CommandFactory kCommands[] = {
 };
 
 std::string VersionString() {
-  return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", plugin ABI ", ExpectedAbiTag(),
-                ")");
+  return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", gemm: ", cpu::GemmPolicy(),
+                ", plugin ABI ", ExpectedAbiTag(), ")");
 }
 
 void AddOption(CLI::App& sub, const OptionSpec& spec) {

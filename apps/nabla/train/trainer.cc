@@ -638,7 +638,8 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   if (world.Distributed()) {
     out << "world            " << world.size << " ranks (MPI, data parallel), global batch " << bs << "\n";
   }
-  out << "GEMM kernels     OpenBLAS " << cpu::BlasCoreName() << ", executor " << c.executor << "\n";
+  out << "GEMM kernels     OpenBLAS " << cpu::BlasCoreName() << " (" << cpu::GemmPolicy() << "), executor "
+      << c.executor << "\n";
   if (!summary.last_checkpoint.empty()) out << "checkpoint       " << summary.last_checkpoint << "\n";
   if (!c.logging.metrics_file.empty()) out << "metrics          " << c.logging.metrics_file << "\n";
   if (!plot_written.empty()) out << "plot             " << plot_written << "\n";

@@ -1,8 +1,10 @@
-// GEMM on OpenBLAS, sharing the cores with the task graph by design.
+// GEMM on OpenBLAS or oneDNN (one policy, GemmLibFor), sharing the cores
+// with the task graph by design.
 //
-// OpenBLAS keeps one thread (InitCpuBackend sets it): a large GEMM is split
+// Both libraries run one thread per call (InitCpuBackend sets OpenBLAS's;
+// gemm_dnnl.cc holds oneDNN's OpenMP team to one): a large GEMM is split
 // here into one block of C per thread of the calling task arena, each block
-// a single-threaded sgemm, run by tbb::parallel_for. So every thread nabla
+// a single-threaded product, run by tbb::parallel_for. So every thread nabla
 // uses is one of the executor's --threads: when the task graph runs two ops
 // at once, their GEMMs' blocks queue in the same arena instead of each op
 // starting N OpenBLAS threads on N cores (2N threads fighting, issue 5); in
@@ -13,8 +15,12 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 
+#include "gemm_dnnl.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
 #include "tsan_sync.h"
 
 namespace nabla::cpu {
@@ -25,6 +31,14 @@ namespace {
 constexpr double kSplitMacs = 2.0 * 1024 * 1024;
 // Block edges are multiples of the kernels' register blocking.
 constexpr int64_t kAlign = 16;
+// From this many multiply-adds a single-threaded float32 product goes to
+// oneDNN. bench/gemm_bench.cc, one core of the 2-core EPYC (Zen 4), CPU
+// time: from 2M (128^3 and the MLP's 32M-49M layers) oneDNN runs 1.03-1.12x
+// OpenBLAS's rate with its SkylakeX kernels and 0.99-1.08x with Haswell's;
+// below 1M (32^3 to 96^3, the RNN's 32x128x128) 0.3-0.9x, mostly, where
+// OpenBLAS's small-matrix kernels win and oneDNN's per-call cost (memory
+// objects, a stream, about 2 us) is a large part of the product.
+constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
 
 template <typename T, typename Call>
 void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
@@ -60,20 +74,71 @@ void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   sync.Joined();
 }
 
-}  // namespace
+// C = beta * C for a product over k == 0; beta == 0 writes zeros even
+// where C held NaN, as BLAS does.
+template <typename T>
+void ScaleOnly(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// NABLA_DNNL=0 rules oneDNN out here as for the convolutions (plugins/nn_ops):
+// for comparing the libraries and for debugging. Read on every call, so a
+// process can switch.
+bool DnnlAllowed() {
+  static const bool built = DnnlGemmBuilt();
+  if (!built) return false;
+  const char* v = std::getenv("NABLA_DNNL");
+  return v == nullptr || std::string(v) != "0";
+}
+
+// `forced` picks the library; without it the policy picks one for each
+// block, by the block's own shape, since a block is what one call computes.
+void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return ScaleOnly(m, n, beta, c, ldc);
   SplitGemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
                    [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la,
                        const float* bb, int64_t lb, float* cc, int64_t lc) {
-                     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn,
-                                 kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                     if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
+                       DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                     } else {
+                       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
+                                   nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+                     }
                    });
+}
+
+}  // namespace
+
+GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k) {
+  if (!DnnlAllowed()) return GemmLib::kOpenBlas;
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kDnnlMinMacs ? GemmLib::kOneDnn
+                                                                                                  : GemmLib::kOpenBlas;
+}
+
+std::string GemmPolicy() {
+  if (!DnnlAllowed()) return DnnlGemmBuilt() ? "openblas for all (NABLA_DNNL=0)" : "openblas for all (no oneDNN)";
+  return StrCat("onednn for float32 from ", kDnnlMinMacs / (1024 * 1024), "M multiply-adds, openblas otherwise");
+}
+
+bool OneDnnGemmBuilt() { return DnnlGemmBuilt(); }
+
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SgemmOn(std::nullopt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SgemmOn(lib, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return ScaleOnly(m, n, beta, c, ldc);
   SplitGemm<double>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
                     [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const double* aa, int64_t la,
                         const double* bb, int64_t lb, double* cc, int64_t lc) {

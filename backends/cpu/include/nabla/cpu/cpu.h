@@ -1,5 +1,5 @@
 #pragma once
-// The CPU backend: the host device, GEMM on OpenBLAS, and the executors.
+// The CPU backend: the host device, GEMM on OpenBLAS and oneDNN, and the executors.
 // InitCpuBackend() installs the host device and registers the executors; the
 // app and tests call it once before running anything.
 #include <cstdint>
@@ -28,13 +28,31 @@ class NABLA_API CpuDevice final : public Device {
 };
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, op(A) is M x K, op(B) K x N.
-// Leading dimensions are those of the stored (untransposed) matrices. Large
-// products split into blocks of C across the calling task arena's threads
-// (single-threaded OpenBLAS calls), so they keep to the executor's --threads.
+// Leading dimensions are those of the stored (untransposed) matrices. Any of
+// M, N, K may be 0 (K == 0 gives beta * C). Large products split into blocks
+// of C across the calling task arena's threads (single-threaded library
+// calls), so they keep to the executor's --threads. float32 goes to the
+// library GemmLibFor picks; float64 to OpenBLAS (oneDNN has no f64 matmul).
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                     int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// The GEMM libraries. Which is faster depends on the product's size (oneDNN's
+// brgemm kernels win on large products, OpenBLAS on small ones where
+// oneDNN's per-call cost dominates), so one policy here chooses for every op.
+enum class GemmLib { kOpenBlas, kOneDnn };
+// The library Gemm uses for an M x N x K float32 product computed by one
+// call (a product split across threads is judged block by block). oneDNN
+// only when nabla_cpu was built with it and NABLA_DNNL is not "0".
+NABLA_API GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k);
+// The policy in one line, for `nabla --version` and the run summary.
+NABLA_API std::string GemmPolicy();
+NABLA_API bool OneDnnGemmBuilt();
+// Gemm on the given library, whatever the policy says: for tests and
+// benchmarks. kOneDnn throws when OneDnnGemmBuilt() is false.
+NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // y = tanh(x) elementwise, float32, vectorized (a few ulp from std::tanh);
 // x and y may be the same buffer. Kernels that compute tanh call this so

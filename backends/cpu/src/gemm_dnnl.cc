@@ -1,0 +1,165 @@
+// oneDNN matmul for cpu::Gemm (see gemm_dnnl.h).
+#include "gemm_dnnl.h"
+
+#include "nabla/error.h"
+
+#ifdef NABLA_WITH_DNNL
+#include <omp.h>
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#endif
+
+namespace nabla::cpu {
+
+#ifndef NABLA_WITH_DNNL
+bool DnnlGemmBuilt() { return false; }
+void DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+               float*, int64_t) {
+  NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
+}
+#else
+
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+// Holds this thread's OpenMP team to one thread while oneDNN creates or runs
+// a primitive (oneDNN sizes a primitive's split by the count it sees at
+// creation), then gives the thread its previous setting back, which the
+// oneDNN convolutions of plugins/nn_ops set per call themselves.
+class OneOmpThread {
+ public:
+  OneOmpThread() : before_(omp_get_max_threads()) {
+    if (before_ != 1) omp_set_num_threads(1);
+  }
+  ~OneOmpThread() {
+    if (before_ != 1) omp_set_num_threads(before_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int before_;
+};
+
+struct Key {
+  bool trans_a, trans_b;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  bool operator==(const Key& o) const {
+    return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta) ==
+           std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.alpha, o.beta);
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t h = (key.trans_a ? 1 : 0) | (key.trans_b ? 2 : 0);
+    for (int64_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+struct Prim {
+  memory::desc a, b, c;
+  dnnl::matmul matmul;
+};
+
+Prim MakePrim(const Key& key) {
+  constexpr auto kF32 = memory::data_type::f32;
+  // Transposes and leading dimensions are strides of the plain buffers.
+  const memory::desc a({key.m, key.k}, kF32, key.trans_a ? memory::dims{1, key.lda} : memory::dims{key.lda, 1});
+  const memory::desc b({key.k, key.n}, kF32, key.trans_b ? memory::dims{1, key.ldb} : memory::dims{key.ldb, 1});
+  const memory::desc c({key.m, key.n}, kF32, memory::dims{key.ldc, 1});
+  dnnl::primitive_attr attr;
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(key.beta);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, Engine());
+  return Prim{a, b, c, dnnl::matmul(pd)};
+}
+
+// The most recently used primitives. A network uses a few dozen GEMM shapes
+// (each layer's forward and two gradients, and the blocks blas.cc splits
+// them into); 64 holds them all while bounding a run whose shapes change
+// (variable batch sizes). Entries are shared, so one evicted while another
+// thread runs it stays alive until that call returns.
+class PrimCache {
+ public:
+  std::shared_ptr<const Prim> Get(const Key& key) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) {
+        order_.splice(order_.begin(), order_, it->second.second);
+        return it->second.first;
+      }
+    }
+    // Created outside the lock (milliseconds); two threads missing on the
+    // same key at once both create one and the second insert is dropped.
+    auto prim = std::make_shared<const Prim>(MakePrim(key));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second.first;
+    order_.push_front(key);
+    map_.emplace(key, std::make_pair(prim, order_.begin()));
+    if (map_.size() > kCapacity) {
+      map_.erase(order_.back());
+      order_.pop_back();
+    }
+    return prim;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 64;
+  std::mutex mu_;
+  std::list<Key> order_;  // front: most recently used
+  std::unordered_map<Key, std::pair<std::shared_ptr<const Prim>, std::list<Key>::iterator>, KeyHash> map_;
+};
+
+PrimCache& Cache() {
+  static PrimCache cache;
+  return cache;
+}
+
+}  // namespace
+
+bool DnnlGemmBuilt() { return true; }
+
+void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
+  std::shared_ptr<const Prim> p;
+  try {
+    p = Cache().Get(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta});
+  } catch (const dnnl::error& e) {
+    NABLA_THROW(kExternal, "oneDNN matmul ", m, "x", n, "x", k, " (trans ", trans_a, trans_b, "): ", e.what());
+  }
+  dnnl::stream& s = Stream();
+  memory am(p->a, Engine(), const_cast<float*>(a)), bm(p->b, Engine(), const_cast<float*>(b)), cm(p->c, Engine(), c);
+  p->matmul.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  s.wait();
+}
+
+#endif  // NABLA_WITH_DNNL
+
+}  // namespace nabla::cpu

@@ -1,0 +1,22 @@
+#pragma once
+// float32 GEMM on oneDNN's matmul (Debian's libdnnl, built on OpenMP), for
+// blas.cc's policy. Private to the CPU backend: no oneDNN type appears here.
+#include <cstdint>
+
+namespace nabla::cpu {
+
+// Whether nabla_cpu was built with oneDNN (sanitizer builds and machines
+// without libdnnl-dev are not).
+bool DnnlGemmBuilt();
+
+// Row-major C = alpha * op(A) * op(B) + beta * C on the calling thread alone:
+// OpenMP is held to one thread for the call, so the caller's task arena
+// decides the parallelism exactly as for OpenBLAS. m, n, k > 0. Primitives
+// come from a small LRU cache keyed by everything that shapes them, so a
+// training step creates none after its first run: creating one costs about
+// 18 us (bench/gemm_bench.cc BM_DnnlCreate), 1.6x a 32x128x128 product.
+// Throws when oneDNN was not built in or rejects the product.
+void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace nabla::cpu
