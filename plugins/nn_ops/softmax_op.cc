@@ -13,7 +13,7 @@ template <typename T>
 void SoftmaxKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "softmax");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "softmax");
   const AxisView v = ViewAround(x.GetShape(), axis);
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
@@ -42,7 +42,7 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
   if (!dx) return;
   const Tensor& out = ctx.Input("Out");
   const Tensor& dout = ctx.Input(GradVarName("Out"));
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "softmax_grad");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "softmax_grad");
   const AxisView v = ViewAround(out.GetShape(), axis);
   const T* py = out.Data<T>();
   const T* pdy = dout.Data<T>();
@@ -64,31 +64,14 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
 }  // namespace
 
 NABLA_REGISTER_OPS(softmax) {
-  GradCheckSpec last;
-  last.name = "last_axis";
-  last.inputs = {FloatIn("X", {3, 5}, -2.0, 2.0)};
-  last.outputs = {{"Out", 1}};
-  GradCheckSpec middle;
-  middle.name = "middle_axis";
-  middle.inputs = {FloatIn("X", {2, 3, 4}, -2.0, 2.0)};
-  middle.outputs = {{"Out", 1}};
-  middle.attrs = {{"axis", 1}};
-  registrar.Op("softmax", __FILE__, __LINE__)
-      .Doc("Softmax along `axis`: Out = exp(X - max) / sum(exp(X - max)); subtracting the max keeps exp finite.")
-      .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
-      .Output("Out", "(Tensor) softmax of X, shape and dtype of X")
-      .Attr<int>("axis", -1, "(int, default -1) the axis to normalize over; negative counts from the end")
-      .InferShape([](InferShapeContext& c) {
-        NormalizeAxis(c.Attr<int>("axis"), c.InputShape("X").size(), c.Where());
-        c.ShareShapeAndDType("X", "Out");
-      })
-      .GradMaker<GradFromOutMaker>()
+  GradCheckSpec last = CheckCase("last_axis", {CheckInput("X", {3, 5}, -2.0, 2.0)});
+  GradCheckSpec middle = CheckCase("middle_axis", {CheckInput("X", {2, 3, 4}, -2.0, 2.0)}, {{"axis", 1}});
+  AlongAxisSchema(registrar, "softmax",
+                  "Softmax along `axis`: Out = exp(X - max) / sum(exp(X - max)); subtracting the max keeps exp finite.",
+                  "(Tensor) softmax of X, shape and dtype of X",
+                  "Gradient of softmax: X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)).", __FILE__, __LINE__)
       .GradCheck(last)
       .GradCheck(middle);
-  registrar.DefaultGradOp("softmax", __FILE__, __LINE__)
-      .Doc("Gradient of softmax: X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)).")
-      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
-      .KernelDType(DTypeOfInput(GradVarName("Out")));
   RegisterFloatKernels(registrar, "softmax", SoftmaxKernel<float>, SoftmaxKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "softmax_grad", SoftmaxGradKernel<float>, SoftmaxGradKernel<double>, __FILE__,
                        __LINE__);

@@ -24,7 +24,7 @@ template <typename T>
 void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   const Tensor& logits = ctx.Input("Logits");
   const Tensor& label = ctx.Input("Label");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "softmax_with_cross_entropy");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "axis", "softmax_with_cross_entropy");
   const bool soft = ctx.Attr<bool>("soft_label");
   const int ignore = ctx.Attr<int>("ignore_index");
   const AxisView v = ViewAround(logits.GetShape(), axis);
@@ -70,7 +70,7 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   const Tensor& softmax = ctx.Input("Softmax");
   const Tensor& label = ctx.Input("Label");
   const Tensor& dloss = ctx.Input(GradVarName("Loss"));
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), softmax.Rank(), "softmax_with_cross_entropy_grad");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), softmax.Rank(), "axis", "softmax_with_cross_entropy_grad");
   const bool soft = ctx.Attr<bool>("soft_label");
   const int ignore = ctx.Attr<int>("ignore_index");
   const AxisView v = ViewAround(softmax.GetShape(), axis);
@@ -111,7 +111,7 @@ void InferSoftmaxWithCrossEntropy(InferShapeContext& c) {
   const Shape x = c.InputShape("Logits");
   const Shape label = c.InputShape("Label");
   EnforceFloatDType(c.InputDType("Logits"), c.Where(), "Logits");
-  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), c.Where());
+  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), "axis", c.Where());
   const bool soft = c.Attr<bool>("soft_label");
   NABLA_ENFORCE(label.size() == x.size(), kInvalidArgument, c.Where(), ": Label must have the rank of Logits (",
                 x.size(), "), but received Label ", ShapeToString(label), " and Logits ", ShapeToString(x));
@@ -168,25 +168,20 @@ std::unique_ptr<OpDesc> FuseSoftmaxCrossEntropy(const std::vector<const OpDesc*>
 }
 
 NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
-  GradCheckSpec hard;
-  hard.name = "hard_label";
-  hard.inputs = {FloatIn("Logits", {4, 5}, -2.0, 2.0), IndexIn("Label", {4, 1}, 5)};
-  hard.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  GradCheckSpec hard = CheckCase("hard_label", {CheckInput("Logits", {4, 5}, -2.0, 2.0), IndexIn("Label", {4, 1}, 5)},
+                                 {}, {{"Softmax", 1}, {"Loss", 1}});
   hard.no_grad_outputs = {"Softmax"};
   GradCheckSpec ignored = hard;
   ignored.name = "ignore_index";
   ignored.inputs[1].values = {2, 0, 2, 4};
   ignored.attrs = {{"ignore_index", 2}};
-  GradCheckSpec soft;
-  soft.name = "soft_label";
-  soft.inputs = {FloatIn("Logits", {3, 4}, -2.0, 2.0), NoCheck(FloatIn("Label", {3, 4}, 0.0, 1.0))};
-  soft.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  GradCheckSpec soft =
+      CheckCase("soft_label", {CheckInput("Logits", {3, 4}, -2.0, 2.0), NoCheck(CheckInput("Label", {3, 4}, 0.0, 1.0))},
+                {}, {{"Softmax", 1}, {"Loss", 1}});
   soft.no_grad_outputs = {"Softmax"};
   soft.attrs = {{"soft_label", true}};
-  GradCheckSpec axis1;
-  axis1.name = "axis1";
-  axis1.inputs = {FloatIn("Logits", {2, 4, 3}, -2.0, 2.0), IndexIn("Label", {2, 1, 3}, 4)};
-  axis1.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  GradCheckSpec axis1 = CheckCase("axis1", {CheckInput("Logits", {2, 4, 3}, -2.0, 2.0), IndexIn("Label", {2, 1, 3}, 4)},
+                                  {}, {{"Softmax", 1}, {"Loss", 1}});
   axis1.no_grad_outputs = {"Softmax"};
   axis1.attrs = {{"axis", 1}};
   registrar.Op("softmax_with_cross_entropy", __FILE__, __LINE__)
