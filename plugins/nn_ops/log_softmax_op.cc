@@ -10,15 +10,6 @@
 namespace nabla::nn {
 namespace {
 
-// f(base, v) for every row along the axis: elements base + d * v.inner.
-template <typename F>
-void ForEachAxisRow(const AxisView& v, F&& f) {
-  if (v.dim == 0) return;  // no elements, though outer * inner rows may be > 0
-  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) f((row / v.inner) * v.dim * v.inner + row % v.inner);
-  });
-}
-
 template <typename T>
 void LogSoftmaxKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
@@ -26,7 +17,7 @@ void LogSoftmaxKernel(const ExecutionContext& ctx) {
   const AxisView v = ViewAround(x.GetShape(), axis);
   const T* px = x.Data<T>();
   T* po = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  ForEachAxisRow(v, [&](int64_t base) {
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
     T m = px[base];
     for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
     double sum = 0.0;
@@ -46,7 +37,7 @@ void LogSoftmaxGradKernel(const ExecutionContext& ctx) {
   const T* py = out.Data<T>();
   const T* pdy = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  ForEachAxisRow(v, [&](int64_t base) {
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
     double sum = 0.0;
     for (int64_t d = 0; d < v.dim; ++d) sum += static_cast<double>(pdy[base + d * v.inner]);
     for (int64_t d = 0; d < v.dim; ++d) {

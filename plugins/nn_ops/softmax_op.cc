@@ -18,21 +18,18 @@ void SoftmaxKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
   // Rows (one per outer x inner position) are independent: split over them.
-  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t o = row / v.inner, i = row % v.inner;
-      const T* xs = px + o * v.dim * v.inner + i;
-      T* os = po + o * v.dim * v.inner + i;
-      T m = xs[0];
-      for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, xs[d * v.inner]);
-      double sum = 0.0;
-      for (int64_t d = 0; d < v.dim; ++d) {
-        os[d * v.inner] = std::exp(xs[d * v.inner] - m);
-        sum += static_cast<double>(os[d * v.inner]);
-      }
-      const T inv = static_cast<T>(1.0 / sum);
-      for (int64_t d = 0; d < v.dim; ++d) os[d * v.inner] *= inv;
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
+    const T* xs = px + base;
+    T* os = po + base;
+    T m = xs[0];
+    for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, xs[d * v.inner]);
+    double sum = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d) {
+      os[d * v.inner] = std::exp(xs[d * v.inner] - m);
+      sum += static_cast<double>(os[d * v.inner]);
     }
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t d = 0; d < v.dim; ++d) os[d * v.inner] *= inv;
   });
 }
 
@@ -47,16 +44,13 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
   const T* py = out.Data<T>();
   const T* pdy = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
-      double dot = 0.0;
-      for (int64_t d = 0; d < v.dim; ++d)
-        dot += static_cast<double>(py[base + d * v.inner]) * static_cast<double>(pdy[base + d * v.inner]);
-      for (int64_t d = 0; d < v.dim; ++d) {
-        const int64_t k = base + d * v.inner;
-        pdx[k] = static_cast<T>(static_cast<double>(py[k]) * (static_cast<double>(pdy[k]) - dot));
-      }
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d)
+      dot += static_cast<double>(py[base + d * v.inner]) * static_cast<double>(pdy[base + d * v.inner]);
+    for (int64_t d = 0; d < v.dim; ++d) {
+      const int64_t k = base + d * v.inner;
+      pdx[k] = static_cast<T>(static_cast<double>(py[k]) * (static_cast<double>(pdy[k]) - dot));
     }
   });
 }

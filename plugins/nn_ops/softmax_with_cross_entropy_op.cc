@@ -38,28 +38,25 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   // Labels are checked first, in order, so a bad one fails the same way with
   // any number of threads; then rows are independent and split.
   if (!soft) CheckLabels(label, rows, v.dim, ignore);
-  cpu::ParallelFor(rows, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
-      T m = px[base];
-      for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
-      double sum = 0.0;
-      for (int64_t d = 0; d < v.dim; ++d) sum += std::exp(static_cast<double>(px[base + d * v.inner] - m));
-      const double lse = static_cast<double>(m) + std::log(sum);
-      for (int64_t d = 0; d < v.dim; ++d)
-        ps[base + d * v.inner] = static_cast<T>(std::exp(static_cast<double>(px[base + d * v.inner]) - lse));
-      if (soft) {
-        double loss = 0.0;
-        for (int64_t d = 0; d < v.dim; ++d) {
-          const int64_t k = base + d * v.inner;
-          loss += static_cast<double>(psoft[k]) * (lse - static_cast<double>(px[k]));
-        }
-        pl[row] = static_cast<T>(loss);
-        continue;
+  ForEachAxisRow(v, [&](int64_t row, int64_t base) {
+    T m = px[base];
+    for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
+    double sum = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d) sum += std::exp(static_cast<double>(px[base + d * v.inner] - m));
+    const double lse = static_cast<double>(m) + std::log(sum);
+    for (int64_t d = 0; d < v.dim; ++d)
+      ps[base + d * v.inner] = static_cast<T>(std::exp(static_cast<double>(px[base + d * v.inner]) - lse));
+    if (soft) {
+      double loss = 0.0;
+      for (int64_t d = 0; d < v.dim; ++d) {
+        const int64_t k = base + d * v.inner;
+        loss += static_cast<double>(psoft[k]) * (lse - static_cast<double>(px[k]));
       }
-      const int64_t l = IndexAt(label, row);
-      pl[row] = l == ignore ? T(0) : static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
+      pl[row] = static_cast<T>(loss);
+      return;
     }
+    const int64_t l = IndexAt(label, row);
+    pl[row] = l == ignore ? T(0) : static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
   });
 }
 
@@ -80,29 +77,26 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   const T* psoft = soft ? label.Data<T>() : nullptr;
   const int64_t rows = v.outer * v.inner;
   if (!soft) CheckLabels(label, rows, v.dim, ignore);
-  cpu::ParallelFor(rows, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
-      const T g = pdl[row];
-      if (soft) {
-        double mass = 0.0;
-        for (int64_t d = 0; d < v.dim; ++d) mass += static_cast<double>(psoft[base + d * v.inner]);
-        for (int64_t d = 0; d < v.dim; ++d) {
-          const int64_t k = base + d * v.inner;
-          pdx[k] = static_cast<T>(static_cast<double>(g) *
-                                  (static_cast<double>(ps[k]) * mass - static_cast<double>(psoft[k])));
-        }
-        continue;
-      }
-      const int64_t l = IndexAt(label, row);
-      if (l == ignore) {
-        for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
-        continue;
-      }
+  ForEachAxisRow(v, [&](int64_t row, int64_t base) {
+    const T g = pdl[row];
+    if (soft) {
+      double mass = 0.0;
+      for (int64_t d = 0; d < v.dim; ++d) mass += static_cast<double>(psoft[base + d * v.inner]);
       for (int64_t d = 0; d < v.dim; ++d) {
         const int64_t k = base + d * v.inner;
-        pdx[k] = g * (ps[k] - (d == l ? T(1) : T(0)));
+        pdx[k] = static_cast<T>(static_cast<double>(g) *
+                                (static_cast<double>(ps[k]) * mass - static_cast<double>(psoft[k])));
       }
+      return;
+    }
+    const int64_t l = IndexAt(label, row);
+    if (l == ignore) {
+      for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
+      return;
+    }
+    for (int64_t d = 0; d < v.dim; ++d) {
+      const int64_t k = base + d * v.inner;
+      pdx[k] = g * (ps[k] - (d == l ? T(1) : T(0)));
     }
   });
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/types.h"
 
 namespace nabla::opkit {
@@ -36,6 +37,17 @@ struct AxisView {
 
 inline AxisView ViewAround(const Shape& shape, int axis) {
   return {ProductOf(shape, 0, axis), shape[axis], ProductOf(shape, axis + 1, shape.size())};
+}
+
+// f(row, base) for every row along the axis, split over the executor's
+// threads: there are outer * inner rows, and row `row` holds the elements
+// base + d * inner for d in [0, dim) (softmax-like ops normalise each row).
+template <typename F>
+void ForEachAxisRow(const AxisView& v, F&& f) {
+  if (v.dim == 0) return;  // no elements, though outer * inner rows may be > 0
+  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) f(row, (row / v.inner) * v.dim * v.inner + row % v.inner);
+  });
 }
 
 // A part along one axis of a whole (concat's inputs, split's outputs): per
