@@ -30,7 +30,8 @@ cmake --install "$BUILD_DIR" --prefix "$P" >"$WORK/install.log"
 for f in bin/nabla lib/libnabla_core.so lib/libnabla_cpu.so lib/nabla/plugins/libmath_ops.so \
          lib/nabla/plugins/libnn_ops.so lib/nabla/plugins/libcontrol_flow.so include/nabla/plugin.h \
          include/nabla/op_registry.h lib/cmake/nabla/nablaConfig.cmake lib/cmake/nabla/nablaConfigVersion.cmake \
-         lib/cmake/nabla/nablaTargets.cmake lib/cmake/nabla/nabla_plugin.cmake; do
+         lib/cmake/nabla/nablaTargets.cmake lib/cmake/nabla/nabla_plugin.cmake \
+         lib/libnabla_opkit.a include/nabla/opkit/opkit.h include/nabla/cpu/cpu.h; do
   [ -e "$P/$f" ] || fail "the install has no $f"
 done
 # The public headers stand alone: no TBB, yaml-cpp or Boost.

@@ -40,7 +40,9 @@ find_package(nabla REQUIRED)
 
 # A MODULE library named like the target (lib@NAME@.so), with hidden
 # visibility, -fno-gnu-unique, --no-undefined, C++17 and nabla's ABI tag.
-nabla_add_plugin(@NAME@ SOURCES src/plugin.cc src/@NAME@_softplus_op.cc)
+# nabla::opkit is nabla's op kit: grad makers, GradCheck case builders,
+# kernel registration and parallel loops (include "nabla/opkit/opkit.h").
+nabla_add_plugin(@NAME@ SOURCES src/plugin.cc src/@NAME@_softplus_op.cc LIBRARIES nabla::opkit)
 
 # `ctest --test-dir build`: the plugin loads and registers its ops, and a
 # program using them runs with its gradient.
@@ -62,11 +64,13 @@ constexpr char kOpCc[] = R"(// @NAME@_softplus: Out = log(1 + exp(beta * X)) / b
 // gradient op @NAME@_softplus_grad: X@GRAD = Out@GRAD * sigmoid(beta * X).
 // One op, one file: schema, shape inference, grad maker, kernels and the
 // gradient check cases, all registered in one NABLA_REGISTER_OPS block.
+// nabla/opkit is the op kit the standard plugins use too.
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nabla/opkit/opkit.h"
 #include "nabla/plugin.h"
 
 namespace @NAME@ {
@@ -86,22 +90,17 @@ T Softplus(T z) {
   return z > T(0) ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
 }
 
-template <typename T>
-T Sigmoid(T z) {
-  if (z >= T(0)) return T(1) / (T(1) + std::exp(-z));
-  const T e = std::exp(z);
-  return e / (T(1) + e);
-}
+using nabla::opkit::Sigmoid;  // the op kit's, overflow-free
 
 // Kernels: one template, registered for float32 and float64 (the gradient
-// check runs in float64).
+// check runs in float64), split over the executor's threads.
 template <typename T>
 void SoftplusKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const T beta = static_cast<T>(ctx.Attr<float>("beta"));
   const T* px = x.Data<T>();
   T* out = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  for (int64_t i = 0, n = x.Numel(); i < n; ++i) out[i] = Softplus(beta * px[i]) / beta;
+  nabla::opkit::ParallelElementwise(x.Numel(), [&](int64_t i) { out[i] = Softplus(beta * px[i]) / beta; });
 }
 
 template <typename T>
@@ -113,7 +112,7 @@ void SoftplusGradKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   const T* pdout = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  for (int64_t i = 0, n = x.Numel(); i < n; ++i) pdx[i] = pdout[i] * Sigmoid(beta * px[i]);
+  nabla::opkit::ParallelElementwise(x.Numel(), [&](int64_t i) { pdx[i] = pdout[i] * Sigmoid(beta * px[i]); });
 }
 
 // The grad maker: what the backward builder appends for one forward op. It
@@ -122,27 +121,14 @@ class SoftplusGradMaker : public nabla::GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    ops.push_back(std::make_unique<OpDesc>(
-        "@NAME@_softplus_grad", nabla::VarNameMap{{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
-        nabla::VarNameMap{{GradVarName("X"), InputGrad("X")}}, Attrs()));
-    return ops;
+    return nabla::opkit::OneOp("@NAME@_softplus_grad", {{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
+                               {{GradVarName("X"), InputGrad("X")}}, Attrs());
   }
 };
 
 // A gradient check case: float64 central differences against the grad op.
 nabla::GradCheckSpec Case(const std::string& name, float beta) {
-  nabla::GradCheckSpec spec;
-  spec.name = name;
-  nabla::GradCheckInput x;
-  x.slot = "X";
-  x.shape = {3, 4};
-  x.low = -3.0;
-  x.high = 3.0;
-  spec.inputs = {x};
-  spec.outputs = {{"Out", 1}};
-  spec.attrs = {{"beta", beta}};
-  return spec;
+  return nabla::opkit::CheckCase(name, {nabla::opkit::CheckInput("X", {3, 4}, -3.0, 3.0)}, {{"beta", beta}});
 }
 
 void CheckBeta(const float& beta) {

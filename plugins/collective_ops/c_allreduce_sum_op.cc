@@ -17,7 +17,8 @@ NABLA_REGISTER_OPS(c_allreduce_sum) {
   CommonSchema(registrar.Op("c_allreduce_sum", __FILE__, __LINE__)
                    .Doc("Out = the elementwise sum of X over all ranks of the MPI world (data-parallel gradients). "
                         "Ranks must run their collectives in one order; executors keep them in program order."));
-  RegisterKernels(registrar, "c_allreduce_sum", AllreduceKernel, __FILE__, __LINE__);
+  opkit::RegisterKernelForDTypes(registrar, "c_allreduce_sum", opkit::kNumericDTypes, AllreduceKernel, __FILE__,
+                                 __LINE__);
 }
 
 }  // namespace

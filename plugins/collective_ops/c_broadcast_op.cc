@@ -21,7 +21,7 @@ NABLA_REGISTER_OPS(c_broadcast) {
       .Attr<int>("root", 0, "(int, default 0) the rank whose X every rank receives", [](const int& r) {
         NABLA_ENFORCE(r >= 0, kInvalidArgument, "root must be a rank (>= 0), but received ", r);
       });
-  RegisterKernels(registrar, "c_broadcast", BroadcastKernel, __FILE__, __LINE__);
+  opkit::RegisterKernelForDTypes(registrar, "c_broadcast", opkit::kNumericDTypes, BroadcastKernel, __FILE__, __LINE__);
 }
 
 }  // namespace

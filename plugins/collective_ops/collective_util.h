@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "communicator.h"
+#include "nabla/opkit/kernels.h"
 #include "nabla/plugin.h"
 
 namespace nabla::collective {
@@ -90,14 +91,6 @@ void OverBucket(const ExecutionContext& ctx, Fn&& collective) {
     void* dst = outs[i]->Allocate(device, dtype, xs[i]->GetShape());
     if (bytes) std::memcpy(dst, packed.data() + off, bytes);
     off += bytes;
-  }
-}
-
-// Registers `kernel` for every dtype a collective moves.
-inline void RegisterKernels(Registrar& registrar, const std::string& type, const KernelFn& kernel, const char* file,
-                            int line) {
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
-    registrar.Kernel(type, DeviceType::kCPU, t, kernel, file, line);
   }
 }
 

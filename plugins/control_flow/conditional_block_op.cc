@@ -39,8 +39,8 @@ void ConditionalBlockKernel(const ExecutionContext& ctx) {
   }
   if (!BranchTaken(ctx)) return;
   const bool keep = scopes != nullptr;
-  std::vector<std::string> carried = keep ? CarriedNames(op.Input("Input"), op.Output("Out"))
-                                          : std::vector<std::string>{};
+  std::vector<std::string> carried =
+      keep ? CarriedNames(op.Input("Input"), op.Output("Out")) : std::vector<std::string>{};
   Scope& step = RunForwardStep(ctx, op.Attr<BlockRef>("sub_block").idx, scope, carried, keep);
   if (keep) {
     scopes->GetStepScopes().push_back(&step);
@@ -64,8 +64,8 @@ void ConditionalBlockGradKernel(const ExecutionContext& ctx) {
   for (const auto& s : slots) {
     if (s.carried) continue;
     const Variable* fwd = scope.FindVar(s.fwd);
-    NABLA_ENFORCE(fwd != nullptr && HasValue(*fwd), kPreconditionNotMet, "op 'conditional_block_grad': input '",
-                  s.fwd, "' has no value, so its gradient '", s.grad, "' cannot be shaped");
+    NABLA_ENFORCE(fwd != nullptr && HasValue(*fwd), kPreconditionNotMet, "op 'conditional_block_grad': input '", s.fwd,
+                  "' has no value, so its gradient '", s.grad, "' cannot be shaped");
     ZeroVarLike(*fwd, s.outer, device);
   }
   Variable* scopes = ctx.InputVar("Scope");
@@ -87,17 +87,18 @@ class ConditionalBlockGradMaker : public GradOpDescMakerBase {
     NABLA_ENFORCE(!Output("Scope").empty() && Output("Scope")[0] != kEmptyVarName, kInvalidArgument,
                   "op 'conditional_block' is differentiated but has no Scope output: expected a var of type "
                   "step_scopes in slot Scope (it keeps the branch's values for the gradient), but received none");
-    return MakeSubBlockGradOp(ForwardOp(), GradBlock(0), {"Cond", "Input"}, "Input", "Out", "Scope",
-                              InputGrad("Input"), OutputGrad("Out"));
+    return MakeSubBlockGradOp(ForwardOp(), GradBlock(0), {"Cond", "Input"}, "Input", "Out", "Scope", InputGrad("Input"),
+                              OutputGrad("Out"));
   }
 };
 
 NABLA_REGISTER_OPS(conditional_block) {
   registrar.Op("conditional_block", __FILE__, __LINE__)
-      .Doc("Runs sub_block once, in a new child scope recorded in Scope, when the condition holds: with "
-           "is_scalar_condition, when Cond[0] (a one-element bool tensor) is true; otherwise when every Cond "
-           "tensor has at least one element. Outer vars the block writes (Out) keep their value when it does not "
-           "run.")
+      .Doc(
+          "Runs sub_block once, in a new child scope recorded in Scope, when the condition holds: with "
+          "is_scalar_condition, when Cond[0] (a one-element bool tensor) is true; otherwise when every Cond "
+          "tensor has at least one element. Outer vars the block writes (Out) keep their value when it does not "
+          "run.")
       .Input("Cond", "(Tensors) the condition", kDuplicable)
       .Input("Input", "(Tensors) every outer var the sub-block reads", kDuplicable | kDispensable)
       .Output("Out", "(Tensors) every outer var the sub-block writes", kDuplicable | kDispensable)
@@ -125,11 +126,12 @@ NABLA_REGISTER_OPS(conditional_block) {
       })
       .GradMaker<ConditionalBlockGradMaker>()
       .ControlFlow();
-  RegisterForAllDTypes(registrar, "conditional_block", ConditionalBlockKernel, __FILE__, __LINE__);
+  RegisterKernelForDTypes(registrar, "conditional_block", kAllDTypes, ConditionalBlockKernel, __FILE__, __LINE__);
 
   registrar.Op("conditional_block_grad", __FILE__, __LINE__)
-      .Doc("Gradient of conditional_block: runs the grad block in the scope the branch ran in and copies the "
-           "gradients out; zeros (carried gradients unchanged) when the branch was not taken.")
+      .Doc(
+          "Gradient of conditional_block: runs the grad block in the scope the branch ran in and copies the "
+          "gradients out; zeros (carried gradients unchanged) when the branch was not taken.")
       .Input("Cond", "(Tensors) the forward condition", kDuplicable | kDispensable)
       .Input("Input", "(Tensors) the forward inputs", kDuplicable | kDispensable)
       .Input("Out", "(Tensors) the forward outputs", kDuplicable | kDispensable)
@@ -152,7 +154,8 @@ NABLA_REGISTER_OPS(conditional_block) {
       })
       .GradMaker<EmptyGradOpDescMaker>()
       .ControlFlow();
-  RegisterForAllDTypes(registrar, "conditional_block_grad", ConditionalBlockGradKernel, __FILE__, __LINE__);
+  RegisterKernelForDTypes(registrar, "conditional_block_grad", kAllDTypes, ConditionalBlockGradKernel, __FILE__,
+                          __LINE__);
 }
 
 }  // namespace

@@ -7,16 +7,6 @@
 
 namespace nabla::control_flow {
 
-void RegisterForAllDTypes(Registrar& registrar, const std::string& type, const KernelFn& fn, const char* file,
-                          int line) {
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
-    registrar.Kernel(type, DeviceType::kCPU, t, fn, file, line);
-}
-
-std::unique_ptr<OpDesc> MakeOp(std::string type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs) {
-  return std::make_unique<OpDesc>(std::move(type), std::move(inputs), std::move(outputs), std::move(attrs));
-}
-
 std::string ForwardNameOf(const std::string& grad_name) {
   std::string base = grad_name;
   size_t rename = base.rfind(kRenameInfix);
@@ -30,9 +20,7 @@ bool ReadScalarBool(const Tensor& t, const std::string& what) {
   return *t.Data<bool>();
 }
 
-bool HasValue(const Variable& v) {
-  return v.Type() == VarType::kTensorArray || v.GetTensor().IsInitialized();
-}
+bool HasValue(const Variable& v) { return v.Type() == VarType::kTensorArray || v.GetTensor().IsInitialized(); }
 
 void CopyVar(const Variable& src, Variable* dst, Device& device) {
   if (&src == dst) return;
@@ -205,8 +193,8 @@ void CheckSubBlockSlots(const OpDesc& op, const BlockDesc& block, const std::vec
   for (const auto& slot : in_slots)
     for (const auto& a : op.Input(slot)) listed_in.insert(a);
   NameSet listed_out(op.Output(out_slot).begin(), op.Output(out_slot).end());
-  std::string where = StrCat(program.Where(op.Pos()).empty() ? "" : program.Where(op.Pos()) + ": ", "op '",
-                             op.Type(), "'");
+  std::string where =
+      StrCat(program.Where(op.Pos()).empty() ? "" : program.Where(op.Pos()) + ": ", "op '", op.Type(), "'");
   std::string missing_in, missing_out;
   for (const auto& r : access.reads)
     if (!listed_in.count(r) && matters(r)) missing_in += (missing_in.empty() ? "" : ", ") + r;
@@ -214,7 +202,8 @@ void CheckSubBlockSlots(const OpDesc& op, const BlockDesc& block, const std::vec
     if (!listed_out.count(w) && matters(w)) missing_out += (missing_out.empty() ? "" : ", ") + w;
   std::string first_in = in_slots.empty() ? std::string("X") : in_slots.front();
   NABLA_ENFORCE(missing_in.empty(), kInvalidArgument, where, ": its sub_block ", block.Idx(),
-                " reads outer vars that are not in input slot ", first_in, ": expected every outer float var the block "
+                " reads outer vars that are not in input slot ", first_in,
+                ": expected every outer float var the block "
                 "reads to be listed (the backward pass only sees the slots), but these are missing: ",
                 missing_in);
   NABLA_ENFORCE(missing_out.empty(), kInvalidArgument, where, ": its sub_block ", block.Idx(),
@@ -224,8 +213,7 @@ void CheckSubBlockSlots(const OpDesc& op, const BlockDesc& block, const std::vec
                 missing_out);
 }
 
-std::vector<std::string> CarriedNames(const std::vector<std::string>& inputs,
-                                      const std::vector<std::string>& outputs) {
+std::vector<std::string> CarriedNames(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
   NameSet outs(outputs.begin(), outputs.end());
   std::vector<std::string> carried;
   NameSet seen;
@@ -266,8 +254,8 @@ Scope& RunForwardStep(const ExecutionContext& ctx, int block_idx, Scope& parent,
 }
 
 GradBlockPlan PlanGradBlock(const ProgramDesc& program, int block_idx) {
-  NABLA_ENFORCE(block_idx >= 0 && static_cast<size_t>(block_idx) < program.Size(), kOutOfRange,
-                "grad sub_block ", block_idx, " is not a block of the program (it has ", program.Size(), " blocks)");
+  NABLA_ENFORCE(block_idx >= 0 && static_cast<size_t>(block_idx) < program.Size(), kOutOfRange, "grad sub_block ",
+                block_idx, " is not a block of the program (it has ", program.Size(), " blocks)");
   GradBlockPlan plan;
   plan.block_idx = block_idx;
   NameSet read_seen;
@@ -321,8 +309,8 @@ std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const Gra
     if (grads[j] == kEmptyVarName) continue;
     std::string inner = GradVarName(fwd[j]);
     bool written = plan.written.count(inner) != 0;
-    slots.push_back(InputGradSlot{fwd[j], grads[j], inner, out_set.count(fwd[j]) != 0, written,
-                                  ctx.OutputVar(grad_slot, j)});
+    slots.push_back(
+        InputGradSlot{fwd[j], grads[j], inner, out_set.count(fwd[j]) != 0, written, ctx.OutputVar(grad_slot, j)});
   }
   return slots;
 }
@@ -380,8 +368,7 @@ void FinishOverwritten(const std::vector<OutputGradSource>& og, bool any_step, S
   }
 }
 
-void CollectStepGrads(const std::vector<InputGradSlot>& slots, Scope& step, Device& device,
-                      const std::string& where) {
+void CollectStepGrads(const std::vector<InputGradSlot>& slots, Scope& step, Device& device, const std::string& where) {
   for (const auto& s : slots) {
     Variable* inner = s.written ? step.FindLocalVar(s.inner) : nullptr;
     if (s.carried) {
@@ -492,24 +479,22 @@ namespace {
 
 // Y's shape padded with 1s to X's rank, aligned at `axis`.
 Shape AlignY(const Shape& x, const Shape& y, int axis, const std::string& where) {
-  Shape small = y;
   const size_t rank = x.size();
-  NABLA_ENFORCE(small.size() <= rank || NumElements(small) == 1, kInvalidArgument, where,
+  NABLA_ENFORCE(y.size() <= rank || NumElements(y) == 1, kInvalidArgument, where,
                 ": Y must not have more dims than X, but received X shape ", ShapeToString(x), " and Y shape ",
                 ShapeToString(y));
-  if (small.size() > rank) small.clear();  // one element: broadcast everywhere
-  int a = axis == -1 ? static_cast<int>(rank - small.size()) : axis;
-  while (a >= 0 && static_cast<size_t>(a) + small.size() > rank && !small.empty() && small.back() == 1)
-    small.pop_back();
-  NABLA_ENFORCE(a >= 0 && static_cast<size_t>(a) + small.size() <= rank, kInvalidArgument, where,
-                ": attribute axis must be in [0, ", rank - small.size(), "] to align Y (shape ", ShapeToString(y),
-                ") with X (shape ", ShapeToString(x), "), but received ", axis);
-  Shape padded(rank, 1);
-  for (size_t i = 0; i < small.size(); ++i) padded[a + i] = small[i];
+  // One element of higher rank: broadcast everywhere.
+  Alignment al = AlignAtAxis(y.size() > rank ? Shape{} : y, rank, axis);
+  NABLA_ENFORCE(al.fits, kInvalidArgument, where, ": attribute axis must be in [0, ", rank - al.kept,
+                "] to align Y (shape ", ShapeToString(y), ") with X (shape ", ShapeToString(x), "), but received ",
+                axis);
+  const Shape& padded = al.padded;
   for (size_t i = 0; i < rank; ++i)
     NABLA_ENFORCE(padded[i] == x[i] || padded[i] == 1 || padded[i] < 0 || x[i] < 0, kInvalidArgument, where,
-                  ": Y cannot be broadcast onto X with axis ", axis, ": expected each aligned dim of Y to equal X's "
-                  "or be 1, but received X shape ", ShapeToString(x), " and Y shape ", ShapeToString(y));
+                  ": Y cannot be broadcast onto X with axis ", axis,
+                  ": expected each aligned dim of Y to equal X's "
+                  "or be 1, but received X shape ",
+                  ShapeToString(x), " and Y shape ", ShapeToString(y));
   return padded;
 }
 
@@ -518,26 +503,10 @@ Shape AlignY(const Shape& x, const Shape& y, int axis, const std::string& where)
 void CheckBroadcast(const Shape& x, const Shape& y, int axis, const std::string& where) { AlignY(x, y, axis, where); }
 
 std::vector<int64_t> BroadcastYOntoX(const Shape& x, const Shape& y, int axis, const std::string& where) {
-  Shape py = AlignY(x, y, axis, where);
-  const size_t rank = x.size();
-  std::vector<int64_t> y_stride(rank, 0);
-  int64_t s = 1;
-  for (size_t k = rank; k-- > 0;) {
-    y_stride[k] = py[k] == 1 ? 0 : s;
-    s *= py[k];
-  }
-  const int64_t n = NumElements(x);
-  std::vector<int64_t> index(static_cast<size_t>(n));
-  std::vector<int64_t> pos(rank, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (size_t k = 0; k < rank; ++k) off += pos[k] * y_stride[k];
-    index[static_cast<size_t>(i)] = off;
-    for (size_t k = rank; k-- > 0;) {
-      if (++pos[k] < x[k]) break;
-      pos[k] = 0;
-    }
-  }
+  std::vector<int64_t> index(static_cast<size_t>(NumElements(x)));
+  BroadcastIndexer(x, x, AlignY(x, y, axis, where)).ForEach([&](int64_t io, int64_t, int64_t iy) {
+    index[static_cast<size_t>(io)] = iy;
+  });
   return index;
 }
 

@@ -14,6 +14,7 @@
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
+#include "nabla/opkit/opkit.h"
 #include "nabla/program.h"
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
@@ -21,14 +22,9 @@
 
 namespace nabla::control_flow {
 
+using namespace nabla::opkit;  // NOLINT: every op file here builds on the kit
+
 using NameSet = std::unordered_set<std::string>;
-
-// Registers `fn` as the CPU kernel of `type` for every dtype: for kernels that
-// move tensors without looking at their elements (control flow, arrays).
-void RegisterForAllDTypes(Registrar& registrar, const std::string& type, const KernelFn& fn, const char* file,
-                          int line);
-
-std::unique_ptr<OpDesc> MakeOp(std::string type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs = {});
 
 // "x@GRAD" -> "x", "x@GRAD@RENAME@1" -> "x".
 std::string ForwardNameOf(const std::string& grad_name);
@@ -87,19 +83,19 @@ Scope& RunForwardStep(const ExecutionContext& ctx, int block_idx, Scope& parent,
 // The grad block of a sub-block op, analysed once per run.
 struct GradBlockPlan {
   int block_idx = -1;
-  NameSet written;                     // every output of its ops
+  NameSet written;                      // every output of its ops
   std::vector<std::string> read_first;  // gradient names read before written
 };
 GradBlockPlan PlanGradBlock(const ProgramDesc& program, int block_idx);
 
 // One gradient output of a sub-block grad op.
 struct InputGradSlot {
-  std::string fwd;   // the forward input
-  std::string grad;  // its gradient var outside (the backward builder may have renamed it)
+  std::string fwd;    // the forward input
+  std::string grad;   // its gradient var outside (the backward builder may have renamed it)
   std::string inner;  // the gradient the grad block writes: GradVarName(fwd)
-  bool carried;      // also an output of the forward op
-  bool written;      // the grad block writes `grad`
-  Variable* outer;   // the op's output var (non-owning)
+  bool carried;       // also an output of the forward op
+  bool written;       // the grad block writes `grad`
+  Variable* outer;    // the op's output var (non-owning)
 };
 // The X@GRAD-style outputs of a sub-block grad op whose forward inputs are
 // `fwd_slot` and gradients `grad_slot`.
@@ -117,9 +113,9 @@ std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const Gra
 // after each step (AfterStep), and the gradient of its value before the op
 // is zero once any step ran (FinishOverwritten).
 struct OutputGradSource {
-  std::string name;     // the name the grad block reads: GradVarName(fwd), whatever the outer var is called
-  Variable* src;        // non-owning; null when absent
-  std::string fwd;      // the forward output
+  std::string name;                 // the name the grad block reads: GradVarName(fwd), whatever the outer var is called
+  Variable* src;                    // non-owning; null when absent
+  std::string fwd;                  // the forward output
   Variable* overwritten = nullptr;  // non-owning: the Out@GRAD output var, for overwritten outputs
   std::shared_ptr<Variable> running;  // the step's gradient of an overwritten output
 };
@@ -161,8 +157,8 @@ void InferGradVarTypes(const OpDesc& op, BlockDesc& block, const std::string& fw
 void InferGradShapes(InferShapeContext& c, const std::string& fwd_slot);
 
 // Paddle's elementwise broadcast of Y onto X for comparisons and logical
-// ops: Y's dims (trailing 1s dropped when they do not fit) align with X's
-// starting at `axis` (-1: at the end); each aligned Y dim equals X's or is 1.
+// ops: Y aligns with X by opkit::AlignAtAxis (a one-element Y of higher rank
+// broadcasts everywhere); each aligned Y dim equals X's or is 1.
 // Returns, for every element of X (row-major), the index of its Y element.
 std::vector<int64_t> BroadcastYOntoX(const Shape& x, const Shape& y, int axis, const std::string& where);
 // Build-time form: throws on shapes that can never broadcast (unknown dims pass).

@@ -22,17 +22,9 @@ void IncrementGradKernel(const ExecutionContext& ctx) {
 }
 
 // X@GRAD = Out@GRAD (an identity the grad op copies, or nothing in place).
-class IncrementGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    ops.push_back(MakeOp("increment_grad", {{"Out@GRAD", OutputGrad("Out")}}, {{"X@GRAD", dx}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> IncrementGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  return MakeOp("increment_grad", {{"Out@GRAD", g.OutputGrad("Out")}}, {{"X@GRAD", dx}});
+}
 
 NABLA_REGISTER_OPS(increment) {
   GradCheckSpec check;
@@ -56,7 +48,7 @@ NABLA_REGISTER_OPS(increment) {
                       ": X must be numeric, but received bool");
         c.ShareShapeAndDType("X", "Out");
       })
-      .GradMaker<IncrementGradMaker>()
+      .GradMaker(OneGradOpIfWanted("X", IncrementGradOp))
       .GradCheck(check);
   registrar.Kernel("increment", DeviceType::kCPU, DType::kFloat32, IncrementKernel<float>, __FILE__, __LINE__);
   registrar.Kernel("increment", DeviceType::kCPU, DType::kFloat64, IncrementKernel<double>, __FILE__, __LINE__);

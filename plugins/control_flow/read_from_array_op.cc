@@ -44,19 +44,11 @@ void ReadFromArrayGradKernel(const ExecutionContext& ctx) {
   AccumulateVar(dx, contribution, ctx.GetDevice(), "read_from_array_grad");
 }
 
-class ReadFromArrayGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    ops.push_back(MakeOp("read_from_array_grad",
-                         {{"I", Input("I")}, {"Out@GRAD", OutputGrad("Out")}, {"X", Input("X")}, {"X@GRAD", dx}},
-                         {{"X@GRAD", dx}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> ReadFromArrayGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  return MakeOp("read_from_array_grad",
+                {{"I", g.Input("I")}, {"Out@GRAD", g.OutputGrad("Out")}, {"X", g.Input("X")}, {"X@GRAD", dx}},
+                {{"X@GRAD", dx}});
+}
 
 NABLA_REGISTER_OPS(read_from_array) {
   registrar.Op("read_from_array", __FILE__, __LINE__)
@@ -73,7 +65,7 @@ NABLA_REGISTER_OPS(read_from_array) {
       })
       .KernelDType([](const ExecutionContext&) { return DType::kFloat32; })
       .ArrayIO()
-      .GradMaker<ReadFromArrayGradMaker>();
+      .GradMaker(OneGradOpIfWanted("X", ReadFromArrayGradOp));
   registrar.Kernel("read_from_array", DeviceType::kCPU, DType::kFloat32, ReadFromArrayKernel, __FILE__, __LINE__);
 
   registrar.Op("read_from_array_grad", __FILE__, __LINE__)

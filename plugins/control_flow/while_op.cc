@@ -20,7 +20,7 @@ void WhileKernel(const ExecutionContext& ctx) {
   const bool is_test = op.Attr<bool>("is_test");
   const RunContext* run = ctx.Run();
   const int64_t cap = run != nullptr && run->options != nullptr ? run->options->max_loop_iterations
-                                                                 : ExecutorOptions{}.max_loop_iterations;
+                                                                : ExecutorOptions{}.max_loop_iterations;
   Scope& scope = ctx.GetScope();
   Variable* step_scopes = ctx.OutputVar("StepScopes");
   if (step_scopes != nullptr) {
@@ -28,14 +28,16 @@ void WhileKernel(const ExecutionContext& ctx) {
     step_scopes->SetType(VarType::kStepScopes);
   }
   const bool keep = !is_test && step_scopes != nullptr;
-  const std::vector<std::string> carried = keep ? CarriedNames(op.Input("X"), op.Output("Out"))
-                                                : std::vector<std::string>{};
+  const std::vector<std::string> carried =
+      keep ? CarriedNames(op.Input("X"), op.Output("Out")) : std::vector<std::string>{};
   const std::string what = StrCat("op 'while': Condition '", op.Input("Condition").at(0), "'");
   int64_t iterations = 0;
   while (ReadScalarBool(ctx.Input("Condition"), what)) {
-    NABLA_ENFORCE(iterations < cap, kOutOfRange, "op 'while' (sub_block ", block_idx, ") exceeded the iteration cap: "
-                  "expected its Condition '", op.Input("Condition").at(0), "' to turn false within ",
-                  "max_loop_iterations = ", cap, " iterations, but it still held after ", iterations,
+    NABLA_ENFORCE(iterations < cap, kOutOfRange, "op 'while' (sub_block ", block_idx,
+                  ") exceeded the iteration cap: "
+                  "expected its Condition '",
+                  op.Input("Condition").at(0), "' to turn false within ", "max_loop_iterations = ", cap,
+                  " iterations, but it still held after ", iterations,
                   " (raise ExecutorOptions::max_loop_iterations if the loop is meant to run longer)");
     ++iterations;
     Scope& step = RunForwardStep(ctx, block_idx, scope, carried, keep);
@@ -99,10 +101,11 @@ class WhileGradMaker : public GradOpDescMakerBase {
 
 NABLA_REGISTER_OPS(while_op) {
   registrar.Op("while", __FILE__, __LINE__)
-      .Doc("Runs sub_block while Condition (a one-element bool tensor the block updates) holds. Each iteration runs "
-           "in a new child scope: vars the sub-block declares are local to it, outer vars are updated in place. "
-           "Unless is_test, the scopes are kept in StepScopes, each holding the values the carried vars (in both X "
-           "and Out) had before its iteration, for while_grad.")
+      .Doc(
+          "Runs sub_block while Condition (a one-element bool tensor the block updates) holds. Each iteration runs "
+          "in a new child scope: vars the sub-block declares are local to it, outer vars are updated in place. "
+          "Unless is_test, the scopes are kept in StepScopes, each holding the values the carried vars (in both X "
+          "and Out) had before its iteration, for while_grad.")
       .Input("X", "(Tensors) every outer var the sub-block reads", kDuplicable | kDispensable)
       .Input("Condition", "(bool tensor, one element) the loop condition, recomputed by the sub-block")
       .Output("Out", "(Tensors) every outer var the sub-block writes", kDuplicable | kDispensable)
@@ -122,12 +125,13 @@ NABLA_REGISTER_OPS(while_op) {
       .InferShape([](InferShapeContext& c) { CheckCondition(c, "Condition"); })
       .GradMaker<WhileGradMaker>()
       .ControlFlow();
-  RegisterForAllDTypes(registrar, "while", WhileKernel, __FILE__, __LINE__);
+  RegisterKernelForDTypes(registrar, "while", kAllDTypes, WhileKernel, __FILE__, __LINE__);
 
   registrar.Op("while_grad", __FILE__, __LINE__)
-      .Doc("Gradient of while: runs the grad block in each kept step scope, last iteration first. Gradients of "
-           "vars the loop only reads are accumulated from zero; a carried var's gradient is handed from step to "
-           "step. The step scopes are freed as they are used.")
+      .Doc(
+          "Gradient of while: runs the grad block in each kept step scope, last iteration first. Gradients of "
+          "vars the loop only reads are accumulated from zero; a carried var's gradient is handed from step to "
+          "step. The step scopes are freed as they are used.")
       .Input("X", "(Tensors) the forward inputs", kDuplicable | kDispensable)
       .Input("Out", "(Tensors) the forward outputs", kDuplicable | kDispensable)
       .Input("Out@GRAD", "(Tensors) gradients of the outputs the grad block reads", kDuplicable | kDispensable)
@@ -149,7 +153,7 @@ NABLA_REGISTER_OPS(while_op) {
       })
       .GradMaker<EmptyGradOpDescMaker>()
       .ControlFlow();
-  RegisterForAllDTypes(registrar, "while_grad", WhileGradKernel, __FILE__, __LINE__);
+  RegisterKernelForDTypes(registrar, "while_grad", kAllDTypes, WhileGradKernel, __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -35,18 +35,10 @@ void WriteToArrayGradKernel(const ExecutionContext& ctx) {
   *dx = zeros.GetTensor();
 }
 
-class WriteToArrayGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    ops.push_back(MakeOp("write_to_array_grad", {{"X", Input("X")}, {"I", Input("I")}, {"Out@GRAD", OutputGrad("Out")}},
-                         {{"X@GRAD", dx}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> WriteToArrayGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  return MakeOp("write_to_array_grad", {{"X", g.Input("X")}, {"I", g.Input("I")}, {"Out@GRAD", g.OutputGrad("Out")}},
+                {{"X@GRAD", dx}});
+}
 
 NABLA_REGISTER_OPS(write_to_array) {
   registrar.Op("write_to_array", __FILE__, __LINE__)
@@ -73,8 +65,8 @@ NABLA_REGISTER_OPS(write_to_array) {
       })
       .KernelDType([](const ExecutionContext& ctx) { return ctx.Input("X").GetDType(); })
       .ArrayIO()
-      .GradMaker<WriteToArrayGradMaker>();
-  RegisterForAllDTypes(registrar, "write_to_array", WriteToArrayKernel, __FILE__, __LINE__);
+      .GradMaker(OneGradOpIfWanted("X", WriteToArrayGradOp));
+  RegisterKernelForDTypes(registrar, "write_to_array", kAllDTypes, WriteToArrayKernel, __FILE__, __LINE__);
 
   registrar.Op("write_to_array_grad", __FILE__, __LINE__)
       .Doc("Gradient of write_to_array: X@GRAD = Out@GRAD[I], zeros where that entry has no gradient.")
@@ -85,7 +77,7 @@ NABLA_REGISTER_OPS(write_to_array) {
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "X@GRAD"); })
       .KernelDType([](const ExecutionContext& ctx) { return ctx.InputVar("X")->GetTensor().GetDType(); })
       .GradMaker<EmptyGradOpDescMaker>();
-  RegisterForAllDTypes(registrar, "write_to_array_grad", WriteToArrayGradKernel, __FILE__, __LINE__);
+  RegisterKernelForDTypes(registrar, "write_to_array_grad", kAllDTypes, WriteToArrayGradKernel, __FILE__, __LINE__);
 }
 
 }  // namespace

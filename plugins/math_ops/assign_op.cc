@@ -9,17 +9,9 @@ namespace {
 void AssignKernel(const ExecutionContext& ctx) { ctx.Output("Out")->CopyFrom(ctx.Input("X"), ctx.GetDevice()); }
 
 // X@GRAD = assign(Out@GRAD).
-class AssignGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    ops.push_back(MakeOp("assign", {{"X", OutputGrad("Out")}}, {{"Out", dx}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> AssignGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  return MakeOp("assign", {{"X", g.OutputGrad("Out")}}, {{"Out", dx}});
+}
 
 NABLA_REGISTER_OPS(assign) {
   registrar.Op("assign", __FILE__, __LINE__)
@@ -27,7 +19,7 @@ NABLA_REGISTER_OPS(assign) {
       .Input("X", "(Tensor) the input")
       .Output("Out", "(Tensor) the copy")
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
-      .GradMaker<AssignGradMaker>()
+      .GradMaker(OneGradOpIfWanted("X", AssignGradOp))
       .GradCheck(CheckCase("matrix", {CheckInput("X", {2, 3})}));
   for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
     registrar.Kernel("assign", DeviceType::kCPU, t, AssignKernel, __FILE__, __LINE__);

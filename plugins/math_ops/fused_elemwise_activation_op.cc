@@ -38,7 +38,7 @@ Act ActOf(const OpDesc& op) {
   return act;
 }
 
-// The formulas of relu_op.cc, tanh_op.cc (float64) and sigmoid_op.cc, verbatim.
+// The formulas of relu_op.cc, tanh_op.cc (float64) and sigmoid_op.cc (opkit::Sigmoid).
 template <typename T>
 T Forward(Act act, T x) {
   switch (act) {
@@ -47,11 +47,7 @@ T Forward(Act act, T x) {
     case Act::kTanh:
       return std::tanh(x);
     case Act::kSigmoid:
-      if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-      {
-        const T e = std::exp(x);
-        return e / (T(1) + e);
-      }
+      return Sigmoid(x);
   }
   return x;
 }

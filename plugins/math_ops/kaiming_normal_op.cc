@@ -1,5 +1,5 @@
 // kaiming_normal: He initialization. The fan comes from the shape as
-// ComputeFans (math_util.h) documents: [in, out] for 2-D weights.
+// ComputeFans (nabla/opkit/random.h) documents: [in, out] for 2-D weights.
 #include "math_util.h"
 #include "nabla/plugin.h"
 

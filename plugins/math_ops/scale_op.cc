@@ -29,18 +29,10 @@ struct ScaleKernel {
 };
 
 // X@GRAD = scale * Out@GRAD: another scale op, without the bias.
-class ScaleGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    ops.push_back(MakeOp("scale", {{"X", OutputGrad("Out")}}, {{"Out", dx}},
-                         {{"scale", Attr<float>("scale")}, {"bias", 0.0f}, {"bias_after_scale", true}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> ScaleGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  return MakeOp("scale", {{"X", g.OutputGrad("Out")}}, {{"Out", dx}},
+                {{"scale", g.Attr<float>("scale")}, {"bias", 0.0f}, {"bias_after_scale", true}});
+}
 
 NABLA_REGISTER_OPS(scale) {
   registrar.Op("scale", __FILE__, __LINE__)
@@ -51,7 +43,7 @@ NABLA_REGISTER_OPS(scale) {
       .Attr<float>("bias", 0.0f, "(float, default 0.0) the offset")
       .Attr<bool>("bias_after_scale", true, "(bool, default true) add the bias after scaling; false adds it before")
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
-      .GradMaker<ScaleGradMaker>()
+      .GradMaker(OneGradOpIfWanted("X", ScaleGradOp))
       .GradCheck(CheckCase("scale_bias", {CheckInput("X", {2, 3})}, {{"scale", 2.5f}, {"bias", 0.5f}}))
       .GradCheck(CheckCase("bias_before", {CheckInput("X", {4})},
                            {{"scale", -1.5f}, {"bias", 2.0f}, {"bias_after_scale", false}}));

@@ -63,20 +63,12 @@ struct TransposeKernel {
 };
 
 // X@GRAD = transpose(Out@GRAD) by the inverse permutation.
-class TransposeGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    const auto& axis = Attr<std::vector<int>>("axis");
-    std::vector<int> inverse(axis.size());
-    for (size_t i = 0; i < axis.size(); ++i) inverse.at(axis[i]) = static_cast<int>(i);
-    ops.push_back(MakeOp("transpose", {{"X", OutputGrad("Out")}}, {{"Out", dx}}, {{"axis", inverse}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> TransposeGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  const auto& axis = g.Attr<std::vector<int>>("axis");
+  std::vector<int> inverse(axis.size());
+  for (size_t i = 0; i < axis.size(); ++i) inverse.at(axis[i]) = static_cast<int>(i);
+  return MakeOp("transpose", {{"X", g.OutputGrad("Out")}}, {{"Out", dx}}, {{"axis", inverse}});
+}
 
 NABLA_REGISTER_OPS(transpose) {
   registrar.Op("transpose", __FILE__, __LINE__)
@@ -85,7 +77,7 @@ NABLA_REGISTER_OPS(transpose) {
       .Output("Out", "(Tensor) the permuted tensor")
       .RequiredAttr<std::vector<int>>("axis", "(ints, required) a permutation of 0..rank(X)-1")
       .InferShape(InferTransposeShape)
-      .GradMaker<TransposeGradMaker>()
+      .GradMaker(OneGradOpIfWanted("X", TransposeGradOp))
       .GradCheck(CheckCase("matrix", {CheckInput("X", {2, 3})}, {{"axis", std::vector<int>{1, 0}}}))
       .GradCheck(CheckCase("rank3", {CheckInput("X", {2, 3, 4})}, {{"axis", std::vector<int>{1, 2, 0}}}));
   RegisterCpuKernels<TransposeKernel, float, double, int32_t, int64_t>(registrar, "transpose", __FILE__, __LINE__);

@@ -1,5 +1,5 @@
 // xavier_uniform: Glorot initialization. fan_in and fan_out come from the
-// shape as ComputeFans (math_util.h) documents: [in, out] for 2-D weights.
+// shape as ComputeFans (nabla/opkit/random.h) documents: [in, out] for 2-D weights.
 #include "math_util.h"
 #include "nabla/plugin.h"
 

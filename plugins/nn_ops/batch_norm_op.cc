@@ -24,8 +24,8 @@ struct BnView {
 };
 
 BnView ViewOf(const Shape& x, bool nhwc) {
-  if (nhwc) return {DimProduct(x, 0, x.size() - 1), x.back(), 1};
-  return {x[0], x[1], DimProduct(x, 2, x.size())};
+  if (nhwc) return {ProductOf(x, 0, x.size() - 1), x.back(), 1};
+  return {x[0], x[1], ProductOf(x, 2, x.size())};
 }
 
 bool ChannelsLast(const OpDesc& op, const std::string& where) {
@@ -209,8 +209,8 @@ GradCheckSpec BnCase(std::string name, Shape x, AttributeMap attrs) {
   s.name = std::move(name);
   const bool nhwc = attrs.count("data_layout") && std::get<std::string>(attrs.at("data_layout")) == "NHWC";
   const int64_t c = nhwc ? x.back() : x[1];
-  s.inputs = {FloatIn("X", x, -2.0, 2.0), FloatIn("Scale", {c}, 0.5, 1.5), FloatIn("Bias", {c}),
-              NoCheck(FloatIn("Mean", {c})), NoCheck(FloatIn("Variance", {c}, 0.5, 2.0))};
+  s.inputs = {CheckInput("X", x, -2.0, 2.0), CheckInput("Scale", {c}, 0.5, 1.5), CheckInput("Bias", {c}),
+              NoCheck(CheckInput("Mean", {c})), NoCheck(CheckInput("Variance", {c}, 0.5, 2.0))};
   s.outputs = {{"Y", 1}, {"MeanOut", 1}, {"VarianceOut", 1}, {"SavedMean", 1}, {"SavedVariance", 1}};
   s.no_grad_outputs = {"MeanOut", "VarianceOut", "SavedMean", "SavedVariance"};
   s.attrs = std::move(attrs);

@@ -47,11 +47,8 @@ class ClipGradMaker : public GradOpDescMakerBase {
 }  // namespace
 
 NABLA_REGISTER_OPS(clip) {
-  GradCheckSpec spec;
-  spec.name = "both_bounds";
-  spec.inputs = {AwayFrom(FloatIn("X", {4, 5}), {-0.5, 0.4}, 0.01)};
-  spec.outputs = {{"Out", 1}};
-  spec.attrs = {{"min", -0.5f}, {"max", 0.4f}};
+  GradCheckSpec spec = CheckCase("both_bounds", {AwayFromKinks(CheckInput("X", {4, 5}), {-0.5, 0.4}, 0.01)},
+                                 {{"min", -0.5f}, {"max", 0.4f}});
   registrar.Op("clip", __FILE__, __LINE__)
       .Doc("Clamps X elementwise into [min, max].")
       .Input("X", "(Tensor) input of any shape, float32 or float64")

@@ -13,7 +13,7 @@ template <typename T>
 void ConcatKernel(const ExecutionContext& ctx) {
   std::vector<const Tensor*> xs = ctx.MultiInput("X");
   Tensor* out = ctx.Output("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), xs[0]->Rank(), "concat");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), xs[0]->Rank(), "axis", "concat");
   T* po = out->Allocate<T>(ctx.GetDevice(), out->GetShape());
   const AxisView ov = ViewAround(out->GetShape(), axis);
   int64_t offset = 0;  // along the axis, in elements of one outer slice
@@ -21,8 +21,7 @@ void ConcatKernel(const ExecutionContext& ctx) {
     const AxisView v = ViewAround(x->GetShape(), axis);
     const int64_t chunk = v.dim * v.inner;
     const T* px = x->Data<T>();
-    for (int64_t o = 0; o < v.outer; ++o)
-      std::copy(px + o * chunk, px + (o + 1) * chunk, po + o * ov.dim * ov.inner + offset);
+    CopyPartToWhole(px, v.outer, ov.dim * ov.inner, offset, chunk, po);
     offset += chunk;
   }
 }
@@ -32,7 +31,7 @@ void ConcatGradKernel(const ExecutionContext& ctx) {
   const Tensor& dout = ctx.Input(GradVarName("Out"));
   std::vector<Tensor*> dxs = ctx.MultiOutput(GradVarName("X"));
   const size_t n = ctx.InputSize("X");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), dout.Rank(), "concat_grad");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), dout.Rank(), "axis", "concat_grad");
   const AxisView ov = ViewAround(dout.GetShape(), axis);
   const T* pd = dout.Data<T>();
   int64_t offset = 0;
@@ -41,11 +40,7 @@ void ConcatGradKernel(const ExecutionContext& ctx) {
     const AxisView v = ViewAround(shape, axis);
     const int64_t chunk = v.dim * v.inner;
     if (i < dxs.size() && dxs[i]) {
-      T* pdx = dxs[i]->Allocate<T>(ctx.GetDevice(), shape);
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const T* src = pd + o * ov.dim * ov.inner + offset;
-        std::copy(src, src + chunk, pdx + o * chunk);
-      }
+      CopyPartFromWhole(pd, v.outer, ov.dim * ov.inner, offset, chunk, dxs[i]->Allocate<T>(ctx.GetDevice(), shape));
     }
     offset += chunk;
   }
@@ -57,7 +52,7 @@ void InferConcat(InferShapeContext& c) {
   Shape out = c.InputShape("X", 0);
   const DType dtype = c.InputDType("X", 0);
   EnforceFloatDType(dtype, c.Where(), "X");
-  const int axis = NormalizeAxis(c.Attr<int>("axis"), out.size(), c.Where());
+  const int axis = NormalizeAxis(c.Attr<int>("axis"), out.size(), "axis", c.Where());
   for (size_t i = 1; i < n; ++i) {
     const Shape s = c.InputShape("X", i);
     NABLA_ENFORCE(c.InputDType("X", i) == dtype, kInvalidArgument, c.Where(), ": every X must have dtype ",
@@ -69,9 +64,9 @@ void InferConcat(InferShapeContext& c) {
         out[d] = (out[d] < 0 || s[d] < 0) ? -1 : out[d] + s[d];
         continue;
       }
-      NABLA_ENFORCE(DimsCompatible(out[d], s[d]), kInvalidArgument, c.Where(),
-                    ": X must agree on every dim but axis ", axis, ", but X[0] has shape ",
-                    ShapeToString(c.InputShape("X", 0)), " and X[", i, "] has shape ", ShapeToString(s));
+      NABLA_ENFORCE(DimsCompatible(out[d], s[d]), kInvalidArgument, c.Where(), ": X must agree on every dim but axis ",
+                    axis, ", but X[0] has shape ", ShapeToString(c.InputShape("X", 0)), " and X[", i, "] has shape ",
+                    ShapeToString(s));
       if (out[d] < 0) out[d] = s[d];
     }
   }
@@ -93,13 +88,13 @@ class ConcatGradMaker : public GradOpDescMakerBase {
 NABLA_REGISTER_OPS(concat) {
   GradCheckSpec axis1;
   axis1.name = "three_inputs_axis1";
-  axis1.inputs = {FloatIn("X", {2, 3, 2})};
+  axis1.inputs = {CheckInput("X", {2, 3, 2})};
   axis1.inputs[0].count = 3;
   axis1.outputs = {{"Out", 1}};
   axis1.attrs = {{"axis", 1}};
   GradCheckSpec neg;
   neg.name = "two_inputs_last_axis";
-  neg.inputs = {FloatIn("X", {3, 2})};
+  neg.inputs = {CheckInput("X", {3, 2})};
   neg.inputs[0].count = 2;
   neg.outputs = {{"Out", 1}};
   neg.attrs = {{"axis", -1}};
@@ -120,8 +115,7 @@ NABLA_REGISTER_OPS(concat) {
       .KernelDType(DTypeOfInput(GradVarName("Out")));
   MarkNoBuffer(grad, {"X"});
   RegisterFloatKernels(registrar, "concat", ConcatKernel<float>, ConcatKernel<double>, __FILE__, __LINE__);
-  RegisterFloatKernels(registrar, "concat_grad", ConcatGradKernel<float>, ConcatGradKernel<double>, __FILE__,
-                       __LINE__);
+  RegisterFloatKernels(registrar, "concat_grad", ConcatGradKernel<float>, ConcatGradKernel<double>, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

@@ -155,7 +155,7 @@ class Conv2dGradMaker : public GradOpDescMakerBase {
 GradCheckSpec ConvCase(std::string name, Shape input, Shape filter, AttributeMap attrs) {
   GradCheckSpec s;
   s.name = std::move(name);
-  s.inputs = {FloatIn("Input", std::move(input)), FloatIn("Filter", std::move(filter))};
+  s.inputs = {CheckInput("Input", std::move(input)), CheckInput("Filter", std::move(filter))};
   s.outputs = {{"Output", 1}};
   s.attrs = std::move(attrs);
   return s;

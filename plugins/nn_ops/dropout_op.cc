@@ -4,7 +4,6 @@
 // Mask holds 1 for kept and 0 for dropped elements. Paddle stores it as
 // uint8; nabla has no uint8, so it takes X's dtype. The gradient reads only
 // Mask: X@GRAD = Out@GRAD * Mask (/ (1 - p) when upscaling).
-#include <random>
 
 #include "nabla/plugin.h"
 #include "nn_util.h"
@@ -35,11 +34,11 @@ void DropoutKernel(const ExecutionContext& ctx) {
   // fix_seed pins the mask to `seed`; otherwise ExecutionContext::Seed()
   // varies it per step, reproducibly for a given run seed.
   const uint64_t seed = ctx.Attr<bool>("fix_seed") ? static_cast<uint64_t>(ctx.Attr<int>("seed")) : ctx.Seed();
-  std::mt19937_64 gen(seed);
+  Rng rng(seed);
   // p == 1 drops everything; dividing by 1 - p would give 0 * inf = NaN.
   const T keep_scale = (upscale && p < 1.0) ? static_cast<T>(1.0 / (1.0 - p)) : T(1);
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = UniformFromBits(gen()) >= p;
+    const bool keep = rng.Uniform01() >= p;
     pm[i] = keep ? T(1) : T(0);
     po[i] = keep ? px[i] * keep_scale : T(0);
   }
@@ -81,18 +80,16 @@ class DropoutGradMaker : public GradOpDescMakerBase {
 }  // namespace
 
 NABLA_REGISTER_OPS(dropout) {
-  GradCheckSpec down;
-  down.name = "downgrade_in_infer";
-  down.inputs = {FloatIn("X", {4, 5})};
-  down.outputs = {{"Out", 1}, {"Mask", 1}};
+  GradCheckSpec down = CheckCase("downgrade_in_infer", {CheckInput("X", {4, 5})}, {}, {{"Out", 1}, {"Mask", 1}});
   down.no_grad_outputs = {"Mask"};
   down.attrs = {{"dropout_prob", 0.3f}, {"fix_seed", true}, {"seed", 7}};
   GradCheckSpec up = down;
   up.name = "upscale_in_train";
   up.attrs["dropout_implementation"] = std::string("upscale_in_train");
   registrar.Op("dropout", __FILE__, __LINE__)
-      .Doc("Randomly zeroes elements of X with probability dropout_prob in training; see dropout_implementation "
-           "for how kept values and test-time outputs are scaled.")
+      .Doc(
+          "Randomly zeroes elements of X with probability dropout_prob in training; see dropout_implementation "
+          "for how kept values and test-time outputs are scaled.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
       .Output("Out", "(Tensor) the dropped-out X, shape and dtype of X")
       .Output("Mask", "(Tensor) 1 where X was kept, 0 where dropped; shape and dtype of X. Written in training only",
@@ -113,7 +110,8 @@ NABLA_REGISTER_OPS(dropout) {
                          [](const std::string& s) {
                            NABLA_ENFORCE(s == "downgrade_in_infer" || s == "upscale_in_train", kInvalidArgument,
                                          "attribute dropout_implementation must be \"downgrade_in_infer\" or "
-                                         "\"upscale_in_train\", but received \"", s, "\"");
+                                         "\"upscale_in_train\", but received \"",
+                                         s, "\"");
                          })
       .InferShape(InferDropout)
       .GradMaker<DropoutGradMaker>()

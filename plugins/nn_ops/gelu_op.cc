@@ -56,10 +56,7 @@ void GeluGradKernel(const ExecutionContext& ctx) {
 }  // namespace
 
 NABLA_REGISTER_OPS(gelu) {
-  GradCheckSpec erf_form;
-  erf_form.name = "erf_form";
-  erf_form.inputs = {FloatIn("X", {3, 4}, -3.0, 3.0)};
-  erf_form.outputs = {{"Out", 1}};
+  GradCheckSpec erf_form = CheckCase("erf_form", {CheckInput("X", {3, 4}, -3.0, 3.0)});
   GradCheckSpec tanh_form = erf_form;
   tanh_form.name = "tanh_form";
   tanh_form.attrs = {{"approximate", true}};

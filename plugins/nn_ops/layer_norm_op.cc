@@ -12,8 +12,8 @@ namespace nabla::nn {
 namespace {
 
 void SplitRows(const Shape& shape, int begin, int64_t* left, int64_t* right) {
-  *left = DimProduct(shape, 0, begin);
-  *right = DimProduct(shape, begin, shape.size());
+  *left = ProductOf(shape, 0, begin);
+  *right = ProductOf(shape, begin, shape.size());
 }
 
 template <typename T>
@@ -111,8 +111,8 @@ void InferLayerNorm(InferShapeContext& c) {
   EnforceFloatDType(dtype, c.Where(), "X");
   const int begin = c.Attr<int>("begin_norm_axis");
   NABLA_ENFORCE(begin >= 1 && begin < static_cast<int>(x.size()), kOutOfRange, c.Where(),
-                ": begin_norm_axis must be in [1, ", x.size(), ") for X of shape ", ShapeToString(x),
-                ", but received ", begin);
+                ": begin_norm_axis must be in [1, ", x.size(), ") for X of shape ", ShapeToString(x), ", but received ",
+                begin);
   int64_t left, right;
   SplitRows(x, begin, &left, &right);
   for (const char* slot : {"Scale", "Bias"}) {
@@ -155,20 +155,18 @@ class LayerNormGradMaker : public GradOpDescMakerBase {
 }  // namespace
 
 NABLA_REGISTER_OPS(layer_norm) {
-  GradCheckSpec affine;
-  affine.name = "scale_bias";
-  affine.inputs = {FloatIn("X", {3, 2, 4}), FloatIn("Scale", {8}, 0.5, 1.5), FloatIn("Bias", {8})};
-  affine.outputs = {{"Y", 1}, {"Mean", 1}, {"Variance", 1}};
+  GradCheckSpec affine =
+      CheckCase("scale_bias", {CheckInput("X", {3, 2, 4}), CheckInput("Scale", {8}, 0.5, 1.5), CheckInput("Bias", {8})},
+                {}, {{"Y", 1}, {"Mean", 1}, {"Variance", 1}});
   affine.no_grad_outputs = {"Mean", "Variance"};
-  GradCheckSpec plain;
-  plain.name = "no_affine_axis2";
-  plain.inputs = {FloatIn("X", {2, 3, 5})};
-  plain.outputs = {{"Y", 1}, {"Mean", 1}, {"Variance", 1}};
+  GradCheckSpec plain =
+      CheckCase("no_affine_axis2", {CheckInput("X", {2, 3, 5})}, {}, {{"Y", 1}, {"Mean", 1}, {"Variance", 1}});
   plain.no_grad_outputs = {"Mean", "Variance"};
   plain.attrs = {{"begin_norm_axis", 2}};
   registrar.Op("layer_norm", __FILE__, __LINE__)
-      .Doc("Layer normalization: with X flattened to [left, right] at begin_norm_axis, "
-           "Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per row.")
+      .Doc(
+          "Layer normalization: with X flattened to [left, right] at begin_norm_axis, "
+          "Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per row.")
       .Input("X", "(Tensor) input, float32 or float64")
       .Input("Scale", "(Tensor, optional) per-feature scale, shape [right]", kDispensable)
       .Input("Bias", "(Tensor, optional) per-feature shift, shape [right]", kDispensable)
@@ -195,8 +193,8 @@ NABLA_REGISTER_OPS(layer_norm) {
       .KernelDType(DTypeOfInput(GradVarName("Y")));
   MarkNoBuffer(grad, {"Bias"});
   RegisterFloatKernels(registrar, "layer_norm", LayerNormKernel<float>, LayerNormKernel<double>, __FILE__, __LINE__);
-  RegisterFloatKernels(registrar, "layer_norm_grad", LayerNormGradKernel<float>, LayerNormGradKernel<double>,
-                       __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "layer_norm_grad", LayerNormGradKernel<float>, LayerNormGradKernel<double>, __FILE__,
+                       __LINE__);
 }
 
 }  // namespace nabla::nn

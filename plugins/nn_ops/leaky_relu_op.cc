@@ -30,10 +30,7 @@ void LeakyReluGradKernel(const ExecutionContext& ctx) {
 }  // namespace
 
 NABLA_REGISTER_OPS(leaky_relu) {
-  GradCheckSpec spec;
-  spec.name = "kinks_avoided";
-  spec.inputs = {AwayFrom(FloatIn("X", {3, 4}), {0.0}, 0.01)};
-  spec.outputs = {{"Out", 1}};
+  GradCheckSpec spec = CheckCase("kinks_avoided", {AwayFromKinks(CheckInput("X", {3, 4}), {0.0}, 0.01)});
   GradCheckSpec steep = spec;
   steep.name = "alpha_0.3";
   steep.attrs = {{"alpha", 0.3f}};

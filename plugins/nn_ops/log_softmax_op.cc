@@ -10,23 +10,14 @@
 namespace nabla::nn {
 namespace {
 
-// f(base, v) for every row along the axis: elements base + d * v.inner.
-template <typename F>
-void ForEachAxisRow(const AxisView& v, F&& f) {
-  if (v.dim == 0) return;  // no elements, though outer * inner rows may be > 0
-  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) f((row / v.inner) * v.dim * v.inner + row % v.inner);
-  });
-}
-
 template <typename T>
 void LogSoftmaxKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "log_softmax");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "log_softmax");
   const AxisView v = ViewAround(x.GetShape(), axis);
   const T* px = x.Data<T>();
   T* po = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  ForEachAxisRow(v, [&](int64_t base) {
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
     T m = px[base];
     for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
     double sum = 0.0;
@@ -41,12 +32,12 @@ void LogSoftmaxGradKernel(const ExecutionContext& ctx) {
   Tensor* dx = ctx.Output(GradVarName("X"));
   if (!dx) return;
   const Tensor& out = ctx.Input("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "log_softmax_grad");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "log_softmax_grad");
   const AxisView v = ViewAround(out.GetShape(), axis);
   const T* py = out.Data<T>();
   const T* pdy = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  ForEachAxisRow(v, [&](int64_t base) {
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
     double sum = 0.0;
     for (int64_t d = 0; d < v.dim; ++d) sum += static_cast<double>(pdy[base + d * v.inner]);
     for (int64_t d = 0; d < v.dim; ++d) {
@@ -59,30 +50,17 @@ void LogSoftmaxGradKernel(const ExecutionContext& ctx) {
 }  // namespace
 
 NABLA_REGISTER_OPS(log_softmax) {
-  GradCheckSpec last;
-  last.name = "last_axis";
-  last.inputs = {FloatIn("X", {3, 5}, -2.0, 2.0)};
-  last.outputs = {{"Out", 1}};
+  GradCheckSpec last = CheckCase("last_axis", {CheckInput("X", {3, 5}, -2.0, 2.0)});
   GradCheckSpec first = last;
   first.name = "first_axis_negative";
-  first.inputs = {FloatIn("X", {3, 2, 4}, -2.0, 2.0)};
+  first.inputs = {CheckInput("X", {3, 2, 4}, -2.0, 2.0)};
   first.attrs = {{"axis", -3}};
-  registrar.Op("log_softmax", __FILE__, __LINE__)
-      .Doc("Log of softmax along `axis`: Out = X - max - log(sum(exp(X - max))), finite for any finite X.")
-      .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
-      .Output("Out", "(Tensor) log_softmax of X, shape and dtype of X")
-      .Attr<int>("axis", -1, "(int, default -1) the axis to normalize over; negative counts from the end")
-      .InferShape([](InferShapeContext& c) {
-        NormalizeAxis(c.Attr<int>("axis"), c.InputShape("X").size(), c.Where());
-        c.ShareShapeAndDType("X", "Out");
-      })
-      .GradMaker<GradFromOutMaker>()
+  AlongAxisSchema(registrar, "log_softmax",
+                  "Log of softmax along `axis`: Out = X - max - log(sum(exp(X - max))), finite for any finite X.",
+                  "(Tensor) log_softmax of X, shape and dtype of X",
+                  "Gradient of log_softmax: X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis).", __FILE__, __LINE__)
       .GradCheck(last)
       .GradCheck(first);
-  registrar.DefaultGradOp("log_softmax", __FILE__, __LINE__)
-      .Doc("Gradient of log_softmax: X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis).")
-      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
-      .KernelDType(DTypeOfInput(GradVarName("Out")));
   RegisterFloatKernels(registrar, "log_softmax", LogSoftmaxKernel<float>, LogSoftmaxKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "log_softmax_grad", LogSoftmaxGradKernel<float>, LogSoftmaxGradKernel<double>,
                        __FILE__, __LINE__);

@@ -13,8 +13,8 @@ constexpr int kNoPadding = -1;
 
 int64_t CheckedId(const Tensor& ids, int64_t i, int64_t rows) {
   const int64_t id = IndexAt(ids, i);
-  NABLA_ENFORCE(id >= 0 && id < rows, kOutOfRange, "Ids[", i, "] must be a row of W, in [0, ", rows,
-                "), but received ", id);
+  NABLA_ENFORCE(id >= 0 && id < rows, kOutOfRange, "Ids[", i, "] must be a row of W, in [0, ", rows, "), but received ",
+                id);
   return id;
 }
 
@@ -92,10 +92,8 @@ class LookupTableGradMaker : public GradOpDescMakerBase {
 }  // namespace
 
 NABLA_REGISTER_OPS(lookup_table) {
-  GradCheckSpec repeated;
-  repeated.name = "repeated_ids";
-  repeated.inputs = {FloatIn("W", {5, 3}), IndexIn("Ids", {2, 3, 1}, 5, {0, 4, 2, 4, 4, 1})};
-  repeated.outputs = {{"Out", 1}};
+  GradCheckSpec repeated =
+      CheckCase("repeated_ids", {CheckInput("W", {5, 3}), IndexIn("Ids", {2, 3, 1}, 5, {0, 4, 2, 4, 4, 1})});
   GradCheckSpec padded = repeated;
   padded.name = "padding_idx";
   padded.attrs = {{"padding_idx", 4}};

@@ -147,7 +147,7 @@ class Pool2dGradMaker : public GradOpDescMakerBase {
 GradCheckSpec PoolCase(std::string name, Shape x, AttributeMap attrs) {
   GradCheckSpec s;
   s.name = std::move(name);
-  s.inputs = {FloatIn("X", std::move(x))};
+  s.inputs = {CheckInput("X", std::move(x))};
   s.outputs = {{"Out", 1}};
   s.attrs = std::move(attrs);
   return s;

@@ -23,31 +23,10 @@ void ReluKernel(const ExecutionContext& ctx) {
   });
 }
 
-template <typename T>
-void ReluGradKernel(const ExecutionContext& ctx) {
-  Tensor* dx = ctx.Output(GradVarName("X"));
-  if (!dx) return;
-  const Tensor& out = ctx.Input("Out");
-  const Tensor& dout = ctx.Input(GradVarName("Out"));
-  const T* po = out.Data<T>();
-  const T* pd = dout.Data<T>();
-  T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  const int64_t n = out.Numel();
-  cpu::ParallelFor(n, cpu::kParallelGrain, [po, pd, pdx](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const T d = pd[i];
-      pdx[i] = po[i] > T(0) ? d : T(0);
-    }
-  });
-}
-
 }  // namespace
 
 NABLA_REGISTER_OPS(relu) {
-  GradCheckSpec spec;
-  spec.name = "kinks_avoided";
-  spec.inputs = {AwayFrom(FloatIn("X", {3, 4}), {0.0}, 0.01)};
-  spec.outputs = {{"Out", 1}};
+  GradCheckSpec spec = CheckCase("kinks_avoided", {AwayFromKinks(CheckInput("X", {3, 4}), {0.0}, 0.01)});
   registrar.Op("relu", __FILE__, __LINE__)
       .Doc("Rectified linear unit: Out = max(X, 0), elementwise.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
@@ -55,12 +34,9 @@ NABLA_REGISTER_OPS(relu) {
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
       .GradMaker<GradFromOutMaker>()
       .GradCheck(spec);
-  OpBuilder& grad = registrar.DefaultGradOp("relu", __FILE__, __LINE__);
-  grad.Doc("Gradient of relu: X@GRAD = Out@GRAD where Out > 0, else 0.")
-      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
-      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  RegisterGradFromOut(registrar, "relu", "Gradient of relu: X@GRAD = Out@GRAD where Out > 0, else 0.", __FILE__,
+                      __LINE__, [](auto o, auto d) { return o > decltype(o)(0) ? d : decltype(o)(0); });
   RegisterFloatKernels(registrar, "relu", ReluKernel<float>, ReluKernel<double>, __FILE__, __LINE__);
-  RegisterFloatKernels(registrar, "relu_grad", ReluGradKernel<float>, ReluGradKernel<double>, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

@@ -13,26 +13,23 @@ template <typename T>
 void SoftmaxKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "softmax");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "softmax");
   const AxisView v = ViewAround(x.GetShape(), axis);
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
   // Rows (one per outer x inner position) are independent: split over them.
-  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t o = row / v.inner, i = row % v.inner;
-      const T* xs = px + o * v.dim * v.inner + i;
-      T* os = po + o * v.dim * v.inner + i;
-      T m = xs[0];
-      for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, xs[d * v.inner]);
-      double sum = 0.0;
-      for (int64_t d = 0; d < v.dim; ++d) {
-        os[d * v.inner] = std::exp(xs[d * v.inner] - m);
-        sum += static_cast<double>(os[d * v.inner]);
-      }
-      const T inv = static_cast<T>(1.0 / sum);
-      for (int64_t d = 0; d < v.dim; ++d) os[d * v.inner] *= inv;
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
+    const T* xs = px + base;
+    T* os = po + base;
+    T m = xs[0];
+    for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, xs[d * v.inner]);
+    double sum = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d) {
+      os[d * v.inner] = std::exp(xs[d * v.inner] - m);
+      sum += static_cast<double>(os[d * v.inner]);
     }
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t d = 0; d < v.dim; ++d) os[d * v.inner] *= inv;
   });
 }
 
@@ -42,21 +39,18 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
   if (!dx) return;
   const Tensor& out = ctx.Input("Out");
   const Tensor& dout = ctx.Input(GradVarName("Out"));
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "softmax_grad");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "softmax_grad");
   const AxisView v = ViewAround(out.GetShape(), axis);
   const T* py = out.Data<T>();
   const T* pdy = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  cpu::ParallelFor(v.outer * v.inner, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
-      double dot = 0.0;
-      for (int64_t d = 0; d < v.dim; ++d)
-        dot += static_cast<double>(py[base + d * v.inner]) * static_cast<double>(pdy[base + d * v.inner]);
-      for (int64_t d = 0; d < v.dim; ++d) {
-        const int64_t k = base + d * v.inner;
-        pdx[k] = static_cast<T>(static_cast<double>(py[k]) * (static_cast<double>(pdy[k]) - dot));
-      }
+  ForEachAxisRow(v, [&](int64_t, int64_t base) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d)
+      dot += static_cast<double>(py[base + d * v.inner]) * static_cast<double>(pdy[base + d * v.inner]);
+    for (int64_t d = 0; d < v.dim; ++d) {
+      const int64_t k = base + d * v.inner;
+      pdx[k] = static_cast<T>(static_cast<double>(py[k]) * (static_cast<double>(pdy[k]) - dot));
     }
   });
 }
@@ -64,31 +58,14 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
 }  // namespace
 
 NABLA_REGISTER_OPS(softmax) {
-  GradCheckSpec last;
-  last.name = "last_axis";
-  last.inputs = {FloatIn("X", {3, 5}, -2.0, 2.0)};
-  last.outputs = {{"Out", 1}};
-  GradCheckSpec middle;
-  middle.name = "middle_axis";
-  middle.inputs = {FloatIn("X", {2, 3, 4}, -2.0, 2.0)};
-  middle.outputs = {{"Out", 1}};
-  middle.attrs = {{"axis", 1}};
-  registrar.Op("softmax", __FILE__, __LINE__)
-      .Doc("Softmax along `axis`: Out = exp(X - max) / sum(exp(X - max)); subtracting the max keeps exp finite.")
-      .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
-      .Output("Out", "(Tensor) softmax of X, shape and dtype of X")
-      .Attr<int>("axis", -1, "(int, default -1) the axis to normalize over; negative counts from the end")
-      .InferShape([](InferShapeContext& c) {
-        NormalizeAxis(c.Attr<int>("axis"), c.InputShape("X").size(), c.Where());
-        c.ShareShapeAndDType("X", "Out");
-      })
-      .GradMaker<GradFromOutMaker>()
+  GradCheckSpec last = CheckCase("last_axis", {CheckInput("X", {3, 5}, -2.0, 2.0)});
+  GradCheckSpec middle = CheckCase("middle_axis", {CheckInput("X", {2, 3, 4}, -2.0, 2.0)}, {{"axis", 1}});
+  AlongAxisSchema(registrar, "softmax",
+                  "Softmax along `axis`: Out = exp(X - max) / sum(exp(X - max)); subtracting the max keeps exp finite.",
+                  "(Tensor) softmax of X, shape and dtype of X",
+                  "Gradient of softmax: X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)).", __FILE__, __LINE__)
       .GradCheck(last)
       .GradCheck(middle);
-  registrar.DefaultGradOp("softmax", __FILE__, __LINE__)
-      .Doc("Gradient of softmax: X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)).")
-      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
-      .KernelDType(DTypeOfInput(GradVarName("Out")));
   RegisterFloatKernels(registrar, "softmax", SoftmaxKernel<float>, SoftmaxKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "softmax_grad", SoftmaxGradKernel<float>, SoftmaxGradKernel<double>, __FILE__,
                        __LINE__);

@@ -24,7 +24,7 @@ template <typename T>
 void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   const Tensor& logits = ctx.Input("Logits");
   const Tensor& label = ctx.Input("Label");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "softmax_with_cross_entropy");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "axis", "softmax_with_cross_entropy");
   const bool soft = ctx.Attr<bool>("soft_label");
   const int ignore = ctx.Attr<int>("ignore_index");
   const AxisView v = ViewAround(logits.GetShape(), axis);
@@ -38,28 +38,25 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   // Labels are checked first, in order, so a bad one fails the same way with
   // any number of threads; then rows are independent and split.
   if (!soft) CheckLabels(label, rows, v.dim, ignore);
-  cpu::ParallelFor(rows, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
-      T m = px[base];
-      for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
-      double sum = 0.0;
-      for (int64_t d = 0; d < v.dim; ++d) sum += std::exp(static_cast<double>(px[base + d * v.inner] - m));
-      const double lse = static_cast<double>(m) + std::log(sum);
-      for (int64_t d = 0; d < v.dim; ++d)
-        ps[base + d * v.inner] = static_cast<T>(std::exp(static_cast<double>(px[base + d * v.inner]) - lse));
-      if (soft) {
-        double loss = 0.0;
-        for (int64_t d = 0; d < v.dim; ++d) {
-          const int64_t k = base + d * v.inner;
-          loss += static_cast<double>(psoft[k]) * (lse - static_cast<double>(px[k]));
-        }
-        pl[row] = static_cast<T>(loss);
-        continue;
+  ForEachAxisRow(v, [&](int64_t row, int64_t base) {
+    T m = px[base];
+    for (int64_t d = 1; d < v.dim; ++d) m = std::max(m, px[base + d * v.inner]);
+    double sum = 0.0;
+    for (int64_t d = 0; d < v.dim; ++d) sum += std::exp(static_cast<double>(px[base + d * v.inner] - m));
+    const double lse = static_cast<double>(m) + std::log(sum);
+    for (int64_t d = 0; d < v.dim; ++d)
+      ps[base + d * v.inner] = static_cast<T>(std::exp(static_cast<double>(px[base + d * v.inner]) - lse));
+    if (soft) {
+      double loss = 0.0;
+      for (int64_t d = 0; d < v.dim; ++d) {
+        const int64_t k = base + d * v.inner;
+        loss += static_cast<double>(psoft[k]) * (lse - static_cast<double>(px[k]));
       }
-      const int64_t l = IndexAt(label, row);
-      pl[row] = l == ignore ? T(0) : static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
+      pl[row] = static_cast<T>(loss);
+      return;
     }
+    const int64_t l = IndexAt(label, row);
+    pl[row] = l == ignore ? T(0) : static_cast<T>(lse - static_cast<double>(px[base + l * v.inner]));
   });
 }
 
@@ -70,7 +67,7 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   const Tensor& softmax = ctx.Input("Softmax");
   const Tensor& label = ctx.Input("Label");
   const Tensor& dloss = ctx.Input(GradVarName("Loss"));
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), softmax.Rank(), "softmax_with_cross_entropy_grad");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), softmax.Rank(), "axis", "softmax_with_cross_entropy_grad");
   const bool soft = ctx.Attr<bool>("soft_label");
   const int ignore = ctx.Attr<int>("ignore_index");
   const AxisView v = ViewAround(softmax.GetShape(), axis);
@@ -80,29 +77,26 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   const T* psoft = soft ? label.Data<T>() : nullptr;
   const int64_t rows = v.outer * v.inner;
   if (!soft) CheckLabels(label, rows, v.dim, ignore);
-  cpu::ParallelFor(rows, cpu::GrainForRows(v.dim), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t base = (row / v.inner) * v.dim * v.inner + row % v.inner;
-      const T g = pdl[row];
-      if (soft) {
-        double mass = 0.0;
-        for (int64_t d = 0; d < v.dim; ++d) mass += static_cast<double>(psoft[base + d * v.inner]);
-        for (int64_t d = 0; d < v.dim; ++d) {
-          const int64_t k = base + d * v.inner;
-          pdx[k] = static_cast<T>(static_cast<double>(g) *
-                                  (static_cast<double>(ps[k]) * mass - static_cast<double>(psoft[k])));
-        }
-        continue;
-      }
-      const int64_t l = IndexAt(label, row);
-      if (l == ignore) {
-        for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
-        continue;
-      }
+  ForEachAxisRow(v, [&](int64_t row, int64_t base) {
+    const T g = pdl[row];
+    if (soft) {
+      double mass = 0.0;
+      for (int64_t d = 0; d < v.dim; ++d) mass += static_cast<double>(psoft[base + d * v.inner]);
       for (int64_t d = 0; d < v.dim; ++d) {
         const int64_t k = base + d * v.inner;
-        pdx[k] = g * (ps[k] - (d == l ? T(1) : T(0)));
+        pdx[k] = static_cast<T>(static_cast<double>(g) *
+                                (static_cast<double>(ps[k]) * mass - static_cast<double>(psoft[k])));
       }
+      return;
+    }
+    const int64_t l = IndexAt(label, row);
+    if (l == ignore) {
+      for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
+      return;
+    }
+    for (int64_t d = 0; d < v.dim; ++d) {
+      const int64_t k = base + d * v.inner;
+      pdx[k] = g * (ps[k] - (d == l ? T(1) : T(0)));
     }
   });
 }
@@ -111,7 +105,7 @@ void InferSoftmaxWithCrossEntropy(InferShapeContext& c) {
   const Shape x = c.InputShape("Logits");
   const Shape label = c.InputShape("Label");
   EnforceFloatDType(c.InputDType("Logits"), c.Where(), "Logits");
-  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), c.Where());
+  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), "axis", c.Where());
   const bool soft = c.Attr<bool>("soft_label");
   NABLA_ENFORCE(label.size() == x.size(), kInvalidArgument, c.Where(), ": Label must have the rank of Logits (",
                 x.size(), "), but received Label ", ShapeToString(label), " and Logits ", ShapeToString(x));
@@ -168,25 +162,20 @@ std::unique_ptr<OpDesc> FuseSoftmaxCrossEntropy(const std::vector<const OpDesc*>
 }
 
 NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
-  GradCheckSpec hard;
-  hard.name = "hard_label";
-  hard.inputs = {FloatIn("Logits", {4, 5}, -2.0, 2.0), IndexIn("Label", {4, 1}, 5)};
-  hard.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  GradCheckSpec hard = CheckCase("hard_label", {CheckInput("Logits", {4, 5}, -2.0, 2.0), IndexIn("Label", {4, 1}, 5)},
+                                 {}, {{"Softmax", 1}, {"Loss", 1}});
   hard.no_grad_outputs = {"Softmax"};
   GradCheckSpec ignored = hard;
   ignored.name = "ignore_index";
   ignored.inputs[1].values = {2, 0, 2, 4};
   ignored.attrs = {{"ignore_index", 2}};
-  GradCheckSpec soft;
-  soft.name = "soft_label";
-  soft.inputs = {FloatIn("Logits", {3, 4}, -2.0, 2.0), NoCheck(FloatIn("Label", {3, 4}, 0.0, 1.0))};
-  soft.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  GradCheckSpec soft =
+      CheckCase("soft_label", {CheckInput("Logits", {3, 4}, -2.0, 2.0), NoCheck(CheckInput("Label", {3, 4}, 0.0, 1.0))},
+                {}, {{"Softmax", 1}, {"Loss", 1}});
   soft.no_grad_outputs = {"Softmax"};
   soft.attrs = {{"soft_label", true}};
-  GradCheckSpec axis1;
-  axis1.name = "axis1";
-  axis1.inputs = {FloatIn("Logits", {2, 4, 3}, -2.0, 2.0), IndexIn("Label", {2, 1, 3}, 4)};
-  axis1.outputs = {{"Softmax", 1}, {"Loss", 1}};
+  GradCheckSpec axis1 = CheckCase("axis1", {CheckInput("Logits", {2, 4, 3}, -2.0, 2.0), IndexIn("Label", {2, 1, 3}, 4)},
+                                  {}, {{"Softmax", 1}, {"Loss", 1}});
   axis1.no_grad_outputs = {"Softmax"};
   axis1.attrs = {{"axis", 1}};
   registrar.Op("softmax_with_cross_entropy", __FILE__, __LINE__)

@@ -57,10 +57,10 @@ template <typename T>
 void SplitKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   std::vector<Tensor*> outs = ctx.MultiOutput("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "split");
+  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "split");
   const AxisView v = ViewAround(x.GetShape(), axis);
-  const std::vector<int64_t> parts = PartSizes(v.dim, ctx.Attr<int>("num"), ctx.Attr<std::vector<int>>("sections"),
-                                               outs.size(), "split");
+  const std::vector<int64_t> parts =
+      PartSizes(v.dim, ctx.Attr<int>("num"), ctx.Attr<std::vector<int>>("sections"), outs.size(), "split");
   const T* px = x.Data<T>();
   int64_t offset = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -69,11 +69,7 @@ void SplitKernel(const ExecutionContext& ctx) {
     if (outs[i]) {
       Shape shape = x.GetShape();
       shape[axis] = parts[i];
-      T* po = outs[i]->Allocate<T>(ctx.GetDevice(), shape);
-      for (int64_t o = 0; o < v.outer; ++o) {
-        const T* src = px + o * v.dim * v.inner + offset;
-        std::copy(src, src + chunk, po + o * chunk);
-      }
+      CopyPartFromWhole(px, v.outer, v.dim * v.inner, offset, chunk, outs[i]->Allocate<T>(ctx.GetDevice(), shape));
     }
     offset += chunk;
   }
@@ -82,9 +78,9 @@ void SplitKernel(const ExecutionContext& ctx) {
 void InferSplit(InferShapeContext& c) {
   const Shape x = c.InputShape("X");
   EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
-  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), c.Where());
-  const std::vector<int64_t> parts = PartSizes(x[axis], c.Attr<int>("num"), c.Attr<std::vector<int>>("sections"),
-                                               c.OutputSize("Out"), c.Where());
+  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), "axis", c.Where());
+  const std::vector<int64_t> parts =
+      PartSizes(x[axis], c.Attr<int>("num"), c.Attr<std::vector<int>>("sections"), c.OutputSize("Out"), c.Where());
   for (size_t i = 0; i < parts.size(); ++i) {
     Shape s = x;
     s[axis] = parts[i];
@@ -105,24 +101,17 @@ class SplitGradMaker : public GradOpDescMakerBase {
 }  // namespace
 
 NABLA_REGISTER_OPS(split) {
-  GradCheckSpec num;
-  num.name = "num3_axis1";
-  num.inputs = {FloatIn("X", {2, 6, 2})};
-  num.outputs = {{"Out", 3}};
-  num.attrs = {{"num", 3}, {"axis", 1}};
-  GradCheckSpec sections;
-  sections.name = "sections_inferred";
-  sections.inputs = {FloatIn("X", {4, 5})};
-  sections.outputs = {{"Out", 3}};
-  sections.attrs = {{"sections", std::vector<int>{1, -1, 2}}, {"axis", -1}};
+  GradCheckSpec num = CheckCase("num3_axis1", {CheckInput("X", {2, 6, 2})}, {{"num", 3}, {"axis", 1}}, {{"Out", 3}});
+  GradCheckSpec sections = CheckCase("sections_inferred", {CheckInput("X", {4, 5})},
+                                     {{"sections", std::vector<int>{1, -1, 2}}, {"axis", -1}}, {{"Out", 3}});
   registrar.Op("split", __FILE__, __LINE__)
-      .Doc("Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one of them "
-           "may be -1: the rest of the axis).")
+      .Doc(
+          "Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one of them "
+          "may be -1: the rest of the axis).")
       .Input("X", "(Tensor) the tensor to split")
       .Output("Out", "(Tensor[]) the parts, in order along the axis", kDuplicable)
       .Attr<int>("num", 0, "(int, default 0) the number of equal parts; 0 means use sections")
-      .Attr<std::vector<int>>("sections", {},
-                              "(int[], default []) the size of each part along the axis; one may be -1")
+      .Attr<std::vector<int>>("sections", {}, "(int[], default []) the size of each part along the axis; one may be -1")
       .Attr<int>("axis", 0, "(int, default 0) the axis to split; negative counts from the end")
       .InferShape(InferSplit)
       .GradMaker<SplitGradMaker>()

@@ -41,10 +41,7 @@ class SquaredL2NormGradMaker : public GradOpDescMakerBase {
 }  // namespace
 
 NABLA_REGISTER_OPS(squared_l2_norm) {
-  GradCheckSpec spec;
-  spec.name = "matrix";
-  spec.inputs = {FloatIn("X", {3, 4})};
-  spec.outputs = {{"Out", 1}};
+  GradCheckSpec spec = CheckCase("matrix", {CheckInput("X", {3, 4})});
   registrar.Op("squared_l2_norm", __FILE__, __LINE__)
       .Doc("Squared L2 norm of all of X: Out = sum(X * X), accumulated in double.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
@@ -60,8 +57,8 @@ NABLA_REGISTER_OPS(squared_l2_norm) {
       .Doc("Gradient of squared_l2_norm: X@GRAD = 2 * Out@GRAD * X.")
       .InferShape([](InferShapeContext& c) { InferSameAs(c, "X", GradVarName("X")); })
       .KernelDType(DTypeOfInput(GradVarName("Out")));
-  RegisterFloatKernels(registrar, "squared_l2_norm", SquaredL2NormKernel<float>, SquaredL2NormKernel<double>,
-                       __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "squared_l2_norm", SquaredL2NormKernel<float>, SquaredL2NormKernel<double>, __FILE__,
+                       __LINE__);
   RegisterFloatKernels(registrar, "squared_l2_norm_grad", SquaredL2NormGradKernel<float>,
                        SquaredL2NormGradKernel<double>, __FILE__, __LINE__);
 }

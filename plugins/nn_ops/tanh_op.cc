@@ -24,26 +24,10 @@ void TanhKernel(const ExecutionContext& ctx) {
   }
 }
 
-template <typename T>
-void TanhGradKernel(const ExecutionContext& ctx) {
-  Tensor* dx = ctx.Output(GradVarName("X"));
-  if (!dx) return;
-  const Tensor& out = ctx.Input("Out");
-  const Tensor& dout = ctx.Input(GradVarName("Out"));
-  const T* po = out.Data<T>();
-  const T* pd = dout.Data<T>();
-  T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
-  const int64_t n = out.Numel();
-  ParallelElementwise(n, [&](int64_t i) { pdx[i] = pd[i] * (T(1) - po[i] * po[i]); });
-}
-
 }  // namespace
 
 NABLA_REGISTER_OPS(tanh) {
-  GradCheckSpec spec;
-  spec.name = "wide_range";
-  spec.inputs = {FloatIn("X", {3, 4}, -2.0, 2.0)};
-  spec.outputs = {{"Out", 1}};
+  GradCheckSpec spec = CheckCase("wide_range", {CheckInput("X", {3, 4}, -2.0, 2.0)});
   registrar.Op("tanh", __FILE__, __LINE__)
       .Doc("Hyperbolic tangent: Out = tanh(X), elementwise.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
@@ -51,12 +35,9 @@ NABLA_REGISTER_OPS(tanh) {
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
       .GradMaker<GradFromOutMaker>()
       .GradCheck(spec);
-  registrar.DefaultGradOp("tanh", __FILE__, __LINE__)
-      .Doc("Gradient of tanh: X@GRAD = Out@GRAD * (1 - Out^2).")
-      .InferShape([](InferShapeContext& c) { InferSameAs(c, "Out", GradVarName("X")); })
-      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  RegisterGradFromOut(registrar, "tanh", "Gradient of tanh: X@GRAD = Out@GRAD * (1 - Out^2).", __FILE__, __LINE__,
+                      [](auto o, auto d) { return d * (decltype(o)(1) - o * o); });
   RegisterFloatKernels(registrar, "tanh", TanhKernel<float>, TanhKernel<double>, __FILE__, __LINE__);
-  RegisterFloatKernels(registrar, "tanh_grad", TanhGradKernel<float>, TanhGradKernel<double>, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

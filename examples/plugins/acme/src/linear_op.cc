@@ -6,13 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "nabla/opkit/opkit.h"
 #include "nabla/plugin.h"
 
 namespace acme {
 namespace {
 
-using nabla::DeviceType;
-using nabla::DType;
 using nabla::ExecutionContext;
 using nabla::GradVarName;
 using nabla::InferShapeContext;
@@ -66,42 +65,27 @@ class LinearGradMaker : public nabla::GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    using nabla::opkit::GradWanted;
+    using nabla::opkit::MakeOp;
     std::vector<std::unique_ptr<OpDesc>> ops;
     const std::vector<std::string> dout = OutputGrad("Out");
-    auto wanted = [](const std::vector<std::string>& g) { return !g.empty() && g[0] != nabla::kEmptyVarName; };
-    if (const auto dx = InputGrad("X"); wanted(dx)) {
-      ops.push_back(std::make_unique<OpDesc>("matmul", nabla::VarNameMap{{"X", dout}, {"Y", Input("W")}},
-                                             nabla::VarNameMap{{"Out", dx}},
-                                             nabla::AttributeMap{{"transpose_Y", true}}));
-    }
-    if (const auto dw = InputGrad("W"); wanted(dw)) {
-      ops.push_back(std::make_unique<OpDesc>("matmul", nabla::VarNameMap{{"X", Input("X")}, {"Y", dout}},
-                                             nabla::VarNameMap{{"Out", dw}},
-                                             nabla::AttributeMap{{"transpose_X", true}}));
-    }
-    if (const auto db = InputGrad("B"); wanted(db)) {
-      ops.push_back(std::make_unique<OpDesc>(
-          "reduce_sum", nabla::VarNameMap{{"X", dout}}, nabla::VarNameMap{{"Out", db}},
-          nabla::AttributeMap{{"dim", std::vector<int>{0}}, {"keep_dim", false}, {"reduce_all", false}}));
-    }
+    if (const auto dx = InputGrad("X"); GradWanted(dx))
+      ops.push_back(MakeOp("matmul", {{"X", dout}, {"Y", Input("W")}}, {{"Out", dx}}, {{"transpose_Y", true}}));
+    if (const auto dw = InputGrad("W"); GradWanted(dw))
+      ops.push_back(MakeOp("matmul", {{"X", Input("X")}, {"Y", dout}}, {{"Out", dw}}, {{"transpose_X", true}}));
+    if (const auto db = InputGrad("B"); GradWanted(db))
+      ops.push_back(MakeOp("reduce_sum", {{"X", dout}}, {{"Out", db}},
+                           {{"dim", std::vector<int>{0}}, {"keep_dim", false}, {"reduce_all", false}}));
     return ops;
   }
 };
 
-nabla::GradCheckInput In(const std::string& slot, Shape shape) {
-  nabla::GradCheckInput in;
-  in.slot = slot;
-  in.shape = std::move(shape);
-  return in;
-}
-
 }  // namespace
 
 NABLA_REGISTER_OPS(acme_linear) {
-  nabla::GradCheckSpec all;
-  all.name = "all_inputs";
-  all.inputs = {In("X", {3, 4}), In("W", {4, 2}), In("B", {2})};
-  all.outputs = {{"Out", 1}};
+  using nabla::opkit::CheckInput;
+  nabla::GradCheckSpec all =
+      nabla::opkit::CheckCase("all_inputs", {CheckInput("X", {3, 4}), CheckInput("W", {4, 2}), CheckInput("B", {2})});
   nabla::GradCheckSpec params_only = all;
   params_only.name = "params_only";
   params_only.inputs[0].check = false;  // X@GRAD is @EMPTY@: no matmul for it
@@ -115,8 +99,8 @@ NABLA_REGISTER_OPS(acme_linear) {
       .GradMaker<LinearGradMaker>()
       .GradCheck(all)
       .GradCheck(params_only);
-  registrar.Kernel("acme_linear", DeviceType::kCPU, DType::kFloat32, LinearKernel<float>, __FILE__, __LINE__);
-  registrar.Kernel("acme_linear", DeviceType::kCPU, DType::kFloat64, LinearKernel<double>, __FILE__, __LINE__);
+  nabla::opkit::RegisterFloatKernels(registrar, "acme_linear", LinearKernel<float>, LinearKernel<double>, __FILE__,
+                                     __LINE__);
 }
 
 }  // namespace acme

@@ -1,31 +1,25 @@
 // acme_swish: Out = X * sigmoid(beta * X), elementwise (Ramachandran et al.,
 // "Searching for activation functions"). Its gradient is an op of its own,
-// acme_swish_grad, with CPU kernels for float32 and float64.
+// acme_swish_grad, with CPU kernels for float32 and float64. Helpers come
+// from the op kit (nabla/opkit, target nabla::opkit).
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nabla/opkit/opkit.h"
 #include "nabla/plugin.h"
 
 namespace acme {
 namespace {
 
-using nabla::DeviceType;
-using nabla::DType;
 using nabla::ExecutionContext;
 using nabla::GradVarName;
 using nabla::InferShapeContext;
 using nabla::OpDesc;
 using nabla::Tensor;
 
-// Never exponentiates a positive number, so it cannot overflow.
-template <typename T>
-T Sigmoid(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
-}
+using nabla::opkit::Sigmoid;  // never exponentiates a positive number
 
 template <typename T>
 void SwishKernel(const ExecutionContext& ctx) {
@@ -33,7 +27,7 @@ void SwishKernel(const ExecutionContext& ctx) {
   const T beta = static_cast<T>(ctx.Attr<float>("beta"));
   const T* px = x.Data<T>();
   T* out = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  for (int64_t i = 0, n = x.Numel(); i < n; ++i) out[i] = px[i] * Sigmoid(beta * px[i]);
+  nabla::opkit::ParallelElementwise(x.Numel(), [&](int64_t i) { out[i] = px[i] * Sigmoid(beta * px[i]); });
 }
 
 // d/dx x*s(bx) = s + b*x*s*(1-s), with s = s(bx).
@@ -46,10 +40,10 @@ void SwishGradKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   const T* pdout = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  for (int64_t i = 0, n = x.Numel(); i < n; ++i) {
+  nabla::opkit::ParallelElementwise(x.Numel(), [&](int64_t i) {
     const T s = Sigmoid(beta * px[i]);
     pdx[i] = pdout[i] * (s + beta * px[i] * s * (T(1) - s));
-  }
+  });
 }
 
 // acme_swish_grad reads X and Out@GRAD (not Out) and writes X@GRAD.
@@ -57,26 +51,13 @@ class SwishGradMaker : public nabla::GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    ops.push_back(std::make_unique<OpDesc>(
-        "acme_swish_grad", nabla::VarNameMap{{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
-        nabla::VarNameMap{{GradVarName("X"), InputGrad("X")}}, Attrs()));
-    return ops;
+    return nabla::opkit::OneOp("acme_swish_grad", {{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
+                               {{GradVarName("X"), InputGrad("X")}}, Attrs());
   }
 };
 
 nabla::GradCheckSpec SwishCheck(const std::string& name, float beta) {
-  nabla::GradCheckSpec spec;
-  spec.name = name;
-  nabla::GradCheckInput x;
-  x.slot = "X";
-  x.shape = {3, 4};
-  x.low = -3.0;
-  x.high = 3.0;
-  spec.inputs = {x};
-  spec.outputs = {{"Out", 1}};
-  spec.attrs = {{"beta", beta}};
-  return spec;
+  return nabla::opkit::CheckCase(name, {nabla::opkit::CheckInput("X", {3, 4}, -3.0, 3.0)}, {{"beta", beta}});
 }
 
 }  // namespace
@@ -98,10 +79,10 @@ NABLA_REGISTER_OPS(acme_swish) {
       .Output(GradVarName("X"), "(Tensor) gradient of X", nabla::kDispensable)
       .Attr<float>("beta", 1.0f, "(float, default 1.0) slope inside the sigmoid")
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", GradVarName("X")); });
-  registrar.Kernel("acme_swish", DeviceType::kCPU, DType::kFloat32, SwishKernel<float>, __FILE__, __LINE__);
-  registrar.Kernel("acme_swish", DeviceType::kCPU, DType::kFloat64, SwishKernel<double>, __FILE__, __LINE__);
-  registrar.Kernel("acme_swish_grad", DeviceType::kCPU, DType::kFloat32, SwishGradKernel<float>, __FILE__, __LINE__);
-  registrar.Kernel("acme_swish_grad", DeviceType::kCPU, DType::kFloat64, SwishGradKernel<double>, __FILE__, __LINE__);
+  nabla::opkit::RegisterFloatKernels(registrar, "acme_swish", SwishKernel<float>, SwishKernel<double>, __FILE__,
+                                     __LINE__);
+  nabla::opkit::RegisterFloatKernels(registrar, "acme_swish_grad", SwishGradKernel<float>, SwishGradKernel<double>,
+                                     __FILE__, __LINE__);
 }
 
 }  // namespace acme

@@ -1,0 +1,29 @@
+#pragma once
+// Attribute helpers of ops that take a shape and a dtype name as attributes
+// (fill_constant, the random initializers, cast, one_hot): parsing with
+// errors that name the attribute, and checkers that reject a bad value when
+// the program is loaded rather than when the op first runs.
+#include <string>
+#include <vector>
+
+#include "nabla/op_registry.h"
+#include "nabla/types.h"
+
+namespace nabla::opkit {
+
+inline Shape ShapeFromAttr(const std::vector<int>& dims) { return Shape(dims.begin(), dims.end()); }
+
+// The dtype attribute `attr` = `name`; an unknown name is an error at `where`.
+DType ParseDTypeAttr(const std::string& name, const std::string& attr, const std::string& where);
+
+// Checkers for OpBuilder::Attr: a dtype name, a shape of non-negative dims.
+void CheckDTypeName(const std::string& name);
+void CheckShapeAttr(const std::vector<int>& shape);
+
+// Ops with no input pick their kernel by their `dtype` attribute.
+DType KernelDTypeFromAttr(const ExecutionContext& ctx);
+
+// Out gets the shape of attribute `shape` and the dtype of attribute `dtype`.
+void InferFromShapeAndDTypeAttrs(InferShapeContext& c);
+
+}  // namespace nabla::opkit

@@ -1,0 +1,266 @@
+#pragma once
+// Registration templates for elementwise ops: unary ops (Out = f(X)) with a
+// gradient from X and Out, activations whose gradient reads Out only, and
+// binary ops with Paddle's `axis` broadcasting whose gradients sum over the
+// broadcast dims in a fixed order (bit-for-bit the same with any thread
+// count). fwd/bwd are generic lambdas, instantiated for float and double.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
+#include "nabla/op_registry.h"
+#include "nabla/opkit/axis.h"
+#include "nabla/opkit/broadcast.h"
+#include "nabla/opkit/grad.h"
+#include "nabla/opkit/kernels.h"
+#include "nabla/opkit/reduce.h"
+#include "nabla/tensor.h"
+
+namespace nabla::opkit {
+
+// The logistic sigmoid 1 / (1 + e^-x). Both branches only ever exponentiate
+// a non-positive number, so neither overflows for large |x|.
+template <typename T>
+T Sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+// An elementwise op X -> Out with Out = fwd(X) and the grad op
+// `<type>_grad` (X, Out, Out@GRAD -> X@GRAD) computing
+// X@GRAD = bwd(x, out, dout). fwd and bwd are generic lambdas, instantiated
+// for float and double.
+template <typename Fwd, typename Bwd>
+OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                           int line, Fwd fwd, Bwd bwd) {
+  OpBuilder& b = registrar.Op(type, file, line)
+                     .Doc(doc)
+                     .Input("X", "(Tensor) input of any shape")
+                     .Output("Out", "(Tensor) output, of the shape of X")
+                     .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
+                     .template GradMaker<DefaultGradOpDescMaker>();
+  registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
+  ForEachType<float, double>([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    registrar.Kernel(
+        type, DeviceType::kCPU, DTypeOf<T>::value,
+        [fwd](const ExecutionContext& ctx) {
+          const Tensor& x = ctx.Input("X");
+          Tensor* out = ctx.Output("Out");
+          const T* xd = x.Data<T>();
+          T* o = AllocOutput<T>(ctx, out, x.GetShape());
+          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(fwd(xd[i]));
+          });
+        },
+        file, line);
+    registrar.Kernel(
+        type + "_grad", DeviceType::kCPU, DTypeOf<T>::value,
+        [bwd](const ExecutionContext& ctx) {
+          Tensor* dx = ctx.Output("X@GRAD");
+          if (!dx) return;
+          const Tensor& x = ctx.Input("X");
+          const T* xd = x.Data<T>();
+          const T* od = ctx.Input("Out").Data<T>();
+          const T* dod = ctx.Input("Out@GRAD").Data<T>();
+          T* g = AllocOutput<T>(ctx, dx, x.GetShape());
+          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) g[i] = static_cast<T>(bwd(xd[i], od[i], dod[i]));
+          });
+        },
+        file, line);
+  });
+  return b;
+}
+
+// The schema of `<type>_grad` (Out, Out@GRAD -> X@GRAD) that
+// GradFromOutMaker emits, for ops with kernels of their own (softmax).
+OpBuilder& GradFromOutSchema(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                             int line);
+
+// `<type>_grad` of an activation whose derivative is a function of its
+// output (its maker is GradFromOutMaker): Out, Out@GRAD -> X@GRAD with
+// X@GRAD = bwd(out, dout), float32 and float64 kernels. The forward op is the
+// caller's (its kernels often vectorize in ways of their own).
+template <typename Bwd>
+OpBuilder& RegisterGradFromOut(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                               int line, Bwd bwd) {
+  OpBuilder& b = GradFromOutSchema(registrar, type, doc, file, line);
+  ForEachType<float, double>([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    registrar.Kernel(
+        type + "_grad", DeviceType::kCPU, DTypeOf<T>::value,
+        [bwd](const ExecutionContext& ctx) {
+          Tensor* dx = ctx.Output(GradVarName("X"));
+          if (!dx) return;
+          const Tensor& out = ctx.Input("Out");
+          const T* po = out.Data<T>();
+          const T* pd = ctx.Input(GradVarName("Out")).Data<T>();
+          T* pdx = AllocOutput<T>(ctx, dx, out.GetShape());
+          // Pointers captured by value and both operands loaded
+          // unconditionally, so a select in bwd compiles branch-free.
+          cpu::ParallelFor(out.Numel(), cpu::kParallelGrain, [po, pd, pdx, bwd](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+              const T o = po[i], d = pd[i];
+              pdx[i] = static_cast<T>(bwd(o, d));
+            }
+          });
+        },
+        file, line);
+  });
+  return b;
+}
+
+// Out = fwd(x, y) with Paddle's axis broadcasting. The grad op
+// `<type>_grad` (X, Y, Out, Out@GRAD -> X@GRAD, Y@GRAD) sums
+// gx(x, y, out, dout) and gy(...) over the dims each input was broadcast along.
+template <typename T, typename Fwd>
+void ElementwiseForward(const ExecutionContext& ctx, const Fwd& fwd) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  BroadcastShapes s =
+      BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), StrCat("op '", ctx.Op().Type(), "'"));
+  const T* xd = x.Data<T>();
+  const T* yd = y.Data<T>();
+  T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
+  BroadcastIndexer(s.out, s.x, s.y).ParallelForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    o[io] = fwd(xd[ix], yd[iy]);
+  });
+}
+
+// The gradients of a broadcast binary op: with (dx, dy) = d(io, ix, iy) for
+// every output element, X@GRAD[ix] and Y@GRAD[iy] sum their terms over the
+// dims each operand was broadcast along (either pointer may be null). Each
+// sum starts at 0 and adds its terms in row-major order of the output,
+// whatever the number of threads: when at most one operand is broadcast, and
+// along one stretch of dims, the work splits over that operand's elements
+// (ParallelReduceWalk); anything else runs serially.
+template <typename T, typename D>
+void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
+  const bool x_full = s.x == s.out, y_full = s.y == s.out;
+  ReduceView v;
+  if (x_full && y_full) {
+    const int64_t n = ProductOf(s.out, 0, s.out.size());
+    // One loop per pair of outputs wanted, so each vectorizes.
+    cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+      if (gxd && gyd) {
+        for (int64_t i = b; i < e; ++i) {
+          const auto g = d(i, i, i);
+          gxd[i] = T(0) + g.first;  // as the serial sum from 0 (keeps -0 out)
+          gyd[i] = T(0) + g.second;
+        }
+      } else if (gxd) {
+        for (int64_t i = b; i < e; ++i) gxd[i] = T(0) + d(i, i, i).first;
+      } else if (gyd) {
+        for (int64_t i = b; i < e; ++i) gyd[i] = T(0) + d(i, i, i).second;
+      }
+    });
+    return;
+  }
+  if (x_full && MakeReduceView(s.out, s.y, &v)) {
+    if (gyd) std::fill(gyd, gyd + v.outer * v.inner, T(0));
+    ParallelReduceWalk(v, [&](int64_t io, int64_t iy) {
+      const auto g = d(io, io, iy);
+      if (gxd) gxd[io] = T(0) + g.first;
+      if (gyd) gyd[iy] += g.second;
+    });
+    return;
+  }
+  if (y_full && MakeReduceView(s.out, s.x, &v)) {
+    if (gxd) std::fill(gxd, gxd + v.outer * v.inner, T(0));
+    ParallelReduceWalk(v, [&](int64_t io, int64_t ix) {
+      const auto g = d(io, ix, io);
+      if (gxd) gxd[ix] += g.first;
+      if (gyd) gyd[io] = T(0) + g.second;
+    });
+    return;
+  }
+  BroadcastIndexer indexer(s.out, s.x, s.y);
+  if (gxd) std::fill(gxd, gxd + ProductOf(s.x, 0, s.x.size()), T(0));
+  if (gyd) std::fill(gyd, gyd + ProductOf(s.y, 0, s.y.size()), T(0));
+  indexer.ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    const auto g = d(io, ix, iy);
+    if (gxd) gxd[ix] += g.first;
+    if (gyd) gyd[iy] += g.second;
+  });
+}
+
+template <typename T, typename Gx, typename Gy>
+void ElementwiseBackward(const ExecutionContext& ctx, const Gx& gx, const Gy& gy) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  BroadcastShapes s =
+      BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), StrCat("op '", ctx.Op().Type(), "'"));
+  NABLA_ENFORCE(dout.GetShape() == s.out, kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD of shape ",
+                ShapeToString(s.out), " but received ", ShapeToString(dout.GetShape()));
+  const T* xd = x.Data<T>();
+  const T* yd = y.Data<T>();
+  const T* dod = dout.Data<T>();
+  Tensor* dx = ctx.Output("X@GRAD");
+  Tensor* dy = ctx.Output("Y@GRAD");
+  T* gxd = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
+  T* gyd = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
+  AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t ix, int64_t iy) {
+    return std::make_pair(gx(xd[ix], yd[iy], dod[io]), gy(xd[ix], yd[iy], dod[io]));
+  });
+}
+
+inline void InferElementwiseShape(InferShapeContext& c) {
+  BroadcastShapes s = BroadcastElementwise(c.InputShape("X"), c.InputShape("Y"), c.Attr<int>("axis"), c.Where());
+  DType dx = c.InputDType("X"), dy = c.InputDType("Y");
+  NABLA_ENFORCE(dx == dy, kInvalidArgument, c.Where(), ": X and Y must have the same dtype, but received ",
+                DTypeName(dx), " and ", DTypeName(dy));
+  c.SetOutputShape("Out", s.out);
+  c.SetOutputDType("Out", dx);
+}
+
+// Registers `type` (float32/float64, plus int32/int64 forward kernels when
+// `int_kernels`) and `<type>_grad`. fwd(x, y), gx(x, y, dout), gy(x, y, dout)
+// are generic lambdas.
+template <typename Fwd, typename Gx, typename Gy>
+OpBuilder& RegisterElementwiseOp(Registrar& registrar, const std::string& type, const std::string& doc,
+                                 const char* file, int line, bool int_kernels, Fwd fwd, Gx gx, Gy gy) {
+  OpBuilder& b =
+      registrar.Op(type, file, line)
+          .Doc(doc)
+          .Input("X", "(Tensor) the first operand")
+          .Input("Y", "(Tensor) the second operand, broadcast onto X (or X onto Y when Y has the higher rank)")
+          .Output("Out", "(Tensor) the broadcast result")
+          .Attr<int>("axis", -1,
+                     "(int, default -1) the dim of the higher-rank operand where the other one's dims start; "
+                     "-1 aligns them at the end (numpy broadcasting)")
+          .InferShape(InferElementwiseShape)
+          .template GradMaker<DefaultGradOpDescMaker>();
+  registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
+  auto forward = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    registrar.Kernel(
+        type, DeviceType::kCPU, DTypeOf<T>::value,
+        [fwd](const ExecutionContext& ctx) {
+          ElementwiseForward<T>(ctx, [&](T a, T c) { return static_cast<T>(fwd(a, c)); });
+        },
+        file, line);
+  };
+  ForEachType<float, double>(forward);
+  if (int_kernels) ForEachType<int32_t, int64_t>(forward);
+  ForEachType<float, double>([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    registrar.Kernel(
+        type + "_grad", DeviceType::kCPU, DTypeOf<T>::value,
+        [gx, gy](const ExecutionContext& ctx) {
+          ElementwiseBackward<T>(
+              ctx, [&](T a, T c, T d) { return static_cast<T>(gx(a, c, d)); },
+              [&](T a, T c, T d) { return static_cast<T>(gy(a, c, d)); });
+        },
+        file, line);
+  });
+  return b;
+}
+
+}  // namespace nabla::opkit

@@ -1,0 +1,69 @@
+#pragma once
+// Registering CPU kernels over lists of dtypes, output allocation, and the
+// parallel elementwise loop: what nearly every kernel file needs.
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/op_registry.h"
+#include "nabla/tensor.h"
+#include "nabla/types.h"
+
+namespace nabla::opkit {
+
+// Registers Kernel<T>{} as the CPU kernel of `type` for every T in Ts.
+template <template <typename> class Kernel, typename... Ts>
+void RegisterCpuKernels(Registrar& registrar, const std::string& type, const char* file, int line) {
+  (registrar.Kernel(type, DeviceType::kCPU, DTypeOf<Ts>::value, Kernel<Ts>{}, file, line), ...);
+}
+
+// Registers one CPU kernel per floating dtype (ops that compute in the dtype
+// of their float inputs).
+void RegisterFloatKernels(Registrar& registrar, const std::string& type, KernelFn f32, KernelFn f64, const char* file,
+                          int line);
+
+// Every dtype, and every dtype but bool: for kernels that move tensors
+// without looking at their elements (copies, views, control flow).
+inline constexpr std::initializer_list<DType> kAllDTypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                                            DType::kInt64, DType::kBool};
+inline constexpr std::initializer_list<DType> kNumericDTypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                                                DType::kInt64};
+
+// Registers the one dtype-agnostic `fn` as the CPU kernel of `type` for each
+// of `dtypes`.
+void RegisterKernelForDTypes(Registrar& registrar, const std::string& type, std::initializer_list<DType> dtypes,
+                             const KernelFn& fn, const char* file, int line);
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+// Calls f(TypeTag<T>{}) for every T in Ts (for kernels built from lambdas).
+template <typename... Ts, typename F>
+void ForEachType(F&& f) {
+  (f(TypeTag<Ts>{}), ...);
+}
+
+// Allocates `out` with the shape runtime shape inference gave it.
+template <typename T>
+T* AllocOutput(const ExecutionContext& ctx, Tensor* out) {
+  return out->Allocate<T>(ctx.GetDevice(), out->GetShape());
+}
+
+template <typename T>
+T* AllocOutput(const ExecutionContext& ctx, Tensor* out, Shape shape) {
+  return out->Allocate<T>(ctx.GetDevice(), std::move(shape));
+}
+
+// f(i) for every i in [0, n), split over the executor's threads when n is
+// large (cpu::ParallelFor). f(i) must write element i only.
+template <typename F>
+void ParallelElementwise(int64_t n, F&& f) {
+  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+}  // namespace nabla::opkit

@@ -1,0 +1,25 @@
+#pragma once
+// nabla::opkit, the op kit: what op files of any plugin share, once. Include
+// this or the one header you need; link nabla::opkit (find_package(nabla)).
+//   axis.h        NormalizeAxis, ProductOf, AxisView, ForEachAxisRow, part copies
+//   broadcast.h   Paddle's `axis` broadcasting, BroadcastIndexer
+//   reduce.h      reduced dims and shapes, deterministic reduction walks
+//   kernels.h     kernel registration over dtypes, AllocOutput, parallel loops
+//   elementwise.h unary, activation-gradient and broadcast binary op templates
+//   view.h        view ops (Out shares X's buffer under a new shape)
+//   grad.h        grad makers: MakeOp, OneOp, OneGradOpIfWanted, GradFrom*Maker
+//   gradcheck.h   GradCheck case builders
+//   random.h      a portable RNG, random-fill ops, initializer fan math
+//   attrs.h       shape and dtype attributes
+//   scalar.h      one-element tensors and index inputs
+#include "nabla/opkit/attrs.h"
+#include "nabla/opkit/axis.h"
+#include "nabla/opkit/broadcast.h"
+#include "nabla/opkit/elementwise.h"
+#include "nabla/opkit/grad.h"
+#include "nabla/opkit/gradcheck.h"
+#include "nabla/opkit/kernels.h"
+#include "nabla/opkit/random.h"
+#include "nabla/opkit/reduce.h"
+#include "nabla/opkit/scalar.h"
+#include "nabla/opkit/view.h"

@@ -1,0 +1,79 @@
+#pragma once
+// Index plans of reductions: which dims a `dim`/`reduce_all` pair reduces,
+// the shapes that result, and walks that sum into a broadcast operand in a
+// fixed order, so results are bit for bit the same with any thread count.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/types.h"
+
+namespace nabla::opkit {
+
+// The reduced dims of `x` as a mask (negative dims count from the end; an
+// empty list or reduce_all reduces everything).
+std::vector<bool> ReducedDims(const Shape& x, const std::vector<int>& dims, bool reduce_all, const std::string& where);
+
+// Shape of the reduction with the reduced dims kept as 1.
+Shape KeepDimShape(const Shape& x, const std::vector<bool>& mask);
+
+// The output shape: keep_dim keeps 1s, otherwise reduced dims go, and a full
+// reduction gives [1] (Paddle's convention: never rank 0).
+Shape ReducedShape(const Shape& x, const std::vector<bool>& mask, bool keep_dim);
+
+// `out` seen as [outer, r, inner] around the one stretch of dims along which
+// operand `a` (out's rank, 1 or out's dim everywhere) is broadcast; then a is
+// [outer, inner] in memory. MakeReduceView is false when a is broadcast along
+// two separate stretches (those go the serial way). No broadcast: r = 1.
+struct ReduceView {
+  int64_t outer = 1, r = 1, inner = 1;
+};
+bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v);
+
+// Calls f(io, ia) for every element io of out (seen as [outer, r, inner])
+// with ia = the element of the broadcast operand it reduces into, split over
+// the operand's elements with cpu::ParallelFor: each operand element is
+// visited by one chunk, over r in ascending order as a serial row-major walk
+// does, so sums come out bit for bit the same with any number of threads.
+template <typename F>
+void ParallelReduceWalk(const ReduceView& v, F&& f) {
+  const int64_t positions = v.outer * v.inner;
+  const int64_t r = v.r, inner = v.inner;
+  cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
+    for (int64_t o = p0 / inner; o * inner < p1; ++o) {
+      const int64_t i0 = std::max(p0, o * inner) - o * inner;
+      const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
+      const int64_t ia0 = o * inner;
+      for (int64_t k = 0; k < r; ++k) {
+        const int64_t base = (o * r + k) * inner;
+        for (int64_t i = i0; i < i1; ++i) f(base + i, ia0 + i);
+      }
+    }
+  });
+}
+
+// A sum of n terms term(i) in Acc, in fixed blocks: the blocks' partial sums
+// (each in index order) are added in block order, so the result depends on n
+// only, never on the number of threads.
+template <typename Acc, typename Term>
+Acc DeterministicSum(int64_t n, Term&& term) {
+  constexpr int64_t kBlock = 4 * cpu::kParallelGrain;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  auto block_sum = [&](int64_t b) {
+    Acc acc = Acc(0);
+    for (int64_t i = b * kBlock, e = std::min(n, (b + 1) * kBlock); i < e; ++i) acc += term(i);
+    return acc;
+  };
+  if (blocks <= 1) return n > 0 ? block_sum(0) : Acc(0);
+  std::vector<Acc> partial(static_cast<size_t>(blocks));
+  cpu::ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) partial[static_cast<size_t>(b)] = block_sum(b);
+  });
+  Acc acc = Acc(0);
+  for (Acc p : partial) acc += p;
+  return acc;
+}
+
+}  // namespace nabla::opkit
