@@ -16,7 +16,7 @@ struct SoftmaxKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "softmax"));
+    const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "softmax"));
     KernelArg xa = s.Arg(x);
     void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
     const int64_t rows = v.outer * v.inner;
@@ -33,7 +33,7 @@ struct SoftmaxGradKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& out = ctx.Input("Out");
-    const AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "softmax_grad"));
+    const AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "softmax_grad"));
     KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
     void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
     const int64_t rows = v.outer * v.inner;
@@ -49,7 +49,7 @@ struct LogSoftmaxKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& x = ctx.Input("X");
-    const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "log_softmax"));
+    const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "log_softmax"));
     KernelArg xa = s.Arg(x);
     void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
     const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing
@@ -66,7 +66,7 @@ struct LogSoftmaxGradKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& out = ctx.Input("Out");
-    const AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "log_softmax_grad"));
+    const AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "log_softmax_grad"));
     KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
     void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
     const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing
@@ -91,7 +91,7 @@ struct SoftmaxWithCrossEntropyKernel {
     Staging s(dev);
     const Tensor& logits = ctx.Input("Logits");
     const Tensor& label = ctx.Input("Label");
-    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "softmax_with_cross_entropy");
+    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "axis", "softmax_with_cross_entropy");
     const bool soft = ctx.Attr<bool>("soft_label");
     const AxisView v = ViewAround(logits.GetShape(), axis);
     Shape loss_shape = logits.GetShape();
@@ -117,7 +117,7 @@ struct SoftmaxWithCrossEntropyGradKernel {
     Staging s(dev);
     const Tensor& sm = ctx.Input("Softmax");
     const Tensor& label = ctx.Input("Label");
-    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), sm.Rank(), "softmax_with_cross_entropy_grad");
+    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), sm.Rank(), "axis", "softmax_with_cross_entropy_grad");
     const bool soft = ctx.Attr<bool>("soft_label");
     const AxisView v = ViewAround(sm.GetShape(), axis);
     KernelArg sa = s.Arg(sm), la = s.Arg(label), da = s.Arg(ctx.Input(GradVarName("Loss")));
