@@ -8,6 +8,7 @@ namespace {
 NABLA_REGISTER_OPS(reduce_mean) {
   ReduceOpSchema(registrar, "reduce_mean", "Out = the mean of X over the dims in `dim` (or all dims).", __FILE__,
                  __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .GradCheck(CheckCase("dim0", {CheckInput("X", {3, 4})}))
       .GradCheck(CheckCase("middle_dim", {CheckInput("X", {2, 3, 4})}, {{"dim", std::vector<int>{1}}}))
       .GradCheck(CheckCase("all_keep", {CheckInput("X", {2, 3})}, {{"reduce_all", true}, {"keep_dim", true}}));

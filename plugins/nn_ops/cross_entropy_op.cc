@@ -144,6 +144,7 @@ NABLA_REGISTER_OPS(cross_entropy) {
   soft.outputs = {{"Y", 1}};
   soft.attrs = {{"soft_label", true}};
   registrar.Op("cross_entropy", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Cross entropy of probabilities X against Label along the last axis: Y = -log(X[Label]) with hard "
            "labels, Y = -sum(Label * log(X)) with soft labels. The log is clipped at 1e-20.")
       .Input("X", "(Tensor) probabilities, shape [..., D], float32 or float64")

@@ -68,6 +68,7 @@ NABLA_REGISTER_OPS(log_softmax) {
   first.inputs = {FloatIn("X", {3, 2, 4}, -2.0, 2.0)};
   first.attrs = {{"axis", -3}};
   registrar.Op("log_softmax", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Log of softmax along `axis`: Out = X - max - log(sum(exp(X - max))), finite for any finite X.")
       .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
       .Output("Out", "(Tensor) log_softmax of X, shape and dtype of X")

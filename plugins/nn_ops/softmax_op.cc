@@ -74,6 +74,7 @@ NABLA_REGISTER_OPS(softmax) {
   middle.outputs = {{"Out", 1}};
   middle.attrs = {{"axis", 1}};
   registrar.Op("softmax", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Softmax along `axis`: Out = exp(X - max) / sum(exp(X - max)); subtracting the max keeps exp finite.")
       .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
       .Output("Out", "(Tensor) softmax of X, shape and dtype of X")

@@ -46,6 +46,7 @@ NABLA_REGISTER_OPS(squared_l2_norm) {
   spec.inputs = {FloatIn("X", {3, 4})};
   spec.outputs = {{"Out", 1}};
   registrar.Op("squared_l2_norm", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Squared L2 norm of all of X: Out = sum(X * X), accumulated in double.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
       .Output("Out", "(Tensor) one element [1], dtype of X")
