@@ -26,13 +26,13 @@
 #include "nabla/feed_fetch.h"
 #include "nabla/fusion.h"
 #include "nabla/npy.h"
-#include "train/precision.h"
 #include "nabla/op_registry.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "tensor_format.h"
+#include "train/precision.h"
 
 namespace nabla::app {
 namespace {

@@ -39,8 +39,7 @@ VarDesc* MakeVar(BlockDesc& block, const std::string& base, const VarDesc& like,
 // that it does not also read.
 bool Converts(const OpDesc& op, const OpInfo& info, const OpRegistry& registry, const BlockDesc& block,
               DeviceType device) {
-  if (info.traits.precision != OpPrecision::kLow || info.traits.has_sub_block || info.traits.control_flow)
-    return false;
+  if (info.traits.precision != OpPrecision::kLow || info.traits.has_sub_block || info.traits.control_flow) return false;
   if (!registry.FindKernel(op.Type(), device, DType::kBFloat16)) return false;
   size_t floats = 0;
   std::vector<std::string> ins = op.InputArgumentNames();

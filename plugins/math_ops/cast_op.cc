@@ -113,16 +113,17 @@ NABLA_REGISTER_OPS(cast) {
       .Doc("Out = X converted to out_dtype (to bool: X != 0; float to int rounds toward zero).")
       .Input("X", "(Tensor) the input, of dtype in_dtype")
       .Output("Out", "(Tensor) the converted tensor, of X's shape")
-      .RequiredAttr<std::string>("in_dtype", "(string, required) X's dtype: float32, float64, int32, int64, bool, bfloat16",
-                                 CheckDTypeName)
-      .RequiredAttr<std::string>("out_dtype", "(string, required) Out's dtype: float32, float64, int32, int64, bool, bfloat16",
-                                 CheckDTypeName)
+      .RequiredAttr<std::string>(
+          "in_dtype", "(string, required) X's dtype: float32, float64, int32, int64, bool, bfloat16", CheckDTypeName)
+      .RequiredAttr<std::string>(
+          "out_dtype", "(string, required) Out's dtype: float32, float64, int32, int64, bool, bfloat16", CheckDTypeName)
       .InferShape(InferCastShape)
       .GradMaker<CastGradMaker>()
       .GradCheck(to_f32)
       .GradCheck(CheckCase("float64_to_float64", {CheckInput("X", {3})},
                            {{"in_dtype", std::string("float64")}, {"out_dtype", std::string("float64")}}));
-  RegisterCpuKernels<CastKernel, float, double, int32_t, int64_t, bool, bfloat16>(registrar, "cast", __FILE__, __LINE__);
+  RegisterCpuKernels<CastKernel, float, double, int32_t, int64_t, bool, bfloat16>(registrar, "cast", __FILE__,
+                                                                                  __LINE__);
 }
 
 }  // namespace

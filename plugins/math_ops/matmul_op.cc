@@ -130,8 +130,7 @@ void MatmulBf16Kernel(const ExecutionContext& ctx) {
   bfloat16* o = AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out);
   int64_t m = d.m, k = d.k, n = d.n;
   BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-    cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n,
-                  n);
+    cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n, n);
   });
 }
 

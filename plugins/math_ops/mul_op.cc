@@ -79,8 +79,8 @@ void MulBf16Kernel(const ExecutionContext& ctx) {
   Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
   Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
   bfloat16* out = AllocOutput<bfloat16>(ctx, ctx.Output("Out"));
-  cpu::GemmBf16(false, false, fx.rows, fy.cols, fx.cols, 1.0f, x.Data<bfloat16>(), fx.cols, y.Data<bfloat16>(),
-                fy.cols, out, fy.cols);
+  cpu::GemmBf16(false, false, fx.rows, fy.cols, fx.cols, 1.0f, x.Data<bfloat16>(), fx.cols, y.Data<bfloat16>(), fy.cols,
+                out, fy.cols);
 }
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {

@@ -152,8 +152,7 @@ ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt) {
                                             : memory::dims{g.groups, g.CoutPerGroup(), g.CinPerGroup(), g.h.k, g.w.k};
   const memory::desc src_plain(src_dims, dt, Tag::nchw), dst_plain(dst_dims, dt, Tag::nchw);
   const memory::desc w_plain(w_dims, dt, g.groups == 1 ? Tag::oihw : Tag::goihw);
-  const memory::desc src_any(src_dims, dt, Tag::any), dst_any(dst_dims, dt, Tag::any),
-      w_any(w_dims, dt, Tag::any);
+  const memory::desc src_any(src_dims, dt, Tag::any), dst_any(dst_dims, dt, Tag::any), w_any(w_dims, dt, Tag::any);
   const memory::dims strides{g.h.stride, g.w.stride}, dilates{g.h.dilation - 1, g.w.dilation - 1};
   const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{g.h.pad_after, g.w.pad_after};
   const auto algo = dnnl::algorithm::convolution_direct;

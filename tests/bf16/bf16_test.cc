@@ -101,7 +101,7 @@ TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
 
 class Bf16Pass : public ::testing::Test {
  protected:
-  void SetUp() override {
+  static void SetUpTestSuite() {
     cpu::InitCpuBackend();
     PluginManager::Instance().LoadDefaults();
   }
@@ -140,9 +140,7 @@ blocks:
     }
     return out;
   }
-  static DType DTypeOf(const ProgramDesc& p, const std::string& var) {
-    return p.Root()->FindVar(var)->GetDType();
-  }
+  static DType DTypeOf(const ProgramDesc& p, const std::string& var) { return p.Root()->FindVar(var)->GetDType(); }
 };
 
 TEST_F(Bf16Pass, CastsAroundEveryLowPrecisionOpOnly) {
@@ -254,8 +252,7 @@ void ExpectParity(const std::string& name, double tol) {
   for (const auto& f : spec["feeds"])
     cmd += " --feed " + Quote(f.first.as<std::string>() + "=" + (dir / f.second.as<std::string>()).string());
   std::string fetch;
-  for (const auto& e : fs::directory_iterator(want_dir))
-    fetch += (fetch.empty() ? "" : ",") + e.path().stem().string();
+  for (const auto& e : fs::directory_iterator(want_dir)) fetch += (fetch.empty() ? "" : ",") + e.path().stem().string();
   cmd += " --fetch " + Quote(fetch) + " --out " + Quote(out.string()) + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   int compared = 0;

@@ -12,8 +12,8 @@ bool ApplyPrecision(ProgramDesc& program, const std::string& precision, DeviceTy
                 ": precision must be one of fp32, bf16, but received '", precision, "'");
   if (precision == "fp32") return false;
   if (device != DeviceType::kCPU) {
-    note << "nabla: precision bf16 runs on the cpu device only; the " << DeviceTypeName(device)
-         << " device runs fp32" << std::endl;
+    note << "nabla: precision bf16 runs on the cpu device only; the " << DeviceTypeName(device) << " device runs fp32"
+         << std::endl;
     return false;
   }
   if (!cpu::HasBf16Gemm()) {

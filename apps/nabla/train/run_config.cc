@@ -422,8 +422,8 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
   NABLA_ENFORCE(root.IsMap(), kInvalidArgument, source_name, ":1:1: a run config must be a mapping, but received ",
                 Reader::Describe(root));
   r.CheckKeys(root, "the run config",
-              {"plugins", "device", "executor", "threads", "fuse", "precision", "seed", "program", "loss", "params", "no_grad",
-               "optimizer", "data", "epochs", "steps", "metrics", "checkpoint", "logging", "distributed"});
+              {"plugins", "device", "executor", "threads", "fuse", "precision", "seed", "program", "loss", "params",
+               "no_grad", "optimizer", "data", "epochs", "steps", "metrics", "checkpoint", "logging", "distributed"});
   try {
     if (root["plugins"]) {
       for (const auto& p : r.StringList(root["plugins"], "plugins")) c.plugins.push_back(r.InputPath(p));

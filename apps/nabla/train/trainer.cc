@@ -15,7 +15,6 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
-#include "train/precision.h"
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
@@ -29,6 +28,7 @@
 #include "train/dataset.h"
 #include "train/filled_var.h"
 #include "train/metrics.h"
+#include "train/precision.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
 

@@ -26,8 +26,8 @@ namespace nabla::cpu {
 
 // Plain integer code the compiler vectorizes for each clone; the result is
 // FloatToBf16's bit for bit (round to nearest even, NaN kept quiet).
-__attribute__((target_clones("avx512bw", "avx2", "default"))) void ConvertToBf16(const float* x, bfloat16* y,
-                                                                                  int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16(const float* x, bfloat16* y,
+                                                                                int64_t n) {
   auto* out = reinterpret_cast<uint16_t*>(y);
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -38,8 +38,8 @@ __attribute__((target_clones("avx512bw", "avx2", "default"))) void ConvertToBf16
   }
 }
 
-__attribute__((target_clones("avx512bw", "avx2", "default"))) void ConvertFromBf16(const bfloat16* x, float* y,
-                                                                                    int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf16(const bfloat16* x, float* y,
+                                                                                  int64_t n) {
   const auto* in = reinterpret_cast<const uint16_t*>(x);
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
@@ -89,7 +89,7 @@ struct MatmulPrim {
 const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
                              const dnnl::memory::desc& c, float alpha, float beta) {
   static std::mutex mu;
-  static std::unordered_map<std::string, std::unique_ptr<MatmulPrim>> cache;
+  static std::unordered_map<std::string, std::unique_ptr<MatmulPrim> > cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) {

@@ -378,9 +378,9 @@ class NABLA_API OpBuilder {
   OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
-  OpBuilder& ArrayIO();         // sets traits.array_io
-  OpBuilder& Collective();      // sets traits.collective
-  OpBuilder& UpdatesInPlace();  // sets traits.updates_in_place
+  OpBuilder& ArrayIO();                 // sets traits.array_io
+  OpBuilder& Collective();              // sets traits.collective
+  OpBuilder& UpdatesInPlace();          // sets traits.updates_in_place
   OpBuilder& Precision(OpPrecision p);  // sets traits.precision
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
