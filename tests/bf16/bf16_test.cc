@@ -164,7 +164,7 @@ TEST_F(Bf16Pass, CastsAroundEveryLowPrecisionOpOnly) {
   EXPECT_EQ(got[10], "cast(w2 -> w2@BF16@5)");
   EXPECT_EQ(got[12], "cast(logits2@BF16 -> logits2)");
   EXPECT_EQ(got[13], "elementwise_add(logits logits2 -> z)");
-  EXPECT_EQ(got[14].rfind("softmax_with_cross_entropy(z label -> ", 0), 0u) << got[14];
+  EXPECT_EQ(got[14].rfind("softmax_with_cross_entropy(label z -> ", 0), 0u) << got[14];
   EXPECT_EQ(got[15], "mean(ce -> loss)");
   EXPECT_EQ(DTypeOf(p, "x@BF16@0"), DType::kBFloat16);
   EXPECT_EQ(DTypeOf(p, "h@BF16"), DType::kBFloat16);
@@ -193,7 +193,9 @@ TEST_F(Bf16Pass, GradientsReachTheParametersInFloat32) {
       ++sums;
       for (const auto& in : op->Input("X")) EXPECT_EQ(DTypeOf(p, in), DType::kFloat32) << in;
     }
-    if (op->Type() == "mul_grad") EXPECT_EQ(DTypeOf(p, op->Input("Out@GRAD")[0]), DType::kBFloat16);
+    if (op->Type() == "mul_grad") {
+      EXPECT_EQ(DTypeOf(p, op->Input("Out@GRAD")[0]), DType::kBFloat16);
+    }
   }
   EXPECT_EQ(casts_to_f32, 3 + 5);  // forward outputs; backward: w1, t (twice), w2 (twice)
   EXPECT_GE(sums, 2);              // t@GRAD and w2@GRAD
@@ -238,8 +240,11 @@ TEST_F(Bf16Pass, OpsDeclareTheirPrecision) {
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
 // nabla's bf16 run against PyTorch's autocast, both rounding the same
-// operands to bfloat16; the tolerance allows the last bit of a bf16 result
-// that a different summation order rounds the other way (2^-8 relative).
+// operands to bfloat16 at the same places. Summation order differs, so a
+// bf16 result may round the other way and the difference grows through
+// the network: the bound is a few bf16 ulps (2^-8 relative) of the largest
+// value. The run must also differ from the float32 reference (PyTorch in
+// float64, tests/reference/): proof that it ran in bf16 at all.
 void ExpectParity(const std::string& name, double tol) {
   if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
   const fs::path dir = fs::path(NABLA_REFERENCE_DIR) / name;
@@ -256,26 +261,34 @@ void ExpectParity(const std::string& name, double tol) {
   cmd += " --fetch " + Quote(fetch) + " --out " + Quote(out.string()) + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   int compared = 0;
+  double off_fp32 = 0;
   for (const auto& e : fs::directory_iterator(want_dir)) {
     const std::string var = e.path().stem().string();
     Tensor want = ReadNpy(e.path().string(), HostDevice());
     Tensor got = ReadNpy((out / (var + ".npy")).string(), HostDevice());
     ASSERT_EQ(got.GetDType(), DType::kFloat32) << var;
     ASSERT_EQ(got.GetShape(), want.GetShape()) << var;
-    double worst = 0, scale = 0;
+    Tensor fp32 = ReadNpy((dir / "expected" / (var + ".npy")).string(), HostDevice());
+    double worst = 0, scale = 0, from_fp32 = 0;
     for (int64_t i = 0; i < want.Numel(); ++i) {
-      worst = std::max(worst, std::abs(static_cast<double>(got.Data<float>()[i]) - want.Data<float>()[i]));
+      const double g = got.Data<float>()[i];
+      worst = std::max(worst, std::abs(g - want.Data<float>()[i]));
+      from_fp32 = std::max(from_fp32, std::abs(g - fp32.Data<float>()[i]));
       scale = std::max(scale, std::abs(static_cast<double>(want.Data<float>()[i])));
     }
+    off_fp32 = std::max(off_fp32, from_fp32 / scale);
     EXPECT_LE(worst, tol * scale) << var << " of " << name << ": max error " << worst << " of max " << scale;
     ++compared;
   }
   EXPECT_GE(compared, 5);
+  EXPECT_GT(off_fp32, 1e-3) << "the run matches float32 to 1e-3: it did not run in bf16";
   fs::remove_all(out);
 }
 
-TEST(Bf16Parity, MlpMatchesTorchAutocast) { ExpectParity("mlp", 4e-3); }
-TEST(Bf16Parity, CnnMatchesTorchAutocast) { ExpectParity("cnn", 2e-2); }
+TEST(Bf16Parity, MlpMatchesTorchAutocast) { ExpectParity("mlp", 1.5e-2); }
+// Here the batch norms amplify bf16 rounding: the conv gradients differ from
+// float32 by 16-26 % of their largest value, from PyTorch's bf16 by < 1 %.
+TEST(Bf16Parity, CnnMatchesTorchAutocast) { ExpectParity("cnn", 1.5e-2); }
 
 // ---------------------------------------------------------------- nabla run
 
