@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -289,6 +290,72 @@ TEST(Bf16Parity, MlpMatchesTorchAutocast) { ExpectParity("mlp", 1.5e-2); }
 // Here the batch norms amplify bf16 rounding: the conv gradients differ from
 // float32 by 16-26 % of their largest value, from PyTorch's bf16 by < 1 %.
 TEST(Bf16Parity, CnnMatchesTorchAutocast) { ExpectParity("cnn", 1.5e-2); }
+
+// The bf16 kernels the parity cases do not reach: batched matmul with a
+// broadcast, transposed Y (its gradient sums over the batch in float32) and
+// conv2d in NHWC (float32 between conversions), forward and backward, against
+// the float32 kernels of the same program.
+TEST(Bf16Kernels, MatmulBroadcastAndNhwcConvMatchFloat32) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
+  const fs::path dir = fs::temp_directory_path() / ("nabla_bf16_kernels_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::mt19937 gen(11);
+  std::normal_distribution<float> d;
+  auto feed = [&](const std::string& name, Shape shape) {
+    Tensor t;
+    float* p = t.Allocate<float>(HostDevice(), shape);
+    for (int64_t i = 0; i < t.Numel(); ++i) p[i] = d(gen);
+    WriteNpy((dir / (name + ".npy")).string(), t);
+    return " --feed " + name + "=" + Quote((dir / (name + ".npy")).string());
+  };
+  std::ofstream((dir / "p.yaml").string()) << R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      a: {shape: [3, 5, 8], dtype: float32, persistable: true}
+      b: {shape: [6, 8], dtype: float32, persistable: true}
+      img: {shape: [2, 6, 6, 4], dtype: float32, persistable: true}
+      k: {shape: [6, 2, 3, 3], dtype: float32, persistable: true}
+    ops:
+      - {type: matmul, inputs: {X: [a], Y: [b]}, outputs: {Out: [ab]}, attrs: {transpose_Y: true, alpha: 0.5}}
+      - {type: square, inputs: {X: [ab]}, outputs: {Out: [ab2]}}
+      - {type: mean, inputs: {X: [ab2]}, outputs: {Out: [l1]}}
+      - type: conv2d
+        inputs: {Input: [img], Filter: [k]}
+        outputs: {Output: [c]}
+        attrs: {data_format: NHWC, groups: 2, strides: [2, 1], paddings: [1, 1]}
+      - {type: square, inputs: {X: [c]}, outputs: {Out: [c2]}}
+      - {type: mean, inputs: {X: [c2]}, outputs: {Out: [l2]}}
+      - {type: elementwise_add, inputs: {X: [l1], Y: [l2]}, outputs: {Out: [loss]}}
+)";
+  const std::string feeds =
+      feed("a", {3, 5, 8}) + feed("b", {6, 8}) + feed("img", {2, 6, 6, 4}) + feed("k", {6, 2, 3, 3});
+  const std::vector<std::string> vars = {"loss", "a@GRAD", "b@GRAD", "img@GRAD", "k@GRAD"};
+  std::string fetch;
+  for (const auto& v : vars) fetch += (fetch.empty() ? "" : ",") + v;
+  for (const char* precision : {"fp32", "bf16"}) {
+    const std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "p.yaml").string()) +
+                            " --backward loss --precision " + precision + feeds + " --fetch " + Quote(fetch) +
+                            " --out " + Quote((dir / precision).string()) + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  for (const auto& v : vars) {
+    Tensor want = ReadNpy((dir / "fp32" / (v + ".npy")).string(), HostDevice());
+    Tensor got = ReadNpy((dir / "bf16" / (v + ".npy")).string(), HostDevice());
+    ASSERT_EQ(got.GetShape(), want.GetShape()) << v;
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < want.Numel(); ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(got.Data<float>()[i]) - want.Data<float>()[i]));
+      scale = std::max(scale, std::abs(static_cast<double>(want.Data<float>()[i])));
+    }
+    EXPECT_LE(worst, 2e-2 * scale) << v << ": max error " << worst << " of max " << scale;
+    EXPECT_GT(worst, 0.0) << v << " is float32-exact: the bf16 kernels did not run";
+  }
+  fs::remove_all(dir);
+}
 
 // ---------------------------------------------------------------- nabla run
 
