@@ -248,6 +248,7 @@ std::string Quote(const std::string& s) { return "'" + s + "'"; }
 // float64, tests/reference/): proof that it ran in bf16 at all.
 void ExpectParity(const std::string& name, double tol) {
   if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
   const fs::path dir = fs::path(NABLA_REFERENCE_DIR) / name;
   const fs::path want_dir = fs::path(NABLA_BF16_REFERENCE_DIR) / name;
   YAML::Node spec = YAML::LoadFile((dir / "case.yaml").string());
