@@ -30,7 +30,9 @@ bool ReadScalarBool(const Tensor& t, const std::string& what) {
   return *t.Data<bool>();
 }
 
-bool HasValue(const Variable& v) { return v.Type() == VarType::kTensorArray || v.GetTensor().IsInitialized(); }
+bool HasValue(const Variable& v) {
+  return v.Type() == VarType::kTensorArray || v.GetTensor().IsInitialized();
+}
 
 void CopyVar(const Variable& src, Variable* dst, Device& device) {
   if (&src == dst) return;
@@ -206,8 +208,8 @@ void CheckSubBlockSlots(const OpDesc& op, const BlockDesc& block, const std::vec
   for (const auto& slot : in_slots)
     for (const auto& a : op.Input(slot)) listed_in.insert(a);
   NameSet listed_out(op.Output(out_slot).begin(), op.Output(out_slot).end());
-  std::string where =
-      StrCat(program.Where(op.Pos()).empty() ? "" : program.Where(op.Pos()) + ": ", "op '", op.Type(), "'");
+  std::string where = StrCat(program.Where(op.Pos()).empty() ? "" : program.Where(op.Pos()) + ": ", "op '",
+                             op.Type(), "'");
   std::string missing_in, missing_out;
   for (const auto& r : access.reads)
     if (!listed_in.count(r) && matters(r)) missing_in += (missing_in.empty() ? "" : ", ") + r;
@@ -215,8 +217,7 @@ void CheckSubBlockSlots(const OpDesc& op, const BlockDesc& block, const std::vec
     if (!listed_out.count(w) && matters(w)) missing_out += (missing_out.empty() ? "" : ", ") + w;
   std::string first_in = in_slots.empty() ? std::string("X") : in_slots.front();
   NABLA_ENFORCE(missing_in.empty(), kInvalidArgument, where, ": its sub_block ", block.Idx(),
-                " reads outer vars that are not in input slot ", first_in,
-                ": expected every outer float var the block "
+                " reads outer vars that are not in input slot ", first_in, ": expected every outer float var the block "
                 "reads to be listed (the backward pass only sees the slots), but these are missing: ",
                 missing_in);
   NABLA_ENFORCE(missing_out.empty(), kInvalidArgument, where, ": its sub_block ", block.Idx(),
@@ -226,7 +227,8 @@ void CheckSubBlockSlots(const OpDesc& op, const BlockDesc& block, const std::vec
                 missing_out);
 }
 
-std::vector<std::string> CarriedNames(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+std::vector<std::string> CarriedNames(const std::vector<std::string>& inputs,
+                                      const std::vector<std::string>& outputs) {
   NameSet outs(outputs.begin(), outputs.end());
   std::vector<std::string> carried;
   NameSet seen;
@@ -267,8 +269,8 @@ Scope& RunForwardStep(const ExecutionContext& ctx, int block_idx, Scope& parent,
 }
 
 GradBlockPlan PlanGradBlock(const ProgramDesc& program, int block_idx) {
-  NABLA_ENFORCE(block_idx >= 0 && static_cast<size_t>(block_idx) < program.Size(), kOutOfRange, "grad sub_block ",
-                block_idx, " is not a block of the program (it has ", program.Size(), " blocks)");
+  NABLA_ENFORCE(block_idx >= 0 && static_cast<size_t>(block_idx) < program.Size(), kOutOfRange,
+                "grad sub_block ", block_idx, " is not a block of the program (it has ", program.Size(), " blocks)");
   GradBlockPlan plan;
   plan.block_idx = block_idx;
   NameSet read_seen;
@@ -322,8 +324,8 @@ std::vector<InputGradSlot> InputGradSlots(const ExecutionContext& ctx, const Gra
     if (grads[j] == kEmptyVarName) continue;
     std::string inner = GradVarName(fwd[j]);
     bool written = plan.written.count(inner) != 0;
-    slots.push_back(
-        InputGradSlot{fwd[j], grads[j], inner, out_set.count(fwd[j]) != 0, written, ctx.OutputVar(grad_slot, j)});
+    slots.push_back(InputGradSlot{fwd[j], grads[j], inner, out_set.count(fwd[j]) != 0, written,
+                                  ctx.OutputVar(grad_slot, j)});
   }
   return slots;
 }
@@ -381,7 +383,8 @@ void FinishOverwritten(const std::vector<OutputGradSource>& og, bool any_step, S
   }
 }
 
-void CollectStepGrads(const std::vector<InputGradSlot>& slots, Scope& step, Device& device, const std::string& where) {
+void CollectStepGrads(const std::vector<InputGradSlot>& slots, Scope& step, Device& device,
+                      const std::string& where) {
   for (const auto& s : slots) {
     Variable* inner = s.written ? step.FindLocalVar(s.inner) : nullptr;
     if (s.carried) {
@@ -508,10 +511,8 @@ Shape AlignY(const Shape& x, const Shape& y, int axis, const std::string& where)
   for (size_t i = 0; i < small.size(); ++i) padded[a + i] = small[i];
   for (size_t i = 0; i < rank; ++i)
     NABLA_ENFORCE(padded[i] == x[i] || padded[i] == 1 || padded[i] < 0 || x[i] < 0, kInvalidArgument, where,
-                  ": Y cannot be broadcast onto X with axis ", axis,
-                  ": expected each aligned dim of Y to equal X's "
-                  "or be 1, but received X shape ",
-                  ShapeToString(x), " and Y shape ", ShapeToString(y));
+                  ": Y cannot be broadcast onto X with axis ", axis, ": expected each aligned dim of Y to equal X's "
+                  "or be 1, but received X shape ", ShapeToString(x), " and Y shape ", ShapeToString(y));
   return padded;
 }
 

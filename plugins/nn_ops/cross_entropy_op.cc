@@ -52,8 +52,8 @@ void CrossEntropyKernel(const ExecutionContext& ctx) {
       py[r] = T(0);
       continue;
     }
-    NABLA_ENFORCE(l >= 0 && l < d, kOutOfRange, "Label[", r, "] must be in [0, ", d, ") or equal ignore_index ", ignore,
-                  ", but received ", l);
+    NABLA_ENFORCE(l >= 0 && l < d, kOutOfRange, "Label[", r, "] must be in [0, ", d, ") or equal ignore_index ",
+                  ignore, ", but received ", l);
     py[r] = -ClippedLog(px[r * d + l]);
   }
 }
@@ -80,8 +80,8 @@ void CrossEntropyGradKernel(const ExecutionContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t l = IndexAt(label, r);
     if (l == ignore) continue;
-    NABLA_ENFORCE(l >= 0 && l < d, kOutOfRange, "Label[", r, "] must be in [0, ", d, ") or equal ignore_index ", ignore,
-                  ", but received ", l);
+    NABLA_ENFORCE(l >= 0 && l < d, kOutOfRange, "Label[", r, "] must be in [0, ", d, ") or equal ignore_index ",
+                  ignore, ", but received ", l);
     pdx[r * d + l] = pdy[r] * ClippedLogGrad(px[r * d + l]);
   }
 }
@@ -93,8 +93,8 @@ void InferCrossEntropy(InferShapeContext& c) {
   NABLA_ENFORCE(!x.empty(), kInvalidArgument, c.Where(), ": input X must have rank >= 1, but received shape ",
                 ShapeToString(x));
   EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
-  NABLA_ENFORCE(label.size() == x.size(), kInvalidArgument, c.Where(), ": Label must have the rank of X (", x.size(),
-                "), but received Label ", ShapeToString(label), " and X ", ShapeToString(x));
+  NABLA_ENFORCE(label.size() == x.size(), kInvalidArgument, c.Where(), ": Label must have the rank of X (",
+                x.size(), "), but received Label ", ShapeToString(label), " and X ", ShapeToString(x));
   for (size_t i = 0; i + 1 < x.size(); ++i)
     NABLA_ENFORCE(DimsCompatible(x[i], label[i]), kInvalidArgument, c.Where(),
                   ": Label must match X on every axis but the last, but received Label ", ShapeToString(label),
@@ -145,13 +145,11 @@ NABLA_REGISTER_OPS(cross_entropy) {
   soft.attrs = {{"soft_label", true}};
   registrar.Op("cross_entropy", __FILE__, __LINE__)
       .Precision(OpPrecision::kFloat32)
-      .Doc(
-          "Cross entropy of probabilities X against Label along the last axis: Y = -log(X[Label]) with hard "
-          "labels, Y = -sum(Label * log(X)) with soft labels. The log is clipped at 1e-20.")
+      .Doc("Cross entropy of probabilities X against Label along the last axis: Y = -log(X[Label]) with hard "
+           "labels, Y = -sum(Label * log(X)) with soft labels. The log is clipped at 1e-20.")
       .Input("X", "(Tensor) probabilities, shape [..., D], float32 or float64")
-      .Input("Label",
-             "(Tensor) hard: int64 class indices of shape [..., 1]; soft: a distribution of X's shape "
-             "and dtype")
+      .Input("Label", "(Tensor) hard: int64 class indices of shape [..., 1]; soft: a distribution of X's shape "
+                      "and dtype")
       .Output("Y", "(Tensor) the loss per row, shape [..., 1], dtype of X")
       .Attr<bool>("soft_label", false, "(bool, default false) Label holds distributions instead of indices")
       .Attr<int>("ignore_index", -100,
@@ -168,8 +166,8 @@ NABLA_REGISTER_OPS(cross_entropy) {
       .KernelDType(DTypeOfInput("X"));
   RegisterFloatKernels(registrar, "cross_entropy", CrossEntropyKernel<float>, CrossEntropyKernel<double>, __FILE__,
                        __LINE__);
-  RegisterFloatKernels(registrar, "cross_entropy_grad", CrossEntropyGradKernel<float>, CrossEntropyGradKernel<double>,
-                       __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "cross_entropy_grad", CrossEntropyGradKernel<float>,
+                       CrossEntropyGradKernel<double>, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

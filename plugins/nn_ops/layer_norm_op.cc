@@ -111,8 +111,8 @@ void InferLayerNorm(InferShapeContext& c) {
   EnforceFloatDType(dtype, c.Where(), "X");
   const int begin = c.Attr<int>("begin_norm_axis");
   NABLA_ENFORCE(begin >= 1 && begin < static_cast<int>(x.size()), kOutOfRange, c.Where(),
-                ": begin_norm_axis must be in [1, ", x.size(), ") for X of shape ", ShapeToString(x), ", but received ",
-                begin);
+                ": begin_norm_axis must be in [1, ", x.size(), ") for X of shape ", ShapeToString(x),
+                ", but received ", begin);
   int64_t left, right;
   SplitRows(x, begin, &left, &right);
   for (const char* slot : {"Scale", "Bias"}) {
@@ -168,9 +168,8 @@ NABLA_REGISTER_OPS(layer_norm) {
   plain.attrs = {{"begin_norm_axis", 2}};
   registrar.Op("layer_norm", __FILE__, __LINE__)
       .Precision(OpPrecision::kFloat32)
-      .Doc(
-          "Layer normalization: with X flattened to [left, right] at begin_norm_axis, "
-          "Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per row.")
+      .Doc("Layer normalization: with X flattened to [left, right] at begin_norm_axis, "
+           "Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per row.")
       .Input("X", "(Tensor) input, float32 or float64")
       .Input("Scale", "(Tensor, optional) per-feature scale, shape [right]", kDispensable)
       .Input("Bias", "(Tensor, optional) per-feature shift, shape [right]", kDispensable)
@@ -197,8 +196,8 @@ NABLA_REGISTER_OPS(layer_norm) {
       .KernelDType(DTypeOfInput(GradVarName("Y")));
   MarkNoBuffer(grad, {"Bias"});
   RegisterFloatKernels(registrar, "layer_norm", LayerNormKernel<float>, LayerNormKernel<double>, __FILE__, __LINE__);
-  RegisterFloatKernels(registrar, "layer_norm_grad", LayerNormGradKernel<float>, LayerNormGradKernel<double>, __FILE__,
-                       __LINE__);
+  RegisterFloatKernels(registrar, "layer_norm_grad", LayerNormGradKernel<float>, LayerNormGradKernel<double>,
+                       __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

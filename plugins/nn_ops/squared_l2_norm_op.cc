@@ -61,8 +61,8 @@ NABLA_REGISTER_OPS(squared_l2_norm) {
       .Doc("Gradient of squared_l2_norm: X@GRAD = 2 * Out@GRAD * X.")
       .InferShape([](InferShapeContext& c) { InferSameAs(c, "X", GradVarName("X")); })
       .KernelDType(DTypeOfInput(GradVarName("Out")));
-  RegisterFloatKernels(registrar, "squared_l2_norm", SquaredL2NormKernel<float>, SquaredL2NormKernel<double>, __FILE__,
-                       __LINE__);
+  RegisterFloatKernels(registrar, "squared_l2_norm", SquaredL2NormKernel<float>, SquaredL2NormKernel<double>,
+                       __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "squared_l2_norm_grad", SquaredL2NormGradKernel<float>,
                        SquaredL2NormGradKernel<double>, __FILE__, __LINE__);
 }
