@@ -80,8 +80,18 @@ dnnl::stream& Stream() {
 
 struct MatmulPrim {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratchpad;
 };
+
+// The scratchpad of one primitive for the calling thread, made on first use
+// and kept: primitives own their scratchpads (scratchpad_mode::user), so two
+// executor threads running GEMMs at once never share oneDNN's global one.
+dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
+  thread_local std::unordered_map<const MatmulPrim*, dnnl::memory> scratch;
+  auto it = scratch.find(&p);
+  if (it == scratch.end()) it = scratch.emplace(&p, dnnl::memory(p.scratchpad, Engine())).first;
+  return it->second;
+}
 
 // Primitives live as long as the process, keyed by everything that shapes
 // them; after the first step of a run every lookup hits. Creation runs
@@ -94,6 +104,7 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
   auto it = cache.find(key);
   if (it == cache.end()) {
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {
       dnnl::post_ops po;
@@ -101,7 +112,8 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
       attr.set_post_ops(po);
     }
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, Engine());
-    it = cache.emplace(key, std::make_unique<MatmulPrim>(MatmulPrim{dnnl::matmul(pd), a, b, c})).first;
+    it = cache.emplace(key, std::make_unique<MatmulPrim>(MatmulPrim{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()}))
+             .first;
   }
   return *it->second;
 }
@@ -134,7 +146,8 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   dnnl::memory am(p.a, Engine(), const_cast<bfloat16*>(a)), bm(p.b, Engine(), const_cast<bfloat16*>(b)),
       cm(p.c, Engine(), c);
   dnnl::stream& s = Stream();
-  p.prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  p.prim.execute(
+      s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}});
   s.wait();
 }
 
