@@ -20,6 +20,7 @@
 #include "nabla/program_io.h"
 #include "output_file.h"
 #include "train/data_parallel.h"
+#include "train/precision.h"
 
 namespace nabla::app {
 namespace {
@@ -32,6 +33,7 @@ struct BackwardOptions {
   std::string out;
   int data_parallel = -1;        // -1: not asked for, no collectives
   std::string bucket_mb = "25";  // MiB, parsed here (options take no doubles)
+  std::string precision = "fp32";
 };
 
 int RunBackward(const BackwardOptions& opts) {
@@ -43,6 +45,7 @@ int RunBackward(const BackwardOptions& opts) {
   const double bucket_mb = std::strtod(opts.bucket_mb.c_str(), &end);
   NABLA_ENFORCE(!opts.bucket_mb.empty() && *end == '\0' && bucket_mb >= 0, kInvalidArgument,
                 "--bucket-mb must be a number of MiB >= 0, but received '", opts.bucket_mb, "'");
+  train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
   ParamGrads pg = AppendBackward(program, opts.loss, opts.params,
                                  std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
   if (opts.data_parallel >= 1) {
@@ -74,6 +77,9 @@ Command BackwardCommand() {
            "Insert the gradient allreduces (and 1/N scaling) of N data-parallel ranks", "N");
   c.Option("--bucket-mb", &opts->bucket_mb, "With --data-parallel: gradient bucket size in MiB (0: one per gradient)",
            "MB");
+  c.Option("--precision", &opts->precision,
+           "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
+           "fp32|bf16");
   c.Option("-o,--out", &opts->out, "Write to this file (atomically) instead of stdout", "OUT.yaml");
   c.SetRun([opts](const GlobalOptions&) { return RunBackward(*opts); });
   return c;

@@ -32,6 +32,7 @@
 #include "nabla/tensor.h"
 #include "nabla/train.h"
 #include "tensor_format.h"
+#include "train/precision.h"
 
 namespace nabla::app {
 namespace {
@@ -52,6 +53,7 @@ struct ExecOptions {
   int warmup = 0;
   bool fuse = false;
   std::string sgd;  // LR: append one sgd op per parameter after the backward part
+  std::string precision = "fp32";
 };
 
 struct Feed {
@@ -78,6 +80,9 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
     if (!opts.backward_loss.empty()) keep.insert(opts.backward_loss);
     FuseOps(program, keep);
   }
+  DeviceType device = DeviceType::kCPU;
+  ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &device);
+  train::ApplyPrecision(program, opts.precision, device, std::cerr);
   if (opts.backward_loss.empty()) {
     NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
                   "--params and --no-grad only apply with --backward LOSS");
@@ -241,6 +246,9 @@ Command ExecCommand() {
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
   c.Flag("--fuse", &opts->fuse, "Run the fusion pass first (bias-add + activation, softmax + cross entropy)");
+  c.Option("--precision", &opts->precision,
+           "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
+           "fp32|bf16");
   c.Option("--sgd", &opts->sgd, "With --backward: append an sgd update of every parameter (a training step)", "LR");
   c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');

@@ -30,6 +30,7 @@
 #include "nabla/program_io.h"
 #include "nabla/types.h"
 #include "output_file.h"
+#include "train/precision.h"
 
 extern char** environ;
 
@@ -44,6 +45,7 @@ struct GraphOptions {
   std::vector<std::string> params;
   std::vector<std::string> no_grad;
   std::string out;
+  std::string precision = "fp32";
 };
 
 enum class Format { kDot, kSvg, kPng };
@@ -282,6 +284,7 @@ int RunGraph(const GraphOptions& opts) {
   const std::string dot = format == Format::kDot ? "" : FindDot(opts.out);
 
   ProgramDesc program = LoadProgram(opts.program);
+  train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
   std::vector<size_t> first_grad_op;
   for (size_t b = 0; b < program.Size(); ++b) first_grad_op.push_back(program.Block(b)->OpSize());
   std::string title = opts.program;
@@ -325,6 +328,9 @@ Command GraphCommand() {
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
+  c.Option("--precision", &opts->precision,
+           "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
+           "fp32|bf16");
   c.Option("-o,--out", &opts->out, "Write DOT (.dot, .gv) or draw with Graphviz (.svg, .png); default: DOT on stdout",
            "FILE");
   c.SetRun([opts](const GlobalOptions&) { return RunGraph(*opts); });

@@ -63,7 +63,8 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
             {"random", info.traits.random},
             {"array_io", info.traits.array_io},
             {"collective", info.traits.collective},
-            {"updates_in_place", info.traits.updates_in_place}}},
+            {"updates_in_place", info.traits.updates_in_place},
+            {"precision", OpPrecisionName(info.traits.precision)}}},
           {"kernels", KernelsByDevice(registry, info.schema.type)},
           {"grad_checks", checks}};
 }

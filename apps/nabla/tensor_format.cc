@@ -29,6 +29,9 @@ std::string Element(const Tensor& t, int64_t i) {
       break;
     case DType::kBool:
       return t.Data<bool>()[i] ? "True" : "False";
+    case DType::kBFloat16:
+      std::snprintf(buf, sizeof(buf), "%.4g", static_cast<double>(Bf16ToFloat(t.Data<bfloat16>()[i])));
+      break;
   }
   return buf;
 }

@@ -56,6 +56,12 @@ void WriteTensor(Tensor& t, Device& device, DType dtype, const Shape& shape, con
       for (size_t i = 0; i < values.size(); ++i) bytes[i] = values[i] != 0.0;
       break;
     }
+    case DType::kBFloat16: {
+      bytes.resize(values.size() * sizeof(bfloat16));
+      auto* p = reinterpret_cast<bfloat16*>(bytes.data());
+      for (size_t i = 0; i < values.size(); ++i) p[i] = FloatToBf16(static_cast<float>(values[i]));
+      break;
+    }
   }
   // A fresh tensor: never write through a buffer another var shares.
   t = Tensor();
@@ -90,6 +96,12 @@ std::vector<double> ReadTensor(const Tensor& t) {
     case DType::kBool:
       ToHost<bool>(bytes.data(), n, &out);
       break;
+    case DType::kBFloat16: {
+      const auto* p = reinterpret_cast<const bfloat16*>(bytes.data());
+      out.resize(static_cast<size_t>(n));
+      for (size_t i = 0; i < out.size(); ++i) out[i] = Bf16ToFloat(p[i]);
+      break;
+    }
   }
   return out;
 }

@@ -322,6 +322,19 @@ Tensor ReadNpy(const std::string& path, Device& device) {
 void WriteNpy(const std::string& path, const Tensor& tensor) {
   NABLA_ENFORCE(tensor.IsInitialized(), kPreconditionNotMet, path, ": cannot write a tensor that holds no data (",
                 tensor.DebugString(), ")");
+  if (tensor.GetDType() == DType::kBFloat16) {
+    // NumPy has no bfloat16: such a tensor (a mixed-precision program's
+    // intermediate) is written widened to float32, exactly.
+    std::vector<bfloat16> h(static_cast<size_t>(tensor.Numel()));
+    if (!h.empty()) tensor.GetDevice()->CopyToHost(h.data(), tensor.RawData(), tensor.Bytes());
+    Tensor wide;
+    float* w = wide.Allocate<float>(*tensor.GetDevice(), tensor.GetShape());
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); ++i) f[i] = Bf16ToFloat(h[i]);
+    if (!f.empty()) tensor.GetDevice()->CopyFromHost(w, f.data(), f.size() * sizeof(float));
+    WriteNpy(path, wide);
+    return;
+  }
   std::string shape = "(";
   for (size_t i = 0; i < tensor.Rank(); ++i) {
     if (i) shape += ", ";

@@ -125,6 +125,23 @@ OpBuilder& OpBuilder::UpdatesInPlace() {
   info_->traits.updates_in_place = true;
   return *this;
 }
+
+OpBuilder& OpBuilder::Precision(OpPrecision p) {
+  info_->traits.precision = p;
+  return *this;
+}
+
+const char* OpPrecisionName(OpPrecision p) {
+  switch (p) {
+    case OpPrecision::kFollowInputs:
+      return "follow_inputs";
+    case OpPrecision::kLow:
+      return "low";
+    case OpPrecision::kFloat32:
+      return "float32";
+  }
+  return "?";
+}
 OpBuilder& OpBuilder::Fuses(FusionPattern pattern) {
   NABLA_ENFORCE(pattern.chain.size() >= 2 && pattern.fuse, kInvalidArgument, "op '", info_->schema.type,
                 "': a fusion pattern needs at least two op types and a fuse function");

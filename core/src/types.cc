@@ -18,6 +18,8 @@ const char* DTypeName(DType dtype) {
       return "int64";
     case DType::kBool:
       return "bool";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "?";
 }
@@ -34,12 +36,14 @@ size_t DTypeSize(DType dtype) {
       return 8;
     case DType::kBool:
       return 1;
+    case DType::kBFloat16:
+      return 2;
   }
   return 0;
 }
 
 bool ParseDType(const std::string& name, DType* out) {
-  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool}) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool, DType::kBFloat16}) {
     if (name == DTypeName(d)) {
       *out = d;
       return true;

@@ -25,6 +25,7 @@ MPI_Datatype MpiType(DType dtype) {
     case DType::kInt64:
       return MPI_INT64_T;
     case DType::kBool:
+    case DType::kBFloat16:
       break;
   }
   NABLA_THROW(kInvalidArgument, "collectives take float32, float64, int32 or int64 tensors, but received ",

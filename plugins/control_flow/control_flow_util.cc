@@ -105,6 +105,9 @@ void AddInto(Tensor* acc, const Tensor& x, Device& device, const std::string& wh
       break;
     case DType::kBool:
       NABLA_THROW(kInvalidArgument, "accumulating gradient ", what, ": bool tensors have no gradient");
+    case DType::kBFloat16:
+      NABLA_THROW(kInvalidArgument, "accumulating gradient ", what,
+                  ": bfloat16 gradients are not accumulated (the mixed-precision pass casts them to float32 first)");
   }
 }
 

@@ -26,6 +26,37 @@ void Convert(const From* x, To* o, int64_t n) {
   }
 }
 
+// bfloat16 goes through float32; float32 <-> bfloat16 (what mixed precision
+// casts) takes the backend's vectorized conversions, split over the arena.
+template <typename To>
+void Convert(const bfloat16* x, To* o, int64_t n) {
+  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<To, float>) {
+      cpu::ConvertFromBf16(x + b, o + b, e - b);
+    } else {
+      float f[256];
+      for (int64_t i = b; i < e; i += 256) {
+        const int64_t m = std::min<int64_t>(256, e - i);
+        cpu::ConvertFromBf16(x + i, f, m);
+        Convert(f, o + i, m);
+      }
+    }
+  });
+}
+
+template <typename From>
+void Convert(const From* x, bfloat16* o, int64_t n) {
+  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<From, float>) {
+      cpu::ConvertToBf16(x + b, o + b, e - b);
+    } else {
+      for (int64_t i = b; i < e; ++i) o[i] = FloatToBf16(static_cast<float>(x[i]));
+    }
+  });
+}
+
+void Convert(const bfloat16* x, bfloat16* o, int64_t n) { std::copy(x, x + n, o); }
+
 // Registered per input dtype; the output dtype is a run-time choice.
 template <typename From>
 struct CastKernel {
@@ -50,6 +81,9 @@ struct CastKernel {
         break;
       case DType::kBool:
         Convert(xd, AllocOutput<bool>(ctx, out, x.GetShape()), n);
+        break;
+      case DType::kBFloat16:
+        Convert(xd, AllocOutput<bfloat16>(ctx, out, x.GetShape()), n);
         break;
     }
   }
@@ -79,16 +113,17 @@ NABLA_REGISTER_OPS(cast) {
       .Doc("Out = X converted to out_dtype (to bool: X != 0; float to int rounds toward zero).")
       .Input("X", "(Tensor) the input, of dtype in_dtype")
       .Output("Out", "(Tensor) the converted tensor, of X's shape")
-      .RequiredAttr<std::string>("in_dtype", "(string, required) X's dtype: float32, float64, int32, int64, bool",
-                                 CheckDTypeName)
-      .RequiredAttr<std::string>("out_dtype", "(string, required) Out's dtype: float32, float64, int32, int64, bool",
-                                 CheckDTypeName)
+      .RequiredAttr<std::string>(
+          "in_dtype", "(string, required) X's dtype: float32, float64, int32, int64, bool, bfloat16", CheckDTypeName)
+      .RequiredAttr<std::string>(
+          "out_dtype", "(string, required) Out's dtype: float32, float64, int32, int64, bool, bfloat16", CheckDTypeName)
       .InferShape(InferCastShape)
       .GradMaker<CastGradMaker>()
       .GradCheck(to_f32)
       .GradCheck(CheckCase("float64_to_float64", {CheckInput("X", {3})},
                            {{"in_dtype", std::string("float64")}, {"out_dtype", std::string("float64")}}));
-  RegisterCpuKernels<CastKernel, float, double, int32_t, int64_t, bool>(registrar, "cast", __FILE__, __LINE__);
+  RegisterCpuKernels<CastKernel, float, double, int32_t, int64_t, bool, bfloat16>(registrar, "cast", __FILE__,
+                                                                                  __LINE__);
 }
 
 }  // namespace

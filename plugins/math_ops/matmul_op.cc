@@ -117,6 +117,61 @@ struct MatmulGradKernel {
   }
 };
 
+// bfloat16 (mixed precision): bfloat16 operands, float32 accumulation on
+// oneDNN, results rounded to bfloat16 as PyTorch's autocast does.
+void MatmulBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
+  float alpha = ctx.Attr<float>("alpha");
+  MatmulDims d = KernelDims(ctx, x, y);
+  const bfloat16* xd = x.Data<bfloat16>();
+  const bfloat16* yd = y.Data<bfloat16>();
+  bfloat16* o = AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out);
+  int64_t m = d.m, k = d.k, n = d.n;
+  BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n, n);
+  });
+}
+
+// As MatmulGradKernel; the sums over broadcast batches accumulate in
+// float32 and are rounded to bfloat16 once.
+void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
+  float alpha = ctx.Attr<float>("alpha");
+  MatmulDims d = KernelDims(ctx, x, y);
+  const bfloat16* xd = x.Data<bfloat16>();
+  const bfloat16* yd = y.Data<bfloat16>();
+  const bfloat16* dod = ctx.Input("Out@GRAD").Data<bfloat16>();
+  Tensor* dx = ctx.Output("X@GRAD");
+  Tensor* dy = ctx.Output("Y@GRAD");
+  std::vector<float> gx(dx ? static_cast<size_t>(x.Numel()) : 0), gy(dy ? static_cast<size_t>(y.Numel()) : 0);
+  int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
+  BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    const bfloat16* xb = xd + ix * m * k;
+    const bfloat16* yb = yd + iy * k * n;
+    const bfloat16* db = dod + io * m * n;
+    if (dx) {
+      float* g = gx.data() + ix * m * k;
+      if (!tx)
+        cpu::GemmBf16(false, !ty, m, k, n, alpha, db, n, yb, ldy, 1.0f, g, k);
+      else
+        cpu::GemmBf16(ty, true, k, m, n, alpha, yb, ldy, db, n, 1.0f, g, m);
+    }
+    if (dy) {
+      float* g = gy.data() + iy * k * n;
+      if (!ty)
+        cpu::GemmBf16(!tx, false, k, n, m, alpha, xb, ldx, db, n, 1.0f, g, n);
+      else
+        cpu::GemmBf16(true, tx, n, k, m, alpha, db, n, xb, ldx, 1.0f, g, k);
+    }
+  });
+  if (dx) cpu::ConvertToBf16(gx.data(), AllocOutput<bfloat16>(ctx, dx, x.GetShape()), x.Numel());
+  if (dy) cpu::ConvertToBf16(gy.data(), AllocOutput<bfloat16>(ctx, dy, y.GetShape()), y.Numel());
+}
+
 GradCheckSpec MatmulCase(std::string name, Shape x, Shape y, bool tx, bool ty, float alpha = 1.0f) {
   return CheckCase(std::move(name), {CheckInput("X", std::move(x)), CheckInput("Y", std::move(y))},
                    {{"transpose_X", tx}, {"transpose_Y", ty}, {"alpha", alpha}});
@@ -135,6 +190,7 @@ NABLA_REGISTER_OPS(matmul) {
       .Attr<bool>("transpose_Y", false, "(bool, default false) transpose the last two dims of Y first")
       .Attr<float>("alpha", 1.0f, "(float, default 1.0) the factor applied to the product")
       .InferShape(InferMatmulShape)
+      .Precision(OpPrecision::kLow)
       .GradMaker<DefaultGradOpDescMaker>()
       .GradCheck(MatmulCase("plain", {3, 4}, {4, 2}, false, false))
       .GradCheck(MatmulCase("transpose_x", {4, 3}, {4, 2}, true, false))
@@ -146,6 +202,8 @@ NABLA_REGISTER_OPS(matmul) {
   registrar.DefaultGradOp("matmul", __FILE__, __LINE__).InferShape(InferGradShapes);
   RegisterCpuKernels<MatmulKernel, float, double>(registrar, "matmul", __FILE__, __LINE__);
   RegisterCpuKernels<MatmulGradKernel, float, double>(registrar, "matmul_grad", __FILE__, __LINE__);
+  registrar.Kernel("matmul", DeviceType::kCPU, DType::kBFloat16, MatmulBf16Kernel, __FILE__, __LINE__);
+  registrar.Kernel("matmul_grad", DeviceType::kCPU, DType::kBFloat16, MatmulGradBf16Kernel, __FILE__, __LINE__);
 }
 
 }  // namespace

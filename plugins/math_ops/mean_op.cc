@@ -37,6 +37,7 @@ struct MeanGradKernel {
 
 NABLA_REGISTER_OPS(mean) {
   registrar.Op("mean", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Out = the mean of all elements of X, of shape [1].")
       .Input("X", "(Tensor) the input, of any shape")
       .Output("Out", "(Tensor) the mean, shape [1]")

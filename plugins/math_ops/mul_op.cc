@@ -70,6 +70,34 @@ struct MulGradKernel {
   }
 };
 
+// bfloat16 (mixed precision, nabla/mixed_precision.h): bfloat16 operands,
+// float32 accumulation on oneDNN, results rounded to bfloat16 as PyTorch's
+// autocast does.
+void MulBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
+  Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
+  bfloat16* out = AllocOutput<bfloat16>(ctx, ctx.Output("Out"));
+  cpu::GemmBf16(false, false, fx.rows, fy.cols, fx.cols, 1.0f, x.Data<bfloat16>(), fx.cols, y.Data<bfloat16>(), fy.cols,
+                out, fy.cols);
+}
+
+void MulGradBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  const bfloat16* dout = ctx.Input("Out@GRAD").Data<bfloat16>();
+  Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
+  Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
+  int64_t m = fx.rows, k = fx.cols, n = fy.cols;
+  if (Tensor* dx = ctx.Output("X@GRAD"))
+    cpu::GemmBf16(false, true, m, k, n, 1.0f, dout, n, y.Data<bfloat16>(), n,
+                  AllocOutput<bfloat16>(ctx, dx, x.GetShape()), k);
+  if (Tensor* dy = ctx.Output("Y@GRAD"))
+    cpu::GemmBf16(true, false, k, n, m, 1.0f, x.Data<bfloat16>(), k, dout, n,
+                  AllocOutput<bfloat16>(ctx, dy, y.GetShape()), n);
+}
+
 NABLA_REGISTER_OPS(mul) {
   registrar.Op("mul", __FILE__, __LINE__)
       .Doc(
@@ -85,6 +113,7 @@ NABLA_REGISTER_OPS(mul) {
                  "(int, default 1) Y's first y_num_col_dims dims become the rows of the 2-D view, the rest its "
                  "columns")
       .InferShape(InferMulShape)
+      .Precision(OpPrecision::kLow)
       .GradMaker<DefaultGradOpDescMaker>()
       .GradCheck(CheckCase("matrix", {CheckInput("X", {3, 4}), CheckInput("Y", {4, 5})}))
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
@@ -93,6 +122,8 @@ NABLA_REGISTER_OPS(mul) {
   registrar.DefaultGradOp("mul", __FILE__, __LINE__).InferShape(InferGradShapes);
   RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);
   RegisterCpuKernels<MulGradKernel, float, double>(registrar, "mul_grad", __FILE__, __LINE__);
+  registrar.Kernel("mul", DeviceType::kCPU, DType::kBFloat16, MulBf16Kernel, __FILE__, __LINE__);
+  registrar.Kernel("mul_grad", DeviceType::kCPU, DType::kBFloat16, MulGradBf16Kernel, __FILE__, __LINE__);
 }
 
 }  // namespace

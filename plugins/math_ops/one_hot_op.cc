@@ -52,6 +52,8 @@ void OneHotKernel(const ExecutionContext& ctx) {
       return OneHot<I, int64_t>(ctx);
     case DType::kBool:
       return OneHot<I, bool>(ctx);
+    case DType::kBFloat16:
+      NABLA_THROW(kInvalidArgument, "op 'one_hot': dtype bfloat16 is not supported; use float32");
   }
 }
 

@@ -100,6 +100,7 @@ inline OpBuilder& ReduceOpSchema(Registrar& registrar, const std::string& type, 
                                  const char* file, int line) {
   OpBuilder& b =
       registrar.Op(type, file, line)
+          .Precision(OpPrecision::kFloat32)
           .Doc(doc)
           .Input("X", "(Tensor) the input")
           .Output("Out", "(Tensor) the reduced tensor")

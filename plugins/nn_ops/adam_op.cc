@@ -86,6 +86,7 @@ void CheckBeta(const float& b) {
 
 NABLA_REGISTER_OPS(adam) {
   registrar.Op("adam", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc(
           "Adam step (Kingma & Ba) with bias correction folded into the step size, numerically PyTorch's Adam "
           "(eps added to the bias-corrected sqrt(v)). An optimizer: no gradient.")

@@ -221,6 +221,7 @@ GradCheckSpec BnCase(std::string name, Shape x, AttributeMap attrs) {
 
 NABLA_REGISTER_OPS(batch_norm) {
   registrar.Op("batch_norm", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc(
           "Batch normalization over the channel dim 1 of X [N, C, ...]: Y = (X - mean) / sqrt(var + epsilon) * "
           "Scale + Bias, with the batch's statistics in training (moving Mean and Variance into MeanOut and "

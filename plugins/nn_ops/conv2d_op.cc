@@ -139,6 +139,55 @@ void Conv2dGradKernel(const ExecutionContext& ctx) {
   if (nhwc && dx) TransposeChannels(dxbuf.data(), dx, g.n, g.c, g.h.in * g.w.in, false);
 }
 
+// bfloat16 (mixed precision, nabla/mixed_precision.h): oneDNN with float32
+// accumulation on NCHW; other layouts, or a build without oneDNN, run the
+// float32 path between conversions.
+std::vector<float> Widen(const Tensor& t) {
+  std::vector<float> f(static_cast<size_t>(t.Numel()));
+  cpu::ConvertFromBf16(t.Data<bfloat16>(), f.data(), t.Numel());
+  return f;
+}
+
+void Conv2dBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("Input");
+  const Tensor& w = ctx.Input("Filter");
+  const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_format"), "data_format", "op 'conv2d'");
+  const ConvGeom g = MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d'");
+  const Shape ys{g.n, g.m, g.h.out, g.w.out};
+  bfloat16* y = ctx.Output("Output")->Allocate<bfloat16>(ctx.GetDevice(), nhwc ? NhwcShapeOf(ys) : ys);
+  if (!nhwc && DnnlConvForward(g, x.Data<bfloat16>(), w.Data<bfloat16>(), y)) return;
+  const std::vector<float> xf = Widen(x), wf = Widen(w);
+  std::vector<float> xbuf, yf(static_cast<size_t>(NumElements(ys))), ybuf(nhwc ? yf.size() : 0);
+  ConvForward<float>(g, AsNchw(xf.data(), nhwc, g.n, g.c, g.h.in * g.w.in, xbuf), wf.data(),
+                     nhwc ? ybuf.data() : yf.data());
+  if (nhwc) TransposeChannels(ybuf.data(), yf.data(), g.n, g.m, g.OutPlane(), false);
+  cpu::ConvertToBf16(yf.data(), y, NumElements(ys));
+}
+
+void Conv2dGradBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("Input");
+  const Tensor& w = ctx.Input("Filter");
+  const Tensor& dy_t = ctx.Input(GradVarName("Output"));
+  const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_format"), "data_format", "op 'conv2d_grad'");
+  const ConvGeom g =
+      MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
+  Tensor* dx_t = ctx.Output(GradVarName("Input"));
+  Tensor* dw_t = ctx.Output(GradVarName("Filter"));
+  bfloat16* dx = dx_t ? dx_t->Allocate<bfloat16>(ctx.GetDevice(), x.GetShape()) : nullptr;
+  bfloat16* dw = dw_t ? dw_t->Allocate<bfloat16>(ctx.GetDevice(), w.GetShape()) : nullptr;
+  if (!nhwc && DnnlConvBackward(g, x.Data<bfloat16>(), w.Data<bfloat16>(), dy_t.Data<bfloat16>(), dx, dw)) return;
+  const std::vector<float> xf = Widen(x), wf = Widen(w), dyf = Widen(dy_t);
+  std::vector<float> xbuf, dybuf, dxf(dx ? static_cast<size_t>(x.Numel()) : 0), dxbuf(nhwc ? dxf.size() : 0),
+      dwf(dw ? static_cast<size_t>(w.Numel()) : 0);
+  const float* px = AsNchw(xf.data(), nhwc, g.n, g.c, g.h.in * g.w.in, xbuf);
+  const float* pdy = AsNchw(dyf.data(), nhwc, g.n, g.m, g.OutPlane(), dybuf);
+  ConvBackward<float>(g, px, wf.data(), pdy, dx ? (nhwc ? dxbuf.data() : dxf.data()) : nullptr,
+                      dw ? dwf.data() : nullptr);
+  if (nhwc && dx) TransposeChannels(dxbuf.data(), dxf.data(), g.n, g.c, g.h.in * g.w.in, false);
+  if (dx) cpu::ConvertToBf16(dxf.data(), dx, x.Numel());
+  if (dw) cpu::ConvertToBf16(dwf.data(), dw, w.Numel());
+}
+
 // conv2d_grad reads Input, Filter and Output@GRAD, not Output, so the
 // forward output can be freed after its last forward reader.
 class Conv2dGradMaker : public GradOpDescMakerBase {
@@ -190,6 +239,7 @@ NABLA_REGISTER_OPS(conv2d) {
                          "(string, default \"NCHW\") layout of Input and Output: NCHW or NHWC (computed as NCHW "
                          "between transposes); Filter is [M, C / groups, kh, kw] either way")
       .InferShape(InferConv2d)
+      .Precision(OpPrecision::kLow)
       .GradMaker<Conv2dGradMaker>()
       .GradCheck(ConvCase("plain_pad1", {2, 3, 5, 5}, {4, 3, 3, 3}, {{"paddings", Ints{1, 1}}}))
       .GradCheck(ConvCase("stride2_asymmetric_pad", {2, 2, 6, 7}, {3, 2, 3, 2},
@@ -215,6 +265,8 @@ NABLA_REGISTER_OPS(conv2d) {
       .KernelDType(DTypeOfInput(GradVarName("Output")));
   RegisterFloatKernels(registrar, "conv2d", Conv2dKernel<float>, Conv2dKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "conv2d_grad", Conv2dGradKernel<float>, Conv2dGradKernel<double>, __FILE__, __LINE__);
+  registrar.Kernel("conv2d", DeviceType::kCPU, DType::kBFloat16, Conv2dBf16Kernel, __FILE__, __LINE__);
+  registrar.Kernel("conv2d_grad", DeviceType::kCPU, DType::kBFloat16, Conv2dGradBf16Kernel, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

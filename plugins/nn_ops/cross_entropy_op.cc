@@ -140,6 +140,7 @@ NABLA_REGISTER_OPS(cross_entropy) {
       CheckCase("soft_label", {CheckInput("X", {2, 3, 4}, 0.1, 1.0), NoCheck(CheckInput("Label", {2, 3, 4}, 0.0, 1.0))},
                 {{"soft_label", true}}, {{"Y", 1}});
   registrar.Op("cross_entropy", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc(
           "Cross entropy of probabilities X against Label along the last axis: Y = -log(X[Label]) with hard "
           "labels, Y = -sum(Label * log(X)) with soft labels. The log is clipped at 1e-20.")

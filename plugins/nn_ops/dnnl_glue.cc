@@ -3,12 +3,11 @@
 // blocked formats, and cached reorders move data in and out of them.
 #include "dnnl_glue.h"
 
+#include "nabla/cpu/cpu.h"
+
 #ifdef NABLA_WITH_DNNL
-#include <omp.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -24,6 +23,10 @@ namespace nabla::nn {
 #ifndef NABLA_WITH_DNNL
 bool DnnlConvForward(const ConvGeom&, const float*, const float*, float*) { return false; }
 bool DnnlConvBackward(const ConvGeom&, const float*, const float*, const float*, float*, float*) { return false; }
+bool DnnlConvForward(const ConvGeom&, const bfloat16*, const bfloat16*, bfloat16*) { return false; }
+bool DnnlConvBackward(const ConvGeom&, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, bfloat16*) {
+  return false;
+}
 bool DnnlPoolForward(const PoolGeom&, const float*, float*) { return false; }
 bool DnnlPoolBackward(const PoolGeom&, const float*, const float*, float*) { return false; }
 #else
@@ -47,33 +50,9 @@ dnnl::engine& Engine() {
   return engine;
 }
 
-// OpenMP threads for one oneDNN call: the calling executor's --threads
-// (its TBB arena's concurrency), less what other oneDNN calls running at
-// the same moment hold, and at least the calling thread itself. The team
-// size is set per calling thread (omp_set_num_threads is a per-thread
-// setting), so concurrent ops of the task-graph executor share the budget
-// instead of each starting a full team.
-std::atomic<int> g_threads_in_use{0};
-
-class ThreadBudget {
- public:
-  ThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {
-    const int before = g_threads_in_use.fetch_add(want_);
-    granted_ = std::clamp(want_ - before, 1, want_);
-    omp_set_num_threads(granted_);
-  }
-  ~ThreadBudget() { g_threads_in_use.fetch_sub(want_); }
-  ThreadBudget(const ThreadBudget&) = delete;
-  ThreadBudget& operator=(const ThreadBudget&) = delete;
-  // oneDNN splits a primitive's work for the thread count it sees when the
-  // primitive is created and runs that many threads whatever the caller sets
-  // later, so the count is part of every cache key.
-  int Granted() const { return granted_; }
-
- private:
-  int want_;
-  int granted_ = 1;
-};
+// One budget for every oneDNN call of the process (the cpu backend's bf16
+// GEMMs too): see nabla/cpu/cpu.h.
+using ThreadBudget = cpu::DnnlThreadBudget;
 
 // Primitives live as long as the process, keyed by everything that shapes
 // them; after the first step of a run every lookup hits.
@@ -124,16 +103,16 @@ struct Operand {
   }
 
   // The memory the primitive reads: the user's buffer, or a reordered copy.
-  memory In(dnnl::stream& s, const float* data) const {
-    memory user(plain, Engine(), const_cast<float*>(data));
+  memory In(dnnl::stream& s, const void* data) const {
+    memory user(plain, Engine(), const_cast<void*>(data));
     if (!to_chosen) return user;
     memory m = ThreadScratch(this, chosen);
     to_chosen->execute(s, user, m);
     return m;
   }
   // The memory the primitive writes; Finish copies it to the user's buffer.
-  memory Out(float* data) const { return to_plain ? ThreadScratch(this, chosen) : memory(plain, Engine(), data); }
-  void Finish(dnnl::stream& s, memory& m, float* data) const {
+  memory Out(void* data) const { return to_plain ? ThreadScratch(this, chosen) : memory(plain, Engine(), data); }
+  void Finish(dnnl::stream& s, memory& m, void* data) const {
     if (!to_plain) return;
     memory user(plain, Engine(), data);
     to_plain->execute(s, m, user);
@@ -147,9 +126,9 @@ dnnl::stream& Stream() {
 
 // ---------------------------------------------------------------- convolution
 
-std::string ConvKey(const ConvGeom& g, int threads) {
+std::string ConvKey(const ConvGeom& g, int threads, memory::data_type dt) {
   std::ostringstream k;
-  k << threads << '|' << g.n << ',' << g.c << ',' << g.m << ',' << g.groups;
+  k << threads << '|' << static_cast<int>(dt) << '|' << g.n << ',' << g.c << ',' << g.m << ',' << g.groups;
   for (const WindowAxis* a : {&g.h, &g.w})
     k << ';' << a->in << ',' << a->k << ',' << a->stride << ',' << a->dilation << ',' << a->pad_before << ','
       << a->pad_after << ',' << a->out;
@@ -165,14 +144,15 @@ struct ConvPrims {
   Operand bw_src, bw_diff_weights, bw_diff_dst;  // backward weights
 };
 
-ConvPrims MakeConvPrims(const ConvGeom& g) {
+// `dt` is the data type of every tensor: f32, or bf16 (mixed precision:
+// oneDNN accumulates in float32 and rounds the results).
+ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt) {
   const memory::dims src_dims{g.n, g.c, g.h.in, g.w.in}, dst_dims{g.n, g.m, g.h.out, g.w.out};
   const memory::dims w_dims = g.groups == 1 ? memory::dims{g.m, g.c, g.h.k, g.w.k}
                                             : memory::dims{g.groups, g.CoutPerGroup(), g.CinPerGroup(), g.h.k, g.w.k};
-  const memory::desc src_plain(src_dims, kF32, Tag::nchw), dst_plain(dst_dims, kF32, Tag::nchw);
-  const memory::desc w_plain(w_dims, kF32, g.groups == 1 ? Tag::oihw : Tag::goihw);
-  const memory::desc src_any(src_dims, kF32, Tag::any), dst_any(dst_dims, kF32, Tag::any),
-      w_any(w_dims, kF32, Tag::any);
+  const memory::desc src_plain(src_dims, dt, Tag::nchw), dst_plain(dst_dims, dt, Tag::nchw);
+  const memory::desc w_plain(w_dims, dt, g.groups == 1 ? Tag::oihw : Tag::goihw);
+  const memory::desc src_any(src_dims, dt, Tag::any), dst_any(dst_dims, dt, Tag::any), w_any(w_dims, dt, Tag::any);
   const memory::dims strides{g.h.stride, g.w.stride}, dilates{g.h.dilation - 1, g.w.dilation - 1};
   const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{g.h.pad_after, g.w.pad_after};
   const auto algo = dnnl::algorithm::convolution_direct;
@@ -267,10 +247,12 @@ Cache<PoolPrims>& PoolCache() {
 
 }  // namespace
 
-bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
+namespace {
+
+bool ConvForward(const ConvGeom& g, memory::data_type dt, const void* x, const void* w, void* y) {
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
-  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted()), [&] { return MakeConvPrims(g); });
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
   dnnl::stream& s = Stream();
   memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
   p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
@@ -279,10 +261,11 @@ bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y
   return true;
 }
 
-bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
+bool ConvBackward(const ConvGeom& g, memory::data_type dt, const void* x, const void* w, const void* dy, void* dx,
+                  void* dw) {
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
-  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted()), [&] { return MakeConvPrims(g); });
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
   dnnl::stream& s = Stream();
   if (dx) {
     memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
@@ -296,6 +279,25 @@ bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const f
   }
   s.wait();
   return true;
+}
+
+}  // namespace
+
+bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
+  return ConvForward(g, kF32, x, w, y);
+}
+
+bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
+  return ConvBackward(g, kF32, x, w, dy, dx, dw);
+}
+
+bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bfloat16* y) {
+  return ConvForward(g, memory::data_type::bf16, x, w, y);
+}
+
+bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, bfloat16* dx,
+                      bfloat16* dw) {
+  return ConvBackward(g, memory::data_type::bf16, x, w, dy, dx, dw);
 }
 
 bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {

@@ -1,6 +1,6 @@
 #pragma once
 // The one place nabla talks to oneDNN (Debian's libdnnl, built on OpenMP):
-// float32 conv2d and pool2d, forward and backward, on NCHW buffers the
+// float32 (and bfloat16) conv2d and float32 pool2d, forward and backward, on NCHW buffers the
 // kernels own. Each call returns false when oneDNN cannot serve it (the
 // plugin was built without oneDNN, or the shape is one it rejects); the
 // caller then runs its im2col/loop reference. Private to this plugin: no
@@ -22,6 +22,11 @@ namespace nabla::nn {
 bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y);
 // dx and/or dw (either may be null) from dy.
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw);
+// The same in bfloat16 (mixed precision): float32 accumulation inside
+// oneDNN, every tensor (dw too) rounded to bfloat16.
+bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bfloat16* y);
+bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, bfloat16* dx,
+                      bfloat16* dw);
 
 // y = pool(x); the backward pass writes all of dx.
 bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y);

@@ -164,6 +164,7 @@ NABLA_REGISTER_OPS(layer_norm) {
   plain.no_grad_outputs = {"Mean", "Variance"};
   plain.attrs = {{"begin_norm_axis", 2}};
   registrar.Op("layer_norm", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc(
           "Layer normalization: with X flattened to [left, right] at begin_norm_axis, "
           "Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per row.")

@@ -59,6 +59,7 @@ NABLA_REGISTER_OPS(log_softmax) {
                   "Log of softmax along `axis`: Out = X - max - log(sum(exp(X - max))), finite for any finite X.",
                   "(Tensor) log_softmax of X, shape and dtype of X",
                   "Gradient of log_softmax: X@GRAD = Out@GRAD - exp(Out) * sum(Out@GRAD, axis).", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .GradCheck(last)
       .GradCheck(first);
   RegisterFloatKernels(registrar, "log_softmax", LogSoftmaxKernel<float>, LogSoftmaxKernel<double>, __FILE__, __LINE__);

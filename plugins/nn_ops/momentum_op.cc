@@ -45,6 +45,7 @@ void MomentumKernel(const ExecutionContext& ctx) {
 
 NABLA_REGISTER_OPS(momentum) {
   registrar.Op("momentum", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc(
           "Momentum SGD step (heavy-ball or Nesterov), optionally with L2 weight decay folded into the "
           "gradient. An optimizer: no gradient.")

@@ -25,6 +25,7 @@ void SgdKernel(const ExecutionContext& ctx) {
 
 NABLA_REGISTER_OPS(sgd) {
   registrar.Op("sgd", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Stochastic gradient descent step: ParamOut = Param - LearningRate * Grad. An optimizer: no gradient.")
       .Input("Param", "(Tensor) the parameter, float32 or float64")
       .Input("Grad", "(Tensor) its gradient, shape and dtype of Param")

@@ -64,6 +64,7 @@ NABLA_REGISTER_OPS(softmax) {
                   "Softmax along `axis`: Out = exp(X - max) / sum(exp(X - max)); subtracting the max keeps exp finite.",
                   "(Tensor) softmax of X, shape and dtype of X",
                   "Gradient of softmax: X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)).", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .GradCheck(last)
       .GradCheck(middle);
   RegisterFloatKernels(registrar, "softmax", SoftmaxKernel<float>, SoftmaxKernel<double>, __FILE__, __LINE__);

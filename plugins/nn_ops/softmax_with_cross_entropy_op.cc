@@ -179,6 +179,7 @@ NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
   axis1.no_grad_outputs = {"Softmax"};
   axis1.attrs = {{"axis", 1}};
   registrar.Op("softmax_with_cross_entropy", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc(
           "Softmax of Logits along `axis` fused with cross entropy against Label, computed through log-sum-exp: "
           "Loss = logsumexp(Logits) - Logits[Label] (hard) or sum(Label * (logsumexp(Logits) - Logits)) (soft).")

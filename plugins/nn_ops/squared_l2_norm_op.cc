@@ -43,6 +43,7 @@ class SquaredL2NormGradMaker : public GradOpDescMakerBase {
 NABLA_REGISTER_OPS(squared_l2_norm) {
   GradCheckSpec spec = CheckCase("matrix", {CheckInput("X", {3, 4})});
   registrar.Op("squared_l2_norm", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
       .Doc("Squared L2 norm of all of X: Out = sum(X * X), accumulated in double.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
       .Output("Out", "(Tensor) one element [1], dtype of X")

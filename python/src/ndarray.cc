@@ -45,6 +45,8 @@ py::dtype NumpyDType(DType dtype) {
       return py::dtype::of<int64_t>();
     case DType::kBool:
       return py::dtype::of<bool>();
+    case DType::kBFloat16:  // NumPy has none
+      break;
   }
   NABLA_THROW(kInvalidArgument, "no NumPy dtype for nabla dtype ", static_cast<int>(dtype));
 }

@@ -53,6 +53,9 @@ inline void Write(Scope& scope, const Input& in, Device& device) {
       case DType::kBool:
         static_cast<bool*>(p)[i] = in.values[i] != 0.0;
         break;
+      case DType::kBFloat16:
+        static_cast<bfloat16*>(p)[i] = FloatToBf16(static_cast<float>(in.values[i]));
+        break;
     }
   }
   scope.Var(in.name)->GetTensor().CopyFrom(host, device);
@@ -78,6 +81,9 @@ inline Doubles Read(const Tensor& t) {
         break;
       case DType::kBool:
         out[i] = host.Data<bool>()[i];
+        break;
+      case DType::kBFloat16:
+        out[i] = Bf16ToFloat(host.Data<bfloat16>()[i]);
         break;
     }
   }

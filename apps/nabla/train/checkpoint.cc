@@ -39,6 +39,8 @@ const char* SafetensorsDType(DType d) {
       return "I64";
     case DType::kBool:
       return "BOOL";
+    case DType::kBFloat16:  // never persistable: the mixed-precision pass keeps parameters float32
+      return "BF16";
   }
   return "?";
 }
@@ -48,7 +50,8 @@ bool ParseSafetensorsDType(const std::string& s, DType* out) {
                                                     {"F64", DType::kFloat64},
                                                     {"I32", DType::kInt32},
                                                     {"I64", DType::kInt64},
-                                                    {"BOOL", DType::kBool}};
+                                                    {"BOOL", DType::kBool},
+                                                    {"BF16", DType::kBFloat16}};
   auto it = kMap.find(s);
   if (it == kMap.end()) return false;
   *out = it->second;

@@ -354,6 +354,8 @@ Dataset ReadNpyDataset(const std::map<std::string, std::string>& files) {
       case DType::kBool:
         c.kind = ElemKind::kBool;
         break;
+      case DType::kBFloat16:  // .npy files never hold it
+        NABLA_THROW(kInvalidArgument, path, ": bfloat16 data columns are not supported");
     }
     c.rows = t.Dim(0);
     c.sample_shape.assign(t.GetShape().begin() + 1, t.GetShape().end());
@@ -540,6 +542,9 @@ Tensor MakeBatch(const FeedBinding& f, const std::vector<int64_t>& order, int64_
     case DType::kBool:
       FillBatch(f, order, begin, end, host.MutableData<bool>());
       break;
+    case DType::kBFloat16:
+      NABLA_THROW(kInvalidArgument, "feed var '", f.var,
+                  "' is bfloat16; declare feeds float32 (precision: bf16 casts inside the program)");
   }
   if (&device == &host_device) return host;
   Tensor t;

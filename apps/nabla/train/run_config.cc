@@ -422,8 +422,8 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
   NABLA_ENFORCE(root.IsMap(), kInvalidArgument, source_name, ":1:1: a run config must be a mapping, but received ",
                 Reader::Describe(root));
   r.CheckKeys(root, "the run config",
-              {"plugins", "device", "executor", "threads", "fuse", "seed", "program", "loss", "params", "no_grad",
-               "optimizer", "data", "epochs", "steps", "metrics", "checkpoint", "logging", "distributed"});
+              {"plugins", "device", "executor", "threads", "fuse", "precision", "seed", "program", "loss", "params",
+               "no_grad", "optimizer", "data", "epochs", "steps", "metrics", "checkpoint", "logging", "distributed"});
   try {
     if (root["plugins"]) {
       for (const auto& p : r.StringList(root["plugins"], "plugins")) c.plugins.push_back(r.InputPath(p));
@@ -432,6 +432,7 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
     if (root["executor"]) c.executor = r.NonEmptyString(root["executor"], "executor");
     if (root["threads"]) c.threads = static_cast<int>(r.Int(root["threads"], "threads", 0));
     if (root["fuse"]) c.fuse = r.Bool(root["fuse"], "fuse");
+    if (root["precision"]) c.precision = r.Choice(root["precision"], "precision", {"fp32", "bf16"});
     if (root["seed"]) c.seed = static_cast<uint64_t>(r.Int(root["seed"], "seed", 0));
 
     // The program key: find the key node itself for the inline case, its

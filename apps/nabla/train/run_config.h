@@ -110,6 +110,10 @@ struct RunConfig {
   std::string executor = "taskgraph";
   int threads = 0;
   bool fuse = true;  // run the fusion pass (nabla/fusion.h) on the cpu device
+  // fp32 | bf16: bf16 runs GEMMs and convolutions in bfloat16 (the
+  // mixed-precision pass, nabla/mixed_precision.h) where the CPU has bf16
+  // instructions, and fp32 elsewhere (saying so once).
+  std::string precision = "fp32";
   uint64_t seed = 0;
   // The program: a file (resolved) or an inline mapping, kept as text whose
   // line numbers are those of the config file.

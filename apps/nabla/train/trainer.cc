@@ -28,6 +28,7 @@
 #include "train/data_parallel.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
+#include "train/precision.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
 
@@ -72,6 +73,8 @@ double ReadScalar(const Tensor& t, const std::string& name) {
       return static_cast<double>(src->Data<int64_t>()[0]);
     case DType::kBool:
       return src->Data<bool>()[0];
+    case DType::kBFloat16:
+      return Bf16ToFloat(src->Data<bfloat16>()[0]);
   }
   return 0;
 }
@@ -233,6 +236,11 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     if (!logits.empty()) keep.insert(logits);
     FuseOps(program, keep);
   }
+  // Mixed precision before the backward part: the casts' gradients bring
+  // every gradient back to float32 before the optimizer reads it.
+  DeviceType device_type = DeviceType::kCPU;
+  ParseDeviceType(c.device, &device_type);
+  ApplyPrecision(program, c.precision, device_type, std::cerr, c.path);
   const size_t forward_ops = block->OpSize();
 
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());

@@ -79,6 +79,15 @@ struct NABLA_API OpSchema {
   const AttrDef* FindAttr(const std::string& name) const;
 };
 
+// How an op takes part in mixed precision (nabla/mixed_precision.h): the
+// op declares it, so the pass that inserts casts names no op.
+enum class OpPrecision {
+  kFollowInputs,  // runs in the dtype its inputs come in (elementwise, shape ops)
+  kLow,           // GEMM-bound, worth bfloat16 inputs (mul, matmul, conv2d); needs a bf16 kernel
+  kFloat32,       // accuracy needs float32 (reductions, softmax, losses, norms, optimizers)
+};
+NABLA_API const char* OpPrecisionName(OpPrecision p);  // "follow_inputs", "low", "float32"
+
 // What the backward builder and executors need to know about an op without
 // knowing its name.
 struct OpTraits {
@@ -97,6 +106,7 @@ struct OpTraits {
   // ParamOut, batch_norm's MeanOut): the backward builder's overwrite pass
   // leaves such writes alone instead of versioning or rejecting them.
   bool updates_in_place = false;
+  OpPrecision precision = OpPrecision::kFollowInputs;
 };
 
 // A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
@@ -368,9 +378,10 @@ class NABLA_API OpBuilder {
   OpBuilder& GradCheck(GradCheckSpec spec);
   OpBuilder& ControlFlow();
   OpBuilder& Random();
-  OpBuilder& ArrayIO();         // sets traits.array_io
-  OpBuilder& Collective();      // sets traits.collective
-  OpBuilder& UpdatesInPlace();  // sets traits.updates_in_place
+  OpBuilder& ArrayIO();                 // sets traits.array_io
+  OpBuilder& Collective();              // sets traits.collective
+  OpBuilder& UpdatesInPlace();          // sets traits.updates_in_place
+  OpBuilder& Precision(OpPrecision p);  // sets traits.precision
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
   OpInfo& Info() { return *info_; }

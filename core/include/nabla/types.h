@@ -3,6 +3,7 @@
 // core may know. Ops are not among them: an op is a string key.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -10,13 +11,36 @@
 
 namespace nabla {
 
-enum class DType { kFloat32, kFloat64, kInt32, kInt64, kBool };
+// kBFloat16 is bfloat16 (the top half of a float32: same exponent range, 8
+// bits of mantissa). Mixed-precision programs (nabla/mixed_precision.h) hold
+// it between casts; files (npy, checkpoints) never do.
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kBool, kBFloat16 };
 
 NABLA_API const char* DTypeName(DType dtype);  // "float32", ...
 NABLA_API size_t DTypeSize(DType dtype);
 // Parses "float32" etc.; returns false for an unknown name.
 NABLA_API bool ParseDType(const std::string& name, DType* out);
-inline bool IsFloating(DType d) { return d == DType::kFloat32 || d == DType::kFloat64; }
+inline bool IsFloating(DType d) { return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kBFloat16; }
+
+// The storage of one bfloat16 element. Kernels convert to float32 to compute
+// (cpu::ConvertToBf16 / ConvertFromBf16 round to nearest even).
+struct bfloat16 {
+  uint16_t bits;
+};
+inline float Bf16ToFloat(bfloat16 b) {
+  uint32_t u = static_cast<uint32_t>(b.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+// Round to nearest, ties to even (what oneDNN and PyTorch do); NaN stays NaN.
+inline bfloat16 FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bfloat16{static_cast<uint16_t>((u >> 16) | 0x40u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bfloat16{static_cast<uint16_t>(u >> 16)};
+}
 
 template <typename T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
@@ -24,6 +48,7 @@ template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloa
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <> struct DTypeOf<bfloat16> { static constexpr DType value = DType::kBFloat16; };
 
 // What a variable holds at run time.
 enum class VarType { kDense, kTensorArray, kStepScopes };

@@ -143,6 +143,9 @@ nabla::Tensor Filled(const Shape& shape, DType dtype, Device& device, double val
     case DType::kBool:
       fill(value != 0);
       break;
+    case DType::kBFloat16:
+      fill(FloatToBf16(static_cast<float>(value)));
+      break;
   }
   if (t.Bytes()) device.CopyFromHost(dst, host.data(), t.Bytes());
   return t;

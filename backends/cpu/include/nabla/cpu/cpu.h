@@ -59,6 +59,47 @@ NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int6
 // fused and unfused programs agree bit for bit.
 NABLA_API void Tanh(const float* x, float* y, int64_t n);
 
+// ---------------------------------------------------------------- bfloat16
+
+// float32 <-> bfloat16, vectorized; to bfloat16 rounds to nearest even
+// (FloatToBf16 bit for bit), from bfloat16 is exact.
+NABLA_API void ConvertToBf16(const float* x, bfloat16* y, int64_t n);
+NABLA_API void ConvertFromBf16(const bfloat16* x, float* y, int64_t n);
+
+// True where oneDNN runs bfloat16 GEMMs natively (avx512_core_bf16 or AMX;
+// ONEDNN_MAX_CPU_ISA can lower it). Elsewhere mixed precision would be
+// emulated and slower than float32, so callers run float32 instead.
+NABLA_API bool HasBf16Gemm();
+
+// C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float32
+// accumulation, on oneDNN's matmul (gemm_bf16.cc); shapes and leading
+// dimensions as in Gemm. Primitives are cached per shape and thread count.
+NABLA_API void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                        int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// The same with C rounded to bfloat16 (beta = 0: C is only written).
+NABLA_API void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                        int64_t lda, const bfloat16* b, int64_t ldb, bfloat16* c, int64_t ldc);
+
+// Sizes the OpenMP team of one oneDNN call (Debian's oneDNN is built on
+// OpenMP): the calling executor's --threads (its TBB arena's concurrency),
+// less what other oneDNN calls running at the same moment hold, and at least
+// the calling thread. Concurrent ops of the task-graph executor thus share
+// the budget instead of each starting a full team. Hold one for the call;
+// oneDNN splits work for the thread count it sees when a primitive is
+// created, so Granted() belongs in every primitive cache key.
+class NABLA_API DnnlThreadBudget {
+ public:
+  DnnlThreadBudget();
+  ~DnnlThreadBudget();
+  DnnlThreadBudget(const DnnlThreadBudget&) = delete;
+  DnnlThreadBudget& operator=(const DnnlThreadBudget&) = delete;
+  int Granted() const { return granted_; }
+
+ private:
+  int want_;
+  int granted_;
+};
+
 // ---------------------------------------------------------------- parallel loops
 
 // Large kernels split their work with ParallelFor: [0, n) is cut into chunks

@@ -1,0 +1,182 @@
+// bfloat16 GEMM on oneDNN's matmul (bf16 operands, float32 accumulation),
+// the float32 <-> bfloat16 conversions, and the oneDNN thread budget that
+// every oneDNN call of the process shares (see nabla/cpu/cpu.h).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
+
+#ifdef NABLA_WITH_DNNL
+#include <omp.h>
+#include <tbb/task_arena.h>
+
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#endif
+
+namespace nabla::cpu {
+
+// ---------------------------------------------------------------- conversions
+
+// Plain integer code the compiler vectorizes for each clone; the result is
+// FloatToBf16's bit for bit (round to nearest even, NaN kept quiet).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16(const float* x, bfloat16* y,
+                                                                                int64_t n) {
+  auto* out = reinterpret_cast<uint16_t*>(y);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x40u;
+    out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf16(const bfloat16* x, float* y,
+                                                                                  int64_t n) {
+  const auto* in = reinterpret_cast<const uint16_t*>(x);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
+    std::memcpy(y + i, &u, sizeof u);
+  }
+}
+
+#ifndef NABLA_WITH_DNNL
+
+bool HasBf16Gemm() { return false; }
+DnnlThreadBudget::DnnlThreadBudget() : want_(1), granted_(1) {}
+DnnlThreadBudget::~DnnlThreadBudget() = default;
+void GemmBf16(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16*, int64_t, const bfloat16*, int64_t, float,
+              float*, int64_t) {
+  NABLA_THROW(kUnimplemented, "bfloat16 GEMM needs oneDNN, and this build has none (NABLA_WITH_DNNL=OFF)");
+}
+void GemmBf16(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16*, int64_t, const bfloat16*, int64_t,
+              bfloat16*, int64_t) {
+  NABLA_THROW(kUnimplemented, "bfloat16 GEMM needs oneDNN, and this build has none (NABLA_WITH_DNNL=OFF)");
+}
+
+#else
+
+namespace {
+
+// Threads held by oneDNN calls running at this moment, process wide.
+std::atomic<int> g_threads_in_use{0};
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+struct MatmulPrim {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c, scratchpad;
+};
+
+// The scratchpad of one primitive for the calling thread, made on first use
+// and kept: primitives own their scratchpads (scratchpad_mode::user), so two
+// executor threads running GEMMs at once never share oneDNN's global one.
+dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
+  thread_local std::unordered_map<const MatmulPrim*, dnnl::memory> scratch;
+  auto it = scratch.find(&p);
+  if (it == scratch.end()) it = scratch.emplace(&p, dnnl::memory(p.scratchpad, Engine())).first;
+  return it->second;
+}
+
+// Primitives live as long as the process, keyed by everything that shapes
+// them; after the first step of a run every lookup hits. Creation runs
+// under the lock: it takes milliseconds, once per shape.
+const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                             const dnnl::memory::desc& c, float alpha, float beta) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::unique_ptr<MatmulPrim> > cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops po;
+      po.append_sum(beta);
+      attr.set_post_ops(po);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, Engine());
+    it = cache.emplace(key, std::make_unique<MatmulPrim>(MatmulPrim{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()}))
+             .first;
+  }
+  return *it->second;
+}
+
+template <typename C>
+void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                 const bfloat16* b, int64_t ldb, float beta, C* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  using dt = dnnl::memory::data_type;
+  constexpr dt kC = std::is_same_v<C, float> ? dt::f32 : dt::bf16;
+  if (k == 0) {  // an empty sum: C = beta * C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        C& x = c[i * ldc + j];
+        if constexpr (std::is_same_v<C, float>)
+          x = beta == 0.0f ? 0.0f : beta * x;
+        else
+          x = FloatToBf16(beta == 0.0f ? 0.0f : beta * Bf16ToFloat(x));
+      }
+    return;
+  }
+  DnnlThreadBudget budget;  // first: creating a primitive may run OpenMP regions too
+  const dnnl::memory::desc ad({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
+  const dnnl::memory::desc bd({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+  const dnnl::memory::desc cd({m, n}, kC, dnnl::memory::dims{ldc, 1});
+  std::ostringstream key;
+  key << budget.Granted() << '|' << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ','
+      << ldc << '|' << static_cast<int>(kC) << '|' << alpha << ',' << beta;
+  const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha, beta);
+  dnnl::memory am(p.a, Engine(), const_cast<bfloat16*>(a)), bm(p.b, Engine(), const_cast<bfloat16*>(b)),
+      cm(p.c, Engine(), c);
+  dnnl::stream& s = Stream();
+  p.prim.execute(
+      s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}});
+  s.wait();
+}
+
+}  // namespace
+
+bool HasBf16Gemm() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & want) == want;
+}
+
+DnnlThreadBudget::DnnlThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {
+  const int before = g_threads_in_use.fetch_add(want_);
+  granted_ = std::clamp(want_ - before, 1, want_);
+  omp_set_num_threads(granted_);
+}
+
+DnnlThreadBudget::~DnnlThreadBudget() { g_threads_in_use.fetch_sub(want_); }
+
+void GemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+              const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  RunGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void GemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+              const bfloat16* b, int64_t ldb, bfloat16* c, int64_t ldc) {
+  RunGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
+#endif  // NABLA_WITH_DNNL
+
+}  // namespace nabla::cpu

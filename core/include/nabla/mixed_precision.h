@@ -1,0 +1,34 @@
+#pragma once
+// bfloat16 mixed precision as a program pass. Ops declare at registration
+// how they take part (OpBuilder::Precision, an OpPrecision): GEMM-bound ops
+// say kLow, ops that need float32 say kFloat32, the rest follow their
+// inputs. The pass names no op; it reads those traits and the registry's
+// kernels.
+//
+// Placement, chosen so every other op keeps seeing float32: a kLow op with a
+// bfloat16 kernel on the device gets a `cast` to bfloat16 before each of its
+// float32 inputs (one per input and consumer) and writes bfloat16 outputs
+// that a `cast` turns back into the original float32 vars at once. Run it
+// before AppendBackward: the casts' own gradients then carry gradients back
+// to float32, so parameters (master weights), optimizer state and the
+// gradients the optimizer reads all stay float32, and gradient sums happen
+// in float32. Ops inside sub-blocks (loops, conditionals) are left alone.
+#include <cstddef>
+
+#include "nabla/export.h"
+#include "nabla/program.h"
+#include "nabla/types.h"
+
+namespace nabla {
+
+struct MixedPrecisionStats {
+  size_t low_ops = 0;  // ops now running in bfloat16
+  size_t casts = 0;    // cast ops inserted
+};
+
+// Rewrites block 0 of `program` as described above for kernels of `device`.
+// Cast vars are named `<var>@BF16` (input casts add `@<n>` to stay unique);
+// they are neither persistable nor written to checkpoints. Idempotent.
+NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
+
+}  // namespace nabla

@@ -1,0 +1,139 @@
+#include "nabla/mixed_precision.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabla/op_registry.h"
+
+namespace nabla {
+namespace {
+
+constexpr const char* kLowSuffix = "@BF16";
+
+bool IsFloat32(const VarDesc* v) { return v && v->HasDType() && v->GetDType() == DType::kFloat32; }
+
+std::unique_ptr<OpDesc> MakeCast(const std::string& x, const std::string& out, DType from, DType to, SourcePos pos) {
+  auto op = std::make_unique<OpDesc>(
+      "cast", VarNameMap{{"X", {x}}}, VarNameMap{{"Out", {out}}},
+      AttributeMap{{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(to))}});
+  op->SetPos(pos);  // errors in a cast point at the op it serves
+  return op;
+}
+
+// A fresh var of `block` shaped like `like`, holding `dtype`.
+VarDesc* MakeVar(BlockDesc& block, const std::string& base, const VarDesc& like, DType dtype) {
+  std::string name = base;
+  for (int i = 1; block.HasVarRecursive(name); ++i) name = base + "@" + std::to_string(i);
+  VarDesc* v = block.Var(name);
+  v->SetShape(like.GetShape());
+  v->SetDType(dtype);
+  v->MarkDTypeKnown();
+  v->SetStopGradient(like.StopGradient());
+  return v;
+}
+
+// The op runs in bfloat16 when it asks for it, has the kernel, reads only
+// float32 floating inputs (at least one) and writes float32 floating outputs
+// that it does not also read.
+bool Converts(const OpDesc& op, const OpInfo& info, const OpRegistry& registry, const BlockDesc& block,
+              DeviceType device) {
+  if (info.traits.precision != OpPrecision::kLow || info.traits.has_sub_block || info.traits.control_flow) return false;
+  if (!registry.FindKernel(op.Type(), device, DType::kBFloat16)) return false;
+  size_t floats = 0;
+  std::vector<std::string> ins = op.InputArgumentNames();
+  for (const auto& n : ins) {
+    if (n == kEmptyVarName) continue;
+    const VarDesc* v = block.FindVarRecursive(n);
+    if (!v || !v->HasDType() || v->Type() != VarType::kDense) return false;
+    if (!IsFloating(v->GetDType())) continue;
+    if (v->GetDType() != DType::kFloat32) return false;
+    ++floats;
+  }
+  for (const auto& n : op.OutputArgumentNames()) {
+    if (n == kEmptyVarName) continue;
+    if (std::find(ins.begin(), ins.end(), n) != ins.end()) return false;
+    const VarDesc* v = block.FindVarRecursive(n);
+    if (v && v->HasDType() && IsFloating(v->GetDType()) && v->GetDType() != DType::kFloat32) return false;
+  }
+  return floats > 0;
+}
+
+// Where the program already holds bfloat16 vars (a cast the user wrote), an
+// op that must stay float32, or that has no bfloat16 kernel, reads them
+// through a cast back to float32.
+size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, BlockDesc& block, DeviceType device,
+                   size_t* at) {
+  if (info.traits.has_sub_block || info.traits.control_flow) return 0;
+  if (info.traits.precision != OpPrecision::kFloat32 && registry.FindKernel(op.Type(), device, DType::kBFloat16))
+    return 0;
+  size_t casts = 0;
+  for (auto& [slot, args] : op.MutableInputs()) {
+    for (auto& arg : args) {
+      const VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
+      if (!v || !v->HasDType() || v->GetDType() != DType::kBFloat16 || v->Type() != VarType::kDense) continue;
+      VarDesc* wide = MakeVar(block, arg + "@FP32", *v, DType::kFloat32);
+      block.InsertOp((*at)++, MakeCast(arg, wide->Name(), DType::kBFloat16, DType::kFloat32, op.Pos()));
+      arg = wide->Name();
+      ++casts;
+    }
+  }
+  return casts;
+}
+
+}  // namespace
+
+MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device) {
+  const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  BlockDesc& block = *program.Root();
+  MixedPrecisionStats stats;
+  size_t serial = 0;
+  for (size_t i = 0; i < block.OpSize(); ++i) {
+    OpDesc& op = *block.Op(i);
+    const OpInfo* info = registry->Find(op.Type());
+    if (!info) continue;
+    if (!Converts(op, *info, *registry, block, device)) {
+      stats.casts += WidenInputs(op, *info, *registry, block, device, &i);
+      continue;
+    }
+    const SourcePos pos = op.Pos();
+    // Inputs: one cast per (var, consumer), so each consumer's gradient comes
+    // back through its own cast and the contributions meet in float32.
+    for (auto& [slot, args] : op.MutableInputs()) {
+      for (auto& arg : args) {
+        const VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
+        if (!IsFloat32(v)) continue;
+        VarDesc* low = MakeVar(block, arg + kLowSuffix + "@" + std::to_string(serial++), *v, DType::kBFloat16);
+        block.InsertOp(i++, MakeCast(arg, low->Name(), DType::kFloat32, DType::kBFloat16, pos));
+        ++stats.casts;
+        arg = low->Name();
+      }
+    }
+    // Outputs: written in bfloat16 and cast back at once, so every reader of
+    // the original var still sees float32.
+    std::vector<std::pair<std::string, std::string>> back;  // (bf16 var, original)
+    for (auto& [slot, args] : op.MutableOutputs()) {
+      for (auto& arg : args) {
+        VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
+        if (!v) continue;
+        if (!v->HasDType()) {  // inference has not reached it yet: the op writes X's dtype, float32
+          v->SetDType(DType::kFloat32);
+          v->MarkDTypeKnown();
+        }
+        if (!IsFloat32(v)) continue;
+        VarDesc* low = MakeVar(block, arg + kLowSuffix, *v, DType::kBFloat16);
+        back.emplace_back(low->Name(), arg);
+        arg = low->Name();
+      }
+    }
+    for (const auto& [low, orig] : back) {
+      block.InsertOp(++i, MakeCast(low, orig, DType::kBFloat16, DType::kFloat32, pos));
+      ++stats.casts;
+    }
+    ++stats.low_ops;
+  }
+  return stats;
+}
+
+}  // namespace nabla
