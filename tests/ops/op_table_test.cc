@@ -24,8 +24,12 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
+#include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
