@@ -401,6 +401,16 @@ TEST(OpTableCoverage, EveryOpHasARowOrASaidReason) {
   }
 }
 
+// The backward builder asks every op on a loss's path for its gradient, so
+// every op says what it is: a GradMaker, or EmptyGradOpDescMaker. Those with
+// one get a GradCheck.<op> test, which fails if the op has no check case.
+TEST(OpTableCoverage, EveryOpDeclaresItsGradient) {
+  for (const std::string& op : StandardOps()) {
+    if (IsGradOpOfARegisteredOp(op)) continue;
+    EXPECT_TRUE(CurrentRegistry()->Get(op).HasGradient()) << "op '" << op << "' registers no GradOpDescMaker";
+  }
+}
+
 TEST(OpTableCoverage, RowsAreWellFormed) {
   std::set<std::string> names;
   for (const Row& r : Rows()) {
