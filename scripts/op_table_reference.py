@@ -279,9 +279,9 @@ def shape_cases(rng):
              [("Out", "", out)])
     x = fl(rng, (2, 5), -2, 2)
     x[0, 1] = 0.0
-    case("leaky_relu_default", "leaky_relu", [("X", "", x)], {}, [("Out", "", F.leaky_relu(tt(x), float(np.float32(0.02))))])
+    case("leaky_relu_default", "leaky_relu", [("X", "", x)], {}, [("Out", "", F.leaky_relu(tt(x), f32(0.02)))])
     case("leaky_relu_alpha", "leaky_relu", [("X", "", x)], {"alpha": 0.25},
-         [("Out", "", F.leaky_relu(tt(x), float(np.float32(0.25))))])
+         [("Out", "", F.leaky_relu(tt(x), f32(0.25)))])
     x = fl(rng, (3, 5), -3, 3)
     x[1, 2] = 1000.0  # exp overflows unless the max is subtracted
     case("log_softmax_last", "log_softmax", [("X", "", x)], {}, [("Out", "", F.log_softmax(tt(x), -1))])
