@@ -9,8 +9,8 @@
 
 #include <string>
 
+#include "common/toy_ops.h"
 #include "nabla/backward.h"
-#include "toy_ops.h"
 
 namespace nabla {
 namespace {
@@ -69,7 +69,7 @@ ProgramDesc Diamond(int64_t ops) {
 
 template <ProgramDesc (*Make)(int64_t)>
 void BM_AppendBackward(benchmark::State& state) {
-  bwtest::RegisterBackwardToyOps();
+  toys::RegisterToyOps();
   const ProgramDesc forward = Make(state.range(0));
   size_t grad_ops = 0;
   for (auto _ : state) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/toy_ops.h"
 #include "nabla/backward.h"
 #include "nabla/op_registry.h"
-#include "toy_ops.h"
 
 namespace nabla {
 namespace {
@@ -21,7 +21,7 @@ using Strings = std::vector<std::string>;
 // defaults filled, outputs created by inference.
 class Net {
  public:
-  Net() { bwtest::RegisterBackwardToyOps(); }
+  Net() { toys::RegisterToyOps(); }
 
   VarDesc* Var(const std::string& name, Shape shape, DType dtype = DType::kFloat32, BlockDesc* block = nullptr) {
     VarDesc* v = (block ? block : prog.Root())->Var(name);
@@ -73,9 +73,7 @@ std::string Args(const VarNameMap& m) {
 }
 
 // "mul_grad(Out=[h] Out@GRAD=[h@GRAD] X=[x] Y=[w]) -> (X@GRAD=[@EMPTY@] Y@GRAD=[w@GRAD])"
-std::string Sig(const OpDesc& op) {
-  return op.Type() + "(" + Args(op.Inputs()) + ") -> (" + Args(op.Outputs()) + ")";
-}
+std::string Sig(const OpDesc& op) { return op.Type() + "(" + Args(op.Inputs()) + ") -> (" + Args(op.Outputs()) + ")"; }
 
 void ExpectVerified(const ProgramDesc& p) {
   EXPECT_NO_THROW(VerifyProgram(p, *CurrentRegistry())) << "the verifier rejects the program";
@@ -157,8 +155,8 @@ TEST(AppendBackward, MulAddMean) {
   n.Op("mean", {{"X", {"z"}}}, {{"Out", {"loss"}}});
   ParamGrads pg = AppendBackward(n.prog, "loss");
   const BlockDesc& b = *n.prog.Root();
-  EXPECT_EQ(Types(b), (Strings{"mul", "elementwise_add", "mean", "fill_constant", "mean_grad",
-                               "elementwise_add_grad", "mul_grad"}));
+  EXPECT_EQ(Types(b), (Strings{"mul", "elementwise_add", "mean", "fill_constant", "mean_grad", "elementwise_add_grad",
+                               "mul_grad"}));
   EXPECT_EQ(Sig(*b.Op(4)), "mean_grad(Out=[loss] Out@GRAD=[loss@GRAD] X=[z]) -> (X@GRAD=[z@GRAD])");
   EXPECT_EQ(Sig(*b.Op(5)),
             "elementwise_add_grad(Out=[z] Out@GRAD=[z@GRAD] X=[h] Y=[b]) -> (X@GRAD=[h@GRAD] Y@GRAD=[b@GRAD])");
@@ -215,8 +213,8 @@ TEST(AppendBackward, ActivationReadTwiceIsSummedBeforeItsReader) {
   n.Op("mean", {{"X", {"s"}}}, {{"Out", {"loss"}}});
   AppendBackward(n.prog, "loss");
   const BlockDesc& b = *n.prog.Root();
-  EXPECT_EQ(Types(b, 5), (Strings{"fill_constant", "mean_grad", "elementwise_add_grad", "scale", "scale", "sum",
-                                  "relu_grad"}));
+  EXPECT_EQ(Types(b, 5),
+            (Strings{"fill_constant", "mean_grad", "elementwise_add_grad", "scale", "scale", "sum", "relu_grad"}));
   EXPECT_EQ(Sig(*b.Op(8)), "scale(X=[b2@GRAD]) -> (Out=[a@GRAD@RENAME@0])");
   EXPECT_EQ(b.Op(8)->Attr<float>("scale"), 3.0f);
   EXPECT_EQ(Sig(*b.Op(9)), "scale(X=[b1@GRAD]) -> (Out=[a@GRAD@RENAME@1])");
@@ -571,8 +569,7 @@ TEST(AppendBackward, SubBlockIsBuiltFirstIntoANewBlock) {
   const BlockDesc& grad_body = *n.prog.Block(2);
   EXPECT_EQ(grad_body.ParentIdx(), 1);
   EXPECT_EQ(Types(root), (Strings{"toy_loop", "mean", "fill_constant", "mean_grad", "toy_loop_grad"}));
-  EXPECT_EQ(Sig(*root.Op(4)),
-            "toy_loop_grad(Out=[y] Out@GRAD=[y@GRAD] X=[x,w]) -> (X@GRAD=[x@GRAD,w@GRAD])");
+  EXPECT_EQ(Sig(*root.Op(4)), "toy_loop_grad(Out=[y] Out@GRAD=[y@GRAD] X=[x,w]) -> (X@GRAD=[x@GRAD,w@GRAD])");
   EXPECT_EQ(root.Op(4)->Attr<BlockRef>("sub_block").idx, 2);
   EXPECT_EQ(root.Op(0)->Attr<BlockRef>("sub_block").idx, 1);
   EXPECT_EQ(Types(grad_body), (Strings{"scale", "elementwise_add_grad"}));
@@ -597,10 +594,10 @@ TEST(AppendBackward, SubBlockGradBlockIsHandedToTheMaker) {
   n.Op("relu", {{"X", {"x"}}}, {{"Out", {"y"}}}, {}, branch);
   n.Op("toy_cond", {{"Input", {"x"}}}, {{"Out", {"y"}}}, {{"sub_block", BlockRef{1}}});
   n.Op("mean", {{"X", {"y"}}}, {{"Out", {"loss"}}});
-  bwtest::LastCondGradBlock() = -1;
+  toys::LastCondGradBlock() = -1;
   AppendBackward(n.prog, "loss");
   ASSERT_EQ(n.prog.Size(), 3u);
-  EXPECT_EQ(bwtest::LastCondGradBlock(), 2);
+  EXPECT_EQ(toys::LastCondGradBlock(), 2);
   EXPECT_EQ(Types(*n.prog.Root(), 2), (Strings{"fill_constant", "mean_grad", "toy_cond_grad"}));
   EXPECT_EQ(n.prog.Root()->Op(4)->Attr<BlockRef>("sub_block").idx, 2);
   EXPECT_EQ(Types(*n.prog.Block(2)), (Strings{"relu_grad"}));
@@ -620,7 +617,7 @@ TEST(AppendBackward, OpWithoutGradMakerOnThePathIsNotFound) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
     std::string msg = e.what();
     EXPECT_NE(msg.find("'no_grad_op'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("bw_toys"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("registered by toys at toy_ops.h"), std::string::npos) << msg;
     EXPECT_EQ(msg.rfind("net.yaml:7:5: ", 0), 0u) << msg;
   }
 }
@@ -661,7 +658,7 @@ TEST(MakeGradOps, NoMakerIsNotFoundNamingOpAndPlugin) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
     std::string msg = e.what();
     EXPECT_NE(msg.find("'no_grad_op'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("bw_toys"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("registered by toys at toy_ops.h"), std::string::npos) << msg;
   }
 }
 
@@ -721,8 +718,8 @@ TEST(CalcGradient, BadArgumentsAreReported) {
   n.Var("g", {2});
   n.Op("relu", {{"X", {"x"}}}, {{"Out", {"y"}}});
   ProgramDesc copy = n.prog;
-  EXPECT_THROW(CalcGradient(copy, {"y"}, {"x"}), Error);             // unknown dims, no seed
-  EXPECT_THROW(CalcGradient(copy, {"y"}, {"x"}, {"g"}), Error);      // seed shape differs
+  EXPECT_THROW(CalcGradient(copy, {"y"}, {"x"}), Error);              // unknown dims, no seed
+  EXPECT_THROW(CalcGradient(copy, {"y"}, {"x"}, {"g"}), Error);       // seed shape differs
   EXPECT_THROW(CalcGradient(copy, {"y"}, {"x"}, {"g", "g"}), Error);  // one seed per target
   EXPECT_THROW(CalcGradient(copy, {"y"}, {"nope"}), Error);
   EXPECT_EQ(copy.Root()->OpSize(), 1u);

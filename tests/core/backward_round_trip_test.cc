@@ -1,10 +1,9 @@
 // Programs after append_backward (grad ops, @GRAD / @RENAME@ vars, sum and
-// fill_zeros_like, grad sub-blocks) survive write -> read unchanged. Uses the
-// backward tests' toy ops, so it is its own binary (op names would clash with
-// the other core I/O tests).
+// fill_zeros_like, grad sub-blocks) survive write -> read unchanged, over
+// the shared toy ops.
 #include <gtest/gtest.h>
 
-#include "../backward/toy_ops.h"
+#include "common/toy_ops.h"
 #include "io_test_util.h"
 #include "nabla/backward.h"
 #include "nabla/op_registry.h"
@@ -14,7 +13,7 @@ namespace nabla::io_test {
 namespace {
 
 void ExpectBackwardRoundTrip(const std::string& text, const std::string& loss) {
-  bwtest::RegisterBackwardToyOps();
+  toys::RegisterToyOps();
   ProgramDesc p = ParseProgram(text, "fwd.yaml");
   ParamGrads pg = AppendBackward(p, loss);
   ASSERT_FALSE(pg.empty());

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "common/toy_ops.h"
 #include "io_test_util.h"
-#include "io_toy_ops.h"
 #include "nabla/op_registry.h"
 
 namespace nabla::io_test {
@@ -9,7 +9,7 @@ namespace {
 
 class Inference : public ::testing::Test {
  protected:
-  void SetUp() override { RegisterIoToyOps(); }
+  void SetUp() override { toys::RegisterToyOps(); }
 
   VarDesc* Declare(BlockDesc* b, const std::string& name, Shape shape, std::optional<DType> dtype) {
     VarDesc* v = b->Var(name);

@@ -7,8 +7,8 @@
 #include <limits>
 #include <sstream>
 
+#include "common/toy_ops.h"
 #include "io_test_util.h"
-#include "io_toy_ops.h"
 #include "nabla/op_registry.h"
 #include "nabla/program_io.h"
 
@@ -39,7 +39,7 @@ blocks:
 class ProgramIo : public ::testing::Test {
  protected:
   void SetUp() override {
-    RegisterIoToyOps();
+    toys::RegisterToyOps();
     dir_ = fs::temp_directory_path() / ("nabla_io_test_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
   }
@@ -297,12 +297,13 @@ TEST_F(ProgramIo, UnknownAttribute) {
 }
 
 TEST_F(ProgramIo, IllTypedAttributes) {
-  const char* cases[][2] = {{"i: 1.5", "1.5"},   {"i: abc", "abc"},   {"f: yes", "yes"},  {"b: 2", "2}}"},
-                            {"is: 3", "3}}"},       {"is: [1, x]", "x]}}"}, {"fs: {a: 1}", "{a"}, {"i: [1]", "[1]"},
-                            {"f: 1e99", "1e99"}};
+  const char* cases[][2] = {{"i: 1.5", "1.5"},    {"i: abc", "abc"}, {"f: yes", "yes"},
+                            {"b: 2", "2}}"},      {"is: 3", "3}}"},  {"is: [1, x]", "x]}}"},
+                            {"fs: {a: 1}", "{a"}, {"i: [1]", "[1]"}, {"f: 1e99", "1e99"}};
   for (const auto& c : cases) {
-    std::string t = Program(kVarX, std::string("      - {type: toy_attrs, inputs: {X: [x]}, outputs: {Out: [y]}, attrs: {") +
-                                       c[0] + "}}\n");
+    std::string t =
+        Program(kVarX, std::string("      - {type: toy_attrs, inputs: {X: [x]}, outputs: {Out: [y]}, attrs: {") + c[0] +
+                           "}}\n");
     Error e = ParseError(t);
     std::string msg = e.what();
     EXPECT_TRUE(e.kind() == ErrorKind::kInvalidArgument || e.kind() == ErrorKind::kOutOfRange) << msg;
@@ -316,7 +317,8 @@ TEST_F(ProgramIo, BlockAttributeMustBeAnIndex) {
 }
 
 TEST_F(ProgramIo, InitAttributesAreTypedByTheInitOp) {
-  std::string t = Program("      w: {shape: [2], persistable: true, init: {type: uniform_random, seed: 0.5}}\n", "      []\n");
+  std::string t =
+      Program("      w: {shape: [2], persistable: true, init: {type: uniform_random, seed: 0.5}}\n", "      []\n");
   ExpectError(t, ErrorKind::kInvalidArgument, At(t, "0.5"), "seed");
   t = Program("      w: {shape: [2], persistable: true, init: {type: no_such_init}}\n", "      []\n");
   ExpectError(t, ErrorKind::kNotFound, At(t, "no_such_init"), "unknown op type");
@@ -399,8 +401,9 @@ TEST_F(ProgramIo, BadBackward) {
 
 // Schema problems found after parsing still point at the op.
 TEST_F(ProgramIo, VerifierErrorsCarryThePosition) {
-  std::string t = Program(kVarX, "      - {type: mean, inputs: {X: [x]}, outputs: {Out: [y]}}\n"
-                                 "      - {type: mul, inputs: {X: [y], Y: [z]}, outputs: {Out: [o]}}\n");
+  std::string t = Program(kVarX,
+                          "      - {type: mean, inputs: {X: [x]}, outputs: {Out: [y]}}\n"
+                          "      - {type: mul, inputs: {X: [y], Y: [z]}, outputs: {Out: [o]}}\n");
   ExpectError(t, ErrorKind::kNotFound, At(t, "{type: mul"), "op 'mul' (#1 in block 0): input Y[0] 'z' is not defined");
   t = Program(kVarX, "      - {type: toy_attrs, inputs: {X: [x]}, outputs: {Out: [y]}, attrs: {positive: 0}}\n");
   ExpectError(t, ErrorKind::kOutOfRange, At(t, "{type"), "attribute 'positive' = 0 is rejected");

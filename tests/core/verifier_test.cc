@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "common/toy_ops.h"
 #include "io_test_util.h"
-#include "io_toy_ops.h"
 #include "nabla/op_registry.h"
 
 namespace nabla::io_test {
@@ -12,7 +12,7 @@ namespace {
 class Verifier : public ::testing::Test {
  protected:
   void SetUp() override {
-    RegisterIoToyOps();
+    toys::RegisterToyOps();
     for (const char* name : {"a", "b"}) {
       VarDesc* v = p_.Root()->Var(name);
       v->SetShape({2, 2});
@@ -94,8 +94,9 @@ TEST_F(Verifier, AttributesKnownTypedAndChecked) {
             std::string::npos);
   op->SetAttr("x_num_col_dims", 1);
   op->SetAttr("transpose", true);
-  EXPECT_NE(Reject(ErrorKind::kInvalidArgument).find("unknown attribute: expected one of x_num_col_dims, "
-                                                     "y_num_col_dims but received 'transpose'"),
+  EXPECT_NE(Reject(ErrorKind::kInvalidArgument)
+                .find("unknown attribute: expected one of x_num_col_dims, "
+                      "y_num_col_dims but received 'transpose'"),
             std::string::npos);
   op->MutableAttrs().erase("transpose");
   Accept();

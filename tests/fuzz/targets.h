@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/io_toy_ops.h"
+#include "common/toy_ops.h"
 #include "fuzz/fuzz_util.h"
 #include "nabla/device.h"
 #include "nabla/error.h"
@@ -25,7 +25,7 @@ namespace nabla::fuzz {
 // every attribute type, sub-blocks, duplicable and dispensable slots; a
 // program that reads must also write and read back.
 inline void Program(const uint8_t* data, size_t size) {
-  io_test::RegisterIoToyOps();
+  toys::RegisterToyOps();
   try {
     ProgramDesc program = ParseProgram(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
     ParseProgram(ProgramToYaml(program), "round-trip.yaml");

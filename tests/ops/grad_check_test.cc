@@ -1,46 +1,11 @@
-// Gradient checks: one test per registered op that has a gradient, each
-// running the GradCheck cases declared next to the op's registration. The
-// list of ops comes from the registry after the standard plugins load, so
-// this file has its own main().
-#include <iostream>
-
+// The GradCheck harness itself, on toy ops registered in-process: it must
+// accept a right gradient and reject a wrong or missing one. The per-op
+// checks are the op table's GradCheck.<op> tests (op_table_test.cc).
 #include "nabla/gradcheck.h"
 #include "op_test_util.h"
 
 namespace nabla::op_test {
 namespace {
-
-class OpGradientTest : public ::testing::Test {
- public:
-  explicit OpGradientTest(std::string op) : op_(std::move(op)) {}
-  void TestBody() override {
-    std::vector<GradCheckResult> results = CheckOpGradients(op_, HostDevice());
-    if (results.empty()) {
-      const OpTraits& traits = CurrentRegistry()->Get(op_).traits;
-      if (traits.has_sub_block || traits.control_flow)
-        GTEST_SKIP() << "'" << op_ << "' runs a sub-block: its gradient is checked through programs";
-      if (traits.array_io)
-        GTEST_SKIP() << "'" << op_ << "' works on tensor arrays: its gradient is checked through programs";
-      GTEST_SKIP() << "'" << op_ << "' emits no grad ops (EmptyGradOpDescMaker)";
-    }
-    for (const GradCheckResult& r : results) {
-      std::string failures;
-      for (const std::string& f : r.failures) failures += "\n  " + f;
-      EXPECT_TRUE(r.ok) << op_ << " case '" << r.case_name << "' (max error " << r.max_error << "):" << failures;
-    }
-  }
-
- private:
-  std::string op_;
-};
-
-void RegisterGradientTests() {
-  for (const std::string& op : CurrentRegistry()->OpTypes()) {
-    if (!CurrentRegistry()->Get(op).grad_maker) continue;
-    ::testing::RegisterTest("GradCheck", op.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [op]() -> ::testing::Test* { return new OpGradientTest(op); });
-  }
-}
 
 // ---------------------------------------------------------------- the harness itself
 
@@ -142,15 +107,3 @@ TEST(GradCheckHarness, UncheckedInputsGetNoGradient) {
 
 }  // namespace
 }  // namespace nabla::op_test
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    nabla::op_test::LoadStandardPlugins();
-  } catch (const std::exception& e) {
-    std::cerr << "ops_test: cannot load the standard plugins: " << e.what() << "\n";
-    return 1;
-  }
-  nabla::op_test::RegisterGradientTests();
-  return RUN_ALL_TESTS();
-}

@@ -1,5 +1,6 @@
 // Random ops and initializers: shape and dtype from attributes, values in
-// range with the right moments, and the same tensor for the same seed.
+// range with the right moments, and the same tensor for the same seed; and
+// dropout's masks. They have no row in the op table (op_table_test.cc's kNoRow).
 #include <cmath>
 
 #include "op_test_util.h"
@@ -103,6 +104,57 @@ TEST_P(RandomOps, KaimingNormalFanOutAndConvFans) {
   // A conv filter [out 8, in 4, 5, 5]: fan_in = 4 * 25.
   HostTensor c = Draw("kaiming_normal", {{"shape", std::vector<int>{8, 4, 5, 5}}, {"seed", 6}}, GetParam());
   EXPECT_NEAR(Of(c).std, std::sqrt(2.0 / 100.0), 0.01);
+}
+
+// dropout (moved from the nn harness): the mask's rate, both scalings, the
+// seed, inference mode, and p = 1 without 0 * inf = NaN when upscaling.
+TEST_P(RandomOps, DropoutBothImplementations) {
+  const DType dtype = GetParam();
+  const double tol = dtype == DType::kFloat32 ? 1e-6 : 1e-12;
+  std::mt19937_64 rng(9);
+  // Never 0, so dropped outputs are recognisable.
+  const HostTensor x = RandomTensor({200, 100}, dtype, 0.5, 1.5, rng);
+  // {Out, Mask}; inference writes no Mask.
+  auto drop = [&](AttributeMap attrs) {
+    OpRun run;
+    run.type = "dropout";
+    run.inputs = {{"X", {x}}};
+    run.input_dtypes = {dtype};
+    const bool is_test = attrs.count("is_test") && std::get<bool>(attrs.at("is_test"));
+    run.attrs = std::move(attrs);
+    if (is_test) {
+      run.outputs = {{"Out", 1}};
+      return run.Run();
+    }
+    run.outputs = {{"Out", 1}, {"Mask", 1}};
+    std::vector<HostTensor> out = run.Run();  // in slot name order: Mask, Out
+    return std::vector<HostTensor>{out.at(1), out.at(0)};
+  };
+  const float p = 0.3f;
+  for (const std::string impl : {"downgrade_in_infer", "upscale_in_train"}) {
+    AttributeMap attrs{{"dropout_prob", p}, {"dropout_implementation", impl}, {"fix_seed", true}, {"seed", 5}};
+    std::vector<HostTensor> out = drop(attrs);
+    const HostTensor &y = out[0], &m = out[1];
+    const double scale = impl == "upscale_in_train" ? 1.0 / (1.0 - p) : 1.0;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < x.Numel(); ++i) {
+      ASSERT_TRUE(m.v[i] == 0.0 || m.v[i] == 1.0) << m.v[i];
+      kept += m.v[i] == 1.0;
+      ASSERT_NEAR(y.v[i], x.v[i] * m.v[i] * scale, tol * 4) << impl << " " << i;
+    }
+    // Binomial(20000, 0.7): sd ~ 65, so 5 sd is 325.
+    EXPECT_NEAR(static_cast<double>(kept), 0.7 * static_cast<double>(x.Numel()), 325.0) << impl;
+    // The same seed gives the same mask; a different one another mask.
+    EXPECT_EQ(drop(attrs)[1].v, m.v);
+    attrs["seed"] = 6;
+    EXPECT_NE(drop(attrs)[1].v, m.v);
+    attrs["is_test"] = true;
+    const HostTensor yt = drop(attrs)[0];
+    const double test_scale = impl == "upscale_in_train" ? 1.0 : 1.0 - p;
+    for (int64_t i = 0; i < x.Numel(); i += 997) EXPECT_NEAR(yt.v[i], x.v[i] * test_scale, tol * 4);
+  }
+  const HostTensor all = drop({{"dropout_prob", 1.0f}, {"dropout_implementation", std::string("upscale_in_train")}})[0];
+  for (double v : all.v) ASSERT_EQ(v, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Floats, RandomOps, ::testing::Values(DType::kFloat32, DType::kFloat64),

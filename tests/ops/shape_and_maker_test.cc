@@ -332,5 +332,156 @@ TEST(GradKernels, SkipEmptyOutputs) {
   for (double v : db.v) EXPECT_DOUBLE_EQ(v, 1.0);
 }
 
+// ------------------------------------------------------- nn ops at build time
+
+class NnBuild : public ::testing::Test {
+ protected:
+  VarDesc* Declare(const std::string& name, Shape shape, DType dtype = DType::kFloat32) {
+    VarDesc* v = prog.Root()->Var(name);
+    v->SetShape(std::move(shape));
+    v->SetDType(dtype);
+    v->MarkDTypeKnown();
+    v->SetDeclared(true);
+    return v;
+  }
+  void Infer(OpDesc op) {
+    FillDefaultAttrs(op, *CurrentRegistry());
+    InferOpAtBuildTime(op, *prog.Root(), *CurrentRegistry());
+  }
+  Shape ShapeOfVar(const std::string& name) { return prog.Root()->FindVar(name)->GetShape(); }
+  DType DTypeOfVar(const std::string& name) { return prog.Root()->FindVar(name)->GetDType(); }
+  ProgramDesc prog;
+};
+
+TEST_F(NnBuild, UnknownBatchDimsPropagate) {
+  Declare("x", {-1, 10});
+  Declare("label", {-1, 1}, DType::kInt64);
+  Declare("w", {100, 8});
+  Declare("ids", {-1, 5, 1}, DType::kInt64);
+  Infer(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"label"}}},
+               {{"Softmax", {"sm"}}, {"Loss", {"loss"}}}, {}));
+  EXPECT_EQ(ShapeOfVar("sm"), (Shape{-1, 10}));
+  EXPECT_EQ(ShapeOfVar("loss"), (Shape{-1, 1}));
+  Infer(OpDesc("lookup_table", {{"W", {"w"}}, {"Ids", {"ids"}}}, {{"Out", {"emb"}}}, {}));
+  EXPECT_EQ(ShapeOfVar("emb"), (Shape{-1, 5, 8}));
+  Infer(OpDesc("concat", {{"X", {"x", "x"}}}, {{"Out", {"cat"}}}, {{"axis", 0}}));
+  EXPECT_EQ(ShapeOfVar("cat"), (Shape{-1, 10}));
+  Infer(OpDesc("split", {{"X", {"x"}}}, {{"Out", {"a", "b"}}}, {{"sections", std::vector<int>{3, -1}}, {"axis", 1}}));
+  EXPECT_EQ(ShapeOfVar("a"), (Shape{-1, 3}));
+  EXPECT_EQ(ShapeOfVar("b"), (Shape{-1, 7}));
+  Infer(OpDesc("top_k", {{"X", {"x"}}}, {{"Out", {"tv"}}, {"Indices", {"ti"}}}, {{"k", 3}}));
+  EXPECT_EQ(ShapeOfVar("ti"), (Shape{-1, 3}));
+  EXPECT_EQ(DTypeOfVar("ti"), DType::kInt64);
+  Infer(OpDesc("accuracy", {{"Out", {"tv"}}, {"Indices", {"ti"}}, {"Label", {"label"}}},
+               {{"Accuracy", {"acc"}}, {"Correct", {"cor"}}, {"Total", {"tot"}}}, {}));
+  EXPECT_EQ(ShapeOfVar("acc"), (Shape{1}));
+  EXPECT_EQ(DTypeOfVar("cor"), DType::kInt32);
+  Infer(OpDesc("layer_norm", {{"X", {"emb"}}}, {{"Y", {"ln"}}, {"Mean", {"mu"}}, {"Variance", {"var"}}},
+               {{"begin_norm_axis", 2}}));
+  EXPECT_EQ(ShapeOfVar("ln"), (Shape{-1, 5, 8}));
+  EXPECT_EQ(ShapeOfVar("mu"), (Shape{-1}));
+}
+
+template <typename F>
+void ExpectError(F&& f, ErrorKind kind, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(NnBuild, BadInputsAreReportedWithBothSides) {
+  Declare("x", {-1, 10});
+  Declare("label3", {-1, 1, 1}, DType::kInt64);
+  Declare("flabel", {-1, 1});
+  Declare("odd", {4, 7});
+  ExpectError(
+      [&] {
+        Infer(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label3"}}}, {{"Y", {"y"}}}, {}));
+      },
+      ErrorKind::kInvalidArgument, "Label must have the rank of X (2), but received Label [-1, 1, 1]");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"flabel"}}},
+                     {{"Softmax", {"s"}}, {"Loss", {"l"}}}, {}));
+      },
+      ErrorKind::kInvalidArgument, "input Label must be int64 (or int32), but received float32");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("split", {{"X", {"odd"}}}, {{"Out", {"a", "b"}}}, {{"num", 2}, {"axis", 1}}));
+      },
+      ErrorKind::kInvalidArgument, "the split axis (size 7) must divide evenly into num = 2 parts");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("softmax", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"axis", 2}}));
+      },
+      ErrorKind::kOutOfRange, "attribute axis must be in [-2, 2) for an input of rank 2, but received 2");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("concat", {{"X", {"x", "odd"}}}, {{"Out", {"c"}}}, {{"axis", 0}}));
+      },
+      ErrorKind::kInvalidArgument, "X must agree on every dim but axis 0");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("top_k", {{"X", {"odd"}}}, {{"Out", {"v"}}, {"Indices", {"i"}}}, {{"k", 8}}));
+      },
+      ErrorKind::kOutOfRange, "k = 8 must not exceed the last dim of X");
+  // Attribute checkers run in the verifier, which every loaded program passes.
+  prog.Root()->AppendOp(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"dropout_prob", 1.5f}}));
+  ExpectError([&] { VerifyProgram(prog, *CurrentRegistry()); }, ErrorKind::kInvalidArgument,
+              "attribute dropout_prob must be in [0, 1], but received 1.5");
+}
+
+// Ids are data, so their range is checked when the kernel runs.
+TEST(RunTimeErrors, LookupTableIdOutOfRange) {
+  OpRun run;
+  run.type = "lookup_table";
+  run.inputs = {{"W", {HostTensor{{5, 3}, std::vector<double>(15, 1.0)}}}, {"Ids", {HostTensor{{2, 1}, {1, 5}}}}};
+  run.input_dtypes = {DType::kFloat32, DType::kInt64};
+  try {
+    run.Run();
+    FAIL() << "an out-of-range id was accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::kOutOfRange);
+    EXPECT_NE(std::string(err.what()).find("Ids[1] must be a row of W, in [0, 5), but received 5"), std::string::npos)
+        << err.what();
+  }
+}
+
+// split's gradient is a concat; the builder zero-fills the gradient of the
+// part nobody used, so X@GRAD is dOut on the used part and 0 elsewhere.
+TEST(GradMakers, SplitGradientZeroFillsUnusedParts) {
+  ProgramDesc prog;
+  BlockDesc* b = prog.Root();
+  VarDesc* x = b->Var("x");
+  x->SetShape({2, 3});
+  x->SetDType(DType::kFloat64);
+  x->MarkDTypeKnown();
+  x->SetDeclared(true);
+  std::vector<std::unique_ptr<OpDesc>> ops;
+  ops.push_back(std::make_unique<OpDesc>("split", VarNameMap{{"X", {"x"}}}, VarNameMap{{"Out", {"a", "b"}}},
+                                         AttributeMap{{"sections", std::vector<int>{1, 2}}, {"axis", 1}}));
+  ops.push_back(std::make_unique<OpDesc>("squared_l2_norm", VarNameMap{{"X", {"b"}}}, VarNameMap{{"Out", {"loss"}}},
+                                         AttributeMap{}));
+  for (auto& op : ops) {
+    FillDefaultAttrs(*op, *CurrentRegistry());
+    InferOpAtBuildTime(*op, *b, *CurrentRegistry());
+    b->AppendOp(std::move(op));
+  }
+  AppendBackward(prog, "loss", {}, {});
+  bool has_concat = false;
+  for (const auto& op : b->AllOps()) has_concat = has_concat || op->Type() == "concat";
+  EXPECT_TRUE(has_concat);
+  Scope scope;
+  ToTensor(HostTensor{{2, 3}, {1, 2, 3, 4, 5, 6}}, DType::kFloat64, scope.Var("x")->GetTensor());
+  auto exec = CreateExecutor("sequential", HostDevice());
+  exec->Run(prog, 0, scope);
+  EXPECT_EQ(FromTensor(scope.FindVar("loss")->GetTensor()).v, (std::vector<double>{4 + 9 + 25 + 36}));
+  EXPECT_EQ(FromTensor(scope.FindVar("x@GRAD")->GetTensor()).v, (std::vector<double>{0, 4, 6, 0, 10, 12}));
+}
+
 }  // namespace
 }  // namespace nabla::op_test

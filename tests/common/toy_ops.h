@@ -1,8 +1,14 @@
 #pragma once
-// Toy ops for the backward builder tests, registered in-process as plugin
-// "bw_toys". Each mirrors the slots, attributes and grad maker of the Paddle
-// op of the same name; none has a kernel, because these tests pin structure
-// (op lists, names, attrs, var dtypes and shapes), not values.
+// The toy ops of the tests that need no plugin (program files, the verifier,
+// build-time inference, the backward builder, the fuzz targets), registered
+// in-process as plugin "toys". Most mirror the slots, attributes and grad
+// maker of the Paddle op of the same name; none has a kernel, because these
+// tests pin structure (op lists, names, attrs, var dtypes and shapes), not
+// values. The toy_* ops exercise one feature each (every attribute type,
+// sub-blocks, dispensable and duplicable slots, a checker, var-type
+// inference, no inference at all). Tests that run kernels load the standard
+// plugins instead; those that need one special op register it themselves.
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -10,7 +16,16 @@
 
 #include "nabla/op_registry.h"
 
-namespace nabla::bwtest {
+namespace nabla::toys {
+
+inline Shape ShapeProduct(const Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) {
+    if (s[i] < 0) return {-1};
+    n *= s[i];
+  }
+  return {n};
+}
 
 inline void SameAsX(InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); }
 
@@ -63,8 +78,8 @@ class SumGradMaker : public GradOpDescMakerBase {
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
     std::vector<std::unique_ptr<OpDesc>> ops;
     for (const auto& g : InputGrad("X"))
-      ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}},
-                                             VarNameMap{{"Out", {g}}}, AttributeMap{{"scale", 1.0f}}));
+      ops.push_back(std::make_unique<OpDesc>("scale", VarNameMap{{"X", OutputGrad("Out")}}, VarNameMap{{"Out", {g}}},
+                                             AttributeMap{{"scale", 1.0f}}));
     return ops;
   }
 };
@@ -149,33 +164,33 @@ class ToyCondGradMaker : public GradOpDescMakerBase {
   }
 };
 
-inline void RegisterBackwardToyOps() {
+inline void RegisterToyOps() {
   static bool done = false;
   if (done) return;
   done = true;
-  RegisterOps("bw_toys", [](Registrar& r) {
+  RegisterOps("toys", [](Registrar& r) {
+    // mul and mean: Paddle's slots, full shape inference (with the width
+    // check the program-file tests expect), and the default gradient.
     r.Op("mul", __FILE__, __LINE__)
-        .Input("X", "(Tensor) first factor")
-        .Input("Y", "(Tensor) second factor")
+        .Input("X", "(Tensor) left")
+        .Input("Y", "(Tensor) right")
         .Output("Out", "(Tensor) X * Y")
         .Attr<int>("x_num_col_dims", 1, "(int, default 1)")
         .Attr<int>("y_num_col_dims", 1, "(int, default 1)")
         .InferShape([](InferShapeContext& c) {
-          c.SetOutputShape("Out", {c.InputShape("X")[0], c.InputShape("Y")[1]});
+          Shape x = c.InputShape("X"), y = c.InputShape("Y");
+          size_t xn = static_cast<size_t>(c.Attr<int>("x_num_col_dims"));
+          size_t yn = static_cast<size_t>(c.Attr<int>("y_num_col_dims"));
+          int64_t width = ShapeProduct(x, xn, x.size())[0], height = ShapeProduct(y, 0, yn)[0];
+          NABLA_ENFORCE(width < 0 || height < 0 || width == height, kInvalidArgument, c.Where(),
+                        ": X's width must equal Y's height: expected ", height, " but received ", width);
+          Shape out(x.begin(), x.begin() + xn);
+          out.insert(out.end(), y.begin() + yn, y.end());
+          c.SetOutputShape("Out", out);
           c.SetOutputDType("Out", c.InputDType("X"));
         })
         .GradMaker<DefaultGradOpDescMaker>();
     r.DefaultGradOp("mul", __FILE__, __LINE__);
-
-    r.Op("elementwise_add", __FILE__, __LINE__)
-        .Input("X", "(Tensor)")
-        .Input("Y", "(Tensor)")
-        .Output("Out", "(Tensor) X + Y")
-        .Attr<int>("axis", -1, "(int, default -1)")
-        .InferShape(SameAsX)
-        .GradMaker<DefaultGradOpDescMaker>();
-    r.DefaultGradOp("elementwise_add", __FILE__, __LINE__);
-
     r.Op("mean", __FILE__, __LINE__)
         .Input("X", "(Tensor)")
         .Output("Out", "(Tensor) one element")
@@ -185,6 +200,25 @@ inline void RegisterBackwardToyOps() {
         })
         .GradMaker<DefaultGradOpDescMaker>();
     r.DefaultGradOp("mean", __FILE__, __LINE__);
+
+    // A while-like loop: its block attribute gives it the has_sub_block
+    // trait, ControlFlow the executor's; Out may be left out.
+    r.Op("toy_loop", __FILE__, __LINE__)
+        .Input("X", "(Tensor[]) vars the body reads", kDuplicable)
+        .Output("Out", "(Tensor[]) vars the body writes", kDuplicable | kDispensable)
+        .RequiredAttr<BlockRef>("sub_block", "(block) the body")
+        .ControlFlow()
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("toy_loop", __FILE__, __LINE__);
+
+    r.Op("elementwise_add", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Input("Y", "(Tensor)")
+        .Output("Out", "(Tensor) X + Y")
+        .Attr<int>("axis", -1, "(int, default -1)")
+        .InferShape(SameAsX)
+        .GradMaker<DefaultGradOpDescMaker>();
+    r.DefaultGradOp("elementwise_add", __FILE__, __LINE__);
 
     r.Op("relu", __FILE__, __LINE__)
         .Input("X", "(Tensor)")
@@ -313,13 +347,6 @@ inline void RegisterBackwardToyOps() {
 
     // Ops that own a block (a while-like loop, a conditional): the block
     // attribute gives them the has_sub_block trait.
-    r.Op("toy_loop", __FILE__, __LINE__)
-        .Input("X", "(Tensor[]) vars the body reads", kDuplicable)
-        .Output("Out", "(Tensor[]) vars the body writes", kDuplicable)
-        .RequiredAttr<BlockRef>("sub_block", "(block) the body")
-        .GradMaker<DefaultGradOpDescMaker>();
-    r.DefaultGradOp("toy_loop", __FILE__, __LINE__);
-
     r.Op("toy_cond", __FILE__, __LINE__)
         .Input("Input", "(Tensor[])", kDuplicable)
         .Output("Out", "(Tensor[])", kDuplicable)
@@ -330,7 +357,60 @@ inline void RegisterBackwardToyOps() {
         .Input("Out@GRAD", "(Tensor[])", kDuplicable)
         .Output("Input@GRAD", "(Tensor[])", kDuplicable)
         .RequiredAttr<BlockRef>("sub_block", "(block) the branch's backward");
+    r.Op("softmax_with_cross_entropy", __FILE__, __LINE__)
+        .Input("Logits", "(Tensor) scores")
+        .Input("Label", "(Tensor) labels")
+        .Output("Softmax", "(Tensor) probabilities")
+        .Output("Loss", "(Tensor) per-example loss")
+        .Attr<bool>("soft_label", false, "(bool, default false)")
+        .Attr<int>("axis", -1, "(int, default -1)")
+        .InferShape([](InferShapeContext& c) {
+          Shape logits = c.InputShape("Logits");
+          c.ShareShapeAndDType("Logits", "Softmax");
+          logits.back() = 1;
+          c.SetOutputShape("Loss", logits);
+          c.SetOutputDType("Loss", c.InputDType("Logits"));
+        });
+    r.Op("uniform_random", __FILE__, __LINE__)
+        .Output("Out", "(Tensor) samples")
+        .Attr<std::vector<int>>("shape", {}, "(ints) output shape")
+        .Attr<float>("min", -1.0f, "(float, default -1.0)")
+        .Attr<float>("max", 1.0f, "(float, default 1.0)")
+        .Attr<int>("seed", 0, "(int, default 0) 0: from the run's seed")
+        .Random();
+    r.Op("toy_attrs", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(Tensor)")
+        .Attr<int>("i", 0, "int")
+        .Attr<float>("f", 0.0f, "float")
+        .Attr<std::string>("s", "", "string")
+        .Attr<bool>("b", false, "bool")
+        .Attr<std::vector<int>>("is", {}, "ints")
+        .Attr<std::vector<float>>("fs", {}, "floats")
+        .Attr<std::vector<std::string>>("ss", {}, "strings")
+        .Attr<std::vector<bool>>("bs", {}, "bools")
+        .Attr<int>("positive", 1, "(int, > 0)",
+                   [](const int& v) { NABLA_ENFORCE(v > 0, kOutOfRange, "expected > 0 but received ", v); })
+        .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+    r.Op("toy_sum", __FILE__, __LINE__)
+        .Input("X", "(Tensor[])", kDuplicable)
+        .Input("Bias", "(Tensor) optional", kDispensable)
+        .Output("Out", "(Tensor)")
+        .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+    r.Op("toy_opaque", __FILE__, __LINE__).Input("X", "(Tensor)").Output("Out", "(Tensor) nobody infers it");
+    r.Op("toy_make_array", __FILE__, __LINE__)
+        .Input("X", "(Tensor)")
+        .Output("Out", "(TensorArray)")
+        .InferVarType([](const OpDesc& op, BlockDesc& block) {
+          block.FindVarRecursive(op.Output("Out")[0])->SetType(VarType::kTensorArray);
+        });
+    r.Op("toy_grad_ish", __FILE__, __LINE__)
+        .Input("X", "(Tensor)", kDispensable)
+        .Output("X@GRAD", "(Tensor)")
+        .InferShape([](InferShapeContext& c) {
+          if (c.HasInput("X")) c.ShareShapeAndDType("X", "X@GRAD");
+        });
   });
 }
 
-}  // namespace nabla::bwtest
+}  // namespace nabla::toys

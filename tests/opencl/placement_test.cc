@@ -1,0 +1,125 @@
+// The standard plugins on OpenCL, beyond the op table (tests/ops runs every
+// op's rows and check cases on this device against the CPU): which ops must
+// have an OpenCL kernel for the examples and optimizers to stay on the
+// device, and where outputs live when an op falls back to the CPU.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/op_case.h"
+#include "nabla/cpu/cpu.h"
+#include "nabla/op_registry.h"
+#include "nabla/opencl/opencl.h"
+#include "nabla/plugin.h"
+
+namespace nabla {
+namespace {
+
+class OpenClOps : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cpu::InitCpuBackend();
+    PluginManager::Instance().LoadDefaults();
+  }
+  Device& Cl() { return opencl::GetDevice(0); }
+};
+
+using op_case::ExpectSame;
+using op_case::Input;
+using op_case::Result;
+using op_case::RunOps;
+
+Input Random(const std::string& name, Shape shape) {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Input in{name, DType::kFloat32, shape, {}};
+  for (int64_t i = 0; i < NumElements(shape); ++i) in.values.push_back(u(rng));
+  return in;
+}
+
+OpDesc Op(const std::string& type, VarNameMap in, VarNameMap out) {
+  OpDesc op(type, std::move(in), std::move(out), {});
+  FillDefaultAttrs(op, *CurrentRegistry());
+  return op;
+}
+
+// The ops the MLP, softmax-regression, RNN and CNN examples and the
+// optimizers need; each must have an OpenCL float32 kernel whenever the op is loaded.
+const std::vector<std::string> kDeviceOps = {"mul",
+                                             "mul_grad",
+                                             "matmul",
+                                             "matmul_grad",
+                                             "elementwise_add",
+                                             "elementwise_add_grad",
+                                             "relu",
+                                             "relu_grad",
+                                             "tanh",
+                                             "tanh_grad",
+                                             "sigmoid",
+                                             "sigmoid_grad",
+                                             "softmax",
+                                             "softmax_grad",
+                                             "softmax_with_cross_entropy",
+                                             "softmax_with_cross_entropy_grad",
+                                             "mean",
+                                             "mean_grad",
+                                             "scale",
+                                             "sum",
+                                             "fill_constant",
+                                             "fill_zeros_like",
+                                             "concat",
+                                             "concat_grad",
+                                             "split",
+                                             "sgd",
+                                             "momentum",
+                                             "adam",
+                                             "elementwise_max",
+                                             "elementwise_max_grad",
+                                             "elementwise_min",
+                                             "elementwise_min_grad",
+                                             "elementwise_pow",
+                                             "elementwise_pow_grad",
+                                             "gelu",
+                                             "gelu_grad",
+                                             "leaky_relu",
+                                             "leaky_relu_grad",
+                                             "log_softmax",
+                                             "log_softmax_grad",
+                                             "conv2d",
+                                             "conv2d_grad",
+                                             "pool2d",
+                                             "pool2d_grad",
+                                             "batch_norm",
+                                             "batch_norm_grad"};
+
+TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
+  auto registry = CurrentRegistry();
+  ASSERT_NE(registry->Find("mul"), nullptr) << "math_ops is not loaded";
+  for (const std::string& type : kDeviceOps) {
+    if (!registry->Find(type)) continue;
+    EXPECT_NE(registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat32), nullptr) << type;
+    EXPECT_NE(registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat64), nullptr) << type;
+  }
+}
+
+// An op without an OpenCL kernel runs on the CPU with copies of its inputs.
+// A fresh output stays on the host (an OpenCL kernel reading it uploads
+// it); an output whose var lived on the device goes back there.
+TEST_F(OpenClOps, OpsWithoutAnOpenClKernelFallBackToTheCpu) {
+  auto registry = CurrentRegistry();
+  ASSERT_NE(registry->Find("exp"), nullptr);
+  ASSERT_EQ(registry->FindKernel("exp", DeviceType::kOpenCL, DType::kFloat32), nullptr)
+      << "pick another op without an OpenCL kernel for this test";
+  std::vector<OpDesc> ops = {Op("exp", {{"X", {"x"}}}, {{"Out", {"e"}}}), Op("relu", {{"X", {"e"}}}, {{"Out", {"r"}}}),
+                             Op("exp", {{"X", {"r"}}}, {{"Out", {"r"}}})};
+  const std::vector<Input> in = {Random("x", {3, 4})};
+  Result cl = RunOps(ops, in, Cl());
+  ExpectSame(RunOps(ops, in, HostDevice()), cl, "fallback");
+  EXPECT_EQ(cl.devices.at("e"), &HostDevice());
+  EXPECT_EQ(cl.devices.at("r"), &Cl()) << "relu wrote r on the device, so the in-place exp puts it back there";
+}
+
+}  // namespace
+}  // namespace nabla
