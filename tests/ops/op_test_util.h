@@ -34,6 +34,11 @@ void Store(const HostTensor& h, Tensor& t) {
   T* p = t.Allocate<T>(HostDevice(), h.shape);
   for (size_t i = 0; i < h.v.size(); ++i) p[i] = static_cast<T>(h.v[i]);
 }
+template <>
+inline void Store<bfloat16>(const HostTensor& h, Tensor& t) {
+  bfloat16* p = t.Allocate<bfloat16>(HostDevice(), h.shape);
+  for (size_t i = 0; i < h.v.size(); ++i) p[i] = FloatToBf16(static_cast<float>(h.v[i]));
+}
 
 inline void ToTensor(const HostTensor& h, DType dtype, Tensor& t) {
   switch (dtype) {
@@ -52,6 +57,9 @@ inline void ToTensor(const HostTensor& h, DType dtype, Tensor& t) {
     case DType::kBool:
       Store<bool>(h, t);
       break;
+    case DType::kBFloat16:
+      Store<bfloat16>(h, t);
+      break;
   }
 }
 
@@ -59,6 +67,13 @@ template <typename T>
 std::vector<double> Load(const Tensor& t) {
   const T* p = t.Data<T>();
   return std::vector<double>(p, p + t.Numel());
+}
+template <>
+inline std::vector<double> Load<bfloat16>(const Tensor& t) {
+  const bfloat16* p = t.Data<bfloat16>();
+  std::vector<double> v(t.Numel());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = Bf16ToFloat(p[i]);
+  return v;
 }
 
 inline HostTensor FromTensor(const Tensor& t) {
@@ -78,6 +93,9 @@ inline HostTensor FromTensor(const Tensor& t) {
       break;
     case DType::kBool:
       h.v = Load<bool>(t);
+      break;
+    case DType::kBFloat16:
+      h.v = Load<bfloat16>(t);
       break;
   }
   return h;
