@@ -86,18 +86,37 @@ memory& ThreadScratch(const void* owner, const memory::desc& desc) {
   return it->second;
 }
 
+// Every primitive here runs with a scratchpad the calling thread owns
+// (cpu::DnnlScratchpad explains why): made with this attribute, run with
+// Scratchpad(pd.scratchpad_desc()).
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+memory Scratchpad(const memory::desc& desc) { return memory(desc, Engine(), cpu::DnnlScratchpad(desc.get_size())); }
+
 // A primitive argument in the layout the primitive chose, and the reorders
 // between it and nabla's plain layout (absent when they are the same).
 struct Operand {
   memory::desc plain, chosen;
   std::optional<dnnl::reorder> to_chosen, to_plain;
+  memory::desc to_chosen_scratch, to_plain_scratch;
 
   static Operand Make(const memory::desc& plain, const memory::desc& chosen, bool input, bool output) {
-    Operand o{plain, chosen, std::nullopt, std::nullopt};
+    Operand o{plain, chosen, std::nullopt, std::nullopt, {}, {}};
     if (plain != chosen) {
       memory a(plain, Engine(), DNNL_MEMORY_NONE), b(chosen, Engine(), DNNL_MEMORY_NONE);
-      if (input) o.to_chosen = dnnl::reorder(a, b);
-      if (output) o.to_plain = dnnl::reorder(b, a);
+      if (input) {
+        dnnl::reorder::primitive_desc pd(a, b, UserScratchpad());
+        o.to_chosen = dnnl::reorder(pd);
+        o.to_chosen_scratch = pd.scratchpad_desc();
+      }
+      if (output) {
+        dnnl::reorder::primitive_desc pd(b, a, UserScratchpad());
+        o.to_plain = dnnl::reorder(pd);
+        o.to_plain_scratch = pd.scratchpad_desc();
+      }
     }
     return o;
   }
@@ -107,7 +126,8 @@ struct Operand {
     memory user(plain, Engine(), const_cast<void*>(data));
     if (!to_chosen) return user;
     memory m = ThreadScratch(this, chosen);
-    to_chosen->execute(s, user, m);
+    to_chosen->execute(s,
+                       {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, m}, {DNNL_ARG_SCRATCHPAD, Scratchpad(to_chosen_scratch)}});
     return m;
   }
   // The memory the primitive writes; Finish copies it to the user's buffer.
@@ -115,7 +135,8 @@ struct Operand {
   void Finish(dnnl::stream& s, memory& m, void* data) const {
     if (!to_plain) return;
     memory user(plain, Engine(), data);
-    to_plain->execute(s, m, user);
+    to_plain->execute(s,
+                      {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, user}, {DNNL_ARG_SCRATCHPAD, Scratchpad(to_plain_scratch)}});
   }
 };
 
@@ -142,6 +163,7 @@ struct ConvPrims {
   Operand src, weights, dst;                     // forward
   Operand bd_diff_src, bd_weights, bd_diff_dst;  // backward data
   Operand bw_src, bw_diff_weights, bw_diff_dst;  // backward weights
+  memory::desc fwd_scratch, bd_scratch, bw_scratch;
 };
 
 // `dt` is the data type of every tensor: f32, or bf16 (mixed precision:
@@ -157,11 +179,12 @@ ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt) {
   const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{g.h.pad_after, g.w.pad_after};
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::primitive_desc fwd_pd(
-      {dnnl::prop_kind::forward_training, algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, Engine());
+      {dnnl::prop_kind::forward_training, algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
+      UserScratchpad(), Engine());
   dnnl::convolution_backward_data::primitive_desc bd_pd({algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
-                                                        Engine(), fwd_pd);
+                                                        UserScratchpad(), Engine(), fwd_pd);
   dnnl::convolution_backward_weights::primitive_desc bw_pd(
-      {algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, Engine(), fwd_pd);
+      {algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, UserScratchpad(), Engine(), fwd_pd);
   return ConvPrims{dnnl::convolution_forward(fwd_pd),
                    dnnl::convolution_backward_data(bd_pd),
                    dnnl::convolution_backward_weights(bw_pd),
@@ -173,7 +196,10 @@ ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt) {
                    Operand::Make(dst_plain, bd_pd.diff_dst_desc(), true, false),
                    Operand::Make(src_plain, bw_pd.src_desc(), true, false),
                    Operand::Make(w_plain, bw_pd.diff_weights_desc(), false, true),
-                   Operand::Make(dst_plain, bw_pd.diff_dst_desc(), true, false)};
+                   Operand::Make(dst_plain, bw_pd.diff_dst_desc(), true, false),
+                   fwd_pd.scratchpad_desc(),
+                   bd_pd.scratchpad_desc(),
+                   bw_pd.scratchpad_desc()};
 }
 
 Cache<ConvPrims>& ConvCache() {
@@ -220,6 +246,7 @@ struct PoolPrims {
   dnnl::pooling_forward fwd_infer, fwd_train;
   dnnl::pooling_backward bwd;
   memory::desc src, dst, workspace;
+  memory::desc infer_scratch, train_scratch, bwd_scratch;
 };
 
 PoolPrims MakePoolPrims(const PoolGeom& g, int64_t pad_r_h, int64_t pad_r_w) {
@@ -231,13 +258,20 @@ PoolPrims MakePoolPrims(const PoolGeom& g, int64_t pad_r_h, int64_t pad_r_w) {
   const memory::dims strides{g.h.stride, g.w.stride}, kernel{g.h.k, g.w.k};
   const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{pad_r_h, pad_r_w};
   dnnl::pooling_forward::primitive_desc infer_pd(
-      {dnnl::prop_kind::forward_inference, algo, src, dst, strides, kernel, pad_l, pad_r}, Engine());
+      {dnnl::prop_kind::forward_inference, algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(), Engine());
   dnnl::pooling_forward::primitive_desc train_pd(
-      {dnnl::prop_kind::forward_training, algo, src, dst, strides, kernel, pad_l, pad_r}, Engine());
-  dnnl::pooling_backward::primitive_desc bwd_pd({algo, src, dst, strides, kernel, pad_l, pad_r}, Engine(), train_pd);
-  return PoolPrims{
-      dnnl::pooling_forward(infer_pd), dnnl::pooling_forward(train_pd), dnnl::pooling_backward(bwd_pd), src, dst,
-      train_pd.workspace_desc()};
+      {dnnl::prop_kind::forward_training, algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(), Engine());
+  dnnl::pooling_backward::primitive_desc bwd_pd({algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(),
+                                                Engine(), train_pd);
+  return PoolPrims{dnnl::pooling_forward(infer_pd),
+                   dnnl::pooling_forward(train_pd),
+                   dnnl::pooling_backward(bwd_pd),
+                   src,
+                   dst,
+                   train_pd.workspace_desc(),
+                   infer_pd.scratchpad_desc(),
+                   train_pd.scratchpad_desc(),
+                   bwd_pd.scratchpad_desc()};
 }
 
 Cache<PoolPrims>& PoolCache() {
@@ -255,7 +289,10 @@ bool ConvForward(const ConvGeom& g, memory::data_type dt, const void* x, const v
   const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
   dnnl::stream& s = Stream();
   memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
-  p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+  p.fwd.execute(s, {{DNNL_ARG_SRC, src},
+                    {DNNL_ARG_WEIGHTS, weights},
+                    {DNNL_ARG_DST, dst},
+                    {DNNL_ARG_SCRATCHPAD, Scratchpad(p.fwd_scratch)}});
   p.dst.Finish(s, dst, y);
   s.wait();
   return true;
@@ -269,12 +306,18 @@ bool ConvBackward(const ConvGeom& g, memory::data_type dt, const void* x, const 
   dnnl::stream& s = Stream();
   if (dx) {
     memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
-    p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
+                           {DNNL_ARG_WEIGHTS, weights},
+                           {DNNL_ARG_DIFF_SRC, diff_src},
+                           {DNNL_ARG_SCRATCHPAD, Scratchpad(p.bd_scratch)}});
     p.bd_diff_src.Finish(s, diff_src, dx);
   }
   if (dw) {
     memory src = p.bw_src.In(s, x), diff_dst = p.bw_diff_dst.In(s, dy), diff_w = p.bw_diff_weights.Out(dw);
-    p.bwd_weights.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_w}});
+    p.bwd_weights.execute(s, {{DNNL_ARG_SRC, src},
+                              {DNNL_ARG_DIFF_DST, diff_dst},
+                              {DNNL_ARG_DIFF_WEIGHTS, diff_w},
+                              {DNNL_ARG_SCRATCHPAD, Scratchpad(p.bw_scratch)}});
     p.bw_diff_weights.Finish(s, diff_w, dw);
   }
   s.wait();
@@ -308,7 +351,8 @@ bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
       PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
   dnnl::stream& s = Stream();
   memory src(p.src, Engine(), const_cast<float*>(x)), dst(p.dst, Engine(), y);
-  p.fwd_infer.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  p.fwd_infer.execute(s,
+                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, Scratchpad(p.infer_scratch)}});
   s.wait();
   return true;
 }
@@ -327,10 +371,18 @@ bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float*
   if (g.max) {
     memory src(p.src, Engine(), const_cast<float*>(x));
     memory scratch = ThreadScratch(&p.dst, p.dst), ws = ThreadScratch(&p.workspace, p.workspace);
-    p.fwd_train.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, scratch}, {DNNL_ARG_WORKSPACE, ws}});
-    p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, ws}});
+    p.fwd_train.execute(s, {{DNNL_ARG_SRC, src},
+                            {DNNL_ARG_DST, scratch},
+                            {DNNL_ARG_WORKSPACE, ws},
+                            {DNNL_ARG_SCRATCHPAD, Scratchpad(p.train_scratch)}});
+    p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
+                      {DNNL_ARG_DIFF_SRC, diff_src},
+                      {DNNL_ARG_WORKSPACE, ws},
+                      {DNNL_ARG_SCRATCHPAD, Scratchpad(p.bwd_scratch)}});
   } else {
-    p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    p.bwd.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
+                      {DNNL_ARG_DIFF_SRC, diff_src},
+                      {DNNL_ARG_SCRATCHPAD, Scratchpad(p.bwd_scratch)}});
   }
   s.wait();
   return true;

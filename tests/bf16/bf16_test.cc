@@ -295,10 +295,10 @@ TEST(Bf16Parity, CnnMatchesTorchAutocast) { ExpectParity("cnn", 1.5e-2); }
 // The bf16 kernels the parity cases do not reach: batched matmul with a
 // broadcast, transposed Y (its gradient sums over the batch in float32) and
 // conv2d in NHWC (float32 between conversions), forward and backward, against
-// the float32 kernels of the same program. One thread: with two, main's
-// float32 run of this program (an OpenBLAS matmul beside a oneDNN conv in
-// another branch) crashes now and then inside oneDNN's JIT code, before and
-// without this branch's changes (reported; not a bf16 matter).
+// the float32 kernels of the same program. Two threads: the two branches
+// run at once and the task graph moves ops between threads, which crashed
+// inside oneDNN's JIT code about one run in 8 while primitives used oneDNN's
+// per-thread library scratchpad (now cpu::DnnlScratchpad).
 TEST(Bf16Kernels, MatmulBroadcastAndNhwcConvMatchFloat32) {
   if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
   cpu::InitCpuBackend();
@@ -342,7 +342,7 @@ blocks:
   for (const auto& v : vars) fetch += (fetch.empty() ? "" : ",") + v;
   for (const char* precision : {"fp32", "bf16"}) {
     const std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "p.yaml").string()) +
-                            " --backward loss --threads 1 --precision " + precision + feeds + " --fetch " +
+                            " --backward loss --threads 2 --precision " + precision + feeds + " --fetch " +
                             Quote(fetch) + " --out " + Quote((dir / precision).string()) + " 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }

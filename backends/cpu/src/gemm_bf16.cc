@@ -3,7 +3,9 @@
 // every oneDNN call of the process shares (see nabla/cpu/cpu.h).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
@@ -21,6 +23,21 @@
 #endif
 
 namespace nabla::cpu {
+
+void* DnnlScratchpad(size_t bytes) {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<void, Free> buffer;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    buffer.reset(std::aligned_alloc(64, rounded));
+    NABLA_ENFORCE(buffer != nullptr, kExternal, "out of memory for a ", rounded, "-byte oneDNN scratchpad");
+    capacity = rounded;
+  }
+  return buffer.get();
+}
 
 // ---------------------------------------------------------------- conversions
 

@@ -1,6 +1,7 @@
 // oneDNN matmul for cpu::Gemm (see gemm_dnnl.h).
 #include "gemm_dnnl.h"
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 
 #ifdef NABLA_WITH_DNNL
@@ -77,7 +78,7 @@ struct KeyHash {
 };
 
 struct Prim {
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratchpad;
   dnnl::matmul matmul;
 };
 
@@ -88,6 +89,7 @@ Prim MakePrim(const Key& key) {
   const memory::desc b({key.k, key.n}, kF32, key.trans_b ? memory::dims{1, key.ldb} : memory::dims{key.ldb, 1});
   const memory::desc c({key.m, key.n}, kF32, memory::dims{key.ldc, 1});
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see cpu::DnnlScratchpad
   if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
   if (key.beta != 0.0f) {
     dnnl::post_ops ops;
@@ -95,7 +97,7 @@ Prim MakePrim(const Key& key) {
     attr.set_post_ops(ops);
   }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, Engine());
-  return Prim{a, b, c, dnnl::matmul(pd)};
+  return Prim{a, b, c, pd.scratchpad_desc(), dnnl::matmul(pd)};
 }
 
 // The most recently used primitives. A network uses a few dozen GEMM shapes
@@ -156,7 +158,8 @@ void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
   dnnl::stream& s = Stream();
   memory am(p->a, Engine(), const_cast<float*>(a)), bm(p->b, Engine(), const_cast<float*>(b)), cm(p->c, Engine(), c);
-  p->matmul.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  memory sm(p->scratchpad, Engine(), DnnlScratchpad(p->scratchpad.get_size()));
+  p->matmul.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
   s.wait();
 }
 

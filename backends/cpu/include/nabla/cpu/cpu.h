@@ -80,6 +80,14 @@ NABLA_API void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 NABLA_API void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
                         int64_t lda, const bfloat16* b, int64_t ldb, bfloat16* c, int64_t ldc);
 
+// Scratch memory for one oneDNN primitive run on the calling thread, 64-byte
+// aligned, at least `bytes`, reused by the thread's next call. Every cached
+// primitive is made with scratchpad_mode::user and runs with this: oneDNN's
+// own (library) scratchpad is per thread and sized when the primitive is
+// created, so a primitive run on another thread than its creator's (the
+// task graph moves ops between threads) overruns it.
+NABLA_API void* DnnlScratchpad(size_t bytes);
+
 // Sizes the OpenMP team of one oneDNN call (Debian's oneDNN is built on
 // OpenMP): the calling executor's --threads (its TBB arena's concurrency),
 // less what other oneDNN calls running at the same moment hold, and at least
