@@ -90,18 +90,10 @@ struct CastKernel {
 };
 
 // X@GRAD = cast(Out@GRAD) back to in_dtype.
-class CastGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    std::vector<std::unique_ptr<OpDesc>> ops;
-    std::vector<std::string> dx = InputGrad("X");
-    if (dx.empty() || dx[0] == kEmptyVarName) return ops;
-    ops.push_back(MakeOp("cast", {{"X", OutputGrad("Out")}}, {{"Out", dx}},
-                         {{"in_dtype", Attr<std::string>("out_dtype")}, {"out_dtype", Attr<std::string>("in_dtype")}}));
-    return ops;
-  }
-};
+std::unique_ptr<OpDesc> CastGradOp(const GradContext& g, const std::vector<std::string>& dx) {
+  return MakeOp("cast", {{"X", g.OutputGrad("Out")}}, {{"Out", dx}},
+                {{"in_dtype", g.Attr<std::string>("out_dtype")}, {"out_dtype", g.Attr<std::string>("in_dtype")}});
+}
 
 NABLA_REGISTER_OPS(cast) {
   GradCheckSpec to_f32 = CheckCase("float64_to_float32", {CheckInput("X", {2, 3})},
@@ -118,7 +110,7 @@ NABLA_REGISTER_OPS(cast) {
       .RequiredAttr<std::string>(
           "out_dtype", "(string, required) Out's dtype: float32, float64, int32, int64, bool, bfloat16", CheckDTypeName)
       .InferShape(InferCastShape)
-      .GradMaker<CastGradMaker>()
+      .GradMaker(OneGradOpIfWanted("X", CastGradOp))
       .GradCheck(to_f32)
       .GradCheck(CheckCase("float64_to_float64", {CheckInput("X", {3})},
                            {{"in_dtype", std::string("float64")}, {"out_dtype", std::string("float64")}}));

@@ -67,7 +67,7 @@ struct MatmulKernel {
     T* o = AllocOutput<T>(ctx, ctx.Output("Out"), d.out);
     int64_t m = d.m, k = d.k, n = d.n;
     BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-      GemmAnySize<T>(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, T(0),
+      cpu::Gemm(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, T(0),
                      o + io * m * n, n);
     });
   }
@@ -102,16 +102,16 @@ struct MatmulGradKernel {
       if (gx) {
         T* g = gx + ix * m * k;
         if (!tx)
-          GemmAnySize<T>(false, !ty, m, k, n, alpha, db, n, yb, ldy, T(1), g, k);
+          cpu::Gemm(false, !ty, m, k, n, alpha, db, n, yb, ldy, T(1), g, k);
         else
-          GemmAnySize<T>(ty, true, k, m, n, alpha, yb, ldy, db, n, T(1), g, m);
+          cpu::Gemm(ty, true, k, m, n, alpha, yb, ldy, db, n, T(1), g, m);
       }
       if (gy) {
         T* g = gy + iy * k * n;
         if (!ty)
-          GemmAnySize<T>(!tx, false, k, n, m, alpha, xb, ldx, db, n, T(1), g, n);
+          cpu::Gemm(!tx, false, k, n, m, alpha, xb, ldx, db, n, T(1), g, n);
         else
-          GemmAnySize<T>(true, tx, n, k, m, alpha, db, n, xb, ldx, T(1), g, k);
+          cpu::Gemm(true, tx, n, k, m, alpha, db, n, xb, ldx, T(1), g, k);
       }
     });
   }

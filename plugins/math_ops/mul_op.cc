@@ -46,7 +46,7 @@ struct MulKernel {
     Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     T* out = AllocOutput<T>(ctx, ctx.Output("Out"));
-    GemmAnySize<T>(false, false, fx.rows, fy.cols, fx.cols, T(1), x.Data<T>(), fx.cols, y.Data<T>(), fy.cols, T(0), out,
+    cpu::Gemm(false, false, fx.rows, fy.cols, fx.cols, T(1), x.Data<T>(), fx.cols, y.Data<T>(), fy.cols, T(0), out,
                    fy.cols);
   }
 };
@@ -62,10 +62,10 @@ struct MulGradKernel {
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     int64_t m = fx.rows, k = fx.cols, n = fy.cols;
     if (Tensor* dx = ctx.Output("X@GRAD"))
-      GemmAnySize<T>(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()),
+      cpu::Gemm(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()),
                      k);
     if (Tensor* dy = ctx.Output("Y@GRAD"))
-      GemmAnySize<T>(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()),
+      cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()),
                      n);
   }
 };
