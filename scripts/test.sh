@@ -7,6 +7,9 @@ set -eu
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 
+# Every tracked C++ file as clang-format (.clang-format) writes it; seconds.
+scripts/format_check.sh
+
 BUILD_DIR=build scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF
 (cd build && ctest --output-on-failure -j "$JOBS")
 # The plugin SDK as an outside author uses it: install, build the example

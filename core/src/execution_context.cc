@@ -38,8 +38,8 @@ Variable* Resolve(const PreparedOp* p, bool input, const std::string& slot, size
 
 Variable* ExecutionContext::InputVar(const std::string& slot, size_t i) const {
   const auto& args = op_.Input(slot);
-  NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ",
-                slot, "[", i, "]");
+  NABLA_ENFORCE(i < args.size() && args[i] != kEmptyVarName, kNotFound, "op '", op_.Type(), "' has no input ", slot,
+                "[", i, "]");
   Variable* v = Resolve(prepared_, true, slot, i, args[i], scope_);
   NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads ", slot, "[", i, "] = '", args[i],
                 "' but no such variable exists at run time (was it fed or initialized?)");
@@ -91,9 +91,7 @@ uint64_t ExecutionContext::Seed() const {
   // Derive a seed from the run's base seed, the op's first output and the run
   // index: reproducible across processes, different from step to step.
   uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t x) {
-    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  };
+  auto mix = [&h](uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   mix(run_ && run_->options ? run_->options->seed : 0);
   mix(run_ ? run_->run_index : 0);
   for (const auto& name : op_.OutputArgumentNames())

@@ -131,8 +131,8 @@ class BuildTimeInferShapeContext final : public InferShapeContext {
 void FillDefaultAttrs(OpDesc& op, const OpRegistry& registry, const ProgramDesc* program) {
   const std::string where = internal::PosPrefix(program, op.Pos()) + "op '" + op.Type() + "'";
   const OpInfo* info = registry.Find(op.Type());
-  NABLA_ENFORCE(info, kNotFound, where, ": unknown op type: expected an op registered by a loaded plugin but received '",
-                op.Type(), "'");
+  NABLA_ENFORCE(info, kNotFound, where,
+                ": unknown op type: expected an op registered by a loaded plugin but received '", op.Type(), "'");
   const OpSchema& schema = info->schema;
   for (const auto& [name, value] : op.Attrs()) {
     const AttrDef* def = schema.FindAttr(name);

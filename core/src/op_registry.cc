@@ -44,8 +44,7 @@ GradOpDescMakerBase::GradOpDescMakerBase(const OpDesc& fwd, const std::unordered
 
 GradOpDescMakerBase::~GradOpDescMakerBase() = default;
 
-std::vector<std::string> GradOpDescMakerBase::GradNames(const std::vector<std::string>& names,
-                                                        bool is_input) const {
+std::vector<std::string> GradOpDescMakerBase::GradNames(const std::vector<std::string>& names, bool is_input) const {
   std::vector<std::string> out;
   out.reserve(names.size());
   for (const auto& n : names) {
@@ -157,8 +156,8 @@ class RegistryTransaction {
     if (!batch.registration_error.empty()) problems.push_back("registration threw: " + batch.registration_error);
     for (const auto& p : live->plugins_)
       if (p.name == batch.plugin_name && !batch.plugin_name.empty())
-        problems.push_back(StrCat("a plugin named '", p.name, "' is already loaded from ",
-                                  p.path.empty() ? "<in-process>" : p.path));
+        problems.push_back(
+            StrCat("a plugin named '", p.name, "' is already loaded from ", p.path.empty() ? "<in-process>" : p.path));
     for (const auto& type : batch.op_order) {
       const OpInfo& info = *batch.ops.at(type);
       if (const OpInfo* old = live->Find(type))
@@ -166,8 +165,8 @@ class RegistryTransaction {
                                   old->origin.ToString()));
       for (const auto& a : info.schema.attrs)
         if (a.default_value && TypeOf(*a.default_value) != a.type)
-          problems.push_back(StrCat("attribute '", a.name, "' of op '", type, "' is declared ",
-                                    AttrTypeName(a.type), " but its default is ", AttrTypeName(TypeOf(*a.default_value))));
+          problems.push_back(StrCat("attribute '", a.name, "' of op '", type, "' is declared ", AttrTypeName(a.type),
+                                    " but its default is ", AttrTypeName(TypeOf(*a.default_value))));
     }
     std::set<std::tuple<std::string, DeviceType, DType>> seen;
     for (const auto& [key, k] : batch.kernels) {

@@ -47,8 +47,8 @@ const Attribute& OpDesc::GetAttr(const std::string& name) const {
 }
 
 void OpDesc::ThrowAttrTypeError(const std::string& name, AttrType wanted) const {
-  NABLA_THROW(kInvalidArgument, "attribute '", name, "' of op '", type_, "' should be of type ",
-              AttrTypeName(wanted), " but received ", AttrTypeName(TypeOf(attrs_.at(name))));
+  NABLA_THROW(kInvalidArgument, "attribute '", name, "' of op '", type_, "' should be of type ", AttrTypeName(wanted),
+              " but received ", AttrTypeName(TypeOf(attrs_.at(name))));
 }
 
 BlockDesc* BlockDesc::Parent() const {
@@ -93,8 +93,8 @@ OpDesc* BlockDesc::InsertOp(size_t index, std::unique_ptr<OpDesc> op) {
 }
 
 void BlockDesc::RemoveOps(size_t begin, size_t end) {
-  NABLA_ENFORCE(begin <= end && end <= ops_.size(), kOutOfRange, "op range [", begin, ", ", end,
-                ") out of range [0, ", ops_.size(), "]");
+  NABLA_ENFORCE(begin <= end && end <= ops_.size(), kOutOfRange, "op range [", begin, ", ", end, ") out of range [0, ",
+                ops_.size(), "]");
   ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(begin), ops_.begin() + static_cast<std::ptrdiff_t>(end));
 }
 
@@ -133,8 +133,8 @@ ProgramDesc& ProgramDesc::operator=(ProgramDesc&& other) noexcept {
 ProgramDesc::~ProgramDesc() = default;
 
 BlockDesc* ProgramDesc::AppendBlock(int parent_idx) {
-  NABLA_ENFORCE(parent_idx >= 0 && static_cast<size_t>(parent_idx) < blocks_.size(), kOutOfRange,
-                "parent block ", parent_idx, " does not exist (program has ", blocks_.size(), " blocks)");
+  NABLA_ENFORCE(parent_idx >= 0 && static_cast<size_t>(parent_idx) < blocks_.size(), kOutOfRange, "parent block ",
+                parent_idx, " does not exist (program has ", blocks_.size(), " blocks)");
   blocks_.push_back(std::make_unique<BlockDesc>(this, static_cast<int>(blocks_.size()), parent_idx));
   return blocks_.back().get();
 }

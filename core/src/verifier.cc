@@ -44,20 +44,19 @@ void VerifyBlockStructure(const ProgramDesc& program) {
     NABLA_ENFORCE(block->Idx() == static_cast<int>(b), kInvalidArgument, "block #", b,
                   " has a wrong index: expected idx ", b, " but received ", block->Idx());
     if (b == 0) {
-      NABLA_ENFORCE(block->ParentIdx() == -1, kInvalidArgument,
-                    "block 0 is the root: expected parent -1 but received ", block->ParentIdx());
-    } else {
-      NABLA_ENFORCE(block->ParentIdx() >= 0 && block->ParentIdx() < static_cast<int>(b), kInvalidArgument, "block ",
-                    b, " has a bad parent: expected a block index in [0, ", b, ") but received ",
+      NABLA_ENFORCE(block->ParentIdx() == -1, kInvalidArgument, "block 0 is the root: expected parent -1 but received ",
                     block->ParentIdx());
+    } else {
+      NABLA_ENFORCE(block->ParentIdx() >= 0 && block->ParentIdx() < static_cast<int>(b), kInvalidArgument, "block ", b,
+                    " has a bad parent: expected a block index in [0, ", b, ") but received ", block->ParentIdx());
     }
   }
 }
 
 class BlockVerifier {
  public:
-  BlockVerifier(const ProgramDesc& program, const OpRegistry& registry,
-                const std::vector<NameSet>& produced_in_block, size_t b)
+  BlockVerifier(const ProgramDesc& program, const OpRegistry& registry, const std::vector<NameSet>& produced_in_block,
+                size_t b)
       : program_(program), registry_(registry), block_(*program.Block(b)), b_(b) {
     // Outputs of any op of an ancestor block count as defined: a sub-block
     // (and a grad sub-block) runs where everything around it already ran.
@@ -98,8 +97,8 @@ class BlockVerifier {
     for (const SlotDef& def : defs) {
       if (def.dispensable) continue;
       auto it = slots.find(def.name);
-      NABLA_ENFORCE(it != slots.end() && !it->second.empty(), kInvalidArgument, where_, ": ", kind, " slot '",
-                    def.name, "' is required: expected at least 1 var but received none");
+      NABLA_ENFORCE(it != slots.end() && !it->second.empty(), kInvalidArgument, where_, ": ", kind, " slot '", def.name,
+                    "' is required: expected at least 1 var but received none");
     }
   }
 
@@ -129,10 +128,10 @@ class BlockVerifier {
   }
 
   void CheckBlockRef(const std::string& name, int idx) {
-    NABLA_ENFORCE(idx >= 0 && static_cast<size_t>(idx) < program_.Size(), kOutOfRange, where_, ": attribute '",
-                  name, "' names no block: expected a block index in [0, ", program_.Size(), ") but received ", idx);
-    NABLA_ENFORCE(IsDescendant(program_, idx, static_cast<int>(b_)), kInvalidArgument, where_, ": attribute '",
-                  name, "' names block ", idx, " whose parent is block ", program_.Block(idx)->ParentIdx(),
+    NABLA_ENFORCE(idx >= 0 && static_cast<size_t>(idx) < program_.Size(), kOutOfRange, where_, ": attribute '", name,
+                  "' names no block: expected a block index in [0, ", program_.Size(), ") but received ", idx);
+    NABLA_ENFORCE(IsDescendant(program_, idx, static_cast<int>(b_)), kInvalidArgument, where_, ": attribute '", name,
+                  "' names block ", idx, " whose parent is block ", program_.Block(idx)->ParentIdx(),
                   ": expected a sub-block of block ", b_, " (the op's block)");
   }
 

@@ -42,8 +42,7 @@ struct Xor {
 };
 
 template <typename Op>
-void RegisterBinary(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
-                    int line) {
+void RegisterBinary(Registrar& registrar, const std::string& type, const std::string& doc, const char* file, int line) {
   registrar.Op(type, file, line)
       .Doc(doc + " Elementwise over bool tensors; Y is broadcast onto X (aligned with X's last dims).")
       .Input("X", "(bool Tensor) left operand")

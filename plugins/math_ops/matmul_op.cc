@@ -67,8 +67,8 @@ struct MatmulKernel {
     T* o = AllocOutput<T>(ctx, ctx.Output("Out"), d.out);
     int64_t m = d.m, k = d.k, n = d.n;
     BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-      cpu::Gemm(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, T(0),
-                     o + io * m * n, n);
+      cpu::Gemm(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, T(0), o + io * m * n,
+                n);
     });
   }
 };

@@ -47,7 +47,7 @@ struct MulKernel {
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     T* out = AllocOutput<T>(ctx, ctx.Output("Out"));
     cpu::Gemm(false, false, fx.rows, fy.cols, fx.cols, T(1), x.Data<T>(), fx.cols, y.Data<T>(), fy.cols, T(0), out,
-                   fy.cols);
+              fy.cols);
   }
 };
 
@@ -62,11 +62,9 @@ struct MulGradKernel {
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     int64_t m = fx.rows, k = fx.cols, n = fy.cols;
     if (Tensor* dx = ctx.Output("X@GRAD"))
-      cpu::Gemm(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()),
-                     k);
+      cpu::Gemm(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()), k);
     if (Tensor* dy = ctx.Output("Y@GRAD"))
-      cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()),
-                     n);
+      cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()), n);
   }
 };
 

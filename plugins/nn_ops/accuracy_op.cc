@@ -37,13 +37,11 @@ void InferAccuracy(InferShapeContext& c) {
   const Shape label = c.InputShape("Label");
   EnforceIndexDType(c.InputDType("Indices"), c.Where(), "Indices");
   EnforceIndexDType(c.InputDType("Label"), c.Where(), "Label");
-  NABLA_ENFORCE(idx.size() == 2 && out.size() == 2 && DimsCompatible(out[0], idx[0]) &&
-                    DimsCompatible(out[1], idx[1]),
+  NABLA_ENFORCE(idx.size() == 2 && out.size() == 2 && DimsCompatible(out[0], idx[0]) && DimsCompatible(out[1], idx[1]),
                 kInvalidArgument, c.Where(), ": Out and Indices must both be [N, k] (from top_k), but received Out ",
                 ShapeToString(out), " and Indices ", ShapeToString(idx));
-  NABLA_ENFORCE(label.size() == 2 && DimsCompatible(label[0], idx[0]) && DimsCompatible(label[1], 1),
-                kInvalidArgument, c.Where(), ": Label must be [N, 1] with N = ", idx[0], ", but received ",
-                ShapeToString(label));
+  NABLA_ENFORCE(label.size() == 2 && DimsCompatible(label[0], idx[0]) && DimsCompatible(label[1], 1), kInvalidArgument,
+                c.Where(), ": Label must be [N, 1] with N = ", idx[0], ", but received ", ShapeToString(label));
   c.SetOutputShape("Accuracy", {1});
   c.SetOutputDType("Accuracy", DType::kFloat32);
   c.SetOutputShape("Correct", {1});

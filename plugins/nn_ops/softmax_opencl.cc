@@ -33,7 +33,8 @@ struct SoftmaxGradKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& out = ctx.Input("Out");
-    const AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "softmax_grad"));
+    const AxisView v =
+        ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "softmax_grad"));
     KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
     void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
     const int64_t rows = v.outer * v.inner;
@@ -66,7 +67,8 @@ struct LogSoftmaxGradKernel {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
     const Tensor& out = ctx.Input("Out");
-    const AxisView v = ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "log_softmax_grad"));
+    const AxisView v =
+        ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "log_softmax_grad"));
     KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
     void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
     const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing

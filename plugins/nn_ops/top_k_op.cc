@@ -29,9 +29,8 @@ void TopKKernel(const ExecutionContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = px + r * d;
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) {
-      return row[a] > row[b] || (row[a] == row[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [row](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
     for (int64_t j = 0; j < k; ++j) {
       pv[r * k + j] = row[order[j]];
       pi[r * k + j] = order[j];
@@ -57,14 +56,15 @@ void InferTopK(InferShapeContext& c) {
 
 NABLA_REGISTER_OPS(top_k) {
   registrar.Op("top_k", __FILE__, __LINE__)
-      .Doc("The k largest entries of X along its last axis, largest first (ties: lower index first), and their "
-           "indices. Registered without a gradient.")
+      .Doc(
+          "The k largest entries of X along its last axis, largest first (ties: lower index first), and their "
+          "indices. Registered without a gradient.")
       .Input("X", "(Tensor) input of shape [..., D], float32 or float64")
       .Output("Out", "(Tensor) the k largest values, shape [..., k], dtype of X")
       .Output("Indices", "(Tensor) int64 positions of those values in X's last axis, shape [..., k]")
-      .Attr<int>("k", 1, "(int, default 1) how many entries to keep", [](const int& k) {
-        NABLA_ENFORCE(k >= 1, kInvalidArgument, "attribute k must be >= 1, but received ", k);
-      })
+      .Attr<int>(
+          "k", 1, "(int, default 1) how many entries to keep",
+          [](const int& k) { NABLA_ENFORCE(k >= 1, kInvalidArgument, "attribute k must be >= 1, but received ", k); })
       .InferShape(InferTopK)
       .GradMaker<EmptyGradOpDescMaker>();
   RegisterFloatKernels(registrar, "top_k", TopKKernel<float>, TopKKernel<double>, __FILE__, __LINE__);

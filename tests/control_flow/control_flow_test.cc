@@ -172,16 +172,14 @@ TEST_P(ControlFlowTest, LoopCarriedGradients) {
   EXPECT_DOUBLE_EQ(Values(out.at("i@GRAD"))[0], 2.0);
 }
 
-TEST_P(ControlFlowTest, LoopCarriedNumeric) {
-  CheckGradients(kLoopCarried, NumericLoopFeeds(), "loss", {"x", "i"});
-}
+TEST_P(ControlFlowTest, LoopCarriedNumeric) { CheckGradients(kLoopCarried, NumericLoopFeeds(), "loss", {"x", "i"}); }
 
 TEST_P(ControlFlowTest, WhileBackwardStructure) {
   ProgramDesc program = ParseProgram(kLoopCarried, "loop.yaml");
   AppendBackward(program, "loss", {}, {});
   ASSERT_EQ(program.Size(), 3u);
   EXPECT_EQ(OpTypes(*program.Root()), (std::vector<std::string>{"less_than", "while", "mean", "fill_constant",
-                                                                  "mean_grad", "fill_zeros_like", "while_grad"}));
+                                                                "mean_grad", "fill_zeros_like", "while_grad"}));
   const OpDesc& zeros = *program.Root()->Op(5);
   EXPECT_EQ(zeros.Input("X"), std::vector<std::string>{"i"});
   EXPECT_EQ(zeros.Output("Out"), std::vector<std::string>{"i@GRAD"});
@@ -232,10 +230,11 @@ TEST_P(ControlFlowTest, CarriedVarAlsoUsedOutsideTheLoop) {
                std::strlen("      - {type: mean, inputs: {X: [x]}, outputs: {Out: [loss]}}"),
                "      - {type: elementwise_mul, inputs: {X: [x], Y: [x0]}, outputs: {Out: [xx]}}\n"
                "      - {type: mean, inputs: {X: [xx]}, outputs: {Out: [loss]}}");
-  yaml.replace(yaml.find("      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [cond]}}\n      - type: while"),
-               std::strlen("      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [cond]}}"),
-               "      - {type: scale, inputs: {X: [x]}, outputs: {Out: [x0]}, attrs: {scale: 3.0}}\n"
-               "      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [cond]}}");
+  yaml.replace(
+      yaml.find("      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [cond]}}\n      - type: while"),
+      std::strlen("      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [cond]}}"),
+      "      - {type: scale, inputs: {X: [x]}, outputs: {Out: [x0]}, attrs: {scale: 3.0}}\n"
+      "      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [cond]}}");
   // loss = (x + 2i + 1) * 3x: d/dx = 3x + 3(x + 2i + 1) = 3 + 12 = 15 at x = i = 1.
   ProgramDesc program = ParseProgram(yaml, "outside.yaml");
   AppendBackward(program, "loss", {}, {});
@@ -467,8 +466,7 @@ blocks:
     ParseProgram(yaml, "bad.yaml");
     FAIL() << "expected a float condition to be rejected";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Condition must be a bool tensor with exactly one element"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("Condition must be a bool tensor with exactly one element"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("float64"), std::string::npos) << e.what();
   }
@@ -481,7 +479,7 @@ TEST_P(ControlFlowTest, NonScalarConditionIsAnErrorAtRunTime) {
     FAIL() << "expected a two-element condition to be rejected";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("Cond 'flag' must be a bool tensor with exactly one element, but received "
-                                          "bool[2]"),
+                                         "bool[2]"),
               std::string::npos)
         << e.what();
   }
@@ -503,8 +501,8 @@ blocks:
 )";
   ProgramDesc program = ParseProgram(yaml, "array.yaml");
   EXPECT_EQ(program.Root()->FindVar("arr")->Type(), VarType::kTensorArray);
-  auto ok = Run(program, {{"x", {2}, {1, 2}}, {"i", {1}, {2}, DType::kInt64}, {"j", {1}, {2}, DType::kInt64}},
-                {"y", "len"});
+  auto ok =
+      Run(program, {{"x", {2}, {1, 2}}, {"i", {1}, {2}, DType::kInt64}, {"j", {1}, {2}, DType::kInt64}}, {"y", "len"});
   EXPECT_EQ(Values(ok.at("y")), (std::vector<double>{1, 2}));
   EXPECT_EQ(ok.at("len").Data<int64_t>()[0], 3);
   try {
@@ -512,8 +510,7 @@ blocks:
     FAIL() << "expected an out-of-range read to be rejected";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kOutOfRange);
-    EXPECT_NE(std::string(e.what()).find("index I = 4 is out of range for array 'arr'"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("index I = 4 is out of range for array 'arr'"), std::string::npos) << e.what();
   }
 }
 

@@ -132,8 +132,8 @@ TEST_F(OpenClCli, TheWhileLoopRnnMatchesTheCpu) {
   ASSERT_EQ(cpu.code, 0) << cpu.err;
   Result cl = Run(common + Path("cl") + " --device opencl");
   ASSERT_EQ(cl.code, 0) << cl.err;
-  EXPECT_NE(cl.err.find("op 'while' has no opencl kernel"), std::string::npos) << "the fallback is announced: "
-                                                                                << cl.err;
+  EXPECT_NE(cl.err.find("op 'while' has no opencl kernel"), std::string::npos)
+      << "the fallback is announced: " << cl.err;
   for (const char* name : {"loss", "wx@GRAD", "wh@GRAD", "bo@GRAD"}) {
     std::vector<float> want = Fetched("cpu", name), got = Fetched("cl", name);
     ASSERT_EQ(want.size(), got.size()) << name;
@@ -149,16 +149,15 @@ TEST_F(OpenClCli, RunTrainsTheFashionMnistMlpLikeTheCpu) {
   const std::string data = "/usr/share/datasets/fashion-mnist/";
   if (!fs::exists(data + "train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   auto config = [&](const std::string& device) {
-    std::ofstream(Path(device + ".yaml")) << "seed: 1\nprogram: " << NABLA_EXAMPLES_DIR
-                                          << "/models/fashion_mnist_mlp.yaml\ndevice: " << device
-                                          << "\nloss: loss\noptimizer: {type: adam, lr: 0.001}\n"
-                                          << "data:\n  format: idx\n  train:\n    files: {images: " << data
-                                          << "train-images-idx3-ubyte.gz, labels: " << data
-                                          << "train-labels-idx1-ubyte.gz}\n    feeds: {image: images, label: labels}\n"
-                                          << "  batch_size: 64\nsteps: 20\n"
-                                          << "checkpoint: {dir: " << Path(device + "_ckpt") << "}\n"
-                                          << "logging: {every_steps: 5, metrics_file: " << Path(device + ".csv")
-                                          << "}\n";
+    std::ofstream(Path(device + ".yaml"))
+        << "seed: 1\nprogram: " << NABLA_EXAMPLES_DIR << "/models/fashion_mnist_mlp.yaml\ndevice: " << device
+        << "\nloss: loss\noptimizer: {type: adam, lr: 0.001}\n"
+        << "data:\n  format: idx\n  train:\n    files: {images: " << data
+        << "train-images-idx3-ubyte.gz, labels: " << data
+        << "train-labels-idx1-ubyte.gz}\n    feeds: {image: images, label: labels}\n"
+        << "  batch_size: 64\nsteps: 20\n"
+        << "checkpoint: {dir: " << Path(device + "_ckpt") << "}\n"
+        << "logging: {every_steps: 5, metrics_file: " << Path(device + ".csv") << "}\n";
     return Path(device + ".yaml");
   };
   auto losses = [&](const std::string& device) {

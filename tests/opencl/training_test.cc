@@ -149,8 +149,7 @@ std::vector<float> Train(Device& device, const std::string& executor, const std:
 
 void ExpectSameLosses(const std::vector<float>& cpu, const std::vector<float>& cl) {
   ASSERT_EQ(cpu.size(), cl.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_NEAR(cl[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i;
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(cl[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i;
   EXPECT_LT(cpu.back(), cpu.front()) << "the MLP should learn";
 }
 

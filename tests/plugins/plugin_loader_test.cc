@@ -167,8 +167,8 @@ TEST(PluginLoader, TruncatedElfIsNotAPlugin) {
 
 TEST(PluginLoader, StrippedPluginIsFoundThroughDynsym) {
   std::vector<std::string> symtab = boost::dll::library_info(TOY_STRIPPED).symbols();
-  ASSERT_TRUE(std::none_of(symtab.begin(), symtab.end(),
-                           [](const std::string& s) { return s.rfind("nabla_abi_", 0) == 0; }))
+  ASSERT_TRUE(
+      std::none_of(symtab.begin(), symtab.end(), [](const std::string& s) { return s.rfind("nabla_abi_", 0) == 0; }))
       << "the build did not strip " << TOY_STRIPPED << ", so this test checks nothing";
   PluginManager::Instance().Load(TOY_STRIPPED);
   const OpRegistry::PluginRecord* record = FindPlugin("toy_stripped");

@@ -16,8 +16,9 @@ inline void RegisterToyOps() {
         .Input("Y", "y")
         .Output("Out", "x + y")
         .InferShape([](InferShapeContext& c) {
-          NABLA_ENFORCE(c.InputShape("X") == c.InputShape("Y"), kInvalidArgument, "toy_add shapes differ: ",
-                        ShapeToString(c.InputShape("X")), " vs ", ShapeToString(c.InputShape("Y")));
+          NABLA_ENFORCE(c.InputShape("X") == c.InputShape("Y"), kInvalidArgument,
+                        "toy_add shapes differ: ", ShapeToString(c.InputShape("X")), " vs ",
+                        ShapeToString(c.InputShape("Y")));
           c.SetOutputShape("Out", c.InputShape("X"));
           c.SetOutputDType("Out", c.InputDType("X"));
         })

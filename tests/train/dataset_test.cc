@@ -64,8 +64,7 @@ TEST_F(DatasetTest, IdxPlainAndGzipReadTheSame) {
 TEST_F(DatasetTest, IdxMultiByteValuesAreBigEndian) {
   std::string s = IdxHeader(0x0C, {2});
   s += std::string{1, 2, 3, 4};
-  s += std::string{static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff),
-                   static_cast<char>(0xfe)};
+  s += std::string{static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xfe)};
   Column c = ReadIdxFile(dir_.Write("v.idx", s), "v");
   EXPECT_EQ(c.kind, ElemKind::kInt32);
   EXPECT_DOUBLE_EQ(c.ValueAsDouble(0), 0x01020304);
@@ -112,8 +111,8 @@ TEST_F(DatasetTest, BindFeedChecksTheVarShape) {
 }
 
 TEST_F(DatasetTest, BatchesScaleImagesAndShapeLabels) {
-  Dataset d = ReadIdxDataset({{"image", dir_.Write("img.idx", ImagesIdx())},
-                              {"label", dir_.Write("lbl.idx", LabelsIdx())}});
+  Dataset d =
+      ReadIdxDataset({{"image", dir_.Write("img.idx", ImagesIdx())}, {"label", dir_.Write("lbl.idx", LabelsIdx())}});
   FeedBinding x = BindFeed("x", {-1, 4}, DType::kFloat32, d.Get("image"), std::nullopt, "");
   FeedBinding y = BindFeed("label", {-1, 1}, DType::kInt64, d.Get("label"), std::nullopt, "");
   std::vector<int64_t> order = {2, 0, 1};
@@ -131,8 +130,7 @@ TEST_F(DatasetTest, BatchesScaleImagesAndShapeLabels) {
   CheckLabelRange(y, 3, "");
   std::string e = ErrorOf([&] { CheckLabelRange(y, 2, "run.yaml:6:20"); });
   EXPECT_NE(e.find("run.yaml:6:20: label out of range in"), std::string::npos) << e;
-  EXPECT_NE(e.find("(sample 0): expected an integer in [0, 2) for feed var 'label', but received 2"),
-            std::string::npos)
+  EXPECT_NE(e.find("(sample 0): expected an integer in [0, 2) for feed var 'label', but received 2"), std::string::npos)
       << e;
 }
 

@@ -46,12 +46,9 @@ const char* SafetensorsDType(DType d) {
 }
 
 bool ParseSafetensorsDType(const std::string& s, DType* out) {
-  static const std::map<std::string, DType> kMap = {{"F32", DType::kFloat32},
-                                                    {"F64", DType::kFloat64},
-                                                    {"I32", DType::kInt32},
-                                                    {"I64", DType::kInt64},
-                                                    {"BOOL", DType::kBool},
-                                                    {"BF16", DType::kBFloat16}};
+  static const std::map<std::string, DType> kMap = {{"F32", DType::kFloat32}, {"F64", DType::kFloat64},
+                                                    {"I32", DType::kInt32},   {"I64", DType::kInt64},
+                                                    {"BOOL", DType::kBool},   {"BF16", DType::kBFloat16}};
   auto it = kMap.find(s);
   if (it == kMap.end()) return false;
   *out = it->second;

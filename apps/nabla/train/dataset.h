@@ -58,9 +58,9 @@ Dataset ReadCsvDataset(const std::string& path, const std::vector<std::string>& 
 struct FeedBinding {
   std::string var;
   const Column* column = nullptr;  // non-owning: points into a Dataset
-  DType dtype = DType::kFloat32;    // the var's dtype
-  Shape sample_shape;               // the var's shape without the batch dim
-  double scale = 1.0;               // applied to values going into float vars
+  DType dtype = DType::kFloat32;   // the var's dtype
+  Shape sample_shape;              // the var's shape without the batch dim
+  double scale = 1.0;              // applied to values going into float vars
 };
 
 // Checks that the column fits the var (per-sample element count) and picks

@@ -48,7 +48,7 @@ struct OpenClDevice::Impl {
   cl_command_queue queue = nullptr;
   size_t local = kDefaultLocal;
 
-  mutable std::mutex mutex;  // the pool, the caches, and argument setting on cached kernels
+  mutable std::mutex mutex;            // the pool, the caches, and argument setting on cached kernels
   std::multimap<size_t, cl_mem> pool;  // free buffers by size class
   size_t live_bytes = 0, pooled_bytes = 0;
   std::unordered_map<std::string, cl_program> programs;  // options + '\n' + source
@@ -158,8 +158,7 @@ void* OpenClDevice::Allocate(size_t bytes) {
                 out_of_memory("the device's global memory is full"));
   cl_int status = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(impl_->context, CL_MEM_READ_WRITE, size, nullptr, &status);
-  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
-      status == CL_OUT_OF_HOST_MEMORY) {
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY) {
     impl_->DrainPool();
     mem = clCreateBuffer(impl_->context, CL_MEM_READ_WRITE, size, nullptr, &status);
   }
@@ -210,8 +209,7 @@ void OpenClDevice::CopyOnDevice(void* dst, const void* src, size_t bytes) { Copy
 
 void OpenClDevice::CopyRegion(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t bytes) {
   if (bytes == 0 || (dst == src && dst_offset == src_offset)) return;
-  CheckCl(clEnqueueCopyBuffer(impl_->queue, AsMem(src), AsMem(dst), src_offset, dst_offset, bytes, 0, nullptr,
-                              nullptr),
+  CheckCl(clEnqueueCopyBuffer(impl_->queue, AsMem(src), AsMem(dst), src_offset, dst_offset, bytes, 0, nullptr, nullptr),
           "clEnqueueCopyBuffer", StrCat(" (", bytes, " bytes)", impl_->Where()));
 }
 
@@ -238,7 +236,7 @@ void OpenClDevice::Launch(const std::string& source, const std::string& options,
   for (size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     cl_int status = a.GetKind() == KernelArg::Kind::kLocal ? clSetKernelArg(kernel, i, a.Size(), nullptr)
-                                                          : clSetKernelArg(kernel, i, a.Size(), a.Data());
+                                                           : clSetKernelArg(kernel, i, a.Size(), a.Data());
     CheckCl(status, "clSetKernelArg", StrCat(" (kernel '", kernel_name, "', argument ", i, ")", impl_->Where()));
   }
   CheckCl(clEnqueueNDRangeKernel(impl_->queue, kernel, 1, nullptr, &rounded, &local, 0, nullptr, nullptr),
@@ -257,15 +255,14 @@ void ClBlastGemm(OpenClDevice& dev, OpenClDevice::Impl& impl, bool trans_a, bool
     // here (grad kernels zero-fill first), so write zeros row by row.
     NABLA_ENFORCE(beta == T(0), kUnimplemented, "OpenCL GEMM with k == 0 and beta != 0");
     const T zero = T(0);
-    for (int64_t i = 0; i < m; ++i)
-      dev.Fill(c, (c_offset + i * ldc) * sizeof(T), n * sizeof(T), &zero, sizeof zero);
+    for (int64_t i = 0; i < m; ++i) dev.Fill(c, (c_offset + i * ldc) * sizeof(T), n * sizeof(T), &zero, sizeof zero);
     return;
   }
   std::lock_guard<std::mutex> lock(impl.mutex);
   clblast::StatusCode status =
       clblast::Gemm<T>(clblast::Layout::kRowMajor, trans_a ? clblast::Transpose::kYes : clblast::Transpose::kNo,
-                       trans_b ? clblast::Transpose::kYes : clblast::Transpose::kNo, m, n, k, alpha, AsMem(a),
-                       a_offset, lda, AsMem(b), b_offset, ldb, beta, AsMem(c), c_offset, ldc, &impl.queue, nullptr);
+                       trans_b ? clblast::Transpose::kYes : clblast::Transpose::kNo, m, n, k, alpha, AsMem(a), a_offset,
+                       lda, AsMem(b), b_offset, ldb, beta, AsMem(c), c_offset, ldc, &impl.queue, nullptr);
   if (status != clblast::StatusCode::kSuccess) {
     NABLA_THROW(kExternal, "CLBlast Gemm<", sizeof(T) == 4 ? "float" : "double", "> ", m, "x", n, "x", k,
                 trans_a ? " (A^T)" : "", trans_b ? " (B^T)" : "", impl.Where(),

@@ -122,8 +122,7 @@ std::string ClBlastStatusName(int code) {
 void ThrowCl(cl_int status, const std::string& what, const std::string& context) {
   ErrorKind kind = ErrorKind::kExternal;
   std::string hint;
-  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
-      status == CL_OUT_OF_HOST_MEMORY) {
+  if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES || status == CL_OUT_OF_HOST_MEMORY) {
     hint = " (the device or its driver ran out of memory; use smaller batches or --device cpu)";
   }
   throw Error(kind, StrCat(what, " failed: ", StatusName(status), " (", status, ")", context, hint));

@@ -26,15 +26,43 @@ inline AttrType TypeOf(const Attribute& a) { return static_cast<AttrType>(a.inde
 NABLA_API const char* AttrTypeName(AttrType type);  // "int", "float", ..., "block"
 NABLA_API std::string AttrToString(const Attribute& a);
 
-template <typename T> struct AttrTypeOf;
-template <> struct AttrTypeOf<int> { static constexpr AttrType value = AttrType::kInt; };
-template <> struct AttrTypeOf<float> { static constexpr AttrType value = AttrType::kFloat; };
-template <> struct AttrTypeOf<std::string> { static constexpr AttrType value = AttrType::kString; };
-template <> struct AttrTypeOf<bool> { static constexpr AttrType value = AttrType::kBool; };
-template <> struct AttrTypeOf<std::vector<int>> { static constexpr AttrType value = AttrType::kInts; };
-template <> struct AttrTypeOf<std::vector<float>> { static constexpr AttrType value = AttrType::kFloats; };
-template <> struct AttrTypeOf<std::vector<std::string>> { static constexpr AttrType value = AttrType::kStrings; };
-template <> struct AttrTypeOf<std::vector<bool>> { static constexpr AttrType value = AttrType::kBools; };
-template <> struct AttrTypeOf<BlockRef> { static constexpr AttrType value = AttrType::kBlock; };
+template <typename T>
+struct AttrTypeOf;
+template <>
+struct AttrTypeOf<int> {
+  static constexpr AttrType value = AttrType::kInt;
+};
+template <>
+struct AttrTypeOf<float> {
+  static constexpr AttrType value = AttrType::kFloat;
+};
+template <>
+struct AttrTypeOf<std::string> {
+  static constexpr AttrType value = AttrType::kString;
+};
+template <>
+struct AttrTypeOf<bool> {
+  static constexpr AttrType value = AttrType::kBool;
+};
+template <>
+struct AttrTypeOf<std::vector<int>> {
+  static constexpr AttrType value = AttrType::kInts;
+};
+template <>
+struct AttrTypeOf<std::vector<float>> {
+  static constexpr AttrType value = AttrType::kFloats;
+};
+template <>
+struct AttrTypeOf<std::vector<std::string>> {
+  static constexpr AttrType value = AttrType::kStrings;
+};
+template <>
+struct AttrTypeOf<std::vector<bool>> {
+  static constexpr AttrType value = AttrType::kBools;
+};
+template <>
+struct AttrTypeOf<BlockRef> {
+  static constexpr AttrType value = AttrType::kBlock;
+};
 
 }  // namespace nabla

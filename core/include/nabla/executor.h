@@ -18,8 +18,8 @@ class Executor;
 class Scope;
 
 struct ExecutorOptions {
-  int threads = 0;          // 0: all cores
-  uint64_t seed = 0;        // base for ops whose `seed` attribute is 0
+  int threads = 0;    // 0: all cores
+  uint64_t seed = 0;  // base for ops whose `seed` attribute is 0
   int64_t max_loop_iterations = 1000000;
 };
 

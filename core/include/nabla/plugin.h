@@ -21,7 +21,7 @@
 #ifndef NABLA_PLUGIN_ABI_VERSION
 #define NABLA_PLUGIN_ABI_VERSION NABLA_ABI_VERSION
 #endif
-#define NABLA_ABI_SYMBOL                                                                                  \
+#define NABLA_ABI_SYMBOL                                                                                        \
   NABLA_PP_CAT(NABLA_PP_CAT(NABLA_PP_CAT(NABLA_PP_CAT(nabla_abi_v, NABLA_PLUGIN_ABI_VERSION), _gcc), __GNUC__), \
                NABLA_PP_CAT(_cxx11abi, _GLIBCXX_USE_CXX11_ABI))
 
@@ -66,17 +66,16 @@ class NABLA_API PluginManager {
 
 }  // namespace nabla
 
-#define NABLA_REGISTER_OPS(unique_name)                                                          \
-  static void nabla_register_ops_##unique_name(::nabla::Registrar& registrar);                 \
+#define NABLA_REGISTER_OPS(unique_name)                                                      \
+  static void nabla_register_ops_##unique_name(::nabla::Registrar& registrar);               \
   static const ::nabla::plugin_detail::AddRegistration nabla_add_registration_##unique_name( \
-      &nabla_register_ops_##unique_name);                                                        \
+      &nabla_register_ops_##unique_name);                                                    \
   static void nabla_register_ops_##unique_name(::nabla::Registrar& registrar)
 
 // The plugin's entry point and identity. Use once per plugin.
-#define NABLA_PLUGIN(plugin_name)                                                                    \
-  extern "C" NABLA_API int nabla_plugin_register_v1(::nabla::Registrar* registrar) noexcept {      \
-    return ::nabla::plugin_detail::RunRegistrations(registrar,                                     \
-                                                    ::nabla::plugin_detail::LocalRegistrations()); \
-  }                                                                                                \
-  extern "C" NABLA_API const char* nabla_plugin_name() noexcept { return plugin_name; }            \
+#define NABLA_PLUGIN(plugin_name)                                                                             \
+  extern "C" NABLA_API int nabla_plugin_register_v1(::nabla::Registrar* registrar) noexcept {                 \
+    return ::nabla::plugin_detail::RunRegistrations(registrar, ::nabla::plugin_detail::LocalRegistrations()); \
+  }                                                                                                           \
+  extern "C" NABLA_API const char* nabla_plugin_name() noexcept { return plugin_name; }                       \
   extern "C" NABLA_API const char NABLA_ABI_SYMBOL[] = plugin_name

@@ -79,10 +79,7 @@ class NABLA_API OpDesc {
  public:
   OpDesc() = default;
   OpDesc(std::string type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs)
-      : type_(std::move(type)),
-        inputs_(std::move(inputs)),
-        outputs_(std::move(outputs)),
-        attrs_(std::move(attrs)) {}
+      : type_(std::move(type)), inputs_(std::move(inputs)), outputs_(std::move(outputs)), attrs_(std::move(attrs)) {}
 
   const std::string& Type() const { return type_; }
   void SetType(std::string t) { type_ = std::move(t); }
@@ -135,8 +132,7 @@ class NABLA_API OpDesc {
 
 class NABLA_API BlockDesc {
  public:
-  BlockDesc(ProgramDesc* program, int idx, int parent_idx)
-      : program_(program), idx_(idx), parent_idx_(parent_idx) {}
+  BlockDesc(ProgramDesc* program, int idx, int parent_idx) : program_(program), idx_(idx), parent_idx_(parent_idx) {}
   BlockDesc(const BlockDesc&) = delete;
   BlockDesc& operator=(const BlockDesc&) = delete;
 
@@ -167,7 +163,7 @@ class NABLA_API BlockDesc {
 
  private:
   friend class ProgramDesc;  // re-seats program_ when a program is moved
-  ProgramDesc* program_;  // non-owning: the program owns this block
+  ProgramDesc* program_;     // non-owning: the program owns this block
   int idx_;
   int parent_idx_;
   std::vector<std::unique_ptr<VarDesc>> vars_;
@@ -183,7 +179,7 @@ struct BackwardInfo {
 
 class NABLA_API ProgramDesc {
  public:
-  ProgramDesc();  // one empty root block
+  ProgramDesc();                          // one empty root block
   ProgramDesc(const ProgramDesc& other);  // deep copy
   ProgramDesc& operator=(const ProgramDesc& other);
   ProgramDesc(ProgramDesc&&) noexcept;
