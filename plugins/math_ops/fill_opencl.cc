@@ -27,6 +27,8 @@ void FillTyped(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, 
       return FillWith(dev, out, dtype, shape, static_cast<int64_t>(value));
     case DType::kBool:
       return FillWith(dev, out, dtype, shape, static_cast<uint8_t>(value != 0.0f));
+    case DType::kBFloat16:
+      return FillWith(dev, out, dtype, shape, FloatToBf16(value));
   }
 }
 
