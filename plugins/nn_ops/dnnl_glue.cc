@@ -12,10 +12,12 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+
 #include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include "nabla/cpu/dnnl.h"
 #endif
 
 namespace nabla::nn {
@@ -45,14 +47,11 @@ bool Enabled() {
   return v == nullptr || std::string(v) != "0";
 }
 
-dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
 // One budget for every oneDNN call of the process (the cpu backend's bf16
 // GEMMs too): see nabla/cpu/cpu.h.
 using ThreadBudget = cpu::DnnlThreadBudget;
+using cpu::DnnlEngine;
+using cpu::DnnlStream;
 
 // Primitives live as long as the process, keyed by everything that shapes
 // them; after the first step of a run every lookup hits.
@@ -82,7 +81,7 @@ class Cache {
 memory& ThreadScratch(const void* owner, const memory::desc& desc) {
   thread_local std::unordered_map<const void*, memory> scratch;
   auto it = scratch.find(owner);
-  if (it == scratch.end()) it = scratch.emplace(owner, memory(desc, Engine())).first;
+  if (it == scratch.end()) it = scratch.emplace(owner, memory(desc, DnnlEngine())).first;
   return it->second;
 }
 
@@ -94,7 +93,7 @@ dnnl::primitive_attr UserScratchpad() {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
-memory Scratchpad(const memory::desc& desc) { return memory(desc, Engine(), cpu::DnnlScratchpad(desc.get_size())); }
+memory Scratchpad(const memory::desc& desc) { return memory(desc, DnnlEngine(), cpu::DnnlScratchpad(desc.get_size())); }
 
 // A primitive argument in the layout the primitive chose, and the reorders
 // between it and nabla's plain layout (absent when they are the same).
@@ -106,7 +105,7 @@ struct Operand {
   static Operand Make(const memory::desc& plain, const memory::desc& chosen, bool input, bool output) {
     Operand o{plain, chosen, std::nullopt, std::nullopt, {}, {}};
     if (plain != chosen) {
-      memory a(plain, Engine(), DNNL_MEMORY_NONE), b(chosen, Engine(), DNNL_MEMORY_NONE);
+      memory a(plain, DnnlEngine(), DNNL_MEMORY_NONE), b(chosen, DnnlEngine(), DNNL_MEMORY_NONE);
       if (input) {
         dnnl::reorder::primitive_desc pd(a, b, UserScratchpad());
         o.to_chosen = dnnl::reorder(pd);
@@ -123,7 +122,7 @@ struct Operand {
 
   // The memory the primitive reads: the user's buffer, or a reordered copy.
   memory In(dnnl::stream& s, const void* data) const {
-    memory user(plain, Engine(), const_cast<void*>(data));
+    memory user(plain, DnnlEngine(), const_cast<void*>(data));
     if (!to_chosen) return user;
     memory m = ThreadScratch(this, chosen);
     to_chosen->execute(s,
@@ -131,19 +130,14 @@ struct Operand {
     return m;
   }
   // The memory the primitive writes; Finish copies it to the user's buffer.
-  memory Out(void* data) const { return to_plain ? ThreadScratch(this, chosen) : memory(plain, Engine(), data); }
+  memory Out(void* data) const { return to_plain ? ThreadScratch(this, chosen) : memory(plain, DnnlEngine(), data); }
   void Finish(dnnl::stream& s, memory& m, void* data) const {
     if (!to_plain) return;
-    memory user(plain, Engine(), data);
+    memory user(plain, DnnlEngine(), data);
     to_plain->execute(s,
                       {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, user}, {DNNL_ARG_SCRATCHPAD, Scratchpad(to_plain_scratch)}});
   }
 };
-
-dnnl::stream& Stream() {
-  thread_local dnnl::stream stream(Engine());
-  return stream;
-}
 
 // ---------------------------------------------------------------- convolution
 
@@ -180,11 +174,11 @@ ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt) {
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::primitive_desc fwd_pd(
       {dnnl::prop_kind::forward_training, algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
-      UserScratchpad(), Engine());
+      UserScratchpad(), DnnlEngine());
   dnnl::convolution_backward_data::primitive_desc bd_pd({algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
-                                                        UserScratchpad(), Engine(), fwd_pd);
+                                                        UserScratchpad(), DnnlEngine(), fwd_pd);
   dnnl::convolution_backward_weights::primitive_desc bw_pd(
-      {algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, UserScratchpad(), Engine(), fwd_pd);
+      {algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, UserScratchpad(), DnnlEngine(), fwd_pd);
   return ConvPrims{dnnl::convolution_forward(fwd_pd),
                    dnnl::convolution_backward_data(bd_pd),
                    dnnl::convolution_backward_weights(bw_pd),
@@ -258,11 +252,13 @@ PoolPrims MakePoolPrims(const PoolGeom& g, int64_t pad_r_h, int64_t pad_r_w) {
   const memory::dims strides{g.h.stride, g.w.stride}, kernel{g.h.k, g.w.k};
   const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{pad_r_h, pad_r_w};
   dnnl::pooling_forward::primitive_desc infer_pd(
-      {dnnl::prop_kind::forward_inference, algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(), Engine());
+      {dnnl::prop_kind::forward_inference, algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(),
+      DnnlEngine());
   dnnl::pooling_forward::primitive_desc train_pd(
-      {dnnl::prop_kind::forward_training, algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(), Engine());
+      {dnnl::prop_kind::forward_training, algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(),
+      DnnlEngine());
   dnnl::pooling_backward::primitive_desc bwd_pd({algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(),
-                                                Engine(), train_pd);
+                                                DnnlEngine(), train_pd);
   return PoolPrims{dnnl::pooling_forward(infer_pd),
                    dnnl::pooling_forward(train_pd),
                    dnnl::pooling_backward(bwd_pd),
@@ -287,7 +283,7 @@ bool ConvForward(const ConvGeom& g, memory::data_type dt, const void* x, const v
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
   const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
-  dnnl::stream& s = Stream();
+  dnnl::stream& s = DnnlStream();
   memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
   p.fwd.execute(s, {{DNNL_ARG_SRC, src},
                     {DNNL_ARG_WEIGHTS, weights},
@@ -303,7 +299,7 @@ bool ConvBackward(const ConvGeom& g, memory::data_type dt, const void* x, const 
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
   const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
-  dnnl::stream& s = Stream();
+  dnnl::stream& s = DnnlStream();
   if (dx) {
     memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
     p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
@@ -349,8 +345,8 @@ bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
   ThreadBudget budget;
   const PoolPrims& p =
       PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
-  dnnl::stream& s = Stream();
-  memory src(p.src, Engine(), const_cast<float*>(x)), dst(p.dst, Engine(), y);
+  dnnl::stream& s = DnnlStream();
+  memory src(p.src, DnnlEngine(), const_cast<float*>(x)), dst(p.dst, DnnlEngine(), y);
   p.fwd_infer.execute(s,
                       {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, Scratchpad(p.infer_scratch)}});
   s.wait();
@@ -366,10 +362,10 @@ bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float*
   ThreadBudget budget;
   const PoolPrims& p =
       PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
-  dnnl::stream& s = Stream();
-  memory diff_dst(p.dst, Engine(), const_cast<float*>(dy)), diff_src(p.src, Engine(), dx);
+  dnnl::stream& s = DnnlStream();
+  memory diff_dst(p.dst, DnnlEngine(), const_cast<float*>(dy)), diff_src(p.src, DnnlEngine(), dx);
   if (g.max) {
-    memory src(p.src, Engine(), const_cast<float*>(x));
+    memory src(p.src, DnnlEngine(), const_cast<float*>(x));
     memory scratch = ThreadScratch(&p.dst, p.dst), ws = ThreadScratch(&p.workspace, p.workspace);
     p.fwd_train.execute(s, {{DNNL_ARG_SRC, src},
                             {DNNL_ARG_DST, scratch},

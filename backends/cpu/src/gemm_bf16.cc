@@ -17,9 +17,11 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include "nabla/cpu/dnnl.h"
 #endif
 
 namespace nabla::cpu {
@@ -85,16 +87,6 @@ namespace {
 // Threads held by oneDNN calls running at this moment, process wide.
 std::atomic<int> g_threads_in_use{0};
 
-dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& Stream() {
-  thread_local dnnl::stream stream(Engine());
-  return stream;
-}
-
 struct MatmulPrim {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c, scratchpad;
@@ -106,7 +98,7 @@ struct MatmulPrim {
 dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
   thread_local std::unordered_map<const MatmulPrim*, dnnl::memory> scratch;
   auto it = scratch.find(&p);
-  if (it == scratch.end()) it = scratch.emplace(&p, dnnl::memory(p.scratchpad, Engine())).first;
+  if (it == scratch.end()) it = scratch.emplace(&p, dnnl::memory(p.scratchpad, DnnlEngine())).first;
   return it->second;
 }
 
@@ -128,7 +120,7 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
       po.append_sum(beta);
       attr.set_post_ops(po);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, Engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, DnnlEngine());
     it = cache.emplace(key, std::make_unique<MatmulPrim>(MatmulPrim{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()}))
              .first;
   }
@@ -160,15 +152,25 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   key << budget.Granted() << '|' << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ','
       << ldc << '|' << static_cast<int>(kC) << '|' << alpha << ',' << beta;
   const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha, beta);
-  dnnl::memory am(p.a, Engine(), const_cast<bfloat16*>(a)), bm(p.b, Engine(), const_cast<bfloat16*>(b)),
-      cm(p.c, Engine(), c);
-  dnnl::stream& s = Stream();
+  dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a)), bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b)),
+      cm(p.c, DnnlEngine(), c);
+  dnnl::stream& s = DnnlStream();
   p.prim.execute(
       s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}});
   s.wait();
 }
 
 }  // namespace
+
+dnnl::engine& DnnlEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& DnnlStream() {
+  thread_local dnnl::stream stream(DnnlEngine());
+  return stream;
+}
 
 bool HasBf16Gemm() {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());

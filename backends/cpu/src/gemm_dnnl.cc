@@ -11,9 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+#include "nabla/cpu/dnnl.h"
 #endif
 
 namespace nabla::cpu {
@@ -29,16 +31,6 @@ void DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64
 namespace {
 
 using dnnl::memory;
-
-dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& Stream() {
-  thread_local dnnl::stream stream(Engine());
-  return stream;
-}
 
 // Holds this thread's OpenMP team to one thread while oneDNN creates or runs
 // a primitive (oneDNN sizes a primitive's split by the count it sees at
@@ -96,7 +88,7 @@ Prim MakePrim(const Key& key) {
     ops.append_sum(key.beta);
     attr.set_post_ops(ops);
   }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, Engine());
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, DnnlEngine());
   return Prim{a, b, c, pd.scratchpad_desc(), dnnl::matmul(pd)};
 }
 
@@ -156,9 +148,10 @@ void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   } catch (const dnnl::error& e) {
     NABLA_THROW(kExternal, "oneDNN matmul ", m, "x", n, "x", k, " (trans ", trans_a, trans_b, "): ", e.what());
   }
-  dnnl::stream& s = Stream();
-  memory am(p->a, Engine(), const_cast<float*>(a)), bm(p->b, Engine(), const_cast<float*>(b)), cm(p->c, Engine(), c);
-  memory sm(p->scratchpad, Engine(), DnnlScratchpad(p->scratchpad.get_size()));
+  dnnl::stream& s = DnnlStream();
+  memory am(p->a, DnnlEngine(), const_cast<float*>(a)), bm(p->b, DnnlEngine(), const_cast<float*>(b)),
+      cm(p->c, DnnlEngine(), c);
+  memory sm(p->scratchpad, DnnlEngine(), DnnlScratchpad(p->scratchpad.get_size()));
   p->matmul.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
   s.wait();
 }
