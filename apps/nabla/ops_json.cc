@@ -64,6 +64,7 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
             {"array_io", info.traits.array_io},
             {"collective", info.traits.collective},
             {"updates_in_place", info.traits.updates_in_place},
+            {"dtype_cast", info.traits.dtype_cast},
             {"precision", OpPrecisionName(info.traits.precision)}}},
           {"kernels", KernelsByDevice(registry, info.schema.type)},
           {"grad_checks", checks}};

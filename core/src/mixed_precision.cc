@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "nabla/error.h"
 #include "nabla/op_registry.h"
 
 namespace nabla {
@@ -14,9 +15,28 @@ constexpr const char* kLowSuffix = "@BF16";
 
 bool IsFloat32(const VarDesc* v) { return v && v->HasDType() && v->GetDType() == DType::kFloat32; }
 
-std::unique_ptr<OpDesc> MakeCast(const std::string& x, const std::string& out, DType from, DType to, SourcePos pos) {
+// The op registered with OpBuilder::DTypeCast() (math_ops' cast): the core
+// names no op, so the pass asks the registry which one converts dtypes.
+std::string CastOpType(const OpRegistry& registry) {
+  std::string found;
+  for (const std::string& type : registry.OpTypes()) {
+    const OpInfo* info = registry.Find(type);
+    if (info && info->traits.dtype_cast) {
+      NABLA_ENFORCE(found.empty(), kAlreadyExists, "mixed precision: two ops declare DTypeCast(), '", found, "' and '",
+                    type, "'; load only one");
+      found = type;
+    }
+  }
+  return found;
+}
+
+std::unique_ptr<OpDesc> MakeCast(const std::string& type, const std::string& x, const std::string& out, DType from,
+                                 DType to, SourcePos pos) {
+  NABLA_ENFORCE(!type.empty(), kNotFound,
+                "mixed precision (precision: bf16) needs an op registered with DTypeCast() (math_ops' cast), but "
+                "no loaded plugin has one");
   auto op = std::make_unique<OpDesc>(
-      "cast", VarNameMap{{"X", {x}}}, VarNameMap{{"Out", {out}}},
+      type, VarNameMap{{"X", {x}}}, VarNameMap{{"Out", {out}}},
       AttributeMap{{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(to))}});
   op->SetPos(pos);  // errors in a cast point at the op it serves
   return op;
@@ -63,8 +83,8 @@ bool Converts(const OpDesc& op, const OpInfo& info, const OpRegistry& registry, 
 // Where the program already holds bfloat16 vars (a cast the user wrote), an
 // op that must stay float32, or that has no bfloat16 kernel, reads them
 // through a cast back to float32.
-size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, BlockDesc& block, DeviceType device,
-                   size_t* at) {
+size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, const std::string& cast,
+                   BlockDesc& block, DeviceType device, size_t* at) {
   if (info.traits.has_sub_block || info.traits.control_flow) return 0;
   if (info.traits.precision != OpPrecision::kFloat32 && registry.FindKernel(op.Type(), device, DType::kBFloat16))
     return 0;
@@ -74,7 +94,7 @@ size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, B
       const VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
       if (!v || !v->HasDType() || v->GetDType() != DType::kBFloat16 || v->Type() != VarType::kDense) continue;
       VarDesc* wide = MakeVar(block, arg + "@FP32", *v, DType::kFloat32);
-      block.InsertOp((*at)++, MakeCast(arg, wide->Name(), DType::kBFloat16, DType::kFloat32, op.Pos()));
+      block.InsertOp((*at)++, MakeCast(cast, arg, wide->Name(), DType::kBFloat16, DType::kFloat32, op.Pos()));
       arg = wide->Name();
       ++casts;
     }
@@ -86,6 +106,7 @@ size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, B
 
 MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device) {
   const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  const std::string cast = CastOpType(*registry);
   BlockDesc& block = *program.Root();
   MixedPrecisionStats stats;
   size_t serial = 0;
@@ -94,7 +115,7 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
     const OpInfo* info = registry->Find(op.Type());
     if (!info) continue;
     if (!Converts(op, *info, *registry, block, device)) {
-      stats.casts += WidenInputs(op, *info, *registry, block, device, &i);
+      stats.casts += WidenInputs(op, *info, *registry, cast, block, device, &i);
       continue;
     }
     const SourcePos pos = op.Pos();
@@ -105,7 +126,7 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
         const VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
         if (!IsFloat32(v)) continue;
         VarDesc* low = MakeVar(block, arg + kLowSuffix + "@" + std::to_string(serial++), *v, DType::kBFloat16);
-        block.InsertOp(i++, MakeCast(arg, low->Name(), DType::kFloat32, DType::kBFloat16, pos));
+        block.InsertOp(i++, MakeCast(cast, arg, low->Name(), DType::kFloat32, DType::kBFloat16, pos));
         ++stats.casts;
         arg = low->Name();
       }
@@ -128,7 +149,7 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
       }
     }
     for (const auto& [low, orig] : back) {
-      block.InsertOp(++i, MakeCast(low, orig, DType::kBFloat16, DType::kFloat32, pos));
+      block.InsertOp(++i, MakeCast(cast, low, orig, DType::kBFloat16, DType::kFloat32, pos));
       ++stats.casts;
     }
     ++stats.low_ops;

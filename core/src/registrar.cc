@@ -125,6 +125,10 @@ OpBuilder& OpBuilder::UpdatesInPlace() {
   info_->traits.updates_in_place = true;
   return *this;
 }
+OpBuilder& OpBuilder::DTypeCast() {
+  info_->traits.dtype_cast = true;
+  return *this;
+}
 
 OpBuilder& OpBuilder::Precision(OpPrecision p) {
   info_->traits.precision = p;

@@ -102,6 +102,7 @@ NABLA_REGISTER_OPS(cast) {
   // float32 rounding of Out small next to it.
   to_f32.delta = 1e-2;
   registrar.Op("cast", __FILE__, __LINE__)
+      .DTypeCast()
       .Doc("Out = X converted to out_dtype (to bool: X != 0; float to int rounds toward zero).")
       .Input("X", "(Tensor) the input, of dtype in_dtype")
       .Output("Out", "(Tensor) the converted tensor, of X's shape")

@@ -2,8 +2,8 @@
 // bfloat16 mixed precision as a program pass. Ops declare at registration
 // how they take part (OpBuilder::Precision, an OpPrecision): GEMM-bound ops
 // say kLow, ops that need float32 say kFloat32, the rest follow their
-// inputs. The pass names no op; it reads those traits and the registry's
-// kernels.
+// inputs. The pass names no op: it reads those traits, the registry's
+// kernels, and inserts the op registered with OpBuilder::DTypeCast().
 //
 // Placement, chosen so every other op keeps seeing float32: a kLow op with a
 // bfloat16 kernel on the device gets a `cast` to bfloat16 before each of its

@@ -106,6 +106,9 @@ struct OpTraits {
   // ParamOut, batch_norm's MeanOut): the backward builder's overwrite pass
   // leaves such writes alone instead of versioning or rejecting them.
   bool updates_in_place = false;
+  // Converts X into Out of attribute out_dtype (from in_dtype): the op the
+  // mixed-precision pass (nabla/mixed_precision.h) inserts.
+  bool dtype_cast = false;
   OpPrecision precision = OpPrecision::kFollowInputs;
 };
 
@@ -381,6 +384,7 @@ class NABLA_API OpBuilder {
   OpBuilder& ArrayIO();                 // sets traits.array_io
   OpBuilder& Collective();              // sets traits.collective
   OpBuilder& UpdatesInPlace();          // sets traits.updates_in_place
+  OpBuilder& DTypeCast();               // sets traits.dtype_cast
   OpBuilder& Precision(OpPrecision p);  // sets traits.precision
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
