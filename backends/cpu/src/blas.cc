@@ -23,6 +23,8 @@
 #include "nabla/error.h"
 #include "tsan_sync.h"
 
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
 namespace nabla::cpu {
 namespace {
 
@@ -148,6 +150,17 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 }
 
 std::string BlasCoreName() { return openblas_get_corename(); }
-void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
+void SetBlasThreads(int threads) {
+  openblas_set_num_threads(threads);
+  // The pthread build of OpenBLAS starts its worker threads when it loads,
+  // and each spins on a core for about 0.1 s (its thread_timeout) before it
+  // sleeps: long enough to take the second core from the executor's worker
+  // through the first ~50 runs of a 2-thread program (case (g) of
+  // bench/compare_torch ran sequentially until then). Setting the count only
+  // stops handing them work; the shutdown OpenBLAS's own fork handler runs
+  // joins them, and OpenBLAS starts them again if a later call asks for more
+  // than one. Weak: the serial and OpenMP builds have no such threads.
+  if (threads == 1 && blas_thread_shutdown_) blas_thread_shutdown_();
+}
 
 }  // namespace nabla::cpu
