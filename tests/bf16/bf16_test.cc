@@ -3,6 +3,7 @@
 // (references from tests/bf16/bf16_reference.py), and `nabla run` with
 // `precision: bf16` (float32 checkpoints, the fallback line, bad values).
 #include <gtest/gtest.h>
+#include <tbb/task_arena.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -70,32 +71,41 @@ TEST(Bf16Conversion, VectorizedMatchesScalar) {
 }
 
 // GemmBf16 against the float32 GEMM of the same (bf16-rounded) operands:
-// both accumulate in float32, so only summation order differs.
+// both accumulate in float32, so only summation order differs. The larger
+// shapes split into blocks of rows or of columns on a 2-thread arena.
 TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
   if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
   cpu::InitCpuBackend();
   std::mt19937 gen(3);
   std::normal_distribution<float> d;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      const int64_t m = 33, n = 17, k = 70;
-      std::vector<float> a(m * k), b(k * n), c0(m * n);
-      for (auto* v : {&a, &b, &c0})
-        for (auto& x : *v) x = Bf16ToFloat(FloatToBf16(d(gen)));
-      std::vector<bfloat16> ab(a.size()), bb(b.size());
-      cpu::ConvertToBf16(a.data(), ab.data(), static_cast<int64_t>(a.size()));
-      cpu::ConvertToBf16(b.data(), bb.data(), static_cast<int64_t>(b.size()));
-      const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-      std::vector<float> want = c0, got = c0;
-      cpu::Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, want.data(), n);
-      cpu::GemmBf16(ta, tb, m, n, k, 0.5f, ab.data(), lda, bb.data(), ldb, 2.0f, got.data(), n);
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i])));
-      std::vector<bfloat16> low(m * n);
-      cpu::GemmBf16(ta, tb, m, n, k, 1.0f, ab.data(), lda, bb.data(), ldb, low.data(), n);
-      cpu::Gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, want.data(), n);
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(Bf16ToFloat(low[i]), want[i], 1e-2f * (1e-2f + std::abs(want[i]))) << ta << tb << i;
-    }
+  tbb::task_arena two(2);
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape shape : {Shape{33, 17, 70}, Shape{200, 40, 300}, Shape{40, 200, 300}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        two.execute([&] {
+          SCOPED_TRACE(testing::Message()
+                       << shape.m << "x" << shape.n << "x" << shape.k << " ta=" << ta << " tb=" << tb);
+          const int64_t m = shape.m, n = shape.n, k = shape.k;
+          std::vector<float> a(m * k), b(k * n), c0(m * n);
+          for (auto* v : {&a, &b, &c0})
+            for (auto& x : *v) x = Bf16ToFloat(FloatToBf16(d(gen)));
+          std::vector<bfloat16> ab(a.size()), bb(b.size());
+          cpu::ConvertToBf16(a.data(), ab.data(), static_cast<int64_t>(a.size()));
+          cpu::ConvertToBf16(b.data(), bb.data(), static_cast<int64_t>(b.size()));
+          const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+          std::vector<float> want = c0, got = c0;
+          cpu::Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, want.data(), n);
+          cpu::GemmBf16(ta, tb, m, n, k, 0.5f, ab.data(), lda, bb.data(), ldb, 2.0f, got.data(), n);
+          for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i])));
+          std::vector<bfloat16> low(m * n);
+          cpu::GemmBf16(ta, tb, m, n, k, 1.0f, ab.data(), lda, bb.data(), ldb, low.data(), n);
+          cpu::Gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, want.data(), n);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(Bf16ToFloat(low[i]), want[i], 1e-2f * (1e-2f + std::abs(want[i]))) << i;
+        });
 }
 
 // ---------------------------------------------------------------- the pass

@@ -10,10 +10,6 @@
 // starting N OpenBLAS threads on N cores (2N threads fighting, issue 5); in
 // a serial chain one GEMM still gets every thread.
 #include <cblas.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
@@ -21,18 +17,13 @@
 #include "gemm_dnnl.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
-#include "tsan_sync.h"
+#include "split_gemm.h"
 
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 
 namespace nabla::cpu {
 namespace {
 
-// Below this many multiply-adds a GEMM runs in one piece: about 20 us on one
-// core with the SkylakeX kernels, where a split costs more than it gains.
-constexpr double kSplitMacs = 2.0 * 1024 * 1024;
-// Block edges are multiples of the kernels' register blocking.
-constexpr int64_t kAlign = 16;
 // From this many multiply-adds a single-threaded float32 product goes to
 // oneDNN. bench/gemm_bench.cc, one core of the 2-core EPYC (Zen 4), CPU
 // time: from 2M (128^3 and the MLP's 32M-49M layers) oneDNN runs 1.03-1.12x
@@ -41,40 +32,6 @@ constexpr int64_t kAlign = 16;
 // OpenBLAS's small-matrix kernels win and oneDNN's per-call cost (memory
 // objects, a stream, about 2 us) is a large part of the product.
 constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
-
-template <typename T, typename Call>
-void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-               int64_t ldb, T* c, int64_t ldc, Call&& call) {
-  const int threads = tbb::this_task_arena::max_concurrency();
-  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool by_cols = n >= m;
-  const int64_t edge = by_cols ? n : m;
-  int64_t parts = std::min<int64_t>(threads, edge / kAlign);
-  if (threads <= 1 || macs < kSplitMacs || parts <= 1) {
-    call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
-    return;
-  }
-  const int64_t step = (edge / parts + kAlign - 1) / kAlign * kAlign;
-  parts = (edge + step - 1) / step;
-  ForkJoinSync sync;
-  sync.Fork();
-  tbb::parallel_for(
-      tbb::blocked_range<int64_t>(0, parts, 1),
-      [&](const tbb::blocked_range<int64_t>& r) {
-        sync.ChunkBegins();
-        for (int64_t p = r.begin(); p < r.end(); ++p) {
-          const int64_t lo = p * step, len = std::min(edge, lo + step) - lo;
-          if (by_cols) {  // columns [lo, lo + len) of op(B) and C
-            call(trans_a, trans_b, m, len, k, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, c + lo, ldc);
-          } else {  // rows [lo, lo + len) of op(A) and C
-            call(trans_a, trans_b, len, n, k, trans_a ? a + lo : a + lo * lda, lda, b, ldb, c + lo * ldc, ldc);
-          }
-        }
-        sync.ChunkEnds();
-      },
-      tbb::simple_partitioner());
-  sync.Joined();
-}
 
 // C = beta * C for a product over k == 0; beta == 0 writes zeros even
 // where C held NaN, as BLAS does.
@@ -100,16 +57,16 @@ void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t 
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleOnly(m, n, beta, c, ldc);
-  SplitGemm<float>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
-                   [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la,
-                       const float* bb, int64_t lb, float* cc, int64_t lc) {
-                     if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
-                       DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
-                     } else {
-                       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm,
-                                   nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
-                     }
-                   });
+  SplitGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+            [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la, const float* bb,
+                int64_t lb, float* cc, int64_t lc) {
+              if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
+                DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
+              } else {
+                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn, kk,
+                            alpha, aa, la, bb, lb, beta, cc, lc);
+              }
+            });
 }
 
 }  // namespace
@@ -141,12 +98,12 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return ScaleOnly(m, n, beta, c, ldc);
-  SplitGemm<double>(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
-                    [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const double* aa, int64_t la,
-                        const double* bb, int64_t lb, double* cc, int64_t lc) {
-                      cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn,
-                                  kk, alpha, aa, la, bb, lb, beta, cc, lc);
-                    });
+  SplitGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+            [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const double* aa, int64_t la, const double* bb,
+                int64_t lb, double* cc, int64_t lc) {
+              cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn, kk,
+                          alpha, aa, la, bb, lb, beta, cc, lc);
+            });
 }
 
 std::string BlasCoreName() { return openblas_get_corename(); }

@@ -21,7 +21,9 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include "gemm_dnnl.h"
 #include "nabla/cpu/dnnl.h"
+#include "split_gemm.h"
 #endif
 
 namespace nabla::cpu {
@@ -144,20 +146,32 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       }
     return;
   }
-  DnnlThreadBudget budget;  // first: creating a primitive may run OpenMP regions too
-  const dnnl::memory::desc ad({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
-  const dnnl::memory::desc bd({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
-  const dnnl::memory::desc cd({m, n}, kC, dnnl::memory::dims{ldc, 1});
-  std::ostringstream key;
-  key << budget.Granted() << '|' << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ','
-      << ldc << '|' << static_cast<int>(kC) << '|' << alpha << ',' << beta;
-  const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha, beta);
-  dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a)), bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b)),
-      cm(p.c, DnnlEngine(), c);
-  dnnl::stream& s = DnnlStream();
-  p.prim.execute(
-      s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}});
-  s.wait();
+  // One oneDNN call per block of C on the executor's threads, each with a
+  // one-thread OpenMP team, as for float32 (blas.cc): a team of its own would
+  // wake an OpenMP thread per call to fight the executor's idle TBB worker
+  // for the second core (the bf16 MLP step ran slower than float32 at 2
+  // threads that way).
+  SplitGemm(
+      ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+      [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b,
+          int64_t ldb, C* c, int64_t ldc) {
+        OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
+        const dnnl::memory::desc ad({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
+        const dnnl::memory::desc bd({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+        const dnnl::memory::desc cd({m, n}, kC, dnnl::memory::dims{ldc, 1});
+        std::ostringstream key;
+        key << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ',' << ldc << '|'
+            << static_cast<int>(kC) << '|' << alpha << ',' << beta;
+        const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha, beta);
+        dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a)), bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b)),
+            cm(p.c, DnnlEngine(), c);
+        dnnl::stream& s = DnnlStream();
+        p.prim.execute(s, {{DNNL_ARG_SRC, am},
+                           {DNNL_ARG_WEIGHTS, bm},
+                           {DNNL_ARG_DST, cm},
+                           {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}});
+        s.wait();
+      });
 }
 
 }  // namespace

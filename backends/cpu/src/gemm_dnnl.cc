@@ -28,28 +28,16 @@ void DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64
 }
 #else
 
+OneOmpThread::OneOmpThread() : before_(omp_get_max_threads()) {
+  if (before_ != 1) omp_set_num_threads(1);
+}
+OneOmpThread::~OneOmpThread() {
+  if (before_ != 1) omp_set_num_threads(before_);
+}
+
 namespace {
 
 using dnnl::memory;
-
-// Holds this thread's OpenMP team to one thread while oneDNN creates or runs
-// a primitive (oneDNN sizes a primitive's split by the count it sees at
-// creation), then gives the thread its previous setting back, which the
-// oneDNN convolutions of plugins/nn_ops set per call themselves.
-class OneOmpThread {
- public:
-  OneOmpThread() : before_(omp_get_max_threads()) {
-    if (before_ != 1) omp_set_num_threads(1);
-  }
-  ~OneOmpThread() {
-    if (before_ != 1) omp_set_num_threads(before_);
-  }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int before_;
-};
 
 struct Key {
   bool trans_a, trans_b;

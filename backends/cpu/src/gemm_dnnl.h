@@ -19,4 +19,20 @@ bool DnnlGemmBuilt();
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// Holds the calling thread's OpenMP team to one thread while oneDNN creates
+// or runs a primitive (oneDNN sizes a primitive's split by the count it sees
+// at creation), then gives the thread its previous setting back, which the
+// oneDNN convolutions of plugins/nn_ops set per call themselves. Only in
+// builds with oneDNN.
+class OneOmpThread {
+ public:
+  OneOmpThread();
+  ~OneOmpThread();
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int before_;
+};
+
 }  // namespace nabla::cpu
