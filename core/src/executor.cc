@@ -334,9 +334,10 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     }
     const bool dry = IsDryRun(device);
     if (dry) CheckDryRunInputs(op, *info, scope);
-    if (info->infer_shape && !info->traits.control_flow) {
+    if (info->infer_shape && !info->traits.control_flow && (dry || !prepared || !prepared->ShapesAsMemoized())) {
       RuntimeInferShapeContext isc(op, vars);
       info->infer_shape(isc);
+      if (prepared && !dry) prepared->MemoizeShapes();
     }
     if (dry) {
       FinishDryRunOutputs(op, vars, device);
@@ -422,11 +423,56 @@ PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& s
 
 PreparedBlock::~PreparedBlock() = default;
 
+namespace {
+
+// Calls f(tensor) for every var of the op's slots, inputs first, while f
+// says to go on. False where the memo cannot follow the op: a var that did
+// not exist when the block was prepared, or one that is not a dense tensor.
+template <typename F>
+bool ForEachMemoTensor(const PreparedOp& p, F&& f) {
+  for (const auto* slots : {&p.inputs, &p.outputs}) {
+    const bool in = slots == &p.inputs;
+    for (const PreparedSlot& s : *slots)
+      for (size_t i = 0; i < s.vars.size(); ++i) {
+        const Variable* v = s.vars[i];
+        if (v == nullptr) {
+          const auto& args = in ? p.op->Input(s.name) : p.op->Output(s.name);
+          if (i < args.size() && args[i] == kEmptyVarName) continue;
+          return false;
+        }
+        if (v->Type() != VarType::kDense || !f(v->GetTensor())) return false;
+      }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool PreparedOp::ShapesAsMemoized() const {
+  if (!shape_memo.valid || shape_memo.op_version != op->Version()) return false;
+  size_t k = 0;
+  const bool same = ForEachMemoTensor(*this, [&](const Tensor& t) {
+    if (k == shape_memo.seen.size()) return false;
+    const auto& [shape, dtype] = shape_memo.seen[k++];
+    return t.GetDType() == dtype && t.GetShape() == shape;
+  });
+  return same && k == shape_memo.seen.size();
+}
+
+void PreparedOp::MemoizeShapes() const {
+  shape_memo.seen.clear();
+  shape_memo.op_version = op->Version();
+  shape_memo.valid = ForEachMemoTensor(*this, [&](const Tensor& t) {
+    shape_memo.seen.emplace_back(t.GetShape(), t.GetDType());
+    return true;
+  });
+}
+
 void PreparedOp::CacheKernels(const OpRegistry& registry) {
   writes_its_input = info != nullptr && WritesItsInput(*op, *info);
   cached_device_types = std::min(static_cast<size_t>(DeviceTypeCount()), kCachedDeviceTypes);
   for (size_t d = 0; d < cached_device_types; ++d)
-    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool, DType::kBFloat16})
       kernels[d][static_cast<size_t>(t)] = registry.FindKernel(op->Type(), static_cast<DeviceType>(d), t);
 }
 

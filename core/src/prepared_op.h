@@ -23,11 +23,27 @@ struct PreparedOp {
   // kCachedDeviceTypes, is looked up per call. Inline, not on the heap: the
   // lookup is on every op's path.
   static constexpr size_t kCachedDeviceTypes = 8;
-  std::array<std::array<const KernelInfo*, 5>, kCachedDeviceTypes> kernels{};
+  std::array<std::array<const KernelInfo*, 6>, kCachedDeviceTypes> kernels{};
   size_t cached_device_types = 0;
   // The op writes a var it also reads and declares no in-place update
   // (mul(X=h) -> h): it gets fresh outputs, moved into place after it ran.
   bool writes_its_input = false;
+
+  // What runtime shape inference saw and left last time: the (shape, dtype)
+  // of every input and output var, in slot order, and the op's version.
+  // While the inputs and outputs still look so, inference would only set
+  // the same shapes again, so Dispatch skips it (in a 32-step RNN, name
+  // lookups and error-message prefixes of shape functions were 10 % of a
+  // step). Mutable: one op of a block runs on one thread at a time.
+  struct ShapeMemo {
+    bool valid = false;
+    uint64_t op_version = 0;
+    std::vector<std::pair<Shape, DType>> seen;  // inputs, then outputs
+  };
+  mutable ShapeMemo shape_memo;
+  // Whether shape_memo matches the vars now / records them after inference.
+  bool ShapesAsMemoized() const;
+  void MemoizeShapes() const;
 
   // Also sets writes_its_input; called once the op and info are set.
   void CacheKernels(const OpRegistry& registry);

@@ -37,8 +37,14 @@ bool OpDesc::HasInput(const std::string& slot) const { return inputs_.count(slot
 bool OpDesc::HasOutput(const std::string& slot) const { return outputs_.count(slot) != 0; }
 std::vector<std::string> OpDesc::InputArgumentNames() const { return Flatten(inputs_); }
 std::vector<std::string> OpDesc::OutputArgumentNames() const { return Flatten(outputs_); }
-void OpDesc::RenameInput(const std::string& from, const std::string& to) { Rename(inputs_, from, to); }
-void OpDesc::RenameOutput(const std::string& from, const std::string& to) { Rename(outputs_, from, to); }
+void OpDesc::RenameInput(const std::string& from, const std::string& to) {
+  ++version_;
+  Rename(inputs_, from, to);
+}
+void OpDesc::RenameOutput(const std::string& from, const std::string& to) {
+  ++version_;
+  Rename(outputs_, from, to);
+}
 
 const Attribute& OpDesc::GetAttr(const std::string& name) const {
   auto it = attrs_.find(name);

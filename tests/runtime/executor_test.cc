@@ -92,6 +92,47 @@ TEST_P(ExecutorTest, MissingKernelIsUnimplementedAndListsKernels) {
   }
 }
 
+// Runtime shape inference is skipped while an op's inputs and outputs keep
+// the shapes it last saw (PreparedOp::ShapeMemo): a new input shape, an
+// output resized by someone else, or a changed op must each bring it back.
+TEST_P(ExecutorTest, ShapeInferenceRerunsWhenInputsOutputsOrTheOpChange) {
+  ProgramDesc p;
+  p.Root()->AppendOp(OpDesc("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"c"}}}, {}));
+  p.Root()->AppendOp(OpDesc("toy_tile", {{"X", {"c"}}}, {{"Out", {"d"}}}, {{"times", 2}}));
+  auto exec = CreateExecutor(GetParam(), HostDevice());
+  Scope scope;
+  Feed(scope, "a", {1, 2, 3});
+  Feed(scope, "b", {10, 20, 30});
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "d"), (std::vector<float>{11, 22, 33, 11, 22, 33}));
+  exec->Run(p, 0, scope);  // the memo holds
+  EXPECT_EQ(Fetch(scope, "d"), (std::vector<float>{11, 22, 33, 11, 22, 33}));
+
+  Feed(scope, "a", {1, 2});
+  Feed(scope, "b", {5, 5});
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "c"), (std::vector<float>{6, 7}));
+  EXPECT_EQ(Fetch(scope, "d"), (std::vector<float>{6, 7, 6, 7}));
+
+  scope.FindVar("c")->GetTensor().Resize({1});
+  scope.FindVar("d")->GetTensor().Resize({1});
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "d"), (std::vector<float>{6, 7, 6, 7}));
+
+  p.Root()->Op(1)->SetAttr("times", 3);
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "d"), (std::vector<float>{6, 7, 6, 7, 6, 7}));
+
+  // Inputs that no longer agree are still refused.
+  Feed(scope, "a", {1, 2, 3});
+  try {
+    exec->Run(p, 0, scope);
+    FAIL() << "shape mismatch not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("toy_add shapes differ: [3] vs [2]"), std::string::npos) << e.what();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, ExecutorTest, ::testing::Values("sequential", "taskgraph"));
 
 TEST(ExecutorFactory, UnknownNameListsKnownOnes) {

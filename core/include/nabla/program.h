@@ -1,6 +1,7 @@
 #pragma once
 // The program IR (SPEC §2): ProgramDesc ▸ BlockDesc ▸ OpDesc / VarDesc.
 // Descriptions only: nothing here allocates tensors or knows any op.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,19 +83,34 @@ class NABLA_API OpDesc {
       : type_(std::move(type)), inputs_(std::move(inputs)), outputs_(std::move(outputs)), attrs_(std::move(attrs)) {}
 
   const std::string& Type() const { return type_; }
-  void SetType(std::string t) { type_ = std::move(t); }
+  void SetType(std::string t) {
+    ++version_;
+    type_ = std::move(t);
+  }
 
   const VarNameMap& Inputs() const { return inputs_; }
   const VarNameMap& Outputs() const { return outputs_; }
-  VarNameMap& MutableInputs() { return inputs_; }
-  VarNameMap& MutableOutputs() { return outputs_; }
+  VarNameMap& MutableInputs() {
+    ++version_;
+    return inputs_;
+  }
+  VarNameMap& MutableOutputs() {
+    ++version_;
+    return outputs_;
+  }
   // Argument names of one slot; empty when the slot is absent.
   const std::vector<std::string>& Input(const std::string& slot) const;
   const std::vector<std::string>& Output(const std::string& slot) const;
   bool HasInput(const std::string& slot) const;
   bool HasOutput(const std::string& slot) const;
-  void SetInput(const std::string& slot, std::vector<std::string> args) { inputs_[slot] = std::move(args); }
-  void SetOutput(const std::string& slot, std::vector<std::string> args) { outputs_[slot] = std::move(args); }
+  void SetInput(const std::string& slot, std::vector<std::string> args) {
+    ++version_;
+    inputs_[slot] = std::move(args);
+  }
+  void SetOutput(const std::string& slot, std::vector<std::string> args) {
+    ++version_;
+    outputs_[slot] = std::move(args);
+  }
   // Every argument over all slots, in slot order.
   std::vector<std::string> InputArgumentNames() const;
   std::vector<std::string> OutputArgumentNames() const;
@@ -103,9 +119,15 @@ class NABLA_API OpDesc {
   void RenameOutput(const std::string& from, const std::string& to);
 
   const AttributeMap& Attrs() const { return attrs_; }
-  AttributeMap& MutableAttrs() { return attrs_; }
+  AttributeMap& MutableAttrs() {
+    ++version_;
+    return attrs_;
+  }
   bool HasAttr(const std::string& name) const { return attrs_.count(name) != 0; }
-  void SetAttr(const std::string& name, Attribute value) { attrs_[name] = std::move(value); }
+  void SetAttr(const std::string& name, Attribute value) {
+    ++version_;
+    attrs_[name] = std::move(value);
+  }
   const Attribute& GetAttr(const std::string& name) const;
   // Typed access; a missing or differently typed attribute is an error naming
   // the op and the attribute.
@@ -120,6 +142,11 @@ class NABLA_API OpDesc {
   const SourcePos& Pos() const { return pos_; }
   void SetPos(SourcePos p) { pos_ = p; }
 
+  // Bumped by every mutator (a Mutable* accessor counts as one), so what is
+  // derived from the op at run time (the executor's memo of its inferred
+  // shapes) knows when to derive it again.
+  uint64_t Version() const { return version_; }
+
  private:
   [[noreturn]] void ThrowAttrTypeError(const std::string& name, AttrType wanted) const;
 
@@ -128,6 +155,7 @@ class NABLA_API OpDesc {
   VarNameMap outputs_;
   AttributeMap attrs_;
   SourcePos pos_;
+  uint64_t version_ = 0;
 };
 
 class NABLA_API BlockDesc {
