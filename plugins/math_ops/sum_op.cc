@@ -42,19 +42,17 @@ struct SumKernel {
     T* acc = aliased ? scratch.data() : AllocOutput<T>(ctx, out, shape);
     std::vector<const T*> data;
     for (const Tensor* x : xs) data.push_back(x->Data<T>());
-    // Each element adds the inputs in their order, whatever the split. A
-    // block of the sum stays in L1 while every input passes over it: the
-    // shared weights of an unrolled RNN sum 32 gradients, and a whole pass
-    // per input ran at L2 speed (perf: 7 % of the RNN step).
-    constexpr int64_t kBlock = 1024;
+    // Each element adds the inputs in their order, whatever the split.
     cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-      for (int64_t lo = b; lo < e; lo += kBlock) {
-        const int64_t len = std::min(kBlock, e - lo);
-        T* __restrict a = acc + lo;
-        std::copy(data[0] + lo, data[0] + lo + len, a);
-        for (size_t j = 1; j < data.size(); ++j) {
-          const T* __restrict x = data[j] + lo;
-          for (int64_t i = 0; i < len; ++i) a[i] += x[i];
+      if constexpr (std::is_same_v<T, float>) {
+        std::vector<const float*> from(data.size());
+        for (size_t j = 0; j < data.size(); ++j) from[j] = data[j] + b;
+        cpu::SumArrays(from.data(), static_cast<int64_t>(from.size()), acc + b, e - b);
+      } else {
+        for (int64_t i = b; i < e; ++i) {
+          T s = data[0][i];
+          for (size_t j = 1; j < data.size(); ++j) s += data[j][i];
+          acc[i] = s;
         }
       }
     });

@@ -58,6 +58,10 @@ NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int6
 // x and y may be the same buffer. Kernels that compute tanh call this so
 // fused and unfused programs agree bit for bit.
 NABLA_API void Tanh(const float* x, float* y, int64_t n);
+// y = xs[0] + xs[1] + ... + xs[count - 1] elementwise, added in that order
+// (the same bits as the plain loop), float32, vectorized. count >= 1; y must
+// not overlap any input.
+NABLA_API void SumArrays(const float* const* xs, int64_t count, float* y, int64_t n);
 
 // ---------------------------------------------------------------- bfloat16
 
