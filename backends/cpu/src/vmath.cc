@@ -41,7 +41,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void Tanh(const flo
 // unrolled RNN's 32 weight gradients, 2 MiB, come from L3). 2.3x the
 // one-input-per-pass loop for 32 x 16K floats (AVX2, cold inputs).
 __attribute__((target_clones("avx512f", "avx2", "default"))) void SumArrays(const float* const* xs, int64_t count,
-                                                                             float* y, int64_t n) {
+                                                                            float* y, int64_t n) {
   constexpr int64_t kBlock = 1024;
   for (int64_t lo = 0; lo < n; lo += kBlock) {
     const int64_t len = std::min(kBlock, n - lo);
