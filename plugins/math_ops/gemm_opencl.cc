@@ -1,9 +1,7 @@
 // OpenCL kernels of mul and matmul and their grad ops: GEMMs through CLBlast
 // on the device's queue, one per batch (with buffer offsets, no copies), so
 // no OpenCL C of their own.
-#include <algorithm>
-#include <array>
-
+#include "gemm_shapes.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
 
@@ -11,16 +9,6 @@ namespace nabla::math_ops {
 namespace {
 
 using namespace opencl;
-
-struct Flat2D {
-  int64_t rows = 1, cols = 1;
-};
-
-Flat2D Flatten(const Shape& s, int num_col_dims) {
-  Flat2D f;
-  for (size_t i = 0; i < s.size(); ++i) (static_cast<int>(i) < num_col_dims ? f.rows : f.cols) *= s[i];
-  return f;
-}
 
 template <typename T>
 struct MulKernel {
@@ -62,48 +50,6 @@ struct MulGradKernel {
   }
 };
 
-// matmul's batches: X [..., M, K] times Y [..., K, N] with numpy broadcasting
-// of the batch dims; 1-D X is [1, K] and 1-D Y is [K, 1].
-struct MatmulPlan {
-  int64_t m = 0, k = 0, n = 0;
-  // (out, x, y) batch indices of every GEMM.
-  std::vector<std::array<int64_t, 3>> batches;
-};
-
-MatmulPlan PlanMatmul(const Shape& x0, const Shape& y0, bool tx, bool ty) {
-  Shape x = x0.size() == 1 ? Shape{1, x0[0]} : x0;
-  Shape y = y0.size() == 1 ? Shape{y0[0], 1} : y0;
-  MatmulPlan p;
-  int64_t xr = x[x.size() - 2], xc = x.back(), yr = y[y.size() - 2], yc = y.back();
-  p.m = tx ? xc : xr;
-  p.k = tx ? xr : xc;
-  p.n = ty ? yr : yc;
-  Shape xb(x.begin(), x.end() - 2), yb(y.begin(), y.end() - 2);
-  size_t rank = std::max(xb.size(), yb.size());
-  xb.insert(xb.begin(), rank - xb.size(), 1);
-  yb.insert(yb.begin(), rank - yb.size(), 1);
-  Shape ob(rank);
-  int64_t total = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    ob[i] = std::max(xb[i], yb[i]);
-    total *= ob[i];
-  }
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t io = 0; io < total; ++io) {
-    int64_t ix = 0, iy = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      ix = ix * xb[d] + (xb[d] == 1 ? 0 : idx[d]);
-      iy = iy * yb[d] + (yb[d] == 1 ? 0 : idx[d]);
-    }
-    p.batches.push_back({io, ix, iy});
-    for (size_t d = rank; d-- > 0;) {
-      if (++idx[d] < ob[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return p;
-}
-
 template <typename T>
 struct MatmulKernel {
   void operator()(const ExecutionContext& ctx) const {
@@ -113,14 +59,14 @@ struct MatmulKernel {
     const Tensor& y = ctx.Input("Y");
     const bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
     const T alpha = static_cast<T>(ctx.Attr<float>("alpha"));
-    MatmulPlan p = PlanMatmul(x.GetShape(), y.GetShape(), tx, ty);
+    const MatmulDims d = ComputeMatmulDims(x.GetShape(), y.GetShape(), tx, ty, StrCat("op '", ctx.Op().Type(), "'"));
     const void* xb = s.In(x);
     const void* yb = s.In(y);
-    Tensor* out = ctx.Output("Out");
-    void* ob = AllocateOutput<T>(ctx, out, out->GetShape());
-    const int64_t m = p.m, k = p.k, n = p.n;
-    for (const auto& [io, ix, iy] : p.batches)
+    void* ob = AllocateOutput<T>(ctx, ctx.Output("Out"), d.out);
+    const int64_t m = d.m, k = d.k, n = d.n;
+    BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
       dev.Gemm(tx, ty, m, n, k, alpha, xb, ix * m * k, tx ? m : k, yb, iy * k * n, ty ? k : n, T(0), ob, io * m * n, n);
+    });
   }
 };
 
@@ -135,7 +81,7 @@ struct MatmulGradKernel {
     const Tensor& y = ctx.Input("Y");
     const bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
     const T alpha = static_cast<T>(ctx.Attr<float>("alpha"));
-    MatmulPlan p = PlanMatmul(x.GetShape(), y.GetShape(), tx, ty);
+    const MatmulDims dims = ComputeMatmulDims(x.GetShape(), y.GetShape(), tx, ty, StrCat("op '", ctx.Op().Type(), "'"));
     const void* xb = s.In(x);
     const void* yb = s.In(y);
     const void* db = s.In(ctx.Input(GradVarName("Out")));
@@ -145,8 +91,8 @@ struct MatmulGradKernel {
     void* gy = dy ? AllocateOutput<T>(ctx, dy, y.GetShape()) : nullptr;
     if (gx) Zero<T>(dev, gx, x.Numel());
     if (gy) Zero<T>(dev, gy, y.Numel());
-    const int64_t m = p.m, k = p.k, n = p.n, ldx = tx ? m : k, ldy = ty ? k : n;
-    for (const auto& [io, ix, iy] : p.batches) {
+    const int64_t m = dims.m, k = dims.k, n = dims.n, ldx = tx ? m : k, ldy = ty ? k : n;
+    BroadcastIndexer(dims.out_batch, dims.x_batch, dims.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
       const int64_t xo = ix * m * k, yo = iy * k * n, d = io * m * n;
       if (gx) {
         if (!tx)
@@ -160,7 +106,7 @@ struct MatmulGradKernel {
         else
           dev.Gemm(true, tx, n, k, m, alpha, db, d, n, xb, xo, ldx, T(1), gy, yo, k);
       }
-    }
+    });
   }
 };
 

@@ -1,46 +1,11 @@
 // matmul: (batched) matrix product with optional transposes and scaling
 // (Paddle's `matmul`).
+#include "gemm_shapes.h"
 #include "math_util.h"
 #include "nabla/plugin.h"
 
 namespace nabla::math_ops {
 namespace {
-
-// The product as a batch of M x K times K x N GEMMs. 1-D X is a row [1, K],
-// 1-D Y a column [K, 1] (before the transposes apply), and those unit dims
-// are squeezed from Out again. Batch dims broadcast numpy style.
-struct MatmulDims {
-  Shape x_batch, y_batch, out_batch;  // padded to one rank
-  int64_t m = 0, k = 0, n = 0;
-  Shape out;
-};
-
-MatmulDims ComputeMatmulDims(const Shape& x, const Shape& y, bool tx, bool ty, const std::string& where) {
-  NABLA_ENFORCE(!x.empty() && !y.empty(), kInvalidArgument, where,
-                ": X and Y must have rank >= 1, but received X shape ", ShapeToString(x), " and Y shape ",
-                ShapeToString(y));
-  Shape xm = x.size() == 1 ? Shape{1, x[0]} : x;
-  Shape ym = y.size() == 1 ? Shape{y[0], 1} : y;
-  int64_t xr = xm[xm.size() - 2], xc = xm.back(), yr = ym[ym.size() - 2], yc = ym.back();
-  MatmulDims d;
-  d.m = tx ? xc : xr;
-  d.k = tx ? xr : xc;
-  int64_t ky = ty ? yc : yr;
-  d.n = ty ? yr : yc;
-  NABLA_ENFORCE(d.k < 0 || ky < 0 || d.k == ky, kInvalidArgument, where, ": the contracted dims must match: X",
-                tx ? "^T" : "", " (shape ", ShapeToString(x), ") has ", d.k, " columns, so Y", ty ? "^T" : "",
-                " must have ", d.k, " rows, but received Y shape ", ShapeToString(y));
-  BroadcastShapes b = BroadcastElementwise(Shape(xm.begin(), xm.end() - 2), Shape(ym.begin(), ym.end() - 2), -1,
-                                           where + " (batch dims)");
-  d.x_batch = b.x;
-  d.y_batch = b.y;
-  d.out_batch = b.out;
-  d.out = b.out;
-  if (x.size() != 1) d.out.push_back(d.m);
-  if (y.size() != 1) d.out.push_back(d.n);
-  if (d.out.empty()) d.out.push_back(1);
-  return d;
-}
 
 void InferMatmulShape(InferShapeContext& c) {
   MatmulDims d = ComputeMatmulDims(c.InputShape("X"), c.InputShape("Y"), c.Attr<bool>("transpose_X"),

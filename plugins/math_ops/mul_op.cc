@@ -1,19 +1,11 @@
 // mul: a matrix product of X and Y, each flattened to 2-D first (Paddle's
 // `mul`, the op behind fully connected layers).
+#include "gemm_shapes.h"
 #include "math_util.h"
 #include "nabla/plugin.h"
 
 namespace nabla::math_ops {
 namespace {
-
-// X of shape [d0, ..., dn] flattens to [d0 * ... * d(c-1), dc * ... * dn].
-struct Flat2D {
-  int64_t rows, cols;
-};
-
-Flat2D Flatten(const Shape& s, int num_col_dims) {
-  return {ProductOf(s, 0, num_col_dims), ProductOf(s, num_col_dims, s.size())};
-}
 
 void CheckNumColDims(const Shape& s, int num_col_dims, const char* attr, const char* slot, const std::string& where) {
   int rank = static_cast<int>(s.size());

@@ -10,71 +10,52 @@ namespace {
 
 using namespace opencl;
 
+// softmax and log_softmax walk the same rows: one work item per row along
+// the op's axis; a row of nothing (a zero-sized axis) reads nothing.
+template <typename T>
+void RowsForward(const ExecutionContext& ctx, const char* kernel) {
+  OpenClDevice& dev = DeviceOf(ctx);
+  Staging s(dev);
+  const Tensor& x = ctx.Input("X");
+  const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", ctx.Op().Type()));
+  KernelArg xa = s.Arg(x);
+  void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
+  const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;
+  Run<T>(dev, cl_source::softmax(), kernel,
+         {xa, KernelArg::Buffer(out), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
+}
+
+template <typename T>
+void RowsBackward(const ExecutionContext& ctx, const char* kernel) {
+  Tensor* dx = ctx.Output(GradVarName("X"));
+  if (!dx) return;
+  OpenClDevice& dev = DeviceOf(ctx);
+  Staging s(dev);
+  const Tensor& out = ctx.Input("Out");
+  const AxisView v =
+      ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", ctx.Op().Type()));
+  KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
+  void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
+  const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;
+  Run<T>(dev, cl_source::softmax(), kernel,
+         {oa, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
+}
+
 template <typename T>
 struct SoftmaxKernel {
-  void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = DeviceOf(ctx);
-    Staging s(dev);
-    const Tensor& x = ctx.Input("X");
-    const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "softmax"));
-    KernelArg xa = s.Arg(x);
-    void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
-    const int64_t rows = v.outer * v.inner;
-    Run<T>(dev, cl_source::softmax(), "softmax_fwd",
-           {xa, KernelArg::Buffer(out), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
-  }
+  void operator()(const ExecutionContext& ctx) const { RowsForward<T>(ctx, "softmax_fwd"); }
 };
-
 template <typename T>
 struct SoftmaxGradKernel {
-  void operator()(const ExecutionContext& ctx) const {
-    Tensor* dx = ctx.Output(GradVarName("X"));
-    if (!dx) return;
-    OpenClDevice& dev = DeviceOf(ctx);
-    Staging s(dev);
-    const Tensor& out = ctx.Input("Out");
-    const AxisView v =
-        ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "softmax_grad"));
-    KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
-    void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
-    const int64_t rows = v.outer * v.inner;
-    Run<T>(dev, cl_source::softmax(), "softmax_bwd",
-           {oa, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
-  }
+  void operator()(const ExecutionContext& ctx) const { RowsBackward<T>(ctx, "softmax_bwd"); }
 };
-
-// log_softmax reuses softmax's row walk: one work item per row.
 template <typename T>
 struct LogSoftmaxKernel {
-  void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = DeviceOf(ctx);
-    Staging s(dev);
-    const Tensor& x = ctx.Input("X");
-    const AxisView v = ViewAround(x.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "log_softmax"));
-    KernelArg xa = s.Arg(x);
-    void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
-    const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing
-    Run<T>(dev, cl_source::softmax(), "log_softmax_fwd",
-           {xa, KernelArg::Buffer(out), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
-  }
+  void operator()(const ExecutionContext& ctx) const { RowsForward<T>(ctx, "log_softmax_fwd"); }
 };
-
 template <typename T>
 struct LogSoftmaxGradKernel {
-  void operator()(const ExecutionContext& ctx) const {
-    Tensor* dx = ctx.Output(GradVarName("X"));
-    if (!dx) return;
-    OpenClDevice& dev = DeviceOf(ctx);
-    Staging s(dev);
-    const Tensor& out = ctx.Input("Out");
-    const AxisView v =
-        ViewAround(out.GetShape(), NormalizeAxis(ctx.Attr<int>("axis"), out.Rank(), "axis", "log_softmax_grad"));
-    KernelArg oa = s.Arg(out), da = s.Arg(ctx.Input(GradVarName("Out")));
-    void* g = AllocateOutput<T>(ctx, dx, out.GetShape());
-    const int64_t rows = v.dim == 0 ? 0 : v.outer * v.inner;  // a row of nothing reads nothing
-    Run<T>(dev, cl_source::softmax(), "log_softmax_bwd",
-           {oa, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)}, rows);
-  }
+  void operator()(const ExecutionContext& ctx) const { RowsBackward<T>(ctx, "log_softmax_bwd"); }
 };
 
 // Hard labels are int64 (or int32); soft labels have T's dtype.
