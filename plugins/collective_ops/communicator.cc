@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "nabla/error.h"
@@ -84,11 +86,17 @@ Communicator::Communicator() {
 }
 
 Communicator::~Communicator() {
-  // After a failed collective (its error line already printed), end the
-  // whole job with exit code 1: the other ranks may wait in a collective
-  // forever, and a launcher started with --enable-recovery would not stop
-  // them itself.
-  if (initialized_here_ && failed_) MPI_Abort(MPI_COMM_WORLD, 1);
+  // After a failed collective (its error line already printed), leave with
+  // exit code 1 and without MPI_Finalize, which would wait for the pending
+  // collective forever. The launcher then ends the other ranks (mpirun's
+  // default for a non-zero exit); any rank it does not end times out in its
+  // own next collective. Not MPI_Abort: after one, Debian's OpenMPI 4.1
+  // mpirun now and then crashes (CI: exit 139) or hangs in
+  // PMIx_server_finalize, so the job's exit code would not be ours.
+  if (initialized_here_ && failed_) {
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   if (initialized_here_ && !failed_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

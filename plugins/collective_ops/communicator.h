@@ -38,7 +38,7 @@ class Communicator {
   int size_ = 1;
   bool initialized_here_ = false;
   // A collective that timed out may still be pending; MPI_Finalize would
-  // then wait for it forever, so the process aborts the job instead.
+  // then wait for it forever, so the process exits without it.
   bool failed_ = false;
 };
 
