@@ -390,7 +390,7 @@ void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run
 PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& scope)
     : program_(&program), block_idx_(block_idx), scope_(&scope), registry_(CurrentRegistry()) {
   const BlockDesc& block = *program.Block(block_idx);
-  first_op_ = block.OpSize() ? block.Op(0) : nullptr;
+  for (const auto& op : block.AllOps()) op_versions_.emplace_back(op.get(), op->Version());
   auto resolve = [&scope](const VarNameMap& slots, bool create) {
     std::vector<PreparedSlot> out;
     for (const auto& [slot, args] : slots) {
@@ -446,6 +446,15 @@ bool ForEachMemoTensor(const PreparedOp& p, F&& f) {
   return true;
 }
 
+// Shape's operator== calls memcmp; for a handful of dims per tensor, on
+// every op of every step, the call cost more than the compare.
+bool SameDims(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 }  // namespace
 
 bool PreparedOp::ShapesAsMemoized() const {
@@ -454,7 +463,7 @@ bool PreparedOp::ShapesAsMemoized() const {
   const bool same = ForEachMemoTensor(*this, [&](const Tensor& t) {
     if (k == shape_memo.seen.size()) return false;
     const auto& [shape, dtype] = shape_memo.seen[k++];
-    return t.GetDType() == dtype && t.GetShape() == shape;
+    return t.GetDType() == dtype && SameDims(t.GetShape(), shape);
   });
   return same && k == shape_memo.seen.size();
 }
@@ -485,9 +494,14 @@ void PreparedBlock::Run(size_t i, Device& device, const RunContext& run) const {
 
 bool PreparedBlock::Matches(const ProgramDesc& program, int block_idx, const Scope& scope) const {
   if (&program != program_ || block_idx != block_idx_ || &scope != scope_) return false;
-  const BlockDesc& block = *program.Block(block_idx);
-  if (block.OpSize() != ops_.size() || (block.OpSize() && block.Op(0) != first_op_)) return false;
-  return CurrentRegistry() == registry_;
+  return SameOps(*program.Block(block_idx)) && CurrentRegistry() == registry_;
+}
+
+bool PreparedBlock::SameOps(const BlockDesc& block) const {
+  if (block.OpSize() != op_versions_.size()) return false;
+  for (size_t i = 0; i < op_versions_.size(); ++i)
+    if (block.Op(i) != op_versions_[i].first || block.Op(i)->Version() != op_versions_[i].second) return false;
+  return true;
 }
 
 namespace {

@@ -53,9 +53,15 @@ struct PreparedOp {
                                                             : registry.FindKernel(op->Type(), device, dtype);
   }
 
+  // Slot names are a few bytes: compared inline, without the memcmp call
+  // std::string's == makes (a kernel finds slots on every call).
   static const PreparedSlot* Find(const std::vector<PreparedSlot>& slots, const std::string& name) {
-    for (const auto& s : slots)
-      if (s.name == name) return &s;
+    for (const auto& s : slots) {
+      if (s.name.size() != name.size()) continue;
+      size_t i = 0;
+      while (i < name.size() && s.name[i] == name[i]) ++i;
+      if (i == name.size()) return &s;
+    }
     return nullptr;
   }
 };

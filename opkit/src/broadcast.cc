@@ -1,6 +1,7 @@
 #include "nabla/opkit/broadcast.h"
 
 #include "nabla/error.h"
+#include "nabla/program.h"
 
 namespace nabla::opkit {
 
@@ -19,13 +20,16 @@ Alignment AlignAtAxis(const Shape& small_in, size_t rank, int axis) {
   return a;
 }
 
-BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const std::string& where) {
+namespace {
+// `where()` runs only on the error paths.
+template <typename Where>
+BroadcastShapes Broadcast(const Shape& x, const Shape& y, int axis, const Where& where) {
   bool x_big = x.size() >= y.size();
   const Shape& big = x_big ? x : y;
   const Shape& small = x_big ? y : x;
   size_t rank = big.size();
   Alignment al = AlignAtAxis(small, rank, axis);
-  NABLA_ENFORCE(al.fits, kInvalidArgument, where, ": attribute axis must be in [0, ", rank - al.kept, "] to align ",
+  NABLA_ENFORCE(al.fits, kInvalidArgument, where(), ": attribute axis must be in [0, ", rank - al.kept, "] to align ",
                 x_big ? "Y" : "X", " (shape ", ShapeToString(small), ") with ", x_big ? "X" : "Y", " (shape ",
                 ShapeToString(big), "), but received ", al.axis);
   axis = al.axis;
@@ -44,12 +48,21 @@ BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, c
     } else if (a < 0 || b < 0) {
       r.out[i] = a < 0 ? b : a;
     } else {
-      NABLA_THROW(kInvalidArgument, where, ": X and Y cannot be broadcast with axis ", axis,
+      NABLA_THROW(kInvalidArgument, where(), ": X and Y cannot be broadcast with axis ", axis,
                   ": expected equal dims or a 1 at every aligned position, but received X shape ", ShapeToString(x),
                   " and Y shape ", ShapeToString(y), " (dim ", i, ": ", a, " vs ", b, ")");
     }
   }
   return r;
+}
+}  // namespace
+
+BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const std::string& where) {
+  return Broadcast(x, y, axis, [&] { return where; });
+}
+
+BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const OpDesc& op) {
+  return Broadcast(x, y, axis, [&] { return StrCat("op '", op.Type(), "'"); });
 }
 
 BroadcastIndexer::BroadcastIndexer(const Shape& out, const Shape& a, const Shape& b) {

@@ -133,6 +133,25 @@ TEST_P(ExecutorTest, ShapeInferenceRerunsWhenInputsOutputsOrTheOpChange) {
   }
 }
 
+// Kernels read the vars the executor resolved when it prepared the block:
+// an op renamed in place between runs must read and write its new vars.
+TEST_P(ExecutorTest, AnOpRenamedBetweenRunsUsesItsNewVars) {
+  ProgramDesc p;
+  p.Root()->AppendOp(OpDesc("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"c"}}}, {}));
+  auto exec = CreateExecutor(GetParam(), HostDevice());
+  Scope scope;
+  Feed(scope, "a", {1, 2});
+  Feed(scope, "b", {10, 20});
+  Feed(scope, "e", {100, 200});
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "c"), (std::vector<float>{11, 22}));
+  p.Root()->Op(0)->RenameInput("b", "e");
+  p.Root()->Op(0)->RenameOutput("c", "f");
+  exec->Run(p, 0, scope);
+  EXPECT_EQ(Fetch(scope, "f"), (std::vector<float>{101, 202}));
+  EXPECT_EQ(Fetch(scope, "c"), (std::vector<float>{11, 22}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, ExecutorTest, ::testing::Values("sequential", "taskgraph"));
 
 TEST(ExecutorFactory, UnknownNameListsKnownOnes) {

@@ -163,19 +163,18 @@ class TaskGraphExecutor final : public Executor {
     std::vector<std::vector<size_t>> groups;  // ops run in order by one node each
     std::unique_ptr<char[]> sync;             // one address per op, and one for Run (TSan only)
     size_t op_count = 0;
-    const OpDesc* first_op = nullptr;
   };
 
   // Cached per (program, block); rebuilt if the block's op list changed.
   Graph& GraphFor(const ProgramDesc& program, const BlockDesc& block) {
     auto key = std::make_pair(&program, block.Idx());
     auto& slot = graphs_[key];
-    const OpDesc* first = block.OpSize() ? block.Op(0) : nullptr;
-    if (slot && slot->op_count == block.OpSize() && slot->first_op == first) return *slot;
+    // The dependencies hold while the ops are the ones last prepared
+    // (renaming an op's vars changes its edges).
+    if (slot && slot->prepared && slot->prepared->SameOps(block)) return *slot;
     slot = std::make_unique<Graph>();
     Graph* g = slot.get();
     g->op_count = block.OpSize();
-    g->first_op = first;
     auto preds = BuildDependencies(block, *CurrentRegistry());
     // Longest-path levels: ops on one level are independent, so a block with
     // as many levels as ops is a chain.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nabla/export.h"
@@ -61,12 +62,16 @@ class NABLA_API PreparedBlock {
   // Runs op i exactly as RunOp would.
   void Run(size_t i, Device& device, const RunContext& run) const;
   bool Matches(const ProgramDesc& program, int block_idx, const Scope& scope) const;
+  // Whether `block` holds the ops prepared, each unchanged since.
+  bool SameOps(const BlockDesc& block) const;
 
  private:
   const ProgramDesc* program_;
   int block_idx_;
   Scope* scope_;  // non-owning
-  const OpDesc* first_op_;
+  // Each op and its OpDesc::Version() when prepared: an op added, removed,
+  // renamed or re-attributed since makes the block stale.
+  std::vector<std::pair<const OpDesc*, uint64_t>> op_versions_;
   std::shared_ptr<const OpRegistry> registry_;
   std::vector<std::unique_ptr<PreparedOp>> ops_;
 };

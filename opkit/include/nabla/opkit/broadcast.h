@@ -10,6 +10,10 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/types.h"
 
+namespace nabla {
+class OpDesc;
+}
+
 namespace nabla::opkit {
 
 // `small` aligned with the dims of a rank-`rank` shape starting at `axis`
@@ -31,6 +35,9 @@ struct BroadcastShapes {
   Shape x, y, out;
 };
 BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const std::string& where);
+// For kernels: the error names op `op`, and a call that fits builds no
+// string (the prefix cost more than the add in small ops).
+BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const OpDesc& op);
 
 // Walks every element of `out` together with the matching element of two
 // operands whose shapes have out's rank and equal out's dims or are 1 there.
