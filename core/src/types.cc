@@ -78,19 +78,23 @@ bool ParseVarType(const std::string& name, VarType* out) {
 // table of registered device types.
 
 int64_t NumElements(const Shape& shape) {
-  for (int64_t d : shape) {
-    if (d < 0) return -1;
-  }
-  for (int64_t d : shape) {
-    if (d == 0) return 0;
-  }
-  // A shape from a file may be absurd (2^62 x 2^62): an error, not a count
-  // that wraps to something small.
+  // One pass (every kernel asks, often several times): an unknown dim wins
+  // over a 0, a 0 over an overflow. A shape from a file may be absurd
+  // (2^62 x 2^62): an error, not a count that wraps to something small.
   int64_t n = 1;
+  bool unknown = false, zero = false, overflow = false;
   for (int64_t d : shape) {
-    NABLA_ENFORCE(!__builtin_mul_overflow(n, d, &n), kOutOfRange, "shape ", ShapeToString(shape),
-                  " has more elements than a 64-bit count holds");
+    if (d < 0) {
+      unknown = true;
+    } else if (d == 0) {
+      zero = true;
+    } else if (!overflow) {
+      overflow = __builtin_mul_overflow(n, d, &n);
+    }
   }
+  if (unknown) return -1;
+  if (zero) return 0;
+  NABLA_ENFORCE(!overflow, kOutOfRange, "shape ", ShapeToString(shape), " has more elements than a 64-bit count holds");
   return n;
 }
 

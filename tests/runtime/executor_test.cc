@@ -174,6 +174,22 @@ TEST(Scope, LookupWalksUpAndKidsAreOwned) {
   EXPECT_EQ(kid.FindLocalVar("w"), nullptr);
 }
 
+// An unknown dim (-1) makes the count unknown even beside a 0; a 0 makes it
+// 0 even where the other dims would overflow; an overflow is an error.
+TEST(Shape, NumElementsOrdersUnknownZeroAndOverflow) {
+  EXPECT_EQ(NumElements({}), 1);
+  EXPECT_EQ(NumElements({2, 3, 4}), 24);
+  EXPECT_EQ(NumElements({0, -1}), -1);
+  EXPECT_EQ(NumElements({int64_t{1} << 62, int64_t{1} << 62, 0}), 0);
+  EXPECT_EQ(NumElements({int64_t{1} << 62, -1, int64_t{1} << 62}), -1);
+  try {
+    NumElements({int64_t{1} << 40, int64_t{1} << 40});
+    FAIL() << "overflow not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has more elements than a 64-bit count holds"), std::string::npos);
+  }
+}
+
 TEST(Tensor, AllocateReusesBufferAndChecksDType) {
   cpu::InitCpuBackend();
   Tensor t;
