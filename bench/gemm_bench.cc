@@ -84,6 +84,12 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {256, 256, 256, 0, 0},
     {512, 512, 512, 0, 0},
     {1024, 1024, 1024, 0, 0},
+    // B transposed (X @ W^T, mul_grad's dX) below the 1M multiply-adds.
+    {32, 32, 32, 0, 1},
+    {64, 64, 64, 0, 1},
+    {96, 96, 96, 0, 1},
+    {32, 128, 64, 0, 1},
+    {64, 128, 128, 0, 1},
 };
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
