@@ -469,12 +469,18 @@ bool PreparedOp::ShapesAsMemoized() const {
 }
 
 void PreparedOp::MemoizeShapes() const {
-  shape_memo.seen.clear();
+  // Eager calls re-memoize on every call: entries are overwritten in place,
+  // so their dims keep their allocations.
+  auto& seen = shape_memo.seen;
+  size_t k = 0;
   shape_memo.op_version = op->Version();
   shape_memo.valid = ForEachMemoTensor(*this, [&](const Tensor& t) {
-    shape_memo.seen.emplace_back(t.GetShape(), t.GetDType());
+    if (k == seen.size()) seen.emplace_back();
+    seen[k].first.assign(t.GetShape().begin(), t.GetShape().end());
+    seen[k++].second = t.GetDType();
     return true;
   });
+  seen.resize(k);
 }
 
 void PreparedOp::CacheKernels(const OpRegistry& registry) {
