@@ -11,6 +11,7 @@
 
 #include "nabla/error.h"
 #include "nabla/opkit/opkit.h"
+#include "nabla/program.h"
 
 namespace nabla::opkit {
 namespace {
@@ -38,6 +39,17 @@ TEST(OpkitBroadcast, MismatchNamesTheOpAndBothShapes) {
     EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
   }
   EXPECT_FALSE(AlignAtAxis({3, 4}, 2, 1).fits);
+  // The kernels' form names the op from its OpDesc, on both error paths.
+  const OpDesc op("elementwise_max_grad", {}, {}, {});
+  for (int axis : {-1, 5}) {
+    try {
+      BroadcastElementwise({2, 3}, {4}, axis, op);
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("op 'elementwise_max_grad': ", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_EQ(BroadcastElementwise({2, 3}, {3}, -1, op).y, (Shape{1, 3}));
 }
 
 TEST(OpkitBroadcast, IndexerPairsEveryOutputWithItsOperands) {
