@@ -98,8 +98,8 @@ TEST(CpuGemm, DoubleAcceptsEmptyMatrices) {
   EXPECT_EQ(c, (std::vector<double>{3.5, 4.0, kSentinel}));
 }
 
-// GemmPolicy says "onednn for float32 from NM multiply-adds (HM with B
-// transposed)"; GemmLibFor must pick oneDNN exactly from there.
+// GemmPolicy says "onednn for float32 from NM multiply-adds"; GemmLibFor must
+// pick oneDNN exactly from there.
 TEST(CpuGemm, PolicyPicksWhatItSays) {
   unsetenv("NABLA_DNNL");
   const std::string policy = GemmPolicy();
@@ -112,20 +112,10 @@ TEST(CpuGemm, PolicyPicksWhatItSays) {
   ASSERT_EQ(policy.rfind(from, 0), 0u) << policy;
   const int64_t mega = std::strtoll(policy.c_str() + from.size(), nullptr, 10);
   ASSERT_GT(mega, 0) << policy;
-  const std::string tb = "M multiply-adds (";
-  const size_t at = policy.find(tb);
-  ASSERT_NE(at, std::string::npos) << policy;
-  const double tb_mega = std::strtod(policy.c_str() + at + tb.size(), nullptr);
-  ASSERT_GT(tb_mega, 0.0) << policy;
-  EXPECT_NE(policy.find("M with B transposed), openblas otherwise"), std::string::npos) << policy;
+  EXPECT_NE(policy.find("M multiply-adds, openblas otherwise"), std::string::npos) << policy;
   const int64_t macs = mega * 1024 * 1024;
   EXPECT_EQ(GemmLibFor(1, 1, macs), GemmLib::kOneDnn);
   EXPECT_EQ(GemmLibFor(1, 1, macs - 1), GemmLib::kOpenBlas);
-  const auto tb_macs = static_cast<int64_t>(tb_mega * 1024 * 1024);
-  EXPECT_EQ(GemmLibFor(1, 1, tb_macs, true), GemmLib::kOneDnn);
-  EXPECT_EQ(GemmLibFor(1, 1, tb_macs - 1, true), GemmLib::kOpenBlas);
-  EXPECT_EQ(GemmLibFor(32, 128, 128, true), GemmLib::kOneDnn);
-  EXPECT_EQ(GemmLibFor(32, 128, 128, false), GemmLib::kOpenBlas);
   EXPECT_EQ(GemmLibFor(1024, 1024, 1024), GemmLib::kOneDnn);
   EXPECT_EQ(GemmLibFor(8, 8, 8), GemmLib::kOpenBlas);
   EXPECT_EQ(GemmLibFor(0, 1024, 1024), GemmLib::kOpenBlas);

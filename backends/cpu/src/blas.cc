@@ -31,13 +31,11 @@ namespace {
 // below 1M (32^3 to 96^3, the RNN's 32x128x128) 0.3-0.9x, mostly, where
 // OpenBLAS's small-matrix kernels win and oneDNN's per-call cost (memory
 // objects, a stream, about 2 us) is a large part of the product.
+// With B transposed (mul's dX = dOut @ W^T) oneDNN wins alone from about
+// half that (gemm_bench: 32x128x128 87 against OpenBLAS's 78 GFLOP/s), but a
+// separate threshold for it measured no gain where it mattered: in the RNN
+// step the GEMMs' perf samples stayed within 1.3 %, so one rule stays.
 constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
-// With B transposed (X @ W^T: mul's and matmul's dX) OpenBLAS's small-matrix
-// "nt" kernels run well below its "nn" ones, and oneDNN wins from about half
-// that size: 32x128x128 (the RNN's dh) 87 against 78 GFLOP/s, 128x512x10
-// 83 against 62, 96^3 96 against 93; at 64^3 and 32x128x64 they tie, and
-// at 32^3 OpenBLAS is 1.8x.
-constexpr double kDnnlMinMacsTransB = 0.5 * 1024 * 1024;
 
 // C = beta * C for a product over k == 0; beta == 0 writes zeros even
 // where C held NaN, as BLAS does.
@@ -66,7 +64,7 @@ void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t 
   SplitGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
             [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la, const float* bb,
                 int64_t lb, float* cc, int64_t lc) {
-              if ((forced ? *forced : GemmLibFor(mm, nn, kk, tb)) == GemmLib::kOneDnn) {
+              if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
                 DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
               } else {
                 cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn, kk,
@@ -77,16 +75,15 @@ void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t 
 
 }  // namespace
 
-GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k, bool trans_b) {
+GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k) {
   if (!DnnlAllowed()) return GemmLib::kOpenBlas;
-  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  return macs >= (trans_b ? kDnnlMinMacsTransB : kDnnlMinMacs) ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kDnnlMinMacs ? GemmLib::kOneDnn
+                                                                                                  : GemmLib::kOpenBlas;
 }
 
 std::string GemmPolicy() {
   if (!DnnlAllowed()) return DnnlGemmBuilt() ? "openblas for all (NABLA_DNNL=0)" : "openblas for all (no oneDNN)";
-  return StrCat("onednn for float32 from ", kDnnlMinMacs / (1024 * 1024), "M multiply-adds (",
-                kDnnlMinMacsTransB / (1024 * 1024), "M with B transposed), openblas otherwise");
+  return StrCat("onednn for float32 from ", kDnnlMinMacs / (1024 * 1024), "M multiply-adds, openblas otherwise");
 }
 
 bool OneDnnGemmBuilt() { return DnnlGemmBuilt(); }

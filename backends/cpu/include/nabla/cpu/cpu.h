@@ -43,10 +43,9 @@ NABLA_API void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 // oneDNN's per-call cost dominates), so one policy here chooses for every op.
 enum class GemmLib { kOpenBlas, kOneDnn };
 // The library Gemm uses for an M x N x K float32 product computed by one
-// call (a product split across threads is judged block by block), B
-// transposed or not. oneDNN only when nabla_cpu was built with it and
-// NABLA_DNNL is not "0".
-NABLA_API GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k, bool trans_b = false);
+// call (a product split across threads is judged block by block). oneDNN
+// only when nabla_cpu was built with it and NABLA_DNNL is not "0".
+NABLA_API GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k);
 // The policy in one line, for `nabla --version` and the run summary.
 NABLA_API std::string GemmPolicy();
 NABLA_API bool OneDnnGemmBuilt();
