@@ -1,6 +1,7 @@
 #include "nabla/program.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace nabla {
 
@@ -33,16 +34,21 @@ const std::vector<std::string>& OpDesc::Output(const std::string& slot) const {
   return it == outputs_.end() ? EmptyArgs() : it->second;
 }
 
+uint64_t NewOpVersion() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 bool OpDesc::HasInput(const std::string& slot) const { return inputs_.count(slot) != 0; }
 bool OpDesc::HasOutput(const std::string& slot) const { return outputs_.count(slot) != 0; }
 std::vector<std::string> OpDesc::InputArgumentNames() const { return Flatten(inputs_); }
 std::vector<std::string> OpDesc::OutputArgumentNames() const { return Flatten(outputs_); }
 void OpDesc::RenameInput(const std::string& from, const std::string& to) {
-  ++version_;
+  version_ = NewOpVersion();
   Rename(inputs_, from, to);
 }
 void OpDesc::RenameOutput(const std::string& from, const std::string& to) {
-  ++version_;
+  version_ = NewOpVersion();
   Rename(outputs_, from, to);
 }
 

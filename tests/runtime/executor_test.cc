@@ -134,8 +134,9 @@ TEST_P(ExecutorTest, ShapeInferenceRerunsWhenInputsOutputsOrTheOpChange) {
 }
 
 // Kernels read the vars the executor resolved when it prepared the block:
-// an op renamed in place between runs must read and write its new vars.
-TEST_P(ExecutorTest, AnOpRenamedBetweenRunsUsesItsNewVars) {
+// an op renamed in place, or replaced by another, between runs must read
+// and write its new vars.
+TEST_P(ExecutorTest, AnOpRenamedOrReplacedBetweenRunsUsesItsNewVars) {
   ProgramDesc p;
   p.Root()->AppendOp(OpDesc("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"c"}}}, {}));
   auto exec = CreateExecutor(GetParam(), HostDevice());
@@ -150,6 +151,17 @@ TEST_P(ExecutorTest, AnOpRenamedBetweenRunsUsesItsNewVars) {
   exec->Run(p, 0, scope);
   EXPECT_EQ(Fetch(scope, "f"), (std::vector<float>{101, 202}));
   EXPECT_EQ(Fetch(scope, "c"), (std::vector<float>{11, 22}));
+
+  // A new op assigned over an op never changed itself: same address, and
+  // neither was ever mutated, yet the block is stale (versions are unique).
+  ProgramDesc q;
+  q.Root()->AppendOp(OpDesc("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"h"}}}, {}));
+  exec->Run(q, 0, scope);
+  EXPECT_EQ(Fetch(scope, "h"), (std::vector<float>{11, 22}));
+  *q.Root()->Op(0) = OpDesc("toy_add", {{"X", {"e"}}, {"Y", {"e"}}}, {{"Out", {"g"}}}, {});
+  exec->Run(q, 0, scope);
+  ASSERT_NE(scope.FindVar("g"), nullptr);
+  EXPECT_EQ(Fetch(scope, "g"), (std::vector<float>{200, 400}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, ExecutorTest, ::testing::Values("sequential", "taskgraph"));

@@ -76,6 +76,9 @@ class NABLA_API VarDesc {
 // slot name -> argument (var) names. Ordered so writing YAML is deterministic.
 using VarNameMap = std::map<std::string, std::vector<std::string>>;
 
+// The next OpDesc version (OpDesc::Version()); thread-safe.
+NABLA_API uint64_t NewOpVersion();
+
 class NABLA_API OpDesc {
  public:
   OpDesc() = default;
@@ -84,18 +87,18 @@ class NABLA_API OpDesc {
 
   const std::string& Type() const { return type_; }
   void SetType(std::string t) {
-    ++version_;
+    version_ = NewOpVersion();
     type_ = std::move(t);
   }
 
   const VarNameMap& Inputs() const { return inputs_; }
   const VarNameMap& Outputs() const { return outputs_; }
   VarNameMap& MutableInputs() {
-    ++version_;
+    version_ = NewOpVersion();
     return inputs_;
   }
   VarNameMap& MutableOutputs() {
-    ++version_;
+    version_ = NewOpVersion();
     return outputs_;
   }
   // Argument names of one slot; empty when the slot is absent.
@@ -104,11 +107,11 @@ class NABLA_API OpDesc {
   bool HasInput(const std::string& slot) const;
   bool HasOutput(const std::string& slot) const;
   void SetInput(const std::string& slot, std::vector<std::string> args) {
-    ++version_;
+    version_ = NewOpVersion();
     inputs_[slot] = std::move(args);
   }
   void SetOutput(const std::string& slot, std::vector<std::string> args) {
-    ++version_;
+    version_ = NewOpVersion();
     outputs_[slot] = std::move(args);
   }
   // Every argument over all slots, in slot order.
@@ -120,12 +123,12 @@ class NABLA_API OpDesc {
 
   const AttributeMap& Attrs() const { return attrs_; }
   AttributeMap& MutableAttrs() {
-    ++version_;
+    version_ = NewOpVersion();
     return attrs_;
   }
   bool HasAttr(const std::string& name) const { return attrs_.count(name) != 0; }
   void SetAttr(const std::string& name, Attribute value) {
-    ++version_;
+    version_ = NewOpVersion();
     attrs_[name] = std::move(value);
   }
   const Attribute& GetAttr(const std::string& name) const;
@@ -142,9 +145,11 @@ class NABLA_API OpDesc {
   const SourcePos& Pos() const { return pos_; }
   void SetPos(SourcePos p) { pos_ = p; }
 
-  // Bumped by every mutator (a Mutable* accessor counts as one), so what is
-  // derived from the op at run time (the executor's memo of its inferred
-  // shapes) knows when to derive it again.
+  // A process-wide unique number, renewed by every mutator (a Mutable*
+  // accessor counts as one) and carried by copies, so what is derived from
+  // the op at run time (a prepared block, the memo of its inferred shapes)
+  // knows when to derive it again: two ops at one address, or one op before
+  // and after a change, never share a version unless one copies the other.
   uint64_t Version() const { return version_; }
 
  private:
@@ -155,7 +160,7 @@ class NABLA_API OpDesc {
   VarNameMap outputs_;
   AttributeMap attrs_;
   SourcePos pos_;
-  uint64_t version_ = 0;
+  uint64_t version_ = NewOpVersion();
 };
 
 class NABLA_API BlockDesc {
