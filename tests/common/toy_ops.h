@@ -29,6 +29,21 @@ inline Shape ShapeProduct(const Shape& s, size_t begin, size_t end) {
 
 inline void SameAsX(InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); }
 
+// The fuzzer reaches these inferences with any attribute and any shape, so
+// whatever indexes a shape is checked first: an error, never a read past it.
+// Returns value when it lies in [lo, hi], where hi is the rank of s less drop.
+inline size_t CheckedAttr(const InferShapeContext& c, const Shape& s, const char* slot, const char* attr, int value,
+                          int lo, int drop) {
+  int hi = static_cast<int>(s.size()) - drop;
+  NABLA_ENFORCE(value >= lo && value <= hi, kInvalidArgument, c.Where(), ": attribute ", attr, " must be in [", lo,
+                ", ", hi, "] for ", slot, " of shape ", ShapeToString(s), ", but received ", value);
+  return static_cast<size_t>(value);
+}
+inline void CheckMinRank(const InferShapeContext& c, const Shape& s, const char* slot, size_t rank) {
+  NABLA_ENFORCE(s.size() >= rank, kInvalidArgument, c.Where(), ": ", slot, " must have rank >= ", rank,
+                ", but received shape ", ShapeToString(s));
+}
+
 // minus: X - Y. Seed 003's example: the gradient is two existing ops,
 // Out@GRAD scaled by 1 into X@GRAD and by -1 into Y@GRAD. This maker emits
 // both unconditionally, so the builder must drop the one writing @EMPTY@.
@@ -179,8 +194,8 @@ inline void RegisterToyOps() {
         .Attr<int>("y_num_col_dims", 1, "(int, default 1)")
         .InferShape([](InferShapeContext& c) {
           Shape x = c.InputShape("X"), y = c.InputShape("Y");
-          size_t xn = static_cast<size_t>(c.Attr<int>("x_num_col_dims"));
-          size_t yn = static_cast<size_t>(c.Attr<int>("y_num_col_dims"));
+          size_t xn = CheckedAttr(c, x, "X", "x_num_col_dims", c.Attr<int>("x_num_col_dims"), 1, 0);
+          size_t yn = CheckedAttr(c, y, "Y", "y_num_col_dims", c.Attr<int>("y_num_col_dims"), 1, 0);
           int64_t width = ShapeProduct(x, xn, x.size())[0], height = ShapeProduct(y, 0, yn)[0];
           NABLA_ENFORCE(width < 0 || height < 0 || width == height, kInvalidArgument, c.Where(),
                         ": X's width must equal Y's height: expected ", height, " but received ", width);
@@ -235,9 +250,10 @@ inline void RegisterToyOps() {
         .Attr<int>("axis", 0, "(int, default 0)")
         .InferShape([](InferShapeContext& c) {
           Shape s = c.InputShape("X");
-          int axis = c.Attr<int>("axis");
+          size_t axis = CheckedAttr(c, s, "X", "axis", c.Attr<int>("axis"), 0, 1);
           size_t n = c.OutputSize("Out");
-          s[static_cast<size_t>(axis)] /= static_cast<int64_t>(n);
+          NABLA_ENFORCE(n > 0, kInvalidArgument, c.Where(), ": Out must name at least one var");
+          if (s[axis] > 0) s[axis] /= static_cast<int64_t>(n);
           for (size_t i = 0; i < n; ++i) {
             c.SetOutputShape("Out", s, i);
             c.SetOutputDType("Out", c.InputDType("X"), i);
@@ -251,8 +267,13 @@ inline void RegisterToyOps() {
         .Attr<int>("axis", 0, "(int, default 0)")
         .InferShape([](InferShapeContext& c) {
           Shape s = c.InputShape("X");
-          auto axis = static_cast<size_t>(c.Attr<int>("axis"));
-          for (size_t i = 1; i < c.InputSize("X"); ++i) s[axis] += c.InputShape("X", i)[axis];
+          size_t axis = CheckedAttr(c, s, "X", "axis", c.Attr<int>("axis"), 0, 1);
+          for (size_t i = 1; i < c.InputSize("X"); ++i) {
+            Shape si = c.InputShape("X", i);
+            NABLA_ENFORCE(si.size() == s.size(), kInvalidArgument, c.Where(), ": X[", i, "] has shape ",
+                          ShapeToString(si), ", but X[0] has rank ", s.size());
+            s[axis] = s[axis] < 0 || si[axis] < 0 ? -1 : s[axis] + si[axis];
+          }
           c.SetOutputShape("Out", s);
           c.SetOutputDType("Out", c.InputDType("X"));
         })
@@ -272,7 +293,10 @@ inline void RegisterToyOps() {
         .Output("Out", "(Tensor) the rows")
         .Attr<int>("padding_idx", -1, "(int, default -1)")
         .InferShape([](InferShapeContext& c) {
-          c.SetOutputShape("Out", {c.InputShape("Ids")[0], c.InputShape("W")[1]});
+          Shape ids = c.InputShape("Ids"), w = c.InputShape("W");
+          CheckMinRank(c, ids, "Ids", 1);
+          CheckMinRank(c, w, "W", 2);
+          c.SetOutputShape("Out", {ids[0], w[1]});
           c.SetOutputDType("Out", c.InputDType("W"));
         })
         .GradMaker<LookupTableGradMaker>();

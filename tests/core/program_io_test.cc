@@ -415,6 +415,14 @@ TEST_F(ProgramIo, ShapeInferenceErrorsStartWithThePosition) {
   std::string t = Program("      a: {shape: [2, 3], dtype: float32}\n      b: {shape: [4, 5], dtype: float32}\n",
                           "      - {type: mul, inputs: {X: [a], Y: [b]}, outputs: {Out: [c]}}\n");
   ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"), "op 'mul': X's width must equal Y's height");
+  // An attribute the inference indexes by is checked before use (found by fuzz_program).
+  t = Program("      a: {shape: [2, 3], dtype: float32}\n      b: {shape: [3], dtype: float32}\n",
+              "      - {type: mul, inputs: {X: [a], Y: [b]}, outputs: {Out: [c]}, attrs: {y_num_col_dims: 3}}\n");
+  ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"),
+              "op 'mul': attribute y_num_col_dims must be in [1, 1] for Y of shape [3], but received 3");
+  t = Program("      a: {shape: [2, 3], dtype: float32}\n      b: {shape: [3], dtype: float32}\n",
+              "      - {type: mul, inputs: {X: [a], Y: [b]}, outputs: {Out: [c]}, attrs: {x_num_col_dims: -1}}\n");
+  ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"), "attribute x_num_col_dims must be in [1, 2]");
 }
 
 }  // namespace
