@@ -16,6 +16,7 @@
 #include "command.h"
 #include "nabla/backward.h"
 #include "nabla/error.h"
+#include "nabla/mixed_precision.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "output_file.h"
@@ -45,9 +46,10 @@ int RunBackward(const BackwardOptions& opts) {
   const double bucket_mb = std::strtod(opts.bucket_mb.c_str(), &end);
   NABLA_ENFORCE(!opts.bucket_mb.empty() && *end == '\0' && bucket_mb >= 0, kInvalidArgument,
                 "--bucket-mb must be a number of MiB >= 0, but received '", opts.bucket_mb, "'");
-  train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
+  const bool bf16 = train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
   ParamGrads pg = AppendBackward(program, opts.loss, opts.params,
                                  std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  if (bf16) FoldBf16Casts(program);
   if (opts.data_parallel >= 1) {
     train::DataParallelOptions dp;
     dp.world_size = opts.data_parallel;

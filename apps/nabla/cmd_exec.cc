@@ -25,6 +25,7 @@
 #include "nabla/executor.h"
 #include "nabla/feed_fetch.h"
 #include "nabla/fusion.h"
+#include "nabla/mixed_precision.h"
 #include "nabla/npy.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
@@ -82,14 +83,16 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   }
   DeviceType device = DeviceType::kCPU;
   ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &device);
-  train::ApplyPrecision(program, opts.precision, device, std::cerr);
+  const bool bf16 = train::ApplyPrecision(program, opts.precision, device, std::cerr);
   if (opts.backward_loss.empty()) {
     NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
                   "--params and --no-grad only apply with --backward LOSS");
+    if (bf16) FoldBf16Casts(program, device);
     return;
   }
   const ParamGrads pg = AppendBackward(program, opts.backward_loss, opts.params,
                                        std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  if (bf16) FoldBf16Casts(program, device);
   if (opts.sgd.empty()) return;
   // --sgd LR: a whole training step (forward, backward, update) in one run,
   // so `--repeat` times what `nabla run` does per batch with plain sgd.

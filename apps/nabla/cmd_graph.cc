@@ -26,6 +26,7 @@
 #include "command.h"
 #include "nabla/backward.h"
 #include "nabla/error.h"
+#include "nabla/mixed_precision.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
 #include "nabla/types.h"
@@ -284,7 +285,7 @@ int RunGraph(const GraphOptions& opts) {
   const std::string dot = format == Format::kDot ? "" : FindDot(opts.out);
 
   ProgramDesc program = LoadProgram(opts.program);
-  train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
+  const bool bf16 = train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
   std::vector<size_t> first_grad_op;
   for (size_t b = 0; b < program.Size(); ++b) first_grad_op.push_back(program.Block(b)->OpSize());
   std::string title = opts.program;
@@ -298,6 +299,7 @@ int RunGraph(const GraphOptions& opts) {
     first_grad_op.resize(program.Size(), 0);
     title += " with the backward part of " + opts.backward_loss;
   }
+  if (bf16) FoldBf16Casts(program);
   const std::string text = DotWriter(program, std::move(first_grad_op), title).Write();
 
   switch (format) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "nabla/error.h"
@@ -102,7 +104,101 @@ size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, c
   return casts;
 }
 
+bool DeclaresForceFp32(const OpInfo& info) {
+  for (const AttrDef& a : info.schema.attrs)
+    if (a.name == kForceFp32OutputAttr && a.type == AttrType::kBool) return true;
+  return false;
+}
+
+// Readers and writers of every var name, over all blocks: a sub-block reads
+// its parents' vars by name.
+struct VarUse {
+  std::unordered_map<std::string, std::vector<const OpDesc*>> readers;
+  std::unordered_map<std::string, size_t> writers;
+};
+
+VarUse CountUses(const ProgramDesc& program) {
+  VarUse use;
+  for (size_t b = 0; b < program.Size(); ++b) {
+    for (const auto& op : program.Block(b)->AllOps()) {
+      for (const auto& n : op->InputArgumentNames()) use.readers[n].push_back(op.get());
+      for (const auto& n : op->OutputArgumentNames()) ++use.writers[n];
+    }
+  }
+  return use;
+}
+
+// The cast that alone reads `var` (bfloat16, written by the op at `at` only)
+// and widens it to a float32 var nothing else writes and nothing reads before
+// the cast; null when there is none.
+const OpDesc* SoleWideningCast(const BlockDesc& block, size_t at, const std::string& var, const VarUse& use) {
+  const VarDesc* v = block.FindVar(var);
+  if (!v || v->Persistable() || v->Type() != VarType::kDense || !v->HasDType() || v->GetDType() != DType::kBFloat16)
+    return nullptr;
+  auto w = use.writers.find(var);
+  auto r = use.readers.find(var);
+  if (w == use.writers.end() || w->second != 1 || r == use.readers.end() || r->second.size() != 1) return nullptr;
+  const OpDesc* cast = r->second.front();
+  const OpInfo* info = CurrentRegistry()->Find(cast->Type());
+  if (!info || !info->traits.dtype_cast || cast->Outputs().size() != 1) return nullptr;
+  const std::vector<std::string> outs = cast->OutputArgumentNames();
+  if (outs.size() != 1) return nullptr;
+  const VarDesc* wide = block.FindVarRecursive(outs[0]);
+  auto ww = use.writers.find(outs[0]);
+  if (!IsFloat32(wide) || wide->Type() != VarType::kDense || ww == use.writers.end() || ww->second != 1) return nullptr;
+  // The op will write the wide var where it wrote the narrow one: nothing in
+  // between may read it, and the cast must be in this block, after the op.
+  for (size_t i = at + 1; i < block.OpSize(); ++i) {
+    const OpDesc* op = block.Op(i);
+    if (op == cast) return cast;
+    for (const auto& n : op->InputArgumentNames())
+      if (n == outs[0]) return nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
+  const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  BlockDesc& block = *program.Root();
+  const VarUse use = CountUses(program);
+  std::unordered_set<const OpDesc*> dropped;
+  for (size_t i = 0; i < block.OpSize(); ++i) {
+    OpDesc& op = *block.Op(i);
+    const OpInfo* info = registry->Find(op.Type());
+    if (!info || !DeclaresForceFp32(*info) || !registry->FindKernel(op.Type(), device, DType::kBFloat16)) continue;
+    if (op.HasAttr(kForceFp32OutputAttr) && op.Attr<bool>(kForceFp32OutputAttr)) continue;
+    std::vector<std::pair<std::string, const OpDesc*>> casts;  // (narrow var, its cast)
+    bool all = true;
+    for (const auto& n : op.OutputArgumentNames()) {
+      if (n == kEmptyVarName) continue;
+      const OpDesc* cast = SoleWideningCast(block, i, n, use);
+      if (!cast) {
+        all = false;
+        break;
+      }
+      casts.emplace_back(n, cast);
+    }
+    // One attribute switches every output: fold all or none.
+    if (!all || casts.empty()) continue;
+    for (auto& [slot, args] : op.MutableOutputs()) {
+      for (auto& arg : args) {
+        for (const auto& [narrow, cast] : casts) {
+          if (arg != narrow) continue;
+          arg = cast->OutputArgumentNames()[0];
+          dropped.insert(cast);
+          block.RemoveVar(narrow);
+          break;
+        }
+      }
+    }
+    op.SetAttr(kForceFp32OutputAttr, true);
+  }
+  for (size_t i = block.OpSize(); i-- > 0;)
+    if (dropped.count(block.Op(i))) block.RemoveOps(i, i + 1);
+  return dropped.size();
+}
 
 MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device) {
   const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();

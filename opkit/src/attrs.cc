@@ -32,4 +32,11 @@ void InferFromShapeAndDTypeAttrs(InferShapeContext& c) {
   c.SetOutputDType("Out", ParseDTypeAttr(c.Attr<std::string>("dtype"), "dtype", c.Where()));
 }
 
+void ForceFp32Outputs(InferShapeContext& c, const std::string& slot) {
+  if (!c.Attr<bool>(kForceFp32OutputAttr) || c.InputDType(slot) != DType::kBFloat16) return;
+  for (const auto& [slot, args] : c.Op().Outputs())
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i] != kEmptyVarName) c.SetOutputDType(slot, DType::kFloat32, i);
+}
+
 }  // namespace nabla::opkit

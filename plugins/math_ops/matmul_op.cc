@@ -12,6 +12,7 @@ void InferMatmulShape(InferShapeContext& c) {
                                    c.Attr<bool>("transpose_Y"), c.Where());
   c.SetOutputShape("Out", d.out);
   c.SetOutputDType("Out", c.InputDType("X"));
+  ForceFp32Outputs(c, "X");
 }
 
 MatmulDims KernelDims(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
@@ -83,7 +84,8 @@ struct MatmulGradKernel {
 };
 
 // bfloat16 (mixed precision): bfloat16 operands, float32 accumulation on
-// oneDNN, results rounded to bfloat16 as PyTorch's autocast does.
+// oneDNN, results rounded to bfloat16 as PyTorch's autocast does, or with
+// force_fp32_output written in float32 as they are.
 void MatmulBf16Kernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
@@ -92,15 +94,25 @@ void MatmulBf16Kernel(const ExecutionContext& ctx) {
   MatmulDims d = KernelDims(ctx, x, y);
   const bfloat16* xd = x.Data<bfloat16>();
   const bfloat16* yd = y.Data<bfloat16>();
-  bfloat16* o = AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out);
   int64_t m = d.m, k = d.k, n = d.n;
-  BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-    cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n, n);
-  });
+  auto run = [&](auto* o) {
+    BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+      if constexpr (std::is_same_v<decltype(o), float*>)
+        cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, 0.0f,
+                      o + io * m * n, n);
+      else
+        cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n,
+                      n);
+    });
+  };
+  if (ForcesFp32Output(ctx))
+    run(AllocOutput<float>(ctx, ctx.Output("Out"), d.out));
+  else
+    run(AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out));
 }
 
 // As MatmulGradKernel; the sums over broadcast batches accumulate in
-// float32 and are rounded to bfloat16 once.
+// float32 and are rounded to bfloat16 once (with force_fp32_output, never).
 void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
@@ -112,29 +124,45 @@ void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
   const bfloat16* dod = ctx.Input("Out@GRAD").Data<bfloat16>();
   Tensor* dx = ctx.Output("X@GRAD");
   Tensor* dy = ctx.Output("Y@GRAD");
-  std::vector<float> gx(dx ? static_cast<size_t>(x.Numel()) : 0), gy(dy ? static_cast<size_t>(y.Numel()) : 0);
+  // The float32 sums: the outputs themselves with force_fp32_output, else scratch.
+  const bool f32 = ForcesFp32Output(ctx);
+  std::vector<float> sx, sy;
+  auto sums = [&](Tensor* out, const Tensor& like, std::vector<float>& scratch) -> float* {
+    if (!out) return nullptr;
+    const auto count = static_cast<size_t>(like.Numel());
+    if (!f32) {
+      scratch.assign(count, 0.0f);
+      return scratch.data();
+    }
+    float* p = AllocOutput<float>(ctx, out, like.GetShape());
+    std::fill(p, p + count, 0.0f);
+    return p;
+  };
+  float* gx = sums(dx, x, sx);
+  float* gy = sums(dy, y, sy);
   int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
   BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
     const bfloat16* xb = xd + ix * m * k;
     const bfloat16* yb = yd + iy * k * n;
     const bfloat16* db = dod + io * m * n;
     if (dx) {
-      float* g = gx.data() + ix * m * k;
+      float* g = gx + ix * m * k;
       if (!tx)
         cpu::GemmBf16(false, !ty, m, k, n, alpha, db, n, yb, ldy, 1.0f, g, k);
       else
         cpu::GemmBf16(ty, true, k, m, n, alpha, yb, ldy, db, n, 1.0f, g, m);
     }
     if (dy) {
-      float* g = gy.data() + iy * k * n;
+      float* g = gy + iy * k * n;
       if (!ty)
         cpu::GemmBf16(!tx, false, k, n, m, alpha, xb, ldx, db, n, 1.0f, g, n);
       else
         cpu::GemmBf16(true, tx, n, k, m, alpha, db, n, xb, ldx, 1.0f, g, k);
     }
   });
-  if (dx) cpu::ConvertToBf16(gx.data(), AllocOutput<bfloat16>(ctx, dx, x.GetShape()), x.Numel());
-  if (dy) cpu::ConvertToBf16(gy.data(), AllocOutput<bfloat16>(ctx, dy, y.GetShape()), y.Numel());
+  if (f32) return;
+  if (dx) cpu::ConvertToBf16(gx, AllocOutput<bfloat16>(ctx, dx, x.GetShape()), x.Numel());
+  if (dy) cpu::ConvertToBf16(gy, AllocOutput<bfloat16>(ctx, dy, y.GetShape()), y.Numel());
 }
 
 GradCheckSpec MatmulCase(std::string name, Shape x, Shape y, bool tx, bool ty, float alpha = 1.0f) {
@@ -154,9 +182,12 @@ NABLA_REGISTER_OPS(matmul) {
       .Attr<bool>("transpose_X", false, "(bool, default false) transpose the last two dims of X first")
       .Attr<bool>("transpose_Y", false, "(bool, default false) transpose the last two dims of Y first")
       .Attr<float>("alpha", 1.0f, "(float, default 1.0) the factor applied to the product")
+      .Attr<bool>(kForceFp32OutputAttr, false,
+                  "(bool, default false) with bfloat16 X and Y, write Out (in matmul_grad the gradients) in float32, "
+                  "unrounded; the mixed-precision pass sets it where a cast to float32 followed")
       .InferShape(InferMatmulShape)
       .Precision(OpPrecision::kLow)
-      .GradMaker<DefaultGradOpDescMaker>()
+      .GradMaker<GradFromInputsMaker>()
       .GradCheck(MatmulCase("plain", {3, 4}, {4, 2}, false, false))
       .GradCheck(MatmulCase("transpose_x", {4, 3}, {4, 2}, true, false))
       .GradCheck(MatmulCase("transpose_y_alpha", {3, 4}, {2, 4}, false, true, 0.5f))
@@ -164,7 +195,10 @@ NABLA_REGISTER_OPS(matmul) {
       .GradCheck(MatmulCase("batched", {2, 3, 4}, {2, 4, 2}, false, false))
       .GradCheck(MatmulCase("batch_broadcast", {2, 3, 4}, {2, 4}, false, true))
       .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
-  registrar.DefaultGradOp("matmul", __FILE__, __LINE__).InferShape(InferGradShapes);
+  registrar.DefaultGradOp("matmul", __FILE__, __LINE__).InferShape([](InferShapeContext& c) {
+    InferGradShapes(c);
+    ForceFp32Outputs(c, "X");
+  });
   RegisterCpuKernels<MatmulKernel, float, double>(registrar, "matmul", __FILE__, __LINE__);
   RegisterCpuKernels<MatmulGradKernel, float, double>(registrar, "matmul_grad", __FILE__, __LINE__);
   registrar.Kernel("matmul", DeviceType::kCPU, DType::kBFloat16, MatmulBf16Kernel, __FILE__, __LINE__);

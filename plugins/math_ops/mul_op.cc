@@ -28,6 +28,12 @@ void InferMulShape(InferShapeContext& c) {
   out.insert(out.end(), y.begin() + yn, y.end());
   c.SetOutputShape("Out", out);
   c.SetOutputDType("Out", c.InputDType("X"));
+  ForceFp32Outputs(c, "X");
+}
+
+void InferMulGradShapes(InferShapeContext& c) {
+  InferGradShapes(c);
+  ForceFp32Outputs(c, "X");
 }
 
 template <typename T>
@@ -62,15 +68,24 @@ struct MulGradKernel {
 
 // bfloat16 (mixed precision, nabla/mixed_precision.h): bfloat16 operands,
 // float32 accumulation on oneDNN, results rounded to bfloat16 as PyTorch's
-// autocast does.
+// autocast does, or with force_fp32_output written in float32 as they are.
+// C = op(A) * op(B) into `out`, allocated with `shape` in the op's output dtype.
+void GemmBf16Into(const ExecutionContext& ctx, Tensor* out, Shape shape, bool ta, bool tb, int64_t m, int64_t n,
+                  int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b, int64_t ldb) {
+  if (ForcesFp32Output(ctx))
+    cpu::GemmBf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, AllocOutput<float>(ctx, out, std::move(shape)), n);
+  else
+    cpu::GemmBf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, AllocOutput<bfloat16>(ctx, out, std::move(shape)), n);
+}
+
 void MulBf16Kernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
   Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
-  bfloat16* out = AllocOutput<bfloat16>(ctx, ctx.Output("Out"));
-  cpu::GemmBf16(false, false, fx.rows, fy.cols, fx.cols, 1.0f, x.Data<bfloat16>(), fx.cols, y.Data<bfloat16>(), fy.cols,
-                out, fy.cols);
+  Tensor* out = ctx.Output("Out");
+  GemmBf16Into(ctx, out, out->GetShape(), false, false, fx.rows, fy.cols, fx.cols, x.Data<bfloat16>(), fx.cols,
+               y.Data<bfloat16>(), fy.cols);
 }
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {
@@ -81,11 +96,9 @@ void MulGradBf16Kernel(const ExecutionContext& ctx) {
   Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
   int64_t m = fx.rows, k = fx.cols, n = fy.cols;
   if (Tensor* dx = ctx.Output("X@GRAD"))
-    cpu::GemmBf16(false, true, m, k, n, 1.0f, dout, n, y.Data<bfloat16>(), n,
-                  AllocOutput<bfloat16>(ctx, dx, x.GetShape()), k);
+    GemmBf16Into(ctx, dx, x.GetShape(), false, true, m, k, n, dout, n, y.Data<bfloat16>(), n);
   if (Tensor* dy = ctx.Output("Y@GRAD"))
-    cpu::GemmBf16(true, false, k, n, m, 1.0f, x.Data<bfloat16>(), k, dout, n,
-                  AllocOutput<bfloat16>(ctx, dy, y.GetShape()), n);
+    GemmBf16Into(ctx, dy, y.GetShape(), true, false, k, n, m, x.Data<bfloat16>(), k, dout, n);
 }
 
 NABLA_REGISTER_OPS(mul) {
@@ -102,14 +115,17 @@ NABLA_REGISTER_OPS(mul) {
       .Attr<int>("y_num_col_dims", 1,
                  "(int, default 1) Y's first y_num_col_dims dims become the rows of the 2-D view, the rest its "
                  "columns")
+      .Attr<bool>(kForceFp32OutputAttr, false,
+                  "(bool, default false) with bfloat16 X and Y, write Out (in mul_grad the gradients) in float32, "
+                  "unrounded; the mixed-precision pass sets it where a cast to float32 followed")
       .InferShape(InferMulShape)
       .Precision(OpPrecision::kLow)
-      .GradMaker<DefaultGradOpDescMaker>()
+      .GradMaker<GradFromInputsMaker>()
       .GradCheck(CheckCase("matrix", {CheckInput("X", {3, 4}), CheckInput("Y", {4, 5})}))
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
                            {{"x_num_col_dims", 2}, {"y_num_col_dims", 1}}))
       .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
-  registrar.DefaultGradOp("mul", __FILE__, __LINE__).InferShape(InferGradShapes);
+  registrar.DefaultGradOp("mul", __FILE__, __LINE__).InferShape(InferMulGradShapes);
   RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);
   RegisterCpuKernels<MulGradKernel, float, double>(registrar, "mul_grad", __FILE__, __LINE__);
   registrar.Kernel("mul", DeviceType::kCPU, DType::kBFloat16, MulBf16Kernel, __FILE__, __LINE__);

@@ -14,17 +14,20 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/executor.h"
 #include "nabla/mixed_precision.h"
 #include "nabla/npy.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
+#include "nabla/scope.h"
 #include "train/checkpoint.h"
 #include "train/run_util.h"
 
@@ -214,6 +217,47 @@ TEST_F(Bf16Pass, GradientsReachTheParametersInFloat32) {
   EXPECT_EQ(p.Root()->FindVar("x@GRAD"), nullptr);
 }
 
+TEST_F(Bf16Pass, FoldsWideningCastsIntoTheGemmsAfterBackward) {
+  ProgramDesc p = Mlp();
+  ApplyBf16MixedPrecision(p);
+  const ParamGrads pg = AppendBackward(p, "loss", {}, {});
+  // The 3 forward outputs and the 5 backward gradients (w1, t twice, w2 twice).
+  EXPECT_EQ(FoldBf16Casts(p), 8u);
+  int gemms = 0;
+  for (const auto& op : p.Root()->AllOps()) {
+    if (op->Type() == "cast")
+      EXPECT_EQ(op->Attr<std::string>("out_dtype"), "bfloat16") << ::testing::PrintToString(Ops(p));
+    if (op->Type() != "mul" && op->Type() != "mul_grad") continue;
+    ++gemms;
+    EXPECT_TRUE(op->Attr<bool>(kForceFp32OutputAttr)) << op->Type();
+    for (const auto& out : op->OutputArgumentNames())
+      if (out != kEmptyVarName) EXPECT_EQ(out.find("@BF16"), std::string::npos) << op->Type() << " writes " << out;
+  }
+  EXPECT_EQ(gemms, 6);
+  EXPECT_FALSE(p.Root()->HasVar("h@BF16"));
+  EXPECT_EQ(Ops(p)[2], "mul(x@BF16@0 w1@BF16@1 -> h)");
+  // Inference reads the attribute: what the GEMMs write stays float32.
+  InferProgram(p);
+  VerifyProgram(p, *CurrentRegistry());
+  EXPECT_EQ(DTypeOf(p, "h"), DType::kFloat32);
+  for (const auto& [param, grad] : pg) EXPECT_EQ(DTypeOf(p, grad), DType::kFloat32) << grad;
+  EXPECT_EQ(FoldBf16Casts(p), 0u);  // idempotent
+}
+
+TEST_F(Bf16Pass, FoldsOnlyWhereTheCastIsTheOnlyReader) {
+  ProgramDesc p = Mlp();
+  ApplyBf16MixedPrecision(p);
+  // Something else reads the first mul's bfloat16 output: that mul keeps it.
+  p.Root()->Var("h_twice")->SetDType(DType::kBFloat16);
+  p.Root()->AppendOp(OpDesc("elementwise_add", {{"X", {"h@BF16"}}, {"Y", {"h@BF16"}}}, {{"Out", {"h_twice"}}}, {}));
+  EXPECT_EQ(FoldBf16Casts(p), 2u);  // the other two muls' outputs, no backward here
+  std::vector<bool> forced;
+  for (const auto& op : p.Root()->AllOps())
+    if (op->Type() == "mul") forced.push_back(op->Attr<bool>(kForceFp32OutputAttr));
+  EXPECT_EQ(forced, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(Ops(p)[3], "cast(h@BF16 -> h)");
+}
+
 TEST_F(Bf16Pass, Float32OpsReadBf16VarsThroughACast) {
   ProgramDesc p = ParseProgram(R"(format: nabla-program/1
 blocks:
@@ -369,6 +413,76 @@ blocks:
     EXPECT_GT(worst, 0.0) << v << " is float32-exact: the bf16 kernels did not run";
   }
   fs::remove_all(dir);
+}
+
+// Both forms of the bf16 GEMM kernels, mul and matmul (transposed Y, a
+// broadcast batch), forward and backward: the program as the pass and the
+// backward builder leave it (bf16 results, casts to float32) against the
+// same with the casts folded (float32 results), and both against float32.
+// Folding skips a rounding, so the folded run is at least as close to
+// float32 and differs from the unfolded one.
+std::map<std::string, std::vector<float>> RunGemms(const std::string& precision) {
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [6, 16], dtype: float32, persistable: true}
+      w: {shape: [16, 12], dtype: float32, persistable: true}
+      a: {shape: [3, 5, 6], dtype: float32, persistable: true}
+      b: {shape: [4, 12], dtype: float32, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+      - {type: tanh, inputs: {X: [xw]}, outputs: {Out: [h]}}
+      - {type: matmul, inputs: {X: [a], Y: [h]}, outputs: {Out: [ah]}, attrs: {alpha: 0.5}}
+      - {type: matmul, inputs: {X: [ah], Y: [b]}, outputs: {Out: [ahb]}, attrs: {transpose_Y: true}}
+      - {type: square, inputs: {X: [ahb]}, outputs: {Out: [sq]}}
+      - {type: mean, inputs: {X: [sq]}, outputs: {Out: [loss]}}
+)",
+                               "gemms.yaml");
+  if (precision != "fp32") ApplyBf16MixedPrecision(p);
+  AppendBackward(p, "loss", {}, {});
+  // The 3 outputs and 6 gradients (x, w; a, h; ah, b).
+  if (precision == "folded") EXPECT_EQ(FoldBf16Casts(p), 3u + 6u);
+  Scope scope;
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d;
+  const std::pair<const char*, Shape> inputs[] = {{"x", {6, 16}}, {"w", {16, 12}}, {"a", {3, 5, 6}}, {"b", {4, 12}}};
+  for (const auto& [name, shape] : inputs) {
+    float* v = scope.Var(name)->GetTensor().Allocate<float>(HostDevice(), shape);
+    for (int64_t i = 0; i < NumElements(shape); ++i) v[i] = d(gen) * 0.5f;
+  }
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  std::map<std::string, std::vector<float>> out;
+  for (const char* var : {"loss", "x@GRAD", "w@GRAD", "a@GRAD", "b@GRAD"}) {
+    const Tensor& t = scope.FindVar(var)->GetTensor();
+    EXPECT_EQ(t.GetDType(), DType::kFloat32) << var;
+    out[var].assign(t.Data<float>(), t.Data<float>() + t.Numel());
+  }
+  return out;
+}
+
+TEST(Bf16Kernels, FoldedGemmsWriteFloat32AndStayCloserToIt) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  auto fp32 = RunGemms("fp32"), rounded = RunGemms("bf16"), folded = RunGemms("folded");
+  double off_rounded = 0, off_folded = 0;
+  for (const auto& [var, want] : fp32) {
+    double worst_r = 0, worst_f = 0, apart = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst_r = std::max(worst_r, std::abs(static_cast<double>(rounded[var][i]) - want[i]));
+      worst_f = std::max(worst_f, std::abs(static_cast<double>(folded[var][i]) - want[i]));
+      apart = std::max(apart, std::abs(static_cast<double>(folded[var][i]) - rounded[var][i]));
+      scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+    }
+    EXPECT_LE(worst_r, 2e-2 * scale) << var;
+    EXPECT_LE(worst_f, 2e-2 * scale) << var;
+    EXPECT_GT(apart, 0.0) << var << ": folding changed nothing";
+    off_rounded += worst_r / scale;
+    off_folded += worst_f / scale;
+  }
+  EXPECT_LT(off_folded, off_rounded);
 }
 
 // ---------------------------------------------------------------- nabla run

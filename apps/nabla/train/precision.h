@@ -15,7 +15,8 @@ namespace nabla::train {
 // `where`). For bf16 applies the mixed-precision pass to `program` when
 // `device` can run it: the OpenCL device stays fp32, and so does a CPU whose
 // oneDNN lacks bf16 instructions; either prints one line to `note`. Run it
-// before AppendBackward. Returns whether the program now runs in bf16.
+// before AppendBackward. Returns whether the program now runs in bf16; then
+// run FoldBf16Casts (nabla/mixed_precision.h) after AppendBackward.
 bool ApplyPrecision(ProgramDesc& program, const std::string& precision, DeviceType device, std::ostream& note,
                     const std::string& where = "--precision");
 

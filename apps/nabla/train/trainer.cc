@@ -19,6 +19,7 @@
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/fusion.h"
+#include "nabla/mixed_precision.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
@@ -240,11 +241,12 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   // every gradient back to float32 before the optimizer reads it.
   DeviceType device_type = DeviceType::kCPU;
   ParseDeviceType(c.device, &device_type);
-  ApplyPrecision(program, c.precision, device_type, std::cerr, c.path);
+  const bool bf16 = ApplyPrecision(program, c.precision, device_type, std::cerr, c.path);
   const size_t forward_ops = block->OpSize();
 
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
+  if (bf16) FoldBf16Casts(program, device_type);
   NABLA_ENFORCE(!tp.param_grads.empty(), kInvalidArgument, c.loss_pos.Where(), ": no parameter gets a gradient from '",
                 c.loss, "'", c.params.empty() ? " (are the parameters persistable and not stop_gradient?)" : "");
   if (world_size > 1) {

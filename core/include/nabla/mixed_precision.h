@@ -31,4 +31,19 @@ struct MixedPrecisionStats {
 // they are neither persistable nor written to checkpoints. Idempotent.
 NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
 
+// The bool attribute by which an op with a bfloat16 kernel says that kernel
+// can write every output in float32 (its float32 accumulator, unrounded).
+// Paddle's oneDNN ops carry the same name for the same purpose.
+inline constexpr const char* kForceFp32OutputAttr = "force_fp32_output";
+
+// Run after AppendBackward (the pass above leaves widening casts behind every
+// bfloat16 op, the backward part more of them: each weight gradient of a GEMM
+// is written in bfloat16 and cast to float32 at once). An op of block 0 that
+// declares kForceFp32OutputAttr, and whose every output is a bfloat16 var
+// read only by such a cast, writes the casts' float32 vars itself instead:
+// the attribute is set, the casts and the bfloat16 vars go. That saves a
+// pass over every weight gradient and keeps the gradients' float32 bits.
+// Returns the number of casts removed; idempotent.
+NABLA_API size_t FoldBf16Casts(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
+
 }  // namespace nabla

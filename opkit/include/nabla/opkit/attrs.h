@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nabla/mixed_precision.h"
 #include "nabla/op_registry.h"
 #include "nabla/types.h"
 
@@ -25,5 +26,13 @@ DType KernelDTypeFromAttr(const ExecutionContext& ctx);
 
 // Out gets the shape of attribute `shape` and the dtype of attribute `dtype`.
 void InferFromShapeAndDTypeAttrs(InferShapeContext& c);
+
+// Ops whose bfloat16 kernel can write float32 declare the bool attribute
+// force_fp32_output (kForceFp32OutputAttr, nabla/mixed_precision.h; the
+// FoldBf16Casts pass sets it). Call after the op's own inference: with the
+// attribute set and input `slot` bfloat16, every output the op writes is
+// float32 (other dtypes have no such kernel; the attribute means nothing there).
+void ForceFp32Outputs(InferShapeContext& c, const std::string& slot);
+inline bool ForcesFp32Output(const ExecutionContext& ctx) { return ctx.Attr<bool>(kForceFp32OutputAttr); }
 
 }  // namespace nabla::opkit
