@@ -131,7 +131,8 @@ VarUse CountUses(const ProgramDesc& program) {
 // The cast that alone reads `var` (bfloat16, written by the op at `at` only)
 // and widens it to a float32 var nothing else writes and nothing reads before
 // the cast; null when there is none.
-const OpDesc* SoleWideningCast(const BlockDesc& block, size_t at, const std::string& var, const VarUse& use) {
+const OpDesc* SoleWideningCast(const OpRegistry& registry, const BlockDesc& block, size_t at, const std::string& var,
+                               const VarUse& use) {
   const VarDesc* v = block.FindVar(var);
   if (!v || v->Persistable() || v->Type() != VarType::kDense || !v->HasDType() || v->GetDType() != DType::kBFloat16)
     return nullptr;
@@ -139,7 +140,7 @@ const OpDesc* SoleWideningCast(const BlockDesc& block, size_t at, const std::str
   auto r = use.readers.find(var);
   if (w == use.writers.end() || w->second != 1 || r == use.readers.end() || r->second.size() != 1) return nullptr;
   const OpDesc* cast = r->second.front();
-  const OpInfo* info = CurrentRegistry()->Find(cast->Type());
+  const OpInfo* info = registry.Find(cast->Type());
   if (!info || !info->traits.dtype_cast || cast->Outputs().size() != 1) return nullptr;
   const std::vector<std::string> outs = cast->OutputArgumentNames();
   if (outs.size() != 1) return nullptr;
@@ -173,7 +174,7 @@ size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
     bool all = true;
     for (const auto& n : op.OutputArgumentNames()) {
       if (n == kEmptyVarName) continue;
-      const OpDesc* cast = SoleWideningCast(block, i, n, use);
+      const OpDesc* cast = SoleWideningCast(*registry, block, i, n, use);
       if (!cast) {
         all = false;
         break;
