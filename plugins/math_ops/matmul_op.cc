@@ -12,7 +12,6 @@ void InferMatmulShape(InferShapeContext& c) {
                                    c.Attr<bool>("transpose_Y"), c.Where());
   c.SetOutputShape("Out", d.out);
   c.SetOutputDType("Out", c.InputDType("X"));
-  ForceFp32Outputs(c, "X");
 }
 
 MatmulDims KernelDims(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
@@ -84,8 +83,7 @@ struct MatmulGradKernel {
 };
 
 // bfloat16 (mixed precision): bfloat16 operands, float32 accumulation on
-// oneDNN, results rounded to bfloat16 as PyTorch's autocast does, or with
-// force_fp32_output written in float32 as they are.
+// oneDNN, results rounded to bfloat16 as PyTorch's autocast does.
 void MatmulBf16Kernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
@@ -94,21 +92,11 @@ void MatmulBf16Kernel(const ExecutionContext& ctx) {
   MatmulDims d = KernelDims(ctx, x, y);
   const bfloat16* xd = x.Data<bfloat16>();
   const bfloat16* yd = y.Data<bfloat16>();
+  bfloat16* o = AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out);
   int64_t m = d.m, k = d.k, n = d.n;
-  auto run = [&](auto* o) {
-    BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-      if constexpr (std::is_same_v<decltype(o), float*>)
-        cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, 0.0f,
-                      o + io * m * n, n);
-      else
-        cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n,
-                      n);
-    });
-  };
-  if (ForcesFp32Output(ctx))
-    run(AllocOutput<float>(ctx, ctx.Output("Out"), d.out));
-  else
-    run(AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out));
+  BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+    cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n, n);
+  });
 }
 
 // As MatmulGradKernel; the sums over broadcast batches accumulate in
@@ -182,9 +170,6 @@ NABLA_REGISTER_OPS(matmul) {
       .Attr<bool>("transpose_X", false, "(bool, default false) transpose the last two dims of X first")
       .Attr<bool>("transpose_Y", false, "(bool, default false) transpose the last two dims of Y first")
       .Attr<float>("alpha", 1.0f, "(float, default 1.0) the factor applied to the product")
-      .Attr<bool>(kForceFp32OutputAttr, false,
-                  "(bool, default false) with bfloat16 X and Y, write Out (in matmul_grad the gradients) in float32, "
-                  "unrounded; the mixed-precision pass sets it where a cast to float32 followed")
       .InferShape(InferMatmulShape)
       .Precision(OpPrecision::kLow)
       .GradMaker<GradFromInputsMaker>()
@@ -195,10 +180,12 @@ NABLA_REGISTER_OPS(matmul) {
       .GradCheck(MatmulCase("batched", {2, 3, 4}, {2, 4, 2}, false, false))
       .GradCheck(MatmulCase("batch_broadcast", {2, 3, 4}, {2, 4}, false, true))
       .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
-  registrar.DefaultGradOp("matmul", __FILE__, __LINE__).InferShape([](InferShapeContext& c) {
-    InferGradShapes(c);
-    ForceFp32Outputs(c, "X");
-  });
+  registrar.DefaultGradOp("matmul", __FILE__, __LINE__)
+      .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
+      .InferShape([](InferShapeContext& c) {
+        InferGradShapes(c);
+        ForceFp32Outputs(c, "X");
+      });
   RegisterCpuKernels<MatmulKernel, float, double>(registrar, "matmul", __FILE__, __LINE__);
   RegisterCpuKernels<MatmulGradKernel, float, double>(registrar, "matmul_grad", __FILE__, __LINE__);
   registrar.Kernel("matmul", DeviceType::kCPU, DType::kBFloat16, MatmulBf16Kernel, __FILE__, __LINE__);

@@ -28,7 +28,6 @@ void InferMulShape(InferShapeContext& c) {
   out.insert(out.end(), y.begin() + yn, y.end());
   c.SetOutputShape("Out", out);
   c.SetOutputDType("Out", c.InputDType("X"));
-  ForceFp32Outputs(c, "X");
 }
 
 void InferMulGradShapes(InferShapeContext& c) {
@@ -68,8 +67,9 @@ struct MulGradKernel {
 
 // bfloat16 (mixed precision, nabla/mixed_precision.h): bfloat16 operands,
 // float32 accumulation on oneDNN, results rounded to bfloat16 as PyTorch's
-// autocast does, or with force_fp32_output written in float32 as they are.
-// C = op(A) * op(B) into `out`, allocated with `shape` in the op's output dtype.
+// autocast does; mul_grad's with force_fp32_output written in float32 as
+// they are. C = op(A) * op(B) into `out`, allocated with `shape` in the
+// op's output dtype.
 void GemmBf16Into(const ExecutionContext& ctx, Tensor* out, Shape shape, bool ta, bool tb, int64_t m, int64_t n,
                   int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b, int64_t ldb) {
   if (ForcesFp32Output(ctx))
@@ -83,9 +83,9 @@ void MulBf16Kernel(const ExecutionContext& ctx) {
   const Tensor& y = ctx.Input("Y");
   Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
   Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
-  Tensor* out = ctx.Output("Out");
-  GemmBf16Into(ctx, out, out->GetShape(), false, false, fx.rows, fy.cols, fx.cols, x.Data<bfloat16>(), fx.cols,
-               y.Data<bfloat16>(), fy.cols);
+  bfloat16* out = AllocOutput<bfloat16>(ctx, ctx.Output("Out"));
+  cpu::GemmBf16(false, false, fx.rows, fy.cols, fx.cols, 1.0f, x.Data<bfloat16>(), fx.cols, y.Data<bfloat16>(), fy.cols,
+                out, fy.cols);
 }
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {
@@ -115,9 +115,6 @@ NABLA_REGISTER_OPS(mul) {
       .Attr<int>("y_num_col_dims", 1,
                  "(int, default 1) Y's first y_num_col_dims dims become the rows of the 2-D view, the rest its "
                  "columns")
-      .Attr<bool>(kForceFp32OutputAttr, false,
-                  "(bool, default false) with bfloat16 X and Y, write Out (in mul_grad the gradients) in float32, "
-                  "unrounded; the mixed-precision pass sets it where a cast to float32 followed")
       .InferShape(InferMulShape)
       .Precision(OpPrecision::kLow)
       .GradMaker<GradFromInputsMaker>()
@@ -125,7 +122,9 @@ NABLA_REGISTER_OPS(mul) {
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
                            {{"x_num_col_dims", 2}, {"y_num_col_dims", 1}}))
       .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
-  registrar.DefaultGradOp("mul", __FILE__, __LINE__).InferShape(InferMulGradShapes);
+  registrar.DefaultGradOp("mul", __FILE__, __LINE__)
+      .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
+      .InferShape(InferMulGradShapes);
   RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);
   RegisterCpuKernels<MulGradKernel, float, double>(registrar, "mul_grad", __FILE__, __LINE__);
   registrar.Kernel("mul", DeviceType::kCPU, DType::kBFloat16, MulBf16Kernel, __FILE__, __LINE__);

@@ -141,11 +141,20 @@ void Conv2dGradKernel(const ExecutionContext& ctx) {
 
 // bfloat16 (mixed precision, nabla/mixed_precision.h): oneDNN with float32
 // accumulation on NCHW; other layouts, or a build without oneDNN, run the
-// float32 path between conversions.
+// float32 path between conversions. Results are rounded to bfloat16, the
+// gradients with force_fp32_output written in float32 as they are.
 std::vector<float> Widen(const Tensor& t) {
   std::vector<float> f(static_cast<size_t>(t.Numel()));
   cpu::ConvertFromBf16(t.Data<bfloat16>(), f.data(), t.Numel());
   return f;
+}
+
+// Allocates `t` in the op's output dtype and stores the float32 `f` there.
+void StoreResult(const ExecutionContext& ctx, Tensor* t, const Shape& shape, const std::vector<float>& f) {
+  if (ForcesFp32Output(ctx))
+    std::copy(f.begin(), f.end(), t->Allocate<float>(ctx.GetDevice(), shape));
+  else
+    cpu::ConvertToBf16(f.data(), t->Allocate<bfloat16>(ctx.GetDevice(), shape), NumElements(shape));
 }
 
 void Conv2dBf16Kernel(const ExecutionContext& ctx) {
@@ -173,9 +182,17 @@ void Conv2dGradBf16Kernel(const ExecutionContext& ctx) {
       MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
   Tensor* dx_t = ctx.Output(GradVarName("Input"));
   Tensor* dw_t = ctx.Output(GradVarName("Filter"));
-  bfloat16* dx = dx_t ? dx_t->Allocate<bfloat16>(ctx.GetDevice(), x.GetShape()) : nullptr;
-  bfloat16* dw = dw_t ? dw_t->Allocate<bfloat16>(ctx.GetDevice(), w.GetShape()) : nullptr;
-  if (!nhwc && DnnlConvBackward(g, x.Data<bfloat16>(), w.Data<bfloat16>(), dy_t.Data<bfloat16>(), dx, dw)) return;
+  if (!nhwc) {
+    const bfloat16 *xb = x.Data<bfloat16>(), *wb = w.Data<bfloat16>(), *dyb = dy_t.Data<bfloat16>();
+    auto run = [&](auto tag) {
+      using Out = typename decltype(tag)::type;
+      Out* dx = dx_t ? dx_t->Allocate<Out>(ctx.GetDevice(), x.GetShape()) : nullptr;
+      Out* dw = dw_t ? dw_t->Allocate<Out>(ctx.GetDevice(), w.GetShape()) : nullptr;
+      return DnnlConvBackward(g, xb, wb, dyb, dx, dw);
+    };
+    if (ForcesFp32Output(ctx) ? run(TypeTag<float>{}) : run(TypeTag<bfloat16>{})) return;
+  }
+  const bool dx = dx_t != nullptr, dw = dw_t != nullptr;
   const std::vector<float> xf = Widen(x), wf = Widen(w), dyf = Widen(dy_t);
   std::vector<float> xbuf, dybuf, dxf(dx ? static_cast<size_t>(x.Numel()) : 0), dxbuf(nhwc ? dxf.size() : 0),
       dwf(dw ? static_cast<size_t>(w.Numel()) : 0);
@@ -184,8 +201,8 @@ void Conv2dGradBf16Kernel(const ExecutionContext& ctx) {
   ConvBackward<float>(g, px, wf.data(), pdy, dx ? (nhwc ? dxbuf.data() : dxf.data()) : nullptr,
                       dw ? dwf.data() : nullptr);
   if (nhwc && dx) TransposeChannels(dxbuf.data(), dxf.data(), g.n, g.c, g.h.in * g.w.in, false);
-  if (dx) cpu::ConvertToBf16(dxf.data(), dx, x.Numel());
-  if (dw) cpu::ConvertToBf16(dwf.data(), dw, w.Numel());
+  if (dx) StoreResult(ctx, dx_t, x.GetShape(), dxf);
+  if (dw) StoreResult(ctx, dw_t, w.GetShape(), dwf);
 }
 
 // conv2d_grad reads Input, Filter and Output@GRAD, not Output, so the
@@ -258,9 +275,11 @@ NABLA_REGISTER_OPS(conv2d) {
                           {{"paddings", Ints{3, 3}}, {"padding_algorithm", std::string("VALID")}}));
   OpBuilder& grad = registrar.DefaultGradOp("conv2d", __FILE__, __LINE__);
   grad.Doc("Gradient of conv2d with respect to Input and Filter.")
+      .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape([](InferShapeContext& c) {
         InferSameAs(c, "Input", GradVarName("Input"));
         InferSameAs(c, "Filter", GradVarName("Filter"));
+        ForceFp32Outputs(c, "Input");
       })
       .KernelDType(DTypeOfInput(GradVarName("Output")));
   RegisterFloatKernels(registrar, "conv2d", Conv2dKernel<float>, Conv2dKernel<double>, __FILE__, __LINE__);

@@ -26,6 +26,9 @@ namespace nabla::nn {
 bool DnnlConvForward(const ConvGeom&, const float*, const float*, float*) { return false; }
 bool DnnlConvBackward(const ConvGeom&, const float*, const float*, const float*, float*, float*) { return false; }
 bool DnnlConvForward(const ConvGeom&, const bfloat16*, const bfloat16*, bfloat16*) { return false; }
+bool DnnlConvBackward(const ConvGeom&, const bfloat16*, const bfloat16*, const bfloat16*, float*, float*) {
+  return false;
+}
 bool DnnlConvBackward(const ConvGeom&, const bfloat16*, const bfloat16*, const bfloat16*, bfloat16*, bfloat16*) {
   return false;
 }
@@ -141,9 +144,10 @@ struct Operand {
 
 // ---------------------------------------------------------------- convolution
 
-std::string ConvKey(const ConvGeom& g, int threads, memory::data_type dt) {
+std::string ConvKey(const ConvGeom& g, int threads, memory::data_type dt, memory::data_type out_dt) {
   std::ostringstream k;
-  k << threads << '|' << static_cast<int>(dt) << '|' << g.n << ',' << g.c << ',' << g.m << ',' << g.groups;
+  k << threads << '|' << static_cast<int>(dt) << '>' << static_cast<int>(out_dt) << '|' << g.n << ',' << g.c << ','
+    << g.m << ',' << g.groups;
   for (const WindowAxis* a : {&g.h, &g.w})
     k << ';' << a->in << ',' << a->k << ',' << a->stride << ',' << a->dilation << ',' << a->pad_before << ','
       << a->pad_after << ',' << a->out;
@@ -160,36 +164,43 @@ struct ConvPrims {
   memory::desc fwd_scratch, bd_scratch, bw_scratch;
 };
 
-// `dt` is the data type of every tensor: f32, or bf16 (mixed precision:
-// oneDNN accumulates in float32 and rounds the results).
-ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt) {
+// `dt` is the data type of every tensor the primitives read, `out_dt` of
+// every one they write (Output, the gradients): f32 and f32, bf16 and bf16
+// (mixed precision: oneDNN accumulates in float32 and rounds the results),
+// or bf16 and f32 (conv2d_grad's force_fp32_output: the float32 gradients
+// as they are; the forward primitive is then only the others' hint).
+ConvPrims MakeConvPrims(const ConvGeom& g, memory::data_type dt, memory::data_type out_dt) {
   const memory::dims src_dims{g.n, g.c, g.h.in, g.w.in}, dst_dims{g.n, g.m, g.h.out, g.w.out};
   const memory::dims w_dims = g.groups == 1 ? memory::dims{g.m, g.c, g.h.k, g.w.k}
                                             : memory::dims{g.groups, g.CoutPerGroup(), g.CinPerGroup(), g.h.k, g.w.k};
-  const memory::desc src_plain(src_dims, dt, Tag::nchw), dst_plain(dst_dims, dt, Tag::nchw);
-  const memory::desc w_plain(w_dims, dt, g.groups == 1 ? Tag::oihw : Tag::goihw);
+  const Tag w_tag = g.groups == 1 ? Tag::oihw : Tag::goihw;
+  const memory::desc src_plain(src_dims, dt, Tag::nchw), dst_plain(dst_dims, dt, Tag::nchw), w_plain(w_dims, dt, w_tag);
+  const memory::desc src_out_plain(src_dims, out_dt, Tag::nchw), dst_out_plain(dst_dims, out_dt, Tag::nchw),
+      w_out_plain(w_dims, out_dt, w_tag);
   const memory::desc src_any(src_dims, dt, Tag::any), dst_any(dst_dims, dt, Tag::any), w_any(w_dims, dt, Tag::any);
+  const memory::desc src_out_any(src_dims, out_dt, Tag::any), dst_out_any(dst_dims, out_dt, Tag::any),
+      w_out_any(w_dims, out_dt, Tag::any);
   const memory::dims strides{g.h.stride, g.w.stride}, dilates{g.h.dilation - 1, g.w.dilation - 1};
   const memory::dims pad_l{g.h.pad_before, g.w.pad_before}, pad_r{g.h.pad_after, g.w.pad_after};
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::primitive_desc fwd_pd(
-      {dnnl::prop_kind::forward_training, algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
+      {dnnl::prop_kind::forward_training, algo, src_any, w_any, dst_out_any, strides, dilates, pad_l, pad_r},
       UserScratchpad(), DnnlEngine());
-  dnnl::convolution_backward_data::primitive_desc bd_pd({algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r},
-                                                        UserScratchpad(), DnnlEngine(), fwd_pd);
+  dnnl::convolution_backward_data::primitive_desc bd_pd(
+      {algo, src_out_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, UserScratchpad(), DnnlEngine(), fwd_pd);
   dnnl::convolution_backward_weights::primitive_desc bw_pd(
-      {algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r}, UserScratchpad(), DnnlEngine(), fwd_pd);
+      {algo, src_any, w_out_any, dst_any, strides, dilates, pad_l, pad_r}, UserScratchpad(), DnnlEngine(), fwd_pd);
   return ConvPrims{dnnl::convolution_forward(fwd_pd),
                    dnnl::convolution_backward_data(bd_pd),
                    dnnl::convolution_backward_weights(bw_pd),
                    Operand::Make(src_plain, fwd_pd.src_desc(), true, false),
                    Operand::Make(w_plain, fwd_pd.weights_desc(), true, false),
-                   Operand::Make(dst_plain, fwd_pd.dst_desc(), false, true),
-                   Operand::Make(src_plain, bd_pd.diff_src_desc(), false, true),
+                   Operand::Make(dst_out_plain, fwd_pd.dst_desc(), false, true),
+                   Operand::Make(src_out_plain, bd_pd.diff_src_desc(), false, true),
                    Operand::Make(w_plain, bd_pd.weights_desc(), true, false),
                    Operand::Make(dst_plain, bd_pd.diff_dst_desc(), true, false),
                    Operand::Make(src_plain, bw_pd.src_desc(), true, false),
-                   Operand::Make(w_plain, bw_pd.diff_weights_desc(), false, true),
+                   Operand::Make(w_out_plain, bw_pd.diff_weights_desc(), false, true),
                    Operand::Make(dst_plain, bw_pd.diff_dst_desc(), true, false),
                    fwd_pd.scratchpad_desc(),
                    bd_pd.scratchpad_desc(),
@@ -282,7 +293,7 @@ namespace {
 bool ConvForward(const ConvGeom& g, memory::data_type dt, const void* x, const void* w, void* y) {
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
-  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
+  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt, dt), [&] { return MakeConvPrims(g, dt, dt); });
   dnnl::stream& s = DnnlStream();
   memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
   p.fwd.execute(s, {{DNNL_ARG_SRC, src},
@@ -294,11 +305,12 @@ bool ConvForward(const ConvGeom& g, memory::data_type dt, const void* x, const v
   return true;
 }
 
-bool ConvBackward(const ConvGeom& g, memory::data_type dt, const void* x, const void* w, const void* dy, void* dx,
-                  void* dw) {
+bool ConvBackward(const ConvGeom& g, memory::data_type dt, memory::data_type out_dt, const void* x, const void* w,
+                  const void* dy, void* dx, void* dw) {
   if (g.n == 0 || !Enabled()) return false;
   ThreadBudget budget;  // first: creating primitives may run OpenMP regions too
-  const ConvPrims& p = ConvCache().Get(ConvKey(g, budget.Granted(), dt), [&] { return MakeConvPrims(g, dt); });
+  const ConvPrims& p =
+      ConvCache().Get(ConvKey(g, budget.Granted(), dt, out_dt), [&] { return MakeConvPrims(g, dt, out_dt); });
   dnnl::stream& s = DnnlStream();
   if (dx) {
     memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
@@ -327,7 +339,7 @@ bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y
 }
 
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
-  return ConvBackward(g, kF32, x, w, dy, dx, dw);
+  return ConvBackward(g, kF32, kF32, x, w, dy, dx, dw);
 }
 
 bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bfloat16* y) {
@@ -336,7 +348,12 @@ bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bf
 
 bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, bfloat16* dx,
                       bfloat16* dw) {
-  return ConvBackward(g, memory::data_type::bf16, x, w, dy, dx, dw);
+  return ConvBackward(g, memory::data_type::bf16, memory::data_type::bf16, x, w, dy, dx, dw);
+}
+
+bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, float* dx,
+                      float* dw) {
+  return ConvBackward(g, memory::data_type::bf16, kF32, x, w, dy, dx, dw);
 }
 
 bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {

@@ -23,10 +23,13 @@ bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y
 // dx and/or dw (either may be null) from dy.
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw);
 // The same in bfloat16 (mixed precision): float32 accumulation inside
-// oneDNN, every tensor (dw too) rounded to bfloat16.
+// oneDNN, every result (dw too) rounded to bfloat16, or gradients with
+// float outputs (conv2d_grad's force_fp32_output) written as they are.
 bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bfloat16* y);
 bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, bfloat16* dx,
                       bfloat16* dw);
+bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, float* dx,
+                      float* dw);
 
 // y = pool(x); the backward pass writes all of dx.
 bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y);

@@ -33,7 +33,9 @@ NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, Devi
 
 // The bool attribute by which an op with a bfloat16 kernel says that kernel
 // can write every output in float32 (its float32 accumulator, unrounded).
-// Paddle's oneDNN ops carry the same name for the same purpose.
+// Paddle's oneDNN ops carry the same name for the same purpose. In the
+// standard plugins the grad ops of the GEMM-bound ops declare it, forward
+// ops do not: forward values stay rounded as in PyTorch's autocast.
 inline constexpr const char* kForceFp32OutputAttr = "force_fp32_output";
 
 // Run after AppendBackward (the pass above leaves widening casts behind every

@@ -27,11 +27,15 @@ DType KernelDTypeFromAttr(const ExecutionContext& ctx);
 // Out gets the shape of attribute `shape` and the dtype of attribute `dtype`.
 void InferFromShapeAndDTypeAttrs(InferShapeContext& c);
 
-// Ops whose bfloat16 kernel can write float32 declare the bool attribute
-// force_fp32_output (kForceFp32OutputAttr, nabla/mixed_precision.h; the
-// FoldBf16Casts pass sets it). Call after the op's own inference: with the
-// attribute set and input `slot` bfloat16, every output the op writes is
-// float32 (other dtypes have no such kernel; the attribute means nothing there).
+// Grad ops whose bfloat16 kernel can write float32 gradients declare the
+// bool attribute force_fp32_output (kForceFp32OutputAttr,
+// nabla/mixed_precision.h; the FoldBf16Casts pass sets it), documented by
+// kForceFp32GradsDoc. Call after the op's own inference: with the attribute
+// set and input `slot` bfloat16, every output the op writes is float32
+// (other dtypes have no such kernel; the attribute means nothing there).
+inline constexpr const char* kForceFp32GradsDoc =
+    "(bool, default false) with bfloat16 inputs, write the gradients in float32, unrounded; the mixed-precision "
+    "pass (FoldBf16Casts) sets it where each gradient was cast to float32 at once";
 void ForceFp32Outputs(InferShapeContext& c, const std::string& slot);
 inline bool ForcesFp32Output(const ExecutionContext& ctx) { return ctx.Attr<bool>(kForceFp32OutputAttr); }
 
