@@ -34,9 +34,9 @@ void InferFromShapeAndDTypeAttrs(InferShapeContext& c) {
 
 void ForceFp32Outputs(InferShapeContext& c, const std::string& slot) {
   if (!c.Attr<bool>(kForceFp32OutputAttr) || c.InputDType(slot) != DType::kBFloat16) return;
-  for (const auto& [slot, args] : c.Op().Outputs())
+  for (const auto& [out, args] : c.Op().Outputs())
     for (size_t i = 0; i < args.size(); ++i)
-      if (args[i] != kEmptyVarName) c.SetOutputDType(slot, DType::kFloat32, i);
+      if (args[i] != kEmptyVarName) c.SetOutputDType(out, DType::kFloat32, i);
 }
 
 }  // namespace nabla::opkit
