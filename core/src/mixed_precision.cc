@@ -105,9 +105,8 @@ size_t WidenInputs(OpDesc& op, const OpInfo& info, const OpRegistry& registry, c
 }
 
 bool DeclaresForceFp32(const OpInfo& info) {
-  for (const AttrDef& a : info.schema.attrs)
-    if (a.name == kForceFp32OutputAttr && a.type == AttrType::kBool) return true;
-  return false;
+  const AttrDef* a = info.schema.FindAttr(kForceFp32OutputAttr);
+  return a != nullptr && a->type == AttrType::kBool;
 }
 
 // Readers and writers of every var name, over all blocks: a sub-block reads

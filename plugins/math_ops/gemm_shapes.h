@@ -12,6 +12,13 @@ struct Flat2D {
   int64_t rows, cols;
 };
 
+// mul_grad's and matmul_grad's inference: each gradient like its forward
+// input, float32 with force_fp32_output (opkit::ForceFp32Outputs).
+inline void InferGemmGradShapes(InferShapeContext& c) {
+  InferGradShapes(c);
+  ForceFp32Outputs(c, "X");
+}
+
 inline Flat2D Flatten(const Shape& s, int num_col_dims) {
   return {ProductOf(s, 0, num_col_dims), ProductOf(s, num_col_dims, s.size())};
 }

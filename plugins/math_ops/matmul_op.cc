@@ -182,10 +182,7 @@ NABLA_REGISTER_OPS(matmul) {
       .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
   registrar.DefaultGradOp("matmul", __FILE__, __LINE__)
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
-      .InferShape([](InferShapeContext& c) {
-        InferGradShapes(c);
-        ForceFp32Outputs(c, "X");
-      });
+      .InferShape(InferGemmGradShapes);
   RegisterCpuKernels<MatmulKernel, float, double>(registrar, "matmul", __FILE__, __LINE__);
   RegisterCpuKernels<MatmulGradKernel, float, double>(registrar, "matmul_grad", __FILE__, __LINE__);
   registrar.Kernel("matmul", DeviceType::kCPU, DType::kBFloat16, MatmulBf16Kernel, __FILE__, __LINE__);

@@ -30,11 +30,6 @@ void InferMulShape(InferShapeContext& c) {
   c.SetOutputDType("Out", c.InputDType("X"));
 }
 
-void InferMulGradShapes(InferShapeContext& c) {
-  InferGradShapes(c);
-  ForceFp32Outputs(c, "X");
-}
-
 template <typename T>
 struct MulKernel {
   void operator()(const ExecutionContext& ctx) const {
@@ -124,7 +119,7 @@ NABLA_REGISTER_OPS(mul) {
       .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
   registrar.DefaultGradOp("mul", __FILE__, __LINE__)
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
-      .InferShape(InferMulGradShapes);
+      .InferShape(InferGemmGradShapes);
   RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);
   RegisterCpuKernels<MulGradKernel, float, double>(registrar, "mul_grad", __FILE__, __LINE__);
   registrar.Kernel("mul", DeviceType::kCPU, DType::kBFloat16, MulBf16Kernel, __FILE__, __LINE__);

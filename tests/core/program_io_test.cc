@@ -423,6 +423,14 @@ TEST_F(ProgramIo, ShapeInferenceErrorsStartWithThePosition) {
   t = Program("      a: {shape: [2, 3], dtype: float32}\n      b: {shape: [3], dtype: float32}\n",
               "      - {type: mul, inputs: {X: [a], Y: [b]}, outputs: {Out: [c]}, attrs: {x_num_col_dims: -1}}\n");
   ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"), "attribute x_num_col_dims must be in [1, 2]");
+  t = Program(kVarX, "      - {type: split, inputs: {X: [x]}, outputs: {Out: [p, q]}, attrs: {axis: 2}}\n");
+  ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"), "attribute axis must be in [0, 1] for X of shape [2, 3]");
+  t = Program(kVarX + std::string("      v: {shape: [3], dtype: float32}\n"),
+              "      - {type: concat, inputs: {X: [x, v]}, outputs: {Out: [y]}}\n");
+  ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"), "X[1] has shape [3], but X[0] has rank 2");
+  t = Program(kVarX + std::string("      ids: {shape: [2, 1], dtype: int64}\n      w: {shape: [5], dtype: float32}\n"),
+              "      - {type: lookup_table, inputs: {W: [w], Ids: [ids]}, outputs: {Out: [y]}}\n");
+  ExpectError(t, ErrorKind::kInvalidArgument, At(t, "{type"), "W must have rank >= 2, but received shape [5]");
 }
 
 }  // namespace
