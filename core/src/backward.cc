@@ -124,6 +124,20 @@ class BackwardBuilder {
     auto carries = [&](const std::string& n) {
       return n != kEmptyVarName && !Contains(no_grad_, n) && (sources == nullptr || Contains(flow, n));
     };
+    // Without sources (AppendBackward), Paddle's _find_no_grad_vars: a var
+    // that only an op without a gradient-carrying input writes has no
+    // gradient path either, so it joins the no-grad set and the makers of
+    // its readers emit @EMPTY@ for it instead of a gradient nobody reads.
+    // That is what keeps a no-grad var's cast (the bf16 pass's x@BF16@n)
+    // from costing a GEMM, and its reader's other gradient from being left
+    // in bfloat16 (FoldBf16Casts folds all outputs or none). Persistable
+    // vars, targets and vars with other writers anywhere are left alone.
+    std::unordered_map<std::string, size_t> writers;
+    if (sources == nullptr)
+      for (size_t b = 0; b < program_.Size(); ++b)
+        for (const auto& op : program_.Block(b)->AllOps())
+          for (const auto& a : op->OutputArgumentNames()) ++writers[a];
+    const NameSet target_set(targets.begin(), targets.end());
     for (size_t i = 0; i < ops.size(); ++i) {
       for (const auto& [slot, args] : ops[i]->Inputs())
         for (const auto& a : args) on_path[i] |= carries(a);
@@ -131,6 +145,15 @@ class BackwardBuilder {
         for (const auto& [slot, args] : ops[i]->Outputs())
           for (const auto& a : args)
             if (a != kEmptyVarName && !Contains(no_grad_, a)) flow.insert(a);
+      if (!on_path[i] && sources == nullptr && SubBlockOf(*ops[i], registry_) < 0) {
+        const OpInfo* info = registry_.Find(ops[i]->Type());
+        if (info == nullptr || info->traits.control_flow || info->traits.has_sub_block) continue;
+        for (const auto& a : ops[i]->OutputArgumentNames()) {
+          if (a == kEmptyVarName || Contains(target_set, a) || writers[a] != 1) continue;
+          const VarDesc* v = block.FindVarRecursive(a);
+          if (v != nullptr && !v->Persistable()) no_grad_.insert(a);
+        }
+      }
     }
     NameSet needed(targets.begin(), targets.end());
     needed.reserve(ops.size());

@@ -259,8 +259,32 @@ TEST(AppendBackward, AllInputsNoGrad) {
   ExpectVerified(n.prog);
 }
 
-// Nothing upstream of the loss wants a gradient: only the seed and the loss
-// op's own gradient remain, and no parameter gets a pair.
+// Paddle's _find_no_grad_vars: h is computed from no-grad vars only (the
+// user's no-grad w0 and a feed), so no gradient of it can reach anything,
+// and mul's maker emits @EMPTY@ for it instead of a GEMM nobody reads. The
+// bf16 pass depends on it: its casts of a no-grad var are such ops.
+TEST(AppendBackward, NoGradFlowsForwardThroughOpsWithoutGradientInputs) {
+  Net n;
+  n.Feed("x", {2, 3});
+  n.Param("w0", {3, 3});
+  n.Param("w1", {3, 2});
+  n.Op("mul", {{"X", {"x"}}, {"Y", {"w0"}}}, {{"Out", {"h0"}}});
+  n.Op("relu", {{"X", {"h0"}}}, {{"Out", {"h"}}});
+  n.Op("mul", {{"X", {"h"}}, {"Y", {"w1"}}}, {{"Out", {"z"}}});
+  n.Op("mean", {{"X", {"z"}}}, {{"Out", {"loss"}}});
+  ParamGrads pg = AppendBackward(n.prog, "loss", {}, {"w0"});
+  const BlockDesc& b = *n.prog.Root();
+  EXPECT_EQ(Types(b, 4), (Strings{"fill_constant", "mean_grad", "mul_grad"}));
+  EXPECT_EQ(b.Op(6)->Output("X@GRAD"), (Strings{kEmptyVarName}));
+  EXPECT_EQ(b.Op(6)->Output("Y@GRAD"), (Strings{"w1@GRAD"}));
+  EXPECT_EQ(pg, (ParamGrads{{"w1", "w1@GRAD"}}));
+  EXPECT_EQ(b.FindVar("h@GRAD"), nullptr);
+  ExpectVerified(n.prog);
+}
+
+// Nothing upstream of the loss wants a gradient: z, written only by an op
+// without a gradient-carrying input, joins the no-grad set, so only the seed
+// remains and no parameter gets a pair.
 TEST(AppendBackward, WholeNetNoGrad) {
   Net n;
   n.Feed("x", {2, 3});
@@ -268,7 +292,7 @@ TEST(AppendBackward, WholeNetNoGrad) {
   n.Op("mul", {{"X", {"x"}}, {"Y", {"w"}}}, {{"Out", {"z"}}});
   n.Op("mean", {{"X", {"z"}}}, {{"Out", {"loss"}}});
   ParamGrads pg = AppendBackward(n.prog, "loss");
-  EXPECT_EQ(Types(*n.prog.Root(), 2), (Strings{"fill_constant", "mean_grad"}));
+  EXPECT_EQ(Types(*n.prog.Root(), 2), (Strings{"fill_constant"}));
   EXPECT_TRUE(pg.empty());
   ExpectVerified(n.prog);
 }
