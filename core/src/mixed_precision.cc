@@ -206,12 +206,23 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
   BlockDesc& block = *program.Root();
   MixedPrecisionStats stats;
   size_t serial = 0;
+  // Once a user's bfloat16 var is widened for a reader, the dtypes that
+  // inference gave the ops after it at load time are stale (softmax of the
+  // widened var writes float32, and so does the mean of that): each later op
+  // is inferred again before the pass looks at it.
+  bool stale = false;
   for (size_t i = 0; i < block.OpSize(); ++i) {
     OpDesc& op = *block.Op(i);
     const OpInfo* info = registry->Find(op.Type());
     if (!info) continue;
+    if (stale && !info->traits.has_sub_block && !info->traits.control_flow) InferOpAtBuildTime(op, block, *registry);
     if (!Converts(op, *info, *registry, block, device)) {
-      stats.casts += WidenInputs(op, *info, *registry, cast, block, device, &i);
+      const size_t widened = WidenInputs(op, *info, *registry, cast, block, device, &i);
+      if (widened > 0) {
+        InferOpAtBuildTime(op, block, *registry);
+        stale = true;
+      }
+      stats.casts += widened;
       continue;
     }
     const SourcePos pos = op.Pos();

@@ -305,6 +305,63 @@ blocks:
   EXPECT_EQ(got[2], "softmax(xb@FP32 -> y)");
 }
 
+// What follows the widened reader is float32 too: load-time inference had
+// made y and loss bfloat16, which left mean reading y through a cast that
+// failed at run time and the loss seed without a kernel.
+TEST_F(Bf16Pass, OpsAfterAWidenedReaderAreInferredAgain) {
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+    ops:
+      - {type: cast, inputs: {X: [x]}, outputs: {Out: [xb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: softmax, inputs: {X: [xb]}, outputs: {Out: [y]}}
+      - {type: mean, inputs: {X: [y]}, outputs: {Out: [loss]}}
+)",
+                               "user_cast.yaml");
+  ASSERT_EQ(DTypeOf(p, "loss"), DType::kBFloat16);  // as loaded
+  EXPECT_EQ(ApplyBf16MixedPrecision(p).casts, 1u);
+  EXPECT_EQ(DTypeOf(p, "y"), DType::kFloat32);
+  EXPECT_EQ(DTypeOf(p, "loss"), DType::kFloat32);
+  const std::vector<std::string> got = Ops(p);
+  ASSERT_EQ(got.size(), 4u) << ::testing::PrintToString(got);
+  EXPECT_EQ(got[3], "mean(y -> loss)");
+  AppendBackward(p, "loss", {"x"}, {});
+  VerifyProgram(p, *CurrentRegistry());
+  cpu::InitCpuBackend();
+  Scope scope;
+  float* x = scope.Var("x")->GetTensor().Allocate<float>(HostDevice(), {2, 3});
+  for (int i = 0; i < 6; ++i) x[i] = static_cast<float>(i);
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  // Each softmax row sums to 1: the mean of 6 entries is 1/3.
+  EXPECT_NEAR(scope.FindVar("loss")->GetTensor().Data<float>()[0], 1.0f / 3.0f, 1e-6f);
+  EXPECT_EQ(scope.FindVar("x@GRAD")->GetTensor().GetDType(), DType::kFloat32);
+}
+
+// A no-grad weight's cast gets no gradient (no GEMM for it), and the grad op
+// that would have written one still folds: the other gradient stays float32
+// and equals the one computed without the no-grad set.
+TEST_F(Bf16Pass, NoGradWeightCostsNoGemmAndKeepsTheFold) {
+  ProgramDesc p = Mlp();
+  ApplyBf16MixedPrecision(p);
+  AppendBackward(p, "loss", {}, {"w2"});
+  FoldBf16Casts(p);
+  int grads = 0;
+  for (const auto& op : p.Root()->AllOps()) {
+    if (op->Type() != "mul_grad") continue;
+    ++grads;
+    EXPECT_TRUE(op->Attr<bool>(kForceFp32OutputAttr)) << ::testing::PrintToString(Ops(p));
+    if (op->Input("Y")[0].rfind("w2", 0) == 0) EXPECT_EQ(op->Output("Y@GRAD")[0], kEmptyVarName);
+  }
+  EXPECT_EQ(grads, 3);
+  for (const auto& v : p.Root()->AllVars()) {
+    const bool w2_cast_grad = v->Name().rfind("w2@BF16", 0) == 0 && v->Name().find("@GRAD") != std::string::npos;
+    EXPECT_FALSE(w2_cast_grad) << v->Name();
+  }
+}
+
 TEST_F(Bf16Pass, OpsDeclareTheirPrecision) {
   const OpRegistry& r = *CurrentRegistry();
   for (const char* op : {"mul", "matmul", "conv2d"}) {
