@@ -74,8 +74,11 @@ class VarAccess {
 // Shape inference over the tensors of a scope, right before the kernel runs.
 class RuntimeInferShapeContext final : public InferShapeContext {
  public:
-  RuntimeInferShapeContext(const OpDesc& op, const VarAccess& vars) : op_(op), vars_(vars) {}
+  // `program` (may be null) puts the file into Where(), as at build time.
+  RuntimeInferShapeContext(const OpDesc& op, const VarAccess& vars, const ProgramDesc* program)
+      : op_(op), vars_(vars), program_(program) {}
   const OpDesc& Op() const override { return op_; }
+  const ProgramDesc* Program() const override { return program_; }
   bool IsRuntime() const override { return true; }
   bool HasInput(const std::string& slot) const override { return Present(op_.Input(slot)); }
   bool HasOutput(const std::string& slot) const override { return Present(op_.Output(slot)); }
@@ -98,6 +101,7 @@ class RuntimeInferShapeContext final : public InferShapeContext {
  private:
   const OpDesc& op_;
   const VarAccess& vars_;
+  const ProgramDesc* program_;
 };
 
 std::string Where(const OpDesc& op, const RunContext& run) {
@@ -335,7 +339,7 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     const bool dry = IsDryRun(device);
     if (dry) CheckDryRunInputs(op, *info, scope);
     if (info->infer_shape && !info->traits.control_flow && (dry || !prepared || !prepared->ShapesAsMemoized())) {
-      RuntimeInferShapeContext isc(op, vars);
+      RuntimeInferShapeContext isc(op, vars, run.program);
       info->infer_shape(isc);
       if (prepared && !dry) prepared->MemoizeShapes();
     }

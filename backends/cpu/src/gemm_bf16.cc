@@ -73,7 +73,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16I
 // MLP step). It reads denormal inputs as zero, though: a block of 32 holding
 // one goes the integer way, so the result stays FloatToBf16's bit for bit.
 __attribute__((target("avx512bf16,avx512vl,avx512bw,avx512f"))) void ConvertToBf16Avx512Bf16(const float* x,
-                                                                                           bfloat16* y, int64_t n) {
+                                                                                             bfloat16* y, int64_t n) {
   const __m512i exponent = _mm512_set1_epi32(0x7f800000);
   const __m512i mantissa = _mm512_set1_epi32(0x007fffff);
   int64_t i = 0;
