@@ -392,7 +392,12 @@ void RunOp(const OpDesc& op, Scope& scope, Device& device, const RunContext& run
 }
 
 PreparedBlock::PreparedBlock(const ProgramDesc& program, int block_idx, Scope& scope)
-    : program_(&program), block_idx_(block_idx), scope_(&scope), registry_(CurrentRegistry()) {
+    : program_(&program),
+      block_idx_(block_idx),
+      scope_(&scope),
+      scope_id_(scope.Id()),
+      scope_generation_(scope.Generation()),
+      registry_(CurrentRegistry()) {
   const BlockDesc& block = *program.Block(block_idx);
   for (const auto& op : block.AllOps()) op_versions_.emplace_back(op.get(), op->Version());
   auto resolve = [&scope](const VarNameMap& slots, bool create) {
@@ -503,7 +508,9 @@ void PreparedBlock::Run(size_t i, Device& device, const RunContext& run) const {
 }
 
 bool PreparedBlock::Matches(const ProgramDesc& program, int block_idx, const Scope& scope) const {
-  if (&program != program_ || block_idx != block_idx_ || &scope != scope_) return false;
+  if (&program != program_ || block_idx != block_idx_ || &scope != scope_ || scope.Id() != scope_id_ ||
+      scope.Generation() != scope_generation_)
+    return false;
   return SameOps(*program.Block(block_idx)) && CurrentRegistry() == registry_;
 }
 

@@ -1,10 +1,16 @@
 #include "nabla/scope.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace nabla {
 
 Scope::~Scope() = default;
+
+uint64_t Scope::NextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 Variable* Scope::FindLocalVar(const std::string& name) const {
   auto it = vars_.find(name);
@@ -24,6 +30,7 @@ Variable* Scope::Var(const std::string& name) {
 }
 
 void Scope::EraseVars(const std::vector<std::string>& names) {
+  ++generation_;
   for (const auto& n : names) vars_.erase(n);
 }
 

@@ -538,6 +538,76 @@ TEST_P(ControlFlowTest, IsTestKeepsNoStepScopes) {
   EXPECT_TRUE(scope.FindVar("scopes")->GetStepScopes().empty());
 }
 
+// Two independent loops, so on 2 threads the task graph runs their `while`
+// nodes at once, on different workers. Each loop body must then run as a
+// nested (sequential) run of the same executor: a per-thread nesting count
+// sent a body on a worker down the graph path, where two of them rebuilt the
+// shared graph cache at once (heap corruption in the RNN example).
+TEST(ControlFlowTaskGraph, ConcurrentLoopsOnWorkersRunTheirBodiesNested) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  ProgramDesc program = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [4], dtype: float64}
+      i: {shape: [1], dtype: float64}
+      y: {shape: [4], dtype: float64}
+      j: {shape: [1], dtype: float64}
+      limit: {shape: [1], dtype: float64, stop_gradient: true}
+      s1: {type: step_scopes}
+      s2: {type: step_scopes}
+    ops:
+      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [c1]}}
+      - type: while
+        inputs: {X: [x, i, limit], Condition: [c1]}
+        outputs: {Out: [x, i, c1], StepScopes: [s1]}
+        attrs: {sub_block: 1, is_test: true}
+      - {type: less_than, inputs: {X: [j], Y: [limit]}, outputs: {Out: [c2]}}
+      - type: while
+        inputs: {X: [y, j, limit], Condition: [c2]}
+        outputs: {Out: [y, j, c2], StepScopes: [s2]}
+        attrs: {sub_block: 2, is_test: true}
+      - {type: mean, inputs: {X: [x]}, outputs: {Out: [mx]}}
+      - {type: mean, inputs: {X: [y]}, outputs: {Out: [my]}}
+      - {type: elementwise_add, inputs: {X: [mx], Y: [my]}, outputs: {Out: [loss]}}
+  - idx: 1
+    parent: 0
+    ops:
+      - {type: elementwise_add, inputs: {X: [x], Y: [i]}, outputs: {Out: [x_next]}}
+      - {type: assign, inputs: {X: [x_next]}, outputs: {Out: [x]}}
+      - {type: increment, inputs: {X: [i]}, outputs: {Out: [i_next]}, attrs: {step: 1.0}}
+      - {type: assign, inputs: {X: [i_next]}, outputs: {Out: [i]}}
+      - {type: less_than, inputs: {X: [i], Y: [limit]}, outputs: {Out: [c1]}}
+  - idx: 2
+    parent: 0
+    ops:
+      - {type: elementwise_mul, inputs: {X: [y], Y: [j]}, outputs: {Out: [y_next]}}
+      - {type: assign, inputs: {X: [y_next]}, outputs: {Out: [y]}}
+      - {type: increment, inputs: {X: [j]}, outputs: {Out: [j_next]}, attrs: {step: 1.0}}
+      - {type: assign, inputs: {X: [j_next]}, outputs: {Out: [j]}}
+      - {type: less_than, inputs: {X: [j], Y: [limit]}, outputs: {Out: [c2]}}
+)",
+                                     "two_loops.yaml");
+  ExecutorOptions options;
+  options.threads = 2;
+  auto executor = CreateExecutor("taskgraph", HostDevice(), options);
+  for (int run = 0; run < 300; ++run) {
+    Scope scope;
+    for (const Feed& f : std::vector<Feed>{{"x", {4}, {1, 2, 3, 4}},
+                                           {"i", {1}, {1}},
+                                           {"y", {4}, {1, 1, 1, 1}},
+                                           {"j", {1}, {1}},
+                                           {"limit", {1}, {40}}})
+      scope.Var(f.name)->GetTensor() = MakeTensor(f);
+    executor->Run(program, 0, scope);
+    // x gains 1 + 2 + ... + 39 = 780 per element; y becomes 39! (about 2.04e46).
+    const double want = 2.5 + 780 + std::tgamma(40.0);
+    ASSERT_NEAR(Values(scope.FindVar("loss")->GetTensor())[0], want, want * 1e-12) << "run " << run;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, ControlFlowTest, ::testing::Values("sequential", "taskgraph"),
                          [](const auto& info) { return info.param; });
 

@@ -103,11 +103,19 @@ class TaskGraphExecutor final : public Executor {
   void Run(const ProgramDesc& program, int block_idx, Scope& scope) override {
     // Nested runs (a control-flow op running its sub-block from inside a
     // node) go sequentially inside that op: a sub-block step is usually a
-    // handful of small ops, where graph overhead would dominate.
-    thread_local int depth = 0;
+    // handful of small ops, where graph overhead would dominate. Nesting is
+    // counted per executor, not per thread: the op's node may run on any
+    // worker of the arena, and a thread-local depth sent a `while` body on a
+    // worker down the graph path, rebuilding the shared graph cache while
+    // the outer run used it (heap corruption, the RNN example at 2 threads).
+    const bool nested = active_runs_.fetch_add(1, std::memory_order_acq_rel) > 0;
+    struct ActiveGuard {
+      std::atomic<int>& runs;
+      ~ActiveGuard() { runs.fetch_sub(1, std::memory_order_acq_rel); }
+    } active{active_runs_};
     const BlockDesc& block = *program.Block(block_idx);
-    RunContext run{&program, this, &options_, depth == 0 ? run_counter_++ : 0};
-    if (depth > 0) {
+    RunContext run{&program, this, &options_, nested ? 0 : run_counter_++};
+    if (nested) {
       for (const auto& op : block.AllOps()) RunOp(*op, scope, device_, run);
       return;
     }
@@ -119,11 +127,6 @@ class TaskGraphExecutor final : public Executor {
     g.run = &run;
     g.error = nullptr;
     g.failed.store(false, std::memory_order_relaxed);
-    ++depth;
-    struct DepthGuard {
-      int& d;
-      ~DepthGuard() { --d; }
-    } guard{depth};
     // One thread, or a block with no two ops that could overlap (a chain):
     // the graph can only run the ops one by one, in an order program order
     // also satisfies, so run them in place without handing each to a TBB
@@ -254,6 +257,7 @@ class TaskGraphExecutor final : public Executor {
   tbb::task_arena arena_;
   std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<Graph>> graphs_;
   uint64_t run_counter_ = 0;
+  std::atomic<int> active_runs_{0};  // Run calls in progress, nested ones included
 };
 
 }  // namespace

@@ -69,6 +69,10 @@ class NABLA_API PreparedBlock {
   const ProgramDesc* program_;
   int block_idx_;
   Scope* scope_;  // non-owning
+  // The scope's Id() and Generation() when prepared: the address alone may
+  // be a new scope's (a fresh scope per eval batch or loop step).
+  uint64_t scope_id_;
+  uint64_t scope_generation_;
   // Each op and its OpDesc::Version() when prepared: an op added, removed,
   // renamed or re-attributed since makes the block stale.
   std::vector<std::pair<const OpDesc*, uint64_t>> op_versions_;

@@ -1,6 +1,7 @@
 #pragma once
 // Variables at run time, in a tree of scopes: a lookup walks up to the root.
 // `while` keeps one child scope per iteration for its gradient.
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,7 +54,17 @@ class NABLA_API Scope {
   void DropKids();
   const Scope* Parent() const { return parent_; }
 
+  // Unique over the process's life, where an address is not: a scope made
+  // after another was freed may take its address, and a cache of resolved
+  // vars keyed by the address would hand out the freed scope's vars.
+  uint64_t Id() const { return id_; }
+  // Changes whenever a var of this scope is erased (its pointer dies).
+  uint64_t Generation() const { return generation_; }
+
  private:
+  static uint64_t NextId();
+  const uint64_t id_ = NextId();
+  uint64_t generation_ = 0;
   Scope* parent_ = nullptr;  // non-owning
   std::unordered_map<std::string, std::unique_ptr<Variable>> vars_;
   std::vector<std::unique_ptr<Scope>> kids_;
