@@ -310,6 +310,8 @@ TEST_F(TrainLibTest, TheEvalProgramIsTheForwardPartInTestMode) {
   EXPECT_TRUE(eval.Root()->Op(forward - 1)->Attr<bool>("is_test"));
   EXPECT_FALSE(p.Root()->Op(forward - 1)->Attr<bool>("is_test"));  // the training program keeps its mode
   EXPECT_THROW(MakeEvalProgram(p, p.Root()->OpSize() + 1), Error);
+  // A count that stops short of the loss's seed would cut forward ops off.
+  EXPECT_THROW(MakeEvalProgram(p, forward - 1), Error);
 }
 
 }  // namespace

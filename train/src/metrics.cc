@@ -39,6 +39,14 @@ ProgramDesc MakeEvalProgram(const ProgramDesc& program, size_t forward_ops) {
   BlockDesc* block = eval.Root();
   NABLA_ENFORCE(forward_ops <= block->OpSize(), kOutOfRange, "the forward part has ", forward_ops,
                 " ops, but the program's root block only ", block->OpSize());
+  if (const auto& bw = program.Backward(); bw.has_value() && forward_ops < block->OpSize()) {
+    const auto outs = block->Op(forward_ops)->OutputArgumentNames();
+    NABLA_ENFORCE(std::find(outs.begin(), outs.end(), GradVarName(bw->loss)) != outs.end(), kInvalidArgument,
+                  "the eval program keeps the first ", forward_ops, " root ops, but op ", forward_ops, " ('",
+                  block->Op(forward_ops)->Type(), "') is not the seed of '", GradVarName(bw->loss),
+                  "' that starts the backward part: count the forward ops before AppendBackward, which may insert "
+                  "ops into them");
+  }
   block->RemoveOps(forward_ops, block->OpSize());
   const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   for (const auto& op : block->AllOps()) {

@@ -242,7 +242,11 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   DeviceType device_type = DeviceType::kCPU;
   ParseDeviceType(c.device, &device_type);
   const bool bf16 = ApplyPrecision(program, c.precision, device_type, std::cerr, c.path);
-  const size_t forward_ops = block->OpSize();
+  // Evaluation runs the forward part as it is now: AppendBackward may insert
+  // ops into it (copies of overwritten values), so an op count taken here
+  // would cut the metric ops off the program after it (the RNN example's
+  // eval read the last training batch's accuracy for every eval batch).
+  tp.eval = MakeEvalProgram(program, block->OpSize());
 
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
@@ -260,8 +264,8 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   tp.learning_rate = kLearningRateVar;
   InferProgram(program);
   VerifyProgram(program, *CurrentRegistry());
-
-  tp.eval = MakeEvalProgram(program, forward_ops);
+  InferProgram(tp.eval);
+  VerifyProgram(tp.eval, *CurrentRegistry());
 
   std::set<std::string> feeds;
   for (const auto& f : c.data.train.feeds) feeds.insert(f.var);

@@ -89,7 +89,11 @@ std::string FindScoresFor(const BlockDesc& block, const std::string& label);
 
 // What evaluation runs: `program`'s first `forward_ops` root ops (the forward
 // part and its metrics, before backward and optimizer), with is_test set on
-// every op that has the attribute.
+// every op that has the attribute. Count the ops before AppendBackward and
+// call this before it too: the backward builder may insert ops into the
+// forward part (copies of overwritten values, docs/backward.md). On a
+// program with a backward part, a count that does not end where the loss's
+// seed begins is an error rather than a program cut short.
 ProgramDesc MakeEvalProgram(const ProgramDesc& program, size_t forward_ops);
 
 // A persistable, no-gradient var the startup program fills with `value`:
