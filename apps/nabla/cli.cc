@@ -27,6 +27,7 @@ constexpr CommandFactory kCommands[] = {
 
 std::string VersionString() {
   return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", gemm: ", cpu::GemmPolicy(),
+                ", bf16: ", cpu::HasBf16Gemm() ? "onednn" : "none on this CPU (precision bf16 runs fp32)",
                 ", plugin ABI ", ExpectedAbiTag(), ")");
 }
 

@@ -596,6 +596,10 @@ TEST_F(Bf16Run, TrainsAndCheckpointsStayFloat32) {
   train::Result r = train::Nabla(dir_, "run run.yaml");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("final eval accuracy: "), std::string::npos) << r.out;
+  // The summary says which precision ran: bf16 where the CPU has it.
+  EXPECT_NE(r.out.find(cpu::HasBf16Gemm() ? "precision        bf16 mixed precision" : "precision        fp32\n"),
+            std::string::npos)
+      << r.out;
   const auto points = train::ListCheckpoints(dir_.Path("ckpt"));
   ASSERT_FALSE(points.empty());
   train::SafetensorsFile f = train::ReadSafetensors(points.back().path);

@@ -41,6 +41,7 @@ TEST_F(RunTest, TrainingLowersTheLossAndReports) {
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("== summary =="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GEMM kernels     OpenBLAS " + cpu::BlasCoreName()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("precision        fp32\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("final eval accuracy: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 1/6  step 5  batch 5/10"), std::string::npos) << r.out;  // plain lines off a TTY
   std::vector<MetricRow> rows = ReadMetrics(dir_.Path("m.jsonl"));

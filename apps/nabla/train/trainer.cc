@@ -242,6 +242,7 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   DeviceType device_type = DeviceType::kCPU;
   ParseDeviceType(c.device, &device_type);
   const bool bf16 = ApplyPrecision(program, c.precision, device_type, std::cerr, c.path);
+  tp.bf16 = bf16;
   // Evaluation runs the forward part as it is now: AppendBackward may insert
   // ops into it (copies of overwritten values), so an op count taken here
   // would cut the metric ops off the program after it (the RNN example's
@@ -654,6 +655,12 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   }
   out << "GEMM kernels     OpenBLAS " << cpu::BlasCoreName() << " (" << cpu::GemmPolicy() << "), executor "
       << c.executor << "\n";
+  // The policy above is float32's; under bf16 the GEMM-bound ops run on oneDNN.
+  out << "precision        "
+      << (tp.bf16 ? "bf16 mixed precision (the GEMM-bound ops in bfloat16 on oneDNN, float32 accumulation; "
+                    "float32 master weights)"
+                  : "fp32")
+      << "\n";
   if (!summary.last_checkpoint.empty()) out << "checkpoint       " << summary.last_checkpoint << "\n";
   if (!c.logging.metrics_file.empty()) out << "metrics          " << c.logging.metrics_file << "\n";
   if (!plot_written.empty()) out << "plot             " << plot_written << "\n";

@@ -32,6 +32,7 @@ struct TrainPrograms {
   std::string accuracy;                   // the Correct-count var ("" without the metric)
   std::string accuracy_label;             // the label var the metric reads
   int64_t classes = 0;                    // class count when known (labels are checked against it)
+  bool bf16 = false;                      // the bf16 mixed-precision pass ran (precision: bf16, and the CPU can)
 };
 
 // Loads the program and appends the metric, backward and optimizer ops
