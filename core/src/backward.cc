@@ -537,6 +537,10 @@ ParamGrads AppendBackward(ProgramDesc& program, const std::string& loss, const s
                     " (the block of loss '", loss, "')");
   }
 
+  // A misspelt no-grad name would otherwise train the var meant to stay fixed.
+  for (const auto& n : no_grad_set)
+    NABLA_ENFORCE(BlockDeclaring(program, n) != nullptr, kNotFound, "append backward: no-grad var '", n,
+                  "' is not a variable of the program");
   std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   NameSet user_no_grad = no_grad_set;
   RenameOverwrittenVars(program, *block, *registry, {loss}, &user_no_grad);

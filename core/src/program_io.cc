@@ -336,7 +336,7 @@ class Parser {
         std::string s = String(field.value, fwhat);
         if (!ParseDType(s, &dtype)) {
           Fail(ErrorKind::kInvalidArgument, field.value.Mark(), "bad dtype of ", what,
-               ": expected one of float32, float64, int32, int64, bool but received '", s, "'");
+               ": expected one of float32, float64, int32, int64, bool, bfloat16 but received '", s, "'");
         }
         var->SetDType(dtype);
         var->MarkDTypeKnown(true);

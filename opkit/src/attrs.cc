@@ -7,14 +7,14 @@ namespace nabla::opkit {
 DType ParseDTypeAttr(const std::string& name, const std::string& attr, const std::string& where) {
   DType d;
   NABLA_ENFORCE(ParseDType(name, &d), kInvalidArgument, where, ": attribute ", attr,
-                " must be one of float32, float64, int32, int64, bool, but received '", name, "'");
+                " must be one of float32, float64, int32, int64, bool, bfloat16, but received '", name, "'");
   return d;
 }
 
 void CheckDTypeName(const std::string& name) {
   DType d;
   NABLA_ENFORCE(ParseDType(name, &d), kInvalidArgument,
-                "dtype must be one of float32, float64, int32, int64, bool, but received '", name, "'");
+                "dtype must be one of float32, float64, int32, int64, bool, bfloat16, but received '", name, "'");
 }
 
 void CheckShapeAttr(const std::vector<int>& shape) {

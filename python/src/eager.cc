@@ -298,7 +298,12 @@ Tensor ArithOp(const Tensor& x, const py::handle& other, Arith kind, bool reflec
   NABLA_THROW(kInvalidArgument, "unknown arithmetic operator");
 }
 
-py::dtype DTypeOf(const Tensor& t) { return NumpyDType(t.GetDType()); }
+// NumPy has no bfloat16: such a tensor's dtype is the string "bfloat16"
+// (its .numpy() is a float32 copy).
+py::object DTypeOf(const Tensor& t) {
+  if (t.GetDType() == DType::kBFloat16) return py::str("bfloat16");
+  return NumpyDType(t.GetDType());
+}
 
 // The array is read-only: writing through it would change a tensor the
 // tape may have saved without bumping its version (a silently wrong

@@ -1,6 +1,7 @@
 #include "ndarray.h"
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -91,9 +92,19 @@ py::array ArrayFromTensor(const Tensor& tensor) {
   } else {
     held->CopyFrom(tensor, HostDevice());
   }
-  py::capsule base(held, [](void* p) { delete static_cast<Tensor*>(p); });
   const Shape& shape = held->GetShape();
   std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  if (held->GetDType() == DType::kBFloat16) {
+    // NumPy has no bfloat16: a float32 copy, exact, as `nabla exec --fetch`
+    // writes bfloat16 vars to .npy.
+    std::unique_ptr<Tensor> owned(held);
+    py::array_t<float> wide(dims);
+    const bfloat16* from = owned->IsInitialized() ? owned->Data<bfloat16>() : nullptr;
+    float* to = wide.mutable_data();
+    for (int64_t i = 0; from != nullptr && i < owned->Numel(); ++i) to[i] = Bf16ToFloat(from[i]);
+    return std::move(wide);
+  }
+  py::capsule base(held, [](void* p) { delete static_cast<Tensor*>(p); });
   if (!held->IsInitialized()) return py::array(NumpyDType(held->GetDType()), dims);  // no elements
   return py::array(NumpyDType(held->GetDType()), dims, {}, held->RawData(), base);
 }

@@ -282,6 +282,25 @@ TEST(AppendBackward, NoGradFlowsForwardThroughOpsWithoutGradientInputs) {
   ExpectVerified(n.prog);
 }
 
+TEST(AppendBackward, UnknownNoGradNameIsAnError) {
+  Net n;
+  n.Feed("x", {2, 3});
+  n.Param("w", {3, 2});
+  n.Op("mul", {{"X", {"x"}}, {"Y", {"w"}}}, {{"Out", {"z"}}});
+  n.Op("mean", {{"X", {"z"}}}, {{"Out", {"loss"}}});
+  EXPECT_THROW(
+      {
+        try {
+          AppendBackward(n.prog, "loss", {}, {"ww"});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("no-grad var 'ww' is not a variable of the program"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
 // Nothing upstream of the loss wants a gradient: z, written only by an op
 // without a gradient-carrying input, joins the no-grad set, so only the seed
 // remains and no parameter gets a pair.

@@ -87,6 +87,20 @@ def test_call_returns_slots_and_lists():
         nabla.call("split", {"X": x}, {"nmu": 3})
 
 
+def test_bfloat16_tensors_read_back_as_float32():
+    # NumPy has no bfloat16: .numpy() is an exact float32 copy (as `nabla exec
+    # --fetch` writes bf16 vars) and .dtype names the type.
+    x = nabla.tensor(np.array([[1.0, 1.00390625, -3.5], [1e-3, 0.1, 65504.0]], dtype=np.float32))
+    low = nabla.call("cast", {"X": x}, {"in_dtype": "float32", "out_dtype": "bfloat16"})["Out"]
+    assert low.dtype == "bfloat16"
+    got = low.numpy()
+    assert got.dtype == np.float32 and got.shape == (2, 3)
+    want = torch.from_numpy(x.numpy().copy()).bfloat16().float().numpy()
+    np.testing.assert_array_equal(got, want)
+    assert float(nabla.ops.mean(nabla.call("cast", {"X": low}, {"in_dtype": "bfloat16", "out_dtype": "float32"})[
+        "Out"])) == pytest.approx(float(want.mean()))
+
+
 def test_ops_namespace_from_the_registry():
     assert "mul" in dir(nabla.ops) and "softmax_with_cross_entropy" in dir(nabla.ops)
     doc = nabla.ops.scale.__doc__

@@ -241,6 +241,9 @@ TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
        "run.yaml:24:36: the dataset column '1:4'"},
       {with("batch_size: 16", "batch_size: 16\nepochz: 3"), "run.yaml:27:1: unknown key 'epochz' in the run config"},
       {with("loss: loss", "loss: lost"), "run.yaml:2:7: loss 'lost' is not a var of the program's root block"},
+      // A misspelt name would train what was meant to stay fixed.
+      {with("loss: loss", "loss: loss\nno_grad: [x, bb]"), "run.yaml:3:10: no_grad names 'bb', which is not a var"},
+      {with("loss: loss", "loss: loss\nparams: [ww]"), "run.yaml:3:9: params names 'ww', which is not a var"},
   };
   for (const auto& c : cases) {
     dir_.Write("run.yaml", c.config);

@@ -459,8 +459,14 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
     YAML::Node loss = r.Required(root, "loss", "the run config");
     c.loss = r.NonEmptyString(loss, "loss");
     c.loss_pos = r.Pos(loss);
-    if (root["params"]) c.params = r.StringList(root["params"], "params");
-    if (root["no_grad"]) c.no_grad = r.StringList(root["no_grad"], "no_grad");
+    if (root["params"]) {
+      c.params = r.StringList(root["params"], "params");
+      c.params_pos = r.Pos(root["params"]);
+    }
+    if (root["no_grad"]) {
+      c.no_grad = r.StringList(root["no_grad"], "no_grad");
+      c.no_grad_pos = r.Pos(root["no_grad"]);
+    }
     if (root["optimizer"]) ParseOptimizer(r, root["optimizer"], c.optimizer);
     ParseData(r, r.Required(root, "data", "the run config"), c.data);
     if (root["epochs"]) c.epochs = r.Int(root["epochs"], "epochs", 1);

@@ -124,6 +124,7 @@ struct RunConfig {
   ConfigPos loss_pos;
   std::vector<std::string> params;  // empty: every trainable persistable var
   std::vector<std::string> no_grad;
+  ConfigPos params_pos, no_grad_pos;  // of each list, for errors naming a var of it
   OptimizerConfig optimizer;
   DataConfig data;
   int64_t epochs = 0;  // 0: unset (1 epoch, or no epoch limit when `steps` is set)

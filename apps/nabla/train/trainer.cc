@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 
 #include "nabla/cpu/cpu.h"
@@ -249,6 +250,11 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   // eval read the last training batch's accuracy for every eval batch).
   tp.eval = MakeEvalProgram(program, block->OpSize());
 
+  for (const auto& [names, pos, key] :
+       {std::tuple{&c.params, &c.params_pos, "params"}, std::tuple{&c.no_grad, &c.no_grad_pos, "no_grad"}})
+    for (const auto& n : *names)
+      NABLA_ENFORCE(block->FindVarRecursive(n) != nullptr, kNotFound, pos->Where(), ": ", key, " names '", n,
+                    "', which is not a var of the program");
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
   if (bf16) FoldBf16Casts(program, device_type);
