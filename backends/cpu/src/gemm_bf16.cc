@@ -13,7 +13,6 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
-#include "running_ops.h"
 
 #ifdef NABLA_WITH_DNNL
 #include <omp.h>
@@ -114,11 +113,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf1
     const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
     std::memcpy(y + i, &u, sizeof u);
   }
-}
-
-std::atomic<int>& RunningOps() {
-  static std::atomic<int> running{0};
-  return running;
 }
 
 #ifndef NABLA_WITH_DNNL
@@ -247,14 +241,12 @@ bool HasBf16Gemm() {
 
 DnnlThreadBudget::DnnlThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {
   const int before = g_threads_in_use.fetch_add(want_);
-  // Every other op the task graph runs now holds an arena thread of its own.
-  const int other_ops = std::max(0, RunningOps().load(std::memory_order_relaxed) - 1);
   // A team smaller than the one a primitive was made for never passes that
   // primitive's barriers (conv backward spun forever under OMP_THREAD_LIMIT=1
   // or OMP_DYNAMIC=true): ask for no more than OpenMP allows, and for exactly
   // that many, whatever the user's environment says.
   const int cap = std::max(1, std::min(want_, omp_get_thread_limit()));
-  granted_ = std::clamp(cap - before - other_ops, 1, cap);
+  granted_ = std::clamp(cap - before, 1, cap);
   omp_set_dynamic(0);
   omp_set_num_threads(granted_);
 }

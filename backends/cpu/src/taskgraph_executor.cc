@@ -16,7 +16,6 @@
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
-#include "running_ops.h"
 #include "tsan_sync.h"
 
 namespace nabla::cpu {
@@ -226,7 +225,6 @@ class TaskGraphExecutor final : public Executor {
                 // An earlier op failed: skip the rest.
                 if (!g->failed.load(std::memory_order_acquire)) {
                   try {
-                    RunningOp running;
                     g->prepared->Run(i, device_, *g->run);
                   } catch (...) {
                     std::lock_guard<std::mutex> lock(g->error_mutex);

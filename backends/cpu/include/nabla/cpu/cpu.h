@@ -94,9 +94,8 @@ NABLA_API void* DnnlScratchpad(size_t bytes);
 
 // Sizes the OpenMP team of one oneDNN call (Debian's oneDNN is built on
 // OpenMP): the calling executor's --threads (its TBB arena's concurrency),
-// less what other oneDNN calls and other ops of the task graph running at
-// the same moment hold, at most OMP_THREAD_LIMIT, and at least the calling
-// thread. Concurrent ops of the task-graph executor thus share
+// less what other oneDNN calls running at the same moment hold, at most
+// OMP_THREAD_LIMIT, and at least the calling thread. Concurrent ops of the task-graph executor thus share
 // the budget instead of each starting a full team. Hold one for the call;
 // oneDNN splits work for the thread count it sees when a primitive is
 // created, so Granted() belongs in every primitive cache key.
