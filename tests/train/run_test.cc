@@ -244,6 +244,7 @@ TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
       // A misspelt name would train what was meant to stay fixed.
       {with("loss: loss", "loss: loss\nno_grad: [x, bb]"), "run.yaml:3:10: no_grad names 'bb', which is not a var"},
       {with("loss: loss", "loss: loss\nparams: [ww]"), "run.yaml:3:9: params names 'ww', which is not a var"},
+      {with("loss: loss", "loss: loss\nparams: [w, xw]"), "run.yaml:3:9: params names 'xw', which is not persistable"},
   };
   for (const auto& c : cases) {
     dir_.Write("run.yaml", c.config);

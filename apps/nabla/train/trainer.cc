@@ -255,6 +255,12 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     for (const auto& n : *names)
       NABLA_ENFORCE(block->FindVarRecursive(n) != nullptr, kNotFound, pos->Where(), ": ", key, " names '", n,
                     "', which is not a var of the program");
+  // The optimizer keeps state beside each parameter across steps.
+  for (const auto& n : c.params)
+    NABLA_ENFORCE(block->FindVarRecursive(n)->Persistable(), kInvalidArgument, c.params_pos.Where(), ": params names '",
+                  n,
+                  "', which is not persistable: only a parameter (persistable: true) can be "
+                  "trained");
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
   if (bf16) FoldBf16Casts(program, device_type);
