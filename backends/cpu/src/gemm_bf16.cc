@@ -51,10 +51,10 @@ void* DnnlScratchpad(size_t bytes) {
 
 namespace {
 
-// Plain integer code the compiler vectorizes for each clone; the result is
-// FloatToBf16's bit for bit (round to nearest even, NaN kept quiet).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16Integer(const float* x, bfloat16* y,
-                                                                                       int64_t n) {
+// Plain integer code the compiler vectorizes for each ISA it is compiled for
+// below; the result is FloatToBf16's bit for bit (round to nearest even,
+// NaN kept quiet).
+inline __attribute__((always_inline)) void ConvertToBf16Body(const float* x, bfloat16* y, int64_t n) {
   auto* out = reinterpret_cast<uint16_t*>(y);
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -65,8 +65,23 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertToBf16I
   }
 }
 
+using ConvertToBf16Fn = void (*)(const float*, bfloat16*, int64_t);
+
+void ConvertToBf16Portable(const float* x, bfloat16* y, int64_t n) { ConvertToBf16Body(x, y, n); }
+
+// Chosen once at run time, not by target_clones: the ifunc of a function
+// with internal linkage is resolved while the library is relocated, before
+// ThreadSanitizer's runtime is up, and crashed every TSan binary at load.
+ConvertToBf16Fn PickConvertToBf16();
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define NABLA_HAVE_AVX512BF16_PATH 1
+__attribute__((target("avx2"))) void ConvertToBf16Avx2(const float* x, bfloat16* y, int64_t n) {
+  ConvertToBf16Body(x, y, n);
+}
+__attribute__((target("avx512f,avx512bw"))) void ConvertToBf16Avx512(const float* x, bfloat16* y, int64_t n) {
+  ConvertToBf16Body(x, y, n);
+}
+
 // AVX512-BF16's own conversion (VCVTNE2PS2BF16) rounds to nearest even and
 // quiets NaNs as the integer code does, at about 3x its rate (one core of
 // the EPYC here: 13-15 against 4.8 Gelem/s; the casts were 7 % of the bf16
@@ -83,27 +98,29 @@ __attribute__((target("avx512bf16,avx512vl,avx512bw,avx512f"))) void ConvertToBf
     const __mmask16 denormal = (_mm512_testn_epi32_mask(l, exponent) & _mm512_test_epi32_mask(l, mantissa)) |
                                (_mm512_testn_epi32_mask(h, exponent) & _mm512_test_epi32_mask(h, mantissa));
     if (denormal) {
-      ConvertToBf16Integer(x + i, y + i, 32);
+      ConvertToBf16Avx512(x + i, y + i, 32);
       continue;
     }
     _mm512_storeu_si512(reinterpret_cast<void*>(y + i), reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
   }
-  ConvertToBf16Integer(x + i, y + i, n - i);
+  ConvertToBf16Avx512(x + i, y + i, n - i);
 }
 
-bool HasAvx512Bf16() {
-  static const bool yes = __builtin_cpu_supports("avx512bf16");
-  return yes;
+ConvertToBf16Fn PickConvertToBf16() {
+  if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw")) return ConvertToBf16Avx512Bf16;
+  if (__builtin_cpu_supports("avx512bw")) return ConvertToBf16Avx512;
+  if (__builtin_cpu_supports("avx2")) return ConvertToBf16Avx2;
+  return ConvertToBf16Portable;
 }
+#else
+ConvertToBf16Fn PickConvertToBf16() { return ConvertToBf16Portable; }
 #endif
 
 }  // namespace
 
 void ConvertToBf16(const float* x, bfloat16* y, int64_t n) {
-#ifdef NABLA_HAVE_AVX512BF16_PATH
-  if (HasAvx512Bf16()) return ConvertToBf16Avx512Bf16(x, y, n);
-#endif
-  ConvertToBf16Integer(x, y, n);
+  static const ConvertToBf16Fn convert = PickConvertToBf16();
+  convert(x, y, n);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf16(const bfloat16* x, float* y,
