@@ -341,8 +341,8 @@ blocks:
 }
 
 // A no-grad weight's cast gets no gradient (no GEMM for it), and the grad op
-// that would have written one still folds: the other gradient stays float32
-// and equals the one computed without the no-grad set.
+// that would have written one still folds, so its other gradient is written
+// in float32 (unfolded, it was rounded to bfloat16).
 TEST_F(Bf16Pass, NoGradWeightCostsNoGemmAndKeepsTheFold) {
   ProgramDesc p = Mlp();
   ApplyBf16MixedPrecision(p);
