@@ -69,11 +69,6 @@ using ConvertToBf16Fn = void (*)(const float*, bfloat16*, int64_t);
 
 void ConvertToBf16Portable(const float* x, bfloat16* y, int64_t n) { ConvertToBf16Body(x, y, n); }
 
-// Chosen once at run time, not by target_clones: the ifunc of a function
-// with internal linkage is resolved while the library is relocated, before
-// ThreadSanitizer's runtime is up, and crashed every TSan binary at load.
-ConvertToBf16Fn PickConvertToBf16();
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx2"))) void ConvertToBf16Avx2(const float* x, bfloat16* y, int64_t n) {
   ConvertToBf16Body(x, y, n);
@@ -106,6 +101,9 @@ __attribute__((target("avx512bf16,avx512vl,avx512bw,avx512f"))) void ConvertToBf
   ConvertToBf16Avx512(x + i, y + i, n - i);
 }
 
+// Chosen once at run time, not by target_clones: the ifunc of a function
+// with internal linkage is resolved while the library is relocated, before
+// ThreadSanitizer's runtime is up, and crashed every TSan binary at load.
 ConvertToBf16Fn PickConvertToBf16() {
   if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw")) return ConvertToBf16Avx512Bf16;
   if (__builtin_cpu_supports("avx512bw")) return ConvertToBf16Avx512;
