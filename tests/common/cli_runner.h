@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace nabla::testing_cli {
 
 struct Result {
@@ -68,16 +70,6 @@ inline void ExpectOneLineError(const Result& r, const std::string& what, const s
   ASSERT_EQ(lines.size(), 1u) << what << "\nstderr: " << r.err;
   EXPECT_EQ(lines[0].rfind("nabla: error: ", 0), 0u) << lines[0];
   for (const std::string& f : fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << f << " not in: " << lines[0];
-}
-
-// A fresh folder per test under the system temp dir, removed afterwards.
-inline std::filesystem::path FreshTestDir(const std::string& suite) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / (suite + "_" + std::to_string(::getpid()) + "_" + info->name());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 }  // namespace nabla::testing_cli

@@ -45,11 +45,7 @@ blocks:
 
 class DeviceNullCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    cpu::InitCpuBackend();
-    dir_ = testing_cli::FreshTestDir("nabla_devices_test");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { cpu::InitCpuBackend(); }
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string WriteZeros(const std::string& name, const Shape& shape) const {
@@ -63,7 +59,7 @@ class DeviceNullCli : public ::testing::Test {
     return testing_cli::RunBinary(NABLA_BIN_PATH, args, "", Path("captured"));
   }
 
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_devices_test"};
 };
 
 TEST_F(DeviceNullCli, DryRunOfLinearPrintsShapesAndDTypes) {

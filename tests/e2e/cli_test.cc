@@ -35,11 +35,7 @@ const char* const kLinear = testing_cli::kLinearProgram;
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    cpu::InitCpuBackend();
-    dir_ = testing_cli::FreshTestDir("nabla_cli_test");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { cpu::InitCpuBackend(); }
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string WriteText(const std::string& name, const std::string& text) const {
@@ -76,7 +72,7 @@ class CliTest : public ::testing::Test {
     return "exec " + Quote(program) + " --feed " + Quote("x=" + x);
   }
 
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_cli_test"};
 };
 
 TEST_F(CliTest, ExecWritesFetchesComputedFromInitializersAndFeeds) {

@@ -43,10 +43,8 @@ class CliToolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu::InitCpuBackend();
-    dir_ = testing_cli::FreshTestDir("nabla_cli_tools_test");
     program_ = WriteText("linear.yaml", kLinear);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string WriteText(const std::string& name, const std::string& text) const {
@@ -57,7 +55,7 @@ class CliToolsTest : public ::testing::Test {
   // Runs `nabla ARGS` (ARGS already quoted) with `env` prepended; its output
   // goes outside dir_ so tests can list dir_.
   Result Nabla(const std::string& args, const std::string& env = "") const {
-    return testing_cli::RunBinary(NABLA_BIN_PATH, args, env, dir_.string());
+    return testing_cli::RunBinary(NABLA_BIN_PATH, args, env, dir_.Dir().string());
   }
 
   // A bad input: exit 2, one stderr line `nabla: error: ...` containing every fragment.
@@ -68,7 +66,7 @@ class CliToolsTest : public ::testing::Test {
 
   std::vector<std::string> FilesInDir() const {
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir_.Dir())) names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -86,7 +84,7 @@ class CliToolsTest : public ::testing::Test {
     return pairs;
   }
 
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_cli_tools_test"};
   std::string program_;
 };
 

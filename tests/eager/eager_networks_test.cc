@@ -78,7 +78,8 @@ TEST_F(EagerNetworks, RnnUnrolledByACppLoopMatchesPyTorch) {
 // computes the loss and gradients eager computed.
 TEST_F(EagerNetworks, TraceRunsThroughNablaExecWithTheSameLossAndGradients) {
   namespace fs = std::filesystem;
-  const fs::path dir = testing_cli::FreshTestDir("eager");
+  const test_util::TempDir scratch{"eager"};
+  const fs::path& dir = scratch.Dir();
   auto in = LoadInputs(kRef + "/mlp", {"x", "label", "w1", "b1", "w2", "b2"}, {"w1", "b1", "w2", "b2"});
   eager::Tape tape;
   Mlp m = RunMlp(in["x"], in["label"], in["w1"], in["b1"], in["w2"], in["b2"]);
@@ -107,14 +108,14 @@ TEST_F(EagerNetworks, TraceRunsThroughNablaExecWithTheSameLossAndGradients) {
   ExpectClose(fetched("loss"), Values(m.loss), 1e-6, 0, "loss");
   for (const char* p : {"w1", "b1", "w2", "b2"})
     ExpectClose(fetched(std::string(p) + "@GRAD"), Values(in[p].Grad()), 1e-6, 1e-9, p);
-  fs::remove_all(dir);
 }
 
 // The RNN's C++ loop is unrolled into the trace, and the unrolled program
 // gives nabla exec the same loss and gradients.
 TEST_F(EagerNetworks, UnrolledRnnTraceRunsThroughNablaExec) {
   namespace fs = std::filesystem;
-  const fs::path dir = testing_cli::FreshTestDir("eager");
+  const test_util::TempDir scratch{"eager"};
+  const fs::path& dir = scratch.Dir();
   auto in = LoadInputs(kRef + "/rnn_unrolled", {"x0", "x1", "x2", "x3", "x4", "x5", "h0", "label", "w", "b", "v", "c"},
                        {"w", "b", "v", "c"});
   std::vector<Tensor> xs;
@@ -135,7 +136,6 @@ TEST_F(EagerNetworks, UnrolledRnnTraceRunsThroughNablaExec) {
   ExpectClose(fetched("loss"), Values(loss), 1e-6, 0, "loss");
   for (const char* p : {"w", "b", "v", "c"})
     ExpectClose(fetched(std::string(p) + "@GRAD"), Values(in[p].Grad()), 1e-6, 1e-9, p);
-  fs::remove_all(dir);
 }
 
 }  // namespace

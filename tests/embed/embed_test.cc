@@ -18,7 +18,7 @@ using nabla::testing_cli::RunBinary;
 const std::string kProgram = std::string(NABLA_SOURCE_DIR) + "/examples/embed/regression.yaml";
 
 Result RunEmbed(const std::string& args) {
-  const auto dir = nabla::testing_cli::FreshTestDir("embed");
+  const nabla::test_util::TempDir dir("embed");
   return RunBinary(EMBED_BIN_PATH, args, "OPENBLAS_NUM_THREADS=1", (dir / "run").string());
 }
 

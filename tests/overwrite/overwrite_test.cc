@@ -44,15 +44,11 @@ std::vector<Case> AllCases() {
 
 class Overwrite : public ::testing::TestWithParam<Case> {
  protected:
-  void SetUp() override {
-    cpu::InitCpuBackend();
-    dir_ = testing_cli::FreshTestDir("nabla_overwrite_test");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { cpu::InitCpuBackend(); }
   Result Nabla(const std::string& args) const {
     return testing_cli::RunBinary(NABLA_BIN_PATH, args, "", (dir_ / "captured").string());
   }
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_overwrite_test"};
 };
 
 // float64 throughout: the only differences left are rounding.
@@ -86,19 +82,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, Overwrite, ::testing::ValuesIn(AllCases()),
 
 class OverwriteCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    cpu::InitCpuBackend();
-    dir_ = testing_cli::FreshTestDir("nabla_overwrite_cli");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::ofstream((dir_ / name).string(), std::ios::binary) << text;
-    return (dir_ / name).string();
-  }
+  void SetUp() override { cpu::InitCpuBackend(); }
+  std::string Write(const std::string& name, const std::string& text) const { return dir_.Write(name, text); }
   Result Nabla(const std::string& args) const {
     return testing_cli::RunBinary(NABLA_BIN_PATH, args, "", (dir_ / "captured").string());
   }
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_overwrite_cli"};
 };
 
 // A fed loss that an op reads before the loss is written: the seed

@@ -30,9 +30,6 @@ std::string Canonical(const std::string& p) { return fs::canonical(p).string(); 
 
 class PluginCliTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = nabla::testing_cli::FreshTestDir("nabla_plugin_cli_test"); }
-  void TearDown() override { fs::remove_all(dir_); }
-
   Result Nabla(const std::string& args) const {
     return nabla::testing_cli::RunBinary(NABLA_BIN_PATH, args, "", (dir_ / "captured").string());
   }
@@ -44,7 +41,7 @@ class PluginCliTest : public ::testing::Test {
     nabla::testing_cli::ExpectOneLineError(r, args, fragments);
   }
 
-  fs::path dir_;
+  nabla::test_util::TempDir dir_{"nabla_plugin_cli_test"};
 };
 
 TEST_F(PluginCliTest, BrokenPluginsAreRefusedOnOneLineAndOpsIsUnchanged) {

@@ -1,38 +1,16 @@
 #pragma once
 // Helpers shared by the training tests: scratch folders and expected errors.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 
+#include "../common/temp_dir.h"
 #include "nabla/error.h"
 
 namespace nabla::train::testing {
 
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() / (std::string("nabla_train_") + info->test_suite_name() + "_" +
-                                                      info->name() + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Path(const std::string& name) const { return (path_ / name).string(); }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::ofstream(Path(name), std::ios::binary) << text;
-    return Path(name);
-  }
-  const std::filesystem::path& Dir() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using test_util::TempDir;
 
 // The message of the nabla::Error `fn` throws ("" when it does not throw).
 inline std::string ErrorOf(const std::function<void()>& fn, ErrorKind* kind = nullptr) {

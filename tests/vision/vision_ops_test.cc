@@ -45,7 +45,8 @@ TEST_P(VisionOps, ForwardMatchesPyTorch) {
   cpu::InitCpuBackend();
   const fs::path dir = CasesDir() / GetParam();
   YAML::Node spec = YAML::LoadFile((dir / "case.yaml").string());
-  const fs::path out = testing_cli::FreshTestDir("vision_ops");
+  const test_util::TempDir scratch{"vision_ops"};
+  const fs::path& out = scratch.Dir();
   std::string args = "exec " + Quote((dir / "program.yaml").string());
   for (const auto& f : spec["feeds"])
     args += " --feed " + Quote(f.first.as<std::string>() + "=" + (dir / f.second.as<std::string>()).string());
@@ -66,7 +67,6 @@ TEST_P(VisionOps, ForwardMatchesPyTorch) {
     for (size_t i = 0; i < w.size(); ++i)
       ASSERT_NEAR(g[i], w[i], atol + rtol * std::abs(w[i])) << var << " of " << GetParam() << " at element " << i;
   }
-  fs::remove_all(out);
 }
 
 INSTANTIATE_TEST_SUITE_P(PyTorch, VisionOps, ::testing::ValuesIn(CaseNames()),
@@ -111,7 +111,8 @@ TEST(VisionOpsCoverage, EveryFeatureHasACase) {
 TEST(CnnExample, TrainsAndEvaluates) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  const fs::path dir = testing_cli::FreshTestDir("vision_cnn");
+  const test_util::TempDir scratch{"vision_cnn"};
+  const fs::path& dir = scratch.Dir();
   const std::string config = std::string(NABLA_SOURCE_DIR) + "/examples/fashion_mnist_cnn.yaml";
   // The example writes runs/... under the working directory.
   const fs::path cwd = fs::current_path();
@@ -125,7 +126,6 @@ TEST(CnnExample, TrainsAndEvaluates) {
   const double accuracy = std::stod(r.out.substr(at + 21));
   EXPECT_GT(accuracy, 50.0) << r.out;
   EXPECT_TRUE(fs::exists(dir / "runs/fashion_mnist_cnn/checkpoints")) << r.out;
-  fs::remove_all(dir);
 }
 
 // ---------------------------------------------------------------- bad input
@@ -143,7 +143,8 @@ void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 // never passed its barriers and spun forever. The user's OpenMP settings may
 // cap nabla's threads, never hang it.
 TEST(VisionThreads, ConvBackwardFinishesUnderTheUsersOpenMpLimits) {
-  const fs::path dir = testing_cli::FreshTestDir("vision_omp");
+  const test_util::TempDir scratch{"vision_omp"};
+  const fs::path& dir = scratch.Dir();
   const fs::path prog = dir / "prog.yaml";
   std::ofstream(prog) << "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n"
                       << "      x: {shape: [2, 3, 8, 8], dtype: float32, persistable: true, stop_gradient: true,"
@@ -161,13 +162,13 @@ TEST(VisionThreads, ConvBackwardFinishesUnderTheUsersOpenMpLimits) {
     EXPECT_EQ(r.code, 0) << env << " (124: hung)\n" << r.err;
     EXPECT_NE(r.out.find("f@GRAD: float32[4, 3, 3, 3]"), std::string::npos) << env << "\n" << r.out;
   }
-  fs::remove_all(dir);
 }
 
 class VisionBadInput : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(VisionBadInput, OneLineErrorExit2) {
-  const fs::path dir = testing_cli::FreshTestDir("vision_bad");
+  const test_util::TempDir scratch{"vision_bad"};
+  const fs::path& dir = scratch.Dir();
   const fs::path prog = dir / "prog.yaml";
   std::ofstream(prog) << "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n"
                       << "      x: {shape: [2, 3, 6, 6], dtype: float32}\n"
@@ -179,7 +180,6 @@ TEST_P(VisionBadInput, OneLineErrorExit2) {
   testing_cli::Result r =
       testing_cli::RunBinary(NABLA_BIN_PATH, "exec " + Quote(prog.string()), "", (dir / "run").string());
   testing_cli::ExpectOneLineError(r, GetParam().name, GetParam().fragments);
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
