@@ -74,13 +74,11 @@ float ParseLearningRate(const std::string& text) {
 // --backward LOSS [--params P,...] [--no-grad V,...]: appends the backward
 // part before anything runs, so gradients can be fetched like any var.
 void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
-  if (opts.fuse) {
-    // Before the backward part: fused ops bring their own gradients. Fetched
-    // vars and the loss must survive.
-    std::unordered_set<std::string> keep(opts.fetches.begin(), opts.fetches.end());
-    if (!opts.backward_loss.empty()) keep.insert(opts.backward_loss);
-    FuseOps(program, keep);
-  }
+  // Fetched vars and the loss must survive fusion.
+  std::unordered_set<std::string> keep(opts.fetches.begin(), opts.fetches.end());
+  if (!opts.backward_loss.empty()) keep.insert(opts.backward_loss);
+  // Before the backward part: fused ops bring their own gradients.
+  if (opts.fuse) FuseOps(program, keep);
   DeviceType device = DeviceType::kCPU;
   ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &device);
   const bool bf16 = train::ApplyPrecision(program, opts.precision, device, std::cerr);
@@ -93,6 +91,7 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   const ParamGrads pg = AppendBackward(program, opts.backward_loss, opts.params,
                                        std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
   if (bf16) FoldBf16Casts(program, device);
+  if (opts.fuse) FuseGradOps(program, keep);
   if (opts.sgd.empty()) return;
   // --sgd LR: a whole training step (forward, backward, update) in one run,
   // so `--repeat` times what `nabla run` does per batch with plain sgd.
@@ -248,7 +247,9 @@ Command ExecCommand() {
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
-  c.Flag("--fuse", &opts->fuse, "Run the fusion pass first (bias-add + activation, softmax + cross entropy)");
+  c.Flag("--fuse", &opts->fuse,
+         "Run the fusion passes: bias-add + activation and softmax + cross entropy before the backward part, shared "
+         "grad work (one transposed weight for its mul_grads) after it");
   c.Option("--precision", &opts->precision,
            "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
            "fp32|bf16");

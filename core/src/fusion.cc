@@ -123,4 +123,19 @@ size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep
   return fused;
 }
 
+size_t FuseGradOps(ProgramDesc& program, const std::unordered_set<std::string>& keep) {
+  auto registry = CurrentRegistry();
+  size_t changed = 0;
+  for (const std::string& type : registry->OpTypes()) {
+    for (const ProgramPass& pass : registry->Get(type).grad_passes) {
+      try {
+        changed += pass.run(program, keep);
+      } catch (const Error& e) {
+        throw Error(e.kind(), StrCat("the after-backward pass '", pass.name, "' of op '", type, "': ", e.what()));
+      }
+    }
+  }
+  return changed;
+}
+
 }  // namespace nabla

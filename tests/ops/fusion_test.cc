@@ -157,5 +157,119 @@ TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
   }
 }
 
+// ----------------------------------------------------------- after the backward part (FuseGradOps)
+
+// Three unrolled steps of h = tanh(x * wx + h * wh): wh's gradient ops
+// share it, wx's have no X@GRAD to compute (the xs stop gradients).
+constexpr const char* kUnrolled = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x0: {shape: [-1, 4], dtype: float32, stop_gradient: true}
+      x1: {shape: [-1, 4], dtype: float32, stop_gradient: true}
+      x2: {shape: [-1, 4], dtype: float32, stop_gradient: true}
+      wx: {shape: [4, 5], dtype: float32, persistable: true}
+      wh: {shape: [5, 5], dtype: float32, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x0], Y: [wx]}, outputs: {Out: [a0]}}
+      - {type: tanh, inputs: {X: [a0]}, outputs: {Out: [h0]}}
+      - {type: mul, inputs: {X: [x1], Y: [wx]}, outputs: {Out: [a1]}}
+      - {type: mul, inputs: {X: [h0], Y: [wh]}, outputs: {Out: [c1]}}
+      - {type: elementwise_add, inputs: {X: [a1], Y: [c1]}, outputs: {Out: [s1]}}
+      - {type: tanh, inputs: {X: [s1]}, outputs: {Out: [h1]}}
+      - {type: mul, inputs: {X: [x2], Y: [wx]}, outputs: {Out: [a2]}}
+      - {type: mul, inputs: {X: [h1], Y: [wh]}, outputs: {Out: [c2]}}
+      - {type: elementwise_add, inputs: {X: [a2], Y: [c2]}, outputs: {Out: [s2]}}
+      - {type: tanh, inputs: {X: [s2]}, outputs: {Out: [h2]}}
+      - {type: mean, inputs: {X: [h2]}, outputs: {Out: [loss]}}
+)";
+
+ProgramDesc Unrolled(DType dtype) {
+  std::string text = kUnrolled;
+  if (dtype == DType::kFloat64)
+    for (size_t at; (at = text.find("float32")) != std::string::npos;) text.replace(at, 7, "float64");
+  return ParseProgram(text, "unrolled.yaml");
+}
+
+// Runs `program` (its backward part already appended) on fixed inputs and
+// returns the vars named.
+std::map<std::string, HostTensor> RunUnrolled(const ProgramDesc& program, DType dtype,
+                                              const std::vector<std::string>& names) {
+  Scope scope;
+  std::mt19937_64 rng(11);
+  auto set = [&](const std::string& name, Shape shape) {
+    ToTensor(RandomTensor(std::move(shape), dtype, -1, 1, rng), dtype, scope.Var(name)->GetTensor());
+  };
+  for (const char* x : {"x0", "x1", "x2"}) set(x, {3, 4});
+  set("wx", {4, 5});
+  set("wh", {5, 5});
+  auto exec = CreateExecutor("sequential", HostDevice());
+  exec->Run(program, 0, scope);
+  std::map<std::string, HostTensor> out;
+  for (const auto& n : names) out[n] = FromTensor(scope.FindVar(n)->GetTensor());
+  return out;
+}
+
+size_t CountOps(const ProgramDesc& p, const std::string& type) {
+  const auto types = OpTypes(p);
+  return static_cast<size_t>(std::count(types.begin(), types.end(), type));
+}
+
+TEST(FuseGradOps, SharedWeightIsTransposedOnceForItsInputGradients) {
+  ProgramDesc plain = Unrolled(DType::kFloat32);
+  AppendBackward(plain, "loss");
+  ProgramDesc fused = plain;
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 1u);  // wh; wx's mul_grads compute no X@GRAD
+  VerifyProgram(fused, *CurrentRegistry());
+  ASSERT_EQ(CountOps(fused, "transpose"), 1u);
+  EXPECT_EQ(CountOps(fused, "mul_grad"), CountOps(plain, "mul_grad"));  // each keeps its Y@GRAD
+  EXPECT_EQ(CountOps(fused, "mul"), CountOps(plain, "mul") + 2);        // h0@GRAD and h1@GRAD
+  const BlockDesc& b = *fused.Root();
+  size_t transpose_at = 0;
+  for (size_t i = 0; i < b.OpSize(); ++i) {
+    const OpDesc& op = *b.Op(i);
+    if (op.Type() == "transpose") {
+      transpose_at = i;
+      EXPECT_EQ(op.Input("X"), std::vector<std::string>{"wh"});
+      EXPECT_EQ(op.Output("Out"), std::vector<std::string>{"wh@TRANSPOSE"});
+    }
+    if (op.Type() == "mul_grad" && op.Input("Y")[0] == "wh") {
+      EXPECT_FALSE(op.HasOutput("X@GRAD")) << "mul_grad at " << i;
+      EXPECT_GT(i, transpose_at);
+    }
+    if (op.Type() == "mul" && op.Input("Y")[0] == "wh@TRANSPOSE") EXPECT_GT(i, transpose_at);
+  }
+  EXPECT_EQ(b.FindVar("wh@TRANSPOSE")->GetShape(), (Shape{5, 5}));
+
+  const std::vector<std::string> names = {"loss", "wx@GRAD", "wh@GRAD", "h0@GRAD", "h1@GRAD"};
+  auto want = RunUnrolled(plain, DType::kFloat32, names);
+  auto got = RunUnrolled(fused, DType::kFloat32, names);
+  for (const auto& n : names) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 0u);  // wh's mul_grads have no X@GRAD left
+}
+
+TEST(FuseGradOps, LeavesAWeightWrittenBetweenItsGradOpsAlone) {
+  ProgramDesc p = Unrolled(DType::kFloat32);
+  AppendBackward(p, "loss");
+  BlockDesc& b = *p.Root();
+  size_t last = 0;
+  for (size_t i = 0; i < b.OpSize(); ++i)
+    if (b.Op(i)->Type() == "mul_grad" && b.Op(i)->Input("Y")[0] == "wh") last = i;
+  auto scale = std::make_unique<OpDesc>("scale", VarNameMap{{"X", {"wh"}}}, VarNameMap{{"Out", {"wh"}}},
+                                        AttributeMap{{"scale", 0.5f}});
+  FillDefaultAttrs(*scale, *CurrentRegistry());
+  b.InsertOp(last, std::move(scale));  // between the two
+  EXPECT_EQ(FuseGradOps(p, {"loss"}), 0u);
+  EXPECT_EQ(CountOps(p, "transpose"), 0u);
+}
+
+TEST(FuseGradOps, Float64ProgramsKeepTheirProducts) {
+  // Only float32 products gain: OpenBLAS's double kernels have no such gap.
+  ProgramDesc p = Unrolled(DType::kFloat64);
+  AppendBackward(p, "loss");
+  EXPECT_EQ(FuseGradOps(p, {"loss"}), 0u);
+}
+
 }  // namespace
 }  // namespace nabla::op_test

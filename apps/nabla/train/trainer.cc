@@ -233,11 +233,10 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
                   label, "' is not a var of the program");
     tp.accuracy = AppendAccuracy(program, logits, label, c.accuracy.k).correct;
   }
-  if (c.fuse && c.device == "cpu") {
-    std::unordered_set<std::string> keep{c.loss};
-    if (!logits.empty()) keep.insert(logits);
-    FuseOps(program, keep);
-  }
+  const bool fuse = c.fuse && c.device == "cpu";
+  std::unordered_set<std::string> keep{c.loss};
+  if (!logits.empty()) keep.insert(logits);
+  if (fuse) FuseOps(program, keep);
   // Mixed precision before the backward part: the casts' gradients bring
   // every gradient back to float32 before the optimizer reads it.
   DeviceType device_type = DeviceType::kCPU;
@@ -264,6 +263,7 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
   if (bf16) FoldBf16Casts(program, device_type);
+  if (fuse) FuseGradOps(program, keep);
   NABLA_ENFORCE(!tp.param_grads.empty(), kInvalidArgument, c.loss_pos.Where(), ": no parameter gets a gradient from '",
                 c.loss, "'", c.params.empty() ? " (are the parameters persistable and not stop_gradient?)" : "");
   if (world_size > 1) {

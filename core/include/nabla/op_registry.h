@@ -122,6 +122,18 @@ struct FusionPattern {
   std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)> fuse;
 };
 
+// A rewrite an op brings for programs that already hold their backward part
+// (FuseGradOps, nabla/fusion.h), for what a chain cannot express: grad ops
+// of several forward ops that share work, say one operand computed once for
+// all of them. `run` rewrites `program` in place and returns how many places
+// it changed; it must leave every var in `keep`, every parameter gradient and
+// every result the program computed as it was, and only change how the
+// program computes them.
+struct ProgramPass {
+  std::string name;
+  std::function<size_t(ProgramDesc& program, const std::unordered_set<std::string>& keep)> run;
+};
+
 struct NABLA_API Origin {
   std::string plugin;  // plugin name ("" for ops registered in-process)
   std::string path;    // plugin file
@@ -293,6 +305,7 @@ struct OpInfo {
   std::shared_ptr<void> library;           // keeps the plugin mapped while callable
   std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
   std::vector<FusionPattern> fusions;      // chains this op replaces (FuseOps)
+  std::vector<ProgramPass> grad_passes;    // rewrites after the backward part (FuseGradOps)
 
   bool HasGradient() const { return static_cast<bool>(grad_maker); }
 };
@@ -388,6 +401,9 @@ class NABLA_API OpBuilder {
   OpBuilder& Precision(OpPrecision p);  // sets traits.precision
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
+  // This op brings a rewrite for programs with their backward part (see
+  // ProgramPass and FuseGradOps).
+  OpBuilder& RewritesAfterBackward(ProgramPass pass);
   OpInfo& Info() { return *info_; }
 
  private:
