@@ -91,7 +91,9 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   const ParamGrads pg = AppendBackward(program, opts.backward_loss, opts.params,
                                        std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
   if (bf16) FoldBf16Casts(program, device);
-  if (opts.fuse) FuseGradOps(program, keep);
+  // The grad rewrites target the cpu kernels (a transposed weight for
+  // OpenBLAS, accumulating products), as `nabla run` applies them.
+  if (opts.fuse && device == DeviceType::kCPU) FuseGradOps(program, keep);
   if (opts.sgd.empty()) return;
   // --sgd LR: a whole training step (forward, backward, update) in one run,
   // so `--repeat` times what `nabla run` does per batch with plain sgd.

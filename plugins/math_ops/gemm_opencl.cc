@@ -38,6 +38,9 @@ struct MulGradKernel {
     Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     const int64_t m = fx.rows, k = fx.cols, n = fy.cols;
+    NABLA_ENFORCE(!ctx.HasInput("AccumulateY"), kUnimplemented,
+                  "op 'mul_grad': the opencl kernel has no AccumulateY (FuseGradOps adds it for float32 cpu programs "
+                  "only)");
     const void* db = s.In(ctx.Input(GradVarName("Out")));
     if (Tensor* dx = ctx.Output(GradVarName("X"))) {
       const void* yb = s.In(y);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <unordered_map>
 
 #include "gemm_shapes.h"
 #include "math_util.h"
@@ -10,6 +11,9 @@
 
 namespace nabla::math_ops {
 namespace {
+
+// mul_grad's optional input: a partial Y@GRAD its product adds to.
+constexpr const char* kAccumulateY = "AccumulateY";
 
 void CheckNumColDims(const Shape& s, int num_col_dims, const char* attr, const char* slot, const std::string& where) {
   int rank = static_cast<int>(s.size());
@@ -59,10 +63,31 @@ struct MulGradKernel {
     int64_t m = fx.rows, k = fx.cols, n = fy.cols;
     if (Tensor* dx = ctx.Output("X@GRAD"))
       cpu::Gemm(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()), k);
-    if (Tensor* dy = ctx.Output("Y@GRAD"))
-      cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()), n);
+    if (Tensor* dy = ctx.Output("Y@GRAD")) {
+      if (!ctx.HasInput(kAccumulateY)) {
+        cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()), n);
+        return;
+      }
+      // Y@GRAD = AccumulateY + X^T * Out@GRAD, in place where they are one
+      // var (FuseGradOps's chain); read before the output is allocated,
+      // which keeps the buffer unless another tensor shares it.
+      const Tensor& acc = ctx.Input(kAccumulateY);
+      NABLA_ENFORCE(acc.GetShape() == y.GetShape(), kInvalidArgument, "op 'mul_grad': ", kAccumulateY, " has shape ",
+                    ShapeToString(acc.GetShape()), " but Y has ", ShapeToString(y.GetShape()));
+      const T* partial = acc.Data<T>();
+      T* d = AllocOutput<T>(ctx, dy, y.GetShape());
+      if (d != partial) std::copy(partial, partial + acc.Numel(), d);
+      cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(1), d, n);
+    }
   }
 };
+
+// Refused by the kernels that do not accumulate (bf16, opencl), so a
+// program naming it never drops the partial sum silently.
+void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel) {
+  NABLA_ENFORCE(!ctx.HasInput(kAccumulateY), kUnimplemented, "op 'mul_grad': the ", kernel, " kernel has no ",
+                kAccumulateY, " (FuseGradOps adds it for float32 cpu programs only)");
+}
 
 // bfloat16 (mixed precision, nabla/mixed_precision.h): bfloat16 operands,
 // float32 accumulation on oneDNN, results rounded to bfloat16 as PyTorch's
@@ -88,6 +113,7 @@ void MulBf16Kernel(const ExecutionContext& ctx) {
 }
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {
+  RefuseAccumulate(ctx, "bfloat16");
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const bfloat16* dout = ctx.Input("Out@GRAD").Data<bfloat16>();
@@ -179,6 +205,75 @@ size_t ShareTransposedWeights(ProgramDesc& program, const std::unordered_set<std
   return changed;
 }
 
+// After the backward part (FuseGradOps): a weight read by k mul ops gets k
+// partial gradients, which the backward builder renames and a sum adds: k
+// buffers of the weight's size written and read once more (the RNN's 31
+// steps: 2 MB for wh, 4 % of its step). Instead the first mul_grad writes
+// the gradient and each later one adds its product to it in place
+// (AccumulateY, a GEMM with beta 1): no buffer per step and no sum. Each
+// part must come from the Y@GRAD of a mul_grad of the same float32 Y, be
+// read by the sum alone and not be kept, and nothing between the first of
+// those mul_grads and the sum may read or write the gradient.
+size_t ChainSharedWeightGradients(ProgramDesc& program, const std::unordered_set<std::string>& keep) {
+  BlockDesc& block = *program.Root();
+  std::unordered_map<std::string, int> readers, writers;  // over every block: sub-blocks read outer vars
+  for (size_t b = 0; b < program.Size(); ++b)
+    for (const auto& op : program.Block(b)->AllOps()) {
+      for (const auto& n : op->InputArgumentNames()) ++readers[n];
+      for (const auto& n : op->OutputArgumentNames()) ++writers[n];
+    }
+  auto is_float32 = [&](const std::string& name) {
+    const VarDesc* v = block.FindVarRecursive(name);
+    return v && !v->Persistable() && v->GetDType() == DType::kFloat32;
+  };
+  auto touches = [](const OpDesc& op, const std::string& name) {
+    for (const auto& names : {op.InputArgumentNames(), op.OutputArgumentNames()})
+      if (std::find(names.begin(), names.end(), name) != names.end()) return true;
+    return false;
+  };
+  size_t changed = 0;
+  for (size_t s = 0; s < block.OpSize(); ++s) {
+    const OpDesc& sum = *block.Op(s);
+    if (sum.Type() != "sum" || sum.Output("Out").size() != 1 || sum.Input("X").size() < 2) continue;
+    const std::string grad = sum.Output("Out")[0];
+    if (writers[grad] != 1 || !is_float32(grad)) continue;
+    std::vector<size_t> at;  // the mul_grad writing each part
+    std::string y;
+    for (const std::string& part : sum.Input("X")) {
+      if (part == kEmptyVarName || keep.count(part) || readers[part] != 1 || writers[part] != 1 || !is_float32(part))
+        break;
+      size_t w = 0;
+      while (w < s && !touches(*block.Op(w), part)) ++w;
+      if (w == s) break;
+      const OpDesc& op = *block.Op(w);
+      if (op.Type() != "mul_grad" || !op.HasOutput("Y@GRAD") || op.Output("Y@GRAD") != std::vector<std::string>{part} ||
+          op.HasInput(kAccumulateY) || op.Input("Y").size() != 1 || (!y.empty() && op.Input("Y")[0] != y))
+        break;
+      y = op.Input("Y")[0];
+      at.push_back(w);
+    }
+    if (at.size() != sum.Input("X").size()) continue;
+    std::sort(at.begin(), at.end());
+    bool clear = std::adjacent_find(at.begin(), at.end()) == at.end();
+    for (size_t i = at.front(); i < s && clear; ++i) clear = !touches(*block.Op(i), grad);
+    if (!clear) continue;
+    const std::vector<std::string> parts = sum.Input("X");
+    for (size_t i = 0; i < at.size(); ++i) {
+      OpDesc& op = *block.Op(at[i]);
+      op.SetOutput("Y@GRAD", {grad});
+      if (i > 0) op.SetInput(kAccumulateY, {grad});
+    }
+    block.RemoveOps(s, s + 1);
+    for (const auto& part : parts) {
+      const VarDesc* v = block.FindVar(part);
+      if (v && !v->Declared()) block.RemoveVar(part);
+    }
+    ++changed;
+    --s;
+  }
+  return changed;
+}
+
 NABLA_REGISTER_OPS(mul) {
   registrar.Op("mul", __FILE__, __LINE__)
       .Doc(
@@ -197,11 +292,18 @@ NABLA_REGISTER_OPS(mul) {
       .Precision(OpPrecision::kLow)
       .GradMaker<GradFromInputsMaker>()
       .RewritesAfterBackward(ProgramPass{"share_transposed_weights", ShareTransposedWeights})
+      .RewritesAfterBackward(ProgramPass{"chain_shared_weight_gradients", ChainSharedWeightGradients})
       .GradCheck(CheckCase("matrix", {CheckInput("X", {3, 4}), CheckInput("Y", {4, 5})}))
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
                            {{"x_num_col_dims", 2}, {"y_num_col_dims", 1}}))
       .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
   registrar.DefaultGradOp("mul", __FILE__, __LINE__)
+      .Input(kAccumulateY,
+             "(Tensor, optional) a partial gradient of Y: Y@GRAD is then AccumulateY + X^T * Out@GRAD, written in "
+             "place where both are one var (FuseGradOps chains a shared weight's mul_grads through it instead of "
+             "a sum); float32 and float64 on the cpu",
+             kDispensable)
+      .UpdatesInPlace()  // Y@GRAD accumulates into AccumulateY
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape(InferGemmGradShapes);
   RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "../common/temp_dir.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/npy.h"
 
@@ -17,9 +18,12 @@ struct ParityCase {
   std::string name;
   std::string executor;
   std::string device = "cpu";
+  bool fuse = false;  // exec --fuse: the fusion passes before and after the backward part
 };
 
-void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name << "/" << c.executor << "/" << c.device; }
+void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << c.name << "/" << c.executor << "/" << c.device << (c.fuse ? "/fused" : "");
+}
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -31,12 +35,11 @@ TEST_P(Parity, GradientsMatchPyTorch) {
   cpu::InitCpuBackend();
   const fs::path dir = fs::path(NABLA_REFERENCE_DIR) / GetParam().name;
   YAML::Node spec = YAML::LoadFile((dir / "case.yaml").string());
-  const fs::path out = fs::temp_directory_path() /
-                       ("nabla_parity_" + GetParam().name + "_" + GetParam().executor + "_" + GetParam().device);
-  fs::remove_all(out);
+  const test_util::TempDir scratch("nabla_parity");
+  const fs::path out = scratch / "out";
   std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "program.yaml").string()) + " --backward " +
                     spec["loss"].as<std::string>() + " --executor " + GetParam().executor + " --device " +
-                    GetParam().device;
+                    GetParam().device + (GetParam().fuse ? " --fuse" : "");
   for (const auto& f : spec["feeds"])
     cmd += " --feed " + Quote(f.first.as<std::string>() + "=" + (dir / f.second.as<std::string>()).string());
   std::string fetch;
@@ -57,11 +60,11 @@ TEST_P(Parity, GradientsMatchPyTorch) {
     }
     EXPECT_LE(worst, 2e-4) << var << " of " << GetParam().name;
   }
-  fs::remove_all(out);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<ParityCase>& info) {
-  return info.param.name + "_" + info.param.executor + (info.param.device == "cpu" ? "" : "_" + info.param.device);
+  return info.param.name + "_" + info.param.executor + (info.param.device == "cpu" ? "" : "_" + info.param.device) +
+         (info.param.fuse ? "_fused" : "");
 }
 
 // tests/opencl builds this file again with NABLA_PARITY_OPENCL: the same
@@ -80,7 +83,11 @@ INSTANTIATE_TEST_SUITE_P(Networks, Parity,
                                            ParityCase{"rnn_unrolled", "taskgraph"},
                                            ParityCase{"rnn_while", "sequential"}, ParityCase{"rnn_while", "taskgraph"},
                                            ParityCase{"shape_ops", "sequential"}, ParityCase{"shape_ops", "taskgraph"},
-                                           ParityCase{"cnn", "sequential"}, ParityCase{"cnn", "taskgraph"}),
+                                           ParityCase{"cnn", "sequential"}, ParityCase{"cnn", "taskgraph"},
+                                           // The unrolled RNN's shared weights take FuseGradOps's rewrites.
+                                           ParityCase{"rnn_unrolled", "sequential", "cpu", true},
+                                           ParityCase{"rnn_unrolled", "taskgraph", "cpu", true},
+                                           ParityCase{"mlp", "taskgraph", "cpu", true}),
                          CaseName);
 #endif
 
