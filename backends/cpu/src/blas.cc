@@ -76,9 +76,10 @@ void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t 
 }  // namespace
 
 GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k) {
-  if (!DnnlAllowed()) return GemmLib::kOpenBlas;
-  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kDnnlMinMacs ? GemmLib::kOneDnn
-                                                                                                  : GemmLib::kOpenBlas;
+  // The size first: small products (the RNN's ~190 a step) skip getenv.
+  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < kDnnlMinMacs)
+    return GemmLib::kOpenBlas;
+  return DnnlAllowed() ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
 }
 
 std::string GemmPolicy() {
