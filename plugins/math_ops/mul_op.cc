@@ -222,9 +222,9 @@ size_t ChainSharedWeightGradients(ProgramDesc& program, const std::unordered_set
       for (const auto& n : op->InputArgumentNames()) ++readers[n];
       for (const auto& n : op->OutputArgumentNames()) ++writers[n];
     }
-  auto is_float32 = [&](const std::string& name) {
+  auto is_float32 = [&](const std::string& name, bool persistable_ok = false) {
     const VarDesc* v = block.FindVarRecursive(name);
-    return v && !v->Persistable() && v->GetDType() == DType::kFloat32;
+    return v && (persistable_ok || !v->Persistable()) && v->GetDType() == DType::kFloat32;
   };
   auto touches = [](const OpDesc& op, const std::string& name) {
     for (const auto& names : {op.InputArgumentNames(), op.OutputArgumentNames()})
@@ -246,8 +246,12 @@ size_t ChainSharedWeightGradients(ProgramDesc& program, const std::unordered_set
       while (w < s && !touches(*block.Op(w), part)) ++w;
       if (w == s) break;
       const OpDesc& op = *block.Op(w);
+      // Float32 operands: the kernel that accumulates (a bf16 mul_grad
+      // also writes float32 parts, with force_fp32_output).
       if (op.Type() != "mul_grad" || !op.HasOutput("Y@GRAD") || op.Output("Y@GRAD") != std::vector<std::string>{part} ||
-          op.HasInput(kAccumulateY) || op.Input("Y").size() != 1 || (!y.empty() && op.Input("Y")[0] != y))
+          op.HasInput(kAccumulateY) || op.Input("Y").size() != 1 || op.Input("X").size() != 1 ||
+          (!y.empty() && op.Input("Y")[0] != y) || !is_float32(op.Input("Y")[0], true) ||
+          !is_float32(op.Input("X")[0], true))
         break;
       y = op.Input("Y")[0];
       at.push_back(w);

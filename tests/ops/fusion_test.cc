@@ -6,6 +6,7 @@
 
 #include "nabla/backward.h"
 #include "nabla/fusion.h"
+#include "nabla/mixed_precision.h"
 #include "nabla/program_io.h"
 #include "op_test_util.h"
 
@@ -347,6 +348,18 @@ TEST(FuseGradOps, LeavesAWeightWrittenBetweenItsGradOpsAlone) {
   b.InsertOp(last, std::move(scale));  // between the two
   FuseGradOps(p, {"loss"});
   EXPECT_EQ(CountOps(p, "transpose"), 0u);
+}
+
+// After the bf16 pass the products read bfloat16 casts of the weights:
+// their kernels neither gain from a transpose nor accumulate.
+TEST(FuseGradOps, Bf16ProductsAreLeftAsTheyAre) {
+  ProgramDesc p = Unrolled(DType::kFloat32);
+  ApplyBf16MixedPrecision(p);
+  AppendBackward(p, "loss");
+  FoldBf16Casts(p);
+  const ProgramDesc before = p;
+  EXPECT_EQ(FuseGradOps(p, {"loss"}), 0u);
+  EXPECT_EQ(OpTypes(p), OpTypes(before));
 }
 
 TEST(FuseGradOps, Float64ProgramsAreLeftAsTheyAre) {
