@@ -1,6 +1,7 @@
 // OpenCL kernels of mul and matmul and their grad ops: GEMMs through CLBlast
 // on the device's queue, one per batch (with buffer offsets, no copies), so
 // no OpenCL C of their own.
+#include "gemm_grad_passes.h"
 #include "gemm_shapes.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
@@ -38,9 +39,7 @@ struct MulGradKernel {
     Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     const int64_t m = fx.rows, k = fx.cols, n = fy.cols;
-    NABLA_ENFORCE(!ctx.HasInput("AccumulateY"), kUnimplemented,
-                  "op 'mul_grad': the opencl kernel has no AccumulateY (FuseGradOps adds it for float32 cpu programs "
-                  "only)");
+    RefuseAccumulate(ctx, "opencl");
     const void* db = s.In(ctx.Input(GradVarName("Out")));
     if (Tensor* dx = ctx.Output(GradVarName("X"))) {
       const void* yb = s.In(y);
@@ -85,6 +84,7 @@ struct MatmulGradKernel {
     const bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
     const T alpha = static_cast<T>(ctx.Attr<float>("alpha"));
     const MatmulDims dims = ComputeMatmulDims(x.GetShape(), y.GetShape(), tx, ty, StrCat("op '", ctx.Op().Type(), "'"));
+    RefuseAccumulate(ctx, "opencl");
     const void* xb = s.In(x);
     const void* yb = s.In(y);
     const void* db = s.In(ctx.Input(GradVarName("Out")));

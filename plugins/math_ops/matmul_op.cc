@@ -1,5 +1,6 @@
 // matmul: (batched) matrix product with optional transposes and scaling
 // (Paddle's `matmul`).
+#include "gemm_grad_passes.h"
 #include "gemm_shapes.h"
 #include "math_util.h"
 #include "nabla/plugin.h"
@@ -56,9 +57,13 @@ struct MatmulGradKernel {
     Tensor* dx = ctx.Output("X@GRAD");
     Tensor* dy = ctx.Output("Y@GRAD");
     T* gx = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
-    T* gy = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
     if (gx) std::fill(gx, gx + dx->Numel(), T(0));
-    if (gy) std::fill(gy, gy + dy->Numel(), T(0));
+    // Y@GRAD starts from AccumulateY where given (FuseGradOps's chain).
+    const bool accumulate = dy && ctx.HasInput(kAccumulateY);
+    T* gy = !dy          ? nullptr
+            : accumulate ? StartAccumulation<T>(ctx, dy, y.GetShape())
+                         : AllocOutput<T>(ctx, dy, y.GetShape());
+    if (gy && !accumulate) std::fill(gy, gy + dy->Numel(), T(0));
     int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
     BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
       const T* xb = xd + ix * m * k;
@@ -102,6 +107,7 @@ void MatmulBf16Kernel(const ExecutionContext& ctx) {
 // As MatmulGradKernel; the sums over broadcast batches accumulate in
 // float32 and are rounded to bfloat16 once (with force_fp32_output, never).
 void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
+  RefuseAccumulate(ctx, "bfloat16");
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
@@ -173,6 +179,8 @@ NABLA_REGISTER_OPS(matmul) {
       .InferShape(InferMatmulShape)
       .Precision(OpPrecision::kLow)
       .GradMaker<GradFromInputsMaker>()
+      .RewritesAfterBackward(ShareTransposedWeightsPass("matmul_grad"))
+      .RewritesAfterBackward(ChainWeightGradientsPass("matmul_grad"))
       .GradCheck(MatmulCase("plain", {3, 4}, {4, 2}, false, false))
       .GradCheck(MatmulCase("transpose_x", {4, 3}, {4, 2}, true, false))
       .GradCheck(MatmulCase("transpose_y_alpha", {3, 4}, {2, 4}, false, true, 0.5f))
@@ -181,6 +189,8 @@ NABLA_REGISTER_OPS(matmul) {
       .GradCheck(MatmulCase("batch_broadcast", {2, 3, 4}, {2, 4}, false, true))
       .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
   registrar.DefaultGradOp("matmul", __FILE__, __LINE__)
+      .Input(kAccumulateY, kAccumulateYDoc, kDispensable)
+      .UpdatesInPlace()  // Y@GRAD accumulates into AccumulateY
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape(InferGemmGradShapes);
   RegisterCpuKernels<MatmulKernel, float, double>(registrar, "matmul", __FILE__, __LINE__);

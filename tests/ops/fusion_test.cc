@@ -186,10 +186,13 @@ blocks:
       - {type: mean, inputs: {X: [h2]}, outputs: {Out: [loss]}}
 )";
 
-ProgramDesc Unrolled(DType dtype) {
+// `product`: mul or matmul (2-D, plain), which take the same rewrites.
+ProgramDesc Unrolled(DType dtype, const std::string& product = "mul") {
   std::string text = kUnrolled;
   if (dtype == DType::kFloat64)
     for (size_t at; (at = text.find("float32")) != std::string::npos;) text.replace(at, 7, "float64");
+  for (size_t at = 0; (at = text.find("type: mul,", at)) != std::string::npos; at += 6 + product.size())
+    text.replace(at, 9, "type: " + product);
   return ParseProgram(text, "unrolled.yaml");
 }
 
@@ -301,9 +304,32 @@ TEST(FuseGradOps, LeavesKeptOrSharedPartialGradientsSummed) {
   EXPECT_EQ(CountOps(p, "sum"), 1u);
 }
 
-// mul_grad's AccumulateY on its own: into another var, and in place.
-TEST(FuseGradOps, MulGradAddsItsProductToAccumulateY) {
-  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+TEST(FuseGradOps, MatmulProductsTakeTheSameRewrites) {
+  ProgramDesc plain = Unrolled(DType::kFloat32, "matmul");
+  AppendBackward(plain, "loss");
+  ASSERT_EQ(CountOps(plain, "matmul_grad"), 5u);
+  ProgramDesc fused = plain;
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 3u);
+  VerifyProgram(fused, *CurrentRegistry());
+  EXPECT_EQ(CountOps(fused, "transpose"), 1u);
+  EXPECT_EQ(CountOps(fused, "sum"), 0u);
+  const std::vector<std::string> names = {"loss", "wx@GRAD", "wh@GRAD", "h0@GRAD", "h1@GRAD"};
+  auto want = RunUnrolled(plain, DType::kFloat32, names);
+  auto got = RunUnrolled(fused, DType::kFloat32, names);
+  for (const auto& n : names) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
+  // A transposed or scaled product is not the plain one the rewrites assume.
+  ProgramDesc scaled = Unrolled(DType::kFloat32, "matmul");
+  for (const auto& op : scaled.Root()->AllOps())
+    if (op->Type() == "matmul") op->SetAttr("alpha", 0.5f);
+  AppendBackward(scaled, "loss");
+  EXPECT_EQ(FuseGradOps(scaled, {"loss"}), 0u);
+}
+
+// The grad ops' AccumulateY on its own: into another var, and in place.
+class AccumulateY : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AccumulateY, GradOpAddsItsProductToThePartialGradient) {
+  std::string text = R"(format: nabla-program/1
 blocks:
   - idx: 0
     parent: -1
@@ -314,10 +340,11 @@ blocks:
       acc: {shape: [2, 4], dtype: float32}
       dy: {shape: [2, 4], dtype: float32}
     ops:
-      - {type: mul_grad, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateY: [acc]}, outputs: {Y@GRAD: [dy]}}
-      - {type: mul_grad, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateY: [acc]}, outputs: {Y@GRAD: [acc]}}
-)",
-                               "acc.yaml");
+      - {type: GRAD, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateY: [acc]}, outputs: {Y@GRAD: [dy]}}
+      - {type: GRAD, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateY: [acc]}, outputs: {Y@GRAD: [acc]}}
+)";
+  for (size_t at; (at = text.find("GRAD,")) != std::string::npos;) text.replace(at, 4, GetParam());
+  ProgramDesc p = ParseProgram(text, "acc.yaml");
   Scope scope;
   std::mt19937_64 rng(3);
   std::map<std::string, HostTensor> in;
@@ -334,6 +361,8 @@ blocks:
   ExpectNear(FromTensor(scope.FindVar("dy")->GetTensor()), want, 1e-6, 1e-6, "dy");
   ExpectNear(FromTensor(scope.FindVar("acc")->GetTensor()), want, 1e-6, 1e-6, "acc in place");
 }
+
+INSTANTIATE_TEST_SUITE_P(GradOps, AccumulateY, ::testing::Values("mul_grad", "matmul_grad"));
 
 TEST(FuseGradOps, LeavesAWeightWrittenBetweenItsGradOpsAlone) {
   ProgramDesc p = Unrolled(DType::kFloat32);

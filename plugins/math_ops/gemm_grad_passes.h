@@ -1,0 +1,47 @@
+#pragma once
+// The rewrites mul and matmul bring for their grad ops once the backward
+// part exists (OpBuilder::RewritesAfterBackward, run by FuseGradOps), and
+// the optional input that lets their Y@GRAD accumulate in place. Private
+// to math_ops: each op registers the passes for its own grad type.
+#include <algorithm>
+#include <string>
+
+#include "math_util.h"
+#include "nabla/plugin.h"
+
+namespace nabla::math_ops {
+
+// mul_grad's and matmul_grad's optional input: a partial Y@GRAD that the
+// op's product adds to.
+inline constexpr const char* kAccumulateY = "AccumulateY";
+inline constexpr const char* kAccumulateYDoc =
+    "(Tensor, optional) a partial gradient of Y: Y@GRAD is then AccumulateY plus this op's gradient of Y, "
+    "written in place where both are one var (FuseGradOps chains a shared weight's grad ops through it instead "
+    "of a sum); float32 and float64 on the cpu";
+
+// Y@GRAD's data for a kernel that accumulates: `dy` allocated with `shape`,
+// holding AccumulateY. Read before the allocation, which keeps the buffer
+// in place unless another tensor shares it (then the partial sum is copied).
+template <typename T>
+T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape) {
+  const Tensor& acc = ctx.Input(kAccumulateY);
+  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, "op '", ctx.Op().Type(), "': ", kAccumulateY,
+                " has shape ", ShapeToString(acc.GetShape()), " but Y has ", ShapeToString(shape));
+  const T* partial = acc.Data<T>();
+  T* d = dy->Allocate<T>(ctx.GetDevice(), shape);
+  if (d != partial) std::copy(partial, partial + acc.Numel(), d);
+  return d;
+}
+
+// Throws for an op that names AccumulateY, from a kernel that does not
+// accumulate (bfloat16, opencl): the partial sum is never dropped silently.
+void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel);
+
+// Computes a weight that several `grad_type` ops read once transposed, so
+// each X@GRAD is a plain product (gemm_grad_passes.cc says when).
+ProgramPass ShareTransposedWeightsPass(const std::string& grad_type);
+// Chains the partial gradients of a weight read by several `grad_type` ops
+// through AccumulateY instead of summing them.
+ProgramPass ChainWeightGradientsPass(const std::string& grad_type);
+
+}  // namespace nabla::math_ops
