@@ -19,6 +19,10 @@ bool Present(const std::vector<std::string>& args) {
 }
 }  // namespace
 
+const Attribute* ExecutionContext::PreparedAttr(const std::string& name) const {
+  return prepared_ ? prepared_->FindAttr(name) : nullptr;
+}
+
 bool ExecutionContext::HasInput(const std::string& slot) const { return Present(op_.Input(slot)); }
 bool ExecutionContext::HasOutput(const std::string& slot) const { return Present(op_.Output(slot)); }
 size_t ExecutionContext::InputSize(const std::string& slot) const { return op_.Input(slot).size(); }

@@ -46,12 +46,24 @@ class VarAccess {
     return v ? v : scope_.Var(args[i]);
   }
   Variable* FirstDenseInput(const OpSchema& schema) const {
+    auto usable = [](Variable* v) { return v && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(); };
     for (const auto& slot : schema.inputs) {
+      // The prepared vars, without the name lookups below (every dispatch
+      // picks its kernel's dtype here); a slot with an unresolved var takes
+      // the lookup path, which finds vars created since.
+      if (const PreparedSlot* s = prepared_ ? PreparedOp::Find(prepared_->inputs, slot.name) : nullptr) {
+        bool resolved = true;
+        for (size_t i = 0; i < s->vars.size() && resolved; ++i) {
+          if (usable(s->vars[i])) return s->vars[i];
+          resolved = s->vars[i] != nullptr;
+        }
+        if (resolved) continue;
+      }
       const auto& args = op_.Input(slot.name);
       for (size_t i = 0; i < args.size(); ++i) {
         if (args[i] == kEmptyVarName) continue;
         Variable* v = Lookup(true, slot.name, i, args[i]);
-        if (v && v->Type() == VarType::kDense && v->GetTensor().IsInitialized()) return v;
+        if (usable(v)) return v;
       }
     }
     return nullptr;
@@ -494,6 +506,8 @@ void PreparedOp::MemoizeShapes() const {
 
 void PreparedOp::CacheKernels(const OpRegistry& registry) {
   writes_its_input = info != nullptr && WritesItsInput(*op, *info);
+  attrs.clear();
+  for (const auto& [name, value] : op->Attrs()) attrs.emplace_back(name, &value);
   cached_device_types = std::min(static_cast<size_t>(DeviceTypeCount()), kCachedDeviceTypes);
   for (size_t d = 0; d < cached_device_types; ++d)
     for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool, DType::kBFloat16})

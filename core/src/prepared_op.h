@@ -18,6 +18,9 @@ struct PreparedOp {
   const OpDesc* op = nullptr;
   const OpInfo* info = nullptr;
   std::vector<PreparedSlot> inputs, outputs;
+  // The op's attributes, pointing into its OpDesc (a changed op is prepared
+  // again: PreparedBlock compares op versions).
+  std::vector<std::pair<std::string, const Attribute*>> attrs;
   // kernels[device type id][dtype], looked up once for every device type
   // registered at the time; a type registered later, or past the first
   // kCachedDeviceTypes, is looked up per call. Inline, not on the heap: the
@@ -55,13 +58,20 @@ struct PreparedOp {
 
   // Slot names are a few bytes: compared inline, without the memcmp call
   // std::string's == makes (a kernel finds slots on every call).
+  static bool SameName(const std::string& a, const std::string& b) {
+    if (a.size() != b.size()) return false;
+    size_t i = 0;
+    while (i < a.size() && a[i] == b[i]) ++i;
+    return i == a.size();
+  }
   static const PreparedSlot* Find(const std::vector<PreparedSlot>& slots, const std::string& name) {
-    for (const auto& s : slots) {
-      if (s.name.size() != name.size()) continue;
-      size_t i = 0;
-      while (i < name.size() && s.name[i] == name[i]) ++i;
-      if (i == name.size()) return &s;
-    }
+    for (const auto& s : slots)
+      if (SameName(s.name, name)) return &s;
+    return nullptr;
+  }
+  const Attribute* FindAttr(const std::string& name) const {
+    for (const auto& [n, a] : attrs)
+      if (SameName(n, name)) return a;
     return nullptr;
   }
 };

@@ -25,8 +25,8 @@ inline constexpr const char* kAccumulateYDoc =
 template <typename T>
 T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape) {
   const Tensor& acc = ctx.Input(kAccumulateY);
-  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, "op '", ctx.Op().Type(), "': ", kAccumulateY,
-                " has shape ", ShapeToString(acc.GetShape()), " but Y has ", ShapeToString(shape));
+  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, "op '", ctx.Op().Type(), "': ", kAccumulateY, " has shape ",
+                ShapeToString(acc.GetShape()), " but Y has ", ShapeToString(shape));
   const T* partial = acc.Data<T>();
   T* d = dy->Allocate<T>(ctx.GetDevice(), shape);
   if (d != partial) std::copy(partial, partial + acc.Numel(), d);

@@ -264,6 +264,11 @@ class NABLA_API ExecutionContext {
   Variable* OutputVar(const std::string& slot, size_t i = 0) const;
   template <typename T>
   const T& Attr(const std::string& name) const {
+    // A prepared op's attributes without the map's string compares (a
+    // kernel reads some on every call); a miss or a wrong type takes the
+    // OpDesc's path, which reports it.
+    if (const Attribute* a = PreparedAttr(name))
+      if (const T* v = std::get_if<T>(a)) return *v;
     return op_.Attr<T>(name);
   }
 
@@ -282,6 +287,8 @@ class NABLA_API ExecutionContext {
   Device& device_;
   const RunContext* run_;                 // non-owning, may be null
   const PreparedOp* prepared_ = nullptr;  // non-owning, may be null
+
+  const Attribute* PreparedAttr(const std::string& name) const;
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
