@@ -1,3 +1,5 @@
+#include <optional>
+
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
@@ -23,8 +25,29 @@ const Attribute* ExecutionContext::PreparedAttr(const std::string& name) const {
   return prepared_ ? prepared_->FindAttr(name) : nullptr;
 }
 
-bool ExecutionContext::HasInput(const std::string& slot) const { return Present(op_.Input(slot)); }
-bool ExecutionContext::HasOutput(const std::string& slot) const { return Present(op_.Output(slot)); }
+namespace {
+// Whether a prepared op's slot has an argument: false for a slot the op
+// lacks (the prepared slots are its desc's), true for a resolved var, and
+// unknown (nullopt) where only the desc can tell an @EMPTY@ argument from a
+// var that did not exist when the block was prepared.
+std::optional<bool> PreparedPresence(const PreparedOp* p, bool input, const std::string& slot) {
+  if (!p) return std::nullopt;
+  const PreparedSlot* s = PreparedOp::Find(input ? p->inputs : p->outputs, slot);
+  if (!s) return false;
+  for (const Variable* v : s->vars)
+    if (v) return true;
+  return std::nullopt;
+}
+}  // namespace
+
+bool ExecutionContext::HasInput(const std::string& slot) const {
+  if (auto known = PreparedPresence(prepared_, true, slot)) return *known;
+  return Present(op_.Input(slot));
+}
+bool ExecutionContext::HasOutput(const std::string& slot) const {
+  if (auto known = PreparedPresence(prepared_, false, slot)) return *known;
+  return Present(op_.Output(slot));
+}
 size_t ExecutionContext::InputSize(const std::string& slot) const { return op_.Input(slot).size(); }
 size_t ExecutionContext::OutputSize(const std::string& slot) const { return op_.Output(slot).size(); }
 
@@ -53,6 +76,7 @@ Variable* ExecutionContext::InputVar(const std::string& slot, size_t i) const {
 
 Variable* ExecutionContext::OutputVar(const std::string& slot, size_t i) const {
   if (Variable* v = Prepared(prepared_, false, slot, i)) return v;
+  if (PreparedPresence(prepared_, false, slot) == std::optional<bool>(false)) return nullptr;  // no such slot
   const auto& args = op_.Output(slot);
   if (i >= args.size() || args[i] == kEmptyVarName) return nullptr;
   Variable* v = scope_.FindVar(args[i]);
