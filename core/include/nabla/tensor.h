@@ -57,14 +57,17 @@ class NABLA_API Tensor {
   // Makes sure the buffer holds Bytes() on `device`, reusing the current one
   // when it is large enough and on the same device. Returns the data.
   void* Allocate(Device& device);
-  void* Allocate(Device& device, DType dtype, Shape shape) {
+  // The shape by reference: assigning it reuses shape_'s storage, where a
+  // copy per call (a kernel allocating its output like an input) cost a
+  // malloc and a free on every op.
+  void* Allocate(Device& device, DType dtype, const Shape& shape) {
     dtype_ = dtype;
-    shape_ = std::move(shape);
+    if (shape_ != shape) shape_ = shape;
     return Allocate(device);
   }
   template <typename T>
-  T* Allocate(Device& device, Shape shape) {
-    return static_cast<T*>(Allocate(device, DTypeOf<T>::value, std::move(shape)));
+  T* Allocate(Device& device, const Shape& shape) {
+    return static_cast<T*>(Allocate(device, DTypeOf<T>::value, shape));
   }
 
   // Typed views; the dtype must match (checked) and the tensor be allocated.

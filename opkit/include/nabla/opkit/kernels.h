@@ -53,8 +53,8 @@ T* AllocOutput(const ExecutionContext& ctx, Tensor* out) {
 }
 
 template <typename T>
-T* AllocOutput(const ExecutionContext& ctx, Tensor* out, Shape shape) {
-  return out->Allocate<T>(ctx.GetDevice(), std::move(shape));
+T* AllocOutput(const ExecutionContext& ctx, Tensor* out, const Shape& shape) {
+  return out->Allocate<T>(ctx.GetDevice(), shape);
 }
 
 // f(i) for every i in [0, n), split over the executor's threads when n is
