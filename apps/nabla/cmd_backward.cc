@@ -16,6 +16,7 @@
 #include "command.h"
 #include "nabla/backward.h"
 #include "nabla/error.h"
+#include "nabla/fusion.h"
 #include "nabla/mixed_precision.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
@@ -35,6 +36,7 @@ struct BackwardOptions {
   int data_parallel = -1;        // -1: not asked for, no collectives
   std::string bucket_mb = "25";  // MiB, parsed here (options take no doubles)
   std::string precision = "fp32";
+  bool fuse = false;
 };
 
 int RunBackward(const BackwardOptions& opts) {
@@ -46,10 +48,14 @@ int RunBackward(const BackwardOptions& opts) {
   const double bucket_mb = std::strtod(opts.bucket_mb.c_str(), &end);
   NABLA_ENFORCE(!opts.bucket_mb.empty() && *end == '\0' && bucket_mb >= 0, kInvalidArgument,
                 "--bucket-mb must be a number of MiB >= 0, but received '", opts.bucket_mb, "'");
+  // The passes in `nabla run`'s order on the cpu (fuse: true), so the
+  // program shown is the one that trains.
+  if (opts.fuse) FuseOps(program, {opts.loss});
   const bool bf16 = train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
   ParamGrads pg = AppendBackward(program, opts.loss, opts.params,
                                  std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
   if (bf16) FoldBf16Casts(program);
+  if (opts.fuse) FuseGradOps(program, {opts.loss});
   if (opts.data_parallel >= 1) {
     train::DataParallelOptions dp;
     dp.world_size = opts.data_parallel;
@@ -82,6 +88,9 @@ Command BackwardCommand() {
   c.Option("--precision", &opts->precision,
            "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
            "fp32|bf16");
+  c.Flag("--fuse", &opts->fuse,
+         "Run the fusion passes as `nabla run` does on the cpu: op chains before the backward part, shared grad "
+         "work (a weight's transpose, its partial gradients chained in place) after it");
   c.Option("-o,--out", &opts->out, "Write to this file (atomically) instead of stdout", "OUT.yaml");
   c.SetRun([opts](const GlobalOptions&) { return RunBackward(*opts); });
   return c;

@@ -150,6 +150,55 @@ TEST_F(CliToolsTest, BackwardOutputRunsThroughExec) {
   EXPECT_EQ(read("w@GRAD"), (std::vector<float>{1.25f, 1.25f, 1.75f, 1.75f, 2.25f, 2.25f}));
 }
 
+// --fuse shows the program `nabla run` trains: a weight shared by two
+// steps is transposed once and its partial gradients chain through
+// AccumulateY instead of a sum; saved, it runs to the same gradients.
+TEST_F(CliToolsTest, BackwardFuseShowsTheGradRewritesAndTheResultRuns) {
+  const std::string shared = WriteText("shared.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 3], dtype: float32}
+      w: {shape: [3, 3], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.25}}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [h1]}}
+      - {type: tanh, inputs: {X: [h1]}, outputs: {Out: [a1]}}
+      - {type: mul, inputs: {X: [a1], Y: [w]}, outputs: {Out: [h2]}}
+      - {type: mean, inputs: {X: [h2]}, outputs: {Out: [loss]}}
+)");
+  const std::string plain = Path("plain.yaml"), fused = Path("fused.yaml");
+  ASSERT_EQ(Nabla("backward " + Quote(shared) + " --loss loss -o " + Quote(plain)).code, 0);
+  Result r = Nabla("backward " + Quote(shared) + " --loss loss --fuse -o " + Quote(fused));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const YAML::Node program = YAML::LoadFile(fused);
+  const std::vector<std::string> types = OpTypes(program);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "transpose"), 1);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "sum"), 0);
+  int accumulating = 0;
+  for (const YAML::Node& op : program["blocks"][0]["ops"])
+    if (op["inputs"]["AccumulateY"]) ++accumulating;
+  EXPECT_EQ(accumulating, 1);
+  const std::vector<std::string> plain_types = OpTypes(YAML::LoadFile(plain));
+  EXPECT_EQ(std::count(plain_types.begin(), plain_types.end(), "sum"), 1);
+
+  Tensor x;
+  float* p = x.Allocate<float>(HostDevice(), {2, 3});
+  const float values[] = {0.5f, -1, 2, 1.5f, 0.25f, -0.75f};
+  std::copy(values, values + 6, p);
+  WriteNpy(Path("x.npy"), x);
+  auto grads = [&](const std::string& prog, const std::string& dir) {
+    Result run = Nabla("exec " + Quote(prog) + " --feed " + Quote("x=" + Path("x.npy")) +
+                       " --fetch loss,w@GRAD --out " + Quote(Path(dir)));
+    EXPECT_EQ(run.code, 0) << run.err;
+    Tensor t = ReadNpy(Path(dir + "/w@GRAD.npy"), HostDevice());
+    return std::vector<float>(t.Data<float>(), t.Data<float>() + t.Numel());
+  };
+  const std::vector<float> want = grads(plain, "plain_out"), got = grads(fused, "fused_out");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << i;
+}
+
 TEST_F(CliToolsTest, BackwardFailureLeavesTheOutputUntouched) {
   const std::string out = WriteText("out.yaml", "previous contents\n");
   ExpectBadInput("backward " + Quote(program_) + " --loss ghost -o " + Quote(out), {"ghost"});
