@@ -1,7 +1,5 @@
 // mul: a matrix product of X and Y, each flattened to 2-D first (Paddle's
 // `mul`, the op behind fully connected layers).
-#include <algorithm>
-
 #include "gemm_grad_passes.h"
 #include "gemm_shapes.h"
 #include "math_util.h"

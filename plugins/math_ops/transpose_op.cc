@@ -52,7 +52,7 @@ struct TransposeKernel {
     if (n == 0) return;
     if (rank == 2 && axis[0] == 1) {
       // A matrix (mul's shared transposed weight, FuseGradOps), in tiles
-      // that stay in L1 for the strided side: about 3x the general walk.
+      // that stay in L1 for the strided side: about 2x the general walk.
       constexpr int64_t kTile = 32;
       const int64_t rows = xs[0], cols = xs[1];
       for (int64_t r0 = 0; r0 < rows; r0 += kTile)
