@@ -506,8 +506,8 @@ void PreparedOp::MemoizeShapes() const {
 
 void PreparedOp::CacheKernels(const OpRegistry& registry) {
   writes_its_input = info != nullptr && WritesItsInput(*op, *info);
-  attrs.clear();
-  for (const auto& [name, value] : op->Attrs()) attrs.emplace_back(name, &value);
+  attrs =
+      std::make_shared<const std::vector<std::pair<std::string, Attribute>>>(op->Attrs().begin(), op->Attrs().end());
   cached_device_types = std::min(static_cast<size_t>(DeviceTypeCount()), kCachedDeviceTypes);
   for (size_t d = 0; d < cached_device_types; ++d)
     for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool, DType::kBFloat16})

@@ -1,6 +1,7 @@
 #pragma once
 // Private: an op with its registry entry, kernels and variables resolved.
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,12 @@ struct PreparedOp {
   const OpDesc* op = nullptr;
   const OpInfo* info = nullptr;
   std::vector<PreparedSlot> inputs, outputs;
-  // The op's attributes, pointing into its OpDesc (a changed op is prepared
-  // again: PreparedBlock compares op versions).
-  std::vector<std::pair<std::string, const Attribute*>> attrs;
+  // Copies of the op's attributes, found without the OpDesc map's string
+  // compares. Values, not pointers into the map: a block is reused for an
+  // op at the same address with the same version, which a copy of the
+  // program can be (same values, other map nodes). Shared, so the per-call
+  // copy of DispatchWithFreshOutputs allocates nothing for them.
+  std::shared_ptr<const std::vector<std::pair<std::string, Attribute>>> attrs;
   // kernels[device type id][dtype], looked up once for every device type
   // registered at the time; a type registered later, or past the first
   // kCachedDeviceTypes, is looked up per call. Inline, not on the heap: the
@@ -70,8 +74,9 @@ struct PreparedOp {
     return nullptr;
   }
   const Attribute* FindAttr(const std::string& name) const {
-    for (const auto& [n, a] : attrs)
-      if (SameName(n, name)) return a;
+    if (attrs)
+      for (const auto& [n, a] : *attrs)
+        if (SameName(n, name)) return &a;
     return nullptr;
   }
 };

@@ -116,12 +116,20 @@ size_t ShareTransposedWeights(ProgramDesc& program, const std::string& grad_type
 size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::string>& keep,
                             const std::string& grad_type) {
   BlockDesc& block = *program.Root();
-  std::unordered_map<std::string, int> readers, writers;  // over every block: sub-blocks read outer vars
-  for (size_t b = 0; b < program.Size(); ++b)
-    for (const auto& op : program.Block(b)->AllOps()) {
-      for (const auto& n : op->InputArgumentNames()) ++readers[n];
-      for (const auto& n : op->OutputArgumentNames()) ++writers[n];
-    }
+  auto registry = CurrentRegistry();
+  // Over every block (sub-blocks read outer vars), counted again after each
+  // rewrite: a chained gradient gains writers.
+  std::unordered_map<std::string, int> readers, writers;
+  auto count = [&] {
+    readers.clear();
+    writers.clear();
+    for (size_t b = 0; b < program.Size(); ++b)
+      for (const auto& op : program.Block(b)->AllOps()) {
+        for (const auto& n : op->InputArgumentNames()) ++readers[n];
+        for (const auto& n : op->OutputArgumentNames()) ++writers[n];
+      }
+  };
+  count();
   auto is_float32 = [&](const std::string& name) {
     const VarDesc* v = block.FindVarRecursive(name);
     return v && !v->Persistable() && v->GetDType() == DType::kFloat32;
@@ -157,8 +165,13 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
     }
     if (at.size() != sum.Input("X").size()) continue;
     std::sort(at.begin(), at.end());
+    // Nothing between the first link and the sum touches the gradient, nor
+    // owns a block (whose body could read it by name).
     bool clear = std::adjacent_find(at.begin(), at.end()) == at.end();
-    for (size_t i = at.front(); i < s && clear; ++i) clear = !touches(*block.Op(i), grad);
+    for (size_t i = at.front(); i < s && clear; ++i) {
+      const OpInfo* info = registry->Find(block.Op(i)->Type());
+      clear = info && !info->traits.has_sub_block && !touches(*block.Op(i), grad);
+    }
     if (!clear) continue;
     const std::vector<std::string> parts = sum.Input("X");
     for (size_t i = 0; i < at.size(); ++i) {
@@ -173,6 +186,7 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
     }
     ++changed;
     --s;
+    count();
   }
   return changed;
 }

@@ -19,17 +19,19 @@ inline constexpr const char* kAccumulateYDoc =
     "written in place where both are one var (FuseGradOps chains a shared weight's grad ops through it instead "
     "of a sum); float32 and float64 on the cpu";
 
-// Y@GRAD's data for a kernel that accumulates: `dy` allocated with `shape`,
-// holding AccumulateY. Read before the allocation, which keeps the buffer
-// in place unless another tensor shares it (then the partial sum is copied).
+// Y@GRAD's data for a kernel that accumulates, holding AccumulateY: the
+// same tensor's buffer where both are one var (FuseGradOps's chain, which
+// lets nothing else touch the gradient between its links), else `dy`
+// allocated with `shape` and the partial sum copied in.
 template <typename T>
 T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape) {
   const Tensor& acc = ctx.Input(kAccumulateY);
   NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, "op '", ctx.Op().Type(), "': ", kAccumulateY, " has shape ",
                 ShapeToString(acc.GetShape()), " but Y has ", ShapeToString(shape));
+  if (&acc == dy) return dy->MutableData<T>();
   const T* partial = acc.Data<T>();
   T* d = dy->Allocate<T>(ctx.GetDevice(), shape);
-  if (d != partial) std::copy(partial, partial + acc.Numel(), d);
+  std::copy(partial, partial + acc.Numel(), d);
   return d;
 }
 

@@ -328,6 +328,31 @@ TEST(FuseGradOps, MatmulProductsTakeTheSameRewrites) {
   EXPECT_EQ(FuseGradOps(scaled, {"loss"}), 0u);
 }
 
+// A chained gradient gains writers: a later sum reading it (a hand-written
+// program) is not taken for a second chain of the same weight.
+TEST(FuseGradOps, AChainedGradientIsNotChainedAgain) {
+  ProgramDesc p = Unrolled(DType::kFloat32);
+  AppendBackward(p, "loss");
+  BlockDesc& b = *p.Root();
+  auto extra = std::make_unique<OpDesc>("mul_grad", VarNameMap{{"X", {"h0"}}, {"Y", {"wh"}}, {"Out@GRAD", {"c1@GRAD"}}},
+                                        VarNameMap{{"Y@GRAD", {"q"}}}, AttributeMap{});
+  FillDefaultAttrs(*extra, *CurrentRegistry());
+  b.AppendOp(std::move(extra));
+  b.AppendOp(OpDesc("sum", {{"X", {"wh@GRAD", "q"}}}, {{"Out", {"twice"}}}, {}));
+  for (const char* v : {"q", "twice"}) {
+    VarDesc* d = b.Var(v);
+    d->SetDType(DType::kFloat32);
+    d->MarkDTypeKnown();
+    d->SetShape({5, 5});
+  }
+  ProgramDesc plain = p;
+  FuseGradOps(p, {"loss", "twice"});
+  EXPECT_EQ(CountOps(p, "sum"), 1u);  // "twice" stays a sum
+  auto want = RunUnrolled(plain, DType::kFloat32, {"wh@GRAD", "twice"});
+  auto got = RunUnrolled(p, DType::kFloat32, {"wh@GRAD", "twice"});
+  for (const char* n : {"wh@GRAD", "twice"}) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
+}
+
 // The grad ops' AccumulateY on its own: into another var, and in place.
 class AccumulateY : public ::testing::TestWithParam<std::string> {};
 
