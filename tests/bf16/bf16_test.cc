@@ -375,8 +375,8 @@ void ExpectParity(const std::string& name, double tol) {
   const fs::path dir = fs::path(NABLA_REFERENCE_DIR) / name;
   const fs::path want_dir = fs::path(NABLA_BF16_REFERENCE_DIR) / name;
   YAML::Node spec = YAML::LoadFile((dir / "case.yaml").string());
-  const fs::path out = fs::temp_directory_path() / ("nabla_bf16_parity_" + name + std::to_string(::getpid()));
-  fs::remove_all(out);
+  const train::testing::TempDir scratch("nabla_bf16_parity");
+  const fs::path out = scratch / "out";
   std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / "program.yaml").string()) +
                     " --precision bf16 --backward loss";
   for (const auto& f : spec["feeds"])
@@ -407,7 +407,6 @@ void ExpectParity(const std::string& name, double tol) {
   }
   EXPECT_GE(compared, 5);
   EXPECT_GT(off_fp32, 1e-3) << "the run matches float32 to 1e-3: it did not run in bf16";
-  fs::remove_all(out);
 }
 
 TEST(Bf16Parity, MlpMatchesTorchAutocast) { ExpectParity("mlp", 1.5e-2); }
@@ -425,9 +424,8 @@ TEST(Bf16Parity, CnnMatchesTorchAutocast) { ExpectParity("cnn", 1.5e-2); }
 TEST(Bf16Kernels, MatmulBroadcastAndNhwcConvMatchFloat32) {
   if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
   cpu::InitCpuBackend();
-  const fs::path dir = fs::temp_directory_path() / ("nabla_bf16_kernels_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const train::testing::TempDir scratch("nabla_bf16_kernels");
+  const fs::path& dir = scratch.Dir();
   std::mt19937 gen(11);
   std::normal_distribution<float> d;
   auto feed = [&](const std::string& name, Shape shape) {
@@ -481,7 +479,6 @@ blocks:
     EXPECT_LE(worst, 2e-2 * scale) << v << ": max error " << worst << " of max " << scale;
     EXPECT_GT(worst, 0.0) << v << " is float32-exact: the bf16 kernels did not run";
   }
-  fs::remove_all(dir);
 }
 
 // Both forms of the bf16 grad kernels of mul, matmul (transposed Y, a

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "../common/temp_dir.h"
 #include "common/toy_ops.h"
 #include "io_test_util.h"
 #include "nabla/op_registry.h"
@@ -38,12 +39,7 @@ blocks:
 
 class ProgramIo : public ::testing::Test {
  protected:
-  void SetUp() override {
-    toys::RegisterToyOps();
-    dir_ = fs::temp_directory_path() / ("nabla_io_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { toys::RegisterToyOps(); }
 
   std::string WriteText(const std::string& name, const std::string& text) {
     std::string path = (dir_ / name).string();
@@ -51,7 +47,7 @@ class ProgramIo : public ::testing::Test {
     return path;
   }
 
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_io_test"};
 };
 
 TEST_F(ProgramIo, LoadsTheSpecExample) {
@@ -225,7 +221,7 @@ TEST_F(ProgramIo, SaveIsAtomicAndLoadsBack) {
   ExpectSameProgram(p, LoadProgram(path));
   SaveProgram(p, path);  // replacing an existing file
   size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir_)) {
+  for (const auto& e : fs::directory_iterator(dir_.Dir())) {
     (void)e;
     ++files;
   }
@@ -262,7 +258,7 @@ TEST_F(ProgramIo, MissingFileIsNotFoundNamingIt) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   try {
-    LoadProgram(dir_.string());
+    LoadProgram(dir_.Dir().string());
     FAIL() << "a folder was read as a program";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/temp_dir.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/error.h"
@@ -48,14 +49,7 @@ std::string BoolBytes(const std::vector<bool>& values) {
 
 class NpyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    cpu::InitCpuBackend();
-    dir_ = fs::temp_directory_path() / ("nabla_npy_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { cpu::InitCpuBackend(); }
 
   std::string PathOf(const std::string& name) const { return (dir_ / name).string(); }
   std::string WriteRaw(const std::string& name, const std::string& bytes) const {
@@ -86,7 +80,7 @@ class NpyTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_npy_test"};
 };
 
 const std::string kF32Dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
@@ -223,7 +217,7 @@ TEST_F(NpyTest, WriteIsAtomicAndLeavesNoTemporaryFiles) {
   WriteNpy(path, t);
   EXPECT_EQ(ReadNpy(path, HostDevice()).Data<float>()[0], 7.0f);
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(dir_)) {
+  for (const auto& entry : fs::directory_iterator(dir_.Dir())) {
     ++files;
     EXPECT_EQ(entry.path().filename(), "a.npy");
   }

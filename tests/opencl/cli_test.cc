@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/temp_dir.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/npy.h"
@@ -50,17 +51,12 @@ class OpenClCli : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu::InitCpuBackend();
-    dir_ = fs::temp_directory_path() / ("nabla_opencl_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     std::ofstream(Path("prog.yaml")) << kProgram;
     Tensor x;
     float* p = x.Allocate<float>(HostDevice(), {5, 6});
     for (int i = 0; i < 30; ++i) p[i] = std::sin(0.7f * i);
     WriteNpy(Path("x.npy"), x);
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   Result Run(const std::string& args, const std::string& env = "") {
@@ -84,7 +80,7 @@ class OpenClCli : public ::testing::Test {
     return std::vector<float>(t.Data<float>(), t.Data<float>() + t.Numel());
   }
 
-  fs::path dir_;
+  test_util::TempDir dir_{"nabla_opencl_cli"};
 };
 
 TEST_F(OpenClCli, DevicesListsTheOpenClDevice) {
