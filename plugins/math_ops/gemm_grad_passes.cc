@@ -194,8 +194,8 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
 }  // namespace
 
 void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel) {
-  NABLA_ENFORCE(!ctx.HasInput(kAccumulateY), kUnimplemented, "op '", ctx.Op().Type(), "': the ", kernel,
-                " kernel has no ", kAccumulateY, " (FuseGradOps adds it to float32 cpu programs only)");
+  NABLA_ENFORCE(!ctx.HasInput(kAccumulateY), kUnimplemented, "the ", kernel, " kernel has no ", kAccumulateY,
+                " (FuseGradOps adds it to float32 cpu programs only)");
 }
 
 ProgramPass ShareTransposedWeightsPass(const std::string& grad_type) {

@@ -26,8 +26,9 @@ inline constexpr const char* kAccumulateYDoc =
 template <typename T>
 T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape) {
   const Tensor& acc = ctx.Input(kAccumulateY);
-  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, "op '", ctx.Op().Type(), "': ", kAccumulateY, " has shape ",
-                ShapeToString(acc.GetShape()), " but Y has ", ShapeToString(shape));
+  // No "op '...'" prefix: the dispatcher adds it after the program position.
+  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, kAccumulateY, " has shape ", ShapeToString(acc.GetShape()),
+                " but Y has ", ShapeToString(shape));
   if (&acc == dy) return dy->MutableData<T>();
   const T* partial = acc.Data<T>();
   T* d = dy->Allocate<T>(ctx.GetDevice(), shape);

@@ -17,6 +17,14 @@ struct Flat2D {
 inline void InferGemmGradShapes(InferShapeContext& c) {
   InferGradShapes(c);
   ForceFp32Outputs(c, "X");
+  // A partial Y@GRAD to add to (FuseGradOps's chain) has Y's shape.
+  if (c.HasInput("AccumulateY")) {
+    const Shape acc = c.InputShape("AccumulateY"), y = c.InputShape("Y");
+    bool same = acc.size() == y.size();
+    for (size_t i = 0; same && i < acc.size(); ++i) same = acc[i] < 0 || y[i] < 0 || acc[i] == y[i];
+    NABLA_ENFORCE(same, kInvalidArgument, c.Where(), ": AccumulateY must have Y's shape ", ShapeToString(y),
+                  " but has ", ShapeToString(acc));
+  }
 }
 
 inline Flat2D Flatten(const Shape& s, int num_col_dims) {

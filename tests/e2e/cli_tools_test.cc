@@ -199,6 +199,24 @@ blocks:
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << i;
 }
 
+// A hand-written AccumulateY of the wrong shape is refused when the program
+// loads, on one line naming the op's position.
+TEST_F(CliToolsTest, AccumulateYOfAnotherShapeIsOneLineExitTwo) {
+  const std::string bad = WriteText("bad_acc.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [3, 2], dtype: float32}
+      y: {shape: [2, 4], dtype: float32}
+      g: {shape: [3, 4], dtype: float32}
+      acc: {shape: [4, 2], dtype: float32}
+    ops:
+      - {type: mul_grad, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateY: [acc]}, outputs: {Y@GRAD: [dy]}}
+)");
+  ExpectBadInput("exec " + Quote(bad) + " --fetch dy", {"bad_acc.yaml:11:9", "mul_grad", "AccumulateY", "[4, 2]"});
+}
+
 TEST_F(CliToolsTest, BackwardFailureLeavesTheOutputUntouched) {
   const std::string out = WriteText("out.yaml", "previous contents\n");
   ExpectBadInput("backward " + Quote(program_) + " --loss ghost -o " + Quote(out), {"ghost"});

@@ -199,25 +199,34 @@ ProgramDesc Unrolled(DType dtype, const std::string& product = "mul") {
   return ParseProgram(text, "unrolled.yaml");
 }
 
-// Runs `program` (its backward part already appended) on fixed inputs and
-// returns the vars named.
-std::map<std::string, HostTensor> RunUnrolled(const ProgramDesc& program, DType dtype,
-                                              const std::vector<std::string>& names, int taskgraph_threads = 0) {
+using Feeds = std::vector<std::pair<std::string, Shape>>;
+
+// Runs `program` (its backward part already appended) with random float32
+// values for `feeds`, the same for every call with one seed, sequentially
+// or on `taskgraph_threads` threads, and returns the vars named.
+std::map<std::string, HostTensor> RunWith(const ProgramDesc& program, const Feeds& feeds, uint64_t seed,
+                                          const std::vector<std::string>& names, int taskgraph_threads = 0) {
   Scope scope;
-  std::mt19937_64 rng(11);
-  auto set = [&](const std::string& name, Shape shape) {
-    ToTensor(RandomTensor(std::move(shape), dtype, -1, 1, rng), dtype, scope.Var(name)->GetTensor());
-  };
-  for (const char* x : {"x0", "x1", "x2"}) set(x, {3, 4});
-  set("wx", {4, 5});
-  set("wh", {5, 5});
+  std::mt19937_64 rng(seed);
+  for (const auto& [name, shape] : feeds)
+    ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var(name)->GetTensor());
   ExecutorOptions options;
   options.threads = taskgraph_threads;
-  auto exec = CreateExecutor(taskgraph_threads ? "taskgraph" : "sequential", HostDevice(), options);
-  exec->Run(program, 0, scope);
+  CreateExecutor(taskgraph_threads ? "taskgraph" : "sequential", HostDevice(), options)->Run(program, 0, scope);
   std::map<std::string, HostTensor> out;
-  for (const auto& n : names) out[n] = FromTensor(scope.FindVar(n)->GetTensor());
+  for (const auto& n : names) {
+    const Variable* v = scope.FindVar(n);
+    EXPECT_NE(v, nullptr) << n;
+    if (v) out[n] = FromTensor(v->GetTensor());
+  }
   return out;
+}
+
+// The float32 unrolled program's inputs.
+std::map<std::string, HostTensor> RunUnrolled(const ProgramDesc& program, const std::vector<std::string>& names,
+                                              int taskgraph_threads = 0) {
+  const Feeds feeds = {{"x0", {3, 4}}, {"x1", {3, 4}}, {"x2", {3, 4}}, {"wx", {4, 5}}, {"wh", {5, 5}}};
+  return RunWith(program, feeds, 11, names, taskgraph_threads);
 }
 
 size_t CountOps(const ProgramDesc& p, const std::string& type) {
@@ -254,8 +263,8 @@ TEST(FuseGradOps, SharedWeightIsTransposedOnceForItsInputGradients) {
   EXPECT_EQ(b.FindVar("wh@TRANSPOSE")->GetShape(), (Shape{5, 5}));
 
   const std::vector<std::string> names = {"loss", "wx@GRAD", "wh@GRAD", "h0@GRAD", "h1@GRAD"};
-  auto want = RunUnrolled(plain, DType::kFloat32, names);
-  auto got = RunUnrolled(fused, DType::kFloat32, names);
+  auto want = RunUnrolled(plain, names);
+  auto got = RunUnrolled(fused, names);
   for (const auto& n : names) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
   EXPECT_EQ(FuseGradOps(fused, {"loss"}), 0u);  // wh's mul_grads have no X@GRAD left
 }
@@ -281,12 +290,12 @@ TEST(FuseGradOps, SharedWeightGradientsAccumulateInPlaceWithoutASum) {
     EXPECT_FALSE(fused.Root()->HasVar(w + "@GRAD@RENAME@0")) << w;
   }
   const std::vector<std::string> names = {"loss", "wx@GRAD", "wh@GRAD"};
-  auto want = RunUnrolled(plain, DType::kFloat32, names);
-  auto got = RunUnrolled(fused, DType::kFloat32, names);
+  auto want = RunUnrolled(plain, names);
+  auto got = RunUnrolled(fused, names);
   for (const auto& n : names) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
   // The task graph orders the chain through the one var it reads and writes.
   for (int run = 0; run < 20; ++run) {
-    auto parallel = RunUnrolled(fused, DType::kFloat32, names, 2);
+    auto parallel = RunUnrolled(fused, names, 2);
     for (const auto& n : names) ExpectNear(parallel[n], want[n], 1e-6, 1e-7, n);
   }
 }
@@ -317,8 +326,8 @@ TEST(FuseGradOps, MatmulProductsTakeTheSameRewrites) {
   EXPECT_EQ(CountOps(fused, "transpose"), 1u);
   EXPECT_EQ(CountOps(fused, "sum"), 0u);
   const std::vector<std::string> names = {"loss", "wx@GRAD", "wh@GRAD", "h0@GRAD", "h1@GRAD"};
-  auto want = RunUnrolled(plain, DType::kFloat32, names);
-  auto got = RunUnrolled(fused, DType::kFloat32, names);
+  auto want = RunUnrolled(plain, names);
+  auto got = RunUnrolled(fused, names);
   for (const auto& n : names) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
   // A transposed or scaled product is not the plain one the rewrites assume.
   ProgramDesc scaled = Unrolled(DType::kFloat32, "matmul");
@@ -348,8 +357,8 @@ TEST(FuseGradOps, AChainedGradientIsNotChainedAgain) {
   ProgramDesc plain = p;
   FuseGradOps(p, {"loss", "twice"});
   EXPECT_EQ(CountOps(p, "sum"), 1u);  // "twice" stays a sum
-  auto want = RunUnrolled(plain, DType::kFloat32, {"wh@GRAD", "twice"});
-  auto got = RunUnrolled(p, DType::kFloat32, {"wh@GRAD", "twice"});
+  auto want = RunUnrolled(plain, {"wh@GRAD", "twice"});
+  auto got = RunUnrolled(p, {"wh@GRAD", "twice"});
   for (const char* n : {"wh@GRAD", "twice"}) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
 }
 
@@ -404,7 +413,7 @@ TEST(FuseGradOps, RandomRecurrencesKeepTheirGradients) {
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
     const int steps = 2 + pick(5);
     std::string vars, ops;
-    std::vector<std::pair<std::string, Shape>> fed;
+    Feeds fed;
     auto var = [&](const std::string& name, Shape shape, const std::string& flags) {
       vars += "      " + name + ": {shape: [" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
               "], dtype: float32" + flags + "}\n";
@@ -448,25 +457,9 @@ TEST(FuseGradOps, RandomRecurrencesKeepTheirGradients) {
     std::vector<std::string> names = {"loss"};
     for (const auto& [name, shape] : fed)  // u or v may be unused, an x may stop gradients
       if (plain.Root()->HasVar(name + "@GRAD")) names.push_back(name + "@GRAD");
-    auto run = [&](const ProgramDesc& program, int threads) {
-      Scope scope;
-      std::mt19937_64 values(seed + 1000);
-      for (const auto& [name, shape] : fed)
-        ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, values), DType::kFloat32, scope.Var(name)->GetTensor());
-      ExecutorOptions options;
-      options.threads = threads;
-      CreateExecutor(threads ? "taskgraph" : "sequential", HostDevice(), options)->Run(program, 0, scope);
-      std::map<std::string, HostTensor> out;
-      for (const auto& n : names) {
-        const Variable* v = scope.FindVar(n);
-        EXPECT_NE(v, nullptr) << n;
-        if (v) out[n] = FromTensor(v->GetTensor());
-      }
-      return out;
-    };
-    auto want = run(plain, 0);
+    auto want = RunWith(plain, fed, seed + 1000, names);
     for (int threads : {0, 2}) {
-      auto got = run(fused, threads);
+      auto got = RunWith(fused, fed, seed + 1000, names, threads);
       for (const auto& n : names) ExpectNear(got[n], want[n], 1e-5, 1e-6, n + " threads " + std::to_string(threads));
     }
   }
