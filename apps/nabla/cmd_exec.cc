@@ -91,16 +91,18 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   const ParamGrads pg = AppendBackward(program, opts.backward_loss, opts.params,
                                        std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
   if (bf16) FoldBf16Casts(program, device);
+  if (!opts.sgd.empty()) {
+    // --sgd LR: a whole training step (forward, backward, update) in one
+    // run, so `--repeat` times what `nabla run` does per batch with plain sgd.
+    NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "--sgd: ", opts.backward_loss, " has no trainable parameter");
+    train::OptimizerOptions sgd;
+    sgd.lr = ParseLearningRate(opts.sgd);
+    train::AppendOptimizer(program, pg, sgd);
+  }
   // The grad rewrites target the cpu kernels (a transposed weight for
-  // OpenBLAS, accumulating products), as `nabla run` applies them.
+  // OpenBLAS, accumulating products, sgd steps in the GEMMs), as `nabla
+  // run` applies them: after the optimizer, whose steps they may take over.
   if (opts.fuse && device == DeviceType::kCPU) FuseGradOps(program, keep);
-  if (opts.sgd.empty()) return;
-  // --sgd LR: a whole training step (forward, backward, update) in one run,
-  // so `--repeat` times what `nabla run` does per batch with plain sgd.
-  NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "--sgd: ", opts.backward_loss, " has no trainable parameter");
-  train::OptimizerOptions sgd;
-  sgd.lr = ParseLearningRate(opts.sgd);
-  train::AppendOptimizer(program, pg, sgd);
 }
 
 // Reads every --feed and checks it against the var the program declares.

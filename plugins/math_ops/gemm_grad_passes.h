@@ -19,6 +19,21 @@ inline constexpr const char* kAccumulateYDoc =
     "written in place where both are one var (FuseGradOps chains a shared weight's grad ops through it instead "
     "of a sum); float32 and float64 on the cpu";
 
+// mul_grad's and matmul_grad's second optional input: with AccumulateY, the
+// op applies an sgd step, Y@GRAD = AccumulateY - LearningRate * (its
+// gradient of Y). FuseGradOps's apply_sgd_in_weight_gradients names the
+// parameter as AccumulateY and Y@GRAD and drops the sgd op: the weight is
+// updated by the GEMM that computes its gradient, which is never stored.
+inline constexpr const char* kSgdLearningRate = "LearningRate";
+inline constexpr const char* kSgdLearningRateDoc =
+    "(Tensor, optional, with AccumulateY) a one-element learning rate: Y@GRAD is then AccumulateY minus "
+    "LearningRate times this op's gradient of Y, an sgd step in the GEMM (FuseGradOps writes a weight updated "
+    "this way in place of its gradient and the sgd op); cpu only";
+
+// The factor of the op's own gradient of Y: 1, or -LearningRate where the op
+// applies sgd.
+double YGradScale(const ExecutionContext& ctx);
+
 // Y@GRAD's data for a kernel that accumulates, holding AccumulateY: the
 // same tensor's buffer where both are one var (FuseGradOps's chain, which
 // lets nothing else touch the gradient between its links), else `dy`
@@ -37,7 +52,8 @@ T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape
 }
 
 // Throws for an op that names AccumulateY, from a kernel that does not
-// accumulate (bfloat16, opencl): the partial sum is never dropped silently.
+// accumulate (opencl; bfloat16 without force_fp32_output): the partial sum
+// is never dropped silently.
 void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel);
 
 // Computes a weight that several `grad_type` ops read once transposed, so
@@ -46,5 +62,8 @@ ProgramPass ShareTransposedWeightsPass(const std::string& grad_type);
 // Chains the partial gradients of a weight read by several `grad_type` ops
 // through AccumulateY instead of summing them.
 ProgramPass ChainWeightGradientsPass(const std::string& grad_type);
+// Folds an sgd update of a weight into the `grad_type` op that computes its
+// whole gradient (AccumulateY and LearningRate).
+ProgramPass ApplySgdInWeightGradientsPass(const std::string& grad_type);
 
 }  // namespace nabla::math_ops

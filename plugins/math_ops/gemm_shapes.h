@@ -25,6 +25,17 @@ inline void InferGemmGradShapes(InferShapeContext& c) {
     NABLA_ENFORCE(same, kInvalidArgument, c.Where(), ": AccumulateY must have Y's shape ", ShapeToString(y),
                   " but has ", ShapeToString(acc));
   }
+  // An sgd step in the GEMM (FuseGradOps): a one-element learning rate,
+  // and a weight to step from.
+  if (c.HasInput("LearningRate")) {
+    NABLA_ENFORCE(c.HasInput("AccumulateY"), kInvalidArgument, c.Where(),
+                  ": LearningRate needs AccumulateY, the parameter the sgd step starts from");
+    const Shape lr = c.InputShape("LearningRate");
+    int64_t n = 1;
+    for (int64_t d : lr) n = d < 0 || n < 0 ? -1 : n * d;
+    NABLA_ENFORCE(n == 1 || n < 0, kInvalidArgument, c.Where(), ": LearningRate must have one element but has shape ",
+                  ShapeToString(lr));
+  }
 }
 
 inline Flat2D Flatten(const Shape& s, int num_col_dims) {

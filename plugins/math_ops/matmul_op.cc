@@ -64,26 +64,32 @@ struct MatmulGradKernel {
             : accumulate ? StartAccumulation<T>(ctx, dy, y.GetShape())
                          : AllocOutput<T>(ctx, dy, y.GetShape());
     if (gy && !accumulate) std::fill(gy, gy + dy->Numel(), T(0));
+    // -LearningRate * alpha where the op applies sgd (FuseGradOps); X@GRAD
+    // reads Y before any part of Y@GRAD is written.
+    const T alpha_y = alpha * static_cast<T>(YGradScale(ctx));
     int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
-    BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
-      const T* xb = xd + ix * m * k;
-      const T* yb = yd + iy * k * n;
-      const T* db = dod + io * m * n;
-      if (gx) {
+    const BroadcastIndexer batches(d.out_batch, d.x_batch, d.y_batch);
+    // Every X@GRAD before any Y@GRAD: applying sgd, Y@GRAD is Y itself.
+    if (gx)
+      batches.ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+        const T* yb = yd + iy * k * n;
+        const T* db = dod + io * m * n;
         T* g = gx + ix * m * k;
         if (!tx)
           cpu::Gemm(false, !ty, m, k, n, alpha, db, n, yb, ldy, T(1), g, k);
         else
           cpu::Gemm(ty, true, k, m, n, alpha, yb, ldy, db, n, T(1), g, m);
-      }
-      if (gy) {
+      });
+    if (gy)
+      batches.ForEach([&](int64_t io, int64_t ix, int64_t iy) {
+        const T* xb = xd + ix * m * k;
+        const T* db = dod + io * m * n;
         T* g = gy + iy * k * n;
         if (!ty)
-          cpu::Gemm(!tx, false, k, n, m, alpha, xb, ldx, db, n, T(1), g, n);
+          cpu::Gemm(!tx, false, k, n, m, alpha_y, xb, ldx, db, n, T(1), g, n);
         else
-          cpu::Gemm(true, tx, n, k, m, alpha, db, n, xb, ldx, T(1), g, k);
-      }
-    });
+          cpu::Gemm(true, tx, n, k, m, alpha_y, db, n, xb, ldx, T(1), g, k);
+      });
   }
 };
 
@@ -107,7 +113,7 @@ void MatmulBf16Kernel(const ExecutionContext& ctx) {
 // As MatmulGradKernel; the sums over broadcast batches accumulate in
 // float32 and are rounded to bfloat16 once (with force_fp32_output, never).
 void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
-  RefuseAccumulate(ctx, "bfloat16");
+  if (!ForcesFp32Output(ctx)) RefuseAccumulate(ctx, "bfloat16 (without force_fp32_output)");
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   bool tx = ctx.Attr<bool>("transpose_X"), ty = ctx.Attr<bool>("transpose_Y");
@@ -133,7 +139,9 @@ void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
     return p;
   };
   float* gx = sums(dx, x, sx);
-  float* gy = sums(dy, y, sy);
+  // Y@GRAD starts from AccumulateY where given (float32 outputs only, above).
+  float* gy = dy && ctx.HasInput(kAccumulateY) ? StartAccumulation<float>(ctx, dy, y.GetShape()) : sums(dy, y, sy);
+  const float alpha_y = alpha * static_cast<float>(YGradScale(ctx));
   int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
   BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
     const bfloat16* xb = xd + ix * m * k;
@@ -149,9 +157,9 @@ void MatmulGradBf16Kernel(const ExecutionContext& ctx) {
     if (dy) {
       float* g = gy + iy * k * n;
       if (!ty)
-        cpu::GemmBf16(!tx, false, k, n, m, alpha, xb, ldx, db, n, 1.0f, g, n);
+        cpu::GemmBf16(!tx, false, k, n, m, alpha_y, xb, ldx, db, n, 1.0f, g, n);
       else
-        cpu::GemmBf16(true, tx, n, k, m, alpha, db, n, xb, ldx, 1.0f, g, k);
+        cpu::GemmBf16(true, tx, n, k, m, alpha_y, db, n, xb, ldx, 1.0f, g, k);
     }
   });
   if (f32) return;
@@ -181,6 +189,7 @@ NABLA_REGISTER_OPS(matmul) {
       .GradMaker<GradFromInputsMaker>()
       .RewritesAfterBackward(ShareTransposedWeightsPass("matmul_grad"))
       .RewritesAfterBackward(ChainWeightGradientsPass("matmul_grad"))
+      .RewritesAfterBackward(ApplySgdInWeightGradientsPass("matmul_grad"))
       .GradCheck(MatmulCase("plain", {3, 4}, {4, 2}, false, false))
       .GradCheck(MatmulCase("transpose_x", {4, 3}, {4, 2}, true, false))
       .GradCheck(MatmulCase("transpose_y_alpha", {3, 4}, {2, 4}, false, true, 0.5f))
@@ -190,6 +199,7 @@ NABLA_REGISTER_OPS(matmul) {
       .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
   registrar.DefaultGradOp("matmul", __FILE__, __LINE__)
       .Input(kAccumulateY, kAccumulateYDoc, kDispensable)
+      .Input(kSgdLearningRate, kSgdLearningRateDoc, kDispensable)
       .UpdatesInPlace()  // Y@GRAD accumulates into AccumulateY
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape(InferGemmGradShapes);

@@ -61,9 +61,10 @@ struct MulGradKernel {
         cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()), n);
         return;
       }
-      // Y@GRAD = AccumulateY + X^T * Out@GRAD (FuseGradOps's chain).
+      // Y@GRAD = AccumulateY + s * X^T * Out@GRAD (FuseGradOps's chain, or
+      // its sgd step where s is -LearningRate); X@GRAD has read Y already.
       T* d = StartAccumulation<T>(ctx, dy, y.GetShape());
-      cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(1), d, n);
+      cpu::Gemm(true, false, k, n, m, static_cast<T>(YGradScale(ctx)), x.Data<T>(), k, dout, n, T(1), d, n);
     }
   }
 };
@@ -92,7 +93,7 @@ void MulBf16Kernel(const ExecutionContext& ctx) {
 }
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {
-  RefuseAccumulate(ctx, "bfloat16");
+  if (!ForcesFp32Output(ctx)) RefuseAccumulate(ctx, "bfloat16 (without force_fp32_output)");
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const bfloat16* dout = ctx.Input("Out@GRAD").Data<bfloat16>();
@@ -101,8 +102,14 @@ void MulGradBf16Kernel(const ExecutionContext& ctx) {
   int64_t m = fx.rows, k = fx.cols, n = fy.cols;
   if (Tensor* dx = ctx.Output("X@GRAD"))
     GemmBf16Into(ctx, dx, x.GetShape(), false, true, m, k, n, dout, n, y.Data<bfloat16>(), n);
-  if (Tensor* dy = ctx.Output("Y@GRAD"))
+  Tensor* dy = ctx.Output("Y@GRAD");
+  if (dy && ctx.HasInput(kAccumulateY)) {  // float32 (above): as the float32 kernel
+    float* d = StartAccumulation<float>(ctx, dy, y.GetShape());
+    cpu::GemmBf16(true, false, k, n, m, static_cast<float>(YGradScale(ctx)), x.Data<bfloat16>(), k, dout, n, 1.0f, d,
+                  n);
+  } else if (dy) {
     GemmBf16Into(ctx, dy, y.GetShape(), true, false, k, n, m, x.Data<bfloat16>(), k, dout, n);
+  }
 }
 
 NABLA_REGISTER_OPS(mul) {
@@ -124,12 +131,14 @@ NABLA_REGISTER_OPS(mul) {
       .GradMaker<GradFromInputsMaker>()
       .RewritesAfterBackward(ShareTransposedWeightsPass("mul_grad"))
       .RewritesAfterBackward(ChainWeightGradientsPass("mul_grad"))
+      .RewritesAfterBackward(ApplySgdInWeightGradientsPass("mul_grad"))
       .GradCheck(CheckCase("matrix", {CheckInput("X", {3, 4}), CheckInput("Y", {4, 5})}))
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
                            {{"x_num_col_dims", 2}, {"y_num_col_dims", 1}}))
       .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
   registrar.DefaultGradOp("mul", __FILE__, __LINE__)
       .Input(kAccumulateY, kAccumulateYDoc, kDispensable)
+      .Input(kSgdLearningRate, kSgdLearningRateDoc, kDispensable)
       .UpdatesInPlace()  // Y@GRAD accumulates into AccumulateY
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape(InferGemmGradShapes);

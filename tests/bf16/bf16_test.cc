@@ -337,7 +337,9 @@ TEST_F(Bf16Pass, NoGradWeightCostsNoGemmAndKeepsTheFold) {
     if (op->Type() != "mul_grad") continue;
     ++grads;
     EXPECT_TRUE(op->Attr<bool>(kForceFp32OutputAttr)) << ::testing::PrintToString(Ops(p));
-    if (op->Input("Y")[0].rfind("w2", 0) == 0) EXPECT_EQ(op->Output("Y@GRAD")[0], kEmptyVarName);
+    if (op->Input("Y")[0].rfind("w2", 0) == 0) {
+      EXPECT_EQ(op->Output("Y@GRAD")[0], kEmptyVarName);
+    }
   }
   EXPECT_EQ(grads, 3);
   for (const auto& v : p.Root()->AllVars()) {

@@ -217,6 +217,31 @@ blocks:
   ExpectBadInput("exec " + Quote(bad) + " --fetch dy", {"bad_acc.yaml:11:9", "mul_grad", "AccumulateY", "[4, 2]"});
 }
 
+TEST_F(CliToolsTest, AnSgdStepInAGradOpNeedsAParameterAndOneLearningRate) {
+  const std::string text = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [3, 2], dtype: float32}
+      y: {shape: [2, 4], dtype: float32}
+      g: {shape: [3, 4], dtype: float32}
+      lr: {shape: [LR], dtype: float32}
+    ops:
+      - {type: mul_grad, inputs: {X: [x], Y: [y], Out@GRAD: [g], ACC LearningRate: [lr]}, outputs: {Y@GRAD: [y]}}
+)";
+  auto variant = [&](const std::string& name, const std::string& lr_shape, const std::string& acc) {
+    std::string t = text;
+    t.replace(t.find("LR"), 2, lr_shape);
+    t.replace(t.find("ACC "), 4, acc);
+    return WriteText(name, t);
+  };
+  ExpectBadInput("exec " + Quote(variant("no_acc.yaml", "1", "")) + " --fetch y",
+                 {"no_acc.yaml:11:9", "mul_grad", "LearningRate needs AccumulateY"});
+  ExpectBadInput("exec " + Quote(variant("two_lr.yaml", "2", "AccumulateY: [y], ")) + " --fetch y",
+                 {"two_lr.yaml:11:9", "mul_grad", "LearningRate must have one element", "[2]"});
+}
+
 TEST_F(CliToolsTest, BackwardFailureLeavesTheOutputUntouched) {
   const std::string out = WriteText("out.yaml", "previous contents\n");
   ExpectBadInput("backward " + Quote(program_) + " --loss ghost -o " + Quote(out), {"ghost"});

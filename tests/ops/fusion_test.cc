@@ -11,6 +11,7 @@
 #include "nabla/fusion.h"
 #include "nabla/mixed_precision.h"
 #include "nabla/program_io.h"
+#include "nabla/train.h"
 #include "op_test_util.h"
 
 namespace nabla::op_test {
@@ -258,7 +259,9 @@ TEST(FuseGradOps, SharedWeightIsTransposedOnceForItsInputGradients) {
       EXPECT_FALSE(op.HasOutput("X@GRAD")) << "mul_grad at " << i;
       EXPECT_GT(i, transpose_at);
     }
-    if (op.Type() == "mul" && op.Input("Y")[0] == "wh@TRANSPOSE") EXPECT_GT(i, transpose_at);
+    if (op.Type() == "mul" && op.Input("Y")[0] == "wh@TRANSPOSE") {
+      EXPECT_GT(i, transpose_at);
+    }
   }
   EXPECT_EQ(b.FindVar("wh@TRANSPOSE")->GetShape(), (Shape{5, 5}));
 
@@ -285,7 +288,9 @@ TEST(FuseGradOps, SharedWeightGradientsAccumulateInPlaceWithoutASum) {
     for (size_t i = 0; i < chain.size(); ++i) {
       EXPECT_EQ(chain[i]->Output("Y@GRAD"), std::vector<std::string>{w + "@GRAD"}) << w << " " << i;
       EXPECT_EQ(chain[i]->HasInput("AccumulateY"), i > 0) << w << " " << i;
-      if (i > 0) EXPECT_EQ(chain[i]->Input("AccumulateY"), std::vector<std::string>{w + "@GRAD"});
+      if (i > 0) {
+        EXPECT_EQ(chain[i]->Input("AccumulateY"), std::vector<std::string>{w + "@GRAD"});
+      }
     }
     EXPECT_FALSE(fused.Root()->HasVar(w + "@GRAD@RENAME@0")) << w;
   }
@@ -399,7 +404,196 @@ blocks:
   ExpectNear(FromTensor(scope.FindVar("acc")->GetTensor()), want, 1e-6, 1e-6, "acc in place");
 }
 
+// With LearningRate the grad op takes an sgd step: AccumulateY minus the
+// rate times its gradient, into the parameter itself.
+TEST_P(AccumulateY, GradOpWithALearningRateTakesAnSgdStep) {
+  std::string text = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [3, 2], dtype: float32}
+      y: {shape: [2, 4], dtype: float32}
+      g: {shape: [3, 4], dtype: float32}
+      lr: {shape: [1], dtype: float32}
+      dx: {shape: [3, 2], dtype: float32}
+    ops:
+      - {type: GRAD, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateY: [y], LearningRate: [lr]},
+         outputs: {X@GRAD: [dx], Y@GRAD: [y]}}
+)";
+  text.replace(text.find("GRAD,"), 4, GetParam());
+  ProgramDesc p = ParseProgram(text, "sgd_step.yaml");
+  Scope scope;
+  std::mt19937_64 rng(5);
+  std::map<std::string, HostTensor> in;
+  for (const auto& [name, shape] :
+       std::vector<std::pair<std::string, Shape>>{{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}}) {
+    in[name] = RandomTensor(shape, DType::kFloat32, -1, 1, rng);
+    ToTensor(in[name], DType::kFloat32, scope.Var(name)->GetTensor());
+  }
+  ToTensor(HostTensor{{1}, {0.25}}, DType::kFloat32, scope.Var("lr")->GetTensor());
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  HostTensor want_y = in["y"], want_dx{{3, 2}, std::vector<double>(6, 0.0)};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int r = 0; r < 3; ++r) {
+        want_y.v[i * 4 + j] -= 0.25 * in["x"].v[r * 2 + i] * in["g"].v[r * 4 + j];
+        want_dx.v[r * 2 + i] += in["g"].v[r * 4 + j] * in["y"].v[i * 4 + j];  // from y before the step
+      }
+  ExpectNear(FromTensor(scope.FindVar("y")->GetTensor()), want_y, 1e-6, 1e-6, "y stepped");
+  ExpectNear(FromTensor(scope.FindVar("dx")->GetTensor()), want_dx, 1e-6, 1e-6, "dx");
+}
+
 INSTANTIATE_TEST_SUITE_P(GradOps, AccumulateY, ::testing::Values("mul_grad", "matmul_grad"));
+
+// ------------------------------------------- sgd steps in the weight GEMMs
+
+// The parameters of Net after `steps` training steps from fixed values,
+// the learning rate of step i being rates[i % rates.size()].
+std::map<std::string, HostTensor> TrainNet(const ProgramDesc& step, int steps, const std::vector<double>& rates,
+                                           int taskgraph_threads = 0) {
+  Scope scope;
+  std::mt19937_64 rng(7);
+  auto set = [&](const std::string& name, Shape shape, double lo, double hi) {
+    ToTensor(RandomTensor(std::move(shape), DType::kFloat32, lo, hi, rng), DType::kFloat32,
+             scope.Var(name)->GetTensor());
+  };
+  set("x", {8, 6}, -1, 1);
+  const Shape shapes[] = {{6, 5}, {5}, {5, 5}, {5}, {5, 4}, {4}, {4, 3}, {3}};
+  for (int i = 0; i < 4; ++i) {
+    set("w" + std::to_string(i), shapes[2 * i], -1, 1);
+    set("b" + std::to_string(i), shapes[2 * i + 1], -0.5, 0.5);
+  }
+  ToTensor(HostTensor{{8, 1}, {0, 1, 2, 1, 0, 2, 2, 1}}, DType::kInt64, scope.Var("label")->GetTensor());
+  ToTensor(HostTensor{{1}, {rates[0]}}, DType::kFloat32, scope.Var(train::kLearningRateVar)->GetTensor());
+  ExecutorOptions options;
+  options.threads = taskgraph_threads;
+  auto exec = CreateExecutor(taskgraph_threads ? "taskgraph" : "sequential", HostDevice(), options);
+  for (int i = 0; i < steps; ++i) {
+    train::SetLearningRate(scope, rates[static_cast<size_t>(i) % rates.size()]);
+    exec->Run(step, 0, scope);
+  }
+  std::map<std::string, HostTensor> out;
+  for (int i = 0; i < 4; ++i)
+    for (const std::string p : {"w", "b"})
+      out[p + std::to_string(i)] = FromTensor(scope.FindVar(p + std::to_string(i))->GetTensor());
+  return out;
+}
+
+// Net's training step: backward part, `o`'s optimizer.
+ProgramDesc NetStep(const train::OptimizerOptions& o, bool bf16 = false) {
+  ProgramDesc p = Net(DType::kFloat32);
+  if (bf16) ApplyBf16MixedPrecision(p);
+  const ParamGrads pg = AppendBackward(p, "loss");
+  if (bf16) FoldBf16Casts(p);
+  train::AppendOptimizer(p, pg, o);
+  return p;
+}
+
+TEST(FuseGradOps, WeightGradOpsTakeTheirSgdSteps) {
+  train::OptimizerOptions o;
+  o.lr = 0.1;
+  const ProgramDesc plain = NetStep(o);
+  ProgramDesc fused = plain;
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 4u);  // w0..w3; the biases keep their sgd
+  VerifyProgram(fused, *CurrentRegistry());
+  EXPECT_EQ(CountOps(fused, "sgd"), 4u);
+  for (const auto& op : fused.Root()->AllOps()) {
+    if (op->Type() != "mul_grad") continue;
+    const std::string w = op->Input("Y")[0];
+    EXPECT_EQ(op->Output("Y@GRAD"), std::vector<std::string>{w});
+    EXPECT_EQ(op->Input("AccumulateY"), std::vector<std::string>{w});
+    EXPECT_EQ(op->Input("LearningRate"), std::vector<std::string>{train::kLearningRateVar});
+    EXPECT_FALSE(fused.Root()->HasVar(w + "@GRAD")) << w;
+  }
+  // A learning rate that changes every step (a schedule) is read each time.
+  const std::vector<double> rates = {0.1, 0.05, 0.2};
+  const auto want = TrainNet(plain, 5, rates);
+  for (int threads : {0, 2}) {
+    const auto got = TrainNet(fused, 5, rates, threads);
+    for (const auto& [name, t] : want) ExpectNear(got.at(name), t, 1e-5, 1e-6, name);
+  }
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 0u);
+}
+
+TEST(FuseGradOps, Bf16WeightGradOpsTakeTheirSgdSteps) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "no bfloat16 GEMM on this CPU";
+  train::OptimizerOptions o;
+  o.lr = 0.1;
+  const ProgramDesc plain = NetStep(o, /*bf16=*/true);
+  ProgramDesc fused = plain;
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 4u);
+  VerifyProgram(fused, *CurrentRegistry());
+  EXPECT_EQ(CountOps(fused, "sgd"), 4u);
+  const std::vector<double> rates = {0.1, 0.3};
+  const auto want = TrainNet(plain, 4, rates);
+  const auto got = TrainNet(fused, 4, rates);
+  // The same float32 accumulations; the step is rounded once instead of twice.
+  for (const auto& [name, t] : want) ExpectNear(got.at(name), t, 1e-5, 1e-6, name);
+}
+
+TEST(FuseGradOps, SgdStepsStayWhereTheGradientIsNeededElsewhere) {
+  train::OptimizerOptions o;
+  ProgramDesc kept = NetStep(o);
+  EXPECT_EQ(FuseGradOps(kept, {"loss", "w1@GRAD"}), 3u);  // fetched: w1's stays
+  EXPECT_TRUE(kept.Root()->HasVar("w1@GRAD"));
+  o.clip_global_norm = 1.0;  // the clip reads every gradient
+  ProgramDesc clipped = NetStep(o);
+  EXPECT_EQ(FuseGradOps(clipped, {"loss"}), 0u);
+  o.clip_global_norm = 0;
+  o.weight_decay = 1e-4;  // a sum adds the L2 term to each gradient
+  ProgramDesc decayed = NetStep(o);
+  EXPECT_EQ(FuseGradOps(decayed, {"loss"}), 0u);
+  o.weight_decay = 0;
+  o.type = "momentum";
+  ProgramDesc momentum = NetStep(o);
+  EXPECT_EQ(FuseGradOps(momentum, {"loss"}), 0u);
+}
+
+// A product large enough for oneDNN (the policy's threshold is 1M
+// multiply-adds): the step's factor, -LearningRate, is read at run time,
+// not fixed in a cached primitive.
+TEST(FuseGradOps, SgdStepInALargeGemmFollowsTheLearningRate) {
+  const ProgramDesc net = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [128, 96], dtype: float32, stop_gradient: true}
+      w: {shape: [96, 128], dtype: float32, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+      - {type: tanh, inputs: {X: [xw]}, outputs: {Out: [h]}}
+      - {type: mean, inputs: {X: [h]}, outputs: {Out: [loss]}}
+)",
+                                       "large.yaml");
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !cpu::HasBf16Gemm()) continue;
+    SCOPED_TRACE(bf16 ? "bf16" : "float32");
+    ProgramDesc plain = net;
+    if (bf16) ApplyBf16MixedPrecision(plain);
+    const ParamGrads pg = AppendBackward(plain, "loss");
+    if (bf16) FoldBf16Casts(plain);
+    train::AppendOptimizer(plain, pg, train::OptimizerOptions{});
+    ProgramDesc fused = plain;
+    ASSERT_EQ(FuseGradOps(fused, {"loss"}), 1u);
+    std::map<std::string, HostTensor> result[2];
+    for (int f = 0; f < 2; ++f) {
+      Scope scope;
+      std::mt19937_64 rng(9);
+      for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"x", {128, 96}}, {"w", {96, 128}}})
+        ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var(name)->GetTensor());
+      ToTensor(HostTensor{{1}, {0}}, DType::kFloat32, scope.Var(train::kLearningRateVar)->GetTensor());
+      auto exec = CreateExecutor("sequential", HostDevice());
+      for (double lr : {50.0, 10.0, 25.0}) {  // large: each step moves w well past rounding
+        train::SetLearningRate(scope, lr);
+        exec->Run(f ? fused : plain, 0, scope);
+        result[f]["w after lr " + std::to_string(lr)] = FromTensor(scope.FindVar("w")->GetTensor());
+      }
+    }
+    for (const auto& [name, t] : result[0]) ExpectNear(result[1].at(name), t, 1e-5, 1e-5, name);
+  }
+}
 
 // Random unrolled recurrences: mul or matmul per product, weights shared
 // by some steps and not others, inputs with and without gradients, a loss

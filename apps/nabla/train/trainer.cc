@@ -263,7 +263,6 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   std::unordered_set<std::string> no_grad(c.no_grad.begin(), c.no_grad.end());
   tp.param_grads = AppendBackward(program, c.loss, c.params, no_grad);
   if (bf16) FoldBf16Casts(program, device_type);
-  if (fuse) FuseGradOps(program, keep);
   NABLA_ENFORCE(!tp.param_grads.empty(), kInvalidArgument, c.loss_pos.Where(), ": no parameter gets a gradient from '",
                 c.loss, "'", c.params.empty() ? " (are the parameters persistable and not stop_gradient?)" : "");
   if (world_size > 1) {
@@ -274,6 +273,8 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     InsertGradientAllreduce(program, tp.param_grads, dp);
   }
   AppendOptimizer(program, tp.param_grads, c.optimizer);
+  // After the optimizer: a grad op may take over a weight's sgd step.
+  if (fuse) FuseGradOps(program, keep);
   tp.learning_rate = kLearningRateVar;
   InferProgram(program);
   VerifyProgram(program, *CurrentRegistry());

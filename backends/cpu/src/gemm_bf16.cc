@@ -168,9 +168,17 @@ dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
 
 // Primitives live as long as the process, keyed by everything that shapes
 // them; after the first step of a run every lookup hits. Creation runs
-// under the lock: it takes milliseconds, once per shape.
+// under the lock: it takes milliseconds, once per shape. alpha != 1 is a
+// one-element tensor read at run time (a binary post-op, as in
+// gemm_dnnl.cc), not part of the primitive: mul_grad applying sgd scales by
+// a learning rate that may change every step.
+const dnnl::memory::desc& ScalarDesc() {
+  static const dnnl::memory::desc d({1, 1}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, 1});
+  return d;
+}
+
 const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                             const dnnl::memory::desc& c, float alpha, float beta) {
+                             const dnnl::memory::desc& c, bool scaled, float beta) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::unique_ptr<MatmulPrim> > cache;
   std::lock_guard<std::mutex> lock(mu);
@@ -178,12 +186,10 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
   if (it == cache.end()) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops po;
-      po.append_sum(beta);
-      attr.set_post_ops(po);
-    }
+    dnnl::post_ops po;
+    if (scaled) po.append_binary(dnnl::algorithm::binary_mul, ScalarDesc());
+    if (beta != 0.0f) po.append_sum(beta);
+    attr.set_post_ops(po);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, DnnlEngine());
     it = cache.emplace(key, std::make_unique<MatmulPrim>(MatmulPrim{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()}))
              .first;
@@ -223,15 +229,18 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         const dnnl::memory::desc cd({m, n}, kC, dnnl::memory::dims{ldc, 1});
         std::ostringstream key;
         key << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ',' << ldc << '|'
-            << static_cast<int>(kC) << '|' << alpha << ',' << beta;
-        const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha, beta);
+            << static_cast<int>(kC) << '|' << (alpha != 1.0f) << ',' << beta;
+        const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha != 1.0f, beta);
         dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a)), bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b)),
             cm(p.c, DnnlEngine(), c);
         dnnl::stream& s = DnnlStream();
-        p.prim.execute(s, {{DNNL_ARG_SRC, am},
-                           {DNNL_ARG_WEIGHTS, bm},
-                           {DNNL_ARG_DST, cm},
-                           {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}});
+        std::unordered_map<int, dnnl::memory> args{
+            {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}};
+        float scale = alpha;
+        if (alpha != 1.0f)
+          args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                       dnnl::memory(ScalarDesc(), DnnlEngine(), &scale));
+        p.prim.execute(s, args);
         s.wait();
       });
 }

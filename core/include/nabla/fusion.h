@@ -24,8 +24,9 @@ NABLA_API size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::str
 
 // Runs every op's after-backward rewrite (OpBuilder::RewritesAfterBackward),
 // ops in name order, each pass once: after AppendBackward (and the bf16
-// fold), before an optimizer is appended. `keep` as for FuseOps. Returns
-// how many places the passes changed.
+// fold) and after the optimizer, if any, is appended (a grad op may take
+// over an update). `keep` as for FuseOps. Returns how many places the
+// passes changed.
 NABLA_API size_t FuseGradOps(ProgramDesc& program, const std::unordered_set<std::string>& keep = {});
 
 }  // namespace nabla

@@ -123,11 +123,13 @@ struct FusionPattern {
 };
 
 // A rewrite an op brings for programs that already hold their backward part
-// (FuseGradOps, nabla/fusion.h), for what a chain cannot express: grad ops
-// of several forward ops that share work, say one operand computed once for
-// all of them. `run` rewrites `program` in place and returns how many places
-// it changed; it must leave every var in `keep`, every parameter gradient and
-// every result the program computed as it was, and only change how the
+// and optimizer (FuseGradOps, nabla/fusion.h), for what a chain cannot
+// express: grad ops of several forward ops that share work, say one operand
+// computed once for all of them, or a grad op taking over the update of the
+// weight it differentiates. `run` rewrites `program` in place and returns
+// how many places it changed; it must leave every var in `keep`, every
+// updated parameter and every other result the program computed as it was
+// (a gradient only its update reads may go), and only change how the
 // program computes them.
 struct ProgramPass {
   std::string name;
