@@ -402,6 +402,20 @@ TEST_F(CliTest, FuseGivesTheSameFetchesAsWithout) {
         EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::fabs(a[i])) << f << "[" << i << "]" << step;
     }
   }
+  // Without the gradients fetched, each weight's sgd step moves into the
+  // GEMM of its gradient: the weights after the step stay the same.
+  const std::string weights = " --sgd 0.5 --fetch w0,b0,w1,b1 --out ";
+  Result plain = Nabla(base + weights + Quote(Path("plain_step")));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  Result fused = Nabla(base + " --fuse" + weights + Quote(Path("fused_step")));
+  ASSERT_EQ(fused.code, 0) << fused.err;
+  for (const char* w : {"w0", "b0", "w1", "b1"}) {
+    const std::vector<float> a = ReadFloats(Path(std::string("plain_step/") + w + ".npy"));
+    const std::vector<float> b = ReadFloats(Path(std::string("fused_step/") + w + ".npy"));
+    ASSERT_EQ(a.size(), b.size()) << w;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::fabs(a[i])) << w << "[" << i << "]";
+  }
 }
 
 TEST_F(CliTest, BadSgdIsABadInput) {
