@@ -119,9 +119,13 @@ TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
           cpu::ConvertToBf16(b.data(), bb.data(), static_cast<int64_t>(b.size()));
           const int64_t lda = ta ? m : k, ldb = tb ? k : n;
           std::vector<float> want = c0, got = c0;
-          cpu::Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, want.data(), n);
-          cpu::GemmBf16(ta, tb, m, n, k, 0.5f, ab.data(), lda, bb.data(), ldb, 2.0f, got.data(), n);
-          for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i])));
+          // Two factors through one cached primitive: alpha is read per call.
+          for (float alpha : {0.5f, -0.25f}) {
+            cpu::Gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, 2.0f, want.data(), n);
+            cpu::GemmBf16(ta, tb, m, n, k, alpha, ab.data(), lda, bb.data(), ldb, 2.0f, got.data(), n);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << "alpha " << alpha;
+          }
           std::vector<bfloat16> low(m * n);
           cpu::GemmBf16(ta, tb, m, n, k, 1.0f, ab.data(), lda, bb.data(), ldb, low.data(), n);
           cpu::Gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, want.data(), n);

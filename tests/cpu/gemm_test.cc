@@ -85,6 +85,7 @@ TEST(CpuGemm, BothLibrariesMatchTheReference) {
           for (int threads : {1, 2}) {
             CheckProduct(lib, ta, tb, s, 1.0f, 0.0f, threads);
             CheckProduct(lib, ta, tb, s, -1.5f, 0.5f, threads);
+            CheckProduct(lib, ta, tb, s, 0.25f, 0.5f, threads);  // the same primitive: alpha is read per call
             if (HasFatalFailure()) return;
           }
 }

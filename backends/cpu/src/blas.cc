@@ -64,12 +64,12 @@ void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t 
   SplitGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
             [&](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const float* aa, int64_t la, const float* bb,
                 int64_t lb, float* cc, int64_t lc) {
-              if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
-                DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc);
-              } else {
-                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn, kk,
-                            alpha, aa, la, bb, lb, beta, cc, lc);
-              }
+              // oneDNN declines a product it has only its reference kernel for.
+              if ((forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn &&
+                  DnnlSgemm(ta, tb, mm, nn, kk, alpha, aa, la, bb, lb, beta, cc, lc))
+                return;
+              cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, mm, nn, kk,
+                          alpha, aa, la, bb, lb, beta, cc, lc);
             });
 }
 

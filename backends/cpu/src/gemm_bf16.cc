@@ -25,6 +25,8 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <vector>
+#include "dnnl_matmul.h"
 #include "gemm_dnnl.h"
 #include "nabla/cpu/dnnl.h"
 #include "split_gemm.h"
@@ -154,6 +156,8 @@ std::atomic<int> g_threads_in_use{0};
 struct MatmulPrim {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c, scratchpad;
+  AlphaBy alpha = AlphaBy::kOne;
+  bool reference = false;  // not made: RunGemmBf16 scales and adds itself
 };
 
 // The scratchpad of one primitive for the calling thread, made on first use
@@ -168,15 +172,9 @@ dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
 
 // Primitives live as long as the process, keyed by everything that shapes
 // them; after the first step of a run every lookup hits. Creation runs
-// under the lock: it takes milliseconds, once per shape. alpha != 1 is a
-// one-element tensor read at run time (a binary post-op, as in
-// gemm_dnnl.cc), not part of the primitive: mul_grad applying sgd scales by
-// a learning rate that may change every step.
-const dnnl::memory::desc& ScalarDesc() {
-  static const dnnl::memory::desc d({1, 1}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, 1});
-  return d;
-}
-
+// under the lock: it takes milliseconds, once per shape. alpha is read at
+// run time (AlphaBy, dnnl_matmul.h); a product oneDNN has only its
+// reference kernel for is marked, not made.
 const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
                              const dnnl::memory::desc& c, bool scaled, float beta) {
   static std::mutex mu;
@@ -184,15 +182,11 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::post_ops po;
-    if (scaled) po.append_binary(dnnl::algorithm::binary_mul, ScalarDesc());
-    if (beta != 0.0f) po.append_sum(beta);
-    attr.set_post_ops(po);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, DnnlEngine());
-    it = cache.emplace(key, std::make_unique<MatmulPrim>(MatmulPrim{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()}))
-             .first;
+    MatmulChoice choice = ChooseMatmul(a, b, c, scaled, beta);
+    auto p = std::make_unique<MatmulPrim>(
+        MatmulPrim{dnnl::matmul(), a, b, c, choice.pd.scratchpad_desc(), choice.alpha, choice.reference});
+    if (!p->reference) p->prim = dnnl::matmul(choice.pd);
+    it = cache.emplace(key, std::move(p)).first;
   }
   return *it->second;
 }
@@ -226,22 +220,42 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
         const dnnl::memory::desc ad({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
         const dnnl::memory::desc bd({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
-        const dnnl::memory::desc cd({m, n}, kC, dnnl::memory::dims{ldc, 1});
-        std::ostringstream key;
-        key << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ',' << ldc << '|'
-            << static_cast<int>(kC) << '|' << (alpha != 1.0f) << ',' << beta;
-        const MatmulPrim& p = FindMatmul(key.str(), ad, bd, cd, alpha != 1.0f, beta);
-        dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a)), bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b)),
-            cm(p.c, DnnlEngine(), c);
-        dnnl::stream& s = DnnlStream();
-        std::unordered_map<int, dnnl::memory> args{
-            {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}};
-        float scale = alpha;
-        if (alpha != 1.0f)
-          args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                       dnnl::memory(ScalarDesc(), DnnlEngine(), &scale));
-        p.prim.execute(s, args);
-        s.wait();
+        auto run = [&](dt c_type, int64_t c_ld, void* cp, bool scaled, float c_beta) -> bool {
+          std::ostringstream key;
+          key << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ',' << c_ld << '|'
+              << static_cast<int>(c_type) << '|' << scaled << ',' << c_beta;
+          const MatmulPrim& p = FindMatmul(
+              key.str(), ad, bd, dnnl::memory::desc({m, n}, c_type, dnnl::memory::dims{c_ld, 1}), scaled, c_beta);
+          if (p.reference) return false;
+          dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a));
+          dnnl::memory bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b));
+          std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am},
+                                                     {DNNL_ARG_WEIGHTS, bm},
+                                                     {DNNL_ARG_DST, dnnl::memory(p.c, DnnlEngine(), cp)},
+                                                     {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}};
+          float scale = alpha;
+          AddAlphaArg(p.alpha, &scale, args);
+          dnnl::stream& s = DnnlStream();
+          p.prim.execute(s, args);
+          s.wait();
+          return true;
+        };
+        if (run(kC, ldc, c, alpha != 1.0f, beta)) return;
+        // Only the reference kernel takes alpha and beta here: the plain
+        // product into float32 scratch, then C = alpha * P + beta * C.
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(m * n));
+        NABLA_ENFORCE(run(dt::f32, n, scratch.data(), false, 0.0f), kExternal,
+                      "oneDNN has only its reference kernel for the bfloat16 product ", m, "x", n, "x", k);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const float v = alpha * scratch[static_cast<size_t>(i * n + j)];
+            C& x = c[i * ldc + j];
+            if constexpr (std::is_same_v<C, float>)
+              x = beta == 0.0f ? v : v + beta * x;
+            else
+              x = FloatToBf16(beta == 0.0f ? v : v + beta * Bf16ToFloat(x));
+          }
       });
 }
 

@@ -1,6 +1,10 @@
 // oneDNN matmul for cpu::Gemm (see gemm_dnnl.h).
 #include "gemm_dnnl.h"
 
+#ifdef NABLA_WITH_DNNL
+#include "dnnl_matmul.h"
+#endif
+
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 
@@ -11,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 
 #include <tuple>
 #include <unordered_map>
@@ -22,7 +27,7 @@ namespace nabla::cpu {
 
 #ifndef NABLA_WITH_DNNL
 bool DnnlGemmBuilt() { return false; }
-void DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+bool DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
                float*, int64_t) {
   NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
 }
@@ -39,8 +44,7 @@ namespace {
 
 using dnnl::memory;
 
-// alpha is no part of a primitive (ScaledBy): a learning rate that changes
-// every step (mul_grad applying sgd) would make one per step.
+// Whether alpha != 1, not alpha: see AlphaBy (dnnl_matmul.h).
 struct Key {
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
@@ -63,17 +67,9 @@ struct KeyHash {
 struct Prim {
   memory::desc a, b, c, scratchpad;
   dnnl::matmul matmul;
+  AlphaBy alpha = AlphaBy::kOne;
+  bool reference = false;  // not made: the caller uses OpenBLAS
 };
-
-// A one-element float32 tensor that a primitive multiplies its product by
-// before adding beta * C (a binary post-op read at run time): oneDNN's
-// constant output scale would fix alpha at creation, and its run-time one
-// leaves the brgemm kernels for a slower gemm (82-87 against 99-103
-// GFLOP/s on a 784x512x128 weight gradient here).
-const memory::desc& ScalarDesc() {
-  static const memory::desc d({1, 1}, memory::data_type::f32, memory::dims{1, 1});
-  return d;
-}
 
 Prim MakePrim(const Key& key) {
   constexpr auto kF32 = memory::data_type::f32;
@@ -81,14 +77,10 @@ Prim MakePrim(const Key& key) {
   const memory::desc a({key.m, key.k}, kF32, key.trans_a ? memory::dims{1, key.lda} : memory::dims{key.lda, 1});
   const memory::desc b({key.k, key.n}, kF32, key.trans_b ? memory::dims{1, key.ldb} : memory::dims{key.ldb, 1});
   const memory::desc c({key.m, key.n}, kF32, memory::dims{key.ldc, 1});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see cpu::DnnlScratchpad
-  dnnl::post_ops ops;
-  if (key.scaled) ops.append_binary(dnnl::algorithm::binary_mul, ScalarDesc());
-  if (key.beta != 0.0f) ops.append_sum(key.beta);
-  attr.set_post_ops(ops);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, DnnlEngine());
-  return Prim{a, b, c, pd.scratchpad_desc(), dnnl::matmul(pd)};
+  MatmulChoice choice = ChooseMatmul(a, b, c, key.scaled, key.beta);
+  Prim p{a, b, c, choice.pd.scratchpad_desc(), {}, choice.alpha, choice.reference};
+  if (!p.reference) p.matmul = dnnl::matmul(choice.pd);
+  return p;
 }
 
 // The most recently used primitives. A network uses a few dozen GEMM shapes
@@ -138,7 +130,36 @@ PrimCache& Cache() {
 
 bool DnnlGemmBuilt() { return true; }
 
-void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+MatmulChoice ChooseMatmul(const memory::desc& a, const memory::desc& b, const memory::desc& c, bool scaled,
+                          float beta) {
+  static const memory::desc scalar({1, 1}, memory::data_type::f32, memory::dims{1, 1});
+  auto make = [&](AlphaBy by) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see cpu::DnnlScratchpad
+    dnnl::post_ops ops;
+    if (by == AlphaBy::kBinaryPostOp) ops.append_binary(dnnl::algorithm::binary_mul, scalar);
+    if (by == AlphaBy::kOutputScale) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    if (beta != 0.0f) ops.append_sum(beta);
+    attr.set_post_ops(ops);
+    MatmulChoice choice{dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, DnnlEngine()), by};
+    choice.reference = std::string(choice.pd.impl_info_str()).rfind("ref", 0) == 0;
+    return choice;
+  };
+  if (!scaled) return make(AlphaBy::kOne);
+  MatmulChoice choice = make(AlphaBy::kBinaryPostOp);
+  return choice.reference ? make(AlphaBy::kOutputScale) : choice;
+}
+
+void AddAlphaArg(AlphaBy by, float* alpha, std::unordered_map<int, memory>& args) {
+  static const memory::desc scalar({1, 1}, memory::data_type::f32, memory::dims{1, 1});
+  static const memory::desc scale({1}, memory::data_type::f32, memory::dims{1});
+  if (by == AlphaBy::kBinaryPostOp)
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(scalar, DnnlEngine(), alpha));
+  else if (by == AlphaBy::kOutputScale)
+    args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, memory(scale, DnnlEngine(), alpha));
+}
+
+bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
   std::shared_ptr<const Prim> p;
@@ -147,16 +168,17 @@ void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   } catch (const dnnl::error& e) {
     NABLA_THROW(kExternal, "oneDNN matmul ", m, "x", n, "x", k, " (trans ", trans_a, trans_b, "): ", e.what());
   }
+  if (p->reference) return false;
   dnnl::stream& s = DnnlStream();
   memory am(p->a, DnnlEngine(), const_cast<float*>(a)), bm(p->b, DnnlEngine(), const_cast<float*>(b)),
       cm(p->c, DnnlEngine(), c);
   memory sm(p->scratchpad, DnnlEngine(), DnnlScratchpad(p->scratchpad.get_size()));
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}};
-  if (alpha != 1.0f)
-    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(ScalarDesc(), DnnlEngine(), &alpha));
+  AddAlphaArg(p->alpha, &alpha, args);
   p->matmul.execute(s, args);
   s.wait();
+  return true;
 }
 
 #endif  // NABLA_WITH_DNNL

@@ -15,8 +15,10 @@ bool DnnlGemmBuilt();
 // come from a small LRU cache keyed by everything that shapes them, so a
 // training step creates none after its first run: creating one costs about
 // 18 us (bench/gemm_bench.cc BM_DnnlCreate), 1.6x a 32x128x128 product.
-// Throws when oneDNN was not built in or rejects the product.
-void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+// Returns false, computing nothing, where oneDNN has only its reference
+// kernel for the product (the caller runs it on OpenBLAS). Throws when
+// oneDNN was not built in or rejects the product.
+bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // Holds the calling thread's OpenMP team to one thread while oneDNN creates
