@@ -1,6 +1,7 @@
 // gelu: Out = X * Phi(X), Phi the standard normal CDF (erf form), or its tanh
 // approximation when `approximate`. The gradient reads X.
 #include <cmath>
+#include <type_traits>
 
 #include "nabla/plugin.h"
 #include "nn_util.h"
@@ -13,12 +14,17 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kCubic = 0.044715;
 
+// float32 on the backend's vector math (cpu::Gelu), float64 on libm.
 template <typename T>
 void GeluKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const T* px = x.Data<T>();
   T* po = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  if (ctx.Attr<bool>("approximate")) {
+  const bool approximate = ctx.Attr<bool>("approximate");
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::ParallelFor(x.Numel(), cpu::kParallelGrain,
+                     [&](int64_t b, int64_t e) { cpu::Gelu(px + b, po + b, e - b, approximate); });
+  } else if (approximate) {
     ParallelElementwise(x.Numel(), [&](int64_t i) {
       const T v = px[i];
       po[i] = T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v)));
@@ -37,7 +43,11 @@ void GeluGradKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   const T* pd = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  if (ctx.Attr<bool>("approximate")) {
+  const bool approximate = ctx.Attr<bool>("approximate");
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::ParallelFor(x.Numel(), cpu::kParallelGrain,
+                     [&](int64_t b, int64_t e) { cpu::GeluGrad(px + b, pd + b, pdx + b, e - b, approximate); });
+  } else if (approximate) {
     ParallelElementwise(x.Numel(), [&](int64_t i) {
       const T v = px[i];
       const T t = std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v));

@@ -5,6 +5,8 @@
 // baseline with the best picked at load time.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "nabla/cpu/cpu.h"
 
@@ -30,7 +32,103 @@ inline float FastTanh(float x) {
   return std::abs(x) < 0.0004f ? x : p / q;
 }
 
+// exp(x), relative error about 2e-7, for x <= 88 (below -87 it returns
+// exp(-87) rather than a subnormal: callers multiply it by something tiny
+// anyway). 2^k exp(r) with k = round(x / ln 2) and r reduced in two steps
+// (ln 2 split into a short and a long part, so k * short is exact), exp(r)
+// by its degree-7 Taylor polynomial (|r| <= ln 2 / 2, remainder < 1e-8);
+// 2^k is built in the exponent bits. k is rounded by adding 1.5 * 2^23,
+// which leaves k in the low mantissa bits: std::floor (a libm call) kept
+// GCC from vectorizing the loops.
+inline float FastExp(float x) {
+  x = std::min(88.0f, std::max(-87.0f, x));
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23, bits 0x4B400000
+  const float shifted = x * 1.44269504088896341f + kRound;
+  const float k = shifted - kRound;
+  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t k_bits;
+  std::memcpy(&k_bits, &shifted, sizeof k_bits);
+  const int32_t bits = (k_bits - 0x4B400000 + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+constexpr float kSqrtHalf = 0.70710678118654752440f;    // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;  // 1 / sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kCubic = 0.044715f;
+
+// Phi(x), the standard normal CDF, as 1 - erfc(z) / 2 or erfc(-z) / 2 with
+// z = x / sqrt(2) (never 1 + erf: the left tail keeps its relative
+// accuracy). erfc(z) for z >= 0 is the Chebyshev fit of Numerical Recipes'
+// erfcc, t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2), relative error below
+// 1.2e-7 for every z. Sets *gauss to exp(-x^2 / 2) for the gradient.
+inline float NormalCdf(float x, float* gauss) {
+  const float z = std::abs(x) * kSqrtHalf;
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  const float half_erfc = 0.5f * t * FastExp(p - z * z);
+  *gauss = FastExp(-z * z);
+  return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
+}
+
+// The tanh form's (1 + tanh(u)) / 2, u = sqrt(2 / pi) (x + 0.044715 x^3),
+// as the logistic 1 / (1 + exp(-2u)): 1 + tanh(u) cancels for negative u
+// (relative error 1e-4 at x = -3 in float32), the logistic does not.
+inline float TanhFormCdf(float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+  return 1.0f / (1.0f + FastExp(-2.0f * u));
+}
+
 }  // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void Gelu(const float* x, float* y, int64_t n,
+                                                                       bool approximate) {
+  if (approximate) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * TanhFormCdf(x[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      float gauss;
+      y[i] = x[i] * NormalCdf(x[i], &gauss);
+    }
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void GeluGrad(const float* x, const float* dy, float* dx,
+                                                                           int64_t n, bool approximate) {
+  if (approximate) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      const float s = TanhFormCdf(v);
+      const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
+      dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);  // (1 + tanh u) / 2 = s, (1 - tanh^2 u) / 2 = 2s(1 - s)
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      float gauss;
+      const float cdf = NormalCdf(x[i], &gauss);
+      dx[i] = dy[i] * (cdf + x[i] * kInvSqrt2Pi * gauss);
+    }
+  }
+}
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void Tanh(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = FastTanh(x[i]);

@@ -58,6 +58,13 @@ NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int6
 // x and y may be the same buffer. Kernels that compute tanh call this so
 // fused and unfused programs agree bit for bit.
 NABLA_API void Tanh(const float* x, float* y, int64_t n);
+// gelu, float32, vectorized: y = x Phi(x) with Phi the standard normal CDF
+// (within about 1e-6 relative of the exact value, tails included; glibc's
+// erff is scalar and was a sixth of a GELU MLP's step), or with
+// `approximate` its tanh form. GeluGrad: dx = dy * gelu'(x). Outputs may
+// alias their inputs.
+NABLA_API void Gelu(const float* x, float* y, int64_t n, bool approximate);
+NABLA_API void GeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool approximate);
 // y = xs[0] + xs[1] + ... + xs[count - 1] elementwise, added in that order
 // (the same bits as the plain loop), float32, vectorized. count >= 1; y must
 // not overlap any input.
