@@ -46,4 +46,21 @@ bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v) {
   return true;
 }
 
+bool MakeSpanView(const Shape& out, const Shape& a, SpanView* v) {
+  *v = SpanView{};
+  int stage = 0;  // 0: before a's stretch, 1: in it, 2: after it
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 1) continue;
+    if (a[k] != 1) {
+      if (stage == 2) return false;
+      stage = 1;
+      v->span *= out[k];
+    } else {
+      if (stage == 1) stage = 2;
+      (stage == 0 ? v->before : v->after) *= out[k];
+    }
+  }
+  return true;
+}
+
 }  // namespace nabla::opkit

@@ -137,8 +137,9 @@ void ElementwiseForward(const ExecutionContext& ctx, const Fwd& fwd) {
 // dims each operand was broadcast along (either pointer may be null). Each
 // sum starts at 0 and adds its terms in row-major order of the output,
 // whatever the number of threads: when at most one operand is broadcast, and
-// along one stretch of dims, the work splits over that operand's elements
-// (ParallelReduceWalk); anything else runs serially.
+// along one stretch of dims or around one stretch (a conv's bias), the work
+// splits over that operand's elements (ParallelReduceWalk, SpanView);
+// anything else runs serially.
 template <typename T, typename D>
 void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
   const bool x_full = s.x == s.out, y_full = s.y == s.out;
@@ -176,6 +177,31 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
       const auto g = d(io, ix, io);
       if (gxd) gxd[ix] += g.first;
       if (gyd) gyd[io] = T(0) + g.second;
+    });
+    return;
+  }
+  // One operand full, the other broadcast around its one stretch (a conv's
+  // bias): split over the small operand's elements, each summed in a local
+  // from 0 in ascending output order, the serial walk's order.
+  SpanView m;
+  const bool y_spans = x_full && MakeSpanView(s.out, s.y, &m);
+  if (y_spans || (y_full && MakeSpanView(s.out, s.x, &m))) {
+    T* g_full = y_spans ? gxd : gyd;
+    T* g_span = y_spans ? gyd : gxd;
+    cpu::ParallelFor(m.span, cpu::GrainForRows(m.before * m.after), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        T acc = T(0);
+        for (int64_t b = 0; b < m.before; ++b) {
+          const int64_t base = (b * m.span + c) * m.after;
+          for (int64_t i = base; i < base + m.after; ++i) {
+            const auto g = y_spans ? d(i, i, c) : d(i, c, i);
+            const T full = y_spans ? g.first : g.second;
+            if (g_full) g_full[i] = T(0) + full;
+            acc += y_spans ? g.second : g.first;
+          }
+        }
+        if (g_span) g_span[c] = acc;
+      }
     });
     return;
   }

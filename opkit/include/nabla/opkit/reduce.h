@@ -32,6 +32,16 @@ struct ReduceView {
 };
 bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v);
 
+// `out` seen as [before, span, after] around the one stretch of dims where
+// operand `a` (out's rank, 1 or out's dim everywhere) is not broadcast: a
+// is [span] in memory, reduced over before and after (a conv's bias, [C]
+// added to [N, C, H, W], which ReduceView cannot take). False when a's
+// dims are not one stretch.
+struct SpanView {
+  int64_t before = 1, span = 1, after = 1;
+};
+bool MakeSpanView(const Shape& out, const Shape& a, SpanView* v);
+
 // Calls f(io, ia) for every element io of out (seen as [outer, r, inner])
 // with ia = the element of the broadcast operand it reduces into, split over
 // the operand's elements with cpu::ParallelFor: each operand element is
