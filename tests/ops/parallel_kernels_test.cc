@@ -100,6 +100,52 @@ TEST(ParallelKernels, ExecutorsAgreeBitForBit) {
   for (const auto& [name, bits] : seq) EXPECT_TRUE(bits == graph.at(name)) << name;
 }
 
+// A conv's bias: [C] broadcast onto [N, C, H, W] at axis 1, summed over
+// two stretches of dims. Its gradient is the serial row-major sum of the
+// output gradient, bit for bit, with one thread and with two.
+TEST(ParallelKernels, ABiasAroundOneStretchSumsInTheSerialOrder) {
+  LoadStandardPlugins();
+  ProgramDesc program = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [16, 24, 20, 20], dtype: float32, persistable: true}
+      b: {shape: [24], dtype: float32, persistable: true}
+      g: {shape: [16, 24, 20, 20], dtype: float32, stop_gradient: true}
+    ops:
+      - {type: elementwise_add, inputs: {X: [x], Y: [b]}, outputs: {Out: [s]}, attrs: {axis: 1}}
+      - {type: elementwise_mul, inputs: {X: [s], Y: [g]}, outputs: {Out: [t]}}
+      - {type: reduce_sum, inputs: {X: [t]}, outputs: {Out: [loss]}, attrs: {reduce_all: true}}
+)",
+                                     "bias.yaml");
+  AppendBackward(program, "loss");
+  std::mt19937_64 rng(5);
+  const HostTensor x = RandomTensor({16, 24, 20, 20}, DType::kFloat32, -1, 1, rng);
+  const HostTensor b = RandomTensor({24}, DType::kFloat32, -1, 1, rng);
+  const HostTensor g = RandomTensor({16, 24, 20, 20}, DType::kFloat32, -1, 1, rng);
+  // s@GRAD is g exactly (reduce_sum's ones times g): b@GRAD[c] adds g's
+  // float32 values over n, then h and w, in that order.
+  std::vector<float> want(24, 0.0f);
+  for (int n = 0; n < 16; ++n)
+    for (int c = 0; c < 24; ++c)
+      for (int i = 0; i < 400; ++i) want[c] += static_cast<float>(g.v[(n * 24 + c) * 400 + i]);
+  for (int threads : {1, 2}) {
+    Scope scope;
+    ToTensor(x, DType::kFloat32, scope.Var("x")->GetTensor());
+    ToTensor(b, DType::kFloat32, scope.Var("b")->GetTensor());
+    ToTensor(g, DType::kFloat32, scope.Var("g")->GetTensor());
+    ExecutorOptions options;
+    options.threads = threads;
+    CreateExecutor("taskgraph", HostDevice(), options)->Run(program, 0, scope);
+    const Tensor& db = scope.FindVar("b@GRAD")->GetTensor();
+    ASSERT_EQ(std::memcmp(db.Data<float>(), want.data(), sizeof(float) * 24), 0) << threads << " threads";
+    const Tensor& dx = scope.FindVar("x@GRAD")->GetTensor();
+    for (int64_t i = 0; i < dx.Numel(); ++i)
+      ASSERT_EQ(dx.Data<float>()[i], static_cast<float>(g.v[i])) << i << ", " << threads << " threads";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, ParallelKernels, ::testing::Values("sequential", "taskgraph"),
                          [](const auto& info) { return info.param; });
 
