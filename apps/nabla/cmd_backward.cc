@@ -49,19 +49,20 @@ int RunBackward(const BackwardOptions& opts) {
   NABLA_ENFORCE(!opts.bucket_mb.empty() && *end == '\0' && bucket_mb >= 0, kInvalidArgument,
                 "--bucket-mb must be a number of MiB >= 0, but received '", opts.bucket_mb, "'");
   // The passes in `nabla run`'s order on the cpu (fuse: true), so the
-  // program shown is the one that trains.
+  // program shown is the one that trains, up to the optimizer `nabla run`
+  // appends before FuseGradOps (whose sgd steps may move into the GEMMs).
   if (opts.fuse) FuseOps(program, {opts.loss});
   const bool bf16 = train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
   ParamGrads pg = AppendBackward(program, opts.loss, opts.params,
                                  std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
   if (bf16) FoldBf16Casts(program);
-  if (opts.fuse) FuseGradOps(program, {opts.loss});
   if (opts.data_parallel >= 1) {
     train::DataParallelOptions dp;
     dp.world_size = opts.data_parallel;
     dp.bucket_mb = bucket_mb;
     train::InsertGradientAllreduce(program, pg, dp);
   }
+  if (opts.fuse) FuseGradOps(program, {opts.loss});
   if (opts.out.empty()) {
     std::cout << ProgramToYaml(program);
     std::cout.flush();

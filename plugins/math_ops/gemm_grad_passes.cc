@@ -209,8 +209,9 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
 // and the gradient var go. The gradient must not be kept; nothing between
 // the grad op and the sgd may touch the weight, write the learning rate or
 // own a block; the grad op must not read the weight as X or Out@GRAD. The
-// float32 step rounds once where sgd rounds the gradient and the step (a
-// few ulp); bf16 grad ops qualify when they write float32 gradients.
+// GEMM may round the step differently from sgd (by an ulp, where its
+// kernel fuses -lr into the accumulation); bf16 grad ops qualify when they
+// write float32 gradients.
 size_t ApplySgdInWeightGradients(ProgramDesc& program, const std::unordered_set<std::string>& keep,
                                  const std::string& grad_type) {
   BlockDesc& block = *program.Root();
@@ -240,8 +241,8 @@ size_t ApplySgdInWeightGradients(ProgramDesc& program, const std::unordered_set<
     if (w-- == 0) continue;
     const OpDesc& op = *block.Op(w);
     if (op.Type() != grad_type || op.Output("Y@GRAD") != std::vector<std::string>{grad} || op.HasInput(kAccumulateY) ||
-        op.HasInput(kSgdLearningRate) || !one(op.Input("Out@GRAD")) || op.Input("X")[0] == param ||
-        op.Input("Out@GRAD")[0] == param || !PlainProduct(op, block, /*or_bf16=*/true))
+        op.HasInput(kSgdLearningRate) || !one(op.Input("Out@GRAD")) || !one(op.Input("X")) ||
+        op.Input("X")[0] == param || op.Input("Out@GRAD")[0] == param || !PlainProduct(op, block, /*or_bf16=*/true))
       continue;
     const VarDesc* yv = block.FindVarRecursive(op.Input("Y")[0]);
     const Shape& shape = pv->GetShape();

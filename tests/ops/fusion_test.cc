@@ -551,16 +551,17 @@ TEST(FuseGradOps, SgdStepsStayWhereTheGradientIsNeededElsewhere) {
 }
 
 // A product large enough for oneDNN (the policy's threshold is 1M
-// multiply-adds): the step's factor, -LearningRate, is read at run time,
-// not fixed in a cached primitive.
+// multiply-adds) and for a split into blocks of C on two threads (2M): the
+// step's factor, -LearningRate, is read at run time, not fixed in a cached
+// primitive, in the form each block's kernel takes.
 TEST(FuseGradOps, SgdStepInALargeGemmFollowsTheLearningRate) {
   const ProgramDesc net = ParseProgram(R"(format: nabla-program/1
 blocks:
   - idx: 0
     parent: -1
     vars:
-      x: {shape: [128, 96], dtype: float32, stop_gradient: true}
-      w: {shape: [96, 128], dtype: float32, persistable: true}
+      x: {shape: [128, 128], dtype: float32, stop_gradient: true}
+      w: {shape: [128, 160], dtype: float32, persistable: true}
     ops:
       - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
       - {type: tanh, inputs: {X: [xw]}, outputs: {Out: [h]}}
@@ -577,21 +578,56 @@ blocks:
     train::AppendOptimizer(plain, pg, train::OptimizerOptions{});
     ProgramDesc fused = plain;
     ASSERT_EQ(FuseGradOps(fused, {"loss"}), 1u);
-    std::map<std::string, HostTensor> result[2];
-    for (int f = 0; f < 2; ++f) {
+    std::map<std::string, HostTensor> result[3];
+    for (int f = 0; f < 3; ++f) {  // plain, fused, fused on two threads
       Scope scope;
       std::mt19937_64 rng(9);
-      for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"x", {128, 96}}, {"w", {96, 128}}})
+      for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"x", {128, 128}}, {"w", {128, 160}}})
         ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var(name)->GetTensor());
       ToTensor(HostTensor{{1}, {0}}, DType::kFloat32, scope.Var(train::kLearningRateVar)->GetTensor());
-      auto exec = CreateExecutor("sequential", HostDevice());
+      ExecutorOptions two;
+      two.threads = 2;
+      auto exec = f == 2 ? CreateExecutor("taskgraph", HostDevice(), two) : CreateExecutor("sequential", HostDevice());
       for (double lr : {50.0, 10.0, 25.0}) {  // large: each step moves w well past rounding
         train::SetLearningRate(scope, lr);
         exec->Run(f ? fused : plain, 0, scope);
         result[f]["w after lr " + std::to_string(lr)] = FromTensor(scope.FindVar("w")->GetTensor());
       }
     }
-    for (const auto& [name, t] : result[0]) ExpectNear(result[1].at(name), t, 1e-5, 1e-5, name);
+    for (int f = 1; f < 3; ++f)
+      for (const auto& [name, t] : result[0]) ExpectNear(result[f].at(name), t, 1e-5, 1e-5, name);
+  }
+}
+
+// An op between the grad op and the sgd that reads the weight would see it
+// stepped; one that writes the learning rate would change the step: both
+// keep that weight's sgd where it is.
+TEST(FuseGradOps, SgdStepsStayWhereTheWeightOrRateIsUsedInBetween) {
+  train::OptimizerOptions o;
+  for (const std::string& between : {"reads w1", "writes the rate"}) {
+    SCOPED_TRACE(between);
+    ProgramDesc p = NetStep(o);
+    BlockDesc& b = *p.Root();
+    size_t grad_at = 0, sgd_at = 0;
+    for (size_t i = 0; i < b.OpSize(); ++i) {
+      const OpDesc& op = *b.Op(i);
+      if (op.Type() == "mul_grad" && op.Input("Y")[0] == "w1") grad_at = i;
+      if (op.Type() == "sgd" && op.Input("Param")[0] == "w1") sgd_at = i;
+    }
+    ASSERT_LT(grad_at, sgd_at);
+    const bool reads = between == "reads w1";
+    auto op = std::make_unique<OpDesc>("scale", VarNameMap{{"X", {reads ? "w1" : train::kLearningRateVar}}},
+                                       VarNameMap{{"Out", {reads ? "w1_half" : train::kLearningRateVar}}},
+                                       AttributeMap{{"scale", 0.5f}});
+    FillDefaultAttrs(*op, *CurrentRegistry());
+    b.InsertOp(grad_at + 1, std::move(op));
+    // The rate written: no later step may move either (w0's grad op comes
+    // after w1's in the backward part).
+    EXPECT_EQ(FuseGradOps(p, {"loss"}), reads ? 3u : 1u);
+    bool w1_fused = false;
+    for (const auto& op : b.AllOps())
+      if (op->Type() == "mul_grad" && op->Input("Y")[0] == "w1") w1_fused = op->HasInput("LearningRate");
+    EXPECT_FALSE(w1_fused);
   }
 }
 

@@ -174,9 +174,9 @@ dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
 // them; after the first step of a run every lookup hits. Creation runs
 // under the lock: it takes milliseconds, once per shape. alpha is read at
 // run time (AlphaBy, dnnl_matmul.h); a product oneDNN has only its
-// reference kernel for is marked, not made.
+// reference kernel for is marked, not made, unless `make_reference`.
 const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                             const dnnl::memory::desc& c, bool scaled, float beta) {
+                             const dnnl::memory::desc& c, bool scaled, float beta, bool make_reference) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::unique_ptr<MatmulPrim> > cache;
   std::lock_guard<std::mutex> lock(mu);
@@ -185,6 +185,7 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
     MatmulChoice choice = ChooseMatmul(a, b, c, scaled, beta);
     auto p = std::make_unique<MatmulPrim>(
         MatmulPrim{dnnl::matmul(), a, b, c, choice.pd.scratchpad_desc(), choice.alpha, choice.reference});
+    if (p->reference && make_reference) p->reference = false;
     if (!p->reference) p->prim = dnnl::matmul(choice.pd);
     it = cache.emplace(key, std::move(p)).first;
   }
@@ -220,12 +221,13 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
         const dnnl::memory::desc ad({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
         const dnnl::memory::desc bd({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
-        auto run = [&](dt c_type, int64_t c_ld, void* cp, bool scaled, float c_beta) -> bool {
+        auto run = [&](dt c_type, int64_t c_ld, void* cp, bool scaled, float c_beta, bool any_kernel) -> bool {
           std::ostringstream key;
           key << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ',' << c_ld << '|'
-              << static_cast<int>(c_type) << '|' << scaled << ',' << c_beta;
-          const MatmulPrim& p = FindMatmul(
-              key.str(), ad, bd, dnnl::memory::desc({m, n}, c_type, dnnl::memory::dims{c_ld, 1}), scaled, c_beta);
+              << static_cast<int>(c_type) << '|' << scaled << ',' << c_beta << (any_kernel ? "|any" : "");
+          const MatmulPrim& p =
+              FindMatmul(key.str(), ad, bd, dnnl::memory::desc({m, n}, c_type, dnnl::memory::dims{c_ld, 1}), scaled,
+                         c_beta, any_kernel);
           if (p.reference) return false;
           dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a));
           dnnl::memory bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b));
@@ -240,13 +242,13 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           s.wait();
           return true;
         };
-        if (run(kC, ldc, c, alpha != 1.0f, beta)) return;
+        if (run(kC, ldc, c, alpha != 1.0f, beta, false)) return;
         // Only the reference kernel takes alpha and beta here: the plain
-        // product into float32 scratch, then C = alpha * P + beta * C.
+        // product into dense float32 scratch (on the reference kernel too,
+        // if nothing else takes even that), then C = alpha * P + beta * C.
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(m * n));
-        NABLA_ENFORCE(run(dt::f32, n, scratch.data(), false, 0.0f), kExternal,
-                      "oneDNN has only its reference kernel for the bfloat16 product ", m, "x", n, "x", k);
+        run(dt::f32, n, scratch.data(), false, 0.0f, true);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             const float v = alpha * scratch[static_cast<size_t>(i * n + j)];

@@ -32,9 +32,9 @@ inline float FastTanh(float x) {
   return std::abs(x) < 0.0004f ? x : p / q;
 }
 
-// exp(x), relative error about 2e-7, for x <= 88 (below -87 it returns
-// exp(-87) rather than a subnormal: callers multiply it by something tiny
-// anyway). 2^k exp(r) with k = round(x / ln 2) and r reduced in two steps
+// exp(x), relative error about 1e-7, for x <= 88 (below -87 it returns
+// exp(-87), about 1.6e-38, rather than a subnormal: gelu's tail is then
+// off by that much, absolutely). 2^k exp(r) with k = round(x / ln 2) and r reduced in two steps
 // (ln 2 split into a short and a long part, so k * short is exact), exp(r)
 // by its degree-7 Taylor polynomial (|r| <= ln 2 / 2, remainder < 1e-8);
 // 2^k is built in the exponent bits. k is rounded by adding 1.5 * 2^23,

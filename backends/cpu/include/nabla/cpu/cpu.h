@@ -50,7 +50,8 @@ NABLA_API GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k);
 NABLA_API std::string GemmPolicy();
 NABLA_API bool OneDnnGemmBuilt();
 // Gemm on the given library, whatever the policy says: for tests and
-// benchmarks. kOneDnn throws when OneDnnGemmBuilt() is false.
+// benchmarks. kOneDnn throws when OneDnnGemmBuilt() is false, and runs a
+// product oneDNN has only its reference kernel for on OpenBLAS.
 NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
@@ -59,8 +60,9 @@ NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int6
 // fused and unfused programs agree bit for bit.
 NABLA_API void Tanh(const float* x, float* y, int64_t n);
 // gelu, float32, vectorized: y = x Phi(x) with Phi the standard normal CDF
-// (within about 1e-6 relative of the exact value, tails included; glibc's
-// erff is scalar and was a sixth of a GELU MLP's step), or with
+// (within about 2e-6 relative of the exact value for |x| < 3, growing as
+// x^2 in the far left tail; values below about 1e-38 are not resolved;
+// glibc's erff is scalar and was a sixth of a GELU MLP's step), or with
 // `approximate` its tanh form. GeluGrad: dx = dy * gelu'(x). Outputs may
 // alias their inputs.
 NABLA_API void Gelu(const float* x, float* y, int64_t n, bool approximate);
