@@ -204,13 +204,18 @@ using Feeds = std::vector<std::pair<std::string, Shape>>;
 
 // Runs `program` (its backward part already appended) with random float32
 // values for `feeds`, the same for every call with one seed, sequentially
-// or on `taskgraph_threads` threads, and returns the vars named.
+// or on `taskgraph_threads` threads, and returns the vars named (and in
+// `fed`, where given, the values fed).
 std::map<std::string, HostTensor> RunWith(const ProgramDesc& program, const Feeds& feeds, uint64_t seed,
-                                          const std::vector<std::string>& names, int taskgraph_threads = 0) {
+                                          const std::vector<std::string>& names, int taskgraph_threads = 0,
+                                          std::map<std::string, HostTensor>* fed = nullptr) {
   Scope scope;
   std::mt19937_64 rng(seed);
-  for (const auto& [name, shape] : feeds)
-    ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var(name)->GetTensor());
+  for (const auto& [name, shape] : feeds) {
+    HostTensor value = RandomTensor(shape, DType::kFloat32, -1, 1, rng);
+    ToTensor(value, DType::kFloat32, scope.Var(name)->GetTensor());
+    if (fed) (*fed)[name] = std::move(value);
+  }
   ExecutorOptions options;
   options.threads = taskgraph_threads;
   CreateExecutor(taskgraph_threads ? "taskgraph" : "sequential", HostDevice(), options)->Run(program, 0, scope);
@@ -387,21 +392,14 @@ blocks:
 )";
   for (size_t at; (at = text.find("GRAD,")) != std::string::npos;) text.replace(at, 4, GetParam());
   ProgramDesc p = ParseProgram(text, "acc.yaml");
-  Scope scope;
-  std::mt19937_64 rng(3);
   std::map<std::string, HostTensor> in;
-  for (const auto& [name, shape] :
-       std::vector<std::pair<std::string, Shape>>{{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}, {"acc", {2, 4}}}) {
-    in[name] = RandomTensor(shape, DType::kFloat32, -1, 1, rng);
-    ToTensor(in[name], DType::kFloat32, scope.Var(name)->GetTensor());
-  }
-  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  auto out = RunWith(p, {{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}, {"acc", {2, 4}}}, 3, {"dy", "acc"}, 0, &in);
   HostTensor want = in["acc"];  // acc + x^T g
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)
       for (int r = 0; r < 3; ++r) want.v[i * 4 + j] += in["x"].v[r * 2 + i] * in["g"].v[r * 4 + j];
-  ExpectNear(FromTensor(scope.FindVar("dy")->GetTensor()), want, 1e-6, 1e-6, "dy");
-  ExpectNear(FromTensor(scope.FindVar("acc")->GetTensor()), want, 1e-6, 1e-6, "acc in place");
+  ExpectNear(out["dy"], want, 1e-6, 1e-6, "dy");
+  ExpectNear(out["acc"], want, 1e-6, 1e-6, "acc in place");
 }
 
 // With LearningRate the grad op takes an sgd step: AccumulateY minus the
@@ -423,25 +421,18 @@ blocks:
 )";
   text.replace(text.find("GRAD,"), 4, GetParam());
   ProgramDesc p = ParseProgram(text, "sgd_step.yaml");
-  Scope scope;
-  std::mt19937_64 rng(5);
   std::map<std::string, HostTensor> in;
-  for (const auto& [name, shape] :
-       std::vector<std::pair<std::string, Shape>>{{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}}) {
-    in[name] = RandomTensor(shape, DType::kFloat32, -1, 1, rng);
-    ToTensor(in[name], DType::kFloat32, scope.Var(name)->GetTensor());
-  }
-  ToTensor(HostTensor{{1}, {0.25}}, DType::kFloat32, scope.Var("lr")->GetTensor());
-  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  auto out = RunWith(p, {{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}, {"lr", {1}}}, 5, {"y", "dx"}, 0, &in);
+  const double lr = in["lr"].v[0];
   HostTensor want_y = in["y"], want_dx{{3, 2}, std::vector<double>(6, 0.0)};
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)
       for (int r = 0; r < 3; ++r) {
-        want_y.v[i * 4 + j] -= 0.25 * in["x"].v[r * 2 + i] * in["g"].v[r * 4 + j];
+        want_y.v[i * 4 + j] -= lr * in["x"].v[r * 2 + i] * in["g"].v[r * 4 + j];
         want_dx.v[r * 2 + i] += in["g"].v[r * 4 + j] * in["y"].v[i * 4 + j];  // from y before the step
       }
-  ExpectNear(FromTensor(scope.FindVar("y")->GetTensor()), want_y, 1e-6, 1e-6, "y stepped");
-  ExpectNear(FromTensor(scope.FindVar("dx")->GetTensor()), want_dx, 1e-6, 1e-6, "dx");
+  ExpectNear(out["y"], want_y, 1e-6, 1e-6, "y stepped");
+  ExpectNear(out["dx"], want_dx, 1e-6, 1e-6, "dx");
 }
 
 INSTANTIATE_TEST_SUITE_P(GradOps, AccumulateY, ::testing::Values("mul_grad", "matmul_grad"));

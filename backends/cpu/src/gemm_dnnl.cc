@@ -130,14 +130,21 @@ PrimCache& Cache() {
 
 bool DnnlGemmBuilt() { return true; }
 
+namespace {
+// alpha as a binary post-op's second operand, broadcast over C.
+const memory::desc& AlphaDesc() {
+  static const memory::desc d({1, 1}, memory::data_type::f32, memory::dims{1, 1});
+  return d;
+}
+}  // namespace
+
 MatmulChoice ChooseMatmul(const memory::desc& a, const memory::desc& b, const memory::desc& c, bool scaled,
                           float beta) {
-  static const memory::desc scalar({1, 1}, memory::data_type::f32, memory::dims{1, 1});
   auto make = [&](AlphaBy by) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see cpu::DnnlScratchpad
     dnnl::post_ops ops;
-    if (by == AlphaBy::kBinaryPostOp) ops.append_binary(dnnl::algorithm::binary_mul, scalar);
+    if (by == AlphaBy::kBinaryPostOp) ops.append_binary(dnnl::algorithm::binary_mul, AlphaDesc());
     if (by == AlphaBy::kOutputScale) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
     if (beta != 0.0f) ops.append_sum(beta);
     attr.set_post_ops(ops);
@@ -151,10 +158,9 @@ MatmulChoice ChooseMatmul(const memory::desc& a, const memory::desc& b, const me
 }
 
 void AddAlphaArg(AlphaBy by, float* alpha, std::unordered_map<int, memory>& args) {
-  static const memory::desc scalar({1, 1}, memory::data_type::f32, memory::dims{1, 1});
   static const memory::desc scale({1}, memory::data_type::f32, memory::dims{1});
   if (by == AlphaBy::kBinaryPostOp)
-    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(scalar, DnnlEngine(), alpha));
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(AlphaDesc(), DnnlEngine(), alpha));
   else if (by == AlphaBy::kOutputScale)
     args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, memory(scale, DnnlEngine(), alpha));
 }

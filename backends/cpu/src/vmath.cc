@@ -34,10 +34,10 @@ inline float FastTanh(float x) {
 
 // exp(x), relative error about 1e-7, for x <= 88 (below -87 it returns
 // exp(-87), about 1.6e-38, rather than a subnormal: gelu's tail is then
-// off by that much, absolutely). 2^k exp(r) with k = round(x / ln 2) and r reduced in two steps
-// (ln 2 split into a short and a long part, so k * short is exact), exp(r)
-// by its degree-7 Taylor polynomial (|r| <= ln 2 / 2, remainder < 1e-8);
-// 2^k is built in the exponent bits. k is rounded by adding 1.5 * 2^23,
+// off by that much, absolutely). 2^k exp(r) with k = round(x / ln 2) and
+// r reduced in two steps (ln 2 split into a short and a long part, so
+// k * short is exact), exp(r) by its degree-7 Taylor polynomial
+// (|r| <= ln 2 / 2, remainder < 1e-8); 2^k is built in the exponent bits. k is rounded by adding 1.5 * 2^23,
 // which leaves k in the low mantissa bits: std::floor (a libm call) kept
 // GCC from vectorizing the loops.
 inline float FastExp(float x) {
