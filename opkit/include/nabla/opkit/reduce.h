@@ -65,15 +65,24 @@ void ParallelReduceWalk(const ReduceView& v, F&& f) {
 }
 
 // A sum of n terms term(i) in Acc, in fixed blocks: the blocks' partial sums
-// (each in index order) are added in block order, so the result depends on n
-// only, never on the number of threads.
+// are added in block order, so the result depends on n only, never on the
+// number of threads. Within a block, term(i) goes to lane i % 8 and the lanes
+// are added last: one accumulator was a chain of dependent adds, 4 cycles an
+// element (a mean over 1M floats took 0.85 ms).
 template <typename Acc, typename Term>
 Acc DeterministicSum(int64_t n, Term&& term) {
   constexpr int64_t kBlock = 4 * cpu::kParallelGrain;
+  constexpr int64_t kLanes = 8;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   auto block_sum = [&](int64_t b) {
+    Acc lane[kLanes] = {};
+    int64_t i = b * kBlock;
+    const int64_t e = std::min(n, (b + 1) * kBlock);
+    for (; i + kLanes <= e; i += kLanes)
+      for (int64_t k = 0; k < kLanes; ++k) lane[k] += term(i + k);
+    for (int64_t k = 0; i < e; ++i, ++k) lane[k] += term(i);
     Acc acc = Acc(0);
-    for (int64_t i = b * kBlock, e = std::min(n, (b + 1) * kBlock); i < e; ++i) acc += term(i);
+    for (Acc a : lane) acc += a;
     return acc;
   };
   if (blocks <= 1) return n > 0 ? block_sum(0) : Acc(0);
