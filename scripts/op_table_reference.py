@@ -624,6 +624,18 @@ def vision_cases(rng):
              [("X", "", x), ("Scale", "", scale), ("Bias", "", bias), ("Mean", "", mean), ("Variance", "", var)],
              {"is_test": is_test}, outs, tol=(1e-5, 1e-9),
              inplace=[("MeanOut", "Mean"), ("VarianceOut", "Variance")])
+    # batch_norm then relu in one op (the fusion pass's choice): a training step.
+    x = fl(rng, (2, 3, 2, 2), -2, 3)
+    scale, bias = fl(rng, (3,), 0.5, 1.5), fl(rng, (3,))
+    mean, var = fl(rng, (3,)), fl(rng, (3,), 0.5, 2.0)
+    eps, mom = f32(1e-5), f32(0.9)
+    m, v = x.mean((0, 2, 3)), x.var((0, 2, 3))
+    y = F.relu(F.batch_norm(tt(x), tt(m), tt(v), tt(scale), tt(bias), training=False, eps=eps))
+    outs = [("Y", "", y), ("MeanOut", "", mom * mean + (1 - mom) * m), ("VarianceOut", "", mom * var + (1 - mom) * v),
+            ("SavedMean", "", m), ("SavedVariance", "", 1 / np.sqrt(v + eps))]
+    case("fused_batch_norm_relu_train", "fused_batch_norm_act",
+         [("X", "", x), ("Scale", "", scale), ("Bias", "", bias), ("Mean", "", mean), ("Variance", "", var)],
+         {"act_type": "relu"}, outs, tol=(1e-5, 1e-9), inplace=[("MeanOut", "Mean"), ("VarianceOut", "Variance")])
 
 
 # ---------------------------------------------------------------- control_flow

@@ -34,14 +34,24 @@ bool Match(const BlockDesc& block, size_t first, const FusionPattern& pattern,
     const OpDesc& prev = *block.Op(at->back());
     std::vector<std::string> outs = prev.OutputArgumentNames();
     outs.erase(std::remove(outs.begin(), outs.end(), kEmptyVarName), outs.end());
-    if (outs.size() != 1) return false;
-    const std::string& link = outs.front();
+    // The link is the one output of prev that the next op of the chain
+    // reads; prev's other outputs (batch_norm's statistics, say) the fused
+    // op writes as prev did.
+    size_t next = block.OpSize();
+    std::string link;
+    for (size_t j = at->back() + 1; j < block.OpSize() && link.empty(); ++j) {
+      const std::vector<std::string> ins = block.Op(j)->InputArgumentNames();
+      for (const auto& out : outs) {
+        if (!Contains(ins, out)) continue;
+        if (!link.empty() || block.Op(j)->Type() != pattern.chain[k]) return false;
+        link = out;
+        next = j;
+      }
+    }
+    if (link.empty()) return false;
     if (count(readers, link) != 1 || count(writers, link) != 1 || keep.count(link)) return false;
     const VarDesc* var = block.FindVarRecursive(link);
     if (var && var->Persistable()) return false;
-    size_t next = at->back() + 1;
-    while (next < block.OpSize() && !Contains(block.Op(next)->InputArgumentNames(), link)) ++next;
-    if (next == block.OpSize() || block.Op(next)->Type() != pattern.chain[k]) return false;
     if (Contains(block.Op(next)->OutputArgumentNames(), link)) return false;
     at->push_back(next);
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "batch_norm.h"
 #include "conv_util.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
@@ -47,11 +48,53 @@ double LaneSum(int64_t n, F&& term) {
   return s;
 }
 
+// What sum_dy += LaneSum(g) and sum_dy_xm += LaneSum(g * (x - m)) give for
+// g = relu_grad(o, dy) (dy where o > 0, else 0), adding in the same order.
+// The terms go through a buffer a chunk at a time: with the select inside
+// the 8-lane sums GCC vectorized neither and branched on the mask instead.
+template <typename T>
+void ReluMaskedSums(int64_t n, const T* o, const T* dy, const T* x, T m, double* sum_dy, double* sum_dy_xm) {
+  constexpr int64_t kChunk = 256;
+  T g[kChunk], gx[kChunk];
+  T a[8] = {}, b[8] = {};
+  auto terms = [&](int64_t at, int64_t len) {
+    for (int64_t j = 0; j < len; ++j) {
+      const T d = dy[at + j];
+      g[j] = o[at + j] > T(0) ? d : T(0);
+      gx[j] = g[j] * (x[at + j] - m);
+    }
+  };
+  const int64_t full = n / 8 * 8;
+  for (int64_t at = 0; at < full; at += kChunk) {
+    const int64_t len = std::min(kChunk, full - at);
+    terms(at, len);
+    for (int64_t j = 0; j < len; j += 8)
+      for (int k = 0; k < 8; ++k) {
+        a[k] += g[j + k];
+        b[k] += gx[j + k];
+      }
+  }
+  double sa = 0.0, sb = 0.0;
+  terms(full, n - full);
+  for (int64_t j = 0; j < n - full; ++j) {
+    sa += g[j];
+    sb += gx[j];
+  }
+  for (int k = 0; k < 8; ++k) {
+    sa += a[k];
+    sb += b[k];
+  }
+  *sum_dy += sa;
+  *sum_dy_xm += sb;
+}
+
 bool UsesGlobalStats(const ExecutionContext& ctx) {
   return ctx.Attr<bool>("is_test") || ctx.Attr<bool>("use_global_stats");
 }
 
-template <typename T>
+}  // namespace
+
+template <typename T, bool kRelu>
 void BatchNormKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const BnView v = ViewOf(x.GetShape(), ChannelsLast(ctx.Op(), "op '" + ctx.Op().Type() + "'"));
@@ -97,7 +140,14 @@ void BatchNormKernel(const ExecutionContext& ctx) {
       for (int64_t i = 0; i < v.n; ++i) {
         const T* p = px + (i * v.c + c) * v.inner;
         T* q = py + (i * v.c + c) * v.inner;
-        for (int64_t j = 0; j < v.inner; ++j) q[j] = p[j] * a + shift;
+        if constexpr (kRelu) {
+          for (int64_t j = 0; j < v.inner; ++j) {
+            const T y = p[j] * a + shift;
+            q[j] = y > T(0) ? y : T(0);
+          }
+        } else {
+          for (int64_t j = 0; j < v.inner; ++j) q[j] = p[j] * a + shift;
+        }
       }
       if (global) {
         mean_out[c] = static_cast<T>(run_mean[c]);
@@ -116,12 +166,15 @@ void BatchNormKernel(const ExecutionContext& ctx) {
 //   dBias = sum(dY), dScale = sum(dY * xhat),
 //   training: dX = Scale * inv_std / m * (m * dY - dBias - xhat * dScale),
 //   global statistics (constants): dX = Scale * inv_std * dY.
-template <typename T>
+// With kRelu, dY is relu_grad's: Y@GRAD where the (relu'd) Y > 0, else 0,
+// taken element by element as the passes read it.
+template <typename T, bool kRelu>
 void BatchNormGradKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const BnView v = ViewOf(x.GetShape(), ChannelsLast(ctx.Op(), "op '" + ctx.Op().Type() + "'"));
   const T* px = x.Data<T>();
   const T* pdy = ctx.Input(GradVarName("Y")).Data<T>();
+  const T* pout = kRelu ? ctx.Input("Y").Data<T>() : nullptr;
   const T* scale = ctx.Input("Scale").Data<T>();
   const T* saved_mean = ctx.Input("SavedMean").Data<T>();
   const T* saved_inv_std = ctx.Input("SavedVariance").Data<T>();
@@ -139,10 +192,15 @@ void BatchNormGradKernel(const ExecutionContext& ctx) {
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
       const T m = static_cast<T>(mean);
       for (int64_t i = 0; i < v.n; ++i) {
-        const T* p = px + (i * v.c + c) * v.inner;
-        const T* d = pdy + (i * v.c + c) * v.inner;
-        sum_dy += LaneSum<T>(v.inner, [d](int64_t j) { return d[j]; });
-        sum_dy_xhat += LaneSum<T>(v.inner, [p, d, m](int64_t j) { return d[j] * (p[j] - m); });
+        const int64_t at = (i * v.c + c) * v.inner;
+        const T* p = px + at;
+        const T* d = pdy + at;
+        if constexpr (kRelu) {
+          ReluMaskedSums(v.inner, pout + at, d, p, m, &sum_dy, &sum_dy_xhat);
+        } else {
+          sum_dy += LaneSum<T>(v.inner, [d](int64_t j) { return d[j]; });
+          sum_dy_xhat += LaneSum<T>(v.inner, [p, d, m](int64_t j) { return d[j] * (p[j] - m); });
+        }
       }
       sum_dy_xhat *= inv_std;
       if (pdbias) pdbias[c] = static_cast<T>(sum_dy);
@@ -157,11 +215,28 @@ void BatchNormGradKernel(const ExecutionContext& ctx) {
         const T* p = px + (i * v.c + c) * v.inner;
         const T* d = pdy + (i * v.c + c) * v.inner;
         T* q = pdx + (i * v.c + c) * v.inner;
-        for (int64_t j = 0; j < v.inner; ++j) q[j] = a * d[j] + bx * p[j] + shift;
+        if constexpr (kRelu) {
+          const T* o = pout + (i * v.c + c) * v.inner;
+          for (int64_t j = 0; j < v.inner; ++j) {  // d[j] loaded either way, so the loop vectorizes
+            const T dj = d[j];
+            q[j] = a * (o[j] > T(0) ? dj : T(0)) + bx * p[j] + shift;
+          }
+        } else {
+          for (int64_t j = 0; j < v.inner; ++j) q[j] = a * d[j] + bx * p[j] + shift;
+        }
       }
     }
   });
 }
+
+template void BatchNormKernel<float, false>(const ExecutionContext&);
+template void BatchNormKernel<double, false>(const ExecutionContext&);
+template void BatchNormKernel<float, true>(const ExecutionContext&);
+template void BatchNormKernel<double, true>(const ExecutionContext&);
+template void BatchNormGradKernel<float, false>(const ExecutionContext&);
+template void BatchNormGradKernel<double, false>(const ExecutionContext&);
+template void BatchNormGradKernel<float, true>(const ExecutionContext&);
+template void BatchNormGradKernel<double, true>(const ExecutionContext&);
 
 void InferBatchNorm(InferShapeContext& c) {
   const Shape x = c.InputShape("X");
@@ -186,23 +261,20 @@ void InferBatchNorm(InferShapeContext& c) {
   }
 }
 
-class BatchNormGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    return OneOp("batch_norm_grad",
-                 {{"X", Input("X")},
-                  {"Scale", Input("Scale")},
-                  {"Bias", Input("Bias")},  // for Bias@GRAD's shape only
-                  {"SavedMean", Output("SavedMean")},
-                  {"SavedVariance", Output("SavedVariance")},
-                  {GradVarName("Y"), OutputGrad("Y")}},
-                 {{GradVarName("X"), InputGrad("X")},
-                  {GradVarName("Scale"), InputGrad("Scale")},
-                  {GradVarName("Bias"), InputGrad("Bias")}},
-                 Attrs());
-  }
-};
+std::vector<std::unique_ptr<OpDesc>> BatchNormGradMaker::operator()() const {
+  VarNameMap inputs{{"X", Input("X")},
+                    {"Scale", Input("Scale")},
+                    {"Bias", Input("Bias")},  // for Bias@GRAD's shape only
+                    {"SavedMean", Output("SavedMean")},
+                    {"SavedVariance", Output("SavedVariance")},
+                    {GradVarName("Y"), OutputGrad("Y")}};
+  if (ForwardOp().Type() != "batch_norm") inputs["Y"] = Output("Y");  // the activation's mask
+  return OneOp(ForwardOp().Type() + "_grad", std::move(inputs),
+               {{GradVarName("X"), InputGrad("X")},
+                {GradVarName("Scale"), InputGrad("Scale")},
+                {GradVarName("Bias"), InputGrad("Bias")}},
+               Attrs());
+}
 
 GradCheckSpec BnCase(std::string name, Shape x, AttributeMap attrs) {
   GradCheckSpec s;
@@ -217,48 +289,47 @@ GradCheckSpec BnCase(std::string name, Shape x, AttributeMap attrs) {
   return s;
 }
 
-}  // namespace
+OpBuilder& BatchNormSchema(Registrar& registrar, const std::string& type, const std::string& doc,
+                           const std::string& y_doc, const char* file, int line) {
+  OpBuilder& b =
+      registrar.Op(type, file, line)
+          .Precision(OpPrecision::kFloat32)
+          .Doc(doc)
+          .Input("X", "(Tensor) [N, C] or [N, C, ...], float32 or float64")
+          .Input("Scale", "(Tensor) per-channel scale, [C]")
+          .Input("Bias", "(Tensor) per-channel shift, [C]")
+          .Input("Mean", "(Tensor) running mean, [C]")
+          .Input("Variance", "(Tensor) running (biased) variance, [C]")
+          .Output("Y", y_doc)
+          .Output("MeanOut", "(Tensor) updated running mean; the same var as Mean")
+          .Output("VarianceOut", "(Tensor) updated running variance; the same var as Variance")
+          .Output("SavedMean", "(Tensor) the mean that normalized X, [C]; the gradient reads it")
+          .Output("SavedVariance",
+                  "(Tensor) 1 / sqrt(variance + epsilon) that normalized X, [C]; the gradient reads it")
+          .Attr<float>("epsilon", 1e-5f, "(float, default 1e-5) added to the variance before the square root",
+                       [](const float& e) {
+                         NABLA_ENFORCE(e >= 0.0f, kInvalidArgument, "attribute epsilon must be >= 0, but received ", e);
+                       })
+          .Attr<float>("momentum", 0.9f, "(float, default 0.9) weight of the old running statistics in the update",
+                       [](const float& m) {
+                         NABLA_ENFORCE(m >= 0.0f && m <= 1.0f, kInvalidArgument,
+                                       "attribute momentum must be in [0, 1], but received ", m);
+                       })
+          .Attr<bool>("is_test", false, "(bool, default false) inference: normalize with Mean and Variance")
+          .Attr<bool>("use_global_stats", false,
+                      "(bool, default false) normalize with Mean and Variance in training too (frozen statistics)")
+          .Attr<std::string>("data_layout", "NCHW",
+                             "(string, default \"NCHW\") layout of X: NCHW (channels in dim 1) or NHWC (channels last)")
+          .InferShape(InferBatchNorm)
+          .UpdatesInPlace()  // MeanOut and VarianceOut are Mean and Variance
+          .GradMaker<BatchNormGradMaker>();
+  return b;
+}
 
-NABLA_REGISTER_OPS(batch_norm) {
-  registrar.Op("batch_norm", __FILE__, __LINE__)
-      .Precision(OpPrecision::kFloat32)
-      .Doc(
-          "Batch normalization over the channel dim 1 of X [N, C, ...]: Y = (X - mean) / sqrt(var + epsilon) * "
-          "Scale + Bias, with the batch's statistics in training (moving Mean and Variance into MeanOut and "
-          "VarianceOut) and the running ones with is_test or use_global_stats.")
-      .Input("X", "(Tensor) [N, C] or [N, C, ...], float32 or float64")
-      .Input("Scale", "(Tensor) per-channel scale, [C]")
-      .Input("Bias", "(Tensor) per-channel shift, [C]")
-      .Input("Mean", "(Tensor) running mean, [C]")
-      .Input("Variance", "(Tensor) running (biased) variance, [C]")
-      .Output("Y", "(Tensor) the normalized X, X's shape and dtype")
-      .Output("MeanOut", "(Tensor) updated running mean; the same var as Mean")
-      .Output("VarianceOut", "(Tensor) updated running variance; the same var as Variance")
-      .Output("SavedMean", "(Tensor) the mean that normalized X, [C]; the gradient reads it")
-      .Output("SavedVariance", "(Tensor) 1 / sqrt(variance + epsilon) that normalized X, [C]; the gradient reads it")
-      .Attr<float>("epsilon", 1e-5f, "(float, default 1e-5) added to the variance before the square root",
-                   [](const float& e) {
-                     NABLA_ENFORCE(e >= 0.0f, kInvalidArgument, "attribute epsilon must be >= 0, but received ", e);
-                   })
-      .Attr<float>("momentum", 0.9f, "(float, default 0.9) weight of the old running statistics in the update",
-                   [](const float& m) {
-                     NABLA_ENFORCE(m >= 0.0f && m <= 1.0f, kInvalidArgument,
-                                   "attribute momentum must be in [0, 1], but received ", m);
-                   })
-      .Attr<bool>("is_test", false, "(bool, default false) inference: normalize with Mean and Variance")
-      .Attr<bool>("use_global_stats", false,
-                  "(bool, default false) normalize with Mean and Variance in training too (frozen statistics)")
-      .Attr<std::string>("data_layout", "NCHW",
-                         "(string, default \"NCHW\") layout of X: NCHW (channels in dim 1) or NHWC (channels last)")
-      .InferShape(InferBatchNorm)
-      .UpdatesInPlace()  // MeanOut and VarianceOut are Mean and Variance
-      .GradMaker<BatchNormGradMaker>()
-      .GradCheck(BnCase("train_nchw", {3, 2, 3, 2}, {}))
-      .GradCheck(BnCase("train_2d", {5, 3}, {{"momentum", 0.5f}}))
-      .GradCheck(BnCase("train_nhwc", {2, 3, 2, 4}, {{"data_layout", std::string("NHWC")}}))
-      .GradCheck(BnCase("global_stats", {2, 3, 2, 2}, {{"use_global_stats", true}}));
-  OpBuilder& grad = registrar.DefaultGradOp("batch_norm", __FILE__, __LINE__);
-  grad.Doc("Gradient of batch_norm with respect to X, Scale and Bias, from SavedMean and SavedVariance.")
+void BatchNormGradSchema(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                         int line) {
+  OpBuilder& grad = registrar.DefaultGradOp(type, file, line);
+  grad.Doc(doc)
       .InferShape([](InferShapeContext& c) {
         InferSameAs(c, "X", GradVarName("X"));
         InferSameAs(c, "Scale", GradVarName("Scale"));
@@ -266,9 +337,25 @@ NABLA_REGISTER_OPS(batch_norm) {
       })
       .KernelDType(DTypeOfInput(GradVarName("Y")));
   MarkNoBuffer(grad, {"Bias"});
-  RegisterFloatKernels(registrar, "batch_norm", BatchNormKernel<float>, BatchNormKernel<double>, __FILE__, __LINE__);
-  RegisterFloatKernels(registrar, "batch_norm_grad", BatchNormGradKernel<float>, BatchNormGradKernel<double>, __FILE__,
+}
+
+NABLA_REGISTER_OPS(batch_norm) {
+  BatchNormSchema(registrar, "batch_norm",
+                  "Batch normalization over the channel dim 1 of X [N, C, ...]: Y = (X - mean) / sqrt(var + "
+                  "epsilon) * Scale + Bias, with the batch's statistics in training (moving Mean and Variance into "
+                  "MeanOut and VarianceOut) and the running ones with is_test or use_global_stats.",
+                  "(Tensor) the normalized X, X's shape and dtype", __FILE__, __LINE__)
+      .GradCheck(BnCase("train_nchw", {3, 2, 3, 2}, {}))
+      .GradCheck(BnCase("train_2d", {5, 3}, {{"momentum", 0.5f}}))
+      .GradCheck(BnCase("train_nhwc", {2, 3, 2, 4}, {{"data_layout", std::string("NHWC")}}))
+      .GradCheck(BnCase("global_stats", {2, 3, 2, 2}, {{"use_global_stats", true}}));
+  BatchNormGradSchema(registrar, "batch_norm",
+                      "Gradient of batch_norm with respect to X, Scale and Bias, from SavedMean and SavedVariance.",
+                      __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "batch_norm", BatchNormKernel<float, false>, BatchNormKernel<double, false>, __FILE__,
                        __LINE__);
+  RegisterFloatKernels(registrar, "batch_norm_grad", BatchNormGradKernel<float, false>,
+                       BatchNormGradKernel<double, false>, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

@@ -595,7 +595,7 @@ blocks:
 // keep that weight's sgd where it is.
 TEST(FuseGradOps, SgdStepsStayWhereTheWeightOrRateIsUsedInBetween) {
   train::OptimizerOptions o;
-  for (const std::string& between : {"reads w1", "writes the rate"}) {
+  for (const std::string between : {"reads w1", "writes the rate"}) {
     SCOPED_TRACE(between);
     ProgramDesc p = NetStep(o);
     BlockDesc& b = *p.Root();
@@ -720,6 +720,93 @@ TEST(FuseGradOps, Float64ProgramsAreLeftAsTheyAre) {
   AppendBackward(p, "loss");
   EXPECT_EQ(FuseGradOps(p, {"loss"}), 0u);
   EXPECT_EQ(CountOps(p, "sum"), 2u);
+}
+
+// ------------------------------------------------------------ batch_norm + relu
+
+// A conv block's tail: batch_norm, relu, then a weighting (so each element
+// of the relu's output gets its own gradient) and the mean.
+constexpr const char* kBnRelu = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 3, 4, 5], dtype: float32}
+      w: {shape: [-1, 3, 4, 5], dtype: float32, stop_gradient: true}
+      s: {shape: [3], dtype: float32, persistable: true}
+      b: {shape: [3], dtype: float32, persistable: true}
+      rm: {shape: [3], dtype: float32, persistable: true, stop_gradient: true}
+      rv: {shape: [3], dtype: float32, persistable: true, stop_gradient: true}
+    ops:
+      - {type: batch_norm, inputs: {X: [x], Scale: [s], Bias: [b], Mean: [rm], Variance: [rv]},
+         outputs: {Y: [n], MeanOut: [rm], VarianceOut: [rv], SavedMean: [sm], SavedVariance: [sv]}}
+      - {type: relu, inputs: {X: [n]}, outputs: {Out: [h]}}
+      - {type: elementwise_mul, inputs: {X: [h], Y: [w]}, outputs: {Out: [hw]}}
+      - {type: mean, inputs: {X: [hw]}, outputs: {Out: [loss]}}
+)";
+
+TEST(Fusion, FusesBatchNormAndReluKeepingTheStatistics) {
+  ProgramDesc p = ParseProgram(kBnRelu, "bn_relu.yaml");
+  EXPECT_EQ(FuseOps(p, {"loss"}), 1u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"fused_batch_norm_act", "elementwise_mul", "mean"}));
+  const OpDesc& op = *p.Root()->Op(0);
+  EXPECT_EQ(op.Output("Y"), std::vector<std::string>{"h"});
+  EXPECT_EQ(op.Output("MeanOut"), std::vector<std::string>{"rm"});
+  EXPECT_EQ(op.Output("SavedVariance"), std::vector<std::string>{"sv"});
+  EXPECT_EQ(op.Attr<std::string>("act_type"), "relu");
+  EXPECT_FALSE(p.Root()->HasVar("n"));
+  VerifyProgram(p, *CurrentRegistry());
+
+  ProgramDesc kept = ParseProgram(kBnRelu, "bn_relu.yaml");
+  EXPECT_EQ(FuseOps(kept, {"loss", "n"}), 0u);  // the normalized X is fetched
+}
+
+// The fused kernels evaluate batch_norm's and relu's formulas in the same
+// order: loss, gradients and running statistics agree bit for bit, in
+// training and in evaluation (is_test), sequentially and on two threads.
+TEST(Fusion, BatchNormReluIsBitIdentical) {
+  const std::vector<std::string> names = {"loss", "h", "rm", "rv", "x@GRAD", "s@GRAD", "b@GRAD"};
+  auto run = [&names](const ProgramDesc& program, int threads) {
+    Scope scope;
+    std::mt19937_64 rng(5);
+    auto set = [&](const std::string& name, Shape shape, double lo, double hi) {
+      ToTensor(RandomTensor(std::move(shape), DType::kFloat32, lo, hi, rng), DType::kFloat32,
+               scope.Var(name)->GetTensor());
+    };
+    set("x", {6, 3, 4, 5}, -2, 2);
+    set("w", {6, 3, 4, 5}, -1, 1);
+    set("s", {3}, 0.5, 1.5);
+    set("b", {3}, -0.5, 0.5);
+    set("rm", {3}, -0.5, 0.5);
+    set("rv", {3}, 0.5, 2);  // a variance, for is_test
+    ExecutorOptions options;
+    options.threads = threads;
+    CreateExecutor(threads ? "taskgraph" : "sequential", HostDevice(), options)->Run(program, 0, scope);
+    std::map<std::string, HostTensor> out;
+    for (const auto& n : names) out[n] = FromTensor(scope.FindVar(n)->GetTensor());
+    return out;
+  };
+  for (bool is_test : {false, true}) {
+    SCOPED_TRACE(is_test ? "is_test" : "training");
+    ProgramDesc unfused = ParseProgram(kBnRelu, "bn_relu.yaml");
+    unfused.Root()->Op(0)->SetAttr("is_test", is_test);
+    ProgramDesc fused = unfused;
+    ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
+    AppendBackward(unfused, "loss");
+    AppendBackward(fused, "loss");
+    EXPECT_EQ(CountOps(fused, "relu_grad"), 0u);
+    for (int threads : {0, 2}) {
+      auto want = run(unfused, threads);
+      auto got = run(fused, threads);
+      size_t below_zero = 0;
+      for (double v : want["h"].v) below_zero += v == 0.0;
+      EXPECT_GT(below_zero, 0u);  // the mask is exercised
+      for (const auto& n : names) {
+        SCOPED_TRACE(n);
+        EXPECT_EQ(got[n].v, want[n].v);
+      }
+    }
+  }
 }
 
 }  // namespace

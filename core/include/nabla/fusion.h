@@ -14,7 +14,8 @@
 namespace nabla {
 
 // Replaces every declared chain in every block of `program` by its fused op,
-// where it is safe: each link var (the output one op passes to the next) is
+// where it is safe: each link var (the output one op passes to the next: the
+// one of its outputs the next op reads, the others the fused op writes) is
 // written once, read only by the next op of the chain (in any block), is not
 // persistable and not in `keep` (fetched vars, say); no op in between writes
 // what the chain reads or touches what it writes. Run it before
