@@ -252,9 +252,9 @@ Command ExecCommand() {
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
   c.Flag("--fuse", &opts->fuse,
-         "Run the fusion passes: bias-add + activation and softmax + cross entropy before the backward part, and on "
-         "the cpu shared grad work after it (a shared weight's transpose, its partial gradients chained in place, with "
-         "--sgd each weight's step taken by the GEMM computing its gradient)");
+         "Run the fusion passes: bias-add + activation, batch_norm + relu and softmax + cross entropy before the "
+         "backward part, and on the cpu shared grad work after it (a shared weight's transpose, its partial gradients "
+         "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient)");
   c.Option("--precision", &opts->precision,
            "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
            "fp32|bf16");
