@@ -12,12 +12,6 @@
 namespace nabla::nn {
 namespace {
 
-void EnforceRelu(const OpDesc& op) {
-  const auto& act = op.Attr<std::string>("act_type");
-  NABLA_ENFORCE(act == "relu", kInvalidArgument, "op '", op.Type(), "': act_type must be relu, but received '", act,
-                "'");
-}
-
 // batch_norm(X, ...) -> Y = n, then relu(X = n) -> Out = h becomes
 // fused_batch_norm_act(X, ...) -> Y = h, the statistics outputs as they were.
 std::unique_ptr<OpDesc> FuseBatchNormRelu(const std::vector<const OpDesc*>& m) {
@@ -35,9 +29,9 @@ std::unique_ptr<OpDesc> FuseBatchNormRelu(const std::vector<const OpDesc*>& m) {
 // sides of it are checked (some values are below 0).
 GradCheckSpec KinkFreeCase() {
   GradCheckSpec s = BnCase("train_nchw_relu", {3, 2, 2, 2}, {{"act_type", std::string("relu")}});
-  s.inputs[0].values = {1.5, -0.7, 0.2, 1.1, -1.8, 0.6, 1.3, -0.9, 0.6, -1.4, 0.9, 0.0,
+  s.inputs[0].values = {1.5, -0.7, 0.2,  1.1, -1.8, 0.6, 1.3, -0.9, 0.6, -1.4, 0.9, 0.0,
                         1.7, -0.3, -1.1, 0.8, -0.6, 1.9, 0.3, -1.6, 1.2, -0.2, 0.5, -1.0};
-  s.inputs[1].values = {0.8, 1.3};   // Scale
+  s.inputs[1].values = {0.8, 1.3};    // Scale
   s.inputs[2].values = {0.25, -0.4};  // Bias
   return s;
 }
@@ -49,11 +43,11 @@ NABLA_REGISTER_OPS(fused_batch_norm_act) {
                   "Y = act(batch_norm(X)) with act_type relu: batch_norm's normalization and statistics, then relu, "
                   "in one op. Chosen by the fusion pass for batch_norm followed by relu.",
                   "(Tensor) relu of the normalized X, X's shape and dtype", __FILE__, __LINE__)
-      .Attr<std::string>("act_type", "relu", "(string, default \"relu\") the activation after the normalization: relu")
-      .InferShape([](InferShapeContext& c) {
-        EnforceRelu(c.Op());
-        InferBatchNorm(c);
-      })
+      .Attr<std::string>("act_type", "relu", "(string, default \"relu\") the activation after the normalization: relu",
+                         [](const std::string& act) {
+                           NABLA_ENFORCE(act == "relu", kInvalidArgument,
+                                         "attribute act_type must be relu, but received '", act, "'");
+                         })
       .Fuses(FusionPattern{{"batch_norm", "relu"}, FuseBatchNormRelu})
       .GradCheck(KinkFreeCase());
   BatchNormGradSchema(registrar, "fused_batch_norm_act",

@@ -433,6 +433,14 @@ TEST_F(NnBuild, BadInputsAreReportedWithBothSides) {
   prog.Root()->AppendOp(OpDesc("dropout", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"dropout_prob", 1.5f}}));
   ExpectError([&] { VerifyProgram(prog, *CurrentRegistry()); }, ErrorKind::kInvalidArgument,
               "attribute dropout_prob must be in [0, 1], but received 1.5");
+  prog.Root()->RemoveOps(prog.Root()->OpSize() - 1, prog.Root()->OpSize());
+  Declare("s", {10});
+  prog.Root()->AppendOp(OpDesc(
+      "fused_batch_norm_act", {{"X", {"x"}}, {"Scale", {"s"}}, {"Bias", {"s"}}, {"Mean", {"s"}}, {"Variance", {"s"}}},
+      {{"Y", {"y"}}, {"MeanOut", {"s"}}, {"VarianceOut", {"s"}}, {"SavedMean", {"m"}}, {"SavedVariance", {"v"}}},
+      {{"act_type", std::string("sigmoid")}}));
+  ExpectError([&] { VerifyProgram(prog, *CurrentRegistry()); }, ErrorKind::kInvalidArgument,
+              "attribute act_type must be relu, but received 'sigmoid'");
 }
 
 // Ids are data, so their range is checked when the kernel runs.
