@@ -77,10 +77,12 @@ void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
   // Fetched vars and the loss must survive fusion.
   std::unordered_set<std::string> keep(opts.fetches.begin(), opts.fetches.end());
   if (!opts.backward_loss.empty()) keep.insert(opts.backward_loss);
-  // Before the backward part: fused ops bring their own gradients.
-  if (opts.fuse) FuseOps(program, keep);
   DeviceType device = DeviceType::kCPU;
   ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &device);
+  // Before the backward part: fused ops bring their own gradients. On the
+  // cpu only, as `nabla run`: the fused ops have cpu kernels alone, and on
+  // another device would run on host copies.
+  if (opts.fuse && device == DeviceType::kCPU) FuseOps(program, keep);
   const bool bf16 = train::ApplyPrecision(program, opts.precision, device, std::cerr);
   if (opts.backward_loss.empty()) {
     NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
@@ -252,9 +254,10 @@ Command ExecCommand() {
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
   c.Flag("--fuse", &opts->fuse,
-         "Run the fusion passes: bias-add + activation, batch_norm + relu and softmax + cross entropy before the "
-         "backward part, and on the cpu shared grad work after it (a shared weight's transpose, its partial gradients "
-         "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient)");
+         "On the cpu, run the fusion passes: bias-add + activation, batch_norm + relu and softmax + cross entropy "
+         "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
+         "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
+         "run the program as it is");
   c.Option("--precision", &opts->precision,
            "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
            "fp32|bf16");

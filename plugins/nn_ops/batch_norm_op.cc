@@ -48,19 +48,27 @@ double LaneSum(int64_t n, F&& term) {
   return s;
 }
 
-// What sum_dy += LaneSum(g) and sum_dy_xm += LaneSum(g * (x - m)) give for
-// g = relu_grad(o, dy) (dy where o > 0, else 0), adding in the same order.
-// The terms go through a buffer a chunk at a time: with the select inside
-// the 8-lane sums GCC vectorized neither and branched on the mask instead.
-template <typename T>
-void ReluMaskedSums(int64_t n, const T* o, const T* dy, const T* x, T m, double* sum_dy, double* sum_dy_xm) {
+// One row's part of batch_norm_grad's sums: *sum_dy += sum(g) and
+// *sum_dy_xm += sum(g * (x - m)), g = dy (with kRelu relu_grad's: dy where
+// o > 0, else 0). The terms go through a buffer a chunk at a time, and each
+// sum adds term j in lane j % 8, the last n % 8 terms then the lanes: with
+// the select inside the lane sums GCC branched on the mask instead of
+// vectorizing, and sharing one function keeps batch_norm and
+// fused_batch_norm_act adding the same rounded terms in the same order.
+template <typename T, bool kRelu>
+void GradSums(int64_t n, const T* o, const T* dy, const T* x, T m, double* sum_dy, double* sum_dy_xm) {
   constexpr int64_t kChunk = 256;
+  static_assert(kChunk % 8 == 0, "a chunk starts at lane 0");
   T g[kChunk], gx[kChunk];
   T a[8] = {}, b[8] = {};
   auto terms = [&](int64_t at, int64_t len) {
     for (int64_t j = 0; j < len; ++j) {
       const T d = dy[at + j];
-      g[j] = o[at + j] > T(0) ? d : T(0);
+      if constexpr (kRelu) {
+        g[j] = o[at + j] > T(0) ? d : T(0);
+      } else {
+        g[j] = d;
+      }
       gx[j] = g[j] * (x[at + j] - m);
     }
   };
@@ -195,12 +203,7 @@ void BatchNormGradKernel(const ExecutionContext& ctx) {
         const int64_t at = (i * v.c + c) * v.inner;
         const T* p = px + at;
         const T* d = pdy + at;
-        if constexpr (kRelu) {
-          ReluMaskedSums(v.inner, pout + at, d, p, m, &sum_dy, &sum_dy_xhat);
-        } else {
-          sum_dy += LaneSum<T>(v.inner, [d](int64_t j) { return d[j]; });
-          sum_dy_xhat += LaneSum<T>(v.inner, [p, d, m](int64_t j) { return d[j] * (p[j] - m); });
-        }
+        GradSums<T, kRelu>(v.inner, kRelu ? pout + at : nullptr, d, p, m, &sum_dy, &sum_dy_xhat);
       }
       sum_dy_xhat *= inv_std;
       if (pdbias) pdbias[c] = static_cast<T>(sum_dy);

@@ -17,6 +17,7 @@ namespace {
 std::unique_ptr<OpDesc> FuseBatchNormRelu(const std::vector<const OpDesc*>& m) {
   const OpDesc& bn = *m[0];
   const OpDesc& relu = *m[1];
+  if (relu.Input("X") != bn.Output("Y")) return nullptr;  // a relu of the statistics
   VarNameMap outputs = bn.Outputs();
   outputs["Y"] = relu.Output("Out");
   AttributeMap attrs = bn.Attrs();

@@ -725,28 +725,35 @@ TEST(FuseGradOps, Float64ProgramsAreLeftAsTheyAre) {
 // ------------------------------------------------------------ batch_norm + relu
 
 // A conv block's tail: batch_norm, relu, then a weighting (so each element
-// of the relu's output gets its own gradient) and the mean.
-constexpr const char* kBnRelu = R"(format: nabla-program/1
+// of the relu's output gets its own gradient) and the mean. X is
+// [-1, <dims>] with 3 channels (dim 1, or last with NHWC).
+std::string BnReluNet(const std::string& dims = "3, 4, 5", const std::string& bn_attrs = "") {
+  return R"(format: nabla-program/1
 blocks:
   - idx: 0
     parent: -1
     vars:
-      x: {shape: [-1, 3, 4, 5], dtype: float32}
-      w: {shape: [-1, 3, 4, 5], dtype: float32, stop_gradient: true}
+      x: {shape: [-1, )" +
+         dims + R"(], dtype: float32}
+      w: {shape: [-1, )" +
+         dims + R"(], dtype: float32, stop_gradient: true}
       s: {shape: [3], dtype: float32, persistable: true}
       b: {shape: [3], dtype: float32, persistable: true}
       rm: {shape: [3], dtype: float32, persistable: true, stop_gradient: true}
       rv: {shape: [3], dtype: float32, persistable: true, stop_gradient: true}
     ops:
       - {type: batch_norm, inputs: {X: [x], Scale: [s], Bias: [b], Mean: [rm], Variance: [rv]},
-         outputs: {Y: [n], MeanOut: [rm], VarianceOut: [rv], SavedMean: [sm], SavedVariance: [sv]}}
+         outputs: {Y: [n], MeanOut: [rm], VarianceOut: [rv], SavedMean: [sm], SavedVariance: [sv]},
+         attrs: {)" +
+         bn_attrs + R"(}}
       - {type: relu, inputs: {X: [n]}, outputs: {Out: [h]}}
       - {type: elementwise_mul, inputs: {X: [h], Y: [w]}, outputs: {Out: [hw]}}
       - {type: mean, inputs: {X: [hw]}, outputs: {Out: [loss]}}
 )";
+}
 
 TEST(Fusion, FusesBatchNormAndReluKeepingTheStatistics) {
-  ProgramDesc p = ParseProgram(kBnRelu, "bn_relu.yaml");
+  ProgramDesc p = ParseProgram(BnReluNet(), "bn_relu.yaml");
   EXPECT_EQ(FuseOps(p, {"loss"}), 1u);
   EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"fused_batch_norm_act", "elementwise_mul", "mean"}));
   const OpDesc& op = *p.Root()->Op(0);
@@ -757,28 +764,54 @@ TEST(Fusion, FusesBatchNormAndReluKeepingTheStatistics) {
   EXPECT_FALSE(p.Root()->HasVar("n"));
   VerifyProgram(p, *CurrentRegistry());
 
-  ProgramDesc kept = ParseProgram(kBnRelu, "bn_relu.yaml");
+  ProgramDesc kept = ParseProgram(BnReluNet(), "bn_relu.yaml");
   EXPECT_EQ(FuseOps(kept, {"loss", "n"}), 0u);  // the normalized X is fetched
+}
+
+// A relu of another output of batch_norm (its statistics) is no chain, even
+// where it is the first op to read an output of batch_norm.
+TEST(Fusion, LeavesAReluOfTheStatisticsAlone) {
+  ProgramDesc p = ParseProgram(BnReluNet(), "bn_relu.yaml");
+  auto relu =
+      std::make_unique<OpDesc>("relu", VarNameMap{{"X", {"sm"}}}, VarNameMap{{"Out", {"sm_relu"}}}, AttributeMap{});
+  FillDefaultAttrs(*relu, *CurrentRegistry());
+  p.Root()->InsertOp(1, std::move(relu));
+  EXPECT_EQ(FuseOps(p, {"loss", "sm_relu"}), 0u);
+  EXPECT_EQ(CountOps(p, "batch_norm"), 1u);
 }
 
 // The fused kernels evaluate batch_norm's and relu's formulas in the same
 // order: loss, gradients and running statistics agree bit for bit, in
-// training and in evaluation (is_test), sequentially and on two threads.
+// training and with fixed statistics (is_test, use_global_stats), over rows
+// shorter and longer than a chunk of the gradient's sums, channels last and
+// 2-D, sequentially and on two threads.
 TEST(Fusion, BatchNormReluIsBitIdentical) {
+  struct Case {
+    std::string dims, attrs;
+    Shape x;
+  };
+  const std::vector<Case> cases = {
+      {"3, 4, 5", "", {6, 3, 4, 5}},
+      {"3, 4, 5", "is_test: true", {6, 3, 4, 5}},
+      {"3, 17, 17", "use_global_stats: true", {2, 3, 17, 17}},
+      {"3, 17, 17", "", {2, 3, 17, 17}},
+      {"5, 6, 3", "data_layout: NHWC", {4, 5, 6, 3}},
+      {"3", "momentum: 0.5", {7, 3}},
+  };
   const std::vector<std::string> names = {"loss", "h", "rm", "rv", "x@GRAD", "s@GRAD", "b@GRAD"};
-  auto run = [&names](const ProgramDesc& program, int threads) {
+  auto run = [&names](const ProgramDesc& program, const Shape& x, int threads) {
     Scope scope;
     std::mt19937_64 rng(5);
     auto set = [&](const std::string& name, Shape shape, double lo, double hi) {
       ToTensor(RandomTensor(std::move(shape), DType::kFloat32, lo, hi, rng), DType::kFloat32,
                scope.Var(name)->GetTensor());
     };
-    set("x", {6, 3, 4, 5}, -2, 2);
-    set("w", {6, 3, 4, 5}, -1, 1);
+    set("x", x, -2, 2);
+    set("w", x, -1, 1);
     set("s", {3}, 0.5, 1.5);
     set("b", {3}, -0.5, 0.5);
     set("rm", {3}, -0.5, 0.5);
-    set("rv", {3}, 0.5, 2);  // a variance, for is_test
+    set("rv", {3}, 0.5, 2);  // a variance, for the fixed-statistics cases
     ExecutorOptions options;
     options.threads = threads;
     CreateExecutor(threads ? "taskgraph" : "sequential", HostDevice(), options)->Run(program, 0, scope);
@@ -786,21 +819,20 @@ TEST(Fusion, BatchNormReluIsBitIdentical) {
     for (const auto& n : names) out[n] = FromTensor(scope.FindVar(n)->GetTensor());
     return out;
   };
-  for (bool is_test : {false, true}) {
-    SCOPED_TRACE(is_test ? "is_test" : "training");
-    ProgramDesc unfused = ParseProgram(kBnRelu, "bn_relu.yaml");
-    unfused.Root()->Op(0)->SetAttr("is_test", is_test);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.dims + " {" + c.attrs + "}");
+    ProgramDesc unfused = ParseProgram(BnReluNet(c.dims, c.attrs), "bn_relu.yaml");
     ProgramDesc fused = unfused;
     ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
     AppendBackward(unfused, "loss");
     AppendBackward(fused, "loss");
     EXPECT_EQ(CountOps(fused, "relu_grad"), 0u);
     for (int threads : {0, 2}) {
-      auto want = run(unfused, threads);
-      auto got = run(fused, threads);
-      size_t below_zero = 0;
-      for (double v : want["h"].v) below_zero += v == 0.0;
-      EXPECT_GT(below_zero, 0u);  // the mask is exercised
+      auto want = run(unfused, c.x, threads);
+      auto got = run(fused, c.x, threads);
+      size_t zeros = 0;
+      for (double v : want["h"].v) zeros += v == 0.0;
+      EXPECT_GT(zeros, 0u);  // the mask is exercised
       for (const auto& n : names) {
         SCOPED_TRACE(n);
         EXPECT_EQ(got[n].v, want[n].v);

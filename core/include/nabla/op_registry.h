@@ -113,8 +113,9 @@ struct OpTraits {
 };
 
 // A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
-// types in program order, each linked to the next through its only output,
-// which nothing else reads. `fuse` builds the replacing op from the matched
+// types in program order, each linked to the next through the one of its
+// outputs that the next reads and nothing else reads (its other outputs the
+// fused op writes as it did). `fuse` builds the replacing op from the matched
 // ops (same order), or returns null to leave that match alone. The op that
 // declares the pattern knows the names; the core only matches them.
 struct FusionPattern {
