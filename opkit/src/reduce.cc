@@ -27,40 +27,40 @@ Shape ReducedShape(const Shape& x, const std::vector<bool>& mask, bool keep_dim)
   return s;
 }
 
-bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v) {
-  *v = ReduceView{};
-  int stage = 0;  // 0: before the reduced stretch, 1: in it, 2: after it
+namespace {
+
+// Multiplies out's dims (size-1 dims aside) into *before, *stretch and
+// *after: the stretch is the dims where in_stretch(k) holds, the others fall
+// before or after it. False if the stretch's dims are not contiguous.
+template <typename InStretch>
+bool AroundStretch(const Shape& out, InStretch&& in_stretch, int64_t* before, int64_t* stretch, int64_t* after) {
+  int stage = 0;  // 0: before the stretch, 1: in it, 2: after it
   for (size_t k = 0; k < out.size(); ++k) {
     if (out[k] == 1) continue;
-    bool reduced = a[k] == 1;
-    if (reduced) {
+    if (in_stretch(k)) {
       if (stage == 2) return false;
       stage = 1;
-      v->r *= out[k];
+      *stretch *= out[k];
     } else {
       if (stage == 1) stage = 2;
-      (stage == 0 ? v->outer : v->inner) *= out[k];
+      *(stage == 0 ? before : after) *= out[k];
     }
   }
-  if (stage == 0) v->inner = 1;  // nothing reduced: every element is its own output
   return true;
+}
+
+}  // namespace
+
+bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v) {
+  *v = ReduceView{};  // nothing reduced: every element is its own output (outer)
+  return AroundStretch(
+      out, [&](size_t k) { return a[k] == 1; }, &v->outer, &v->r, &v->inner);
 }
 
 bool MakeSpanView(const Shape& out, const Shape& a, SpanView* v) {
   *v = SpanView{};
-  int stage = 0;  // 0: before a's stretch, 1: in it, 2: after it
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (out[k] == 1) continue;
-    if (a[k] != 1) {
-      if (stage == 2) return false;
-      stage = 1;
-      v->span *= out[k];
-    } else {
-      if (stage == 1) stage = 2;
-      (stage == 0 ? v->before : v->after) *= out[k];
-    }
-  }
-  return true;
+  return AroundStretch(
+      out, [&](size_t k) { return a[k] != 1; }, &v->before, &v->span, &v->after);
 }
 
 }  // namespace nabla::opkit
