@@ -99,14 +99,23 @@ TEST(CpuGemm, DoubleAcceptsEmptyMatrices) {
   EXPECT_EQ(c, (std::vector<double>{3.5, 4.0, kSentinel}));
 }
 
-// GemmPolicy says "onednn for float32 from NM multiply-adds"; GemmLibFor must
-// pick oneDNN exactly from there.
+// GemmPolicy says "onednn for float32 from NM multiply-adds" on AVX-512
+// CPUs; GemmLibFor must pick oneDNN exactly from there.
 TEST(CpuGemm, PolicyPicksWhatItSays) {
   unsetenv("NABLA_DNNL");
   const std::string policy = GemmPolicy();
   if (!OneDnnGemmBuilt()) {
     EXPECT_EQ(policy, "openblas for all (no oneDNN)");
     EXPECT_EQ(GemmLibFor(1024, 1024, 1024), GemmLib::kOpenBlas);
+    return;
+  }
+  // Without AVX-512 oneDNN's float32 matmul has no brgemm kernels and
+  // OpenBLAS runs every float32 product (the policy says why).
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(policy, "openblas for float32 (oneDNN has no brgemm kernels for this CPU)");
+    EXPECT_EQ(GemmLibFor(1024, 1024, 1024), GemmLib::kOpenBlas);
+    EXPECT_EQ(GemmLibFor(128, 512, 784), GemmLib::kOpenBlas);
     return;
   }
   const std::string from = "onednn for float32 from ";

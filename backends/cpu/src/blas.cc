@@ -25,8 +25,9 @@ namespace nabla::cpu {
 namespace {
 
 // From this many multiply-adds a single-threaded float32 product goes to
-// oneDNN. bench/gemm_bench.cc, one core of the 2-core EPYC (Zen 4), CPU
-// time: from 2M (128^3 and the MLP's 32M-49M layers) oneDNN runs 1.03-1.12x
+// oneDNN, where its brgemm kernels run (DnnlBrgemmSgemm: AVX-512 CPUs).
+// bench/gemm_bench.cc, one core of the 2-core EPYC (Zen 4), CPU time: from
+// 2M (128^3 and the MLP's 32M-49M layers) oneDNN runs 1.03-1.12x
 // OpenBLAS's rate with its SkylakeX kernels and 0.99-1.08x with Haswell's;
 // below 1M (32^3 to 96^3, the RNN's 32x128x128) 0.3-0.9x, mostly, where
 // OpenBLAS's small-matrix kernels win and oneDNN's per-call cost (memory
@@ -35,6 +36,9 @@ namespace {
 // half that (gemm_bench: 32x128x128 87 against OpenBLAS's 78 GFLOP/s), but a
 // separate threshold for it measured no gain where it mattered: in the RNN
 // step the GEMMs' perf samples stayed within 1.3 %, so one rule stays.
+// On an AVX2-only EPYC oneDNN has no brgemm kernels and its JIT sgemm ran
+// 0.71-1.04x OpenBLAS's Haswell kernels on the MLP's products; there the
+// MLP step took 7 % longer with oneDNN (compare_torch), so OpenBLAS runs all.
 constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
 
 // C = beta * C for a product over k == 0; beta == 0 writes zeros even
@@ -79,11 +83,12 @@ GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k) {
   // The size first: small products (the RNN's ~190 a step) skip getenv.
   if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < kDnnlMinMacs)
     return GemmLib::kOpenBlas;
-  return DnnlAllowed() ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
+  return DnnlAllowed() && DnnlBrgemmSgemm() ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
 }
 
 std::string GemmPolicy() {
   if (!DnnlAllowed()) return DnnlGemmBuilt() ? "openblas for all (NABLA_DNNL=0)" : "openblas for all (no oneDNN)";
+  if (!DnnlBrgemmSgemm()) return "openblas for float32 (oneDNN has no brgemm kernels for this CPU)";
   return StrCat("onednn for float32 from ", kDnnlMinMacs / (1024 * 1024), "M multiply-adds, openblas otherwise");
 }
 

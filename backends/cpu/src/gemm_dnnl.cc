@@ -27,6 +27,7 @@ namespace nabla::cpu {
 
 #ifndef NABLA_WITH_DNNL
 bool DnnlGemmBuilt() { return false; }
+bool DnnlBrgemmSgemm() { return false; }
 bool DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
                float*, int64_t) {
   NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
@@ -129,6 +130,24 @@ PrimCache& Cache() {
 }  // namespace
 
 bool DnnlGemmBuilt() { return true; }
+
+bool DnnlBrgemmSgemm() {
+  static const bool brgemm = [] {
+    // One of the MLP's products; oneDNN picks the kernel by ISA, not shape,
+    // for plain float32 products of this size.
+    constexpr auto kF32 = memory::data_type::f32;
+    const memory::desc a({128, 512}, kF32, memory::format_tag::ab), b({512, 512}, kF32, memory::format_tag::ab),
+        c({128, 512}, kF32, memory::format_tag::ab);
+    try {
+      OneOmpThread one;
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), DnnlEngine());
+      return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return brgemm;
+}
 
 namespace {
 // alpha as a binary post-op's second operand, broadcast over C.

@@ -9,6 +9,16 @@ namespace nabla::cpu {
 // without libdnnl-dev are not).
 bool DnnlGemmBuilt();
 
+// Whether oneDNN's float32 matmul runs its brgemm kernels on this CPU (they
+// need AVX-512; ONEDNN_MAX_CPU_ISA can rule them out). Those are what beat
+// OpenBLAS. Without them oneDNN falls back to its own JIT sgemm, which
+// bench/gemm_bench.cc measured at 0.71-0.91x OpenBLAS's Haswell kernels
+// on the MLP's forward and weight-gradient products (one core of an
+// AVX2-only EPYC), so the policy keeps float32 on OpenBLAS there. Decided
+// once per process from one probe primitive descriptor, created but never
+// run. False in builds without oneDNN.
+bool DnnlBrgemmSgemm();
+
 // Row-major C = alpha * op(A) * op(B) + beta * C on the calling thread alone:
 // OpenMP is held to one thread for the call, so the caller's task arena
 // decides the parallelism exactly as for OpenBLAS. m, n, k > 0. Primitives
