@@ -3,7 +3,8 @@
 // 64, float32 on oneDNN against the im2col + GEMM / loop reference
 // (NABLA_DNNL=0), at 1 and 2 threads. The GFLOPS counter counts the
 // convolution's multiply-adds (forward, backward weights and, except for the
-// first layer, backward data).
+// first layer, backward data). Where oneDNN has no JIT pooling for plain
+// NCHW (CPUs without AVX-512) pool2d runs its loops in both rows.
 //
 //   OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 build/bin/conv_bench --benchmark_repetitions=3
 //
