@@ -249,11 +249,11 @@ std::string PoolKey(const PoolGeom& g, int threads) {
 
 struct PoolPrims {
   // Whether oneDNN pools these plain NCHW buffers with JIT kernels (as on
-  // AVX-512). Without AVX-512 oneDNN 2.6 has only simple_nchw for them,
-  // 4-5x slower than pool2d's own loops (bench/conv_bench.cc
-  // BM_MaxPool2dStep, one core of an AVX2-only EPYC: 45.8 against 11.2 ms,
-  // and the loops have since got faster), so then pool2d keeps them.
-  bool jit;
+  // AVX-512), forward and backward (its forward_training included). Without
+  // AVX-512 oneDNN 2.6 has only simple_nchw for them, 4x slower than
+  // pool2d's general loops (bench/conv_bench.cc BM_MaxPool2dStep, one core
+  // of an AVX2-only EPYC: 45.8 against 11.2 ms), so pool2d keeps its loops.
+  bool fwd_jit, bwd_jit;
   dnnl::pooling_forward fwd_infer, fwd_train;
   dnnl::pooling_backward bwd;
   memory::desc src, dst, workspace;
@@ -277,7 +277,8 @@ PoolPrims MakePoolPrims(const PoolGeom& g, int64_t pad_r_h, int64_t pad_r_w) {
   dnnl::pooling_backward::primitive_desc bwd_pd({algo, src, dst, strides, kernel, pad_l, pad_r}, UserScratchpad(),
                                                 DnnlEngine(), train_pd);
   const auto jit = [](const auto& pd) { return std::string(pd.impl_info_str()).rfind("jit", 0) == 0; };
-  return PoolPrims{jit(infer_pd) && jit(train_pd) && jit(bwd_pd),
+  return PoolPrims{jit(infer_pd),
+                   jit(bwd_pd) && (!g.max || jit(train_pd)),
                    dnnl::pooling_forward(infer_pd),
                    dnnl::pooling_forward(train_pd),
                    dnnl::pooling_backward(bwd_pd),
@@ -370,7 +371,7 @@ bool DnnlPoolForward(const PoolGeom& g, const float* x, float* y) {
   ThreadBudget budget;
   const PoolPrims& p =
       PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
-  if (!p.jit) return false;
+  if (!p.fwd_jit) return false;
   dnnl::stream& s = DnnlStream();
   memory src(p.src, DnnlEngine(), const_cast<float*>(x)), dst(p.dst, DnnlEngine(), y);
   p.fwd_infer.execute(s,
@@ -388,7 +389,7 @@ bool DnnlPoolBackward(const PoolGeom& g, const float* x, const float* dy, float*
   ThreadBudget budget;
   const PoolPrims& p =
       PoolCache().Get(PoolKey(g, budget.Granted()), [&] { return MakePoolPrims(g, pad_r_h, pad_r_w); });
-  if (!p.jit) return false;
+  if (!p.bwd_jit) return false;
   dnnl::stream& s = DnnlStream();
   memory diff_dst(p.dst, DnnlEngine(), const_cast<float*>(dy)), diff_src(p.src, DnnlEngine(), dx);
   if (g.max) {
