@@ -108,7 +108,8 @@ TEST_P(PoolTiles, MatchTheGeneralRuleBitForBit) {
     in.values.push_back(i % 37 == 5 ? std::numeric_limits<double>::quiet_NaN() : pick(rng));
   spec.inputs = {in};
   spec.outputs = {{"Out", 1}};
-  spec.attrs = {{"pooling_type", p.type}, {"ksize", Ints{int(p.kh), int(p.kw)}}, {"strides", Ints{int(p.kh), int(p.kw)}}};
+  spec.attrs = {
+      {"pooling_type", p.type}, {"ksize", Ints{int(p.kh), int(p.kw)}}, {"strides", Ints{int(p.kh), int(p.kw)}}};
   op_case::Case c = op_case::BuildCase("pool2d", spec);
 
   // Upstream gradients: a few -0.0 among values float32 holds exactly.
@@ -128,19 +129,20 @@ TEST_P(PoolTiles, MatchTheGeneralRuleBitForBit) {
   ExpectBits(want.dx, got.values.at(GradVarName("X_0")), "X@GRAD");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, PoolTiles,
-    ::testing::Values(
-        // 2x2 max: windows in SSE2 blocks of four and a scalar tail (10 = 8 + 2).
-        Pool{"max", 2, 3, 9, 21, 2, 2}, Pool{"max", 3, 2, 16, 16, 2, 2},
-        // Tiling windows of other sizes, and average pooling.
-        Pool{"max", 2, 2, 9, 12, 3, 3}, Pool{"max", 1, 2, 8, 9, 2, 3}, Pool{"avg", 2, 3, 9, 21, 2, 2},
-        Pool{"avg", 1, 2, 9, 8, 3, 2}),
-    [](const ::testing::TestParamInfo<Pool>& info) {
-      const Pool& p = info.param;
-      return p.type + "_" + std::to_string(p.h) + "x" + std::to_string(p.w) + "_k" + std::to_string(p.kh) + "x" +
-             std::to_string(p.kw);
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, PoolTiles,
+                         ::testing::Values(
+                             // 2x2 max: windows in SSE2 blocks of four and a scalar tail (10 = 8 + 2),
+                             // with an uncovered last row and column and without (dx not zeroed first).
+                             Pool{"max", 2, 3, 9, 21, 2, 2}, Pool{"max", 2, 3, 10, 20, 2, 2},
+                             Pool{"max", 3, 2, 16, 16, 2, 2},
+                             // Tiling windows of other sizes, and average pooling.
+                             Pool{"max", 2, 2, 9, 12, 3, 3}, Pool{"max", 1, 2, 8, 9, 2, 3},
+                             Pool{"avg", 2, 3, 9, 21, 2, 2}, Pool{"avg", 1, 2, 9, 8, 3, 2}),
+                         [](const ::testing::TestParamInfo<Pool>& info) {
+                           const Pool& p = info.param;
+                           return p.type + "_" + std::to_string(p.h) + "x" + std::to_string(p.w) + "_k" +
+                                  std::to_string(p.kh) + "x" + std::to_string(p.kw);
+                         });
 
 }  // namespace
 }  // namespace nabla
