@@ -12,8 +12,8 @@ bool DnnlGemmBuilt();
 // Whether oneDNN's float32 matmul runs its brgemm kernels on this CPU (they
 // need AVX-512; ONEDNN_MAX_CPU_ISA can rule them out). Those are what beat
 // OpenBLAS. Without them oneDNN falls back to its own JIT sgemm, which
-// bench/gemm_bench.cc measured at 0.71-0.91x OpenBLAS's Haswell kernels
-// on the MLP's forward and weight-gradient products (one core of an
+// bench/gemm_bench.cc measured at 0.71-1.04x OpenBLAS's Haswell kernels
+// on the MLP's products (0.89-0.91x on the forward ones; one core of an
 // AVX2-only EPYC), so the policy keeps float32 on OpenBLAS there. Decided
 // once per process from one probe primitive descriptor, created but never
 // run. False in builds without oneDNN.
