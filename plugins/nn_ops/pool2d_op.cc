@@ -38,7 +38,7 @@ void InferPool2d(InferShapeContext& c) {
 // kx loop unrolls where k is fixed at 2. Same operations in the same order
 // as the general loops below, so the same bits, NaN and -0.0 included
 // (tests/vision/pool_tiles_test.cc). The CNN's first 2x2 max pool, forward
-// and backward: 1.9 ms against the general loops' 11.2 (bench/conv_bench.cc
+// and backward: 1.7 ms against the general loops' 11.2 (bench/conv_bench.cc
 // BM_MaxPool2dStep, one core of an AVX2-only EPYC).
 bool Tiles(const PoolGeom& g) {
   if (g.adaptive) return false;
