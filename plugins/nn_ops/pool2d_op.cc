@@ -250,10 +250,14 @@ void Pool2dKernel(const ExecutionContext& ctx) {
   T* py = nhwc ? ybuf.data() : y;
   bool done = false;
   if constexpr (std::is_same_v<T, float>) done = DnnlPoolForward(g, px, py);
-  if (!done && Tiles(g))
-    g.w.k == 2 ? PoolForwardTiles<T, 2>(g, px, py) : PoolForwardTiles<T, 0>(g, px, py);
-  else if (!done)
-    PoolForwardLoops<T>(g, px, py);
+  if (!done) {
+    if (!Tiles(g))
+      PoolForwardLoops<T>(g, px, py);
+    else if (g.w.k == 2)
+      PoolForwardTiles<T, 2>(g, px, py);
+    else
+      PoolForwardTiles<T, 0>(g, px, py);
+  }
   if (nhwc) TransposeChannels(py, y, g.n, g.c, g.h.out * g.w.out, false);
 }
 
@@ -271,10 +275,14 @@ void Pool2dGradKernel(const ExecutionContext& ctx) {
   T* pdx = nhwc ? dxbuf.data() : dx;
   bool done = false;
   if constexpr (std::is_same_v<T, float>) done = DnnlPoolBackward(g, px, pdy, pdx);
-  if (!done && Tiles(g))
-    g.w.k == 2 ? PoolBackwardTiles<T, 2>(g, px, pdy, pdx) : PoolBackwardTiles<T, 0>(g, px, pdy, pdx);
-  else if (!done)
-    PoolBackwardLoops<T>(g, px, pdy, pdx);
+  if (!done) {
+    if (!Tiles(g))
+      PoolBackwardLoops<T>(g, px, pdy, pdx);
+    else if (g.w.k == 2)
+      PoolBackwardTiles<T, 2>(g, px, pdy, pdx);
+    else
+      PoolBackwardTiles<T, 0>(g, px, pdy, pdx);
+  }
   if (nhwc) TransposeChannels(pdx, dx, g.n, g.c, g.h.in * g.w.in, false);
 }
 
