@@ -43,8 +43,10 @@ inline Flat2D Flatten(const Shape& s, int num_col_dims) {
 }
 
 // The product as a batch of M x K times K x N GEMMs. 1-D X is a row [1, K],
-// 1-D Y a column [K, 1] (before the transposes apply), and those unit dims
-// are squeezed from Out again. Batch dims broadcast numpy style.
+// 1-D Y a column [K, 1], before the transposes apply (Paddle's matmul). Out
+// drops M where X is 1-D and M is 1, and N where Y is 1-D and N is 1: a
+// transposed 1-D X ([K] -> [K, 1]) keeps M = K, so X[3]^T Y[1, 4] is [3, 4].
+// Batch dims broadcast numpy style.
 struct MatmulDims {
   Shape x_batch, y_batch, out_batch;  // padded to one rank
   int64_t m = 0, k = 0, n = 0;
@@ -72,8 +74,9 @@ inline MatmulDims ComputeMatmulDims(const Shape& x, const Shape& y, bool tx, boo
   d.y_batch = b.y;
   d.out_batch = b.out;
   d.out = b.out;
-  if (x.size() != 1) d.out.push_back(d.m);
-  if (y.size() != 1) d.out.push_back(d.n);
+  // The GEMMs write batch * M * N values: Out must hold all of them.
+  if (x.size() != 1 || d.m != 1) d.out.push_back(d.m);
+  if (y.size() != 1 || d.n != 1) d.out.push_back(d.n);
   if (d.out.empty()) d.out.push_back(1);
   return d;
 }

@@ -176,8 +176,9 @@ NABLA_REGISTER_OPS(matmul) {
   registrar.Op("matmul", __FILE__, __LINE__)
       .Doc(
           "Out = alpha * op(X) * op(Y), op transposing the last two dims when asked. Inputs of rank > 2 are "
-          "batches of matrices whose batch dims broadcast numpy style. A 1-D X is a row vector and a 1-D Y a "
-          "column vector; their unit dim is removed from Out (two 1-D inputs give shape [1]).")
+          "batches of matrices whose batch dims broadcast numpy style. A 1-D X [K] is the row [1, K] and a 1-D Y "
+          "the column [K, 1] before the transposes apply; Out drops M where X is 1-D and M is 1, and N where Y "
+          "is 1-D and N is 1 (two 1-D inputs give shape [1]; X[3]^T Y[1, 4] gives [3, 4]).")
       .Input("X", "(Tensor) the first operand, [..., M, K] ([..., K, M] when transpose_X)")
       .Input("Y", "(Tensor) the second operand, [..., K, N] ([..., N, K] when transpose_Y)")
       .Output("Out", "(Tensor) the product, [..., M, N]")
@@ -196,7 +197,10 @@ NABLA_REGISTER_OPS(matmul) {
       .GradCheck(MatmulCase("transpose_both", {4, 3}, {2, 4}, true, true))
       .GradCheck(MatmulCase("batched", {2, 3, 4}, {2, 4, 2}, false, false))
       .GradCheck(MatmulCase("batch_broadcast", {2, 3, 4}, {2, 4}, false, true))
-      .GradCheck(MatmulCase("vectors", {4}, {4}, false, false));
+      .GradCheck(MatmulCase("vectors", {4}, {4}, false, false))
+      .GradCheck(MatmulCase("vector_x_transposed", {3}, {1, 4}, true, false))
+      .GradCheck(MatmulCase("vector_y_transposed_batched", {2, 3, 1}, {4}, false, true))
+      .GradCheck(MatmulCase("vector_x_transposed_batched_y", {3}, {2, 1, 4}, true, false));
   registrar.DefaultGradOp("matmul", __FILE__, __LINE__)
       .Input(kAccumulateY, kAccumulateYDoc, kDispensable)
       .Input(kSgdLearningRate, kSgdLearningRateDoc, kDispensable)
