@@ -21,6 +21,10 @@ NABLA_REGISTER_OPS(uniform_random) {
         const int64_t diag_num = ctx.Attr<int>("diag_num"), diag_step = ctx.Attr<int>("diag_step");
         const double diag_val = ctx.Attr<float>("diag_val");
         const int64_t size = NumElements(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+        // The attribute checker runs in the verifier; a program run without
+        // it must not reach the modulo by diag_step + 1 = 0 either.
+        NABLA_ENFORCE(diag_step >= 0, kInvalidArgument,
+                      "op 'uniform_random': attribute diag_step must be >= 0, but received ", diag_step);
         NABLA_ENFORCE(diag_num <= 0 || (diag_num - 1) * (diag_step + 1) < size, kInvalidArgument,
                       "op 'uniform_random': the last diagonal element (diag_num - 1) * (diag_step + 1) must lie in "
                       "Out, which has ",
