@@ -658,6 +658,124 @@ def control_flow_cases(rng):
     case("increment", "increment", [("X", "", x)], {"step": 2.0}, [("Out", "", x + 2)], ALL)
 
 
+# ---------------------------------------------------------------- Paddle's semantics
+
+def semantics_cases(rng):
+    """Ops and attributes Paddle's own op tests found missing or different."""
+    def reduce_ref(fn, x, attrs):
+        dims = attrs.get("dim", [0])
+        axes = tuple(range(x.ndim)) if attrs.get("reduce_all") or not dims else tuple(d % x.ndim for d in dims)
+        out = np.asarray(fn(x, axis=axes, keepdims=attrs.get("keep_dim", False)))
+        return out.reshape(1) if out.ndim == 0 else out
+
+    # reduce_max / reduce_min: ints with ties, floats over several dims.
+    for kind, fn in (("max", np.amax), ("min", np.amin)):
+        x = ints(rng, (3, 4), -5, 5)
+        x[1, :] = [2, 4, 4, -1]  # a tie: the value is the same whichever wins
+        case(f"reduce_{kind}_default", f"reduce_{kind}", [("X", "", x)], {}, [("Out", "", reduce_ref(fn, x, {}))], ALL)
+        x = fl(rng, (2, 3, 4))
+        for tag, attrs in (("keep", {"dim": [-1, 0], "keep_dim": True}), ("middle", {"dim": [1]}),
+                           ("all", {"reduce_all": True})):
+            case(f"reduce_{kind}_{tag}", f"reduce_{kind}", [("X", "", x)], attrs,
+                 [("Out", "", reduce_ref(fn, x, attrs))])
+    # reduce_prod: a zero in a group, ints, all dims.
+    x = fl(rng, (3, 4), 0.5, 1.5)
+    x[2, 1] = 0.0
+    case("reduce_prod_with_zero", "reduce_prod", [("X", "", x)], {"dim": [1]},
+         [("Out", "", torch.prod(tt(x), 1))], tol=(1e-6, 1e-12))
+    x = ints(rng, (2, 3, 2), -3, 4)
+    case("reduce_prod_ints_keep", "reduce_prod", [("X", "", x)], {"dim": [-1, 1], "keep_dim": True},
+         [("Out", "", reduce_ref(np.prod, x, {"dim": [-1, 1], "keep_dim": True}))], ALL)
+    x = fl(rng, (2, 3), -1.5, 1.5)
+    case("reduce_prod_all", "reduce_prod", [("X", "", x)], {"reduce_all": True},
+         [("Out", "", torch.prod(tt(x)).reshape(1))])
+    # reduce_all / reduce_any on bools.
+    x = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 0.0]])
+    for kind, fn in (("all", np.all), ("any", np.any)):
+        for tag, attrs in (("default", {}), ("rows_keep", {"dim": [1], "keep_dim": True}),
+                           ("everything", {"reduce_all": True})):
+            case(f"reduce_{kind}_{tag}", f"reduce_{kind}", [("X", "", x)], attrs,
+                 [("Out", "", reduce_ref(fn, x, attrs).astype(np.float64))], ["bool"])
+    # arg_min: the first index on ties, as torch.argmin.
+    x = ints(rng, (3, 4), -3, 3)
+    x[0, :] = [2, -1, -1, 5]
+    for tag, attrs, ref in [("axis1", {"axis": 1}, torch.argmin(tt(x), 1)),
+                            ("axis0_default", {}, torch.argmin(tt(x), 0)),
+                            ("keepdims_neg", {"axis": -1, "keepdims": True}, torch.argmin(tt(x), -1, keepdim=True)),
+                            ("flatten", {"flatten": True}, torch.argmin(tt(x)).reshape(1))]:
+        case(f"arg_min_{tag}", "arg_min", [("X", "", x)], attrs, [("Out", "int64", ref)], ALL)
+    x = fl(rng, (2, 3, 4))
+    case("arg_min_rank3", "arg_min", [("X", "", x)], {"axis": 1}, [("Out", "int64", torch.argmin(tt(x), 1))])
+
+    # cross_entropy with a hard Label of rank X - 1: Y takes Label's shape.
+    x = fl(rng, (2, 3, 4), 0.05, 1)
+    label = np.array([[0, 3, 1], [2, 2, 0]])
+    picked = np.take_along_axis(x, label[..., None], 2)[..., 0]
+    case("cross_entropy_label_rank_minus_one", "cross_entropy", [("X", "", x), ("Label", "int64", label)], {},
+         [("Y", "", -np.log(picked))], tol=(3e-6, 1e-9))
+    x = fl(rng, (3, 4), -3, 3)
+    label = np.array([1, 3, 0])
+    lsm = F.log_softmax(tt(x), -1)
+    case("softmax_with_cross_entropy_label_rank_minus_one", "softmax_with_cross_entropy",
+         [("Logits", "", x), ("Label", "int64", label)], {},
+         [("Softmax", "", lsm.exp()), ("Loss", "", -lsm[np.arange(3), label])])
+
+    # Large inputs: only (x - max) - log(sum) keeps float32's precision.
+    big = np.array([[10000.0, 10001, 10002, 10003], [-5000, -5000.5, -4999, -5001]])
+    case("log_softmax_large", "log_softmax", [("X", "", big)], {}, [("Out", "", F.log_softmax(tt(big), -1))])
+    case("log_softmax_large_axis0", "log_softmax", [("X", "", big.T.copy())], {"axis": 0},
+         [("Out", "", F.log_softmax(tt(big.T.copy()), 0))])
+    case("softmax_large", "softmax", [("X", "", big)], {}, [("Out", "", F.softmax(tt(big), -1))])
+    label = np.array([[1], [3]])
+    lsm = F.log_softmax(tt(big), -1)
+    case("softmax_with_cross_entropy_large", "softmax_with_cross_entropy",
+         [("Logits", "", big), ("Label", "int64", label)], {},
+         [("Softmax", "", lsm.exp()), ("Loss", "", -torch.gather(lsm, 1, torch.tensor(label)))])
+    soft = np.array([[0.25, 0.25, 0.5, 0], [0.1, 0.2, 0.3, 0.4]])
+    case("softmax_with_cross_entropy_large_soft", "softmax_with_cross_entropy",
+         [("Logits", "", big), ("Label", "", soft)], {"soft_label": True},
+         [("Softmax", "", lsm.exp()), ("Loss", "", -(tt(soft) * lsm).sum(1, keepdim=True))])
+
+    # softmax_with_cross_entropy with use_softmax false: Logits are
+    # probabilities, Softmax is a copy, Loss is cross_entropy's.
+    p = fl(rng, (3, 4), 0.05, 1)
+    label = np.array([[2], [0], [3]])
+    case("softmax_with_cross_entropy_no_softmax", "softmax_with_cross_entropy",
+         [("Logits", "", p), ("Label", "int64", label)], {"use_softmax": False},
+         [("Softmax", "", p), ("Loss", "", -np.log(np.take_along_axis(p, label, 1)))], tol=(3e-6, 1e-9))
+    p = fl(rng, (2, 3, 2), 0.05, 1)  # classes on axis 1
+    soft = fl(rng, (2, 3, 2), 0, 1)
+    case("softmax_with_cross_entropy_no_softmax_soft_axis1", "softmax_with_cross_entropy",
+         [("Logits", "", p), ("Label", "", soft)], {"use_softmax": False, "soft_label": True, "axis": 1},
+         [("Softmax", "", p), ("Loss", "", -(soft * np.log(p)).sum(1, keepdims=True))], tol=(3e-6, 1e-9))
+
+    # top_k on integers and on distinct floats (its gradient scatters to Indices).
+    x = ints(rng, (3, 5), -20, 20)
+    x[0, :] = [4, 9, 9, -2, 4]
+    idx = np.argsort(-x, axis=1, kind="stable")[:, :3]
+    case("top_k_ints", "top_k", [("X", "", x)], {"k": 3},
+         [("Out", "", np.take_along_axis(x, idx, 1)), ("Indices", "int64", idx)], ALL)
+    x = fl(rng, (2, 3, 6))
+    vals, idx = torch.topk(tt(x), 2, -1)
+    case("top_k_rank3", "top_k", [("X", "", x)], {"k": 2}, [("Out", "", vals), ("Indices", "int64", idx)])
+
+    # elementwise_div on ints truncates toward zero (C++'s `/`, as Paddle).
+    x = np.array([-7, 7, -7, 7, 5, -1, 0, 9.0])
+    y = np.array([2, 2, -2, -2, 3, 4, -3, 1.0])
+    case("div_ints_truncate", "elementwise_div", [("X", "", x), ("Y", "", y)], {}, [("Out", "", np.trunc(x / y))],
+         INTS)
+    x = ints(rng, (2, 3, 2), -50, 50)
+    y = np.array([3, -4, 7.0])
+    bx, by = paddle_broadcast(x, y, 1)
+    case("div_ints_axis1", "elementwise_div", [("X", "", x), ("Y", "", y)], {"axis": 1},
+         [("Out", "", np.trunc(bx / by))], INTS)
+
+    # expand on bools.
+    x = np.array([[1, 0, 1.0]])
+    case("expand_bool", "expand", [("X", "", x)], {"expand_times": [2, 2]}, [("Out", "", np.tile(x, (2, 2)))],
+         ["bool"])
+
+
 def main():
     math_cases(np.random.default_rng(20261125))
     shape_cases(np.random.default_rng(20261124))
@@ -665,6 +783,7 @@ def main():
     optimizer_cases(np.random.default_rng(20261127))
     vision_cases(np.random.default_rng(20261128))
     control_flow_cases(np.random.default_rng(20261129))
+    semantics_cases(np.random.default_rng(20261130))
     write_inc()
     return 0
 

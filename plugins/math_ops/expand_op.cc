@@ -85,7 +85,7 @@ NABLA_REGISTER_OPS(expand) {
       .GradCheck(CheckCase("two_dims", {CheckInput("X", {2, 3})}, {{"expand_times", std::vector<int>{3, 2}}}))
       .GradCheck(CheckCase("middle_one", {CheckInput("X", {2, 1, 2})}, {{"expand_times", std::vector<int>{1, 4, 1}}}));
   registrar.DefaultGradOp("expand", __FILE__, __LINE__).InferShape(InferGradShapes);
-  RegisterCpuKernels<ExpandKernel, float, double, int32_t, int64_t>(registrar, "expand", __FILE__, __LINE__);
+  RegisterCpuKernels<ExpandKernel, float, double, int32_t, int64_t, bool>(registrar, "expand", __FILE__, __LINE__);
   RegisterCpuKernels<ExpandGradKernel, float, double>(registrar, "expand_grad", __FILE__, __LINE__);
 }
 

@@ -1,29 +1,16 @@
 // reduce_sum and reduce_mean: X summed (or averaged) over the dims in `dim`.
 // One file for the pair: they share schema, kernels and gradient and differ
-// only in the division by the count.
+// only in the division by the count; reduce_util.h holds what every
+// reduction shares.
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
-#include "math_util.h"
 #include "nabla/plugin.h"
+#include "reduce_util.h"
 
 namespace nabla::math_ops {
 namespace {
-
-struct ReducePlan {
-  Shape keep;         // the output shape with reduced dims kept as 1
-  int64_t count = 1;  // elements summed into each output element
-};
-
-inline ReducePlan MakeReducePlan(const ExecutionContext& ctx, const Shape& x) {
-  std::vector<bool> mask = ReducedDims(x, ctx.Attr<std::vector<int>>("dim"), ctx.Attr<bool>("reduce_all"),
-                                       StrCat("op '", ctx.Op().Type(), "'"));
-  ReducePlan p{KeepDimShape(x, mask), 1};
-  for (size_t i = 0; i < x.size(); ++i)
-    if (mask[i]) p.count *= x[i];
-  return p;
-}
 
 // reduce_sum and reduce_mean (X -> Out; dim, keep_dim, reduce_all) and their
 // grad ops, which spread Out@GRAD (divided by the count for the mean) back
@@ -71,13 +58,6 @@ void ReduceBackward(const ExecutionContext& ctx, bool mean) {
   });
 }
 
-inline void InferReduceShape(InferShapeContext& c) {
-  Shape x = c.InputShape("X");
-  std::vector<bool> mask = ReducedDims(x, c.Attr<std::vector<int>>("dim"), c.Attr<bool>("reduce_all"), c.Where());
-  c.SetOutputShape("Out", ReducedShape(x, mask, c.Attr<bool>("keep_dim")));
-  c.SetOutputDType("Out", c.InputDType("X"));
-}
-
 template <typename T>
 struct ReduceSumKernel {
   void operator()(const ExecutionContext& ctx) const { ReduceForward<T>(ctx, false); }
@@ -94,28 +74,6 @@ template <typename T>
 struct ReduceMeanGradKernel {
   void operator()(const ExecutionContext& ctx) const { ReduceBackward<T>(ctx, true); }
 };
-
-// The schema both reductions share.
-inline OpBuilder& ReduceOpSchema(Registrar& registrar, const std::string& type, const std::string& doc,
-                                 const char* file, int line) {
-  OpBuilder& b =
-      registrar.Op(type, file, line)
-          .Precision(OpPrecision::kFloat32)
-          .Doc(doc)
-          .Input("X", "(Tensor) the input")
-          .Output("Out", "(Tensor) the reduced tensor")
-          .Attr<std::vector<int>>("dim", {0},
-                                  "(ints, default [0]) the dims to reduce; negative dims count from the end, "
-                                  "and an empty list reduces every dim")
-          .Attr<bool>("keep_dim", false, "(bool, default false) keep reduced dims as 1 instead of removing them")
-          .Attr<bool>("reduce_all", false,
-                      "(bool, default false) reduce every dim, whatever dim says; "
-                      "Out is then [1] (or all 1s with keep_dim)")
-          .InferShape(InferReduceShape)
-          .template GradMaker<DefaultGradOpDescMaker>();
-  registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
-  return b;
-}
 
 NABLA_REGISTER_OPS(reduce_sum) {
   ReduceOpSchema(registrar, "reduce_sum", "Out = the sum of X over the dims in `dim` (or all dims).", __FILE__,

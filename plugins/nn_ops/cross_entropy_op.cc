@@ -12,17 +12,12 @@
 namespace nabla::nn {
 namespace {
 
-constexpr double kMinProb = 1e-20;
-
-template <typename T>
-T ClippedLog(T x) {
-  return std::log(std::max(x, static_cast<T>(kMinProb)));
-}
-
-// d(-log(max(x, eps)))/dx.
-template <typename T>
-T ClippedLogGrad(T x) {
-  return x > static_cast<T>(kMinProb) ? T(-1) / x : T(0);
+// Paddle's Y: Label's shape, with the last dim set to 1 when Label has X's
+// rank (a hard Label of rank X - 1 holds one index per row as it is).
+Shape LossShape(const Shape& x, const Shape& label) {
+  Shape y = label;
+  if (y.size() == x.size()) y.back() = 1;
+  return y;
 }
 
 template <typename T>
@@ -32,10 +27,8 @@ void CrossEntropyKernel(const ExecutionContext& ctx) {
   Tensor* y = ctx.Output("Y");
   const int64_t d = x.GetShape().back();
   const int64_t rows = x.Numel() / std::max<int64_t>(d, 1);
-  Shape y_shape = x.GetShape();
-  y_shape.back() = 1;
   const T* px = x.Data<T>();
-  T* py = y->Allocate<T>(ctx.GetDevice(), y_shape);
+  T* py = y->Allocate<T>(ctx.GetDevice(), LossShape(x.GetShape(), label.GetShape()));
   if (ctx.Attr<bool>("soft_label")) {
     const T* pl = label.Data<T>();
     for (int64_t r = 0; r < rows; ++r) {
@@ -93,8 +86,13 @@ void InferCrossEntropy(InferShapeContext& c) {
   NABLA_ENFORCE(!x.empty(), kInvalidArgument, c.Where(), ": input X must have rank >= 1, but received shape ",
                 ShapeToString(x));
   EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
-  NABLA_ENFORCE(label.size() == x.size(), kInvalidArgument, c.Where(), ": Label must have the rank of X (", x.size(),
-                "), but received Label ", ShapeToString(label), " and X ", ShapeToString(x));
+  // Paddle's rule: a hard Label has X's rank with last dim 1, or rank X - 1.
+  const bool short_label = !soft && x.size() >= 2 && label.size() + 1 == x.size();
+  NABLA_ENFORCE(
+      label.size() == x.size() || short_label, kInvalidArgument, c.Where(),
+      soft ? ": with soft_label the Label must have the rank of X (" : ": a hard Label must have the rank of X (",
+      x.size(), soft ? ")" : ") or one less", ", but received Label ", ShapeToString(label), " and X ",
+      ShapeToString(x));
   for (size_t i = 0; i + 1 < x.size(); ++i)
     NABLA_ENFORCE(DimsCompatible(x[i], label[i]), kInvalidArgument, c.Where(),
                   ": Label must match X on every axis but the last, but received Label ", ShapeToString(label),
@@ -107,13 +105,12 @@ void InferCrossEntropy(InferShapeContext& c) {
                   ": with soft_label the Label must have the dtype of X (", DTypeName(c.InputDType("X")),
                   "), but received ", DTypeName(c.InputDType("Label")));
   } else {
-    NABLA_ENFORCE(DimsCompatible(label.back(), 1), kInvalidArgument, c.Where(),
-                  ": a hard Label must have last dim 1 (class indices), but received Label ", ShapeToString(label));
+    NABLA_ENFORCE(short_label || DimsCompatible(label.back(), 1), kInvalidArgument, c.Where(),
+                  ": a hard Label of X's rank must have last dim 1 (class indices), but received Label ",
+                  ShapeToString(label));
     EnforceIndexDType(c.InputDType("Label"), c.Where(), "Label");
   }
-  Shape y = x;
-  y.back() = 1;
-  c.SetOutputShape("Y", y);
+  c.SetOutputShape("Y", LossShape(x, label));
   c.SetOutputDType("Y", c.InputDType("X"));
 }
 
@@ -136,6 +133,8 @@ NABLA_REGISTER_OPS(cross_entropy) {
   ignored.name = "ignore_index";
   ignored.inputs[1].values = {0, 3, 3, 4};
   ignored.attrs = {{"ignore_index", 3}};
+  GradCheckSpec short_label = CheckCase(
+      "label_rank_minus_one", {CheckInput("X", {2, 3, 4}, 0.1, 1.0), IndexIn("Label", {2, 3}, 4)}, {}, {{"Y", 1}});
   GradCheckSpec soft =
       CheckCase("soft_label", {CheckInput("X", {2, 3, 4}, 0.1, 1.0), NoCheck(CheckInput("Label", {2, 3, 4}, 0.0, 1.0))},
                 {{"soft_label", true}}, {{"Y", 1}});
@@ -146,9 +145,11 @@ NABLA_REGISTER_OPS(cross_entropy) {
           "labels, Y = -sum(Label * log(X)) with soft labels. The log is clipped at 1e-20.")
       .Input("X", "(Tensor) probabilities, shape [..., D], float32 or float64")
       .Input("Label",
-             "(Tensor) hard: int64 class indices of shape [..., 1]; soft: a distribution of X's shape "
-             "and dtype")
-      .Output("Y", "(Tensor) the loss per row, shape [..., 1], dtype of X")
+             "(Tensor) hard: int64 class indices of shape [..., 1] or [...] (X's rank less one); soft: a "
+             "distribution of X's shape and dtype")
+      .Output("Y",
+              "(Tensor) the loss per row, Label's shape with the last dim 1 ([..., 1]; [...] for a Label of "
+              "rank X - 1), dtype of X")
       .Attr<bool>("soft_label", false, "(bool, default false) Label holds distributions instead of indices")
       .Attr<int>("ignore_index", -100,
                  "(int, default -100) rows whose hard label equals it get loss 0 and no gradient; unused with "
@@ -157,6 +158,7 @@ NABLA_REGISTER_OPS(cross_entropy) {
       .GradMaker<CrossEntropyGradMaker>()
       .GradCheck(hard)
       .GradCheck(ignored)
+      .GradCheck(short_label)
       .GradCheck(soft);
   registrar.DefaultGradOp("cross_entropy", __FILE__, __LINE__)
       .Doc("Gradient of cross_entropy with respect to X (Label gets none): -Y@GRAD * Label / X where X > 1e-20.")

@@ -2,6 +2,7 @@
 // What the nn_ops op files share beyond the op kit (nabla/opkit): the kit
 // itself, pulled into this plugin's namespace, optimizer shape inference and
 // grad-op slots whose buffers kernels never read. Private to this plugin.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -57,6 +58,34 @@ inline void MarkNoBuffer(OpBuilder& b, const std::vector<std::string>& slots) {
   for (auto& s : b.Info().schema.inputs)
     for (const auto& name : slots)
       if (s.name == name) s.no_buffer = true;
+}
+
+// cross_entropy's clipped log, which softmax_with_cross_entropy with
+// use_softmax = false shares: log(max(x, 1e-20)), so a zero probability
+// gives a large finite loss, and its exact derivative (0 where x <= 1e-20),
+// where Paddle's -1 / x would be infinite.
+constexpr double kMinProb = 1e-20;
+
+template <typename T>
+T ClippedLog(T x) {
+  return std::log(std::max(x, static_cast<T>(kMinProb)));
+}
+
+// d(-log(max(x, eps)))/dx.
+template <typename T>
+T ClippedLogGrad(T x) {
+  return x > static_cast<T>(kMinProb) ? T(-1) / x : T(0);
+}
+
+// softmax_with_cross_entropy's Loss: Logits' shape with 1 on the class
+// axis, or a hard Label's own shape when it has Logits' rank less one (class
+// axis last; what cross_entropy takes, so fusing softmax + cross_entropy
+// keeps Y's shape).
+inline Shape SoftmaxCrossEntropyLossShape(const Shape& logits, const Shape& label, int axis) {
+  if (label.size() + 1 == logits.size() && axis == static_cast<int>(logits.size()) - 1) return label;
+  Shape loss = logits;
+  loss[axis] = 1;
+  return loss;
 }
 
 // The schema softmax and log_softmax share: X -> Out (X's shape) along

@@ -67,6 +67,13 @@ const char* LabelSuffix(const Tensor& label, bool soft, const std::string& op) {
   return "i32";
 }
 
+// swce_<fwd_|bwd_><label kind>, or swce_prob_... when use_softmax is false
+// (Logits are probabilities).
+std::string KernelName(const ExecutionContext& ctx, const char* pass, const Tensor& label, bool soft) {
+  return std::string(ctx.Attr<bool>("use_softmax") ? "swce_" : "swce_prob_") + pass +
+         LabelSuffix(label, soft, ctx.Op().Type());
+}
+
 template <typename T>
 struct SoftmaxWithCrossEntropyKernel {
   void operator()(const ExecutionContext& ctx) const {
@@ -77,17 +84,15 @@ struct SoftmaxWithCrossEntropyKernel {
     const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "axis", "softmax_with_cross_entropy");
     const bool soft = ctx.Attr<bool>("soft_label");
     const AxisView v = ViewAround(logits.GetShape(), axis);
-    Shape loss_shape = logits.GetShape();
-    loss_shape[axis] = 1;
     KernelArg xa = s.Arg(logits), la = s.Arg(label);
     void* sm = AllocateOutput<T>(ctx, ctx.Output("Softmax"), logits.GetShape());
-    void* loss = AllocateOutput<T>(ctx, ctx.Output("Loss"), loss_shape);
+    void* loss = AllocateOutput<T>(ctx, ctx.Output("Loss"),
+                                   SoftmaxCrossEntropyLossShape(logits.GetShape(), label.GetShape(), axis));
     const int64_t rows = v.outer * v.inner;
     std::vector<KernelArg> args = {
         xa, la, KernelArg::Buffer(sm), KernelArg::Buffer(loss), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)};
     if (!soft) args.push_back(KernelArg(static_cast<int32_t>(ctx.Attr<int>("ignore_index"))));
-    Run<T>(dev, cl_source::softmax(), (std::string("swce_fwd_") + LabelSuffix(label, soft, ctx.Op().Type())).c_str(),
-           args, rows);
+    Run<T>(dev, cl_source::softmax(), KernelName(ctx, "fwd_", label, soft).c_str(), args, rows);
   }
 };
 
@@ -109,8 +114,7 @@ struct SoftmaxWithCrossEntropyGradKernel {
     std::vector<KernelArg> args = {
         sa, la, da, KernelArg::Buffer(g), KernelArg(rows), KernelArg(v.dim), KernelArg(v.inner)};
     if (!soft) args.push_back(KernelArg(static_cast<int32_t>(ctx.Attr<int>("ignore_index"))));
-    Run<T>(dev, cl_source::softmax(), (std::string("swce_bwd_") + LabelSuffix(label, soft, ctx.Op().Type())).c_str(),
-           args, rows);
+    Run<T>(dev, cl_source::softmax(), KernelName(ctx, "bwd_", label, soft).c_str(), args, rows);
   }
 };
 

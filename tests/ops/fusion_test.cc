@@ -58,7 +58,7 @@ std::vector<std::string> OpTypes(const ProgramDesc& p) {
 
 // Runs forward + backward on fixed random inputs (the same for every call)
 // and returns the loss and every parameter gradient.
-std::map<std::string, HostTensor> LossAndGrads(ProgramDesc program, DType dtype) {
+std::map<std::string, HostTensor> LossAndGrads(ProgramDesc program, DType dtype, Shape label_shape = {8, 1}) {
   const ParamGrads pg = AppendBackward(program, "loss");
   Scope scope;
   std::mt19937_64 rng(7);
@@ -71,7 +71,7 @@ std::map<std::string, HostTensor> LossAndGrads(ProgramDesc program, DType dtype)
     set("w" + std::to_string(i), shapes[2 * i], -1, 1);
     set("b" + std::to_string(i), shapes[2 * i + 1], -0.5, 0.5);
   }
-  HostTensor label{{8, 1}, {0, 1, 2, 1, 0, 2, 2, 1}};
+  HostTensor label{label_shape, {0, 1, 2, 1, 0, 2, 2, 1}};
   ToTensor(label, DType::kInt64, scope.Var("label")->GetTensor());
   auto exec = CreateExecutor("sequential", HostDevice());
   exec->Run(program, 0, scope);
@@ -131,6 +131,29 @@ void ExpectSameLossAndGrads(DType dtype, double rtol, double atol) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(got.count(name));
     ExpectNear(got[name], w, rtol, atol, name);
+  }
+}
+
+// Paddle's cross_entropy takes a hard Label of rank X - 1 ([N] here), and Y
+// is then [N]: the fused op must take it too and keep that shape.
+TEST(Fusion, SoftmaxCrossEntropyKeepsALabelOfRankOneLess) {
+  auto net = [] {
+    std::string text = kNet;
+    const std::string from = "label: {shape: [-1, 1]";
+    text.replace(text.find(from), from.size(), "label: {shape: [-1]");
+    return ParseProgram(text, "net.yaml");
+  };
+  ProgramDesc unfused = net(), fused = net();
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 4u);
+  VerifyProgram(fused, *CurrentRegistry());
+  EXPECT_EQ(fused.Root()->FindVar("ce")->GetShape(), (Shape{-1}));
+  auto want = LossAndGrads(unfused, DType::kFloat64, {8});
+  auto got = LossAndGrads(fused, DType::kFloat64, {8});
+  ASSERT_EQ(want.size(), 9u);
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(got.count(name));
+    ExpectNear(got[name], w, 1e-12, 1e-14, name);
   }
 }
 

@@ -50,6 +50,38 @@ TEST_P(RandomOps, UniformRandomStaysInRangeWithUniformMoments) {
   EXPECT_NEAR(m.std, 5.0 / std::sqrt(12.0), 0.03);
 }
 
+// Paddle's diagonal: element i * diag_step + i is diag_val for i < diag_num;
+// every other element is the one the same seed draws without a diagonal.
+TEST_P(RandomOps, UniformRandomDiagonalOverwritesOnlyItsElements) {
+  AttributeMap a = {{"shape", std::vector<int>{4, 5}}, {"seed", 9}};
+  const HostTensor plain = Draw("uniform_random", a, GetParam());
+  a["diag_num"] = 3;
+  a["diag_step"] = 6;
+  a["diag_val"] = 7.0f;
+  const HostTensor diag = Draw("uniform_random", a, GetParam());
+  ASSERT_EQ(diag.v.size(), plain.v.size());
+  for (size_t i = 0; i < diag.v.size(); ++i) {
+    if (i == 0 || i == 7 || i == 14)
+      EXPECT_EQ(diag.v[i], 7.0) << i;
+    else
+      EXPECT_EQ(diag.v[i], plain.v[i]) << i;
+  }
+  // The last diagonal element, (diag_num - 1) * (diag_step + 1) = 21, lies
+  // past the 20 elements: an error naming the attributes, not a write.
+  a["diag_num"] = 4;
+  OpRun run;
+  run.type = "uniform_random";
+  run.attrs = a;
+  run.attrs["dtype"] = std::string(DTypeName(GetParam()));
+  try {
+    run.Run();
+    ADD_FAILURE() << "a diagonal past Out was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("diag_num 4 and diag_step 6"), std::string::npos) << e.what();
+  }
+}
+
 TEST_P(RandomOps, GaussianRandomHasItsMeanAndStd) {
   HostTensor t = Draw("gaussian_random",
                       {{"shape", std::vector<int>{20000}}, {"mean", 1.5f}, {"std", 0.5f}, {"seed", 3}}, GetParam());

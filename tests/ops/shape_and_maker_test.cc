@@ -402,7 +402,8 @@ TEST_F(NnBuild, BadInputsAreReportedWithBothSides) {
       [&] {
         Infer(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"label3"}}}, {{"Y", {"y"}}}, {}));
       },
-      ErrorKind::kInvalidArgument, "Label must have the rank of X (2), but received Label [-1, 1, 1]");
+      ErrorKind::kInvalidArgument,
+      "a hard Label must have the rank of X (2) or one less, but received Label [-1, 1, 1]");
   ExpectError(
       [&] {
         Infer(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"flabel"}}},
@@ -441,6 +442,54 @@ TEST_F(NnBuild, BadInputsAreReportedWithBothSides) {
       {{"act_type", std::string("sigmoid")}}));
   ExpectError([&] { VerifyProgram(prog, *CurrentRegistry()); }, ErrorKind::kInvalidArgument,
               "attribute act_type must be relu, but received 'sigmoid'");
+}
+
+// Paddle's cross_entropy takes a hard Label of rank X - 1, and Y then has
+// Label's shape; softmax_with_cross_entropy takes it too (class axis last),
+// so the fusion of softmax + cross_entropy keeps Y's shape.
+TEST_F(NnBuild, HardLabelOfRankOneLessGivesLabelsShape) {
+  Declare("x", {-1, 3, 10});
+  Declare("short", {-1, 3}, DType::kInt64);
+  Infer(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"short"}}}, {{"Y", {"y"}}}, {}));
+  EXPECT_EQ(ShapeOfVar("y"), (Shape{-1, 3}));
+  Infer(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"short"}}},
+               {{"Softmax", {"s"}}, {"Loss", {"l"}}}, {}));
+  EXPECT_EQ(ShapeOfVar("l"), (Shape{-1, 3}));
+  // Not on another class axis, and not for soft labels.
+  ExpectError(
+      [&] {
+        Infer(OpDesc("softmax_with_cross_entropy", {{"Logits", {"x"}}, {"Label", {"short"}}},
+                     {{"Softmax", {"s"}}, {"Loss", {"l"}}}, {{"axis", 1}}));
+      },
+      ErrorKind::kInvalidArgument, "Label must have the rank of Logits (3");
+  Declare("fshort", {-1, 3});
+  ExpectError(
+      [&] {
+        Infer(OpDesc("cross_entropy", {{"X", {"x"}}, {"Label", {"fshort"}}}, {{"Y", {"y"}}}, {{"soft_label", true}}));
+      },
+      ErrorKind::kInvalidArgument, "with soft_label the Label must have the rank of X (3), but received Label [-1, 3]");
+}
+
+// Integer division is Paddle's (C++'s truncating `/`); a zero divisor is an
+// error, not a SIGFPE, and the lowest int32 divided by -1 wraps instead of
+// trapping.
+TEST(RunTimeErrors, IntegerDivision) {
+  OpRun run;
+  run.type = "elementwise_div";
+  run.inputs = {{"X", {HostTensor{{3}, {-7, -2147483648.0, 9}}}}, {"Y", {HostTensor{{3}, {2, -1, 4}}}}};
+  run.input_dtypes = {DType::kInt32, DType::kInt32};
+  EXPECT_EQ(run.Run().at(0).v, (std::vector<double>{-3, -2147483648.0, 2}));
+  run.inputs[1].second[0].v = {2, 0, 4};
+  try {
+    run.Run();
+    FAIL() << "an integer division by zero was accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(
+        std::string(err.what()).find("integer division by zero: Y must have no zero element, but received Y[1] = 0"),
+        std::string::npos)
+        << err.what();
+  }
 }
 
 // Ids are data, so their range is checked when the kernel runs.
