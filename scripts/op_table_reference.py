@@ -638,6 +638,97 @@ def vision_cases(rng):
          {"act_type": "relu"}, outs, tol=(1e-5, 1e-9), inplace=[("MeanOut", "Mean"), ("VarianceOut", "Variance")])
 
 
+# ---------------------------------------------------------------- Paddle's unary math and activations
+
+def unary_cases(rng):
+    """The elementwise ops of Paddle's activation_op family (math_ops' unary math, nn_ops' activations),
+    with Paddle's formulas and attribute defaults; references in float64 from PyTorch/NumPy."""
+
+    def row(name, op, x, out, attrs=None, dtypes=FLOATS, tol=(3e-6, 1e-12)):
+        case(name, op, [("X", "", x)], attrs or {}, [("Out", "", out)], dtypes, tol)
+
+    x = fl(rng, (2, 5), -4, 4)
+    row("sin", "sin", x, np.sin(x))
+    row("cos", "cos", x, np.cos(x))
+    row("atan", "atan", x, np.arctan(x))
+    x = fl(rng, (2, 5), -0.95, 0.95)
+    x[0, :2] = [-1.0, 1.0]  # the domain's ends
+    row("asin", "asin", x, np.arcsin(x))
+    row("acos", "acos", x, np.arccos(x))
+
+    # Halves round away from zero (std::round, OpenCL's round), not to even as NumPy's and PyTorch's do.
+    x = np.concatenate([[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -2.0, 0.0, 3.0], fl(rng, (7,), -4, 4)]).reshape(2, 8)
+    row("ceil", "ceil", x, np.ceil(x))
+    row("floor", "floor", x, np.floor(x))
+    row("round_halves_away_from_zero", "round", x, np.sign(x) * np.floor(np.abs(x) + 0.5))
+
+    x = fl(rng, (2, 5), 0.05, 4)
+    row("rsqrt", "rsqrt", x, 1 / np.sqrt(x))
+    x = np.concatenate([fl(rng, (5,), 0.1, 3), fl(rng, (5,), -3, -0.1)]).reshape(2, 5)
+    row("reciprocal", "reciprocal", x, 1 / x)
+    x = np.concatenate([fl(rng, (7,), -0.9, 3), [1e-7, -1e-7, 0.0]]).reshape(2, 5)  # log1p keeps tiny X exact
+    row("log1p", "log1p", x, torch.log1p(tt(x)))
+
+    x = fl(rng, (2, 5), -2, 2)
+    row("pow_default_factor", "pow", x, x)
+    row("pow_cube", "pow", x, x ** 3, {"factor": 3.0})
+    x = fl(rng, (2, 5), 0.1, 3)
+    row("pow_fractional", "pow", x, x ** f32(2.5), {"factor": 2.5}, tol=(1e-5, 1e-12))
+    row("pow_negative_factor", "pow", x, x ** f32(-1.5), {"factor": -1.5}, tol=(1e-5, 1e-12))
+    x = ints(rng, (2, 5), -6, 7)
+    row("pow_factor_ints", "pow", x, x ** 3, {"factor": 3.0}, INTS)
+    # Paddle's integer kernel raises to the factor cast to the integer type: 2.7 -> 2.
+    row("pow_factor_ints_truncated", "pow", x, x ** 2, {"factor": 2.7}, INTS)
+
+    x = fl(rng, (3, 6), -6, 6)
+    row("logsigmoid", "logsigmoid", x, F.logsigmoid(tt(x)))
+    big = np.concatenate([[-100.0, 100.0, 0.0, -40.0, 40.0], fl(rng, (7,), -100, 100)]).reshape(3, 4)
+    row("logsigmoid_large", "logsigmoid", big, F.logsigmoid(tt(big)))
+    row("softplus", "softplus", x, F.softplus(tt(x)))
+    row("softplus_large", "softplus", big, F.softplus(tt(big), beta=1, threshold=20))
+    row("softplus_beta_threshold", "softplus", x, F.softplus(tt(x), beta=2.0, threshold=3.0),
+        {"beta": 2.0, "threshold": 3.0})
+    row("softsign", "softsign", x, F.softsign(tt(x)))
+    row("tanh_shrink", "tanh_shrink", x, F.tanhshrink(tt(x)))
+    row("stanh", "stanh", x, f32(1.7159) * np.tanh(f32(0.67) * x))
+    row("stanh_scales", "stanh", x, f32(2.5) * np.tanh(f32(0.5) * x), {"scale_a": 0.5, "scale_b": 2.5})
+    row("swish", "swish", x, tt(x) * torch.sigmoid(tt(x)))
+    row("swish_beta", "swish", x, tt(x) * torch.sigmoid(f32(1.7) * tt(x)), {"beta": 1.7})
+    row("elu", "elu", x, F.elu(tt(x)))
+    row("elu_alpha", "elu", x, F.elu(tt(x), alpha=f32(0.3)), {"alpha": 0.3})
+    # A negative alpha follows Paddle's formula max(0, X) + min(0, alpha * (e^X - 1)).
+    row("elu_negative_alpha", "elu", x, np.maximum(x, 0) + np.minimum(f32(-0.5) * np.expm1(x), 0),
+        {"alpha": -0.5})
+    row("hard_swish", "hard_swish", x, F.hardswish(tt(x)))
+    row("hard_swish_attrs", "hard_swish", x, x * np.clip(x + f32(1.5), 0, f32(4.0)) / f32(5.0),
+        {"threshold": 4.0, "scale": 5.0, "offset": 1.5})
+    row("hard_sigmoid", "hard_sigmoid", x, np.clip(f32(0.2) * x + 0.5, 0, 1))
+    row("hard_sigmoid_attrs", "hard_sigmoid", x, np.clip(f32(0.3) * x + f32(0.4), 0, 1),
+        {"slope": 0.3, "offset": 0.4})
+
+    # The thresholded ops at their thresholds: Paddle's strict comparisons.
+    x = np.concatenate([[-0.5, 0.5, 1.0, 0.0], fl(rng, (14,), -3, 3)]).reshape(3, 6)
+    row("hard_shrink", "hard_shrink", x, F.hardshrink(tt(x), 0.5))
+    row("hard_shrink_threshold", "hard_shrink", x, F.hardshrink(tt(x), f32(1.2)), {"threshold": 1.2})
+    row("softshrink", "softshrink", x, F.softshrink(tt(x), 0.5))
+    row("softshrink_lambda", "softshrink", x, F.softshrink(tt(x), f32(1.2)), {"lambda": 1.2})
+    row("thresholded_relu", "thresholded_relu", x, np.where(x > 1.0, x, 0.0))
+    row("thresholded_relu_threshold", "thresholded_relu", x, np.where(x > f32(0.3), x, 0.0), {"threshold": 0.3})
+
+    x = np.concatenate([[0.0, 6.0, 24.0, -1.0], fl(rng, (14,), -5, 30)]).reshape(3, 6)
+    row("brelu", "brelu", x, np.clip(x, 0, 24))
+    row("brelu_bounds", "brelu", x, np.clip(x, -1.5, 2.5), {"t_min": -1.5, "t_max": 2.5})
+    row("relu6", "relu6", x, F.relu6(tt(x)))
+    row("relu6_threshold", "relu6", x, np.clip(x, 0, f32(4.5)), {"threshold": 4.5})
+
+    # soft_relu clips X to [-threshold, threshold] before ln(1 + e^X).
+    x = np.concatenate([[-50.0, 50.0, -40.0, 40.0, 0.0], fl(rng, (13,), -45, 45)]).reshape(3, 6)
+    row("soft_relu", "soft_relu", x, torch.log1p(torch.exp(tt(np.clip(x, -40, 40)))))
+    x = fl(rng, (3, 6), -3, 3)
+    row("soft_relu_threshold", "soft_relu", x, torch.log1p(torch.exp(tt(np.clip(x, -1.0, 1.0)))),
+        {"threshold": 1.0})
+
+
 # ---------------------------------------------------------------- control_flow
 
 def control_flow_cases(rng):
@@ -784,6 +875,7 @@ def main():
     vision_cases(np.random.default_rng(20261128))
     control_flow_cases(np.random.default_rng(20261129))
     semantics_cases(np.random.default_rng(20261130))
+    unary_cases(np.random.default_rng(20261131))
     write_inc()
     return 0
 

@@ -10,4 +10,14 @@ OpBuilder& GradFromOutSchema(Registrar& registrar, const std::string& type, cons
       .KernelDType(DTypeOfInput(GradVarName("Out")));
 }
 
+OpBuilder& ActivationGradSchema(Registrar& registrar, const std::string& type, GradReads reads, const char* file,
+                                int line) {
+  const std::string from = reads == GradReads::kX ? "X" : reads == GradReads::kOut ? "Out" : GradVarName("Out");
+  return registrar.DefaultGradOp(type, file, line)
+      .Doc("Gradient of " + type + ": X@GRAD from Out@GRAD" + (reads == GradReads::kNothing ? "" : " and " + from) +
+           ".")
+      .InferShape([from](InferShapeContext& c) { InferSameAs(c, from, GradVarName("X")); })
+      .KernelDType(DTypeOfInput(GradVarName("Out")));
+}
+
 }  // namespace nabla::opkit

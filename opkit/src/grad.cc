@@ -25,6 +25,11 @@ std::vector<std::unique_ptr<OpDesc>> GradFromOutMaker::operator()() const {
                {{GradVarName("X"), InputGrad("X")}}, Attrs());
 }
 
+std::vector<std::unique_ptr<OpDesc>> GradFromOutGradMaker::operator()() const {
+  return OneOp(ForwardOp().Type() + "_grad", {{GradVarName("Out"), OutputGrad("Out")}},
+               {{GradVarName("X"), InputGrad("X")}}, Attrs());
+}
+
 void InferGradShapes(InferShapeContext& c) {
   for (const auto& [slot, args] : c.Op().Outputs()) {
     if (!IsGradVarName(slot)) continue;

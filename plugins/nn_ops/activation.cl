@@ -1,21 +1,6 @@
-// OpenCL C of the activations (activation_opencl.cc): the kernel skeletons
-// and the math the table's expressions call. activation_opencl.cc appends,
-// for each op of its table, <op>_out(x, p) and <op>_dx(v, d, p) (v is X or
-// Out, whichever the grad op reads; p the op's attribute) followed by
-// UNARY(<op>) and UNARY_GRAD(<op>), which make the kernels `<op>_fwd` and
-// `<op>_bwd`.
-
-#define UNARY(NAME)                                                             \
-  __kernel void NAME##_fwd(__global const T* x, __global T* out, long n, T p) { \
-    long i = GID;                                                               \
-    if (i < n) out[i] = NAME##_out(x[i], p);                                    \
-  }
-
-#define UNARY_GRAD(NAME)                                                                               \
-  __kernel void NAME##_bwd(__global const T* v, __global const T* dout, __global T* dx, long n, T p) { \
-    long i = GID;                                                                                      \
-    if (i < n) dx[i] = NAME##_dx(v[i], dout[i], p);                                                    \
-  }
+// OpenCL C of the activations (activation_opencl.cc): the math the table's
+// expressions call. nabla/opencl/unary.h appends the kernel skeletons and,
+// for each op of the table, its functions and kernels.
 
 // Both branches exponentiate a non-positive number: no overflow.
 T sigmoid_of(T v) {
@@ -38,4 +23,14 @@ T gelu_tanh_grad(T v) {
   T t = tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v));
   T du = (T)0.79788456080286535588 * ((T)1 + (T)(3 * 0.044715) * v * v);
   return (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * du;
+}
+
+// log(1 + e^v) as max(v, 0) + log1p(e^-|v|): exponentiates a non-positive
+// number only, so no overflow for large |v| and no cancellation for v << 0.
+T softplus_of(T v) { return fmax(v, (T)0) + log1p(exp(-fabs(v))); }
+
+// d/dv of v * sigmoid(beta v): s + beta v s (1 - s).
+T swish_grad(T v, T beta) {
+  T s = sigmoid_of(beta * v);
+  return s + beta * v * s * ((T)1 - s);
 }

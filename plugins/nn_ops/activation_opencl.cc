@@ -1,9 +1,11 @@
 // OpenCL kernels of the activations and their grad ops: one row of
 // kUnaryOps per op, whose OpenCL C expressions become that op's kernels
-// (activation.cl holds the skeletons and gelu's math). Adding an activation
-// here is adding its row.
+// (nabla/opencl/unary.h holds the table machinery and the kernel skeletons,
+// activation.cl the math the rows call). Adding an activation here is adding
+// its row.
 #include "activation_cl.h"
 #include "nabla/opencl/kernel.h"
+#include "nabla/opencl/unary.h"
 #include "nabla/plugin.h"
 
 namespace nabla::nn {
@@ -11,91 +13,64 @@ namespace {
 
 using namespace opencl;
 
-// Expressions in OpenCL C over T: `out` of x (X's element) and p (the op's
-// attribute, from `param`; 0 without one), and the gradient `dx` of v, d
-// (Out@GRAD's element) and p, where v is the element of `grad_reads`, the
-// input the grad op has: relu, tanh and sigmoid's grads read Out, gelu and
-// leaky_relu's read X (as nn_ops defines them).
-struct UnaryOp {
-  const char* type;
-  const char* out;
-  const char* grad_reads;
-  const char* dx;
-  double (*param)(const ExecutionContext&) = nullptr;
-};
-
-double Approximate(const ExecutionContext& ctx) { return ctx.Attr<bool>("approximate") ? 1 : 0; }
-double Alpha(const ExecutionContext& ctx) { return ctx.Attr<float>("alpha"); }
-
+// v is the element of the input the grad op reads, as nn_ops defines each
+// (Paddle's ActBwdOpFwdDeps); p, q, r are the attributes named last.
 const UnaryOp kUnaryOps[] = {
     {"relu", "x > (T)0 ? x : (T)0", "Out", "v > (T)0 ? d : (T)0"},
     {"tanh", "tanh(x)", "Out", "d * ((T)1 - v * v)"},
     {"sigmoid", "sigmoid_of(x)", "Out", "d * v * ((T)1 - v)"},
-    {"gelu", "p != (T)0 ? gelu_tanh(x) : gelu_erf(x)", "X", "d * (p != (T)0 ? gelu_tanh_grad(v) : gelu_erf_grad(v))",
-     Approximate},
-    {"leaky_relu", "x > (T)0 ? x : p * x", "X", "v > (T)0 ? d : p * d", Alpha},
-};
-
-// activation.cl followed by every row's functions and kernels.
-const std::string& Source() {
-  static const std::string source = [] {
-    std::string s = cl_source::activation();
-    for (const UnaryOp& op : kUnaryOps) {
-      const std::string name = op.type;
-      s += "\nT " + name + "_out(T x, T p) { return " + op.out + "; }\nUNARY(" + name + ")\n";
-      s += "T " + name + "_dx(T v, T d, T p) { return " + op.dx + "; }\nUNARY_GRAD(" + name + ")\n";
-    }
-    return s;
-  }();
-  return source;
-}
-
-template <typename T>
-T Param(const UnaryOp& op, const ExecutionContext& ctx) {
-  return op.param ? static_cast<T>(op.param(ctx)) : T(0);
-}
-
-template <typename T>
-struct UnaryKernel {
-  const UnaryOp* op;
-  void operator()(const ExecutionContext& ctx) const {
-    OpenClDevice& dev = DeviceOf(ctx);
-    Staging s(dev);
-    const Tensor& x = ctx.Input("X");
-    KernelArg in = s.Arg(x);
-    void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
-    Run<T>(dev, Source(), (std::string(op->type) + "_fwd").c_str(),
-           {in, KernelArg::Buffer(out), KernelArg(x.Numel()), KernelArg(Param<T>(*op, ctx))}, x.Numel());
-  }
-};
-
-template <typename T>
-struct UnaryGradKernel {
-  const UnaryOp* op;
-  void operator()(const ExecutionContext& ctx) const {
-    Tensor* dx = ctx.Output(GradVarName("X"));
-    if (!dx) return;
-    OpenClDevice& dev = DeviceOf(ctx);
-    Staging s(dev);
-    const Tensor& v = ctx.Input(op->grad_reads);
-    const Tensor& dout = ctx.Input(GradVarName("Out"));
-    NABLA_ENFORCE(dout.Numel() == v.Numel(), kInvalidArgument, "op '", ctx.Op().Type(),
-                  "': expected Out@GRAD of shape ", ShapeToString(v.GetShape()), " but received ",
-                  ShapeToString(dout.GetShape()));
-    KernelArg va = s.Arg(v), d = s.Arg(dout);
-    void* g = AllocateOutput<T>(ctx, dx, v.GetShape());
-    Run<T>(dev, Source(), (std::string(op->type) + "_bwd").c_str(),
-           {va, d, KernelArg::Buffer(g), KernelArg(v.Numel()), KernelArg(Param<T>(*op, ctx))}, v.Numel());
-  }
+    {"gelu",
+     "p != (T)0 ? gelu_tanh(x) : gelu_erf(x)",
+     "X",
+     "d * (p != (T)0 ? gelu_tanh_grad(v) : gelu_erf_grad(v))",
+     {"approximate"}},
+    {"leaky_relu", "x > (T)0 ? x : p * x", "X", "v > (T)0 ? d : p * d", {"alpha"}},
+    {"logsigmoid", "-softplus_of(-x)", "X", "d * sigmoid_of(-v)"},
+    {"tanh_shrink", "x - tanh(x)", "X", "d * tanh(v) * tanh(v)"},
+    {"hard_shrink", "(x < -p || x > p) ? x : (T)0", "X", "(v < -p || v > p) ? d : (T)0", {"threshold"}},
+    {"softshrink",
+     "(x > p ? x - p : (T)0) + (x < -p ? x + p : (T)0)",
+     "X",
+     "(v > p ? d : (T)0) + (v < -p ? d : (T)0)",
+     {"lambda"}},
+    {"brelu", "fmin(fmax(x, p), q)", "X", "(v > p && v < q) ? d : (T)0", {"t_min", "t_max"}},
+    {"relu6", "fmin(fmax(x, (T)0), p)", "Out", "(v > (T)0 && v < p) ? d : (T)0", {"threshold"}},
+    {"hard_swish",
+     "x * fmin(fmax(x + r, (T)0), p) / q",
+     "X",
+     "d * (fmin(fmax(v + r, (T)0), p) + (v + r > (T)0 && v + r < p ? v : (T)0)) / q",
+     {"threshold", "scale", "offset"}},
+    {"hard_sigmoid",
+     "fmin(fmax(p * x + q, (T)0), (T)1)",
+     "Out",
+     "(v > (T)0 && v < (T)1) ? d * p : (T)0",
+     {"slope", "offset"}},
+    {"swish", "x * sigmoid_of(p * x)", "X", "d * swish_grad(v, p)", {"beta"}},
+    {"soft_relu",
+     "softplus_of(fmin(fmax(x, -p), p))",
+     "Out",
+     "(v > softplus_of(-p) && v < softplus_of(p)) ? -d * expm1(-v) : (T)0",
+     {"threshold"}},
+    {"elu",
+     "fmax(x, (T)0) + fmin(p * expm1(x), (T)0)",
+     "X",
+     "d * ((v > (T)0 ? (T)1 : (T)0) + (p * expm1(v) < (T)0 ? p * exp(v) : (T)0))",
+     {"alpha"}},
+    {"stanh", "q * tanh(p * x)", "X", "d * p * q * ((T)1 - tanh(p * v) * tanh(p * v))", {"scale_a", "scale_b"}},
+    {"softplus",
+     "p * x > q ? x : softplus_of(p * x) / p",
+     "X",
+     "p * v > q ? d : d * sigmoid_of(p * v)",
+     {"beta", "threshold"}},
+    {"softsign", "x / ((T)1 + fabs(x))", "X", "d / (((T)1 + fabs(v)) * ((T)1 + fabs(v)))"},
+    {"thresholded_relu", "x > p ? x : (T)0", "X", "v > p ? d : (T)0", {"threshold"}},
 };
 
 }  // namespace
 
 NABLA_REGISTER_OPS(activation_opencl) {
-  for (const UnaryOp& op : kUnaryOps) {
-    RegisterOpenClKernels<UnaryKernel>(registrar, op.type, __FILE__, __LINE__, &op);
-    RegisterOpenClKernels<UnaryGradKernel>(registrar, std::string(op.type) + "_grad", __FILE__, __LINE__, &op);
-  }
+  static const std::string source = UnaryTableSource(cl_source::activation(), kUnaryOps);
+  RegisterUnaryOpenClKernels(registrar, kUnaryOps, source, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

@@ -104,6 +104,24 @@ TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   }
 }
 
+// Paddle's activation_op family, one row each in nn_ops' and math_ops' unary
+// tables: a row lost would fall back to the CPU silently in the op table.
+TEST_F(OpenClOps, EveryUnaryTableOpHasAnOpenClKernel) {
+  auto registry = CurrentRegistry();
+  for (const char* op : {"logsigmoid", "tanh_shrink", "hard_shrink",  "softshrink", "brelu",
+                         "relu6",      "hard_swish",  "hard_sigmoid", "swish",      "soft_relu",
+                         "elu",        "stanh",       "softplus",     "softsign",   "thresholded_relu",
+                         "sin",        "cos",         "atan",         "asin",       "acos",
+                         "ceil",       "floor",       "round",        "rsqrt",      "reciprocal",
+                         "log1p",      "pow"}) {
+    for (const std::string& type : {std::string(op), std::string(op) + "_grad"}) {
+      ASSERT_NE(registry->Find(type), nullptr) << type;
+      EXPECT_NE(registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat32), nullptr) << type;
+      EXPECT_NE(registry->FindKernel(type, DeviceType::kOpenCL, DType::kFloat64), nullptr) << type;
+    }
+  }
+}
+
 // An op without an OpenCL kernel runs on the CPU with copies of its inputs.
 // A fresh output stays on the host (an OpenCL kernel reading it uploads
 // it); an output whose var lived on the device goes back there.

@@ -307,6 +307,39 @@ TEST(GradMakers, ElementwiseUsesPaddlesGradOpSlots) {
   EXPECT_EQ(ops[0]->Output("Y@GRAD"), std::vector<std::string>{kEmptyVarName});
 }
 
+// Paddle's activation_op family: each grad op reads what Paddle's
+// ActBwdOpFwdDeps says (X, Out, or only Out@GRAD for the zero gradients of
+// ceil, floor and round) and carries the forward attributes.
+TEST(GradMakers, ActivationGradsReadPaddlesSlots) {
+  const std::vector<std::string> from_x = {
+      "logsigmoid", "tanh_shrink", "hard_shrink", "softshrink",       "brelu", "hard_swish", "swish", "elu",
+      "stanh",      "softplus",    "softsign",    "thresholded_relu", "sin",   "cos",        "atan",  "asin",
+      "acos",       "log1p",       "pow"};
+  const std::vector<std::string> from_out = {"relu6", "hard_sigmoid", "soft_relu", "rsqrt", "reciprocal"};
+  const std::vector<std::string> from_dout = {"ceil", "floor", "round"};
+  for (const auto* list : {&from_x, &from_out, &from_dout}) {
+    for (const std::string& type : *list) {
+      SCOPED_TRACE(type);
+      auto ops = MakeGradOps(Forward(type, {{"X", {"a"}}}), {});
+      ASSERT_EQ(ops.size(), 1u);
+      EXPECT_EQ(ops[0]->Type(), type + "_grad");
+      EXPECT_EQ(ops[0]->Input("Out@GRAD"), std::vector<std::string>{"out@GRAD"});
+      EXPECT_EQ(ops[0]->Output("X@GRAD"), std::vector<std::string>{"a@GRAD"});
+      EXPECT_EQ(ops[0]->HasInput("X"), list == &from_x);
+      EXPECT_EQ(ops[0]->HasInput("Out"), list == &from_out);
+    }
+  }
+  auto ops = MakeGradOps(Forward("hard_swish", {{"X", {"a"}}}, {{"offset", 2.0f}}), {});
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]->Attr<float>("offset"), 2.0f);
+  EXPECT_EQ(ops[0]->Attr<float>("threshold"), 6.0f);
+}
+
+TEST(RunTimeErrors, IntegerPowNeedsANonNegativeFactor) {
+  ExpectMentions(BadInputError("pow", {{"X", {2}, DType::kInt32}}, {{"factor", -1.0f}}),
+                 {"'pow'", "int32", "factor", "but received factor -1"});
+}
+
 // A grad kernel given @EMPTY@ for one gradient computes only the other.
 TEST(GradKernels, SkipEmptyOutputs) {
   Scope scope;

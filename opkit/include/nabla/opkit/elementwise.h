@@ -5,10 +5,12 @@
 // broadcast dims in a fixed order (bit-for-bit the same with any thread
 // count). fwd/bwd are generic lambdas, instantiated for float and double.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
@@ -29,6 +31,14 @@ T Sigmoid(T x) {
   if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
   const T e = std::exp(x);
   return e / (T(1) + e);
+}
+
+// log(1 + e^x) as max(x, 0) + log1p(e^-|x|): only a non-positive number is
+// exponentiated, so nothing overflows for large |x|, and log1p keeps the
+// tail far below 0 where log(1 + tiny) would round to 0.
+template <typename T>
+T Softplus(T x) {
+  return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
 }
 
 // An elementwise op X -> Out with Out = fwd(X) and the grad op
@@ -109,6 +119,103 @@ OpBuilder& RegisterGradFromOut(Registrar& registrar, const std::string& type, co
               const T o = po[i], d = pd[i];
               pdx[i] = static_cast<T>(bwd(o, d));
             }
+          });
+        },
+        file, line);
+  });
+  return b;
+}
+
+// What an activation's grad op reads besides Out@GRAD, as Paddle's
+// ActBwdOpFwdDeps declares it per op: X (kDepX; the maker is
+// GradFromInputsMaker), Out (kDepOut; GradFromOutMaker, so X can be freed
+// after the forward pass) or neither (kNoDeps: ceil, floor, round, whose
+// gradient is zero; GradFromOutGradMaker).
+enum class GradReads { kX, kOut, kNothing };
+
+// A float attribute of an activation, declared with its default and doc.
+struct FloatAttr {
+  std::string name;
+  float value;
+  std::string doc;
+};
+
+// An activation's float attributes as T, in the order declared (unused
+// entries 0): what fwd and bwd of RegisterActivation receive.
+inline constexpr size_t kMaxActivationAttrs = 3;
+template <typename T>
+using ActivationAttrs = std::array<T, kMaxActivationAttrs>;
+
+template <typename T>
+ActivationAttrs<T> ReadActivationAttrs(const ExecutionContext& ctx, const std::vector<std::string>& names) {
+  ActivationAttrs<T> a{};
+  for (size_t i = 0; i < names.size(); ++i) a[i] = static_cast<T>(ctx.Attr<float>(names[i]));
+  return a;
+}
+
+// The schema and shape inference of `<type>_grad` as `reads` makes it:
+// X@GRAD takes the shape and dtype of X, Out or Out@GRAD.
+OpBuilder& ActivationGradSchema(Registrar& registrar, const std::string& type, GradReads reads, const char* file,
+                                int line);
+
+// An elementwise activation X -> Out (Paddle's activation_op family) with
+// float `attrs` and float32/float64 CPU kernels: Out = fwd(x, a) and
+// X@GRAD = bwd(v, dout, a), where a holds the attributes (ActivationAttrs)
+// and v is the element of X, Out or Out@GRAD, whichever `reads` names.
+// fwd and bwd are generic lambdas, instantiated for float and double.
+template <typename Fwd, typename Bwd>
+OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, const std::string& doc, const char* file,
+                              int line, const std::vector<FloatAttr>& attrs, GradReads reads, Fwd fwd, Bwd bwd) {
+  NABLA_ENFORCE(attrs.size() <= kMaxActivationAttrs, kInvalidArgument, "RegisterActivation('", type, "'): at most ",
+                kMaxActivationAttrs, " attributes, but received ", attrs.size());
+  OpBuilder& b = registrar.Op(type, file, line)
+                     .Doc(doc)
+                     .Input("X", "(Tensor) input of any shape, float32 or float64")
+                     .Output("Out", "(Tensor) output, of the shape and dtype of X");
+  std::vector<std::string> names;
+  for (const FloatAttr& a : attrs) {
+    b.Attr<float>(a.name, a.value, a.doc);
+    names.push_back(a.name);
+  }
+  b.InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+  if (reads == GradReads::kX)
+    b.GradMaker<GradFromInputsMaker>();
+  else if (reads == GradReads::kOut)
+    b.GradMaker<GradFromOutMaker>();
+  else
+    b.GradMaker<GradFromOutGradMaker>();
+  ActivationGradSchema(registrar, type, reads, file, line);
+  const std::string grad_input = reads == GradReads::kX ? "X" : reads == GradReads::kOut ? "Out" : GradVarName("Out");
+  ForEachType<float, double>([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    registrar.Kernel(
+        type, DeviceType::kCPU, DTypeOf<T>::value,
+        [fwd, names](const ExecutionContext& ctx) {
+          const Tensor& x = ctx.Input("X");
+          const ActivationAttrs<T> a = ReadActivationAttrs<T>(ctx, names);
+          const T* px = x.Data<T>();
+          T* po = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
+          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) po[i] = static_cast<T>(fwd(px[i], a));
+          });
+        },
+        file, line);
+    registrar.Kernel(
+        type + "_grad", DeviceType::kCPU, DTypeOf<T>::value,
+        [bwd, names, grad_input](const ExecutionContext& ctx) {
+          Tensor* dx = ctx.Output(GradVarName("X"));
+          if (!dx) return;
+          const Tensor& v = ctx.Input(grad_input);
+          const Tensor& dout = ctx.Input(GradVarName("Out"));
+          NABLA_ENFORCE(dout.GetShape() == v.GetShape(), kInvalidArgument, "op '", ctx.Op().Type(),
+                        "': expected Out@GRAD of shape ", ShapeToString(v.GetShape()), " but received ",
+                        ShapeToString(dout.GetShape()));
+          const ActivationAttrs<T> a = ReadActivationAttrs<T>(ctx, names);
+          const T* pv = v.Data<T>();
+          const T* pd = dout.Data<T>();
+          T* pdx = AllocOutput<T>(ctx, dx, v.GetShape());
+          cpu::ParallelFor(v.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) pdx[i] = static_cast<T>(bwd(pv[i], pd[i], a));
           });
         },
         file, line);

@@ -1,8 +1,9 @@
 #pragma once
 // Grad makers and grad-op shape inference that many ops share: building ops
 // for a maker, emitting one grad op only when the gradient is wanted, the
-// grad ops that read forward inputs only (views, slices) or outputs only
-// (activations), and grad ops whose dX takes the shape of a forward slot.
+// grad ops that read forward inputs only (views, slices), outputs only
+// (activations) or the output gradient only (zero gradients), and grad ops
+// whose dX takes the shape of a forward slot.
 #include <memory>
 #include <string>
 #include <utility>
@@ -75,6 +76,15 @@ class GradFromInputsMaker : public GradOpDescMakerBase {
 // is a function of their output (relu, sigmoid, tanh, softmax), so X can be
 // freed after the forward pass, as in Paddle.
 class GradFromOutMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override;
+};
+
+// `<type>_grad` reading only Out@GRAD: ops whose gradient is zero wherever
+// it exists (Paddle's ceil, floor, round), so neither X nor Out is kept for
+// the backward pass.
+class GradFromOutGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override;

@@ -5,7 +5,7 @@
 //   broadcast.h   Paddle's `axis` broadcasting, BroadcastIndexer
 //   reduce.h      reduced dims and shapes, deterministic reduction walks
 //   kernels.h     kernel registration over dtypes, AllocOutput, parallel loops
-//   elementwise.h unary, activation-gradient and broadcast binary op templates
+//   elementwise.h unary, activation, activation-gradient and broadcast binary op templates
 //   view.h        view ops (Out shares X's buffer under a new shape)
 //   grad.h        grad makers: MakeOp, OneOp, OneGradOpIfWanted, GradFrom*Maker
 //   gradcheck.h   GradCheck case builders
