@@ -63,7 +63,7 @@ std::vector<std::unique_ptr<OpDesc>> MakeGradOpsWith(const OpRegistry& registry,
                                                      const std::vector<BlockDesc*>& grad_blocks,
                                                      const ProgramDesc* program = nullptr) {
   const OpInfo& info = registry.Get(op.Type());
-  NABLA_ENFORCE(info.HasGradient(), kNotFound, WherePrefix(program, op), "op '", op.Type(),
+  NABLA_ENFORCE(info.HasGradMaker(), kNotFound, WherePrefix(program, op), "op '", op.Type(),
                 "' needs a gradient but has no GradOpDescMaker: expected its registration to call GradMaker<...>() "
                 "(or GradMaker<EmptyGradOpDescMaker>() for an op without gradient), but received none; registered by ",
                 info.origin.ToString());

@@ -95,6 +95,7 @@ OpBuilder& OpBuilder::InferVarType(InferVarTypeFn fn) {
 }
 OpBuilder& OpBuilder::GradMaker(GradOpMakerFn fn) {
   info_->grad_maker = std::move(fn);
+  info_->declares_no_gradient = false;
   return *this;
 }
 OpBuilder& OpBuilder::KernelDType(KernelDTypeFn fn) {

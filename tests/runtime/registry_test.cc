@@ -22,6 +22,23 @@ TEST(Registry, InProcessBatchIsPublishedWithOriginAndKernels) {
   EXPECT_EQ(std::get<float>(*reg->Find("toy_scale")->schema.FindAttr("scale")->default_value), 1.0f);
 }
 
+// EmptyGradOpDescMaker declares "no gradient": the backward builder may pass
+// the op (it has a maker), while `nabla ops` and gradcheck report no gradient.
+// A maker registered after it (or before) decides.
+TEST(Registry, EmptyGradMakerMeansNoGradient) {
+  RegisterOps("grad_declarations", [](Registrar& r) {
+    r.Op("declares_no_grad").Input("X", "x").Output("Out", "y").GradMaker<EmptyGradOpDescMaker>();
+    r.Op("declares_default_grad").Input("X", "x").Output("Out", "y").GradMaker<DefaultGradOpDescMaker>();
+    r.Op("declares_nothing").Input("X", "x").Output("Out", "y");
+  });
+  auto reg = CurrentRegistry();
+  EXPECT_TRUE(reg->Get("declares_no_grad").HasGradMaker());
+  EXPECT_FALSE(reg->Get("declares_no_grad").HasGradient());
+  EXPECT_TRUE(reg->Get("declares_default_grad").HasGradient());
+  EXPECT_FALSE(reg->Get("declares_nothing").HasGradMaker());
+  EXPECT_FALSE(reg->Get("declares_nothing").HasGradient());
+}
+
 // A failing batch leaves the registry exactly as it was, even when part of
 // the batch was fine.
 TEST(Registry, FailedBatchLeavesRegistryUnchanged) {

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -309,6 +310,9 @@ struct OpInfo {
   InferShapeFn infer_shape;
   InferVarTypeFn infer_var_type;
   GradOpMakerFn grad_maker;  // null: the op has no gradient (an error if one is needed)
+  // GradMaker<EmptyGradOpDescMaker>(): the op declares it has no gradient, so
+  // the backward builder passes it by while `nabla ops` and gradcheck say "no".
+  bool declares_no_gradient = false;
   KernelDTypeFn kernel_dtype;
   OpTraits traits;
   Origin origin;
@@ -317,7 +321,10 @@ struct OpInfo {
   std::vector<FusionPattern> fusions;      // chains this op replaces (FuseOps)
   std::vector<ProgramPass> grad_passes;    // rewrites after the backward part (FuseGradOps)
 
-  bool HasGradient() const { return static_cast<bool>(grad_maker); }
+  // A maker was registered (possibly the empty one): the backward builder may pass the op.
+  bool HasGradMaker() const { return static_cast<bool>(grad_maker); }
+  // The op has a gradient: a maker that is not EmptyGradOpDescMaker.
+  bool HasGradient() const { return HasGradMaker() && !declares_no_gradient; }
 };
 
 // ---------------------------------------------------------- the registry
@@ -396,9 +403,11 @@ class NABLA_API OpBuilder {
   OpBuilder& GradMaker(GradOpMakerFn fn);
   template <typename Maker>
   OpBuilder& GradMaker() {
-    return GradMaker([](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
-                        std::unordered_map<std::string, std::string>* g2v,
-                        const std::vector<BlockDesc*>& blocks) { return Maker(fwd, no_grad, g2v, blocks)(); });
+    GradMaker([](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
+                 std::unordered_map<std::string, std::string>* g2v,
+                 const std::vector<BlockDesc*>& blocks) { return Maker(fwd, no_grad, g2v, blocks)(); });
+    info_->declares_no_gradient = std::is_same_v<Maker, EmptyGradOpDescMaker>;
+    return *this;
   }
   OpBuilder& KernelDType(KernelDTypeFn fn);
   OpBuilder& GradCheck(GradCheckSpec spec);
