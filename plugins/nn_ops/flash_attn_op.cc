@@ -23,11 +23,30 @@
 #include <limits>
 #include <vector>
 
+#include "flash_attn.h"
 #include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
 namespace nabla::nn {
+
+void AttnMaskStrides(const Shape& mask, const Shape& target, int64_t* strides, const std::string& where) {
+  NABLA_ENFORCE(!mask.empty() && mask.size() <= 4, kInvalidArgument, where,
+                ": attn_mask must have rank 1 to 4 (broadcast to [batch, heads, seq_q, seq_k] = ",
+                ShapeToString(target), "), but received shape ", ShapeToString(mask));
+  const size_t lead = 4 - mask.size();
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    strides[d] = 0;
+    if (static_cast<size_t>(d) < lead) continue;
+    const int64_t m = mask[d - lead];
+    NABLA_ENFORCE(m == 1 || DimsCompatible(m, target[d]), kInvalidArgument, where, ": attn_mask of shape ",
+                  ShapeToString(mask), " does not broadcast to [batch, heads, seq_q, seq_k] = ", ShapeToString(target));
+    strides[d] = m == 1 ? 0 : stride;
+    stride *= m;
+  }
+}
+
 namespace {
 
 // 64 x 64 tiles: a tile of scores (16 KiB in float32) and the q, k, v rows it
@@ -60,25 +79,6 @@ struct AttnDims {
   }
 };
 
-// attn_mask's dims, right-aligned against [batch, heads, seq_q, seq_k]; each
-// 1 (broadcast) or equal. `where` names the op for the message.
-void MaskStrides(const Shape& mask, const Shape& target, int64_t* strides, const std::string& where) {
-  NABLA_ENFORCE(!mask.empty() && mask.size() <= 4, kInvalidArgument, where,
-                ": attn_mask must have rank 1 to 4 (broadcast to [batch, heads, seq_q, seq_k] = ",
-                ShapeToString(target), "), but received shape ", ShapeToString(mask));
-  const size_t lead = 4 - mask.size();
-  int64_t stride = 1;
-  for (int d = 3; d >= 0; --d) {
-    strides[d] = 0;
-    if (static_cast<size_t>(d) < lead) continue;
-    const int64_t m = mask[d - lead];
-    NABLA_ENFORCE(m == 1 || DimsCompatible(m, target[d]), kInvalidArgument, where, ": attn_mask of shape ",
-                  ShapeToString(mask), " does not broadcast to [batch, heads, seq_q, seq_k] = ", ShapeToString(target));
-    strides[d] = m == 1 ? 0 : stride;
-    stride *= m;
-  }
-}
-
 AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v) {
   AttnDims d;
   d.batch = q.Dim(0);
@@ -91,8 +91,8 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   d.causal = ctx.Attr<bool>("causal");
   d.scale = 1.0 / std::sqrt(static_cast<double>(d.dim));
   if (ctx.HasInput("attn_mask"))
-    MaskStrides(ctx.Input("attn_mask").GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
-                "op '" + ctx.Op().Type() + "'");
+    AttnMaskStrides(ctx.Input("attn_mask").GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
+                    "op '" + ctx.Op().Type() + "'");
   return d;
 }
 
@@ -336,7 +336,7 @@ void InferFlashAttn(InferShapeContext& c) {
                 dropout);
   if (c.HasInput("attn_mask")) {
     int64_t strides[4];
-    MaskStrides(c.InputShape("attn_mask"), {q[0], q[2], q[1], k[1]}, strides, c.Where());
+    AttnMaskStrides(c.InputShape("attn_mask"), {q[0], q[2], q[1], k[1]}, strides, c.Where());
   }
   c.SetOutputShape("out", {q[0], q[1], q[2], v[3]});
   c.SetOutputDType("out", dtype);
