@@ -674,21 +674,22 @@ def attention_reference(q, k, v, mask=None, causal=False):
 
 
 def attention_cases(rng):
-    # flash_attn: one tile, several tiles (70 queries, 75 keys: partial tiles,
-    # the online softmax's rescaling), causal with the diagonal inside tiles,
-    # masks broadcast over heads and over batch and heads, and -inf in a mask.
+    # flash_attn: one tile, several 128-row tiles (135 queries, 150 keys:
+    # partial tiles, the online softmax's rescaling), causal with the diagonal
+    # inside tiles, masks broadcast every way, and -inf in a mask.
     for name, (b, tq, tk, h, d, dv), causal, mask_shape in (
-            ("flash_attn_small", (2, 3, 5, 2, 4, 3), False, None),
-            ("flash_attn_causal_tiles", (1, 70, 70, 2, 8, 8), True, None),
-            ("flash_attn_causal_cross_len", (1, 67, 75, 1, 4, 4), True, None),
-            ("flash_attn_mask_heads", (2, 70, 75, 2, 4, 4), False, (2, 1, 70, 75)),
+            ("flash_attn_small_mask_per_query", (2, 3, 5, 2, 4, 3), False, (2, 2, 3, 1)),
+            ("flash_attn_causal_tiles", (1, 260, 260, 2, 8, 8), True, None),
+            ("flash_attn_causal_cross_len", (1, 135, 150, 1, 4, 4), True, None),
+            ("flash_attn_mask_keys_tiles", (2, 135, 150, 2, 4, 4), False, (2, 1, 1, 150)),
             ("flash_attn_mask_2d_causal", (1, 9, 9, 3, 4, 4), True, (9, 9))):
         q, k, v = fl(rng, (b, tq, h, d), -2, 2), fl(rng, (b, tk, h, d), -2, 2), fl(rng, (b, tk, h, dv))
         inputs = [("q", "", q), ("k", "", k), ("v", "", v)]
         mask = None
         if mask_shape:
             mask = fl(rng, mask_shape, -3, 0)
-            mask[..., 0, 1] = -np.inf
+            if mask_shape[-1] > 1:
+                mask[..., 0, 1] = -np.inf
             inputs.append(("attn_mask", "", mask))
         out, lse = attention_reference(q, k, v, mask, causal)
         case(name, "flash_attn", inputs, {"causal": causal} if causal else {},

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "flash_attn.h"
@@ -49,11 +50,12 @@ void AttnMaskStrides(const Shape& mask, const Shape& target, int64_t* strides, c
 
 namespace {
 
-// 64 x 64 tiles: a tile of scores (16 KiB in float32) and the q, k, v rows it
-// reads stay in L2, and each GEMM is large enough that the library's call
-// cost is small against its 2 * 64^3 flops.
-constexpr int64_t kBlockQ = 64;
-constexpr int64_t kBlockK = 64;
+// 128 x 128 tiles: a tile of scores (64 KiB in float32) and the q, k, v
+// rows it reads stay in L2, and each GEMM is large enough that the library's
+// call and packing costs stay small (64 x 64 tiles were 1.5-2x slower for
+// bfloat16 on oneDNN, and no faster for float32, at T = 1024).
+constexpr int64_t kBlockQ = 128;
+constexpr int64_t kBlockK = 128;
 
 struct AttnDims {
   int64_t batch = 0, seq_q = 0, seq_k = 0, heads = 0, dim = 0, dim_v = 0;
@@ -101,24 +103,67 @@ inline void ExpRow(const double* x, double shift, double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
 
+// The arithmetic type of each storage type: bfloat16 tensors compute in
+// float32 (bfloat16 GEMM operands, float32 accumulation), as PyTorch's
+// autocast does.
+template <typename T>
+struct AccOf {
+  using type = T;
+};
+template <>
+struct AccOf<bfloat16> {
+  using type = float;
+};
+
+inline float ToAcc(bfloat16 x) { return Bf16ToFloat(x); }
+inline float ToAcc(float x) { return x; }
+inline double ToAcc(double x) { return x; }
+
+// C (accumulator type) = alpha op(A) op(B) + beta C on storage-type operands.
+inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                     const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cpu::Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                     const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::GemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// A tile of rows x cols accumulators (row stride ld) as storage-type GEMM
+// operands: the tile itself when the types agree, else rounded into `buf`.
+template <typename T, typename A>
+const T* AsOperand(const A* tile, int64_t rows, int64_t cols, int64_t ld, std::vector<T>& buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return tile;
+  } else {
+    buf.resize(static_cast<size_t>(rows * ld));
+    for (int64_t r = 0; r < rows; ++r) cpu::ConvertToBf16(tile + r * ld, buf.data() + r * ld, cols);
+    return buf.data();
+  }
+}
+
 // s[nq x nk] (row stride kBlockK) = scale * q[i0..] k[j0..]^T + attn_mask for
 // batch b, head h. Hidden (causal) entries are left as they are: callers
 // read only each row's Visible() prefix.
-template <typename T>
+template <typename T, typename A = typename AccOf<T>::type>
 void Scores(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
-            int64_t j0, int64_t nk, T* s) {
-  cpu::Gemm(false, true, nq, nk, d.dim, static_cast<T>(d.scale), q + d.QRow(b, i0, h), d.LdQK(), k + d.KRow(b, j0, h),
-            d.LdQK(), T(0), s, kBlockK);
+            int64_t j0, int64_t nk, A* s) {
+  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), q + d.QRow(b, i0, h), d.LdQK(), k + d.KRow(b, j0, h),
+           d.LdQK(), A(0), s, kBlockK);
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
   for (int64_t r = 0; r < nq; ++r) {
     const T* mrow = mask + b * ms[0] + h * ms[1] + (i0 + r) * ms[2] + j0 * ms[3];
-    T* srow = s + r * kBlockK;
+    A* srow = s + r * kBlockK;
     const int64_t len = d.Visible(i0 + r, j0, nk);
     if (ms[3] == 0)
-      for (int64_t c = 0; c < len; ++c) srow[c] += mrow[0];
+      for (int64_t c = 0; c < len; ++c) srow[c] += ToAcc(mrow[0]);
     else
-      for (int64_t c = 0; c < len; ++c) srow[c] += mrow[c];
+      for (int64_t c = 0; c < len; ++c) srow[c] += ToAcc(mrow[c]);
   }
 }
 
@@ -127,8 +172,18 @@ const T* MaskData(const ExecutionContext& ctx) {
   return ctx.HasInput("attn_mask") ? ctx.Input("attn_mask").Data<T>() : nullptr;
 }
 
+// Writes n accumulators as storage type.
+template <typename T, typename A>
+void Store(const A* x, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, A>)
+    std::copy(x, x + n, y);
+  else
+    cpu::ConvertToBf16(x, y, n);
+}
+
 template <typename T>
 void FlashAttnKernel(const ExecutionContext& ctx) {
+  using A = typename AccOf<T>::type;
   const Tensor& tq = ctx.Input("q");
   const Tensor& tk = ctx.Input("k");
   const Tensor& tv = ctx.Input("v");
@@ -139,7 +194,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const T* mask = MaskData<T>(ctx);
   Device& dev = ctx.GetDevice();
   T* out = ctx.Output("out")->Allocate<T>(dev, {d.batch, d.seq_q, d.heads, d.dim_v});
-  T* lse = ctx.Output("softmax_lse")->Allocate<T>(dev, {d.batch, d.heads, d.seq_q});
+  A* lse = ctx.Output("softmax_lse")->Allocate<A>(dev, {d.batch, d.heads, d.seq_q});
   Tensor* softmax = ctx.Output("softmax");
   T* probs = nullptr;
   if (softmax && ctx.Attr<bool>("return_softmax"))
@@ -149,60 +204,57 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
     int64_t* so = seed_offset->Allocate<int64_t>(dev, {2});
     so[0] = so[1] = 0;
   }
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ);
+    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v);
+    std::vector<T> s_op;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const int64_t i0 = (task % q_blocks) * kBlockQ;
       const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
       std::fill(m.begin(), m.end(), kNegInf);
-      std::fill(l.begin(), l.end(), T(0));
-      std::fill(acc.begin(), acc.end(), T(0));
+      std::fill(l.begin(), l.end(), A(0));
+      std::fill(acc.begin(), acc.end(), A(0));
       const int64_t key_end = d.KeyEnd(i0, nq);
       for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
         Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
-          T* srow = s.data() + r * kBlockK;
+          A* srow = s.data() + r * kBlockK;
           const int64_t len = d.Visible(i0 + r, j0, nk);
-          T mx = kNegInf;
+          A mx = kNegInf;
           for (int64_t c = 0; c < len; ++c) mx = std::max(mx, srow[c]);
-          const T m_new = std::max(m[r], mx);
+          const A m_new = std::max(m[r], mx);
           if (m_new == kNegInf) {  // nothing visible to this row yet
-            std::fill(srow, srow + nk, T(0));
+            std::fill(srow, srow + nk, A(0));
             continue;
           }
           ExpRow(srow, m_new, srow, len);
-          std::fill(srow + len, srow + nk, T(0));
-          T sum = 0;
+          std::fill(srow + len, srow + nk, A(0));
+          A sum = 0;
           for (int64_t c = 0; c < len; ++c) sum += srow[c];
           if (m_new != m[r]) {
-            const T alpha = m[r] == kNegInf ? T(0) : std::exp(m[r] - m_new);
-            T* arow = acc.data() + r * d.dim_v;
+            const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new);
+            A* arow = acc.data() + r * d.dim_v;
             for (int64_t c = 0; c < d.dim_v; ++c) arow[c] *= alpha;
             l[r] *= alpha;
             m[r] = m_new;
           }
           l[r] += sum;
         }
-        cpu::Gemm(false, false, nq, d.dim_v, nk, T(1), s.data(), kBlockK, v + d.VRow(b, j0, h), d.LdV(), T(1),
-                  acc.data(), d.dim_v);
+        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK,
+                 v + d.VRow(b, j0, h), d.LdV(), A(1), acc.data(), d.dim_v);
       }
       for (int64_t r = 0; r < nq; ++r) {
         T* orow = out + d.ORow(b, i0 + r, h);
-        const T* arow = acc.data() + r * d.dim_v;
-        T& row_lse = lse[bh * d.seq_q + i0 + r];
-        if (l[r] == T(0)) {
-          std::fill(orow, orow + d.dim_v, T(0));
-          row_lse = kNegInf;
-          continue;
-        }
-        const T inv = T(1) / l[r];
-        for (int64_t c = 0; c < d.dim_v; ++c) orow[c] = arow[c] * inv;
-        row_lse = m[r] + std::log(l[r]);
+        const A* arow = acc.data() + r * d.dim_v;
+        A& row_lse = lse[bh * d.seq_q + i0 + r];
+        const A inv = l[r] == A(0) ? A(0) : A(1) / l[r];
+        for (int64_t c = 0; c < d.dim_v; ++c) row[c] = arow[c] * inv;
+        Store(row.data(), orow, d.dim_v);
+        row_lse = l[r] == A(0) ? kNegInf : m[r] + std::log(l[r]);
       }
       if (!probs) continue;
       // The [seq_q, seq_k] probabilities only when asked for (return_softmax).
@@ -210,15 +262,12 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         const int64_t nk = std::min(kBlockK, d.seq_k - j0);
         if (j0 < key_end) Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
-          T* prow = probs + (bh * d.seq_q + i0 + r) * d.seq_k + j0;
-          const int64_t len = j0 < key_end ? d.Visible(i0 + r, j0, nk) : 0;
-          const T row_lse = lse[bh * d.seq_q + i0 + r];
-          if (row_lse == kNegInf) {
-            std::fill(prow, prow + nk, T(0));
-            continue;
-          }
-          ExpRow(s.data() + r * kBlockK, row_lse, prow, len);
-          std::fill(prow + len, prow + nk, T(0));
+          A* srow = s.data() + r * kBlockK;
+          const A row_lse = lse[bh * d.seq_q + i0 + r];
+          const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
+          ExpRow(srow, row_lse, srow, len);
+          std::fill(srow + len, srow + nk, A(0));
+          Store(srow, probs + (bh * d.seq_q + i0 + r) * d.seq_k + j0, nk);
         }
       }
     }
@@ -231,8 +280,18 @@ void ZeroHead(T* x, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t wi
   for (int64_t t = 0; t < seq; ++t) std::fill_n(x + ((b * seq + t) * heads + h) * width, width, T(0));
 }
 
+// The rows of one head of an accumulator tensor written to the output.
+template <typename T, typename A>
+void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width) {
+  for (int64_t t = 0; t < seq; ++t) {
+    const int64_t at = ((b * seq + t) * heads + h) * width;
+    Store(x + at, y + at, width);
+  }
+}
+
 template <typename T>
 void FlashAttnGradKernel(const ExecutionContext& ctx) {
+  using A = typename AccOf<T>::type;
   const Tensor& tq = ctx.Input("q");
   const Tensor& tk = ctx.Input("k");
   const Tensor& tv = ctx.Input("v");
@@ -241,7 +300,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   const T* k = tk.Data<T>();
   const T* v = tv.Data<T>();
   const T* o = ctx.Input("out").Data<T>();
-  const T* lse = ctx.Input("softmax_lse").Data<T>();
+  const A* lse = ctx.Input("softmax_lse").Data<A>();
   const T* dout = ctx.Input(GradVarName("out")).Data<T>();
   const T* mask = MaskData<T>(ctx);
   Device& dev = ctx.GetDevice();
@@ -253,29 +312,38 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   T* dk = grad_out("k", tk);
   T* dv = grad_out("v", tv);
   if (!dq && !dk && !dv) return;
-  // A gradient nobody wants still takes part in the sweep: it lands in scratch.
-  std::vector<T> spare_q, spare_k, spare_v;
-  if (!dq) dq = (spare_q.resize(tq.Numel()), spare_q.data());
-  if (!dk) dk = (spare_k.resize(tk.Numel()), spare_k.data());
-  if (!dv) dv = (spare_v.resize(tv.Numel()), spare_v.data());
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  // The sweep accumulates into A-typed tensors: the outputs themselves when
+  // the types agree, else scratch rounded into them head by head. A gradient
+  // nobody wants still takes part: it lands in scratch.
+  std::vector<A> acc_q, acc_k, acc_v;
+  auto accumulator = [](T* out, const Tensor& like, std::vector<A>& scratch) -> A* {
+    if constexpr (std::is_same_v<T, A>)
+      if (out) return out;
+    scratch.resize(static_cast<size_t>(like.Numel()));
+    return scratch.data();
+  };
+  A* gq = accumulator(dq, tq, acc_q);
+  A* gk = accumulator(dk, tk, acc_k);
+  A* gv = accumulator(dv, tv, acc_v);
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   // One task per (batch, head): it owns that head's rows of dq, dk and dv,
   // so the sweep over key tiles accumulates without locks.
   cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q);
+    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q), orow(d.dim_v), grow(d.dim_v);
+    std::vector<T> p_op, dp_op;
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
-      const T* row_lse = lse + bh * d.seq_q;
+      const A* row_lse = lse + bh * d.seq_q;
       for (int64_t i = 0; i < d.seq_q; ++i) {
-        const T* orow = o + d.ORow(b, i, h);
-        const T* grow = dout + d.ORow(b, i, h);
-        T acc = 0;
-        for (int64_t c = 0; c < d.dim_v; ++c) acc += orow[c] * grow[c];
+        const T* op = o + d.ORow(b, i, h);
+        const T* gp = dout + d.ORow(b, i, h);
+        A acc = 0;
+        for (int64_t c = 0; c < d.dim_v; ++c) acc += ToAcc(op[c]) * ToAcc(gp[c]);
         row_dot[i] = acc;
       }
-      ZeroHead(dq, b, h, d.seq_q, d.heads, d.dim);
-      ZeroHead(dk, b, h, d.seq_k, d.heads, d.dim);
-      ZeroHead(dv, b, h, d.seq_k, d.heads, d.dim_v);
+      ZeroHead(gq, b, h, d.seq_q, d.heads, d.dim);
+      ZeroHead(gk, b, h, d.seq_k, d.heads, d.dim);
+      ZeroHead(gv, b, h, d.seq_k, d.heads, d.dim_v);
       for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, d.seq_k - j0);
         // Causal: the first query that sees key j0 is j0 - offset.
@@ -284,28 +352,34 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
           Scores(d, q, k, mask, b, h, i0, nq, j0, nk, p.data());
           for (int64_t r = 0; r < nq; ++r) {
-            T* prow = p.data() + r * kBlockK;
+            A* prow = p.data() + r * kBlockK;
             const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
             ExpRow(prow, row_lse[i0 + r], prow, len);
-            std::fill(prow + len, prow + nk, T(0));
+            std::fill(prow + len, prow + nk, A(0));
           }
           const T* dout_blk = dout + d.ORow(b, i0, h);
-          cpu::Gemm(true, false, nk, d.dim_v, nq, T(1), p.data(), kBlockK, dout_blk, d.LdV(), T(1),
-                    dv + d.VRow(b, j0, h), d.LdV());
-          cpu::Gemm(false, true, nq, nk, d.dim_v, T(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), T(0),
-                    dp.data(), kBlockK);
+          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p.data(), nq, nk, kBlockK, p_op), kBlockK, dout_blk,
+                   d.LdV(), A(1), gv + d.VRow(b, j0, h), d.LdV());
+          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
+                   dp.data(), kBlockK);
           for (int64_t r = 0; r < nq; ++r) {
-            const T* prow = p.data() + r * kBlockK;
-            T* drow = dp.data() + r * kBlockK;
-            const T dot = row_dot[i0 + r];
+            const A* prow = p.data() + r * kBlockK;
+            A* drow = dp.data() + r * kBlockK;
+            const A dot = row_dot[i0 + r];
             for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
           }
-          const T scale = static_cast<T>(d.scale);
-          cpu::Gemm(false, false, nq, d.dim, nk, scale, dp.data(), kBlockK, k + d.KRow(b, j0, h), d.LdQK(), T(1),
-                    dq + d.QRow(b, i0, h), d.LdQK());
-          cpu::Gemm(true, false, nk, d.dim, nq, scale, dp.data(), kBlockK, q + d.QRow(b, i0, h), d.LdQK(), T(1),
-                    dk + d.KRow(b, j0, h), d.LdQK());
+          const A scale = static_cast<A>(d.scale);
+          const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
+          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), A(1),
+                   gq + d.QRow(b, i0, h), d.LdQK());
+          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), A(1),
+                   gk + d.KRow(b, j0, h), d.LdQK());
         }
+      }
+      if constexpr (!std::is_same_v<T, A>) {
+        if (dq) StoreHead(gq, dq, b, h, d.seq_q, d.heads, d.dim);
+        if (dk) StoreHead(gk, dk, b, h, d.seq_k, d.heads, d.dim);
+        if (dv) StoreHead(gv, dv, b, h, d.seq_k, d.heads, d.dim_v);
       }
     }
   });
@@ -341,7 +415,9 @@ void InferFlashAttn(InferShapeContext& c) {
   c.SetOutputShape("out", {q[0], q[1], q[2], v[3]});
   c.SetOutputDType("out", dtype);
   c.SetOutputShape("softmax_lse", {q[0], q[2], q[1]});
-  c.SetOutputDType("softmax_lse", dtype);
+  // bfloat16 attention keeps its log-sum-exp in float32 (as Paddle's does):
+  // rounded to 8 bits it would shift every recomputed probability by ~1 %.
+  c.SetOutputDType("softmax_lse", dtype == DType::kBFloat16 ? DType::kFloat32 : dtype);
   if (c.HasOutput("softmax")) {
     c.SetOutputShape("softmax", c.Attr<bool>("return_softmax") ? Shape{q[0], q[2], q[1], k[1]} : Shape{0});
     c.SetOutputDType("softmax", dtype);
@@ -385,17 +461,17 @@ NABLA_REGISTER_OPS(flash_attn) {
   GradCheckSpec causal = AttnCase("causal", {1, 4, 2, 3}, {1, 4, 2, 3}, {1, 4, 2, 3}, true);
   GradCheckSpec masked = AttnCase("mask_broadcast_heads", {2, 3, 2, 4}, {2, 4, 2, 4}, {2, 4, 2, 4}, false);
   masked.inputs.push_back(NoCheck(CheckInput("attn_mask", {2, 1, 3, 4}, -2.0, 0.0)));
-  // Longer than one 64-row tile, so the online softmax's rescaling, the
-  // diagonal tile and the skipped tiles are all checked.
-  GradCheckSpec tiled = AttnCase("causal_tiles_cross_len", {1, 70, 1, 2}, {1, 75, 1, 2}, {1, 75, 1, 2}, true);
-  tiled.inputs.push_back(NoCheck(CheckInput("attn_mask", {70, 75}, -1.0, 0.0)));
+  // Longer than one 128-row tile, so the online softmax's rescaling, the
+  // diagonal tiles and the skipped tiles are all checked.
+  GradCheckSpec tiled = AttnCase("causal_tiles_cross_len", {1, 140, 1, 2}, {1, 150, 1, 2}, {1, 150, 1, 2}, true);
+  tiled.inputs.push_back(NoCheck(CheckInput("attn_mask", {140, 150}, -1.0, 0.0)));
   registrar.Op("flash_attn", __FILE__, __LINE__)
       .Precision(OpPrecision::kFloat32)
       .Doc(
           "Scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + attn_mask) v per batch and head, "
           "computed tile by tile with an online softmax (FlashAttention-2): memory linear in the sequence length. "
           "causal hides key j from query i when j > i + seq_k - seq_q.")
-      .Input("q", "(Tensor) queries, [batch, seq_q, heads, head_dim], float32 or float64")
+      .Input("q", "(Tensor) queries, [batch, seq_q, heads, head_dim], float32, float64 or bfloat16")
       .Input("k", "(Tensor) keys, [batch, seq_k, heads, head_dim], dtype of q")
       .Input("v", "(Tensor) values, [batch, seq_k, heads, head_dim_v], dtype of q")
       .Input("fixed_seed_offset", "(Tensor, optional) dropout's seed and offset; unused, as dropout is not implemented",
@@ -407,7 +483,8 @@ NABLA_REGISTER_OPS(flash_attn) {
       .Output("out", "(Tensor) the attention output, [batch, seq_q, heads, head_dim_v]")
       .Output("softmax", "(Tensor, optional) the probabilities [batch, heads, seq_q, seq_k] when return_softmax",
               kDispensable)
-      .Output("softmax_lse", "(Tensor) log-sum-exp of each row's scaled scores, [batch, heads, seq_q]")
+      .Output("softmax_lse",
+              "(Tensor) log-sum-exp of each row's scaled scores, [batch, heads, seq_q]; float32 for bfloat16 q")
       .Output("seed_offset", "(Tensor, optional) int64 [2], dropout's seed and offset: [0, 0] (no dropout)",
               kDispensable)
       .Attr<float>("dropout", 0.0f, "(float, default 0.0) attention dropout; only 0 (or any value with is_test)",
@@ -437,6 +514,9 @@ NABLA_REGISTER_OPS(flash_attn) {
   RegisterFloatKernels(registrar, "flash_attn", FlashAttnKernel<float>, FlashAttnKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "flash_attn_grad", FlashAttnGradKernel<float>, FlashAttnGradKernel<double>, __FILE__,
                        __LINE__);
+  registrar.Kernel("flash_attn", DeviceType::kCPU, DType::kBFloat16, FlashAttnKernel<bfloat16>, __FILE__, __LINE__);
+  registrar.Kernel("flash_attn_grad", DeviceType::kCPU, DType::kBFloat16, FlashAttnGradKernel<bfloat16>, __FILE__,
+                   __LINE__);
 }
 
 }  // namespace nabla::nn
