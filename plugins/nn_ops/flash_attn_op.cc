@@ -19,7 +19,6 @@
 // (all masked) gives zeros and softmax_lse -inf.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -465,6 +464,7 @@ NABLA_REGISTER_OPS(flash_attn) {
   // diagonal tiles and the skipped tiles are all checked.
   GradCheckSpec tiled = AttnCase("causal_tiles_cross_len", {1, 140, 1, 2}, {1, 150, 1, 2}, {1, 150, 1, 2}, true);
   tiled.inputs.push_back(NoCheck(CheckInput("attn_mask", {140, 150}, -1.0, 0.0)));
+  GradCheckSpec tiled_full = AttnCase("tiles_not_causal", {1, 130, 1, 2}, {1, 135, 1, 2}, {1, 135, 1, 2}, false);
   registrar.Op("flash_attn", __FILE__, __LINE__)
       .Precision(OpPrecision::kFloat32)
       .Doc(
@@ -502,7 +502,8 @@ NABLA_REGISTER_OPS(flash_attn) {
       .GradCheck(cross)
       .GradCheck(causal)
       .GradCheck(masked)
-      .GradCheck(tiled);
+      .GradCheck(tiled)
+      .GradCheck(tiled_full);
   OpBuilder& grad = registrar.DefaultGradOp("flash_attn", __FILE__, __LINE__);
   grad.Doc("Gradient of flash_attn: q, k and v gradients from probabilities recomputed tile by tile from softmax_lse.")
       .InferShape([](InferShapeContext& c) {
