@@ -92,7 +92,9 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "pool2d",
                                              "pool2d_grad",
                                              "batch_norm",
-                                             "batch_norm_grad"};
+                                             "batch_norm_grad",
+                                             "flash_attn",
+                                             "flash_attn_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
