@@ -198,6 +198,8 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   T* probs = nullptr;
   if (softmax && ctx.Attr<bool>("return_softmax"))
     probs = softmax->Allocate<T>(dev, {d.batch, d.heads, d.seq_q, d.seq_k});
+  else if (softmax)
+    softmax->Allocate<T>(dev, {0});  // Paddle's empty softmax without return_softmax
   if (Tensor* seed_offset = ctx.Output("seed_offset")) {
     // No dropout ever runs (InferFlashAttn refuses it), so no seed was drawn.
     int64_t* so = seed_offset->Allocate<int64_t>(dev, {2});

@@ -68,6 +68,8 @@ struct FlashAttnKernel {
              {qa, ka, ma, KernelArg::Buffer(lse), KernelArg::Buffer(probs), KernelArg(a.QueryRows()), a.Dims(),
               a.Mask(), scale},
              a.QueryRows());
+    } else if (softmax) {
+      AllocateOutput<T>(ctx, softmax, {0});  // Paddle's empty softmax without return_softmax
     }
     if (Tensor* seed_offset = ctx.Output("seed_offset")) {
       // No dropout runs (shape inference refuses it), so no seed was drawn.
