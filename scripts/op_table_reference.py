@@ -867,6 +867,95 @@ def semantics_cases(rng):
          ["bool"])
 
 
+# ---------------------------------------------------------------- attention and the GPT ops
+
+def attention_reference(q, k, v, mask=None, causal=False):
+    """softmax(q k^T / sqrt(d) + mask) v with q, k, v as [batch, seq, heads, dim]; also logsumexp per row."""
+    qt, kt, vt = (tt(a).permute(0, 2, 1, 3) for a in (q, k, v))
+    s = qt @ kt.transpose(-1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s + tt(mask)
+    if causal:  # key j visible to query i iff j <= i + seq_k - seq_q (bottom-right aligned)
+        tq, tk = q.shape[1], k.shape[1]
+        hidden = torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq + 1)
+        s = s.masked_fill(hidden, float("-inf"))
+    return (F.softmax(s, -1) @ vt).permute(0, 2, 1, 3), torch.logsumexp(s, -1)
+
+
+def attention_cases(rng):
+    # flash_attn: one tile, several 128-row tiles (135 queries, 150 keys:
+    # partial tiles, the online softmax's rescaling), causal with the diagonal
+    # inside tiles, masks broadcast every way, and -inf in a mask.
+    for name, (b, tq, tk, h, d, dv), causal, mask_shape in (
+            ("flash_attn_small_mask_per_query", (2, 3, 5, 2, 4, 3), False, (2, 2, 3, 1)),
+            ("flash_attn_causal_tiles", (1, 260, 260, 2, 8, 8), True, None),
+            ("flash_attn_causal_cross_len", (1, 135, 150, 1, 4, 4), True, None),
+            ("flash_attn_mask_keys_tiles", (2, 135, 150, 2, 4, 4), False, (2, 1, 1, 150)),
+            ("flash_attn_mask_2d_causal", (1, 9, 9, 3, 4, 4), True, (9, 9))):
+        q, k, v = fl(rng, (b, tq, h, d), -2, 2), fl(rng, (b, tk, h, d), -2, 2), fl(rng, (b, tk, h, dv))
+        inputs = [("q", "", q), ("k", "", k), ("v", "", v)]
+        mask = None
+        if mask_shape:
+            mask = fl(rng, mask_shape, -3, 0)
+            if mask_shape[-1] > 1:
+                mask[..., 0, 1] = -np.inf
+            inputs.append(("attn_mask", "", mask))
+        out, lse = attention_reference(q, k, v, mask, causal)
+        outputs = [("out", "", out), ("softmax_lse", "", lse)]
+        if name == "flash_attn_causal_cross_len":  # Paddle's other outputs: no probabilities, no dropout seed
+            outputs += [("softmax", "", np.zeros((0,))), ("seed_offset", "int64", [0, 0])]
+        case(name, "flash_attn", inputs, {"causal": causal} if causal else {}, outputs, tol=(2e-5, 1e-11))
+    # return_softmax writes the probabilities, zeros where causal hides a key.
+    q, k, v = fl(rng, (1, 4, 2, 3)), fl(rng, (1, 4, 2, 3)), fl(rng, (1, 4, 2, 3))
+    out, lse = attention_reference(q, k, v, None, True)
+    s = tt(q).permute(0, 2, 1, 3) @ tt(k).permute(0, 2, 3, 1) / np.sqrt(3)
+    probs = F.softmax(s.masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), float("-inf")), -1)
+    case("flash_attn_return_softmax", "flash_attn", [("q", "", q), ("k", "", k), ("v", "", v)],
+         {"causal": True, "return_softmax": True},
+         [("out", "", out), ("softmax", "", probs), ("softmax_lse", "", lse)], tol=(2e-5, 1e-11))
+
+    # tril_triu: both triangles, diagonals above and below the main one.
+    x = fl(rng, (2, 3, 4))
+    for name, diagonal, lower in (("tril_triu_lower", 0, True), ("tril_triu_lower_diag_neg1", -1, True),
+                                  ("tril_triu_upper_diag1", 1, False), ("tril_triu_upper_diag_neg2", -2, False)):
+        ref = torch.tril(tt(x), diagonal) if lower else torch.triu(tt(x), diagonal)
+        case(name, "tril_triu", [("X", "", x)], {"diagonal": diagonal, "lower": lower}, [("Out", "", ref)])
+    xi = ints(rng, (3, 3), -5, 5)
+    case("tril_triu_int", "tril_triu", [("X", "", xi)], {}, [("Out", "", np.tril(xi))], INTS)
+
+    # lookup_table_v2: Ids of any shape, Out = Ids.shape + [width].
+    w = fl(rng, (6, 3))
+    ids = np.array([[5, 0, 2], [2, 2, 1]])
+    case("lookup_table_v2_2d_ids", "lookup_table_v2", [("W", "", w), ("Ids", "int64", ids)], {},
+         [("Out", "", F.embedding(torch.tensor(ids), tt(w)))])
+    ids = np.array([3, 1, 3, 4])
+    out = w[ids]
+    out[ids == 3] = 0.0  # Paddle's padding_idx gives zeros (PyTorch's only stops the gradient)
+    case("lookup_table_v2_padding", "lookup_table_v2", [("W", "", w), ("Ids", "int64", ids)], {"padding_idx": 3},
+         [("Out", "", out)])
+
+    # adamw at step t = 3: PyTorch's AdamW (p *= 1 - lr * wd, then Adam) with
+    # the rate lr * lr_ratio; without with_decay it is adam.
+    lr, b1, b2, eps = f32(0.01), f32(0.9), f32(0.999), f32(1e-8)
+    for name, attrs in (("adamw_decay_lr_ratio", {"with_decay": True, "coeff": 0.1, "lr_ratio": 0.5}),
+                        ("adamw_no_decay", {})):
+        p, g = fl(rng, (2, 5)), fl(rng, (2, 5))
+        m1, m2 = fl(rng, (2, 5), -0.1, 0.1), fl(rng, (2, 5), 0, 0.01)
+        b1p, b2p = f32(b1 ** 3), f32(b2 ** 3)
+        rate = lr * f32(attrs.get("lr_ratio", 1.0))
+        decayed = p * (1 - rate * f32(attrs["coeff"])) if attrs.get("with_decay") else p
+        m1o = b1 * m1 + (1 - b1) * g
+        m2o = b2 * m2 + (1 - b2) * g * g
+        po = decayed - rate * (m1o / (1 - b1p)) / (np.sqrt(m2o / (1 - b2p)) + eps)
+        case(name, "adamw",
+             [("Param", "", p), ("Grad", "", g), ("LearningRate", "", [lr]), ("Moment1", "", m1),
+              ("Moment2", "", m2), ("Beta1Pow", "", [b1p]), ("Beta2Pow", "", [b2p])], attrs,
+             [("ParamOut", "", po), ("Moment1Out", "", m1o), ("Moment2Out", "", m2o),
+              ("Beta1PowOut", "", [b1p * b1]), ("Beta2PowOut", "", [b2p * b2])], tol=(3e-6, 1e-9),
+             inplace=[("ParamOut", "Param"), ("Moment1Out", "Moment1"), ("Moment2Out", "Moment2"),
+                      ("Beta1PowOut", "Beta1Pow"), ("Beta2PowOut", "Beta2Pow")])
+
+
 def main():
     math_cases(np.random.default_rng(20261125))
     shape_cases(np.random.default_rng(20261124))
@@ -876,6 +965,7 @@ def main():
     control_flow_cases(np.random.default_rng(20261129))
     semantics_cases(np.random.default_rng(20261130))
     unary_cases(np.random.default_rng(20261131))
+    attention_cases(np.random.default_rng(20261132))
     write_inc()
     return 0
 

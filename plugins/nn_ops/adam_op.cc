@@ -8,23 +8,24 @@
 // through by sqrt(1 - b2^t) gives exactly this, so the two agree step for
 // step. Beta1Pow and Beta2Pow hold beta^t for the current step t: start them
 // at beta1 and beta2 (one element each). Outputs may name their inputs.
+// adamw (adamw_op.cc) is this step after a decoupled weight decay (adam.h).
 #include <cmath>
 
+#include "adam.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
 namespace nabla::nn {
-namespace {
 
 template <typename T>
-void AdamKernel(const ExecutionContext& ctx) {
+void AdamStep(const ExecutionContext& ctx, double lr_ratio, double decay) {
   const Tensor& param = ctx.Input("Param");
   const Tensor& grad = ctx.Input("Grad");
   const Tensor& m1 = ctx.Input("Moment1");
   const Tensor& m2 = ctx.Input("Moment2");
-  const double lr = ReadScalar(ctx.Input("LearningRate"), "adam", "LearningRate");
-  const double b1p = ReadScalar(ctx.Input("Beta1Pow"), "adam", "Beta1Pow");
-  const double b2p = ReadScalar(ctx.Input("Beta2Pow"), "adam", "Beta2Pow");
+  const double lr = lr_ratio * ReadScalar(ctx.Input("LearningRate"), ctx.Op().Type(), "LearningRate");
+  const double b1p = ReadScalar(ctx.Input("Beta1Pow"), ctx.Op().Type(), "Beta1Pow");
+  const double b2p = ReadScalar(ctx.Input("Beta2Pow"), ctx.Op().Type(), "Beta2Pow");
   const double beta1 = ctx.Attr<float>("beta1");
   const double beta2 = ctx.Attr<float>("beta2");
   const double eps = ctx.Attr<float>("epsilon");
@@ -39,6 +40,8 @@ void AdamKernel(const ExecutionContext& ctx) {
   const T lr_t = static_cast<T>(lr * bc2 / (1.0 - b1p));
   const T eps_t = static_cast<T>(eps * bc2);
   const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+  // Decoupled weight decay (adamw): Param * (1 - lr * coeff) before the step.
+  const T keep = static_cast<T>(1.0 - lr * decay);
   const T* pp = param.Data<T>();
   const T* pg = grad.Data<T>();
   const T* pm1 = m1.Data<T>();
@@ -53,7 +56,7 @@ void AdamKernel(const ExecutionContext& ctx) {
     const T v = b2 * pm2[i] + (T(1) - b2) * g * g;
     pm1o[i] = m;
     pm2o[i] = v;
-    po[i] = pp[i] - lr_t * m / (std::sqrt(v) + eps_t);
+    po[i] = (decay == 0.0 ? pp[i] : keep * pp[i]) - lr_t * m / (std::sqrt(v) + eps_t);
   });
   auto advance = [&dev, &ctx](const char* in_slot, const char* out_slot, double power, double beta) {
     Tensor* out = ctx.Output(out_slot);
@@ -64,6 +67,16 @@ void AdamKernel(const ExecutionContext& ctx) {
   };
   advance("Beta1Pow", "Beta1PowOut", b1p, beta1);
   advance("Beta2Pow", "Beta2PowOut", b2p, beta2);
+}
+
+template void AdamStep<float>(const ExecutionContext& ctx, double lr_ratio, double decay);
+template void AdamStep<double>(const ExecutionContext& ctx, double lr_ratio, double decay);
+
+namespace {
+
+template <typename T>
+void AdamKernel(const ExecutionContext& ctx) {
+  AdamStep<T>(ctx, 1.0, 0.0);
 }
 
 void InferAdam(InferShapeContext& c) {
@@ -84,12 +97,9 @@ void CheckBeta(const float& b) {
 
 }  // namespace
 
-NABLA_REGISTER_OPS(adam) {
-  registrar.Op("adam", __FILE__, __LINE__)
+OpBuilder& AdamSchema(Registrar& registrar, const std::string& type, const char* file, int line) {
+  return registrar.Op(type, file, line)
       .Precision(OpPrecision::kFloat32)
-      .Doc(
-          "Adam step (Kingma & Ba) with bias correction folded into the step size, numerically PyTorch's Adam "
-          "(eps added to the bias-corrected sqrt(v)). An optimizer: no gradient.")
       .Input("Param", "(Tensor) the parameter, float32 or float64")
       .Input("Grad", "(Tensor) its gradient, shape and dtype of Param")
       .Input("LearningRate", "(Tensor) the learning rate, one float element")
@@ -108,6 +118,13 @@ NABLA_REGISTER_OPS(adam) {
       .InferShape(InferAdam)
       .GradMaker<EmptyGradOpDescMaker>()
       .UpdatesInPlace();
+}
+
+NABLA_REGISTER_OPS(adam) {
+  AdamSchema(registrar, "adam", __FILE__, __LINE__)
+      .Doc(
+          "Adam step (Kingma & Ba) with bias correction folded into the step size, numerically PyTorch's Adam "
+          "(eps added to the bias-corrected sqrt(v)). An optimizer: no gradient.");
   RegisterFloatKernels(registrar, "adam", AdamKernel<float>, AdamKernel<double>, __FILE__, __LINE__);
 }
 

@@ -61,35 +61,59 @@ void LookupTableGradKernel(const ExecutionContext& ctx) {
   }
 }
 
-void InferLookupTable(InferShapeContext& c) {
+// Ids is [..., 1] for lookup_table and any shape for lookup_table_v2; Out
+// replaces that trailing 1 with, or appends, W's width.
+void InferLookupTable(InferShapeContext& c, bool ids_trailing_one) {
   const Shape w = c.InputShape("W");
   const Shape ids = c.InputShape("Ids");
   EnforceFloatDType(c.InputDType("W"), c.Where(), "W");
   EnforceIndexDType(c.InputDType("Ids"), c.Where(), "Ids");
   NABLA_ENFORCE(w.size() == 2, kInvalidArgument, c.Where(), ": W must be a [rows, width] table, but received shape ",
                 ShapeToString(w));
-  NABLA_ENFORCE(!ids.empty() && DimsCompatible(ids.back(), 1), kInvalidArgument, c.Where(),
+  NABLA_ENFORCE(!ids_trailing_one || (!ids.empty() && DimsCompatible(ids.back(), 1)), kInvalidArgument, c.Where(),
                 ": Ids must have shape [..., 1], but received ", ShapeToString(ids));
   const int padding = c.Attr<int>("padding_idx");
   NABLA_ENFORCE(padding == kNoPadding || (padding >= 0 && (w[0] < 0 || padding < w[0])), kOutOfRange, c.Where(),
                 ": padding_idx must be -1 (none) or a row of W in [0, ", w[0], "), but received ", padding);
-  Shape out(ids.begin(), ids.end() - 1);
+  Shape out(ids.begin(), ids.end() - (ids_trailing_one ? 1 : 0));
   out.push_back(w[1]);
   c.SetOutputShape("Out", out);
   c.SetOutputDType("Out", c.InputDType("W"));
 }
 
-class LookupTableGradMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    return OneOp("lookup_table_grad",
-                 {{"W", Input("W")}, {"Ids", Input("Ids")}, {GradVarName("Out"), OutputGrad("Out")}},
-                 {{GradVarName("W"), InputGrad("W")}}, Attrs());
-  }
-};
-
 }  // namespace
+
+OpBuilder& RegisterLookupTable(Registrar& registrar, const std::string& type, bool ids_trailing_one, const char* file,
+                               int line) {
+  const std::string grad_type = type + "_grad";
+  OpBuilder& op =
+      registrar.Op(type, file, line)
+          .Input("W", "(Tensor) the table, shape [rows, width], float32 or float64")
+          .Input("Ids", ids_trailing_one ? "(Tensor) int64 row indices, shape [..., 1]"
+                                         : "(Tensor) int64 row indices, any shape")
+          .Output("Out", ids_trailing_one
+                             ? "(Tensor) the rows, shape [..., width] (Ids' shape with its last dim replaced)"
+                             : "(Tensor) the rows, shape Ids.shape + [width]")
+          .Attr<int>("padding_idx", kNoPadding,
+                     "(int, default -1) a row index whose lookups give zeros and no gradient; -1 means none")
+          .InferShape([ids_trailing_one](InferShapeContext& c) { InferLookupTable(c, ids_trailing_one); })
+          .GradMaker([grad_type](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
+                                 std::unordered_map<std::string, std::string>* g2v,
+                                 const std::vector<BlockDesc*>& blocks) {
+            GradContext g(fwd, no_grad, g2v, blocks);
+            return OneOp(grad_type,
+                         {{"W", g.Input("W")}, {"Ids", g.Input("Ids")}, {GradVarName("Out"), g.OutputGrad("Out")}},
+                         {{GradVarName("W"), g.InputGrad("W")}}, g.Attrs());
+          });
+  OpBuilder& grad = registrar.DefaultGradOp(type, file, line);
+  grad.Doc("Gradient of " + type + ": a dense W@GRAD in which each looked-up row sums its Out@GRAD rows.")
+      .InferShape([](InferShapeContext& c) { InferSameAs(c, "W", GradVarName("W")); })
+      .KernelDType(DTypeOfInput(GradVarName("Out")));
+  MarkNoBuffer(grad, {"W"});
+  RegisterFloatKernels(registrar, type, LookupTableKernel<float>, LookupTableKernel<double>, file, line);
+  RegisterFloatKernels(registrar, grad_type, LookupTableGradKernel<float>, LookupTableGradKernel<double>, file, line);
+  return op;
+}
 
 NABLA_REGISTER_OPS(lookup_table) {
   GradCheckSpec repeated =
@@ -97,26 +121,10 @@ NABLA_REGISTER_OPS(lookup_table) {
   GradCheckSpec padded = repeated;
   padded.name = "padding_idx";
   padded.attrs = {{"padding_idx", 4}};
-  registrar.Op("lookup_table", __FILE__, __LINE__)
+  RegisterLookupTable(registrar, "lookup_table", true, __FILE__, __LINE__)
       .Doc("Embedding lookup: Out[i] = W[Ids[i]], zeros where Ids[i] equals padding_idx.")
-      .Input("W", "(Tensor) the table, shape [rows, width], float32 or float64")
-      .Input("Ids", "(Tensor) int64 row indices, shape [..., 1]")
-      .Output("Out", "(Tensor) the rows, shape [..., width] (Ids' shape with its last dim replaced)")
-      .Attr<int>("padding_idx", kNoPadding,
-                 "(int, default -1) a row index whose lookups give zeros and no gradient; -1 means none")
-      .InferShape(InferLookupTable)
-      .GradMaker<LookupTableGradMaker>()
       .GradCheck(repeated)
       .GradCheck(padded);
-  OpBuilder& grad = registrar.DefaultGradOp("lookup_table", __FILE__, __LINE__);
-  grad.Doc("Gradient of lookup_table: a dense W@GRAD in which each looked-up row sums its Out@GRAD rows.")
-      .InferShape([](InferShapeContext& c) { InferSameAs(c, "W", GradVarName("W")); })
-      .KernelDType(DTypeOfInput(GradVarName("Out")));
-  MarkNoBuffer(grad, {"W"});
-  RegisterFloatKernels(registrar, "lookup_table", LookupTableKernel<float>, LookupTableKernel<double>, __FILE__,
-                       __LINE__);
-  RegisterFloatKernels(registrar, "lookup_table_grad", LookupTableGradKernel<float>, LookupTableGradKernel<double>,
-                       __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

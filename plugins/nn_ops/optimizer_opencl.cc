@@ -1,4 +1,4 @@
-// OpenCL kernels of sgd, momentum and adam: elementwise updates that read
+// OpenCL kernels of sgd, momentum, adam and adamw: elementwise updates that read
 // the learning rate (and adam's beta powers) on the device, so a training
 // step never waits for the host. Outputs may be their inputs.
 #include "nabla/opencl/kernel.h"
@@ -63,6 +63,8 @@ struct MomentumKernel {
 
 template <typename T>
 struct AdamKernel {
+  // adamw's decoupled weight decay (attributes coeff, lr_ratio, with_decay).
+  bool decoupled = false;
   void operator()(const ExecutionContext& ctx) const {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
@@ -74,20 +76,24 @@ struct AdamKernel {
     const T beta1 = static_cast<T>(ctx.Attr<float>("beta1")), beta2 = static_cast<T>(ctx.Attr<float>("beta2"));
     for (const char* slot : {"Beta1Pow", "Beta2Pow"})
       NABLA_ENFORCE(!ctx.Output(std::string(slot) + "Out") || ctx.Input(slot).GetDType() == DTypeOf<T>::value,
-                    kUnimplemented, "op 'adam' on OpenCL: ", slot, " must have Param's dtype ",
+                    kUnimplemented, "op '", ctx.Op().Type(), "' on OpenCL: ", slot, " must have Param's dtype ",
                     DTypeName(DTypeOf<T>::value), " when ", slot, "Out is written, but received ",
                     DTypeName(ctx.Input(slot).GetDType()));
     KernelArg p = s.Arg(param), g = s.Arg(ctx.Input("Grad"));
     KernelArg m1 = s.Arg(ctx.Input("Moment1")), m2 = s.Arg(ctx.Input("Moment2"));
-    KernelArg lr = s.Scalar<T>(ctx.Input("LearningRate"), "adam", "LearningRate");
-    KernelArg b1p = s.Scalar<T>(ctx.Input("Beta1Pow"), "adam", "Beta1Pow");
-    KernelArg b2p = s.Scalar<T>(ctx.Input("Beta2Pow"), "adam", "Beta2Pow");
+    const std::string& type = ctx.Op().Type();
+    KernelArg lr = s.Scalar<T>(ctx.Input("LearningRate"), type, "LearningRate");
+    KernelArg b1p = s.Scalar<T>(ctx.Input("Beta1Pow"), type, "Beta1Pow");
+    KernelArg b2p = s.Scalar<T>(ctx.Input("Beta2Pow"), type, "Beta2Pow");
+    const T lr_ratio = decoupled ? static_cast<T>(ctx.Attr<float>("lr_ratio")) : T(1);
+    const T decay = decoupled && ctx.Attr<bool>("with_decay") ? static_cast<T>(ctx.Attr<float>("coeff")) : T(0);
     void* po = AllocateOutput<T>(ctx, ctx.Output("ParamOut"), shape);
     void* m1o = AllocateOutput<T>(ctx, ctx.Output("Moment1Out"), m1shape);
     void* m2o = AllocateOutput<T>(ctx, ctx.Output("Moment2Out"), m2shape);
     Run<T>(dev, cl_source::optimizer(), "adam",
            {p, g, m1, m2, lr, b1p, b2p, KernelArg::Buffer(po), KernelArg::Buffer(m1o), KernelArg::Buffer(m2o),
-            KernelArg(n), KernelArg(beta1), KernelArg(beta2), KernelArg(static_cast<T>(ctx.Attr<float>("epsilon")))},
+            KernelArg(n), KernelArg(beta1), KernelArg(beta2), KernelArg(static_cast<T>(ctx.Attr<float>("epsilon"))),
+            KernelArg(lr_ratio), KernelArg(decay)},
            n);
     // After the update (the queue is in order), so an in-place BetaPowOut
     // cannot change what the update read.
@@ -108,6 +114,7 @@ NABLA_REGISTER_OPS(optimizer_opencl) {
   RegisterOpenClKernels<SgdKernel>(registrar, "sgd", __FILE__, __LINE__);
   RegisterOpenClKernels<MomentumKernel>(registrar, "momentum", __FILE__, __LINE__);
   RegisterOpenClKernels<AdamKernel>(registrar, "adam", __FILE__, __LINE__);
+  RegisterOpenClKernels<AdamKernel>(registrar, "adamw", __FILE__, __LINE__, true);
 }
 
 }  // namespace nabla::nn

@@ -487,6 +487,84 @@ blocks:
   }
 }
 
+// flash_attn's bfloat16 kernel (bfloat16 GEMM operands on 128 x 128 tiles,
+// float32 softmax and accumulation, softmax_lse kept in float32) fed through
+// casts, forward and backward, causal over several tiles with a mask, against
+// its float32 kernel on the same values.
+TEST(Bf16Kernels, FlashAttnMatchesFloat32) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
+  const train::testing::TempDir scratch("nabla_bf16_attention");
+  const fs::path& dir = scratch.Dir();
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::string feeds;
+  auto feed = [&](const std::string& name, Shape shape, float scale) {
+    Tensor t;
+    float* p = t.Allocate<float>(HostDevice(), shape);
+    for (int64_t i = 0; i < t.Numel(); ++i) p[i] = scale * d(gen);
+    WriteNpy((dir / (name + ".npy")).string(), t);
+    feeds += " --feed " + name + "=" + Quote((dir / (name + ".npy")).string());
+  };
+  feed("q", {2, 200, 2, 16}, 1.0f);
+  feed("k", {2, 200, 2, 16}, 1.0f);
+  feed("v", {2, 200, 2, 16}, 1.0f);
+  feed("mask", {2, 1, 200, 200}, 1.0f);
+  const std::string vars = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      q: {shape: [2, 200, 2, 16], dtype: float32, persistable: true}
+      k: {shape: [2, 200, 2, 16], dtype: float32, persistable: true}
+      v: {shape: [2, 200, 2, 16], dtype: float32, persistable: true}
+      mask: {shape: [2, 1, 200, 200], dtype: float32, stop_gradient: true}
+    ops:
+)";
+  const std::string tail = R"(      - {type: square, inputs: {X: [out]}, outputs: {Out: [o2]}}
+      - {type: mean, inputs: {X: [o2]}, outputs: {Out: [loss]}}
+)";
+  std::ofstream((dir / "fp32.yaml").string())
+      << vars
+      << "      - {type: flash_attn, inputs: {q: [q], k: [k], v: [v], attn_mask: [mask]}, outputs: {out: [out], "
+         "softmax_lse: [lse]}, attrs: {causal: true}}\n"
+      << tail;
+  std::string casts;
+  for (const char* x : {"q", "k", "v", "mask"})
+    casts += std::string("      - {type: cast, inputs: {X: [") + x + "]}, outputs: {Out: [" + x +
+             "_b]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}\n";
+  std::ofstream((dir / "bf16.yaml").string())
+      << vars << casts
+      << "      - {type: flash_attn, inputs: {q: [q_b], k: [k_b], v: [v_b], attn_mask: [mask_b]}, outputs: {out: "
+         "[out_b], softmax_lse: [lse]}, attrs: {causal: true}}\n"
+      << "      - {type: cast, inputs: {X: [out_b]}, outputs: {Out: [out]}, attrs: {in_dtype: bfloat16, out_dtype: "
+         "float32}}\n"
+      << tail;
+  const std::vector<std::string> fetched = {"out", "lse", "q@GRAD", "k@GRAD", "v@GRAD"};
+  std::string fetch;
+  for (const auto& v : fetched) fetch += (fetch.empty() ? "" : ",") + v;
+  for (const char* precision : {"fp32", "bf16"}) {
+    const std::string cmd = std::string(NABLA_BIN_PATH) + " exec " +
+                            Quote((dir / (std::string(precision) + ".yaml")).string()) +
+                            " --backward loss --threads 2" + feeds + " --fetch " + Quote(fetch) + " --out " +
+                            Quote((dir / precision).string()) + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  for (const auto& v : fetched) {
+    Tensor want = ReadNpy((dir / "fp32" / (v + ".npy")).string(), HostDevice());
+    Tensor got = ReadNpy((dir / "bf16" / (v + ".npy")).string(), HostDevice());
+    ASSERT_EQ(got.GetShape(), want.GetShape()) << v;
+    ASSERT_EQ(got.GetDType(), DType::kFloat32) << v;  // softmax_lse too: bfloat16 would shift every probability
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < want.Numel(); ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(got.Data<float>()[i]) - want.Data<float>()[i]));
+      scale = std::max(scale, std::abs(static_cast<double>(want.Data<float>()[i])));
+    }
+    EXPECT_LE(worst, 2e-2 * scale) << v << ": max error " << worst << " of max " << scale;
+    EXPECT_GT(worst, 0.0) << v << " is float32-exact: the bf16 kernel did not run";
+  }
+}
+
 // Both forms of the bf16 grad kernels of mul, matmul (transposed Y, a
 // broadcast batch) and conv2d (NCHW: oneDNN): the program as the pass and
 // the backward builder leave it (bf16 gradients, casts to float32) against

@@ -75,6 +75,7 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "sgd",
                                              "momentum",
                                              "adam",
+                                             "adamw",
                                              "elementwise_max",
                                              "elementwise_max_grad",
                                              "elementwise_min",
@@ -92,7 +93,9 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "pool2d",
                                              "pool2d_grad",
                                              "batch_norm",
-                                             "batch_norm_grad"};
+                                             "batch_norm_grad",
+                                             "flash_attn",
+                                             "flash_attn_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();

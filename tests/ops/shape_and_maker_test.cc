@@ -525,6 +525,49 @@ TEST(RunTimeErrors, IntegerDivision) {
   }
 }
 
+// The ops a GPT needs: flash_attn, lookup_table_v2, tril_triu.
+TEST_F(NnBuild, AttentionOpsShapesAndErrors) {
+  Declare("q", {-1, 5, 2, 4});
+  Declare("k", {-1, 7, 2, 4});
+  Declare("v", {-1, 7, 2, 3});
+  Declare("mask", {1, 5, 7});
+  Declare("bad_mask", {3, 5, 7});
+  Declare("k3", {-1, 7, 3, 4});
+  Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}, {"attn_mask", {"mask"}}},
+               {{"out", {"o"}}, {"softmax_lse", {"lse"}}}, {{"causal", true}}));
+  EXPECT_EQ(ShapeOfVar("o"), (Shape{-1, 5, 2, 3}));
+  EXPECT_EQ(ShapeOfVar("lse"), (Shape{-1, 2, 5}));
+  ExpectError(
+      [&] {
+        Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k3"}}, {"v", {"v"}}},
+                     {{"out", {"o2"}}, {"softmax_lse", {"l2"}}}, {}));
+      },
+      ErrorKind::kInvalidArgument, "but received k [-1, 7, 3, 4] and v [-1, 7, 2, 3]");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}, {"attn_mask", {"bad_mask"}}},
+                     {{"out", {"o2"}}, {"softmax_lse", {"l2"}}}, {}));
+      },
+      ErrorKind::kInvalidArgument, "attn_mask of shape [3, 5, 7] does not broadcast to [batch, heads, seq_q, seq_k]");
+  ExpectError(
+      [&] {
+        Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}},
+                     {{"out", {"o2"}}, {"softmax_lse", {"l2"}}}, {{"dropout", 0.1f}}));
+      },
+      ErrorKind::kUnimplemented, "attention dropout is not implemented");
+
+  Declare("w", {100, 8});
+  Declare("ids", {-1, 5}, DType::kInt64);
+  Infer(OpDesc("lookup_table_v2", {{"W", {"w"}}, {"Ids", {"ids"}}}, {{"Out", {"emb"}}}, {}));
+  EXPECT_EQ(ShapeOfVar("emb"), (Shape{-1, 5, 8}));
+  Declare("row", {5});
+  ExpectError(
+      [&] {
+        Infer(OpDesc("tril_triu", {{"X", {"row"}}}, {{"Out", {"t"}}}, {}));
+      },
+      ErrorKind::kInvalidArgument, "X must have rank >= 2");
+}
+
 // Ids are data, so their range is checked when the kernel runs.
 TEST(RunTimeErrors, LookupTableIdOutOfRange) {
   OpRun run;

@@ -143,7 +143,7 @@ TEST(RunConfig, IllTypedValuesPointAtTheValue) {
   e = ParseError(std::string(kMinimal) + "optimizer: {lr: -1}\n");
   EXPECT_NE(e.find("run.yaml:7:17: optimizer.lr must be > 0, but received -1"), std::string::npos) << e;
   e = ParseError(std::string(kMinimal) + "optimizer: {type: rmsprop}\n");
-  EXPECT_NE(e.find("run.yaml:7:19: optimizer.type must be one of sgd, momentum, adam, but received 'rmsprop'"),
+  EXPECT_NE(e.find("run.yaml:7:19: optimizer.type must be one of sgd, momentum, adam, adamw, but received 'rmsprop'"),
             std::string::npos)
       << e;
   e = ParseError(std::string(kMinimal) + "params: w\n");
@@ -166,9 +166,20 @@ data:
   EXPECT_NE(e.find("run.yaml:4:12: data.shuffle must be true or false, but received 'maybe'"), std::string::npos) << e;
 }
 
+TEST(RunConfig, AdamWTakesAdamsKeysAndWeightDecay) {
+  RunConfig c = Parse(std::string(kMinimal) + "optimizer: {type: adamw, lr: 0.002, beta2: 0.95, weight_decay: 0.1}\n");
+  EXPECT_EQ(c.optimizer.type, "adamw");
+  EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.1);
+}
+
 TEST(RunConfig, OptionsOfAnotherOptimizerAreErrors) {
   std::string e = ParseError(std::string(kMinimal) + "optimizer: {type: adam, nesterov: true}\n");
   EXPECT_NE(e.find("run.yaml:7:35: optimizer.nesterov applies to type momentum, but the optimizer type is 'adam'"),
+            std::string::npos)
+      << e;
+  e = ParseError(std::string(kMinimal) + "optimizer: {type: sgd, beta1: 0.8}\n");
+  EXPECT_NE(e.find("run.yaml:7:31: optimizer.beta1 applies to type adam, adamw, but the optimizer type is 'sgd'"),
             std::string::npos)
       << e;
 }

@@ -183,6 +183,35 @@ TEST_F(TrainLibTest, AdamKeepsMomentsAndBetaPowers) {
   EXPECT_NEAR(Value("w@beta1_pow", 0), 0.9 * 0.9, 1e-6);  // advanced for the next step
 }
 
+// adamw's weight decay is the op's own (decoupled): no L2 term reaches the
+// gradient, and the first step is adam's from Param * (1 - lr * decay).
+TEST_F(TrainLibTest, AdamWDecaysTheParameterNotTheGradient) {
+  ParamGrads pg;
+  ProgramDesc p = Linear(pg);
+  const size_t before = p.Root()->OpSize();
+  OptimizerOptions o;
+  o.type = "adamw";
+  o.lr = 0.01;
+  o.weight_decay = 0.5;
+  AppendOptimizer(p, pg, o);
+  const std::vector<std::string> ops = OpTypesFrom(p, before);
+  EXPECT_EQ(ops, (std::vector<std::string>{"adamw", "adamw"}));
+  const OpDesc* last = p.Root()->Op(p.Root()->OpSize() - 1);
+  EXPECT_EQ(last->Input("Grad"), std::vector<std::string>{"b@GRAD"});
+  EXPECT_EQ(last->Attr<float>("coeff"), 0.5f);
+  EXPECT_TRUE(last->Attr<bool>("with_decay"));
+
+  Run(p, 1);
+  const std::vector<double> g = ExpectedGrads(), after = Params();
+  const double before_step[3] = {kW0, kW0, kB0};
+  const double lr_t = 0.01 * std::sqrt(1 - 0.999) / (1 - 0.9);
+  for (int i = 0; i < 3; ++i) {
+    const double m = 0.1 * g[i], v = 0.001 * g[i] * g[i];
+    const double decayed = before_step[i] * (1 - 0.01 * 0.5);
+    EXPECT_NEAR(after[i], decayed - lr_t * m / (std::sqrt(v) + 1e-8 * std::sqrt(1 - 0.999)), 1e-5) << i;
+  }
+}
+
 TEST_F(TrainLibTest, ClippingAndWeightDecayComeBeforeTheUpdate) {
   ParamGrads pg;
   ProgramDesc p = Linear(pg);

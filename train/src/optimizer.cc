@@ -1,4 +1,4 @@
-// The update ops (sgd, momentum, adam), with gradient clipping and L2
+// The update ops (sgd, momentum, adam, adamw), with gradient clipping and L2
 // regularization before them, and the learning rate they read.
 #include <algorithm>
 #include <cmath>
@@ -40,6 +40,7 @@ std::vector<std::string> ClipByGlobalNorm(OpBuilder& b, const ParamGrads& pg, do
   return clipped;
 }
 
+// adam, or adamw with weight_decay as its decoupled decay (coeff).
 void AppendAdam(OpBuilder& b, const OptimizerOptions& o, const std::string& p, const std::string& g) {
   const VarDesc* pv = b.Block().FindVar(p);
   const DType dtype = pv->GetDType();
@@ -51,12 +52,19 @@ void AppendAdam(OpBuilder& b, const OptimizerOptions& o, const std::string& p, c
   VarNameMap outs = {{"ParamOut", {p}}, {"Moment1Out", {m1}}, {"Moment2Out", {m2}}};
   // Newer Paddle updates the beta powers inside adam; older versions
   // append a scale op per power. Follow whichever schema is loaded.
-  const bool pow_outputs = b.OpHasOutput("adam", "Beta1PowOut");
+  const bool pow_outputs = b.OpHasOutput(o.type, "Beta1PowOut");
   if (pow_outputs) {
     outs["Beta1PowOut"] = {b1};
     outs["Beta2PowOut"] = {b2};
   }
-  b.Append("adam",
+  AttributeMap attrs = {{"beta1", static_cast<float>(o.beta1)},
+                        {"beta2", static_cast<float>(o.beta2)},
+                        {"epsilon", static_cast<float>(o.epsilon)}};
+  if (o.type == "adamw") {
+    attrs["coeff"] = static_cast<float>(o.weight_decay);
+    attrs["with_decay"] = o.weight_decay > 0;
+  }
+  b.Append(o.type,
            {{"Param", {p}},
             {"Grad", {g}},
             {"LearningRate", {kLearningRateVar}},
@@ -64,10 +72,7 @@ void AppendAdam(OpBuilder& b, const OptimizerOptions& o, const std::string& p, c
             {"Moment2", {m2}},
             {"Beta1Pow", {b1}},
             {"Beta2Pow", {b2}}},
-           std::move(outs),
-           {{"beta1", static_cast<float>(o.beta1)},
-            {"beta2", static_cast<float>(o.beta2)},
-            {"epsilon", static_cast<float>(o.epsilon)}});
+           std::move(outs), std::move(attrs));
   if (!pow_outputs) {
     b.Append("scale", {{"X", {b1}}}, {{"Out", {b1}}}, {{"scale", static_cast<float>(o.beta1)}});
     b.Append("scale", {{"X", {b2}}}, {{"Out", {b2}}}, {{"scale", static_cast<float>(o.beta2)}});
@@ -77,8 +82,8 @@ void AppendAdam(OpBuilder& b, const OptimizerOptions& o, const std::string& p, c
 }  // namespace
 
 void AppendOptimizer(ProgramDesc& program, const ParamGrads& pg, const OptimizerOptions& o) {
-  NABLA_ENFORCE(o.type == "sgd" || o.type == "momentum" || o.type == "adam", kInvalidArgument,
-                "the optimizer type must be one of sgd, momentum, adam, but received '", o.type, "'");
+  NABLA_ENFORCE(o.type == "sgd" || o.type == "momentum" || o.type == "adam" || o.type == "adamw", kInvalidArgument,
+                "the optimizer type must be one of sgd, momentum, adam, adamw, but received '", o.type, "'");
   NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "the ", o.type,
                 " optimizer has no (parameter, gradient) pair to update; did AppendBackward find no parameter?");
   OpBuilder b(program);
@@ -96,7 +101,8 @@ void AppendOptimizer(ProgramDesc& program, const ParamGrads& pg, const Optimizer
   for (size_t i = 0; i < pg.size(); ++i) {
     const std::string& p = pg[i].first;
     std::string g = grads[i];
-    if (o.weight_decay > 0) {
+    // adamw decays the parameter itself (decoupled), not through the gradient.
+    if (o.weight_decay > 0 && o.type != "adamw") {
       b.Append("scale", {{"X", {p}}}, {{"Out", {p + "@decay"}}}, {{"scale", static_cast<float>(o.weight_decay)}});
       b.Append("sum", {{"X", {g, p + "@decay"}}}, {{"Out", {p + "@GRAD@regularized"}}});
       g = p + "@GRAD@regularized";

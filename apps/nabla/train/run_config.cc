@@ -226,7 +226,7 @@ void ParseOptimizer(const Reader& r, const YAML::Node& n, OptimizerConfig& o) {
               {"type", "lr", "momentum", "nesterov", "beta1", "beta2", "epsilon", "weight_decay", "clip_global_norm",
                "lr_schedule"});
   o.pos = r.Pos(n);
-  if (n["type"]) o.type = r.Choice(n["type"], "optimizer.type", {"sgd", "momentum", "adam"});
+  if (n["type"]) o.type = r.Choice(n["type"], "optimizer.type", {"sgd", "momentum", "adam", "adamw"});
   if (n["lr"]) o.lr = r.Positive(n["lr"], "optimizer.lr");
   if (n["momentum"]) o.momentum = r.NonNegative(n["momentum"], "optimizer.momentum");
   if (n["nesterov"]) o.nesterov = r.Bool(n["nesterov"], "optimizer.nesterov");
@@ -245,15 +245,18 @@ void ParseOptimizer(const Reader& r, const YAML::Node& n, OptimizerConfig& o) {
   if (n["lr_schedule"]) ParseSchedule(r, n["lr_schedule"], o.schedule);
   // Keys that only one optimizer reads are errors for the others: a user who
   // sets `nesterov` on adam expects it to matter.
-  auto only_for = [&](const char* key, const char* type) {
-    NABLA_ENFORCE(!n[key] || o.type == type, kInvalidArgument, r.Where(n[key]), ": optimizer.", key,
-                  " applies to type ", type, ", but the optimizer type is '", o.type, "'");
+  auto only_for = [&](const char* key, std::initializer_list<const char*> types) {
+    bool ok = !n[key];
+    for (const char* t : types) ok = ok || o.type == t;
+    NABLA_ENFORCE(ok, kInvalidArgument, r.Where(n[key]), ": optimizer.", key, " applies to type ",
+                  Join(std::vector<std::string>(types.begin(), types.end())), ", but the optimizer type is '", o.type,
+                  "'");
   };
-  only_for("momentum", "momentum");
-  only_for("nesterov", "momentum");
-  only_for("beta1", "adam");
-  only_for("beta2", "adam");
-  only_for("epsilon", "adam");
+  only_for("momentum", {"momentum"});
+  only_for("nesterov", {"momentum"});
+  only_for("beta1", {"adam", "adamw"});
+  only_for("beta2", {"adam", "adamw"});
+  only_for("epsilon", {"adam", "adamw"});
 }
 
 void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, const std::string& format,

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/vmath.h"
 
 namespace nabla::cpu {
 namespace {
@@ -127,6 +128,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void GeluGrad(const
       const float cdf = NormalCdf(x[i], &gauss);
       dx[i] = dy[i] * (cdf + x[i] * kInvSqrt2Pi * gauss);
     }
+  }
+}
+
+// Scores of attention rows sit far below their row max wherever a mask
+// (-1e9, -inf) hides a key: those give exactly 0 here, where FastExp's clamp
+// would give 1.6e-38 and libm's expf takes its slow underflow path.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ExpShifted(const float* x, float shift, float* y,
+                                                                             int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] - shift;
+    y[i] = v < -87.0f ? 0.0f : FastExp(v);
   }
 }
 

@@ -25,17 +25,17 @@
 
 namespace nabla::train {
 
-// Paddle's optimizers (sgd, momentum, adam) with its L2 regularizer and
+// Paddle's optimizers (sgd, momentum, adam, adamw) with its L2 regularizer and
 // global-norm gradient clipping.
 struct OptimizerOptions {
-  std::string type = "sgd";  // sgd | momentum | adam
+  std::string type = "sgd";  // sgd | momentum | adam | adamw
   double lr = 0.01;          // what the startup program puts in kLearningRateVar
   double momentum = 0.9;     // momentum: the velocity factor (Paddle's mu)
   bool nesterov = false;
-  double beta1 = 0.9;  // adam
+  double beta1 = 0.9;  // adam, adamw
   double beta2 = 0.999;
   double epsilon = 1e-8;
-  double weight_decay = 0.0;      // L2: grad += weight_decay * param
+  double weight_decay = 0.0;      // L2: grad += weight_decay * param; adamw: its decoupled decay (coeff)
   double clip_global_norm = 0.0;  // 0: no clipping
 };
 
@@ -45,7 +45,8 @@ inline constexpr char kLearningRateVar[] = "optimizer@learning_rate";
 
 // Appends the update of every (parameter, gradient) pair to the root block
 // in Paddle's order: clip the raw gradients by their global norm, add the
-// L2 term, then one sgd, momentum or adam op per parameter. Declares what
+// L2 term (not for adamw, whose op decays the parameter), then one sgd,
+// momentum, adam or adamw op per parameter. Declares what
 // those ops keep between steps as persistable vars the startup program
 // fills: kLearningRateVar (dtype of the first parameter) and per parameter
 // P@velocity, or P@moment1, P@moment2, P@beta1_pow, P@beta2_pow. Throws

@@ -1,0 +1,131 @@
+// OpenCL C of flash_attn and its gradient (flash_attn_opencl.cc): one work
+// item per query row (forward, dq, the probabilities) or key row (dk, dv),
+// each keeping FlashAttention's running max and sum, so no [seq_q, seq_k]
+// buffer exists. q, k, v and out are [batch, seq, heads, dim].
+//   D: batch, seq_q, seq_k, heads, dim, dim_v, offset (seq_k - seq_q), causal
+//   M: attn_mask's strides over [batch, heads, seq_q, seq_k], then 1 if there is a mask
+
+#define QROW(D, b, i, h) ((((b) * (D).s1 + (i)) * (D).s3 + (h)) * (D).s4)
+#define KROW(D, b, j, h) ((((b) * (D).s2 + (j)) * (D).s3 + (h)) * (D).s4)
+#define VROW(D, b, j, h) ((((b) * (D).s2 + (j)) * (D).s3 + (h)) * (D).s5)
+#define OROW(D, b, i, h) ((((b) * (D).s1 + (i)) * (D).s3 + (h)) * (D).s5)
+
+// Keys [0, end) are visible to query i.
+long key_end(long8 D, long i) { return D.s7 ? clamp(i + D.s6 + 1, (long)0, D.s2) : D.s2; }
+
+T score(__global const T* q, __global const T* k, __global const T* mask, long8 D, long8 M, T scale, long b,
+        long h, long i, long j) {
+  __global const T* qr = q + QROW(D, b, i, h);
+  __global const T* kr = k + KROW(D, b, j, h);
+  T s = (T)0;
+  for (long c = 0; c < D.s4; ++c) s += qr[c] * kr[c];
+  s *= scale;
+  if (M.s4) s += mask[b * M.s0 + h * M.s1 + i * M.s2 + j * M.s3];
+  return s;
+}
+
+// Row r = (b * heads + h) * seq_q + i: the layout of softmax_lse.
+__kernel void flash_attn_fwd(__global const T* q, __global const T* k, __global const T* v,
+                             __global const T* mask, __global T* out, __global T* lse, long rows, long8 D, long8 M,
+                             T scale) {
+  long r = GID;
+  if (r >= rows) return;
+  long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
+  __global T* o = out + OROW(D, b, i, h);
+  for (long c = 0; c < D.s5; ++c) o[c] = (T)0;
+  T m = -INFINITY, l = (T)0;
+  long end = key_end(D, i);
+  for (long j = 0; j < end; ++j) {
+    T s = score(q, k, mask, D, M, scale, b, h, i, j);
+    if (s == -INFINITY) continue;
+    __global const T* vr = v + VROW(D, b, j, h);
+    if (s > m) {
+      T alpha = m == -INFINITY ? (T)0 : exp(m - s);
+      for (long c = 0; c < D.s5; ++c) o[c] = o[c] * alpha + vr[c];
+      l = l * alpha + (T)1;
+      m = s;
+    } else {
+      T p = exp(s - m);
+      for (long c = 0; c < D.s5; ++c) o[c] += p * vr[c];
+      l += p;
+    }
+  }
+  if (l == (T)0) {
+    lse[r] = -INFINITY;
+    return;
+  }
+  T inv = (T)1 / l;
+  for (long c = 0; c < D.s5; ++c) o[c] *= inv;
+  lse[r] = m + log(l);
+}
+
+// The probabilities [batch, heads, seq_q, seq_k] (return_softmax), from lse.
+__kernel void flash_attn_probs(__global const T* q, __global const T* k, __global const T* mask,
+                               __global const T* lse, __global T* probs, long rows, long8 D, long8 M, T scale) {
+  long r = GID;
+  if (r >= rows) return;
+  long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
+  long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
+  __global T* p = probs + r * D.s2;
+  for (long j = 0; j < D.s2; ++j) p[j] = j < end ? exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[r]) : (T)0;
+}
+
+// Per query row: dot = rowsum(dO * O) (kept for the key pass) and
+// dq = scale * sum_j P_ij (dP_ij - dot) k_j with dP_ij = dO_i . v_j.
+__kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __global const T* v,
+                                __global const T* mask, __global const T* out, __global const T* lse,
+                                __global const T* dout, __global T* dq, __global T* dot, long rows, long8 D, long8 M,
+                                T scale) {
+  long r = GID;
+  if (r >= rows) return;
+  long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
+  __global const T* o = out + OROW(D, b, i, h);
+  __global const T* g = dout + OROW(D, b, i, h);
+  T d = (T)0;
+  for (long c = 0; c < D.s5; ++c) d += o[c] * g[c];
+  dot[r] = d;
+  __global T* dqr = dq + QROW(D, b, i, h);
+  for (long c = 0; c < D.s4; ++c) dqr[c] = (T)0;
+  long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
+  for (long j = 0; j < end; ++j) {
+    T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[r]);
+    __global const T* vr = v + VROW(D, b, j, h);
+    T dp = (T)0;
+    for (long c = 0; c < D.s5; ++c) dp += g[c] * vr[c];
+    T ds = p * (dp - d) * scale;
+    __global const T* kr = k + KROW(D, b, j, h);
+    for (long c = 0; c < D.s4; ++c) dqr[c] += ds * kr[c];
+  }
+}
+
+// Per key row (b, h, j): dv = sum_i P_ij dO_i, dk = scale * sum_i dS_ij q_i,
+// over the queries that see key j; runs after flash_attn_bwd_dq wrote dot.
+__kernel void flash_attn_bwd_dkv(__global const T* q, __global const T* k, __global const T* v,
+                                 __global const T* mask, __global const T* lse, __global const T* dout,
+                                 __global const T* dot, __global T* dk, __global T* dv, long rows, long8 D, long8 M,
+                                 T scale) {
+  long r = GID;
+  if (r >= rows) return;
+  long j = r % D.s2, h = (r / D.s2) % D.s3, b = r / (D.s2 * D.s3);
+  __global T* dkr = dk + KROW(D, b, j, h);
+  __global T* dvr = dv + VROW(D, b, j, h);
+  __global const T* vr = v + VROW(D, b, j, h);
+  for (long c = 0; c < D.s4; ++c) dkr[c] = (T)0;
+  for (long c = 0; c < D.s5; ++c) dvr[c] = (T)0;
+  // Causal: query i sees key j from i = j - offset on.
+  long first = D.s7 ? max(j - D.s6, (long)0) : 0;
+  for (long i = first; i < D.s1; ++i) {
+    long row = (b * D.s3 + h) * D.s1 + i;
+    if (lse[row] == -INFINITY) continue;
+    T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[row]);
+    __global const T* g = dout + OROW(D, b, i, h);
+    T dp = (T)0;
+    for (long c = 0; c < D.s5; ++c) {
+      dvr[c] += p * g[c];
+      dp += g[c] * vr[c];
+    }
+    T ds = p * (dp - dot[row]) * scale;
+    __global const T* qr = q + QROW(D, b, i, h);
+    for (long c = 0; c < D.s4; ++c) dkr[c] += ds * qr[c];
+  }
+}

@@ -1,0 +1,15 @@
+#pragma once
+// What flash_attn's CPU and OpenCL kernels share.
+#include <cstdint>
+#include <string>
+
+#include "nabla/types.h"
+
+namespace nabla::nn {
+
+// attn_mask's strides over target = [batch, heads, seq_q, seq_k], its dims
+// right-aligned against target's, each 1 (stride 0: broadcast) or equal.
+// Throws kInvalidArgument naming `where` otherwise.
+void AttnMaskStrides(const Shape& mask, const Shape& target, int64_t* strides, const std::string& where);
+
+}  // namespace nabla::nn

@@ -1,0 +1,525 @@
+// flash_attn: out = softmax(q k^T / sqrt(head_dim) + attn_mask) v per batch
+// and head, with q, k, v, out laid out [batch, seq, heads, head_dim] (Paddle's
+// flash_attn). Computed FlashAttention-2's way so that no [seq_q, seq_k]
+// tensor exists in forward or backward and memory stays linear in the
+// sequence:
+//  - forward: per block of queries, keys stream by in tiles; each row keeps a
+//    running max m and sum l of exp(s - m) and rescales its partial output
+//    when m grows (the online softmax). softmax_lse = m + log(l) is saved.
+//  - backward: per (batch, head), key tiles outer and query tiles inner;
+//    P = exp(s - softmax_lse) is recomputed tile by tile, and with
+//    D = rowsum(dO * O): dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
+//    dQ += scale dS K, dK += scale dS^T Q.
+// Tiles are products of GEMMs (cpu::Gemm) straight on the strided inputs: a
+// head's rows are heads * head_dim apart, which is just a leading dimension.
+// causal: key j is visible to query i iff j <= i + (seq_k - seq_q), the
+// bottom-right alignment of FlashAttention 2.1 on, the plain lower triangle
+// when seq_q == seq_k. Tiles wholly above the diagonal are skipped and, inside
+// a diagonal tile, hidden scores never reach exp. A row that sees no key
+// (all masked) gives zeros and softmax_lse -inf.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "flash_attn.h"
+#include "nabla/cpu/vmath.h"
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+
+void AttnMaskStrides(const Shape& mask, const Shape& target, int64_t* strides, const std::string& where) {
+  NABLA_ENFORCE(!mask.empty() && mask.size() <= 4, kInvalidArgument, where,
+                ": attn_mask must have rank 1 to 4 (broadcast to [batch, heads, seq_q, seq_k] = ",
+                ShapeToString(target), "), but received shape ", ShapeToString(mask));
+  const size_t lead = 4 - mask.size();
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    strides[d] = 0;
+    if (static_cast<size_t>(d) < lead) continue;
+    const int64_t m = mask[d - lead];
+    NABLA_ENFORCE(m == 1 || DimsCompatible(m, target[d]), kInvalidArgument, where, ": attn_mask of shape ",
+                  ShapeToString(mask), " does not broadcast to [batch, heads, seq_q, seq_k] = ", ShapeToString(target));
+    strides[d] = m == 1 ? 0 : stride;
+    stride *= m;
+  }
+}
+
+namespace {
+
+// 128 x 128 tiles: a tile of scores (64 KiB in float32) and the q, k, v
+// rows it reads stay in L2, and each GEMM is large enough that the library's
+// call and packing costs stay small (64 x 64 tiles were 1.5-2x slower for
+// bfloat16 on oneDNN, and no faster for float32, at T = 1024).
+constexpr int64_t kBlockQ = 128;
+constexpr int64_t kBlockK = 128;
+
+struct AttnDims {
+  int64_t batch = 0, seq_q = 0, seq_k = 0, heads = 0, dim = 0, dim_v = 0;
+  int64_t offset = 0;  // causal: key j is visible to query i iff j <= i + offset
+  bool causal = false;
+  double scale = 1.0;
+  // attn_mask's strides over [batch, heads, seq_q, seq_k]; 0 where it broadcasts.
+  int64_t mask_stride[4] = {0, 0, 0, 0};
+
+  int64_t LdQK() const { return heads * dim; }
+  int64_t LdV() const { return heads * dim_v; }
+  int64_t QRow(int64_t b, int64_t i, int64_t h) const { return ((b * seq_q + i) * heads + h) * dim; }
+  int64_t KRow(int64_t b, int64_t j, int64_t h) const { return ((b * seq_k + j) * heads + h) * dim; }
+  int64_t VRow(int64_t b, int64_t j, int64_t h) const { return ((b * seq_k + j) * heads + h) * dim_v; }
+  int64_t ORow(int64_t b, int64_t i, int64_t h) const { return ((b * seq_q + i) * heads + h) * dim_v; }
+  // Keys [0, end) hold every key a query in [i0, i0 + nq) may see.
+  int64_t KeyEnd(int64_t i0, int64_t nq) const {
+    return causal ? std::max<int64_t>(0, std::min(seq_k, i0 + nq + offset)) : seq_k;
+  }
+  // How many of the keys [j0, j0 + nk) query i sees.
+  int64_t Visible(int64_t i, int64_t j0, int64_t nk) const {
+    return causal ? std::clamp<int64_t>(i + offset + 1 - j0, 0, nk) : nk;
+  }
+};
+
+AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v) {
+  AttnDims d;
+  d.batch = q.Dim(0);
+  d.seq_q = q.Dim(1);
+  d.heads = q.Dim(2);
+  d.dim = q.Dim(3);
+  d.seq_k = k.Dim(1);
+  d.dim_v = v.Dim(3);
+  d.offset = d.seq_k - d.seq_q;
+  d.causal = ctx.Attr<bool>("causal");
+  d.scale = 1.0 / std::sqrt(static_cast<double>(d.dim));
+  if (ctx.HasInput("attn_mask"))
+    AttnMaskStrides(ctx.Input("attn_mask").GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
+                    "op '" + ctx.Op().Type() + "'");
+  return d;
+}
+
+inline void ExpRow(const float* x, float shift, float* y, int64_t n) { cpu::ExpShifted(x, shift, y, n); }
+inline void ExpRow(const double* x, double shift, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
+}
+
+// The arithmetic type of each storage type: bfloat16 tensors compute in
+// float32 (bfloat16 GEMM operands, float32 accumulation), as PyTorch's
+// autocast does.
+template <typename T>
+struct AccOf {
+  using type = T;
+};
+template <>
+struct AccOf<bfloat16> {
+  using type = float;
+};
+
+inline float ToAcc(bfloat16 x) { return Bf16ToFloat(x); }
+inline float ToAcc(float x) { return x; }
+inline double ToAcc(double x) { return x; }
+
+// C (accumulator type) = alpha op(A) op(B) + beta C on storage-type operands.
+inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                     const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cpu::Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                     const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::GemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// A tile of rows x cols accumulators (row stride ld) as storage-type GEMM
+// operands: the tile itself when the types agree, else rounded into `buf`.
+template <typename T, typename A>
+const T* AsOperand(const A* tile, int64_t rows, int64_t cols, int64_t ld, std::vector<T>& buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return tile;
+  } else {
+    buf.resize(static_cast<size_t>(rows * ld));
+    for (int64_t r = 0; r < rows; ++r) cpu::ConvertToBf16(tile + r * ld, buf.data() + r * ld, cols);
+    return buf.data();
+  }
+}
+
+// s[nq x nk] (row stride kBlockK) = scale * q[i0..] k[j0..]^T + attn_mask for
+// batch b, head h. Hidden (causal) entries are left as they are: callers
+// read only each row's Visible() prefix.
+template <typename T, typename A = typename AccOf<T>::type>
+void Scores(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
+            int64_t j0, int64_t nk, A* s) {
+  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), q + d.QRow(b, i0, h), d.LdQK(), k + d.KRow(b, j0, h),
+           d.LdQK(), A(0), s, kBlockK);
+  if (!mask) return;
+  const int64_t* ms = d.mask_stride;
+  for (int64_t r = 0; r < nq; ++r) {
+    const T* mrow = mask + b * ms[0] + h * ms[1] + (i0 + r) * ms[2] + j0 * ms[3];
+    A* srow = s + r * kBlockK;
+    const int64_t len = d.Visible(i0 + r, j0, nk);
+    if (ms[3] == 0)
+      for (int64_t c = 0; c < len; ++c) srow[c] += ToAcc(mrow[0]);
+    else
+      for (int64_t c = 0; c < len; ++c) srow[c] += ToAcc(mrow[c]);
+  }
+}
+
+template <typename T>
+const T* MaskData(const ExecutionContext& ctx) {
+  return ctx.HasInput("attn_mask") ? ctx.Input("attn_mask").Data<T>() : nullptr;
+}
+
+// Writes n accumulators as storage type.
+template <typename T, typename A>
+void Store(const A* x, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, A>)
+    std::copy(x, x + n, y);
+  else
+    cpu::ConvertToBf16(x, y, n);
+}
+
+template <typename T>
+void FlashAttnKernel(const ExecutionContext& ctx) {
+  using A = typename AccOf<T>::type;
+  const Tensor& tq = ctx.Input("q");
+  const Tensor& tk = ctx.Input("k");
+  const Tensor& tv = ctx.Input("v");
+  const AttnDims d = DimsOf(ctx, tq, tk, tv);
+  const T* q = tq.Data<T>();
+  const T* k = tk.Data<T>();
+  const T* v = tv.Data<T>();
+  const T* mask = MaskData<T>(ctx);
+  Device& dev = ctx.GetDevice();
+  T* out = ctx.Output("out")->Allocate<T>(dev, {d.batch, d.seq_q, d.heads, d.dim_v});
+  A* lse = ctx.Output("softmax_lse")->Allocate<A>(dev, {d.batch, d.heads, d.seq_q});
+  Tensor* softmax = ctx.Output("softmax");
+  T* probs = nullptr;
+  if (softmax && ctx.Attr<bool>("return_softmax"))
+    probs = softmax->Allocate<T>(dev, {d.batch, d.heads, d.seq_q, d.seq_k});
+  else if (softmax)
+    softmax->Allocate<T>(dev, {0});  // Paddle's empty softmax without return_softmax
+  if (Tensor* seed_offset = ctx.Output("seed_offset")) {
+    // No dropout ever runs (InferFlashAttn refuses it), so no seed was drawn.
+    int64_t* so = seed_offset->Allocate<int64_t>(dev, {2});
+    so[0] = so[1] = 0;
+  }
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+  const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
+  cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v);
+    std::vector<T> s_op;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / q_blocks;
+      const int64_t b = bh / d.heads, h = bh % d.heads;
+      const int64_t i0 = (task % q_blocks) * kBlockQ;
+      const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
+      std::fill(m.begin(), m.end(), kNegInf);
+      std::fill(l.begin(), l.end(), A(0));
+      std::fill(acc.begin(), acc.end(), A(0));
+      const int64_t key_end = d.KeyEnd(i0, nq);
+      for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+        const int64_t nk = std::min(kBlockK, key_end - j0);
+        Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
+        for (int64_t r = 0; r < nq; ++r) {
+          A* srow = s.data() + r * kBlockK;
+          const int64_t len = d.Visible(i0 + r, j0, nk);
+          A mx = kNegInf;
+          for (int64_t c = 0; c < len; ++c) mx = std::max(mx, srow[c]);
+          const A m_new = std::max(m[r], mx);
+          if (m_new == kNegInf) {  // nothing visible to this row yet
+            std::fill(srow, srow + nk, A(0));
+            continue;
+          }
+          ExpRow(srow, m_new, srow, len);
+          std::fill(srow + len, srow + nk, A(0));
+          A sum = 0;
+          for (int64_t c = 0; c < len; ++c) sum += srow[c];
+          if (m_new != m[r]) {
+            const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new);
+            A* arow = acc.data() + r * d.dim_v;
+            for (int64_t c = 0; c < d.dim_v; ++c) arow[c] *= alpha;
+            l[r] *= alpha;
+            m[r] = m_new;
+          }
+          l[r] += sum;
+        }
+        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK,
+                 v + d.VRow(b, j0, h), d.LdV(), A(1), acc.data(), d.dim_v);
+      }
+      for (int64_t r = 0; r < nq; ++r) {
+        T* orow = out + d.ORow(b, i0 + r, h);
+        const A* arow = acc.data() + r * d.dim_v;
+        A& row_lse = lse[bh * d.seq_q + i0 + r];
+        const A inv = l[r] == A(0) ? A(0) : A(1) / l[r];
+        for (int64_t c = 0; c < d.dim_v; ++c) row[c] = arow[c] * inv;
+        Store(row.data(), orow, d.dim_v);
+        row_lse = l[r] == A(0) ? kNegInf : m[r] + std::log(l[r]);
+      }
+      if (!probs) continue;
+      // The [seq_q, seq_k] probabilities only when asked for (return_softmax).
+      for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
+        const int64_t nk = std::min(kBlockK, d.seq_k - j0);
+        if (j0 < key_end) Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
+        for (int64_t r = 0; r < nq; ++r) {
+          A* srow = s.data() + r * kBlockK;
+          const A row_lse = lse[bh * d.seq_q + i0 + r];
+          const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
+          ExpRow(srow, row_lse, srow, len);
+          std::fill(srow + len, srow + nk, A(0));
+          Store(srow, probs + (bh * d.seq_q + i0 + r) * d.seq_k + j0, nk);
+        }
+      }
+    }
+  });
+}
+
+// Zeros the rows of one head in a [batch, seq, heads, width] tensor.
+template <typename T>
+void ZeroHead(T* x, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width) {
+  for (int64_t t = 0; t < seq; ++t) std::fill_n(x + ((b * seq + t) * heads + h) * width, width, T(0));
+}
+
+// The rows of one head of an accumulator tensor written to the output.
+template <typename T, typename A>
+void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width) {
+  for (int64_t t = 0; t < seq; ++t) {
+    const int64_t at = ((b * seq + t) * heads + h) * width;
+    Store(x + at, y + at, width);
+  }
+}
+
+template <typename T>
+void FlashAttnGradKernel(const ExecutionContext& ctx) {
+  using A = typename AccOf<T>::type;
+  const Tensor& tq = ctx.Input("q");
+  const Tensor& tk = ctx.Input("k");
+  const Tensor& tv = ctx.Input("v");
+  const AttnDims d = DimsOf(ctx, tq, tk, tv);
+  const T* q = tq.Data<T>();
+  const T* k = tk.Data<T>();
+  const T* v = tv.Data<T>();
+  const T* o = ctx.Input("out").Data<T>();
+  const A* lse = ctx.Input("softmax_lse").Data<A>();
+  const T* dout = ctx.Input(GradVarName("out")).Data<T>();
+  const T* mask = MaskData<T>(ctx);
+  Device& dev = ctx.GetDevice();
+  auto grad_out = [&](const char* slot, const Tensor& like) -> T* {
+    Tensor* t = ctx.Output(GradVarName(slot));
+    return t ? t->Allocate<T>(dev, like.GetShape()) : nullptr;
+  };
+  T* dq = grad_out("q", tq);
+  T* dk = grad_out("k", tk);
+  T* dv = grad_out("v", tv);
+  if (!dq && !dk && !dv) return;
+  // The sweep accumulates into A-typed tensors: the outputs themselves when
+  // the types agree, else scratch rounded into them head by head. A gradient
+  // nobody wants still takes part: it lands in scratch.
+  std::vector<A> acc_q, acc_k, acc_v;
+  auto accumulator = [](T* out, const Tensor& like, std::vector<A>& scratch) -> A* {
+    if constexpr (std::is_same_v<T, A>)
+      if (out) return out;
+    scratch.resize(static_cast<size_t>(like.Numel()));
+    return scratch.data();
+  };
+  A* gq = accumulator(dq, tq, acc_q);
+  A* gk = accumulator(dk, tk, acc_k);
+  A* gv = accumulator(dv, tv, acc_v);
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+  // One task per (batch, head): it owns that head's rows of dq, dk and dv,
+  // so the sweep over key tiles accumulates without locks.
+  cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q), orow(d.dim_v), grow(d.dim_v);
+    std::vector<T> p_op, dp_op;
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / d.heads, h = bh % d.heads;
+      const A* row_lse = lse + bh * d.seq_q;
+      for (int64_t i = 0; i < d.seq_q; ++i) {
+        const T* op = o + d.ORow(b, i, h);
+        const T* gp = dout + d.ORow(b, i, h);
+        A acc = 0;
+        for (int64_t c = 0; c < d.dim_v; ++c) acc += ToAcc(op[c]) * ToAcc(gp[c]);
+        row_dot[i] = acc;
+      }
+      ZeroHead(gq, b, h, d.seq_q, d.heads, d.dim);
+      ZeroHead(gk, b, h, d.seq_k, d.heads, d.dim);
+      ZeroHead(gv, b, h, d.seq_k, d.heads, d.dim_v);
+      for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
+        const int64_t nk = std::min(kBlockK, d.seq_k - j0);
+        // Causal: the first query that sees key j0 is j0 - offset.
+        const int64_t first = d.causal ? std::max<int64_t>(0, j0 - d.offset) / kBlockQ * kBlockQ : 0;
+        for (int64_t i0 = first; i0 < d.seq_q; i0 += kBlockQ) {
+          const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
+          Scores(d, q, k, mask, b, h, i0, nq, j0, nk, p.data());
+          for (int64_t r = 0; r < nq; ++r) {
+            A* prow = p.data() + r * kBlockK;
+            const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
+            ExpRow(prow, row_lse[i0 + r], prow, len);
+            std::fill(prow + len, prow + nk, A(0));
+          }
+          const T* dout_blk = dout + d.ORow(b, i0, h);
+          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p.data(), nq, nk, kBlockK, p_op), kBlockK, dout_blk,
+                   d.LdV(), A(1), gv + d.VRow(b, j0, h), d.LdV());
+          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
+                   dp.data(), kBlockK);
+          for (int64_t r = 0; r < nq; ++r) {
+            const A* prow = p.data() + r * kBlockK;
+            A* drow = dp.data() + r * kBlockK;
+            const A dot = row_dot[i0 + r];
+            for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
+          }
+          const A scale = static_cast<A>(d.scale);
+          const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
+          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), A(1),
+                   gq + d.QRow(b, i0, h), d.LdQK());
+          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), A(1),
+                   gk + d.KRow(b, j0, h), d.LdQK());
+        }
+      }
+      if constexpr (!std::is_same_v<T, A>) {
+        if (dq) StoreHead(gq, dq, b, h, d.seq_q, d.heads, d.dim);
+        if (dk) StoreHead(gk, dk, b, h, d.seq_k, d.heads, d.dim);
+        if (dv) StoreHead(gv, dv, b, h, d.seq_k, d.heads, d.dim_v);
+      }
+    }
+  });
+}
+
+void InferFlashAttn(InferShapeContext& c) {
+  const Shape q = c.InputShape("q");
+  const Shape k = c.InputShape("k");
+  const Shape v = c.InputShape("v");
+  const DType dtype = c.InputDType("q");
+  EnforceFloatDType(dtype, c.Where(), "q");
+  for (const char* slot : {"k", "v", "attn_mask"}) {
+    if (!c.HasInput(slot)) continue;
+    NABLA_ENFORCE(c.InputDType(slot) == dtype, kInvalidArgument, c.Where(), ": ", slot, " must have q's dtype ",
+                  DTypeName(dtype), ", but received ", DTypeName(c.InputDType(slot)));
+  }
+  NABLA_ENFORCE(q.size() == 4 && k.size() == 4 && v.size() == 4, kInvalidArgument, c.Where(),
+                ": q, k and v must be [batch, seq, heads, head_dim], but received ", ShapeToString(q), ", ",
+                ShapeToString(k), " and ", ShapeToString(v));
+  const bool ok = DimsCompatible(k[0], q[0]) && DimsCompatible(v[0], q[0]) && DimsCompatible(k[2], q[2]) &&
+                  DimsCompatible(v[2], q[2]) && DimsCompatible(k[3], q[3]) && DimsCompatible(v[1], k[1]);
+  NABLA_ENFORCE(ok, kInvalidArgument, c.Where(),
+                ": k must be [batch, seq_k, heads, head_dim] and v [batch, seq_k, heads, head_dim_v] for q ",
+                ShapeToString(q), ", but received k ", ShapeToString(k), " and v ", ShapeToString(v));
+  const float dropout = c.Attr<float>("dropout");
+  NABLA_ENFORCE(dropout == 0.0f || c.Attr<bool>("is_test"), kUnimplemented, c.Where(),
+                ": attention dropout is not implemented; dropout must be 0 unless is_test is true, but received ",
+                dropout);
+  if (c.HasInput("attn_mask")) {
+    int64_t strides[4];
+    AttnMaskStrides(c.InputShape("attn_mask"), {q[0], q[2], q[1], k[1]}, strides, c.Where());
+  }
+  c.SetOutputShape("out", {q[0], q[1], q[2], v[3]});
+  c.SetOutputDType("out", dtype);
+  c.SetOutputShape("softmax_lse", {q[0], q[2], q[1]});
+  // bfloat16 attention keeps its log-sum-exp in float32 (as Paddle's does):
+  // rounded to 8 bits it would shift every recomputed probability by ~1 %.
+  c.SetOutputDType("softmax_lse", dtype == DType::kBFloat16 ? DType::kFloat32 : dtype);
+  if (c.HasOutput("softmax")) {
+    c.SetOutputShape("softmax", c.Attr<bool>("return_softmax") ? Shape{q[0], q[2], q[1], k[1]} : Shape{0});
+    c.SetOutputDType("softmax", dtype);
+  }
+  if (c.HasOutput("seed_offset")) {
+    c.SetOutputShape("seed_offset", {2});
+    c.SetOutputDType("seed_offset", DType::kInt64);
+  }
+}
+
+class FlashAttnGradMaker : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    VarNameMap in{{"q", Input("q")},
+                  {"k", Input("k")},
+                  {"v", Input("v")},
+                  {"out", Output("out")},
+                  {"softmax_lse", Output("softmax_lse")},
+                  {GradVarName("out"), OutputGrad("out")}};
+    if (ForwardOp().HasInput("attn_mask")) in["attn_mask"] = Input("attn_mask");
+    VarNameMap out{
+        {GradVarName("q"), InputGrad("q")}, {GradVarName("k"), InputGrad("k")}, {GradVarName("v"), InputGrad("v")}};
+    return OneOp("flash_attn_grad", std::move(in), std::move(out), Attrs());
+  }
+};
+
+GradCheckSpec AttnCase(std::string name, Shape q, Shape k, Shape v, bool causal) {
+  GradCheckSpec spec = CheckCase(std::move(name),
+                                 {CheckInput("q", std::move(q), -1.5, 1.5), CheckInput("k", std::move(k), -1.5, 1.5),
+                                  CheckInput("v", std::move(v))},
+                                 {{"causal", causal}}, {{"out", 1}, {"softmax_lse", 1}});
+  spec.no_grad_outputs = {"softmax_lse"};
+  return spec;
+}
+
+}  // namespace
+
+NABLA_REGISTER_OPS(flash_attn) {
+  GradCheckSpec cross = AttnCase("cross_head_dim_v", {2, 3, 2, 4}, {2, 5, 2, 4}, {2, 5, 2, 3}, false);
+  GradCheckSpec causal = AttnCase("causal", {1, 4, 2, 3}, {1, 4, 2, 3}, {1, 4, 2, 3}, true);
+  GradCheckSpec masked = AttnCase("mask_broadcast_heads", {2, 3, 2, 4}, {2, 4, 2, 4}, {2, 4, 2, 4}, false);
+  masked.inputs.push_back(NoCheck(CheckInput("attn_mask", {2, 1, 3, 4}, -2.0, 0.0)));
+  // Longer than one 128-row tile, so the online softmax's rescaling, the
+  // diagonal tiles and the skipped tiles are all checked.
+  GradCheckSpec tiled = AttnCase("causal_tiles_cross_len", {1, 140, 1, 2}, {1, 150, 1, 2}, {1, 150, 1, 2}, true);
+  tiled.inputs.push_back(NoCheck(CheckInput("attn_mask", {140, 150}, -1.0, 0.0)));
+  GradCheckSpec tiled_full = AttnCase("tiles_not_causal", {1, 130, 1, 2}, {1, 135, 1, 2}, {1, 135, 1, 2}, false);
+  registrar.Op("flash_attn", __FILE__, __LINE__)
+      .Precision(OpPrecision::kFloat32)
+      .Doc(
+          "Scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + attn_mask) v per batch and head, "
+          "computed tile by tile with an online softmax (FlashAttention-2): memory linear in the sequence length. "
+          "causal hides key j from query i when j > i + seq_k - seq_q.")
+      .Input("q", "(Tensor) queries, [batch, seq_q, heads, head_dim], float32, float64 or bfloat16")
+      .Input("k", "(Tensor) keys, [batch, seq_k, heads, head_dim], dtype of q")
+      .Input("v", "(Tensor) values, [batch, seq_k, heads, head_dim_v], dtype of q")
+      .Input("fixed_seed_offset", "(Tensor, optional) dropout's seed and offset; unused, as dropout is not implemented",
+             kDispensable)
+      .Input("attn_mask",
+             "(Tensor, optional) added to the scaled scores, broadcast to [batch, heads, seq_q, seq_k] "
+             "(-inf or a large negative value hides a key); dtype of q; gets no gradient",
+             kDispensable)
+      .Output("out", "(Tensor) the attention output, [batch, seq_q, heads, head_dim_v]")
+      .Output("softmax", "(Tensor, optional) the probabilities [batch, heads, seq_q, seq_k] when return_softmax",
+              kDispensable)
+      .Output("softmax_lse",
+              "(Tensor) log-sum-exp of each row's scaled scores, [batch, heads, seq_q]; float32 for bfloat16 q")
+      .Output("seed_offset", "(Tensor, optional) int64 [2], dropout's seed and offset: [0, 0] (no dropout)",
+              kDispensable)
+      .Attr<float>("dropout", 0.0f, "(float, default 0.0) attention dropout; only 0 (or any value with is_test)",
+                   [](const float& p) {
+                     NABLA_ENFORCE(p >= 0.0f && p < 1.0f, kInvalidArgument,
+                                   "attribute dropout must be in [0, 1), but received ", p);
+                   })
+      .Attr<bool>("causal", false, "(bool, default false) each query sees only the keys up to its own position")
+      .Attr<bool>("return_softmax", false,
+                  "(bool, default false) also write the [batch, heads, seq_q, seq_k] probabilities to softmax")
+      .Attr<bool>("is_test", false, "(bool, default false) inference: dropout is not applied")
+      .Attr<std::string>("rng_name", "", "(string, default \"\") the dropout generator's name; unused")
+      .InferShape(InferFlashAttn)
+      .GradMaker<FlashAttnGradMaker>()
+      .GradCheck(cross)
+      .GradCheck(causal)
+      .GradCheck(masked)
+      .GradCheck(tiled)
+      .GradCheck(tiled_full);
+  OpBuilder& grad = registrar.DefaultGradOp("flash_attn", __FILE__, __LINE__);
+  grad.Doc("Gradient of flash_attn: q, k and v gradients from probabilities recomputed tile by tile from softmax_lse.")
+      .InferShape([](InferShapeContext& c) {
+        InferSameAs(c, "q", GradVarName("q"));
+        InferSameAs(c, "k", GradVarName("k"));
+        InferSameAs(c, "v", GradVarName("v"));
+      })
+      .KernelDType(DTypeOfInput(GradVarName("out")));
+  RegisterFloatKernels(registrar, "flash_attn", FlashAttnKernel<float>, FlashAttnKernel<double>, __FILE__, __LINE__);
+  RegisterFloatKernels(registrar, "flash_attn_grad", FlashAttnGradKernel<float>, FlashAttnGradKernel<double>, __FILE__,
+                       __LINE__);
+  registrar.Kernel("flash_attn", DeviceType::kCPU, DType::kBFloat16, FlashAttnKernel<bfloat16>, __FILE__, __LINE__);
+  registrar.Kernel("flash_attn_grad", DeviceType::kCPU, DType::kBFloat16, FlashAttnGradKernel<bfloat16>, __FILE__,
+                   __LINE__);
+}
+
+}  // namespace nabla::nn

@@ -1,0 +1,125 @@
+// OpenCL kernels of flash_attn and flash_attn_grad (flash_attn.cl): one work
+// item per query row forward, an online softmax over the keys written
+// straight into the row of out; backward, one pass per query row (dq and
+// rowsum(dO * O)) and one per key row (dk, dv), the probabilities recomputed
+// from softmax_lse. Memory stays linear in the sequence, as on the CPU.
+#include "flash_attn.h"
+#include "flash_attn_cl.h"
+#include "nabla/opencl/kernel.h"
+#include "nabla/plugin.h"
+#include "nn_util.h"
+
+namespace nabla::nn {
+namespace {
+
+using namespace opencl;
+
+struct ClAttn {
+  int64_t batch, seq_q, seq_k, heads, dim, dim_v;
+  bool causal, has_mask;
+  int64_t mask_stride[4] = {0, 0, 0, 0};
+  double scale;
+
+  ClAttn(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v)
+      : batch(q.Dim(0)),
+        seq_q(q.Dim(1)),
+        seq_k(k.Dim(1)),
+        heads(q.Dim(2)),
+        dim(q.Dim(3)),
+        dim_v(v.Dim(3)),
+        causal(ctx.Attr<bool>("causal")),
+        has_mask(ctx.HasInput("attn_mask")),
+        scale(1.0 / std::sqrt(static_cast<double>(q.Dim(3)))) {
+    if (has_mask)
+      AttnMaskStrides(ctx.Input("attn_mask").GetShape(), {batch, heads, seq_q, seq_k}, mask_stride,
+                      "op '" + ctx.Op().Type() + "'");
+  }
+  KernelArg Dims() const { return Long8({batch, seq_q, seq_k, heads, dim, dim_v, seq_k - seq_q, causal ? 1 : 0}); }
+  KernelArg Mask() const {
+    return Long8({mask_stride[0], mask_stride[1], mask_stride[2], mask_stride[3], has_mask ? 1 : 0});
+  }
+  int64_t QueryRows() const { return batch * heads * seq_q; }
+  int64_t KeyRows() const { return batch * heads * seq_k; }
+};
+
+template <typename T>
+struct FlashAttnKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    OpenClDevice& dev = DeviceOf(ctx);
+    Staging s(dev);
+    const Tensor& q = ctx.Input("q");
+    const Tensor& k = ctx.Input("k");
+    const Tensor& v = ctx.Input("v");
+    const ClAttn a(ctx, q, k, v);
+    KernelArg qa = s.Arg(q), ka = s.Arg(k), va = s.Arg(v);
+    // Without a mask the kernels never read this argument; q stands in.
+    KernelArg ma = a.has_mask ? s.Arg(ctx.Input("attn_mask")) : qa;
+    void* out = AllocateOutput<T>(ctx, ctx.Output("out"), {a.batch, a.seq_q, a.heads, a.dim_v});
+    void* lse = AllocateOutput<T>(ctx, ctx.Output("softmax_lse"), {a.batch, a.heads, a.seq_q});
+    const KernelArg scale(static_cast<T>(a.scale));
+    Run<T>(dev, cl_source::flash_attn(), "flash_attn_fwd",
+           {qa, ka, va, ma, KernelArg::Buffer(out), KernelArg::Buffer(lse), KernelArg(a.QueryRows()), a.Dims(),
+            a.Mask(), scale},
+           a.QueryRows());
+    Tensor* softmax = ctx.Output("softmax");
+    if (softmax && ctx.Attr<bool>("return_softmax")) {
+      void* probs = AllocateOutput<T>(ctx, softmax, {a.batch, a.heads, a.seq_q, a.seq_k});
+      Run<T>(dev, cl_source::flash_attn(), "flash_attn_probs",
+             {qa, ka, ma, KernelArg::Buffer(lse), KernelArg::Buffer(probs), KernelArg(a.QueryRows()), a.Dims(),
+              a.Mask(), scale},
+             a.QueryRows());
+    } else if (softmax) {
+      AllocateOutput<T>(ctx, softmax, {0});  // Paddle's empty softmax without return_softmax
+    }
+    if (Tensor* seed_offset = ctx.Output("seed_offset")) {
+      // No dropout runs (shape inference refuses it), so no seed was drawn.
+      void* so = seed_offset->Allocate(dev, DType::kInt64, {2});
+      const int64_t zero = 0;
+      dev.Fill(so, 0, 2 * sizeof zero, &zero, sizeof zero);
+    }
+  }
+};
+
+template <typename T>
+struct FlashAttnGradKernel {
+  void operator()(const ExecutionContext& ctx) const {
+    OpenClDevice& dev = DeviceOf(ctx);
+    Staging s(dev);
+    const Tensor& q = ctx.Input("q");
+    const Tensor& k = ctx.Input("k");
+    const Tensor& v = ctx.Input("v");
+    const ClAttn a(ctx, q, k, v);
+    KernelArg qa = s.Arg(q), ka = s.Arg(k), va = s.Arg(v);
+    KernelArg ma = a.has_mask ? s.Arg(ctx.Input("attn_mask")) : qa;
+    KernelArg oa = s.Arg(ctx.Input("out")), la = s.Arg(ctx.Input("softmax_lse"));
+    KernelArg ga = s.Arg(ctx.Input(GradVarName("out")));
+    // A gradient nobody wants is still computed, into scratch.
+    Tensor spare_q, spare_k, spare_v, dot;
+    auto grad = [&](const char* slot, const Tensor& like, Tensor& spare) {
+      Tensor* t = ctx.Output(GradVarName(slot));
+      return AllocateOutput<T>(ctx, t ? t : &spare, like.GetShape());
+    };
+    void* dq = grad("q", q, spare_q);
+    void* dk = grad("k", k, spare_k);
+    void* dv = grad("v", v, spare_v);
+    void* dots = Scratch<T>(dev, dot, std::max<int64_t>(1, a.QueryRows()));
+    const KernelArg scale(static_cast<T>(a.scale));
+    Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dq",
+           {qa, ka, va, ma, oa, la, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots), KernelArg(a.QueryRows()),
+            a.Dims(), a.Mask(), scale},
+           a.QueryRows());
+    Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dkv",
+           {qa, ka, va, ma, la, ga, KernelArg::Buffer(dots), KernelArg::Buffer(dk), KernelArg::Buffer(dv),
+            KernelArg(a.KeyRows()), a.Dims(), a.Mask(), scale},
+           a.KeyRows());
+  }
+};
+
+}  // namespace
+
+NABLA_REGISTER_OPS(flash_attn_opencl) {
+  RegisterOpenClKernels<FlashAttnKernel>(registrar, "flash_attn", __FILE__, __LINE__);
+  RegisterOpenClKernels<FlashAttnGradKernel>(registrar, "flash_attn_grad", __FILE__, __LINE__);
+}
+
+}  // namespace nabla::nn
