@@ -13,6 +13,14 @@ NABLA_REGISTER_OPS(uniform_random) {
                                    "op 'uniform_random': expected min <= max, but received min ", lo, " and max ", hi);
                      return [lo, hi](Rng& rng) { return rng.Uniform(lo, hi); };
                    })
+      .Input("ShapeTensor",
+             "(Tensor<int32|int64>, optional) 1-D: Out's shape at run time; before ShapeTensorList and attribute "
+             "shape",
+             kTensorAttrInput)
+      .Input("ShapeTensorList",
+             "(Tensors<int32|int64>, optional) one single-element tensor per dim: Out's shape at run time; before "
+             "attribute shape",
+             kTensorAttrListInput)
       .Attr<float>("min", -1.0f, "(float, default -1.0) the lower bound (inclusive)")
       .Attr<float>("max", 1.0f, "(float, default 1.0) the upper bound (exclusive)");
 }
