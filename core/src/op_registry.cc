@@ -69,6 +69,7 @@ bool GradOpDescMakerBase::IsNoGradInput(const std::string& slot) const {
   const SlotDef* def = info ? info->schema.FindInput(slot) : nullptr;
   return def != nullptr && def->no_grad;
 }
+
 std::vector<std::string> GradOpDescMakerBase::OutputGrad(const std::string& slot) const {
   return GradNames(fwd_.Output(slot), false);
 }

@@ -64,9 +64,14 @@ OpBuilder& OpBuilder::Doc(std::string doc) {
 }
 
 static SlotDef MakeSlot(std::string name, std::string doc, unsigned flags) {
-  return SlotDef{
-      std::move(name),          std::move(doc),        (flags & kDuplicable) != 0, (flags & kDispensable) != 0,
-      (flags & kNoBuffer) != 0, (flags & kNoGrad) != 0};
+  SlotDef s;
+  s.name = std::move(name);
+  s.doc = std::move(doc);
+  s.duplicable = (flags & kDuplicable) != 0;
+  s.dispensable = (flags & kDispensable) != 0;
+  s.no_buffer = (flags & kNoBuffer) != 0;
+  s.no_grad = (flags & kNoGrad) != 0;
+  return s;
 }
 
 OpBuilder& OpBuilder::Input(std::string name, std::string doc, unsigned flags) {

@@ -24,6 +24,7 @@ blocks:
       t: {shape: [2], dtype: int64}
       b: {shape: [1], dtype: int64}
       ax: {shape: [1], dtype: int32}
+      n: {shape: [1], dtype: int64}
     ops:
       - {type: reshape, inputs: {X: [x], Shape: [s]}, outputs: {Out: [r]}, attrs: {shape: [24]}}
       - {type: concat, inputs: {X: [x, x], AxisTensor: [ax]}, outputs: {Out: [cc]}}
@@ -31,6 +32,7 @@ blocks:
       - {type: expand, inputs: {X: [r], ExpandTimes: [t]}, outputs: {Out: [e]}}
       - {type: slice, inputs: {Input: [x], StartsTensor: [b]}, outputs: {Out: [sl]}, attrs: {axes: [2], ends: [100]}}
       - {type: fill_constant, inputs: {ShapeTensor: [t]}, outputs: {Out: [f]}, attrs: {value: 2.0}}
+      - {type: uniform_random, inputs: {ShapeTensorList: [n, n]}, outputs: {Out: [u]}, attrs: {shape: [1]}}
 )";
 
 Shape VarShape(const ProgramDesc& p, const std::string& name) { return p.Block(0)->FindVar(name)->GetShape(); }
@@ -44,6 +46,7 @@ TEST(TensorAttrs, BuildTimeDimsAreUnknownAndRunTimeUsesEachRunsValue) {
   EXPECT_EQ(VarShape(p, "sl"), (Shape{2, 3, -1}));
   EXPECT_EQ(VarShape(p, "f"), (Shape{-1, -1}));
   EXPECT_EQ(VarShape(p, "cc"), (Shape{-1, -1, -1}));
+  EXPECT_EQ(VarShape(p, "u"), (Shape{-1, -1}));
 
   Scope scope;
   HostTensor x{{2, 3, 4}, {}};
@@ -62,6 +65,7 @@ TEST(TensorAttrs, BuildTimeDimsAreUnknownAndRunTimeUsesEachRunsValue) {
     ToTensor(HostTensor{{2}, {1, run + 1.0}}, DType::kInt64, scope.Var("t")->GetTensor());
     ToTensor(HostTensor{{1}, {run == 0 ? 1.0 : -1.0}}, DType::kInt64, scope.Var("b")->GetTensor());
     ToTensor(HostTensor{{1}, {run == 0 ? 0.0 : 2.0}}, DType::kInt32, scope.Var("ax")->GetTensor());
+    ToTensor(HostTensor{{1}, {run + 2.0}}, DType::kInt64, scope.Var("n")->GetTensor());
     exec->Run(p, 0, scope);
     HostTensor r = FromTensor(scope.FindVar("r")->GetTensor());
     EXPECT_EQ(r.shape, want_r[run]);
@@ -74,6 +78,9 @@ TEST(TensorAttrs, BuildTimeDimsAreUnknownAndRunTimeUsesEachRunsValue) {
     HostTensor f = FromTensor(scope.FindVar("f")->GetTensor());
     EXPECT_EQ(f.shape, run == 0 ? (Shape{1, 1}) : (Shape{1, 2}));
     EXPECT_EQ(f.v[0], 2.0);
+    HostTensor u = FromTensor(scope.FindVar("u")->GetTensor());
+    EXPECT_EQ(u.shape, run == 0 ? (Shape{2, 2}) : (Shape{3, 3}));
+    for (double v : u.v) EXPECT_TRUE(v >= -1.0 && v < 1.0) << v;
     HostTensor cc = FromTensor(scope.FindVar("cc")->GetTensor());
     EXPECT_EQ(cc.shape, run == 0 ? (Shape{4, 3, 4}) : (Shape{2, 3, 8}));
     EXPECT_EQ(cc.v[4], run == 0 ? 4.0 : 0.0);
@@ -143,6 +150,42 @@ TEST(TensorAttrs, GetNoGradientAndGradOpsReadThem) {
   HostTensor g = FromTensor(scope.FindVar("x@GRAD")->GetTensor());
   EXPECT_EQ(g.shape, (Shape{2, 3}));
   EXPECT_EQ(g.v, (std::vector<double>{0, 0, 2, 0, 0, 0}));
+}
+
+// dropout's Seed input fixes the mask (Paddle: before fix_seed and seed):
+// two dropouts given the same Seed value drop the same elements, where
+// without it each op derives its own seed.
+TEST(TensorAttrs, DropoutSeedFixesTheMask) {
+  LoadStandardPlugins();
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [64], dtype: float32}
+      sd: {shape: [1], dtype: int32}
+    ops:
+      - {type: dropout, inputs: {X: [x], Seed: [sd]}, outputs: {Out: [a], Mask: [ma]}}
+      - {type: dropout, inputs: {X: [x], Seed: [sd]}, outputs: {Out: [b], Mask: [mb]}}
+      - {type: dropout, inputs: {X: [x]}, outputs: {Out: [c], Mask: [mc]}}
+)",
+                               "dropout.yaml");
+  Scope scope;
+  ToTensor(HostTensor{{64}, std::vector<double>(64, 1.0)}, DType::kFloat32, scope.Var("x")->GetTensor());
+  ToTensor(HostTensor{{1}, {1234}}, DType::kInt32, scope.Var("sd")->GetTensor());
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  const HostTensor ma = FromTensor(scope.FindVar("ma")->GetTensor());
+  EXPECT_EQ(ma.v, FromTensor(scope.FindVar("mb")->GetTensor()).v);
+  EXPECT_NE(ma.v, FromTensor(scope.FindVar("mc")->GetTensor()).v);
+  // The same Seed value always gives the same mask: another run, another
+  // scope.
+  Scope again;
+  ToTensor(HostTensor{{64}, std::vector<double>(64, 1.0)}, DType::kFloat32, again.Var("x")->GetTensor());
+  ToTensor(HostTensor{{1}, {1234}}, DType::kInt32, again.Var("sd")->GetTensor());
+  ExecutorOptions options;
+  options.seed = 99;
+  CreateExecutor("sequential", HostDevice(), options)->Run(p, 0, again);
+  EXPECT_EQ(ma.v, FromTensor(again.FindVar("ma")->GetTensor()).v);
 }
 
 }  // namespace
