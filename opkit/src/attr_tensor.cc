@@ -1,7 +1,6 @@
 #include "nabla/opkit/attr_tensor.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "nabla/error.h"
 
@@ -168,16 +167,6 @@ std::string ValuesToString(const std::vector<int64_t>& values) {
   std::string s = "[";
   for (size_t i = 0; i < values.size(); ++i) s += StrCat(i ? ", " : "", values[i]);
   return s + "]";
-}
-
-std::vector<int> ToIntAttr(const std::vector<int64_t>& values, const std::string& source, const std::string& where) {
-  std::vector<int> out;
-  for (int64_t v : values) {
-    NABLA_ENFORCE(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(), kOutOfRange, where,
-                  ": ", source, " = ", ValuesToString(values), " holds ", v, ", outside the range of int32");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
 }
 
 }  // namespace nabla::opkit

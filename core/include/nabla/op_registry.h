@@ -209,8 +209,9 @@ class NABLA_API GradOpDescMakerBase {
  protected:
   const std::vector<std::string>& Input(const std::string& slot) const { return fwd_.Input(slot); }
   const std::vector<std::string>& Output(const std::string& slot) const { return fwd_.Output(slot); }
-  // x@GRAD for every arg of the slot; @EMPTY@ for args in the no-grad set.
-  // Records grad -> forward var names for the builder.
+  // x@GRAD for every arg of the slot; @EMPTY@ for args in the no-grad set
+  // and for every arg of a kNoGrad slot. Records grad -> forward var names
+  // for the builder.
   std::vector<std::string> InputGrad(const std::string& slot) const;
   std::vector<std::string> OutputGrad(const std::string& slot) const;
   std::vector<std::string> InputSlots() const;

@@ -74,8 +74,4 @@ Shape CreatedShape(const ExecutionContext& c);
 // "[2, -3]": a value in messages.
 std::string ValuesToString(const std::vector<int64_t>& values);
 
-// The ints as an `int` attribute takes them, for code written for the
-// attribute: values outside int's range are an error naming `source`.
-std::vector<int> ToIntAttr(const std::vector<int64_t>& values, const std::string& source, const std::string& where);
-
 }  // namespace nabla::opkit
