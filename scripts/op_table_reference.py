@@ -956,6 +956,99 @@ def attention_cases(rng):
                       ("Beta1PowOut", "Beta1Pow"), ("Beta2PowOut", "Beta2Pow")])
 
 
+def tensor_attr_cases(rng):
+    """Tensor-valued attribute inputs (docs/program-format.md): an input that gives an attribute's value at run
+    time. Each row also sets the attribute to something else, so it checks Paddle's precedence too."""
+    x = ints(rng, (2, 3, 4), -50, 50)
+    case("reshape_shape_tensor", "reshape", [("X", "", x), ("Shape", "int64", [4, -1])], {"shape": [24]},
+         [("Out", "", x.reshape(4, 6))], ALL)
+    # ShapeTensor (the list) wins over Shape in reshape.
+    case("reshape_shape_tensor_list", "reshape",
+         [("X", "", x), ("Shape", "int64", [4, -1]), ("ShapeTensor", "int32", [0]), ("ShapeTensor", "int64", [-1])],
+         {"shape": [24]}, [("Out", "", x.reshape(2, 12))], ALL)
+
+    t = fl(rng, (3, 4, 5))
+    case("slice_starts_ends_tensor", "slice",
+         [("Input", "", t), ("StartsTensor", "int64", [1, -4]), ("EndsTensor", "int32", [100, -1])],
+         {"axes": [0, 2], "starts": [0, 0], "ends": [1, 1]}, [("Out", "", t[1:, :, 1:4])])
+    case("slice_tensor_lists", "slice",
+         [("Input", "", t), ("StartsTensorList", "int32", [-2]), ("StartsTensorList", "int64", [1]),
+          ("EndsTensorList", "int64", [3]), ("EndsTensorList", "int32", [9])],
+         {"axes": [1, 2], "decrease_axis": []}, [("Out", "", t[:, -2:3, 1:])])
+    # StartsTensor wins over StartsTensorList.
+    case("slice_tensor_over_list", "slice",
+         [("Input", "", t), ("StartsTensor", "int32", [2]), ("StartsTensorList", "int64", [0]),
+          ("EndsTensorList", "int64", [3])], {"axes": [0]}, [("Out", "", t[2:3])])
+
+    case("fill_constant_shape_value_tensor", "fill_constant",
+         [("ShapeTensor", "int64", [2, 3]), ("ValueTensor", "float64", [-1.5])], {"shape": [1], "value": 7.0},
+         [("Out", "", np.full((2, 3), -1.5))], FLOATS, dtype_attrs=["dtype"])
+    case("fill_constant_shape_tensor_list", "fill_constant",
+         [("ShapeTensorList", "int32", [3]), ("ShapeTensorList", "int64", [1]), ("ValueTensor", "float32", [4.0])],
+         {"value": 7.0}, [("Out", "", np.full((3, 1), 4.0))], INTS, dtype_attrs=["dtype"])
+
+    x = fl(rng, (2, 3))
+    case("expand_times_tensor", "expand", [("X", "", x), ("ExpandTimes", "int64", [2, 3])], {"expand_times": [1, 1]},
+         [("Out", "", np.tile(x, (2, 3)))])
+    case("expand_times_tensor_list", "expand",
+         [("X", "", x), ("expand_times_tensor", "int32", [3]), ("expand_times_tensor", "int64", [1])], {},
+         [("Out", "", np.tile(x, (3, 1)))])
+
+    x = ints(rng, (2, 3), -20, 20)
+    case("scale_scale_tensor", "scale", [("X", "", x), ("ScaleTensor", "float32", [-2.5])],
+         {"scale": 3.0, "bias": 1.0}, [("Out", "", np.trunc(-2.5 * x + 1))], INTS)
+    x = fl(rng, (4, 3))
+    case("scale_scale_tensor_float", "scale", [("X", "", x), ("ScaleTensor", "", [0.75])],
+         {"scale": 3.0, "bias_after_scale": False, "bias": 0.5}, [("Out", "", 0.75 * (x + 0.5))])
+
+    ids = rng.integers(0, 4, (3, 1)).astype(np.float64)
+    ref = np.eye(4)[ids[:, 0].astype(int)]
+    case("one_hot_depth_tensor", "one_hot", [("X", "", ids), ("depth_tensor", "int64", [4])], {"depth": 2},
+         [("Out", "float32", ref)], ["int64", "int32"])
+
+    x = fl(rng, (3, 4))
+    case("clip_min_max_tensor", "clip", [("X", "", x), ("Min", "", [-0.25]), ("Max", "", [0.5])],
+         {"min": -1.0, "max": 1.0}, [("Out", "", np.clip(x, -0.25, 0.5))])
+
+    c = fl(rng, (2, 6))
+    case("split_axis_sections_tensor", "split",
+         [("X", "", c), ("AxisTensor", "int64", [-1]), ("SectionsTensorList", "int32", [2]),
+          ("SectionsTensorList", "int64", [-1])], {"axis": 0, "sections": [1, 1]},
+         [("Out", "", c[:, :2]), ("Out", "", c[:, 2:])])
+    a, b = fl(rng, (2, 1)), fl(rng, (2, 3))
+    case("concat_axis_tensor", "concat", [("X", "", a), ("X", "", b), ("AxisTensor", "int32", [1])], {"axis": 0},
+         [("Out", "", np.concatenate([a, b], 1))])
+
+    x = fl(rng, (2, 3, 2, 2), -2, 3)
+    scale, bias = fl(rng, (3,), 0.5, 1.5), fl(rng, (3,))
+    mean, var = fl(rng, (3,)), fl(rng, (3,), 0.5, 2.0)
+    eps, mom = f32(1e-5), f32(0.25)
+    m, v = x.mean((0, 2, 3)), x.var((0, 2, 3))
+    y = F.batch_norm(tt(x), tt(m), tt(v), tt(scale), tt(bias), training=False, eps=eps)
+    case("batch_norm_momentum_tensor", "batch_norm",
+         [("X", "", x), ("Scale", "", scale), ("Bias", "", bias), ("Mean", "", mean), ("Variance", "", var),
+          ("MomentumTensor", "float32", [mom])], {"momentum": 0.9},
+         [("Y", "", y), ("MeanOut", "", mom * mean + (1 - mom) * m), ("VarianceOut", "", mom * var + (1 - mom) * v),
+          ("SavedMean", "", m), ("SavedVariance", "", 1 / np.sqrt(v + eps))],
+         tol=(1e-5, 1e-9), inplace=[("MeanOut", "Mean"), ("VarianceOut", "Variance")])
+
+    lr, b1, b2, eps = f32(0.01), f32(0.8), f32(0.99), f32(1e-8)
+    p, g = fl(rng, (2, 5)), fl(rng, (2, 5))
+    m1, m2 = fl(rng, (2, 5), -0.1, 0.1), fl(rng, (2, 5), 0, 0.01)
+    b1p, b2p = f32(b1 ** 3), f32(b2 ** 3)
+    m1o = b1 * m1 + (1 - b1) * g
+    m2o = b2 * m2 + (1 - b2) * g * g
+    po = p - lr * (m1o / (1 - b1p)) / (np.sqrt(m2o / (1 - b2p)) + eps)
+    case("adam_beta_tensors", "adam",
+         [("Param", "", p), ("Grad", "", g), ("LearningRate", "", [lr]), ("Moment1", "", m1), ("Moment2", "", m2),
+          ("Beta1Pow", "", [b1p]), ("Beta2Pow", "", [b2p]), ("Beta1Tensor", "float32", [b1]),
+          ("Beta2Tensor", "float64", [b2])], {"beta1": 0.9, "beta2": 0.999},
+         [("ParamOut", "", po), ("Moment1Out", "", m1o), ("Moment2Out", "", m2o), ("Beta1PowOut", "", [b1p * b1]),
+          ("Beta2PowOut", "", [b2p * b2])], tol=(3e-6, 1e-9),
+         inplace=[("ParamOut", "Param"), ("Moment1Out", "Moment1"), ("Moment2Out", "Moment2"),
+                  ("Beta1PowOut", "Beta1Pow"), ("Beta2PowOut", "Beta2Pow")])
+
+
 def main():
     math_cases(np.random.default_rng(20261125))
     shape_cases(np.random.default_rng(20261124))
@@ -966,6 +1059,7 @@ def main():
     semantics_cases(np.random.default_rng(20261130))
     unary_cases(np.random.default_rng(20261131))
     attention_cases(np.random.default_rng(20261132))
+    tensor_attr_cases(np.random.default_rng(20261133))
     write_inc()
     return 0
 

@@ -37,6 +37,7 @@ std::string SlotFlags(const SlotDef& s) {
   add(s.duplicable, "duplicable");
   add(s.dispensable, "dispensable");
   add(s.no_buffer, "no buffer");
+  add(s.no_grad, "no grad");
   if (!flags.empty()) flags += ")";
   return flags;
 }

@@ -32,7 +32,8 @@ Json SlotsToJson(const std::vector<SlotDef>& slots) {
                    {"doc", s.doc},
                    {"duplicable", s.duplicable},
                    {"dispensable", s.dispensable},
-                   {"no_buffer", s.no_buffer}});
+                   {"no_buffer", s.no_buffer},
+                   {"no_grad", s.no_grad}});
   }
   return out;
 }

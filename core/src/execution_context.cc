@@ -102,6 +102,8 @@ std::vector<const Tensor*> ExecutionContext::MultiInput(const std::string& slot)
   return out;
 }
 
+Tensor ExecutionContext::InputHostTensor(const std::string& slot, size_t i) const { return HostCopy(Input(slot, i)); }
+
 std::vector<Tensor*> ExecutionContext::MultiOutput(const std::string& slot) const {
   std::vector<Tensor*> out;
   for (size_t i = 0; i < op_.Output(slot).size(); ++i) out.push_back(Output(slot, i));

@@ -109,11 +109,22 @@ class RuntimeInferShapeContext final : public InferShapeContext {
   void SetOutputDType(const std::string& slot, DType dtype, size_t i) override {
     if (Variable* v = vars_.Out(slot, i)) v->GetTensor().SetDType(dtype);
   }
+  Tensor InputHostTensor(const std::string& slot, size_t i) const override {
+    read_values_ = true;
+    const Tensor& t = vars_.In(slot, i).GetTensor();
+    NABLA_ENFORCE(t.IsInitialized(), kPreconditionNotMet, Where(), ": reads the values of input ", slot, "[", i,
+                  "] = '", op_.Input(slot)[i], "' before anything wrote it");
+    return HostCopy(t);
+  }
+  // Whether the shapes depend on input values: then the next run must infer
+  // again even where every shape looks as before.
+  bool ReadValues() const { return read_values_; }
 
  private:
   const OpDesc& op_;
   const VarAccess& vars_;
   const ProgramDesc* program_;
+  mutable bool read_values_ = false;
 };
 
 std::string Where(const OpDesc& op, const RunContext& run) {
@@ -353,7 +364,13 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     if (info->infer_shape && !info->traits.control_flow && (dry || !prepared || !prepared->ShapesAsMemoized())) {
       RuntimeInferShapeContext isc(op, vars, run.program);
       info->infer_shape(isc);
-      if (prepared && !dry) prepared->MemoizeShapes();
+      if (prepared && !dry) {
+        if (isc.ReadValues()) {
+          prepared->shape_memo.valid = false;
+        } else {
+          prepared->MemoizeShapes();
+        }
+      }
     }
     if (dry) {
       FinishDryRunOutputs(op, vars, device);

@@ -16,6 +16,11 @@ void InferShapeContext::ShareShapeAndDType(const std::string& in, const std::str
   SetOutputDType(out, InputDType(in, j), i);
 }
 
+Tensor InferShapeContext::InputHostTensor(const std::string& slot, size_t i) const {
+  NABLA_THROW(kPreconditionNotMet, Where(), ": the values of input ", slot, "[", i,
+              "] are known only at run time, but shape inference asked for them at build time");
+}
+
 std::string InferShapeContext::Where() const {
   std::string s = "op '" + Op().Type() + "'";
   const SourcePos& p = Op().Pos();

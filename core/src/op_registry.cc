@@ -60,8 +60,16 @@ std::vector<std::string> GradOpDescMakerBase::GradNames(const std::vector<std::s
 }
 
 std::vector<std::string> GradOpDescMakerBase::InputGrad(const std::string& slot) const {
+  if (IsNoGradInput(slot)) return std::vector<std::string>(fwd_.Input(slot).size(), kEmptyVarName);
   return GradNames(fwd_.Input(slot), true);
 }
+
+bool GradOpDescMakerBase::IsNoGradInput(const std::string& slot) const {
+  const OpInfo* info = CurrentRegistry()->Find(fwd_.Type());
+  const SlotDef* def = info ? info->schema.FindInput(slot) : nullptr;
+  return def != nullptr && def->no_grad;
+}
+
 std::vector<std::string> GradOpDescMakerBase::OutputGrad(const std::string& slot) const {
   return GradNames(fwd_.Output(slot), false);
 }
@@ -88,7 +96,7 @@ std::vector<std::unique_ptr<OpDesc>> DefaultGradOpDescMaker::operator()() const 
   op->SetType(ForwardOp().Type() + "_grad");
   for (const auto& slot : InputSlots()) {
     op->SetInput(slot, Input(slot));
-    op->SetOutput(slot + kGradSuffix, InputGrad(slot));
+    if (!IsNoGradInput(slot)) op->SetOutput(slot + kGradSuffix, InputGrad(slot));
   }
   for (const auto& slot : OutputSlots()) {
     op->SetInput(slot, Output(slot));

@@ -43,7 +43,7 @@ OpBuilder& Registrar::DefaultGradOp(const std::string& fwd_type, const char* fil
     b.Input(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
   }
   for (const auto& s : fwd.inputs)
-    b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+    if (!s.no_grad) b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
   for (const auto& a : fwd.attrs) b.Info().schema.attrs.push_back(a);
   for (const auto& a : fwd.attrs)
     if (a.type == AttrType::kBlock) b.Info().traits.has_sub_block = true;
@@ -64,8 +64,14 @@ OpBuilder& OpBuilder::Doc(std::string doc) {
 }
 
 static SlotDef MakeSlot(std::string name, std::string doc, unsigned flags) {
-  return SlotDef{std::move(name), std::move(doc), (flags & kDuplicable) != 0, (flags & kDispensable) != 0,
-                 (flags & kNoBuffer) != 0};
+  SlotDef s;
+  s.name = std::move(name);
+  s.doc = std::move(doc);
+  s.duplicable = (flags & kDuplicable) != 0;
+  s.dispensable = (flags & kDispensable) != 0;
+  s.no_buffer = (flags & kNoBuffer) != 0;
+  s.no_grad = (flags & kNoGrad) != 0;
+  return s;
 }
 
 OpBuilder& OpBuilder::Input(std::string name, std::string doc, unsigned flags) {

@@ -95,6 +95,13 @@ void Tensor::CopyFrom(const Tensor& src, Device& device) {
   }
 }
 
+Tensor HostCopy(const Tensor& t) {
+  if (!t.IsInitialized() || t.GetDevice()->Type() == DeviceType::kCPU) return t;
+  Tensor h;
+  h.CopyFrom(t, HostDevice());
+  return h;
+}
+
 std::string Tensor::DebugString() const { return StrCat(DTypeName(dtype_), ShapeToString(shape_)); }
 
 }  // namespace nabla

@@ -1,6 +1,7 @@
 #include "nabla/opkit/attrs.h"
 
 #include "nabla/error.h"
+#include "nabla/opkit/attr_tensor.h"
 
 namespace nabla::opkit {
 
@@ -28,7 +29,7 @@ DType KernelDTypeFromAttr(const ExecutionContext& ctx) {
 }
 
 void InferFromShapeAndDTypeAttrs(InferShapeContext& c) {
-  c.SetOutputShape("Out", ShapeFromAttr(c.Attr<std::vector<int>>("shape")));
+  c.SetOutputShape("Out", CreatedShape(c));
   c.SetOutputDType("Out", ParseDTypeAttr(c.Attr<std::string>("dtype"), "dtype", c.Where()));
 }
 

@@ -13,7 +13,7 @@ std::vector<std::unique_ptr<OpDesc>> GradFromInputsMaker::operator()() const {
   op->SetType(ForwardOp().Type() + "_grad");
   for (const auto& slot : InputSlots()) {
     op->SetInput(slot, Input(slot));
-    op->SetOutput(GradVarName(slot), InputGrad(slot));
+    if (!IsNoGradInput(slot)) op->SetOutput(GradVarName(slot), InputGrad(slot));
   }
   for (const auto& slot : OutputSlots()) op->SetInput(GradVarName(slot), OutputGrad(slot));
   op->MutableAttrs() = Attrs();

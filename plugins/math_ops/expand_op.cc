@@ -7,21 +7,31 @@
 namespace nabla::math_ops {
 namespace {
 
-Shape ExpandedShape(const Shape& x, const std::vector<int>& times, const std::string& where) {
-  NABLA_ENFORCE(times.size() == x.size(), kInvalidArgument, where,
-                ": attribute expand_times must have one entry per dim of X (shape ", ShapeToString(x),
-                "), but received ", AttrToString(Attribute(times)));
+// Paddle's precedence: ExpandTimes (1-D), then expand_times_tensor (one
+// single-element tensor per dim), then attribute expand_times.
+template <typename Ctx>
+AttrValue<std::vector<int64_t>> ExpandTimes(const Ctx& c) {
+  return IntListAttrOrTensor(c, "ExpandTimes", "expand_times_tensor", "expand_times");
+}
+
+// Times only known at run time (build time, from an input) leave every dim
+// -1.
+Shape ExpandedShape(const Shape& x, const AttrValue<std::vector<int64_t>>& times, const std::string& where) {
+  NABLA_ENFORCE(times.size < 0 || times.size == static_cast<int64_t>(x.size()), kInvalidArgument, where, ": ",
+                times.source, " must have one entry per dim of X (shape ", ShapeToString(x), "), but received ",
+                times.Known() ? ValuesToString(*times) : StrCat(times.size, " entries"));
+  if (!times.Known()) return Shape(x.size(), -1);
   Shape out(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
-    NABLA_ENFORCE(times[i] >= 1, kInvalidArgument, where, ": every entry of attribute expand_times must be >= 1, ",
-                  "but received ", AttrToString(Attribute(times)));
-    out[i] = x[i] < 0 ? -1 : x[i] * times[i];
+    NABLA_ENFORCE((*times)[i] >= 1, kInvalidArgument, where, ": every entry of ", times.source, " must be >= 1, ",
+                  "but received ", ValuesToString(*times));
+    out[i] = x[i] < 0 ? -1 : x[i] * (*times)[i];
   }
   return out;
 }
 
 void InferExpandShape(InferShapeContext& c) {
-  c.SetOutputShape("Out", ExpandedShape(c.InputShape("X"), c.Attr<std::vector<int>>("expand_times"), c.Where()));
+  c.SetOutputShape("Out", ExpandedShape(c.InputShape("X"), ExpandTimes(c), c.Where()));
   c.SetOutputDType("Out", c.InputDType("X"));
 }
 
@@ -49,7 +59,7 @@ template <typename T>
 struct ExpandKernel {
   void operator()(const ExecutionContext& ctx) const {
     const Tensor& x = ctx.Input("X");
-    Shape out = ExpandedShape(x.GetShape(), ctx.Attr<std::vector<int>>("expand_times"), "op 'expand'");
+    Shape out = ExpandedShape(x.GetShape(), ExpandTimes(ctx), "op 'expand'");
     const T* src = x.Data<T>();
     T* dst = AllocOutput<T>(ctx, ctx.Output("Out"), out);
     ForEachTiled(x.GetShape(), out, [&](int64_t io, int64_t ix) { dst[io] = src[ix]; });
@@ -62,7 +72,7 @@ struct ExpandGradKernel {
     Tensor* dx = ctx.Output("X@GRAD");
     if (!dx) return;
     const Shape& x = ctx.Input("X").GetShape();
-    Shape out = ExpandedShape(x, ctx.Attr<std::vector<int>>("expand_times"), "op 'expand_grad'");
+    Shape out = ExpandedShape(x, ExpandTimes(ctx), "op 'expand_grad'");
     const Tensor& dout = ctx.Input("Out@GRAD");
     NABLA_ENFORCE(dout.GetShape() == out, kInvalidArgument, "op 'expand_grad': expected Out@GRAD of shape ",
                   ShapeToString(out), ", but received ", ShapeToString(dout.GetShape()));
@@ -77,9 +87,18 @@ NABLA_REGISTER_OPS(expand) {
   registrar.Op("expand", __FILE__, __LINE__)
       .Doc("Out = X repeated expand_times[i] times along each dim i: Out.shape[i] = X.shape[i] * expand_times[i].")
       .Input("X", "(Tensor) the tensor to tile")
+      .Input("ExpandTimes",
+             "(Tensor<int32|int64>, optional) 1-D: expand_times at run time; before expand_times_tensor and the "
+             "attribute; no gradient",
+             kTensorAttrInput)
+      .Input("expand_times_tensor",
+             "(Tensors<int32|int64>, optional) one single-element tensor per dim: expand_times at run time; before "
+             "the attribute; no gradient",
+             kTensorAttrListInput)
       .Output("Out", "(Tensor) the tiled tensor")
-      .RequiredAttr<std::vector<int>>("expand_times",
-                                      "(ints, required) how many times to repeat X along each dim, each >= 1")
+      .Attr<std::vector<int>>("expand_times", {},
+                              "(ints, default []) how many times to repeat X along each dim, each >= 1, unless "
+                              "ExpandTimes or expand_times_tensor gives them")
       .InferShape(InferExpandShape)
       .GradMaker<GradFromInputsMaker>()
       .GradCheck(CheckCase("two_dims", {CheckInput("X", {2, 3})}, {{"expand_times", std::vector<int>{3, 2}}}))

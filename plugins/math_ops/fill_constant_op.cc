@@ -10,11 +10,11 @@ template <typename T>
 struct FillConstantKernel {
   void operator()(const ExecutionContext& ctx) const {
     Tensor* out = ctx.Output("Out");
-    T* o = AllocOutput<T>(ctx, out, ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
-    float value = ctx.Attr<float>("value");
+    T* o = AllocOutput<T>(ctx, out, CreatedShape(ctx));
+    const double value = *FloatAttrOrTensor(ctx, "ValueTensor", "value");
     T v;
     if constexpr (std::is_same_v<T, bool>)
-      v = value != 0.0f;
+      v = value != 0.0;
     else
       v = static_cast<T>(value);
     std::fill(o, o + out->Numel(), v);
@@ -24,6 +24,18 @@ struct FillConstantKernel {
 NABLA_REGISTER_OPS(fill_constant) {
   registrar.Op("fill_constant", __FILE__, __LINE__)
       .Doc("Out = a tensor of attribute shape and dtype with every element equal to value.")
+      .Input("ShapeTensor",
+             "(Tensor<int32|int64>, optional) 1-D: Out's shape at run time; before ShapeTensorList and attribute "
+             "shape; no gradient",
+             kTensorAttrInput)
+      .Input("ShapeTensorList",
+             "(Tensors<int32|int64>, optional) one single-element tensor per dim: Out's shape at run time; before "
+             "attribute shape; no gradient",
+             kTensorAttrListInput)
+      .Input("ValueTensor",
+             "(Tensor<float32|float64>, optional) one element: the value at run time; before attribute value; no "
+             "gradient",
+             kTensorAttrInput)
       .Output("Out", "(Tensor) the filled tensor")
       .Attr<std::vector<int>>("shape", {}, "(ints, default []) the shape of Out", CheckShapeAttr)
       .Attr<float>("value", 0.0f, "(float, default 0.0) the value of every element (to bool: value != 0)")

@@ -1,6 +1,7 @@
 // OpenCL kernels of fill_constant and fill_zeros_like, for every dtype:
 // clEnqueueFillBuffer with the value's bytes, no OpenCL C.
 #include "nabla/opencl/kernel.h"
+#include "nabla/opkit/attr_tensor.h"
 #include "nabla/plugin.h"
 #include "nabla/scope.h"
 
@@ -15,20 +16,20 @@ void FillWith(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, V
   dev.Fill(buf, 0, out->Bytes(), &value, sizeof value);
 }
 
-void FillTyped(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, float value) {
+void FillTyped(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, double value) {
   switch (dtype) {
     case DType::kFloat32:
-      return FillWith(dev, out, dtype, shape, value);
+      return FillWith(dev, out, dtype, shape, static_cast<float>(value));
     case DType::kFloat64:
-      return FillWith(dev, out, dtype, shape, static_cast<double>(value));
+      return FillWith(dev, out, dtype, shape, value);
     case DType::kInt32:
       return FillWith(dev, out, dtype, shape, static_cast<int32_t>(value));
     case DType::kInt64:
       return FillWith(dev, out, dtype, shape, static_cast<int64_t>(value));
     case DType::kBool:
-      return FillWith(dev, out, dtype, shape, static_cast<uint8_t>(value != 0.0f));
+      return FillWith(dev, out, dtype, shape, static_cast<uint8_t>(value != 0.0));
     case DType::kBFloat16:
-      return FillWith(dev, out, dtype, shape, FloatToBf16(value));
+      return FillWith(dev, out, dtype, shape, FloatToBf16(static_cast<float>(value)));
   }
 }
 
@@ -41,15 +42,16 @@ DType DTypeAttr(const ExecutionContext& ctx) {
 }
 
 void FillConstantKernel(const ExecutionContext& ctx) {
-  const std::vector<int>& dims = ctx.Attr<std::vector<int>>("shape");
-  FillTyped(DeviceOf(ctx), ctx.Output("Out"), DTypeAttr(ctx), Shape(dims.begin(), dims.end()),
-            ctx.Attr<float>("value"));
+  // Shape and value may come from inputs (ShapeTensor, ValueTensor), read
+  // back to the host.
+  FillTyped(DeviceOf(ctx), ctx.Output("Out"), DTypeAttr(ctx), opkit::CreatedShape(ctx),
+            *opkit::FloatAttrOrTensor(ctx, "ValueTensor", "value"));
 }
 
 void FillZerosLikeKernel(const ExecutionContext& ctx) {
   // Only X's shape and dtype are read; its buffer may be gone.
   const Tensor& x = ctx.InputVar("X")->GetTensor();
-  FillTyped(DeviceOf(ctx), ctx.Output("Out"), x.GetDType(), x.GetShape(), 0.0f);
+  FillTyped(DeviceOf(ctx), ctx.Output("Out"), x.GetDType(), x.GetShape(), 0.0);
 }
 
 }  // namespace

@@ -6,6 +6,16 @@
 namespace nabla::math_ops {
 namespace {
 
+// Input depth_tensor where given, else attribute depth; >= 1. Build time
+// with the input: unknown (nullopt).
+template <typename Ctx>
+std::optional<int64_t> Depth(const Ctx& c, const std::string& where) {
+  const auto depth = IntAttrOrTensor(c, "depth_tensor", "depth");
+  NABLA_ENFORCE(!depth.Known() || *depth >= 1, kInvalidArgument, where, ": ", depth.source,
+                " must be >= 1 (the number of classes), but received ", *depth);
+  return depth.value;
+}
+
 void InferOneHotShape(InferShapeContext& c) {
   Shape x = c.InputShape("X");
   const DType d = c.InputDType("X");
@@ -13,7 +23,7 @@ void InferOneHotShape(InferShapeContext& c) {
                 ": X must be int64 (or int32), but received ", DTypeName(d));
   NABLA_ENFORCE(!x.empty() && (x.back() == 1 || x.back() < 0), kInvalidArgument, c.Where(),
                 ": X must have a last dim of 1 ([..., 1]), but received shape ", ShapeToString(x));
-  x.back() = c.Attr<int>("depth");
+  x.back() = Depth(c, c.Where()).value_or(-1);
   c.SetOutputShape("Out", x);
   c.SetOutputDType("Out", ParseDTypeAttr(c.Attr<std::string>("dtype"), "dtype", c.Where()));
 }
@@ -21,7 +31,7 @@ void InferOneHotShape(InferShapeContext& c) {
 template <typename I, typename T>
 void OneHot(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  const int64_t depth = ctx.Attr<int>("depth");
+  const int64_t depth = *Depth(ctx, "op 'one_hot'");
   const bool allow = ctx.Attr<bool>("allow_out_of_range");
   Shape shape = x.GetShape();
   shape.back() = depth;
@@ -64,6 +74,8 @@ NABLA_REGISTER_OPS(one_hot) {
           "`depth`. An id outside [0, depth) is an error unless allow_out_of_range, which gives a row of zeros. "
           "Has no gradient.")
       .Input("X", "(Tensor, int64 or int32) class ids, shape [..., 1]")
+      .Input("depth_tensor", "(Tensor<int32|int64>, optional) one element: depth at run time; before attribute depth",
+             kTensorAttrInput)
       .Output("Out", "(Tensor) the one-hot rows, shape [..., depth], of dtype `dtype`")
       .RequiredAttr<int>("depth", "(int, required) the number of classes, >= 1",
                          [](const int& d) {

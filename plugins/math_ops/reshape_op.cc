@@ -8,19 +8,24 @@ namespace {
 // Paddle's rules: 0 copies X's dim at that position, one -1 is inferred
 // from the element count. An unknown X dim copied by a 0 still lets the -1
 // be inferred from the dims that are not copied; otherwise it stays -1.
-Shape ReshapedShape(const Shape& x, const std::vector<int>& shape, const std::string& where) {
+// `source` names where `shape` came from (attribute shape, input Shape).
+Shape ReshapedShape(const Shape& x, const std::vector<int64_t>& shape, const std::string& source,
+                    const std::string& where) {
+  const std::string given_str = ValuesToString(shape);
+  NABLA_ENFORCE(!shape.empty(), kInvalidArgument, where, ": ", source,
+                " must hold at least one dim (or give input Shape or ShapeTensor), but received []");
   Shape out(shape.size());
   int infer = -1;
   int64_t given = 1;  // product of the positive dims of `shape`
   for (size_t i = 0; i < shape.size(); ++i) {
-    NABLA_ENFORCE(shape[i] >= -1, kInvalidArgument, where, ": attribute shape must hold dims >= -1, but received ",
-                  AttrToString(Attribute(shape)));
+    NABLA_ENFORCE(shape[i] >= -1, kInvalidArgument, where, ": ", source, " must hold dims >= -1, but received ",
+                  given_str);
     if (shape[i] == -1) {
-      NABLA_ENFORCE(infer < 0, kInvalidArgument, where, ": attribute shape may hold at most one -1, but received ",
-                    AttrToString(Attribute(shape)));
+      NABLA_ENFORCE(infer < 0, kInvalidArgument, where, ": ", source, " may hold at most one -1, but received ",
+                    given_str);
       infer = static_cast<int>(i);
     } else if (shape[i] == 0) {
-      NABLA_ENFORCE(i < x.size(), kInvalidArgument, where, ": shape[", i, "] = 0 copies X's dim ", i,
+      NABLA_ENFORCE(i < x.size(), kInvalidArgument, where, ": ", source, "[", i, "] = 0 copies X's dim ", i,
                     ", but X has rank ", x.size(), " (shape ", ShapeToString(x), ")");
       out[i] = x[i];
     } else {
@@ -35,36 +40,55 @@ Shape ReshapedShape(const Shape& x, const std::vector<int>& shape, const std::st
     rest = x[i] < 0 ? -1 : rest * x[i];
   }
   if (infer >= 0) {
-    NABLA_ENFORCE(rest < 0 || rest % given == 0, kInvalidArgument, where, ": cannot infer the -1 in shape ",
-                  AttrToString(Attribute(shape)), " for X of shape ", ShapeToString(x), ": ", rest,
-                  " elements do not divide into ", given);
+    NABLA_ENFORCE(rest < 0 || rest % given == 0, kInvalidArgument, where, ": cannot infer the -1 in ", source, " ",
+                  given_str, " for X of shape ", ShapeToString(x), ": ", rest, " elements do not divide into ", given);
     out[infer] = rest < 0 ? -1 : rest / given;
   } else {
-    NABLA_ENFORCE(rest < 0 || rest == given, kInvalidArgument, where, ": expected shape ",
-                  AttrToString(Attribute(shape)), " to hold the elements of X (shape ", ShapeToString(x),
+    NABLA_ENFORCE(rest < 0 || rest == given, kInvalidArgument, where, ": expected ", source, " ", given_str,
+                  " to hold the elements of X (shape ", ShapeToString(x),
                   "): the dims it does not copy from X must hold ", rest, " elements, but received ", given);
   }
   return out;
 }
 
+// Paddle's precedence: ShapeTensor (a list of one-element tensors), then
+// Shape (one 1-D tensor), then attribute shape.
+AttrValue<std::vector<int64_t>> TargetShape(const InferShapeContext& c) {
+  return IntListAttrOrTensor(c, "Shape", "ShapeTensor", "shape", ListOrder::kListFirst);
+}
+
 void InferReshapeShape(InferShapeContext& c) {
-  c.SetOutputShape("Out", ReshapedShape(c.InputShape("X"), c.Attr<std::vector<int>>("shape"), c.Where()));
+  const auto target = TargetShape(c);
+  if (target.Known()) {
+    c.SetOutputShape("Out", ReshapedShape(c.InputShape("X"), *target, target.source, c.Where()));
+  } else {
+    // Build time, the shape comes from an input: its rank at most.
+    c.SetOutputShape("Out", Shape(std::max<int64_t>(target.size, 0), -1));
+  }
   c.SetOutputDType("Out", c.InputDType("X"));
 }
 
 void ReshapeKernel(const ExecutionContext& ctx) {
-  ViewAs(ctx, "X", "Out",
-         ReshapedShape(ctx.Input("X").GetShape(), ctx.Attr<std::vector<int>>("shape"), "op 'reshape'"));
+  const auto target = IntListAttrOrTensor(ctx, "Shape", "ShapeTensor", "shape", ListOrder::kListFirst);
+  ViewAs(ctx, "X", "Out", ReshapedShape(ctx.Input("X").GetShape(), *target, target.source, "op 'reshape'"));
 }
 
 NABLA_REGISTER_OPS(reshape) {
   registrar.Op("reshape", __FILE__, __LINE__)
       .Doc("Out = X with the shape given by `shape` (same elements, same order).")
       .Input("X", "(Tensor) the input")
+      .Input("Shape",
+             "(Tensor<int32|int64>, optional) 1-D: the new shape at run time; before attribute shape, after "
+             "ShapeTensor; no gradient",
+             kTensorAttrInput)
+      .Input("ShapeTensor",
+             "(Tensors<int32|int64>, optional) one single-element tensor per dim: the new shape at run time; before "
+             "Shape and attribute shape; no gradient",
+             kTensorAttrListInput)
       .Output("Out", "(Tensor) the reshaped tensor")
-      .RequiredAttr<std::vector<int>>("shape",
-                                      "(ints, required) the new shape: 0 copies X's dim at that position, one -1 "
-                                      "is inferred from the element count")
+      .Attr<std::vector<int>>("shape", {},
+                              "(ints, default []) the new shape: 0 copies X's dim at that position, one -1 is "
+                              "inferred from the element count; needed unless Shape or ShapeTensor is given")
       .InferShape(InferReshapeShape)
       .GradMaker<DefaultGradOpDescMaker>()
       .GradCheck(CheckCase("infer", {CheckInput("X", {2, 3, 4})}, {{"shape", std::vector<int>{0, -1}}}))

@@ -11,7 +11,7 @@ struct ScaleKernel {
     // Integers scale in double and round toward zero, so scale 0.5 halves them
     // instead of zeroing them.
     using Acc = std::conditional_t<std::is_integral_v<T>, double, T>;
-    Acc scale = static_cast<Acc>(ctx.Attr<float>("scale"));
+    Acc scale = static_cast<Acc>(*FloatAttrOrTensor(ctx, "ScaleTensor", "scale"));
     Acc bias = static_cast<Acc>(ctx.Attr<float>("bias"));
     bool after = ctx.Attr<bool>("bias_after_scale");
     const Tensor& x = ctx.Input("X");
@@ -28,9 +28,12 @@ struct ScaleKernel {
   }
 };
 
-// X@GRAD = scale * Out@GRAD: another scale op, without the bias.
+// X@GRAD = scale * Out@GRAD: another scale op, without the bias, reading
+// the forward op's ScaleTensor where it has one.
 std::unique_ptr<OpDesc> ScaleGradOp(const GradContext& g, const std::vector<std::string>& dx) {
-  return MakeOp("scale", {{"X", g.OutputGrad("Out")}}, {{"Out", dx}},
+  VarNameMap inputs{{"X", g.OutputGrad("Out")}};
+  if (g.ForwardOp().HasInput("ScaleTensor")) inputs["ScaleTensor"] = g.Input("ScaleTensor");
+  return MakeOp("scale", std::move(inputs), {{"Out", dx}},
                 {{"scale", g.Attr<float>("scale")}, {"bias", 0.0f}, {"bias_after_scale", true}});
 }
 
@@ -38,6 +41,10 @@ NABLA_REGISTER_OPS(scale) {
   registrar.Op("scale", __FILE__, __LINE__)
       .Doc("Out = scale * X + bias when bias_after_scale, else Out = scale * (X + bias).")
       .Input("X", "(Tensor) the input")
+      .Input("ScaleTensor",
+             "(Tensor<float32|float64>, optional) one element: the factor at run time; before attribute scale; no "
+             "gradient",
+             kTensorAttrInput)
       .Output("Out", "(Tensor) the scaled input, of the shape of X")
       .Attr<float>("scale", 1.0f, "(float, default 1.0) the factor")
       .Attr<float>("bias", 0.0f, "(float, default 0.0) the offset")

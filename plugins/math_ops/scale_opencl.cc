@@ -1,5 +1,6 @@
 // OpenCL kernel of scale: Out = scale * X + bias (or scale * (X + bias)).
 #include "nabla/opencl/kernel.h"
+#include "nabla/opkit/attr_tensor.h"
 #include "nabla/plugin.h"
 #include "scale_cl.h"
 
@@ -17,7 +18,8 @@ struct ScaleKernel {
     KernelArg xa = s.Arg(x);
     void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
     Run<T>(dev, cl_source::scale(), "scale",
-           {xa, KernelArg::Buffer(out), KernelArg(x.Numel()), KernelArg(static_cast<T>(ctx.Attr<float>("scale"))),
+           {xa, KernelArg::Buffer(out), KernelArg(x.Numel()),
+            KernelArg(static_cast<T>(*opkit::FloatAttrOrTensor(ctx, "ScaleTensor", "scale"))),
             KernelArg(static_cast<T>(ctx.Attr<float>("bias"))),
             KernelArg(static_cast<int32_t>(ctx.Attr<bool>("bias_after_scale")))},
            x.Numel());

@@ -14,17 +14,30 @@ struct SliceBox {
   Shape box, out;
 };
 
+// starts and ends with where they came from: StartsTensor, then
+// StartsTensorList, then attribute starts (Paddle's precedence); ends alike.
+struct SliceBounds {
+  AttrValue<std::vector<int64_t>> starts, ends;
+};
+
+template <typename Ctx>
+SliceBounds ReadBounds(const Ctx& c) {
+  return {IntListAttrOrTensor(c, "StartsTensor", "StartsTensorList", "starts"),
+          IntListAttrOrTensor(c, "EndsTensor", "EndsTensorList", "ends")};
+}
+
 // Python's rule for a step of 1: a negative bound counts from the end, then
 // both are clamped to [0, dim] and an end before the start gives size 0. A
-// dim unknown at build time stays unknown.
-SliceBox MakeSliceBox(const Shape& in, const OpDesc& op, const std::string& where) {
+// dim unknown at build time, or sliced by bounds only known at run time,
+// stays unknown.
+SliceBox MakeSliceBox(const Shape& in, const OpDesc& op, const SliceBounds& bounds, const std::string& where) {
   const auto& axes = op.Attr<std::vector<int>>("axes");
-  const auto& starts = op.Attr<std::vector<int>>("starts");
-  const auto& ends = op.Attr<std::vector<int>>("ends");
   const auto& decrease = op.Attr<std::vector<int>>("decrease_axis");
-  NABLA_ENFORCE(starts.size() == axes.size() && ends.size() == axes.size(), kInvalidArgument, where,
-                ": attributes starts and ends must have one entry per axis (", axes.size(), "), but received starts ",
-                AttrToString(Attribute(starts)), " and ends ", AttrToString(Attribute(ends)));
+  for (const auto* v : {&bounds.starts, &bounds.ends})
+    NABLA_ENFORCE(v->size < 0 || v->size == static_cast<int64_t>(axes.size()), kInvalidArgument, where,
+                  ": starts and ends must have one entry per axis (", axes.size(), "), but received ", v->source, " ",
+                  v->Known() ? ValuesToString(**v) : StrCat(v->size, " entries"));
+  const bool known = bounds.starts.Known() && bounds.ends.Known();
   SliceBox b{std::vector<int64_t>(in.size(), 0), in, {}};
   std::vector<bool> sliced(in.size(), false);
   for (size_t k = 0; k < axes.size(); ++k) {
@@ -33,9 +46,10 @@ SliceBox MakeSliceBox(const Shape& in, const OpDesc& op, const std::string& wher
                   " twice: ", AttrToString(Attribute(axes)));
     sliced[d] = true;
     const int64_t dim = in[d];
-    if (dim < 0) continue;  // build time: the size is unknown until run time
+    if (!known) b.box[d] = -1;
+    if (dim < 0 || !known) continue;  // build time: the size is unknown until run time
     auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
-    const int64_t s = clamp(starts[k]), e = clamp(ends[k]);
+    const int64_t s = clamp((*bounds.starts)[k]), e = clamp((*bounds.ends)[k]);
     b.begin[d] = s;
     b.box[d] = std::max<int64_t>(e - s, 0);
   }
@@ -56,7 +70,7 @@ SliceBox MakeSliceBox(const Shape& in, const OpDesc& op, const std::string& wher
 }
 
 void InferSliceShape(InferShapeContext& c) {
-  c.SetOutputShape("Out", MakeSliceBox(c.InputShape("Input"), c.Op(), c.Where()).out);
+  c.SetOutputShape("Out", MakeSliceBox(c.InputShape("Input"), c.Op(), ReadBounds(c), c.Where()).out);
   c.SetOutputDType("Out", c.InputDType("Input"));
 }
 
@@ -89,7 +103,7 @@ template <typename T>
 struct SliceKernel {
   void operator()(const ExecutionContext& ctx) const {
     const Tensor& in = ctx.Input("Input");
-    SliceBox b = MakeSliceBox(in.GetShape(), ctx.Op(), "op 'slice'");
+    SliceBox b = MakeSliceBox(in.GetShape(), ctx.Op(), ReadBounds(ctx), "op 'slice'");
     const T* src = in.Data<T>();
     T* dst = AllocOutput<T>(ctx, ctx.Output("Out"), b.out);
     const int64_t row = b.box.back();
@@ -104,7 +118,7 @@ struct SliceGradKernel {
     if (!din) return;
     const Shape& in = ctx.Input("Input").GetShape();
     const Tensor& dout = ctx.Input("Out@GRAD");
-    SliceBox b = MakeSliceBox(in, ctx.Op(), "op 'slice_grad'");
+    SliceBox b = MakeSliceBox(in, ctx.Op(), ReadBounds(ctx), "op 'slice_grad'");
     NABLA_ENFORCE(dout.Numel() == NumElements(b.box), kInvalidArgument, "op 'slice_grad': expected Out@GRAD of shape ",
                   ShapeToString(b.out), ", but received ", ShapeToString(dout.GetShape()));
     const T* src = dout.Data<T>();
@@ -122,10 +136,30 @@ NABLA_REGISTER_OPS(slice) {
           "bounds count from the end, out-of-range bounds clamp to [0, dim], and an end before the start gives an "
           "empty dim. Dims listed in decrease_axis (each of size 1 after slicing) are then removed.")
       .Input("Input", "(Tensor) the tensor to slice")
+      .Input("StartsTensor",
+             "(Tensor<int32|int64>, optional) 1-D: starts at run time; before StartsTensorList and attribute starts; "
+             "no gradient",
+             kTensorAttrInput)
+      .Input("EndsTensor",
+             "(Tensor<int32|int64>, optional) 1-D: ends at run time; before EndsTensorList and attribute ends; no "
+             "gradient",
+             kTensorAttrInput)
+      .Input("StartsTensorList",
+             "(Tensors<int32|int64>, optional) one single-element tensor per axis: starts at run time; before "
+             "attribute starts; no gradient",
+             kTensorAttrListInput)
+      .Input("EndsTensorList",
+             "(Tensors<int32|int64>, optional) one single-element tensor per axis: ends at run time; before "
+             "attribute ends; no gradient",
+             kTensorAttrListInput)
       .Output("Out", "(Tensor) the slice")
       .RequiredAttr<std::vector<int>>("axes", "(ints, required) the dims to slice; negative dims count from the end")
-      .RequiredAttr<std::vector<int>>("starts", "(ints, required) the first index along each of axes")
-      .RequiredAttr<std::vector<int>>("ends", "(ints, required) one past the last index along each of axes")
+      .Attr<std::vector<int>>("starts", {},
+                              "(ints, default []) the first index along each of axes, unless StartsTensor or "
+                              "StartsTensorList gives them")
+      .Attr<std::vector<int>>("ends", {},
+                              "(ints, default []) one past the last index along each of axes, unless EndsTensor or "
+                              "EndsTensorList gives them")
       .Attr<std::vector<int>>("decrease_axis", {},
                               "(ints, default []) sliced dims of size 1 to remove from Out; removing every dim "
                               "gives shape [1]")

@@ -20,7 +20,7 @@ NABLA_REGISTER_OPS(uniform_random) {
                       " and max ", hi);
         const int64_t diag_num = ctx.Attr<int>("diag_num"), diag_step = ctx.Attr<int>("diag_step");
         const double diag_val = ctx.Attr<float>("diag_val");
-        const int64_t size = NumElements(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+        const int64_t size = NumElements(CreatedShape(ctx));  // the attribute or ShapeTensor(List)
         // The attribute checker runs in the verifier; a program run without
         // it must not reach the modulo by diag_step + 1 = 0 either.
         NABLA_ENFORCE(diag_step >= 0, kInvalidArgument,
@@ -39,6 +39,14 @@ NABLA_REGISTER_OPS(uniform_random) {
           return on_diag ? diag_val : v;
         };
       })
+      .Input("ShapeTensor",
+             "(Tensor<int32|int64>, optional) 1-D: Out's shape at run time; before ShapeTensorList and attribute "
+             "shape",
+             kTensorAttrInput)
+      .Input("ShapeTensorList",
+             "(Tensors<int32|int64>, optional) one single-element tensor per dim: Out's shape at run time; before "
+             "attribute shape",
+             kTensorAttrListInput)
       .Attr<float>("min", -1.0f, "(float, default -1.0) the lower bound (inclusive)")
       .Attr<float>("max", 1.0f, "(float, default 1.0) the upper bound (exclusive)")
       .Attr<int>("diag_num", 0, "(int, default 0) how many diagonal elements to set to diag_val (0: none)")

@@ -26,8 +26,8 @@ void AdamStep(const ExecutionContext& ctx, double lr_ratio, double decay) {
   const double lr = lr_ratio * ReadScalar(ctx.Input("LearningRate"), ctx.Op().Type(), "LearningRate");
   const double b1p = ReadScalar(ctx.Input("Beta1Pow"), ctx.Op().Type(), "Beta1Pow");
   const double b2p = ReadScalar(ctx.Input("Beta2Pow"), ctx.Op().Type(), "Beta2Pow");
-  const double beta1 = ctx.Attr<float>("beta1");
-  const double beta2 = ctx.Attr<float>("beta2");
+  const double beta1 = AdamBeta(ctx, "Beta1Tensor", "beta1");
+  const double beta2 = AdamBeta(ctx, "Beta2Tensor", "beta2");
   const double eps = ctx.Attr<float>("epsilon");
   const int64_t n = param.Numel();
   NABLA_ENFORCE(grad.Numel() == n && m1.Numel() == n && m2.Numel() == n, kInvalidArgument,
@@ -107,6 +107,12 @@ OpBuilder& AdamSchema(Registrar& registrar, const std::string& type, const char*
       .Input("Moment2", "(Tensor) second moment, shape and dtype of Param (start from zeros)")
       .Input("Beta1Pow", "(Tensor) beta1^t for this step t, one float element (start at beta1)")
       .Input("Beta2Pow", "(Tensor) beta2^t for this step t, one float element (start at beta2)")
+      .Input("Beta1Tensor",
+             "(Tensor<float32|float64>, optional) one element: beta1 at run time; before attribute beta1",
+             kTensorAttrInput)
+      .Input("Beta2Tensor",
+             "(Tensor<float32|float64>, optional) one element: beta2 at run time; before attribute beta2",
+             kTensorAttrInput)
       .Output("ParamOut", "(Tensor) the updated parameter; may be the same variable as Param")
       .Output("Moment1Out", "(Tensor) the updated first moment; may be Moment1")
       .Output("Moment2Out", "(Tensor) the updated second moment; may be Moment2")

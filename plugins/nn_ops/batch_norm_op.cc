@@ -114,7 +114,7 @@ void BatchNormKernel(const ExecutionContext& ctx) {
   const std::vector<double> run_mean(ctx.Input("Mean").Data<T>(), ctx.Input("Mean").Data<T>() + v.c);
   const std::vector<double> run_var(ctx.Input("Variance").Data<T>(), ctx.Input("Variance").Data<T>() + v.c);
   const double eps = ctx.Attr<float>("epsilon");
-  const double momentum = ctx.Attr<float>("momentum");
+  const double momentum = BatchNormMomentum(ctx);
   // An empty batch has no statistics: it leaves the running ones as they are.
   const bool global = UsesGlobalStats(ctx) || v.n * v.inner == 0;
   T* py = ctx.Output("Y")->Allocate<T>(ctx.GetDevice(), x.GetShape());
@@ -303,6 +303,9 @@ OpBuilder& BatchNormSchema(Registrar& registrar, const std::string& type, const 
           .Input("Bias", "(Tensor) per-channel shift, [C]")
           .Input("Mean", "(Tensor) running mean, [C]")
           .Input("Variance", "(Tensor) running (biased) variance, [C]")
+          .Input("MomentumTensor",
+                 "(Tensor<float32|float64>, optional) one element: momentum at run time; before attribute momentum",
+                 kTensorAttrInput)
           .Output("Y", y_doc)
           .Output("MeanOut", "(Tensor) updated running mean; the same var as Mean")
           .Output("VarianceOut", "(Tensor) updated running variance; the same var as Variance")

@@ -4,6 +4,7 @@
 #include "conv_util.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
+#include "nn_util.h"
 
 namespace nabla::nn {
 namespace {
@@ -54,8 +55,8 @@ struct BatchNormKernel {
     Run<T>(dev, cl_source::batch_norm(), "bn_stats",
            {xa, mean_in, var_in, KernelArg::Buffer(mean_out), KernelArg::Buffer(var_out), KernelArg::Buffer(saved_mean),
             KernelArg::Buffer(saved_inv_std), KernelArg(v.n), KernelArg(v.c), KernelArg(v.inner),
-            KernelArg(static_cast<T>(ctx.Attr<float>("epsilon"))),
-            KernelArg(static_cast<T>(ctx.Attr<float>("momentum"))), KernelArg(static_cast<int32_t>(GlobalStats(ctx)))},
+            KernelArg(static_cast<T>(ctx.Attr<float>("epsilon"))), KernelArg(static_cast<T>(BatchNormMomentum(ctx))),
+            KernelArg(static_cast<int32_t>(GlobalStats(ctx)))},
            v.c);
     Run<T>(dev, cl_source::batch_norm(), "bn_apply",
            {xa, scale, bias, KernelArg::Buffer(saved_mean), KernelArg::Buffer(saved_inv_std), KernelArg::Buffer(y),

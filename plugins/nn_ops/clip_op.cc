@@ -9,11 +9,21 @@
 namespace nabla::nn {
 namespace {
 
+// The bounds: inputs Min and Max (one element each) where given, else the
+// attributes; min must not exceed max.
+template <typename Ctx>
+std::pair<AttrValue<double>, AttrValue<double>> Bounds(const Ctx& c, const std::string& where) {
+  auto lo = FloatAttrOrTensor(c, "Min", "min"), hi = FloatAttrOrTensor(c, "Max", "max");
+  NABLA_ENFORCE(!lo.Known() || !hi.Known() || *lo <= *hi, kInvalidArgument, where, ": ", lo.source, " must not exceed ",
+                hi.source, ", but received min ", *lo, " and max ", *hi);
+  return {lo, hi};
+}
+
 template <typename T>
 void ClipKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  const T lo = static_cast<T>(ctx.Attr<float>("min"));
-  const T hi = static_cast<T>(ctx.Attr<float>("max"));
+  const auto [min, max] = Bounds(ctx, "op 'clip'");
+  const T lo = static_cast<T>(*min), hi = static_cast<T>(*max);
   const T* px = x.Data<T>();
   T* po = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
   const int64_t n = x.Numel();
@@ -26,8 +36,8 @@ void ClipGradKernel(const ExecutionContext& ctx) {
   Tensor* dx = ctx.Output(GradVarName("X"));
   if (!dx) return;
   const Tensor& x = ctx.Input("X");
-  const T lo = static_cast<T>(ctx.Attr<float>("min"));
-  const T hi = static_cast<T>(ctx.Attr<float>("max"));
+  const auto [min, max] = Bounds(ctx, "op 'clip_grad'");
+  const T lo = static_cast<T>(*min), hi = static_cast<T>(*max);
   const T* px = x.Data<T>();
   const T* pd = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), x.GetShape());
@@ -39,8 +49,11 @@ class ClipGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    return OneOp("clip_grad", {{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
-                 {{GradVarName("X"), InputGrad("X")}}, Attrs());
+    VarNameMap inputs{{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}};
+    // The bounds the forward op read, where they are inputs.
+    for (const char* slot : {"Min", "Max"})
+      if (ForwardOp().HasInput(slot)) inputs[slot] = Input(slot);
+    return OneOp("clip_grad", std::move(inputs), {{GradVarName("X"), InputGrad("X")}}, Attrs());
   }
 };
 
@@ -52,14 +65,20 @@ NABLA_REGISTER_OPS(clip) {
   registrar.Op("clip", __FILE__, __LINE__)
       .Doc("Clamps X elementwise into [min, max].")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
+      .Input("Min",
+             "(Tensor<float32|float64>, optional) one element: the lower bound at run time; before attribute min; "
+             "no gradient",
+             kTensorAttrInput)
+      .Input("Max",
+             "(Tensor<float32|float64>, optional) one element: the upper bound at run time; before attribute max; "
+             "no gradient",
+             kTensorAttrInput)
       .Output("Out", "(Tensor) X clamped, shape and dtype of X")
       .RequiredAttr<float>("min", "(float, required) the lower bound")
       .RequiredAttr<float>("max", "(float, required) the upper bound, >= min")
       .InferShape([](InferShapeContext& c) {
         EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
-        NABLA_ENFORCE(c.Attr<float>("min") <= c.Attr<float>("max"), kInvalidArgument, c.Where(),
-                      ": attribute min must not exceed max, but received min ", c.Attr<float>("min"), " and max ",
-                      c.Attr<float>("max"));
+        Bounds(c, c.Where());
         c.ShareShapeAndDType("X", "Out");
       })
       .GradMaker<ClipGradMaker>()

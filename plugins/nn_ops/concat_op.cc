@@ -13,7 +13,7 @@ template <typename T>
 void ConcatKernel(const ExecutionContext& ctx) {
   std::vector<const Tensor*> xs = ctx.MultiInput("X");
   Tensor* out = ctx.Output("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), xs[0]->Rank(), "axis", "concat");
+  const int axis = AxisAttrOrTensor(ctx, "AxisTensor", "axis", xs[0]->Rank());
   T* po = out->Allocate<T>(ctx.GetDevice(), out->GetShape());
   const AxisView ov = ViewAround(out->GetShape(), axis);
   int64_t offset = 0;  // along the axis, in elements of one outer slice
@@ -31,7 +31,7 @@ void ConcatGradKernel(const ExecutionContext& ctx) {
   const Tensor& dout = ctx.Input(GradVarName("Out"));
   std::vector<Tensor*> dxs = ctx.MultiOutput(GradVarName("X"));
   const size_t n = ctx.InputSize("X");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), dout.Rank(), "axis", "concat_grad");
+  const int axis = AxisAttrOrTensor(ctx, "AxisTensor", "axis", dout.Rank());
   const AxisView ov = ViewAround(dout.GetShape(), axis);
   const T* pd = dout.Data<T>();
   int64_t offset = 0;
@@ -52,7 +52,14 @@ void InferConcat(InferShapeContext& c) {
   Shape out = c.InputShape("X", 0);
   const DType dtype = c.InputDType("X", 0);
   EnforceFloatDType(dtype, c.Where(), "X");
-  const int axis = NormalizeAxis(c.Attr<int>("axis"), out.size(), "axis", c.Where());
+  const std::optional<int> known_axis = AxisAttrOrTensor(c, "AxisTensor", "axis", out.size());
+  if (!known_axis) {
+    // Build time, the axis comes from an input: any dim may be the joined one.
+    c.SetOutputShape("Out", Shape(out.size(), -1));
+    c.SetOutputDType("Out", dtype);
+    return;
+  }
+  const int axis = *known_axis;
   for (size_t i = 1; i < n; ++i) {
     const Shape s = c.InputShape("X", i);
     NABLA_ENFORCE(c.InputDType("X", i) == dtype, kInvalidArgument, c.Where(), ": every X must have dtype ",
@@ -78,8 +85,9 @@ class ConcatGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    return OneOp("concat_grad", {{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}},
-                 {{GradVarName("X"), InputGrad("X")}}, Attrs());
+    VarNameMap inputs{{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}};
+    if (ForwardOp().HasInput("AxisTensor")) inputs["AxisTensor"] = Input("AxisTensor");
+    return OneOp("concat_grad", std::move(inputs), {{GradVarName("X"), InputGrad("X")}}, Attrs());
   }
 };
 
@@ -101,6 +109,9 @@ NABLA_REGISTER_OPS(concat) {
   registrar.Op("concat", __FILE__, __LINE__)
       .Doc("Concatenates the tensors of X along `axis`; they must agree on every other dim.")
       .Input("X", "(Tensor[]) the tensors to join, same rank and dtype", kDuplicable)
+      .Input("AxisTensor",
+             "(Tensor<int32|int64>, optional) one element: the axis at run time; before attribute axis; no gradient",
+             kTensorAttrInput)
       .Output("Out", "(Tensor) the joined tensor")
       .Attr<int>("axis", 0, "(int, default 0) the axis to join along; negative counts from the end")
       .InferShape(InferConcat)

@@ -49,7 +49,7 @@ struct ConcatKernel {
     Staging s(DeviceOf(ctx));
     std::vector<const Tensor*> xs = ctx.MultiInput("X");
     Tensor* out = ctx.Output("Out");
-    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), out->Rank(), "axis", "concat");
+    const int axis = opkit::AxisAttrOrTensor(ctx, "AxisTensor", "axis", out->Rank());
     void* ob = AllocateOutput<T>(ctx, out, out->GetShape());
     JoinOrSplit<T>(ctx, s, *out, ob, xs, {}, false, axis);
   }
@@ -64,7 +64,7 @@ struct ConcatGradKernel {
     std::vector<const Tensor*> xs;
     for (size_t i = 0; i < ctx.InputSize("X"); ++i) xs.push_back(&ctx.InputVar("X", i)->GetTensor());
     std::vector<Tensor*> dxs = ctx.MultiOutput(GradVarName("X"));
-    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), dout.Rank(), "axis", "concat_grad");
+    const int axis = opkit::AxisAttrOrTensor(ctx, "AxisTensor", "axis", dout.Rank());
     JoinOrSplit<T>(ctx, s, dout, const_cast<void*>(s.In(dout)), xs, dxs, true, axis);
   }
 };
@@ -76,7 +76,7 @@ struct SplitKernel {
     Staging s(DeviceOf(ctx));
     const Tensor& x = ctx.Input("X");
     std::vector<Tensor*> outs = ctx.MultiOutput("Out");
-    const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "split");
+    const int axis = opkit::AxisAttrOrTensor(ctx, "AxisTensor", "axis", x.Rank());
     std::vector<const Tensor*> shapes(outs.begin(), outs.end());
     for (const Tensor* t : shapes)
       NABLA_ENFORCE(t != nullptr, kUnimplemented, "op 'split' on OpenCL needs every output named");

@@ -31,9 +31,12 @@ void DropoutKernel(const ExecutionContext& ctx) {
   NABLA_ENFORCE(mask != nullptr, kInvalidArgument,
                 "dropout in training (is_test false) needs a Mask output for its gradient, but none was given");
   T* pm = mask->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  // fix_seed pins the mask to `seed`; otherwise ExecutionContext::Seed()
-  // varies it per step, reproducibly for a given run seed.
-  const uint64_t seed = ctx.Attr<bool>("fix_seed") ? static_cast<uint64_t>(ctx.Attr<int>("seed")) : ctx.Seed();
+  // Input Seed pins the mask (Paddle: before fix_seed and seed); fix_seed
+  // pins it to `seed`; otherwise ExecutionContext::Seed() varies it per
+  // step, reproducibly for a given run seed.
+  const uint64_t seed = ctx.HasInput("Seed")         ? static_cast<uint64_t>(*IntAttrOrTensor(ctx, "Seed", "seed"))
+                        : ctx.Attr<bool>("fix_seed") ? static_cast<uint64_t>(ctx.Attr<int>("seed"))
+                                                     : ctx.Seed();
   Rng rng(seed);
   // p == 1 drops everything; dividing by 1 - p would give 0 * inf = NaN.
   const T keep_scale = (upscale && p < 1.0) ? static_cast<T>(1.0 / (1.0 - p)) : T(1);
@@ -91,6 +94,9 @@ NABLA_REGISTER_OPS(dropout) {
           "Randomly zeroes elements of X with probability dropout_prob in training; see dropout_implementation "
           "for how kept values and test-time outputs are scaled.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
+      .Input("Seed",
+             "(Tensor<int32|int64>, optional) one element: the mask's seed at run time; before fix_seed and seed",
+             kTensorAttrInput)
       .Output("Out", "(Tensor) the dropped-out X, shape and dtype of X")
       .Output("Mask", "(Tensor) 1 where X was kept, 0 where dropped; shape and dtype of X. Written in training only",
               kDispensable)

@@ -23,6 +23,26 @@ namespace nabla::nn {
 
 using namespace nabla::opkit;  // NOLINT: every op file here builds on the kit
 
+// adam's beta1 or beta2 (`attr`): input `slot` (Beta1Tensor, Beta2Tensor)
+// where given, else the attribute; in [0, 1). Its CPU and OpenCL kernels
+// read it so.
+inline double AdamBeta(const ExecutionContext& ctx, const std::string& slot, const std::string& attr) {
+  const auto b = FloatAttrOrTensor(ctx, slot, attr);
+  NABLA_ENFORCE(*b >= 0.0 && *b < 1.0, kInvalidArgument, "op '", ctx.Op().Type(), "': ", b.source,
+                " must be in [0, 1), but received ", *b);
+  return *b;
+}
+
+// batch_norm's (and fused_batch_norm_act's) momentum: input MomentumTensor
+// where given, else the attribute; in [0, 1]. Their CPU and OpenCL kernels
+// read it so.
+inline double BatchNormMomentum(const ExecutionContext& ctx) {
+  const auto m = FloatAttrOrTensor(ctx, "MomentumTensor", "momentum");
+  NABLA_ENFORCE(*m >= 0.0 && *m <= 1.0, kInvalidArgument, "op '", ctx.Op().Type(), "': ", m.source,
+                " must be in [0, 1], but received ", *m);
+  return *m;
+}
+
 // Shape inference shared by the optimizers: ParamOut (and every other
 // `<slot>Out` named in `state`) takes its input's shape and dtype; Grad must
 // have Param's shape and LearningRate one element.

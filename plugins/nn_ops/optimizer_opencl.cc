@@ -3,6 +3,7 @@
 // step never waits for the host. Outputs may be their inputs.
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
+#include "nn_util.h"
 #include "optimizer_cl.h"
 
 namespace nabla::nn {
@@ -73,7 +74,8 @@ struct AdamKernel {
     const Shape shape = param.GetShape();
     const Shape m1shape = ctx.Input("Moment1").GetShape(), m2shape = ctx.Input("Moment2").GetShape();
     const int64_t n = param.Numel();
-    const T beta1 = static_cast<T>(ctx.Attr<float>("beta1")), beta2 = static_cast<T>(ctx.Attr<float>("beta2"));
+    const T beta1 = static_cast<T>(AdamBeta(ctx, "Beta1Tensor", "beta1"));
+    const T beta2 = static_cast<T>(AdamBeta(ctx, "Beta2Tensor", "beta2"));
     for (const char* slot : {"Beta1Pow", "Beta2Pow"})
       NABLA_ENFORCE(!ctx.Output(std::string(slot) + "Out") || ctx.Input(slot).GetDType() == DTypeOf<T>::value,
                     kUnimplemented, "op '", ctx.Op().Type(), "' on OpenCL: ", slot, " must have Param's dtype ",

@@ -10,12 +10,15 @@ namespace nabla::nn {
 namespace {
 
 // The size of every part along the axis; -1 where unknown at build time.
-std::vector<int64_t> PartSizes(int64_t dim, int num, const std::vector<int>& sections, size_t outputs,
+// `sections` names where the sizes came from (attribute sections, input
+// SectionsTensorList); unknown (build time, from inputs) gives -1 parts.
+std::vector<int64_t> PartSizes(int64_t dim, int num, const AttrValue<std::vector<int64_t>>& sections, size_t outputs,
                                const std::string& where) {
   std::vector<int64_t> parts;
+  const std::string given = sections.Known() ? ValuesToString(*sections) : "";
   if (num > 0) {
-    NABLA_ENFORCE(sections.empty(), kInvalidArgument, where, ": set either num or sections, but received num ", num,
-                  " and ", sections.size(), " sections");
+    NABLA_ENFORCE(sections.size == 0, kInvalidArgument, where, ": set either num or sections, but received num ", num,
+                  " and ", sections.source, " ", given);
     NABLA_ENFORCE(outputs == static_cast<size_t>(num), kInvalidArgument, where, ": num = ", num, " needs ", num,
                   " outputs in Out, but received ", outputs);
     NABLA_ENFORCE(dim < 0 || dim % num == 0, kInvalidArgument, where, ": the split axis (size ", dim,
@@ -23,44 +26,53 @@ std::vector<int64_t> PartSizes(int64_t dim, int num, const std::vector<int>& sec
     parts.assign(num, dim < 0 ? -1 : dim / num);
     return parts;
   }
-  NABLA_ENFORCE(!sections.empty(), kInvalidArgument, where,
+  NABLA_ENFORCE(sections.size != 0, kInvalidArgument, where,
                 ": set num > 0 or a non-empty sections list, but received num 0 and no sections");
-  NABLA_ENFORCE(outputs == sections.size(), kInvalidArgument, where, ": ", sections.size(),
-                " sections need as many outputs in Out, but received ", outputs);
+  NABLA_ENFORCE(sections.size < 0 || outputs == static_cast<size_t>(sections.size), kInvalidArgument, where, ": ",
+                sections.source, " holds ", sections.size,
+                " sections, which need as many outputs in Out, but received ", outputs);
+  if (!sections.Known()) return std::vector<int64_t>(outputs, -1);
   int unknown = -1;
   int64_t known = 0;
-  for (size_t i = 0; i < sections.size(); ++i) {
-    if (sections[i] == -1) {
+  for (size_t i = 0; i < sections->size(); ++i) {
+    const int64_t v = (*sections)[i];
+    if (v == -1) {
       NABLA_ENFORCE(unknown < 0, kInvalidArgument, where, ": at most one section may be -1, but received ",
-                    "sections with -1 at ", unknown, " and ", i);
+                    sections.source, " ", given);
       unknown = static_cast<int>(i);
     } else {
-      NABLA_ENFORCE(sections[i] >= 0, kInvalidArgument, where, ": sections must be >= 0 (or one -1), but received ",
-                    sections[i], " at ", i);
-      known += sections[i];
+      NABLA_ENFORCE(v >= 0, kInvalidArgument, where, ": sections must be >= 0 (or one -1), but received ",
+                    sections.source, " ", given);
+      known += v;
     }
-    parts.push_back(sections[i]);
+    parts.push_back(v);
   }
   if (dim < 0) return parts;
   if (unknown >= 0) {
-    NABLA_ENFORCE(known <= dim, kInvalidArgument, where, ": the sections sum to ", known,
-                  " which exceeds the split axis size ", dim);
+    NABLA_ENFORCE(known <= dim, kInvalidArgument, where, ": ", sections.source, " ", given, " sums to ", known,
+                  ", which exceeds the split axis size ", dim);
     parts[unknown] = dim - known;
   } else {
-    NABLA_ENFORCE(known == dim, kInvalidArgument, where, ": the sections must sum to the split axis size ", dim,
-                  ", but they sum to ", known);
+    NABLA_ENFORCE(known == dim, kInvalidArgument, where, ": ", sections.source, " ", given,
+                  " must sum to the split axis size ", dim, ", but sums to ", known);
   }
   return parts;
+}
+
+// Paddle's precedence: SectionsTensorList before attribute sections (and
+// AxisTensor before attribute axis: AxisAttrOrTensor).
+template <typename Ctx>
+AttrValue<std::vector<int64_t>> Sections(const Ctx& c) {
+  return IntListAttrOrTensor(c, "", "SectionsTensorList", "sections");
 }
 
 template <typename T>
 void SplitKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   std::vector<Tensor*> outs = ctx.MultiOutput("Out");
-  const int axis = NormalizeAxis(ctx.Attr<int>("axis"), x.Rank(), "axis", "split");
+  const int axis = AxisAttrOrTensor(ctx, "AxisTensor", "axis", x.Rank());
   const AxisView v = ViewAround(x.GetShape(), axis);
-  const std::vector<int64_t> parts =
-      PartSizes(v.dim, ctx.Attr<int>("num"), ctx.Attr<std::vector<int>>("sections"), outs.size(), "split");
+  const std::vector<int64_t> parts = PartSizes(v.dim, ctx.Attr<int>("num"), Sections(ctx), outs.size(), "op 'split'");
   const T* px = x.Data<T>();
   int64_t offset = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -78,12 +90,21 @@ void SplitKernel(const ExecutionContext& ctx) {
 void InferSplit(InferShapeContext& c) {
   const Shape x = c.InputShape("X");
   EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
-  const int axis = NormalizeAxis(c.Attr<int>("axis"), x.size(), "axis", c.Where());
-  const std::vector<int64_t> parts =
-      PartSizes(x[axis], c.Attr<int>("num"), c.Attr<std::vector<int>>("sections"), c.OutputSize("Out"), c.Where());
+  const std::optional<int> axis = AxisAttrOrTensor(c, "AxisTensor", "axis", x.size());
+  const auto sections = Sections(c);
+  if (!axis) {
+    // Build time, the axis comes from an input: any dim may be the one cut.
+    PartSizes(-1, c.Attr<int>("num"), sections, c.OutputSize("Out"), c.Where());
+    for (size_t i = 0; i < c.OutputSize("Out"); ++i) {
+      c.SetOutputShape("Out", Shape(x.size(), -1), i);
+      c.SetOutputDType("Out", c.InputDType("X"), i);
+    }
+    return;
+  }
+  const std::vector<int64_t> parts = PartSizes(x[*axis], c.Attr<int>("num"), sections, c.OutputSize("Out"), c.Where());
   for (size_t i = 0; i < parts.size(); ++i) {
     Shape s = x;
-    s[axis] = parts[i];
+    s[*axis] = parts[i];
     c.SetOutputShape("Out", s, i);
     c.SetOutputDType("Out", c.InputDType("X"), i);
   }
@@ -94,7 +115,10 @@ class SplitGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
-    return OneOp("concat", {{"X", OutputGrad("Out")}}, {{"Out", InputGrad("X")}}, {{"axis", Attr<int>("axis")}});
+    VarNameMap inputs{{"X", OutputGrad("Out")}};
+    // concat reads the axis from the same tensor where split did.
+    if (ForwardOp().HasInput("AxisTensor")) inputs["AxisTensor"] = Input("AxisTensor");
+    return OneOp("concat", std::move(inputs), {{"Out", InputGrad("X")}}, {{"axis", Attr<int>("axis")}});
   }
 };
 
@@ -109,6 +133,13 @@ NABLA_REGISTER_OPS(split) {
           "Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one of them "
           "may be -1: the rest of the axis).")
       .Input("X", "(Tensor) the tensor to split")
+      .Input("AxisTensor",
+             "(Tensor<int32|int64>, optional) one element: the axis at run time; before attribute axis; no gradient",
+             kTensorAttrInput)
+      .Input("SectionsTensorList",
+             "(Tensors<int32|int64>, optional) one single-element tensor per part: the sections at run time; before "
+             "attribute sections; no gradient",
+             kTensorAttrListInput)
       .Output("Out", "(Tensor[]) the parts, in order along the axis", kDuplicable)
       .Attr<int>("num", 0, "(int, default 0) the number of equal parts; 0 means use sections")
       .Attr<std::vector<int>>("sections", {}, "(int[], default []) the size of each part along the axis; one may be -1")

@@ -300,10 +300,21 @@ bool Fp64(const std::string& spec) {
   return FindDeviceListing(spec, &listing) && listing.fp64;
 }
 
+// A row that feeds a tensor-valued attribute (a kNoGrad slot: reshape's
+// Shape) needs that tensor's values to infer shapes, which a dry run on the
+// null device does not hold.
+bool FeedsATensorAttr(const Row& row) {
+  const OpSchema& schema = CurrentRegistry()->Get(row.op).schema;
+  for (const TableTensor& t : row.inputs)
+    if (const SlotDef* s = schema.FindInput(t.slot); s && s->no_grad) return true;
+  return false;
+}
+
 void CheckOnDevice(const std::string& op, const std::string& spec) {
   Device& dev = ResolveDevice(spec);
   const bool fp64 = Fp64(spec);
   for (const Row* row : RowsOf(op)) {
+    if (IsDryRun(dev) && FeedsATensorAttr(*row)) continue;
     for (DType dtype : DTypesOf(*row)) {
       if (dtype == DType::kFloat64 && !fp64) continue;
       SCOPED_TRACE(What(*row, dtype));

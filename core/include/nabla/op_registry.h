@@ -50,6 +50,11 @@ enum SlotFlags : unsigned {
   kDuplicable = 1u << 0,   // the slot takes a list of vars (sum's X)
   kDispensable = 1u << 1,  // the slot may be absent or empty
   kNoBuffer = 1u << 2,     // the kernel reads only the shape/dtype (grad ops)
+  // The input gives an attribute's value at run time (a tensor-valued
+  // attribute: reshape's Shape, scale's ScaleTensor). It never gets a
+  // gradient: grad makers give it @EMPTY@ (GradOpDescMakerBase::InputGrad),
+  // whatever its dtype, and DefaultGradOp declares no gradient slot for it.
+  kNoGrad = 1u << 3,
 };
 
 struct SlotDef {
@@ -58,6 +63,7 @@ struct SlotDef {
   bool duplicable = false;
   bool dispensable = false;
   bool no_buffer = false;
+  bool no_grad = false;  // kNoGrad
 };
 
 struct AttrDef {
@@ -166,6 +172,12 @@ class NABLA_API InferShapeContext {
   // Setting an @EMPTY@ output is a no-op.
   virtual void SetOutputShape(const std::string& slot, const Shape& shape, size_t i = 0) = 0;
   virtual void SetOutputDType(const std::string& slot, DType dtype, size_t i = 0) = 0;
+  // Tensor-valued attributes: input slot[i] on the host (HostCopy), for a
+  // shape function whose result depends on the values of a small input (a
+  // shape, a count). Only at run time (IsRuntime()): at build time the value
+  // is unknown and this throws, so callers leave the dims it decides at -1.
+  // A run-time inference that reads values is never memoized.
+  virtual Tensor InputHostTensor(const std::string& slot, size_t i = 0) const;
 
   template <typename T>
   const T& Attr(const std::string& name) const {
@@ -198,12 +210,15 @@ class NABLA_API GradOpDescMakerBase {
  protected:
   const std::vector<std::string>& Input(const std::string& slot) const { return fwd_.Input(slot); }
   const std::vector<std::string>& Output(const std::string& slot) const { return fwd_.Output(slot); }
-  // x@GRAD for every arg of the slot; @EMPTY@ for args in the no-grad set.
-  // Records grad -> forward var names for the builder.
+  // x@GRAD for every arg of the slot; @EMPTY@ for args in the no-grad set
+  // and for every arg of a kNoGrad slot. Records grad -> forward var names
+  // for the builder.
   std::vector<std::string> InputGrad(const std::string& slot) const;
   std::vector<std::string> OutputGrad(const std::string& slot) const;
   std::vector<std::string> InputSlots() const;
   std::vector<std::string> OutputSlots() const;
+  // Whether the forward op's schema declares input `slot` kNoGrad.
+  bool IsNoGradInput(const std::string& slot) const;
   const AttributeMap& Attrs() const { return fwd_.Attrs(); }
   template <typename T>
   const T& Attr(const std::string& name) const {
@@ -264,6 +279,9 @@ class NABLA_API ExecutionContext {
   Tensor* Output(const std::string& slot, size_t i = 0) const;
   std::vector<const Tensor*> MultiInput(const std::string& slot) const;
   std::vector<Tensor*> MultiOutput(const std::string& slot) const;
+  // Input slot[i] readable on the host (HostCopy): tensor-valued
+  // attributes, read by kernels of any device as shape inference reads them.
+  Tensor InputHostTensor(const std::string& slot, size_t i = 0) const;
   Variable* InputVar(const std::string& slot, size_t i = 0) const;
   Variable* OutputVar(const std::string& slot, size_t i = 0) const;
   template <typename T>

@@ -107,4 +107,11 @@ class NABLA_API Tensor {
   size_t offset_ = 0;
 };
 
+// `t` readable on the host: `t` itself when it lives there, else a copy read
+// back from its device (OpenCL). For the small tensors whose values steer an
+// op (tensor-valued attributes: a shape, a rate), which shape inference and
+// kernels of every device read the same way. A tensor on the null device
+// (a dry run) has no values: an error.
+NABLA_API Tensor HostCopy(const Tensor& t);
+
 }  // namespace nabla

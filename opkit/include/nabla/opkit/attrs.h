@@ -24,7 +24,9 @@ void CheckShapeAttr(const std::vector<int>& shape);
 // Ops with no input pick their kernel by their `dtype` attribute.
 DType KernelDTypeFromAttr(const ExecutionContext& ctx);
 
-// Out gets the shape of attribute `shape` and the dtype of attribute `dtype`.
+// Out gets the shape of attribute `shape` (or of input ShapeTensor or
+// ShapeTensorList where the op has them: CreatedShape, attr_tensor.h) and
+// the dtype of attribute `dtype`.
 void InferFromShapeAndDTypeAttrs(InferShapeContext& c);
 
 // Grad ops whose bfloat16 kernel can write float32 gradients declare the

@@ -11,7 +11,9 @@
 //   gradcheck.h   GradCheck case builders
 //   random.h      a portable RNG, random-fill ops, initializer fan math
 //   attrs.h       shape and dtype attributes
+//   attr_tensor.h tensor-valued attribute inputs (Shape, StartsTensor, ScaleTensor, ...)
 //   scalar.h      one-element tensors and index inputs
+#include "nabla/opkit/attr_tensor.h"
 #include "nabla/opkit/attrs.h"
 #include "nabla/opkit/axis.h"
 #include "nabla/opkit/broadcast.h"

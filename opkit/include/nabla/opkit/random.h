@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nabla/op_registry.h"
+#include "nabla/opkit/attr_tensor.h"
 #include "nabla/opkit/attrs.h"
 #include "nabla/opkit/kernels.h"
 #include "nabla/tensor.h"
@@ -44,11 +45,12 @@ class Rng {
   double spare_ = 0.0;
 };
 
-// Fills Out (shape from attribute `shape`) with draw(rng) per element.
+// Fills Out (shape from attribute `shape`, or ShapeTensor / ShapeTensorList
+// where the op has them: CreatedShape) with draw(rng) per element.
 template <typename T, typename Draw>
 void FillRandom(const ExecutionContext& ctx, Draw&& draw) {
   Tensor* out = ctx.Output("Out");
-  T* o = AllocOutput<T>(ctx, out, ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+  T* o = AllocOutput<T>(ctx, out, CreatedShape(ctx));
   Rng rng(ctx.Seed());
   for (int64_t i = 0, n = out->Numel(); i < n; ++i) o[i] = static_cast<T>(draw(rng));
 }
