@@ -37,7 +37,8 @@ template <typename Ctx>
 std::vector<int64_t> ReadInts(const Ctx& c, const std::string& slot, size_t i, bool one, bool list) {
   Tensor t = c.InputHostTensor(slot, i);
   const bool ok = IsInt(t.GetDType()) && (one ? t.Numel() == 1 : t.Rank() == 1);
-  NABLA_ENFORCE(ok, kInvalidArgument, WhereOf(c), ": ", Arg(c, slot, i, list), " must be an int32 or int64 tensor ",
+  // Read at run time only: a wrong tensor is the computation's failure.
+  NABLA_ENFORCE(ok, kRuntime, WhereOf(c), ": ", Arg(c, slot, i, list), " must be an int32 or int64 tensor ",
                 one ? "of one element" : "of rank 1", ", but received ", t.DebugString());
   return Ints(t);
 }
@@ -95,8 +96,8 @@ AttrValue<double> FloatImpl(const Ctx& c, const std::string& slot, const std::st
     if (Runtime(c)) {
       Tensor t = c.InputHostTensor(slot, 0);
       const DType d = t.GetDType();
-      NABLA_ENFORCE((d == DType::kFloat32 || d == DType::kFloat64) && t.Numel() == 1, kInvalidArgument, WhereOf(c),
-                    ": ", Arg(c, slot, 0, false), " must be a float32 or float64 tensor of one element, but received ",
+      NABLA_ENFORCE((d == DType::kFloat32 || d == DType::kFloat64) && t.Numel() == 1, kRuntime, WhereOf(c), ": ",
+                    Arg(c, slot, 0, false), " must be a float32 or float64 tensor of one element, but received ",
                     t.DebugString());
       r.value = d == DType::kFloat32 ? static_cast<double>(t.Data<float>()[0]) : t.Data<double>()[0];
     }
@@ -112,8 +113,8 @@ Shape CreatedShapeImpl(const Ctx& c) {
   const auto shape = IntListImpl(c, "ShapeTensor", "ShapeTensorList", "shape", ListOrder::kTensorFirst);
   if (!shape.Known()) return Shape(std::max<int64_t>(shape.size, 0), -1);
   for (int64_t d : *shape)
-    NABLA_ENFORCE(d >= 0, kInvalidArgument, WhereOf(c), ": ", shape.source, " = ", ValuesToString(*shape), " holds ", d,
-                  ": every dim of Out's shape must be >= 0");
+    NABLA_ENFORCE_VALUE(d >= 0, shape, WhereOf(c), ": ", shape.source, " = ", ValuesToString(*shape), " holds ", d,
+                        ": every dim of Out's shape must be >= 0");
   return Shape(shape->begin(), shape->end());
 }
 
@@ -122,8 +123,10 @@ std::optional<int> AxisImpl(const Ctx& c, const std::string& slot, const std::st
   const auto axis = IntImpl(c, slot, attr);
   if (!axis.Known()) return std::nullopt;
   const int64_t r = static_cast<int64_t>(rank);
-  NABLA_ENFORCE(*axis >= -r && *axis < r, kOutOfRange, WhereOf(c), ": ", axis.source, " must be in [", -r, ", ", r,
-                ") for an input of rank ", r, ", but received ", *axis);
+  if (!(*axis >= -r && *axis < r))
+    ThrowError(axis.BadValueKind(ErrorKind::kOutOfRange),
+               StrCat(WhereOf(c), ": ", axis.source, " must be in [", -r, ", ", r, ") for an input of rank ", r,
+                      ", but received ", *axis));
   return static_cast<int>(*axis < 0 ? *axis + r : *axis);
 }
 

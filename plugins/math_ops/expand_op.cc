@@ -17,14 +17,14 @@ AttrValue<std::vector<int64_t>> ExpandTimes(const Ctx& c) {
 // Times only known at run time (build time, from an input) leave every dim
 // -1.
 Shape ExpandedShape(const Shape& x, const AttrValue<std::vector<int64_t>>& times, const std::string& where) {
-  NABLA_ENFORCE(times.size < 0 || times.size == static_cast<int64_t>(x.size()), kInvalidArgument, where, ": ",
-                times.source, " must have one entry per dim of X (shape ", ShapeToString(x), "), but received ",
-                times.Known() ? ValuesToString(*times) : StrCat(times.size, " entries"));
+  NABLA_ENFORCE_VALUE(times.size < 0 || times.size == static_cast<int64_t>(x.size()), times, where, ": ", times.source,
+                      " must have one entry per dim of X (shape ", ShapeToString(x), "), but received ",
+                      times.Known() ? ValuesToString(*times) : StrCat(times.size, " entries"));
   if (!times.Known()) return Shape(x.size(), -1);
   Shape out(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
-    NABLA_ENFORCE((*times)[i] >= 1, kInvalidArgument, where, ": every entry of ", times.source, " must be >= 1, ",
-                  "but received ", ValuesToString(*times));
+    NABLA_ENFORCE_VALUE((*times)[i] >= 1, times, where, ": every entry of ", times.source, " must be >= 1, ",
+                        "but received ", ValuesToString(*times));
     out[i] = x[i] < 0 ? -1 : x[i] * (*times)[i];
   }
   return out;

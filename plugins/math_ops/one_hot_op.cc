@@ -11,8 +11,8 @@ namespace {
 template <typename Ctx>
 std::optional<int64_t> Depth(const Ctx& c, const std::string& where) {
   const auto depth = IntAttrOrTensor(c, "depth_tensor", "depth");
-  NABLA_ENFORCE(!depth.Known() || *depth >= 1, kInvalidArgument, where, ": ", depth.source,
-                " must be >= 1 (the number of classes), but received ", *depth);
+  NABLA_ENFORCE_VALUE(!depth.Known() || *depth >= 1, depth, where, ": ", depth.source,
+                      " must be >= 1 (the number of classes), but received ", *depth);
   return depth.value;
 }
 

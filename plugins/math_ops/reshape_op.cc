@@ -9,24 +9,26 @@ namespace {
 // from the element count. An unknown X dim copied by a 0 still lets the -1
 // be inferred from the dims that are not copied; otherwise it stays -1.
 // `source` names where `shape` came from (attribute shape, input Shape).
-Shape ReshapedShape(const Shape& x, const std::vector<int64_t>& shape, const std::string& source,
+Shape ReshapedShape(const Shape& x, const std::vector<int64_t>& shape, const std::string& source, ErrorKind kind,
                     const std::string& where) {
+  // `kind`: kRuntime for a shape a tensor held at run time (AttrValue::BadValueKind).
+  auto enforce = [&](bool ok, const auto&... parts) {
+    if (!ok) ThrowError(kind, StrCat(parts...));
+  };
   const std::string given_str = ValuesToString(shape);
-  NABLA_ENFORCE(!shape.empty(), kInvalidArgument, where, ": ", source,
-                " must hold at least one dim (or give input Shape or ShapeTensor), but received []");
+  enforce(!shape.empty(), where, ": ", source,
+          " must hold at least one dim (or give input Shape or ShapeTensor), but received []");
   Shape out(shape.size());
   int infer = -1;
   int64_t given = 1;  // product of the positive dims of `shape`
   for (size_t i = 0; i < shape.size(); ++i) {
-    NABLA_ENFORCE(shape[i] >= -1, kInvalidArgument, where, ": ", source, " must hold dims >= -1, but received ",
-                  given_str);
+    enforce(shape[i] >= -1, where, ": ", source, " must hold dims >= -1, but received ", given_str);
     if (shape[i] == -1) {
-      NABLA_ENFORCE(infer < 0, kInvalidArgument, where, ": ", source, " may hold at most one -1, but received ",
-                    given_str);
+      enforce(infer < 0, where, ": ", source, " may hold at most one -1, but received ", given_str);
       infer = static_cast<int>(i);
     } else if (shape[i] == 0) {
-      NABLA_ENFORCE(i < x.size(), kInvalidArgument, where, ": ", source, "[", i, "] = 0 copies X's dim ", i,
-                    ", but X has rank ", x.size(), " (shape ", ShapeToString(x), ")");
+      enforce(i < x.size(), where, ": ", source, "[", i, "] = 0 copies X's dim ", i, ", but X has rank ", x.size(),
+              " (shape ", ShapeToString(x), ")");
       out[i] = x[i];
     } else {
       out[i] = shape[i];
@@ -40,13 +42,13 @@ Shape ReshapedShape(const Shape& x, const std::vector<int64_t>& shape, const std
     rest = x[i] < 0 ? -1 : rest * x[i];
   }
   if (infer >= 0) {
-    NABLA_ENFORCE(rest < 0 || rest % given == 0, kInvalidArgument, where, ": cannot infer the -1 in ", source, " ",
-                  given_str, " for X of shape ", ShapeToString(x), ": ", rest, " elements do not divide into ", given);
+    enforce(rest < 0 || rest % given == 0, where, ": cannot infer the -1 in ", source, " ", given_str,
+            " for X of shape ", ShapeToString(x), ": ", rest, " elements do not divide into ", given);
     out[infer] = rest < 0 ? -1 : rest / given;
   } else {
-    NABLA_ENFORCE(rest < 0 || rest == given, kInvalidArgument, where, ": expected ", source, " ", given_str,
-                  " to hold the elements of X (shape ", ShapeToString(x),
-                  "): the dims it does not copy from X must hold ", rest, " elements, but received ", given);
+    enforce(rest < 0 || rest == given, where, ": expected ", source, " ", given_str,
+            " to hold the elements of X (shape ", ShapeToString(x), "): the dims it does not copy from X must hold ",
+            rest, " elements, but received ", given);
   }
   return out;
 }
@@ -60,7 +62,7 @@ AttrValue<std::vector<int64_t>> TargetShape(const InferShapeContext& c) {
 void InferReshapeShape(InferShapeContext& c) {
   const auto target = TargetShape(c);
   if (target.Known()) {
-    c.SetOutputShape("Out", ReshapedShape(c.InputShape("X"), *target, target.source, c.Where()));
+    c.SetOutputShape("Out", ReshapedShape(c.InputShape("X"), *target, target.source, target.BadValueKind(), c.Where()));
   } else {
     // Build time, the shape comes from an input: its rank at most.
     c.SetOutputShape("Out", Shape(std::max<int64_t>(target.size, 0), -1));
@@ -70,7 +72,8 @@ void InferReshapeShape(InferShapeContext& c) {
 
 void ReshapeKernel(const ExecutionContext& ctx) {
   const auto target = IntListAttrOrTensor(ctx, "Shape", "ShapeTensor", "shape", ListOrder::kListFirst);
-  ViewAs(ctx, "X", "Out", ReshapedShape(ctx.Input("X").GetShape(), *target, target.source, "op 'reshape'"));
+  ViewAs(ctx, "X", "Out",
+         ReshapedShape(ctx.Input("X").GetShape(), *target, target.source, target.BadValueKind(), "op 'reshape'"));
 }
 
 NABLA_REGISTER_OPS(reshape) {

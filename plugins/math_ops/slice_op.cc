@@ -34,9 +34,9 @@ SliceBox MakeSliceBox(const Shape& in, const OpDesc& op, const SliceBounds& boun
   const auto& axes = op.Attr<std::vector<int>>("axes");
   const auto& decrease = op.Attr<std::vector<int>>("decrease_axis");
   for (const auto* v : {&bounds.starts, &bounds.ends})
-    NABLA_ENFORCE(v->size < 0 || v->size == static_cast<int64_t>(axes.size()), kInvalidArgument, where,
-                  ": starts and ends must have one entry per axis (", axes.size(), "), but received ", v->source, " ",
-                  v->Known() ? ValuesToString(**v) : StrCat(v->size, " entries"));
+    NABLA_ENFORCE_VALUE(v->size < 0 || v->size == static_cast<int64_t>(axes.size()), *v, where,
+                        ": starts and ends must have one entry per axis (", axes.size(), "), but received ", v->source,
+                        " ", v->Known() ? ValuesToString(**v) : StrCat(v->size, " entries"));
   const bool known = bounds.starts.Known() && bounds.ends.Known();
   SliceBox b{std::vector<int64_t>(in.size(), 0), in, {}};
   std::vector<bool> sliced(in.size(), false);

@@ -14,8 +14,8 @@ namespace {
 template <typename Ctx>
 std::pair<AttrValue<double>, AttrValue<double>> Bounds(const Ctx& c, const std::string& where) {
   auto lo = FloatAttrOrTensor(c, "Min", "min"), hi = FloatAttrOrTensor(c, "Max", "max");
-  NABLA_ENFORCE(!lo.Known() || !hi.Known() || *lo <= *hi, kInvalidArgument, where, ": ", lo.source, " must not exceed ",
-                hi.source, ", but received min ", *lo, " and max ", *hi);
+  NABLA_ENFORCE_VALUE(!lo.Known() || !hi.Known() || *lo <= *hi, lo.FromInput() ? lo : hi, where, ": ", lo.source,
+                      " must not exceed ", hi.source, ", but received min ", *lo, " and max ", *hi);
   return {lo, hi};
 }
 

@@ -28,8 +28,8 @@ using namespace nabla::opkit;  // NOLINT: every op file here builds on the kit
 // read it so.
 inline double AdamBeta(const ExecutionContext& ctx, const std::string& slot, const std::string& attr) {
   const auto b = FloatAttrOrTensor(ctx, slot, attr);
-  NABLA_ENFORCE(*b >= 0.0 && *b < 1.0, kInvalidArgument, "op '", ctx.Op().Type(), "': ", b.source,
-                " must be in [0, 1), but received ", *b);
+  NABLA_ENFORCE_VALUE(*b >= 0.0 && *b < 1.0, b, "op '", ctx.Op().Type(), "': ", b.source,
+                      " must be in [0, 1), but received ", *b);
   return *b;
 }
 
@@ -38,8 +38,8 @@ inline double AdamBeta(const ExecutionContext& ctx, const std::string& slot, con
 // read it so.
 inline double BatchNormMomentum(const ExecutionContext& ctx) {
   const auto m = FloatAttrOrTensor(ctx, "MomentumTensor", "momentum");
-  NABLA_ENFORCE(*m >= 0.0 && *m <= 1.0, kInvalidArgument, "op '", ctx.Op().Type(), "': ", m.source,
-                " must be in [0, 1], but received ", *m);
+  NABLA_ENFORCE_VALUE(*m >= 0.0 && *m <= 1.0, m, "op '", ctx.Op().Type(), "': ", m.source,
+                      " must be in [0, 1], but received ", *m);
   return *m;
 }
 

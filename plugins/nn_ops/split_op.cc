@@ -37,24 +37,24 @@ std::vector<int64_t> PartSizes(int64_t dim, int num, const AttrValue<std::vector
   for (size_t i = 0; i < sections->size(); ++i) {
     const int64_t v = (*sections)[i];
     if (v == -1) {
-      NABLA_ENFORCE(unknown < 0, kInvalidArgument, where, ": at most one section may be -1, but received ",
-                    sections.source, " ", given);
+      NABLA_ENFORCE_VALUE(unknown < 0, sections, where, ": at most one section may be -1, but received ",
+                          sections.source, " ", given);
       unknown = static_cast<int>(i);
     } else {
-      NABLA_ENFORCE(v >= 0, kInvalidArgument, where, ": sections must be >= 0 (or one -1), but received ",
-                    sections.source, " ", given);
+      NABLA_ENFORCE_VALUE(v >= 0, sections, where, ": sections must be >= 0 (or one -1), but received ",
+                          sections.source, " ", given);
       known += v;
     }
     parts.push_back(v);
   }
   if (dim < 0) return parts;
   if (unknown >= 0) {
-    NABLA_ENFORCE(known <= dim, kInvalidArgument, where, ": ", sections.source, " ", given, " sums to ", known,
-                  ", which exceeds the split axis size ", dim);
+    NABLA_ENFORCE_VALUE(known <= dim, sections, where, ": ", sections.source, " ", given, " sums to ", known,
+                        ", which exceeds the split axis size ", dim);
     parts[unknown] = dim - known;
   } else {
-    NABLA_ENFORCE(known == dim, kInvalidArgument, where, ": ", sections.source, " ", given,
-                  " must sum to the split axis size ", dim, ", but sums to ", known);
+    NABLA_ENFORCE_VALUE(known == dim, sections, where, ": ", sections.source, " ", given,
+                        " must sum to the split axis size ", dim, ", but sums to ", known);
   }
   return parts;
 }

@@ -64,8 +64,9 @@ inline Result RunBinary(const std::string& binary, const std::string& args, cons
 
 // The CLI's contract for bad input: exit 2 and exactly one stderr line
 // `nabla: error: ...` containing every fragment.
-inline void ExpectOneLineError(const Result& r, const std::string& what, const std::vector<std::string>& fragments) {
-  EXPECT_EQ(r.code, 2) << what << "\nstderr: " << r.err;
+inline void ExpectOneLineError(const Result& r, const std::string& what, const std::vector<std::string>& fragments,
+                               int code = 2) {
+  EXPECT_EQ(r.code, code) << what << "\nstderr: " << r.err;
   const std::vector<std::string> lines = r.ErrLines();
   ASSERT_EQ(lines.size(), 1u) << what << "\nstderr: " << r.err;
   EXPECT_EQ(lines[0].rfind("nabla: error: ", 0), 0u) << lines[0];

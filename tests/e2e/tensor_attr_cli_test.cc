@@ -73,8 +73,10 @@ class TensorAttrCliTest : public ::testing::Test {
   Result Nabla(const std::string& args) const {
     return testing_cli::RunBinary(NABLA_BIN_PATH, args, "", Path("captured"));
   }
-  void ExpectBadInput(const std::string& args, const std::vector<std::string>& fragments) const {
-    testing_cli::ExpectOneLineError(Nabla(args), args, fragments);
+  // A bad value a tensor holds at run time is the computation's failure:
+  // one line, exit 1 (a bad attribute in the program file is exit 2).
+  void ExpectBadValue(const std::string& args, const std::vector<std::string>& fragments) const {
+    testing_cli::ExpectOneLineError(Nabla(args), args, fragments, 1);
   }
 
   test_util::TempDir dir_{"nabla_tensor_attr_cli_test"};
@@ -84,28 +86,28 @@ const Feed kX{"x", DType::kFloat32, {2, 3}, {1, 2, 3, 4, 5, 6}};
 const char* const kReshapeS = "      - {type: reshape, inputs: {X: [x], Shape: [s]}, outputs: {Out: [y]}}\n";
 
 TEST_F(TensorAttrCliTest, ReshapeRejectsAFloatShape) {
-  ExpectBadInput(ExecArgs(kReshapeS, {kX, {"s", DType::kFloat32, {2}, {3, 2}}}, "y"),
+  ExpectBadValue(ExecArgs(kReshapeS, {kX, {"s", DType::kFloat32, {2}, {3, 2}}}, "y"),
                  {"p.yaml", "reshape", "input Shape (var 's')", "int32 or int64", "float32[2]"});
 }
 
 TEST_F(TensorAttrCliTest, ReshapeRejectsAShapeOfRank2) {
-  ExpectBadInput(ExecArgs(kReshapeS, {kX, {"s", DType::kInt64, {1, 2}, {3, 2}}}, "y"),
+  ExpectBadValue(ExecArgs(kReshapeS, {kX, {"s", DType::kInt64, {1, 2}, {3, 2}}}, "y"),
                  {"reshape", "input Shape", "rank 1", "int64[1, 2]"});
 }
 
 TEST_F(TensorAttrCliTest, ReshapeRejectsANegativeDim) {
-  ExpectBadInput(ExecArgs(kReshapeS, {kX, {"s", DType::kInt64, {2}, {2, -3}}}, "y"),
+  ExpectBadValue(ExecArgs(kReshapeS, {kX, {"s", DType::kInt64, {2}, {2, -3}}}, "y"),
                  {"reshape", "input Shape", ">= -1", "[2, -3]"});
 }
 
 TEST_F(TensorAttrCliTest, ReshapeRejectsAShapeTensorOfTwoElements) {
-  ExpectBadInput(ExecArgs("      - {type: reshape, inputs: {X: [x], ShapeTensor: [a, b]}, outputs: {Out: [y]}}\n",
+  ExpectBadValue(ExecArgs("      - {type: reshape, inputs: {X: [x], ShapeTensor: [a, b]}, outputs: {Out: [y]}}\n",
                           {kX, {"a", DType::kInt32, {1}, {3}}, {"b", DType::kInt64, {2}, {2, 1}}}, "y"),
                  {"reshape", "input ShapeTensor[1] (var 'b')", "one element", "int64[2]"});
 }
 
 TEST_F(TensorAttrCliTest, OneHotRejectsADepthOfZero) {
-  ExpectBadInput(
+  ExpectBadValue(
       ExecArgs(
           "      - {type: one_hot, inputs: {X: [ids], depth_tensor: [d]}, outputs: {Out: [y]}, attrs: {depth: 3}}\n",
           {{"ids", DType::kInt64, {2, 1}, {0, 1}}, {"d", DType::kInt32, {1}, {0}}}, "y"),
@@ -113,27 +115,27 @@ TEST_F(TensorAttrCliTest, OneHotRejectsADepthOfZero) {
 }
 
 TEST_F(TensorAttrCliTest, SplitRejectsSectionsThatDoNotSumToTheAxis) {
-  ExpectBadInput(ExecArgs("      - {type: split, inputs: {X: [x], SectionsTensorList: [p, q]}, outputs: {Out: [o1, "
+  ExpectBadValue(ExecArgs("      - {type: split, inputs: {X: [x], SectionsTensorList: [p, q]}, outputs: {Out: [o1, "
                           "o2]}, attrs: {axis: 1}}\n",
                           {kX, {"p", DType::kInt64, {1}, {1}}, {"q", DType::kInt32, {1}, {1}}}, "o1"),
                  {"split", "input SectionsTensorList", "[1, 1]", "sum"});
 }
 
 TEST_F(TensorAttrCliTest, SplitRejectsAnAxisOutOfRange) {
-  ExpectBadInput(ExecArgs("      - {type: split, inputs: {X: [x], AxisTensor: [ax]}, outputs: {Out: [o1, o2]}, "
+  ExpectBadValue(ExecArgs("      - {type: split, inputs: {X: [x], AxisTensor: [ax]}, outputs: {Out: [o1, o2]}, "
                           "attrs: {num: 2}}\n",
                           {kX, {"ax", DType::kInt64, {1}, {5}}}, "o1"),
                  {"split", "input AxisTensor", "[-2, 2)", "received 5"});
 }
 
 TEST_F(TensorAttrCliTest, ScaleRejectsAnIntegerScaleTensor) {
-  ExpectBadInput(ExecArgs("      - {type: scale, inputs: {X: [x], ScaleTensor: [st]}, outputs: {Out: [y]}}\n",
+  ExpectBadValue(ExecArgs("      - {type: scale, inputs: {X: [x], ScaleTensor: [st]}, outputs: {Out: [y]}}\n",
                           {kX, {"st", DType::kInt64, {1}, {2}}}, "y"),
                  {"scale", "input ScaleTensor (var 'st')", "float32 or float64", "int64[1]"});
 }
 
 TEST_F(TensorAttrCliTest, FillConstantRejectsANegativeDim) {
-  ExpectBadInput(ExecArgs("      - {type: fill_constant, inputs: {ShapeTensor: [s]}, outputs: {Out: [y]}}\n",
+  ExpectBadValue(ExecArgs("      - {type: fill_constant, inputs: {ShapeTensor: [s]}, outputs: {Out: [y]}}\n",
                           {{"s", DType::kInt32, {2}, {2, -1}}}, "y"),
                  {"fill_constant", "input ShapeTensor", "[2, -1]", ">= 0"});
 }

@@ -28,9 +28,24 @@ struct AttrValue {
   int64_t size = -1;       // lists: how many entries, where known (at build time too)
 
   bool Known() const { return value.has_value(); }
+  bool FromInput() const { return source.rfind("input ", 0) == 0; }
+  // The kind of an error about this value. A value a tensor held at run time
+  // is the computation's failure (kRuntime: `nabla exec` exits 1); an
+  // attribute's value is the program's fault (`for_attribute`, a bad-input
+  // kind: exit 2).
+  ErrorKind BadValueKind(ErrorKind for_attribute = ErrorKind::kInvalidArgument) const {
+    return FromInput() ? ErrorKind::kRuntime : for_attribute;
+  }
   const T& operator*() const { return *value; }
   const T* operator->() const { return &*value; }
 };
+
+// NABLA_ENFORCE for a check of an AttrValue's value: the error's kind
+// follows where the value came from (AttrValue::BadValueKind).
+#define NABLA_ENFORCE_VALUE(cond, attr_value, ...)                                               \
+  do {                                                                                           \
+    if (!(cond)) ::nabla::ThrowError((attr_value).BadValueKind(), ::nabla::StrCat(__VA_ARGS__)); \
+  } while (0)
 
 // Which of a 1-D tensor input and a list of one-element inputs wins where
 // both are given: Paddle prefers the 1-D tensor (slice, fill_constant,
