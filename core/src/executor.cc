@@ -93,7 +93,7 @@ class VarAccess {
 // kernel's result with it).
 struct InferredOutput {
   std::string slot;
-  size_t i;
+  size_t i = 0;
   bool has_shape = false, has_dtype = false;
   Shape shape;
   DType dtype = DType::kFloat32;
@@ -146,7 +146,9 @@ class RuntimeInferShapeContext final : public InferShapeContext {
   InferredOutput& Record(const std::string& slot, size_t i) {
     for (InferredOutput& r : *record_)
       if (r.slot == slot && r.i == i) return r;
-    record_->push_back(InferredOutput{slot, i});
+    record_->emplace_back();
+    record_->back().slot = slot;
+    record_->back().i = i;
     return record_->back();
   }
 
