@@ -66,7 +66,7 @@ void RegisterMisbehavingOp() {
   });
 }
 
-class CheckedMode : public ::testing::Test {
+class Checked : public ::testing::Test {
  protected:
   void SetUp() override {
     cpu::InitCpuBackend();
@@ -100,18 +100,18 @@ void ExpectOneLineNaming(const std::string& error, const std::vector<std::string
   for (const std::string& p : parts) EXPECT_NE(error.find(p), std::string::npos) << "'" << p << "' not in: " << error;
 }
 
-TEST_F(CheckedMode, AWellBehavedKernelRunsAsWithout) {
+TEST_F(Checked, AWellBehavedKernelRunsAsWithout) {
   for (const char* executor : {"sequential", "taskgraph"}) EXPECT_EQ(RunToy("none", 3, executor), "") << executor;
 }
 
-TEST_F(CheckedMode, OneElementPastTheOutputFailsTheOp) {
+TEST_F(Checked, OneElementPastTheOutputFailsTheOp) {
   for (const char* executor : {"sequential", "taskgraph"}) {
     ExpectOneLineNaming(RunToy("past", 3, executor), {"op 'toy_misbehave'", "checked mode", "4 bytes past the end",
                                                       "output Out", "var 'out'", "inferred float32[3]"});
   }
 }
 
-TEST_F(CheckedMode, OneElementBeforeTheOutputFailsTheOp) {
+TEST_F(Checked, OneElementBeforeTheOutputFailsTheOp) {
   ExpectOneLineNaming(RunToy("before", 5),
                       {"op 'toy_misbehave'", "4 bytes before the start", "output Out", "var 'out'", "float32[5]"});
 }
@@ -120,7 +120,7 @@ TEST_F(CheckedMode, OneElementBeforeTheOutputFailsTheOp) {
 // inaccessible page, so the kernel is stopped as it writes and the process
 // ends with the line. A GEMM writing a 1000 x 1000 result into an Out of
 // 1000 floats (matmul's bug) is the "far" case.
-TEST_F(CheckedMode, WritingIntoTheGuardPageEndsTheProcessWithTheLine) {
+TEST_F(Checked, WritingIntoTheGuardPageEndsTheProcessWithTheLine) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(RunToy("past", 16), ::testing::ExitedWithCode(1),
               "^nabla: error: op 'toy_misbehave': checked mode: the kernel wrote past the end of output Out \\(var "
@@ -129,18 +129,18 @@ TEST_F(CheckedMode, WritingIntoTheGuardPageEndsTheProcessWithTheLine) {
               "op 'toy_misbehave'.*output Out \\(var 'out', inferred float32\\[1000\\], 4000 bytes\\)");
 }
 
-TEST_F(CheckedMode, AnOutputOfAnotherShapeThanInferredFailsTheOp) {
+TEST_F(Checked, AnOutputOfAnotherShapeThanInferredFailsTheOp) {
   ExpectOneLineNaming(RunToy("shape", 3), {"op 'toy_misbehave'", "output Out", "var 'out'", "as float32[4]",
                                            "shape inference gave float32[3]"});
 }
 
-TEST_F(CheckedMode, WritingAnInputFailsTheOp) {
+TEST_F(Checked, WritingAnInputFailsTheOp) {
   ExpectOneLineNaming(RunToy("input", 3), {"op 'toy_misbehave'", "changed input X", "var 'x'", "only reads"});
 }
 
 // The op's checks also hold for calls outside an executor (RunOp: the
 // gradient checker, eager calls).
-TEST_F(CheckedMode, RunOpChecksToo) {
+TEST_F(Checked, RunOpChecksToo) {
   Scope scope;
   scope.Var("x")->GetTensor().Allocate<float>(HostDevice(), {3});
   OpDesc op("toy_misbehave", {{"X", {"x"}}}, {{"Out", {"out"}}}, {{"how", std::string("past")}});
@@ -152,7 +152,7 @@ TEST_F(CheckedMode, RunOpChecksToo) {
   }
 }
 
-TEST_F(CheckedMode, TensorsReuseOnlyBuffersOfTheirExactSize) {
+TEST_F(Checked, TensorsReuseOnlyBuffersOfTheirExactSize) {
   EXPECT_TRUE(ExactBuffers());
   Tensor t;
   float* a = t.Allocate<float>(HostDevice(), {4, 4});
