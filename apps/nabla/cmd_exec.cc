@@ -18,6 +18,7 @@
 
 #include "command.h"
 #include "nabla/backward.h"
+#include "nabla/checked.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
@@ -53,6 +54,7 @@ struct ExecOptions {
   int repeat = 0;
   int warmup = 0;
   bool fuse = false;
+  bool checked = false;
   std::string sgd;  // LR: append one sgd op per parameter after the backward part
   std::string precision = "fp32";
 };
@@ -182,6 +184,7 @@ int RunExec(const ExecOptions& opts) {
   NABLA_ENFORCE(opts.sgd.empty() || !opts.backward_loss.empty(), kInvalidArgument,
                 "--sgd only applies with --backward LOSS");
   if (!opts.sgd.empty()) ParseLearningRate(opts.sgd);
+  if (opts.checked) SetCheckedMode(true);
   NABLA_ENFORCE(opts.threads >= 0, kInvalidArgument, "--threads must be non-negative but received ", opts.threads);
 
   ProgramDesc program = LoadProgram(opts.program);
@@ -258,6 +261,10 @@ Command ExecCommand() {
          "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
          "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
          "run the program as it is");
+  c.Flag("--checked", &opts->checked,
+         "Checked mode (as NABLA_CHECKED=1): canaries and a guard page around every host tensor, verified after each "
+         "op with its inferred shape and dtype and its unchanged inputs; a kernel writing out of bounds fails its op "
+         "(slow: for finding kernel bugs)");
   c.Option("--precision", &opts->precision,
            "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
            "fp32|bf16");

@@ -4,8 +4,10 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
+#include "checked_internal.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
 #include "nabla/op_registry.h"
@@ -38,6 +40,10 @@ class VarAccess {
     NABLA_ENFORCE(v != nullptr, kNotFound, "op '", op_.Type(), "' reads '", args[i],
                   "' but no such variable exists at run time (was it fed or initialized?)");
     return *v;
+  }
+  Variable* InOrNull(const std::string& slot, size_t i) const {
+    const auto& args = op_.Input(slot);
+    return i < args.size() && args[i] != kEmptyVarName ? Lookup(true, slot, i, args[i]) : nullptr;
   }
   Variable* Out(const std::string& slot, size_t i) const {
     const auto& args = op_.Output(slot);
@@ -83,12 +89,24 @@ class VarAccess {
   const PreparedOp* prepared_;
 };
 
+// What run-time inference set an output to (checked mode compares the
+// kernel's result with it).
+struct InferredOutput {
+  std::string slot;
+  size_t i = 0;
+  bool has_shape = false, has_dtype = false;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+
 // Shape inference over the tensors of a scope, right before the kernel runs.
 class RuntimeInferShapeContext final : public InferShapeContext {
  public:
-  // `program` (may be null) puts the file into Where(), as at build time.
-  RuntimeInferShapeContext(const OpDesc& op, const VarAccess& vars, const ProgramDesc* program)
-      : op_(op), vars_(vars), program_(program) {}
+  // `program` (may be null) puts the file into Where(), as at build time;
+  // `record` (checked mode, else null) gets every output it sets.
+  RuntimeInferShapeContext(const OpDesc& op, const VarAccess& vars, const ProgramDesc* program,
+                           std::vector<InferredOutput>* record = nullptr)
+      : op_(op), vars_(vars), program_(program), record_(record) {}
   const OpDesc& Op() const override { return op_; }
   const ProgramDesc* Program() const override { return program_; }
   bool IsRuntime() const override { return true; }
@@ -104,10 +122,24 @@ class RuntimeInferShapeContext final : public InferShapeContext {
   }
   VarType InputVarType(const std::string& slot, size_t i) const override { return vars_.In(slot, i).Type(); }
   void SetOutputShape(const std::string& slot, const Shape& shape, size_t i) override {
-    if (Variable* v = vars_.Out(slot, i)) v->GetTensor().Resize(shape);
+    Variable* v = vars_.Out(slot, i);
+    if (!v) return;
+    v->GetTensor().Resize(shape);
+    if (record_) {
+      InferredOutput& r = Record(slot, i);
+      r.has_shape = true;
+      r.shape = shape;
+    }
   }
   void SetOutputDType(const std::string& slot, DType dtype, size_t i) override {
-    if (Variable* v = vars_.Out(slot, i)) v->GetTensor().SetDType(dtype);
+    Variable* v = vars_.Out(slot, i);
+    if (!v) return;
+    v->GetTensor().SetDType(dtype);
+    if (record_) {
+      InferredOutput& r = Record(slot, i);
+      r.has_dtype = true;
+      r.dtype = dtype;
+    }
   }
   Tensor InputHostTensor(const std::string& slot, size_t i) const override {
     read_values_ = true;
@@ -121,10 +153,20 @@ class RuntimeInferShapeContext final : public InferShapeContext {
   bool ReadValues() const { return read_values_; }
 
  private:
+  InferredOutput& Record(const std::string& slot, size_t i) {
+    for (InferredOutput& r : *record_)
+      if (r.slot == slot && r.i == i) return r;
+    record_->emplace_back();
+    record_->back().slot = slot;
+    record_->back().i = i;
+    return record_->back();
+  }
+
   const OpDesc& op_;
   const VarAccess& vars_;
   const ProgramDesc* program_;
   mutable bool read_values_ = false;
+  std::vector<InferredOutput>* record_;
 };
 
 std::string Where(const OpDesc& op, const RunContext& run) {
@@ -252,6 +294,153 @@ void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, S
     }
 }
 
+// ---------------------------------------------------------------- checked mode
+
+uint64_t Fingerprint(const Tensor& t) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  const auto* p = static_cast<const unsigned char*>(t.RawData());
+  for (size_t i = 0, n = t.Bytes(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+bool OnHost(const Tensor& t) { return t.IsInitialized() && t.GetDevice()->Type() == DeviceType::kCPU; }
+
+// Checked mode's watch over one kernel (nabla/checked.h): what inference
+// gave each output, a fingerprint of every host input the op only reads, and
+// after the kernel the canaries, shapes, dtypes and fingerprints. While the
+// kernel runs it answers for a fault in one of its buffers' guard pages.
+class KernelWatch final : public checked::FaultReporter {
+ public:
+  KernelWatch(const OpDesc& op, const OpInfo& info, const VarAccess& vars, const RunContext& run)
+      : op_(op), info_(info), vars_(vars), where_(Where(op, run)) {}
+  ~KernelWatch() {
+    if (watching_) checked::SetFaultReporter(this, false);
+  }
+
+  std::vector<InferredOutput> inferred;  // filled by run-time inference
+
+  void BeforeKernel() {
+    // Ops that run blocks read and write the loop's vars through them.
+    if (!info_.traits.control_flow && !info_.traits.has_sub_block) {
+      for (const auto& [slot, args] : op_.Inputs())
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (IsOutput(args[i])) continue;
+          Variable* v = vars_.InOrNull(slot, i);
+          if (v && v->Type() == VarType::kDense && OnHost(v->GetTensor()))
+            inputs_.push_back({slot, i, v, Fingerprint(v->GetTensor())});
+        }
+    }
+    checked::SetFaultReporter(this, true);
+    watching_ = true;
+  }
+
+  void AfterKernel() {
+    checked::SetFaultReporter(this, false);
+    watching_ = false;
+    for (const auto& [slot, args] : op_.Outputs())
+      for (size_t i = 0; i < args.size(); ++i) {
+        Variable* v = vars_.Out(slot, i);
+        if (!v) continue;
+        if (v->Type() == VarType::kDense) {
+          CheckCanaries(v->GetTensor(), "output", slot, i, args[i]);
+          CheckInferred(v->GetTensor(), slot, i, args[i]);
+        }
+        for (size_t k = 0; k < v->GetArray().size(); ++k)
+          CheckCanaries(v->GetArray()[k], "output", slot, i, StrCat(args[i], "[", k, "]"));
+      }
+    for (const Input& in : inputs_) {
+      const Tensor& t = in.var->GetTensor();
+      const std::string& name = op_.Input(in.slot)[in.i];
+      CheckCanaries(t, "input", in.slot, in.i, name);
+      NABLA_ENFORCE(!OnHost(t) || Fingerprint(t) == in.fingerprint, kRuntime, "checked mode: the kernel changed input ",
+                    SlotName(in.slot, in.i), " (var '", name, "', ", t.DebugString(), "), which the op only reads");
+    }
+  }
+
+  std::string Describe(const void* data) const override {
+    auto hit = [data](const Tensor& t) { return OnHost(t) && t.RawData() == data; };
+    for (const auto& [slot, args] : op_.Outputs())
+      for (size_t i = 0; i < args.size(); ++i) {
+        Variable* v = vars_.Out(slot, i);
+        if (!v) continue;
+        bool found = v->Type() == VarType::kDense && hit(v->GetTensor());
+        for (const Tensor& t : v->GetArray()) found = found || hit(t);
+        if (found)
+          return StrCat(where_, ": checked mode: the kernel wrote past the end of output ", SlotName(slot, i),
+                        " (var '", args[i], "', ", InferredText(v->GetTensor(), slot, i),
+                        ") into the inaccessible page after it");
+      }
+    for (const Input& in : inputs_)
+      if (hit(in.var->GetTensor()))
+        return StrCat(where_, ": checked mode: the kernel wrote past the end of input ", SlotName(in.slot, in.i),
+                      " (var '", op_.Input(in.slot)[in.i], "', ", in.var->GetTensor().DebugString(),
+                      ") into the inaccessible page after it");
+    return "";
+  }
+
+ private:
+  struct Input {
+    std::string slot;
+    size_t i;
+    Variable* var;
+    uint64_t fingerprint;
+  };
+
+  bool IsOutput(const std::string& name) const {
+    for (const auto& [slot, args] : op_.Outputs())
+      for (const auto& a : args)
+        if (a == name) return true;
+    return false;
+  }
+  // "Out", or "X[1]" for the second var of a duplicable slot.
+  std::string SlotName(const std::string& slot, size_t i) const {
+    return op_.Output(slot).size() > 1 || op_.Input(slot).size() > 1 ? StrCat(slot, "[", i, "]") : slot;
+  }
+  const InferredOutput* Inferred(const std::string& slot, size_t i) const {
+    for (const InferredOutput& r : inferred)
+      if (r.slot == slot && r.i == i) return &r;
+    return nullptr;
+  }
+  // "inferred float32[3]", or the tensor's own shape where inference set none.
+  std::string InferredText(const Tensor& t, const std::string& slot, size_t i) const {
+    const InferredOutput* r = Inferred(slot, i);
+    if (r && r->has_shape)
+      return StrCat("inferred ", DTypeName(r->has_dtype ? r->dtype : t.GetDType()), ShapeToString(r->shape), ", ",
+                    t.Bytes(), " bytes");
+    return StrCat(t.DebugString(), " (no inferred shape), ", t.Bytes(), " bytes");
+  }
+
+  void CheckCanaries(const Tensor& t, const char* kind, const std::string& slot, size_t i,
+                     const std::string& name) const {
+    if (!OnHost(t)) return;
+    const checked::GuardCheck g = checked::CheckGuards(t.RawData());
+    if (!g.guarded) return;
+    const std::string what = StrCat(kind, " ", SlotName(slot, i), " (var '", name, "', ",
+                                    *kind == 'o' ? InferredText(t, slot, i) : t.DebugString(), ")");
+    NABLA_ENFORCE(g.overwritten_after == 0, kRuntime, "checked mode: the kernel wrote ", g.overwritten_after,
+                  " bytes past the end of ", what);
+    NABLA_ENFORCE(g.overwritten_before == 0, kRuntime, "checked mode: the kernel wrote ", g.overwritten_before,
+                  " bytes before the start of ", what);
+  }
+
+  void CheckInferred(const Tensor& t, const std::string& slot, size_t i, const std::string& name) const {
+    const InferredOutput* r = Inferred(slot, i);
+    if (!r || !t.IsInitialized()) return;
+    const bool known = r->has_shape && NumElements(r->shape) >= 0;
+    NABLA_ENFORCE((!known || t.GetShape() == r->shape) && (!r->has_dtype || t.GetDType() == r->dtype), kRuntime,
+                  "checked mode: the kernel left output ", SlotName(slot, i), " (var '", name, "') as ",
+                  t.DebugString(), ", but shape inference gave ", DTypeName(r->has_dtype ? r->dtype : t.GetDType()),
+                  r->has_shape ? ShapeToString(r->shape) : ShapeToString(t.GetShape()));
+  }
+
+  const OpDesc& op_;
+  const OpInfo& info_;
+  const VarAccess& vars_;
+  std::string where_;
+  std::vector<Input> inputs_;
+  bool watching_ = false;
+};
+
 // A dry run (the null device) can only follow what shape inference decides.
 void CheckDryRunInputs(const OpDesc& op, const OpInfo& info, const Scope& scope) {
   NABLA_ENFORCE(!info.traits.control_flow, kUnimplemented,
@@ -361,8 +550,12 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     }
     const bool dry = IsDryRun(device);
     if (dry) CheckDryRunInputs(op, *info, scope);
-    if (info->infer_shape && !info->traits.control_flow && (dry || !prepared || !prepared->ShapesAsMemoized())) {
-      RuntimeInferShapeContext isc(op, vars, run.program);
+    // Checked mode infers on every call: the kernel's result is held to it.
+    std::optional<KernelWatch> watch;
+    if (checked::On() && !dry) watch.emplace(op, *info, vars, run);
+    if (info->infer_shape && !info->traits.control_flow &&
+        (dry || !prepared || watch || !prepared->ShapesAsMemoized())) {
+      RuntimeInferShapeContext isc(op, vars, run.program, watch ? &watch->inferred : nullptr);
       info->infer_shape(isc);
       if (prepared && !dry) {
         if (isc.ReadValues()) {
@@ -390,12 +583,16 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
       const KernelInfo* host = prepared ? prepared->Kernel(registry, DeviceType::kCPU, dtype)
                                         : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
       if (host) {
+        if (watch) watch->BeforeKernel();
         RunOnHost(op, *info, *host, scope, device, run, dtype);
+        if (watch) watch->AfterKernel();
         return;
       }
     }
     if (!kernel) ThrowNoKernel(registry, op, device, dtype);
+    if (watch) watch->BeforeKernel();
     kernel->fn(ctx);
+    if (watch) watch->AfterKernel();
   } catch (const Error& e) {
     std::string msg = e.what();
     // Sub-block ops already name themselves; add our position only once.

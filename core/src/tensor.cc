@@ -3,12 +3,20 @@
 #include <cstdint>
 #include <utility>
 
+#include "checked_internal.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
 
 namespace nabla {
 
-Buffer::Buffer(Device* device, size_t bytes) : device_(device), data_(device->Allocate(bytes)), bytes_(bytes) {}
+// Checked mode guards host memory only: the canaries are read and written
+// by the host, which other devices' memory is not. A guarded buffer frees
+// through release_, as adopted memory does (release_ is set in the body:
+// it is constructed after data_).
+Buffer::Buffer(Device* device, size_t bytes) : device_(device), data_(nullptr), bytes_(bytes) {
+  data_ = checked::On() && device->Type() == DeviceType::kCPU ? checked::AllocateGuarded(bytes, &release_)
+                                                              : device->Allocate(bytes);
+}
 
 Buffer::Buffer(Device* device, void* data, size_t bytes, std::function<void()> release)
     : device_(device), data_(data), bytes_(bytes), release_(std::move(release)) {}
@@ -21,6 +29,17 @@ Buffer::~Buffer() {
   }
 }
 
+namespace {
+
+// In checked mode a host tensor reuses only a guarded buffer of exactly its
+// size, so the canaries sit right at its end (one allocated before checked
+// mode came on has none).
+bool Guarded(const Buffer& b, size_t need) {
+  return b.GetDevice()->Type() != DeviceType::kCPU || checked::IsGuardedExactly(b.Data(), need);
+}
+
+}  // namespace
+
 int64_t Tensor::Numel() const {
   int64_t n = NumElements(shape_);
   return n < 0 ? 0 : n;
@@ -32,7 +51,8 @@ void* Tensor::Allocate(Device& device) {
   NABLA_ENFORCE(static_cast<uint64_t>(Numel()) <= SIZE_MAX / DTypeSize(dtype_), kOutOfRange, "a ", DTypeName(dtype_),
                 ShapeToString(shape_), " tensor needs more bytes than memory can address");
   size_t need = Bytes();
-  if (buffer_ && buffer_->GetDevice() == &device && buffer_.use_count() == 1 && buffer_->Bytes() >= need) {
+  if (buffer_ && buffer_->GetDevice() == &device && buffer_.use_count() == 1 && buffer_->Bytes() >= need &&
+      (!checked::kAddressSanitizer || buffer_->Bytes() == need) && (!checked::On() || Guarded(*buffer_, need))) {
     offset_ = 0;
     return buffer_->Data();
   }

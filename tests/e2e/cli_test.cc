@@ -120,6 +120,39 @@ TEST_F(CliTest, BothExecutorsAgree) {
   }
 }
 
+// matmul of X[1000]^T and Y[1, 1000] is their outer product, [1000, 1000]:
+// its shape inference once gave [1000] and the GEMM wrote a million floats
+// into it. In checked mode such a write ends the run with one line naming
+// matmul's Out; the right shape runs the same checked or not.
+TEST_F(CliTest, TransposedVectorMatmulRunsCheckedAndUnchecked) {
+  const std::string program = WriteText("outer.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars: {x: {shape: [1000], dtype: float32}, y: {shape: [1, 1000], dtype: float32}}
+    ops:
+      - {type: matmul, inputs: {X: [x], Y: [y]}, outputs: {Out: [out]}, attrs: {transpose_X: true}}
+)");
+  std::vector<float> x(1000), y(1000);
+  for (int i = 0; i < 1000; ++i) {
+    x[i] = static_cast<float>(i % 7) - 3.0f;
+    y[i] = static_cast<float>(i % 5) * 0.5f;
+  }
+  const std::string args = "exec " + Quote(program) + " --feed " + Quote("x=" + WriteFloats("x.npy", {1000}, x)) +
+                           " --feed " + Quote("y=" + WriteFloats("y.npy", {1, 1000}, y)) + " --fetch out --out ";
+  for (const char* checked : {"", " --checked"}) {
+    const std::string out = Path(std::string("out") + (*checked ? "_checked" : ""));
+    Result r = Nabla(args + Quote(out) + checked);
+    ASSERT_EQ(r.code, 0) << checked << ": " << r.err;
+    Shape shape;
+    const std::vector<float> got = ReadFloats(out + "/out.npy", &shape);
+    ASSERT_EQ(shape, (Shape{1000, 1000})) << checked;
+    for (int i = 0; i < 1000; ++i)
+      for (int j = 0; j < 1000; ++j)
+        ASSERT_EQ(got[i * 1000 + j], x[i] * y[j]) << checked << " [" << i << ", " << j << "]";
+  }
+}
+
 TEST_F(CliTest, RepeatPrintsTimingsAndKeepsResults) {
   Result r = Nabla(LinearArgs() + " --repeat 5 --warmup 2 --fetch loss --out " + Quote(Path("out")));
   ASSERT_EQ(r.code, 0) << r.err;

@@ -17,10 +17,17 @@
 //                           or a line in kNoRow saying why not and where it
 //                           is tested
 //
+// Everything runs in checked mode (nabla/checked.h): a kernel that writes
+// past or before its output, into an input, or leaves an output of another
+// shape than inferred fails its row. The sweep rows (sweep_cases in the
+// script: Paddle's shape rules over ranks 1-4) also get a float64 gradient
+// check on their inputs, so their grad kernels run checked too.
+//
 // The device list and the ops come from the registries once the standard
 // plugins load, so this file has its own main().
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -35,6 +42,7 @@
 
 #include "common/op_case.h"
 #include "nabla/backward.h"
+#include "nabla/checked.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device_registry.h"
 #include "nabla/executor.h"
@@ -67,14 +75,90 @@ struct Row {
   // (output slot, input slot or "slot:index"): written into the input's var.
   std::vector<std::pair<std::string, std::string>> inplace;
   std::vector<std::string> dtype_attrs;  // set to the dtype under test
+  bool grad_check = false;               // a sweep row: also a float64 gradient check on its inputs
 };
+
+// The sweep rows (op_sweep.inc): "name|op|attrs|inputs|outputs", attrs
+// "name=T:value" joined by ';' (T: i int, b bool, f float, s string, I int
+// list), tensors "slot:dtype:dims:values" joined by ';', lists by ','. As
+// strings because hundreds of rows as aggregates took GCC minutes.
+const char* const kSweepRows[] = {
+#include "op_sweep.inc"
+};
+
+std::vector<std::string> SplitOn(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  if (s.empty()) return parts;
+  size_t begin = 0;
+  for (size_t end; (end = s.find(sep, begin)) != std::string::npos; begin = end + 1)
+    parts.push_back(s.substr(begin, end - begin));
+  parts.push_back(s.substr(begin));
+  return parts;
+}
+
+std::vector<TableTensor> ParseTensors(const std::string& s) {
+  std::vector<TableTensor> out;
+  for (const std::string& t : SplitOn(s, ';')) {
+    const std::vector<std::string> f = SplitOn(t, ':');
+    if (f.size() != 4) throw std::runtime_error("op_sweep.inc: bad tensor " + t);
+    TableTensor tensor{f[0], f[1], {}, {}};
+    for (const std::string& d : SplitOn(f[2], ',')) tensor.shape.push_back(std::stoll(d));
+    for (const std::string& v : SplitOn(f[3], ',')) tensor.values.push_back(std::strtod(v.c_str(), nullptr));
+    out.push_back(std::move(tensor));
+  }
+  return out;
+}
+
+Row ParseSweepRow(const std::string& line) {
+  const std::vector<std::string> f = SplitOn(line, '|');
+  if (f.size() != 5) throw std::runtime_error("op_sweep.inc: bad row " + line.substr(0, 80));
+  Row row;
+  row.name = f[0];
+  row.op = f[1];
+  for (const std::string& a : SplitOn(f[2], ';')) {
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq), value = a.substr(eq + 3);
+    switch (a.at(eq + 1)) {
+      case 'i':
+        row.attrs[name] = std::stoi(value);
+        break;
+      case 'b':
+        row.attrs[name] = value == "1";
+        break;
+      case 'f':
+        row.attrs[name] = std::stof(value);
+        break;
+      case 's':
+        row.attrs[name] = value;
+        break;
+      case 'I': {
+        std::vector<int> ints;
+        for (const std::string& v : SplitOn(value, ',')) ints.push_back(std::stoi(v));
+        row.attrs[name] = ints;
+        break;
+      }
+      default:
+        throw std::runtime_error("op_sweep.inc: bad attribute " + a);
+    }
+  }
+  row.inputs = ParseTensors(f[3]);
+  row.outputs = ParseTensors(f[4]);
+  row.dtypes = {"float32", "float64"};
+  row.tol = {1e-5, 1e-12};
+  row.grad_check = true;
+  return row;
+}
 
 const std::vector<Row>& Rows() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   (void)kInf;
-  static const std::vector<Row> rows = {
+  static const std::vector<Row> rows = [] {
+    std::vector<Row> r = {
 #include "op_table.inc"
-  };
+    };
+    for (const char* line : kSweepRows) r.push_back(ParseSweepRow(line));
+    return r;
+  }();
   return rows;
 }
 
@@ -238,6 +322,36 @@ void CheckForward(const Row& row, DType dtype) {
     const double tol = TolFor(row, want_dtype);
     ExpectValues(it->second.values, want.values, tol, tol, what);
   }
+}
+
+// A row's inputs as a gradient check case: its values (float inputs in
+// float64), its attributes, every output graded.
+void CheckRowGradient(const Row& row) {
+  SCOPED_TRACE(row.name + " gradient");
+  GradCheckSpec spec;
+  spec.name = row.name;
+  spec.attrs = row.attrs;
+  for (const TableTensor& t : row.inputs) {
+    GradCheckInput in;
+    in.slot = t.slot;
+    in.shape = t.shape;
+    in.dtype = DTypeOf(t.dtype, DType::kFloat64);
+    in.values = t.values;
+    in.check = IsFloating(in.dtype);
+    spec.inputs.push_back(std::move(in));
+  }
+  for (const TableTensor& t : row.outputs) {
+    auto it = std::find_if(spec.outputs.begin(), spec.outputs.end(), [&](const auto& o) { return o.first == t.slot; });
+    if (it == spec.outputs.end()) {
+      spec.outputs.emplace_back(t.slot, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  const GradCheckResult r = CheckGradient(row.op, spec, HostDevice());
+  std::string failures;
+  for (const std::string& f : r.failures) failures += "\n  " + f;
+  EXPECT_TRUE(r.ok) << row.name << " (max error " << r.max_error << "):" << failures;
 }
 
 // ---------------------------------------------------------------- every device against the CPU
@@ -489,8 +603,17 @@ void RegisterTableTests() {
   for (const Row& r : Rows()) ops_with_rows.insert(r.op);
   for (const std::string& op : ops_with_rows) {
     Register("OpTable", op, [op] {
-      for (const Row* row : RowsOf(op))
-        for (DType dtype : DTypesOf(*row)) CheckForward(*row, dtype);
+      // A row whose run throws (checked mode's errors) fails alone, named.
+      for (const Row* row : RowsOf(op)) {
+        for (DType dtype : DTypesOf(*row)) {
+          try {
+            CheckForward(*row, dtype);
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << What(*row, dtype) << ": " << e.what();
+          }
+        }
+        if (row->grad_check) CheckRowGradient(*row);
+      }
     });
   }
   const std::vector<std::string> devices = FilterMayRunOnDevices() ? OtherDevices() : std::vector<std::string>{};
@@ -518,6 +641,8 @@ void RegisterTableTests() {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // Before the first tensor, so every host buffer of the run is guarded.
+  nabla::SetCheckedMode(true);
   try {
     nabla::cpu::InitCpuBackend();
     nabla::PluginManager::Instance().LoadDefaults();

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "nabla/checked.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/executor.h"
 #include "nabla/scope.h"
@@ -206,8 +207,12 @@ TEST(Tensor, AllocateReusesBufferAndChecksDType) {
   cpu::InitCpuBackend();
   Tensor t;
   float* a = t.Allocate<float>(HostDevice(), {4, 4});
-  float* b = t.Allocate<float>(HostDevice(), {2, 4});  // smaller: same buffer
-  EXPECT_EQ(a, b);
+  float* b = t.Allocate<float>(HostDevice(), {2, 4});
+  if (ExactBuffers()) {
+    EXPECT_NE(a, b);  // ASan builds: an exact buffer, so ASan sees a write past its end
+  } else {
+    EXPECT_EQ(a, b);  // smaller: same buffer
+  }
   EXPECT_THROW(t.Data<double>(), Error);
   Tensor shared;
   shared.ShareDataWith(t);
