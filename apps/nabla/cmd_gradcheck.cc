@@ -186,7 +186,9 @@ int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {
       if (opts.all) {
         without_gradient.push_back(type);
       } else {
-        line("SKIP", type, "-", "no gradient: the op registers EmptyGradOpDescMaker or no GradOpDescMaker");
+        line("SKIP", type, "-",
+             info.HasGradMaker() ? "its GradOpDescMaker emits no grad ops"
+                                 : "no gradient: the op registers no GradOpDescMaker");
         ++skipped;
       }
       continue;
