@@ -33,6 +33,7 @@
 #include "train/precision.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
+#include "train/weights.h"
 
 namespace nabla::train {
 
@@ -337,6 +338,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   for (const auto& f : train.feeds) feed_vars.push_back(f.var);
   ProgramDesc startup = BuildStartupProgram(tp.main, feed_vars);
   exec->Run(startup, 0, scope);
+  if (ov.weights) LoadWeights(*ov.weights, tp.main, scope, device);
 
   // Resume: every persistable var from the latest checkpoint, except the
   // learning rate, which follows the config.

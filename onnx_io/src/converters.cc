@@ -1,0 +1,763 @@
+// The converter table: one small function per ONNX op type, writing Paddle's
+// ops (a few ONNX ops become short chains). Constant inputs become
+// attributes; computed ones, where nabla's op has no tensor-valued input for
+// them yet, are reported. Ops that have no converter yet are listed in
+// kMissing with the nabla op they wait for, so a new op is one row here.
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <map>
+
+#include "importer.h"
+
+namespace nabla::onnx_io {
+
+namespace {
+
+using Ints = std::vector<int>;
+
+int ToInt(const Node& n, int64_t v, const std::string& what) {
+  if (v > INT_MAX || v < INT_MIN) {
+    n.Unsupported(what + " " + std::to_string(v) + " does not fit an int attribute");
+  }
+  return static_cast<int>(v);
+}
+
+// Slice bounds: ONNX writes INT64_MAX for "to the end", which clamps anyway.
+int ClampInt(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX)); }
+
+Ints ToInts(const Node& n, const std::vector<int64_t>& v, const std::string& what) {
+  Ints out;
+  for (int64_t x : v) out.push_back(ToInt(n, x, what));
+  return out;
+}
+
+int64_t NormAxis(const Node& n, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    n.Fail(ErrorKind::kOutOfRange, "axis " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " +
+                                       std::to_string(rank) + ")");
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+void Unary(const Node& n, Importer& imp, const std::string& type, AttributeMap attrs = {}) {
+  imp.Emit(type, {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, std::move(attrs));
+}
+
+// A constant operand with one element, as a number (for scale's attributes).
+bool ScalarConst(const Importer& imp, const Node& n, int i, long double* out) {
+  const Tensor* t = imp.Const(n, i);
+  if (!t || t->Numel() != 1) return false;
+  *out = ToConst(*t).data[0];
+  return true;
+}
+
+// The operands of a binary op in one dtype: a constant takes the other's.
+std::string Operand(const Node& n, Importer& imp, int i) {
+  const int other = 1 - i;
+  const Tensor* t = imp.Const(n, i);
+  if (t && n.HasInput(other) && imp.HasDType(n.Input(other)) && !imp.ConstOf(n.Input(other))) {
+    const DType want = imp.DTypeOf(n, n.Input(other));
+    if (t->GetDType() != want) {
+      ConstValue c = ToConst(*t);
+      c.dtype = want;
+      return imp.ConstVar(ToTensor(c), n.Input(i));
+    }
+  }
+  return imp.In(n, i);
+}
+
+void Elementwise(const Node& n, Importer& imp, const std::string& type) {
+  imp.Emit(type, {{"X", {Operand(n, imp, 0)}}, {"Y", {Operand(n, imp, 1)}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// x + c, x - c, x * c for a float32 x and a scalar constant c: one scale op,
+// exactly the same arithmetic, and no constant var for a training run to
+// carry. A scalar of lower rank never changes x's shape.
+bool ScaleForScalar(const Node& n, Importer& imp, const std::string& type) {
+  long double c;
+  if (!ScalarConst(imp, n, 1, &c) || imp.ConstOf(n.Input(0))) return false;
+  if (!imp.HasDType(n.Input(0)) || imp.DTypeOf(n, n.Input(0)) != DType::kFloat32) return false;
+  if (!imp.HasShape(n.Input(0)) || !imp.HasShape(n.Input(1))) return false;
+  if (imp.RankOf(n, n.Input(0)) == 0 || imp.RankOf(n, n.Input(1)) > imp.RankOf(n, n.Input(0))) return false;
+  float scale = 1, bias = 0;
+  if (type == "Add") bias = static_cast<float>(c);
+  if (type == "Sub") bias = static_cast<float>(-c);
+  if (type == "Mul") scale = static_cast<float>(c);
+  Unary(n, imp, "scale", {{"scale", scale}, {"bias", bias}, {"bias_after_scale", true}});
+  return true;
+}
+
+void Add(const Node& n, Importer& imp) {
+  if (!ScaleForScalar(n, imp, "Add")) Elementwise(n, imp, "elementwise_add");
+}
+void Sub(const Node& n, Importer& imp) {
+  if (!ScaleForScalar(n, imp, "Sub")) Elementwise(n, imp, "elementwise_sub");
+}
+void Mul(const Node& n, Importer& imp) {
+  if (!ScaleForScalar(n, imp, "Mul")) Elementwise(n, imp, "elementwise_mul");
+}
+void Div(const Node& n, Importer& imp) { Elementwise(n, imp, "elementwise_div"); }
+void Pow(const Node& n, Importer& imp) { Elementwise(n, imp, "elementwise_pow"); }
+void Max(const Node& n, Importer& imp);
+void Min(const Node& n, Importer& imp);
+
+// Variadic Max/Min/Sum as a chain of binary ops.
+void Chain(const Node& n, Importer& imp, const std::string& type) {
+  if (n.NumInputs() == 1) {
+    imp.Emit("assign", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}});
+    return;
+  }
+  std::string acc = imp.In(n, 0);
+  for (int i = 1; i < n.NumInputs(); ++i) {
+    const std::string out = i + 1 == n.NumInputs() ? n.Output(0) : imp.Temp(n.Output(0));
+    imp.Emit(type, {{"X", {acc}}, {"Y", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"axis", -1}});
+    acc = out;
+  }
+}
+void Max(const Node& n, Importer& imp) { Chain(n, imp, "elementwise_max"); }
+void Min(const Node& n, Importer& imp) { Chain(n, imp, "elementwise_min"); }
+void Sum(const Node& n, Importer& imp) { Chain(n, imp, "elementwise_add"); }
+void Mean(const Node& n, Importer& imp) {
+  const std::string s = imp.Temp(n.Output(0));
+  std::string acc = imp.In(n, 0);
+  for (int i = 1; i < n.NumInputs(); ++i) {
+    const std::string out = i + 1 == n.NumInputs() ? s : imp.Temp(n.Output(0));
+    imp.Emit("elementwise_add", {{"X", {acc}}, {"Y", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"axis", -1}});
+    acc = out;
+  }
+  imp.Emit("scale", {{"X", {acc}}}, {{"Out", {n.Output(0)}}}, {{"scale", 1.0f / static_cast<float>(n.NumInputs())}});
+}
+
+void Neg(const Node& n, Importer& imp) { Unary(n, imp, "scale", {{"scale", -1.0f}}); }
+
+void Reciprocal(const Node& n, Importer& imp) {
+  ConstValue one;
+  one.dtype = imp.DTypeOf(n, n.Input(0));
+  one.dims = {1};
+  one.data = {1};
+  imp.Emit("elementwise_div", {{"X", {imp.ConstVar(ToTensor(one), "one")}}, {"Y", {imp.In(n, 0)}}},
+           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwise(n, imp, type); }
+
+void Gemm(const Node& n, Importer& imp) {
+  const bool has_c = n.HasInput(2);
+  const float alpha = n.Float("alpha", 1.0f), beta = n.Float("beta", 1.0f);
+  const std::string prod = has_c ? imp.Temp(n.Output(0)) : n.Output(0);
+  imp.Emit("matmul", {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {prod}}},
+           {{"transpose_X", n.Int("transA", 0) != 0}, {"transpose_Y", n.Int("transB", 0) != 0}, {"alpha", alpha}});
+  if (!has_c) return;
+  std::string c;
+  if (beta == 1.0f) {
+    c = imp.In(n, 2);
+  } else if (const Tensor* t = imp.Const(n, 2)) {
+    ConstValue v = ToConst(*t);
+    for (auto& x : v.data) x = static_cast<float>(x * beta);
+    c = imp.ConstVar(ToTensor(v), n.Input(2));
+  } else {
+    c = imp.Temp(n.Output(0));
+    imp.Emit("scale", {{"X", {imp.In(n, 2)}}}, {{"Out", {c}}}, {{"scale", beta}});
+  }
+  imp.Emit("elementwise_add", {{"X", {prod}}, {"Y", {c}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+void MatMul(const Node& n, Importer& imp) {
+  imp.Emit("matmul", {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
+}
+
+// Conv and pooling windows: ONNX pads are [begins..., ends...], Paddle's
+// [top, bottom, left, right]; auto_pad maps to padding_algorithm.
+void Windows(const Node& n, Importer& imp, const std::vector<int64_t>& kernel, AttributeMap* attrs) {
+  if (kernel.size() != 2) {
+    n.Unsupported(std::to_string(kernel.size()) + "-D windows (only 2-D: needs nabla ops for 1-D and 3-D)");
+  }
+  const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
+  std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || pads.size() != 4) n.Fail(ErrorKind::kInvalidArgument, "strides/pads do not match 2-D");
+  const std::string auto_pad = n.String("auto_pad", "NOTSET");
+  (*attrs)["strides"] = ToInts(n, strides, "stride");
+  if (auto_pad == "SAME_UPPER") {
+    (*attrs)["padding_algorithm"] = std::string("SAME");
+  } else if (auto_pad == "VALID") {
+    (*attrs)["padding_algorithm"] = std::string("VALID");
+  } else if (auto_pad == "SAME_LOWER") {
+    // The odd pad goes first: explicit pads from the known input size.
+    const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+    const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
+    for (int i = 0; i < 2; ++i) {
+      const int64_t in = shape.at(2 + i);
+      if (in < 0) n.Unsupported("SAME_LOWER padding of a dynamic dim (fix it with --input-shape)");
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in);
+      pads[i] = total - total / 2;
+      pads[2 + i] = total / 2;
+    }
+    (*attrs)["paddings"] = ToInts(n, {pads[0], pads[2], pads[1], pads[3]}, "pad");
+  } else if (auto_pad == "NOTSET" || auto_pad.empty()) {
+    (*attrs)["paddings"] = ToInts(n, {pads[0], pads[2], pads[1], pads[3]}, "pad");
+  } else {
+    n.Unsupported("auto_pad " + auto_pad);
+  }
+}
+
+void Conv(const Node& n, Importer& imp) {
+  std::vector<int64_t> kernel = n.Ints("kernel_shape");
+  if (kernel.empty()) {
+    const std::vector<int64_t> w = imp.ShapeOf(n, n.Input(1));
+    kernel.assign(w.begin() + std::min<size_t>(2, w.size()), w.end());
+  }
+  AttributeMap attrs;
+  Windows(n, imp, kernel, &attrs);
+  attrs["dilations"] = ToInts(n, n.Ints("dilations", {1, 1}), "dilation");
+  attrs["groups"] = ToInt(n, n.Int("group", 1), "group");
+  const bool bias = n.HasInput(2);
+  const std::string out = bias ? imp.Temp(n.Output(0)) : n.Output(0);
+  imp.Emit("conv2d", {{"Input", {imp.In(n, 0)}}, {"Filter", {imp.In(n, 1)}}}, {{"Output", {out}}}, attrs);
+  if (bias) {
+    imp.Emit("elementwise_add", {{"X", {out}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {n.Output(0)}}}, {{"axis", 1}});
+  }
+}
+
+void Pool(const Node& n, Importer& imp, const std::string& type) {
+  if (n.HasOutput(1)) n.Unsupported("the Indices output of MaxPool (needs nabla op max_pool2d_with_index)");
+  for (int64_t d : n.Ints("dilations", {1, 1})) {
+    if (d != 1) n.Unsupported("pooling dilations other than 1");
+  }
+  AttributeMap attrs;
+  Windows(n, imp, n.Ints("kernel_shape"), &attrs);
+  attrs["pooling_type"] = type;
+  attrs["ksize"] = ToInts(n, n.Ints("kernel_shape"), "kernel size");
+  attrs["ceil_mode"] = n.Int("ceil_mode", 0) != 0;
+  if (type == "avg") attrs["exclusive"] = n.Int("count_include_pad", 0) == 0;
+  imp.Emit("pool2d", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, attrs);
+}
+void MaxPool(const Node& n, Importer& imp) { Pool(n, imp, "max"); }
+void AveragePool(const Node& n, Importer& imp) { Pool(n, imp, "avg"); }
+
+void GlobalPool(const Node& n, Importer& imp, const std::string& type) {
+  if (imp.RankOf(n, n.Input(0)) != 4) n.Unsupported("global pooling of a rank other than 4 (only 2-D)");
+  imp.Emit("pool2d", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+           {{"pooling_type", type}, {"global_pooling", true}, {"ksize", Ints{1, 1}}});
+}
+void GlobalAveragePool(const Node& n, Importer& imp) { GlobalPool(n, imp, "avg"); }
+void GlobalMaxPool(const Node& n, Importer& imp) { GlobalPool(n, imp, "max"); }
+
+// Running statistics are state, not parameters: they stay out of training.
+std::string Stat(const Node& n, Importer& imp, int i) {
+  const std::string name = imp.In(n, i);
+  imp.Freeze(name);
+  return name;
+}
+
+void BatchNormalization(const Node& n, Importer& imp) {
+  if (n.HasOutput(1) || n.HasOutput(2) || n.Int("training_mode", 0) != 0) {
+    n.Unsupported("training-mode BatchNormalization (running-statistics outputs); export the model in eval mode");
+  }
+  const std::string mean = Stat(n, imp, 3), var = Stat(n, imp, 4);
+  // Frozen statistics: ONNX's BatchNormalization is inference, and a
+  // fine-tuning run keeps it so (use_global_stats: gradients through the
+  // running statistics, which are never updated).
+  imp.Emit(
+      "batch_norm",
+      {{"X", {imp.In(n, 0)}},
+       {"Scale", {imp.In(n, 1)}},
+       {"Bias", {imp.In(n, 2)}},
+       {"Mean", {mean}},
+       {"Variance", {var}}},
+      {{"Y", {n.Output(0)}},
+       {"MeanOut", {mean}},
+       {"VarianceOut", {var}},
+       {"SavedMean", {imp.Temp(n.Output(0) + "_saved_mean")}},
+       {"SavedVariance", {imp.Temp(n.Output(0) + "_saved_var")}}},
+      {{"epsilon", n.Float("epsilon", 1e-5f)}, {"momentum", n.Float("momentum", 0.9f)}, {"use_global_stats", true}});
+}
+
+void Relu(const Node& n, Importer& imp) { Unary(n, imp, "relu"); }
+void Sigmoid(const Node& n, Importer& imp) { Unary(n, imp, "sigmoid"); }
+void Tanh(const Node& n, Importer& imp) { Unary(n, imp, "tanh"); }
+void Exp(const Node& n, Importer& imp) { Unary(n, imp, "exp"); }
+void Log(const Node& n, Importer& imp) { Unary(n, imp, "log"); }
+void Sqrt(const Node& n, Importer& imp) { Unary(n, imp, "sqrt"); }
+void Abs(const Node& n, Importer& imp) { Unary(n, imp, "abs"); }
+void Not(const Node& n, Importer& imp) { Unary(n, imp, "logical_not"); }
+void LeakyRelu(const Node& n, Importer& imp) { Unary(n, imp, "leaky_relu", {{"alpha", n.Float("alpha", 0.01f)}}); }
+void Gelu(const Node& n, Importer& imp) {
+  const std::string approx = n.String("approximate", "none");
+  if (approx != "none" && approx != "tanh") n.Unsupported("approximate '" + approx + "'");
+  Unary(n, imp, "gelu", {{"approximate", approx == "tanh"}});
+}
+
+// HardSigmoid = clip(alpha x + beta, 0, 1); HardSwish = x * HardSigmoid(x)
+// with alpha 1/6, beta 1/2.
+std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float beta, const std::string& out) {
+  const std::string s = imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {s}}}, {{"scale", alpha}, {"bias", beta}});
+  imp.Emit("clip", {{"X", {s}}}, {{"Out", {out}}}, {{"min", 0.0f}, {"max", 1.0f}});
+  return out;
+}
+void HardSigmoid(const Node& n, Importer& imp) {
+  HardSigmoidChain(n, imp, n.Float("alpha", 0.2f), n.Float("beta", 0.5f), n.Output(0));
+}
+void HardSwish(const Node& n, Importer& imp) {
+  const std::string h = HardSigmoidChain(n, imp, 1.0f / 6, 0.5f, imp.Temp(n.Output(0)));
+  imp.Emit("elementwise_mul", {{"X", {imp.In(n, 0)}}, {"Y", {h}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// Before opset 13 Softmax and LogSoftmax normalize X flattened to 2-D at
+// axis; that is one axis only when axis is the last.
+void SoftmaxLike(const Node& n, Importer& imp, const std::string& type) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", imp.Opset() >= 13 ? -1 : 1), std::max<int64_t>(rank, 1));
+  if (imp.Opset() >= 13 || axis == rank - 1) {
+    Unary(n, imp, type, {{"axis", ToInt(n, axis, "axis")}});
+    return;
+  }
+  std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  if (std::count(shape.begin(), shape.end(), -1) > 1) {
+    n.Unsupported("softmax over flattened dims of a shape with several dynamic dims (use --input-shape)");
+  }
+  const std::string flat = imp.Temp(n.Output(0)), soft = imp.Temp(n.Output(0));
+  imp.Emit("flatten", {{"X", {imp.In(n, 0)}}}, {{"Out", {flat}}}, {{"axis", ToInt(n, axis, "axis")}});
+  imp.Emit(type, {{"X", {flat}}}, {{"Out", {soft}}}, {{"axis", -1}});
+  imp.Emit("reshape", {{"X", {soft}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
+}
+void Softmax(const Node& n, Importer& imp) { SoftmaxLike(n, imp, "softmax"); }
+void LogSoftmax(const Node& n, Importer& imp) { SoftmaxLike(n, imp, "log_softmax"); }
+
+void Flatten(const Node& n, Importer& imp) {
+  int64_t axis = n.Int("axis", 1);
+  if (axis < 0) axis += imp.RankOf(n, n.Input(0));
+  Unary(n, imp, "flatten", {{"axis", ToInt(n, axis, "axis")}});
+}
+
+void Reshape(const Node& n, Importer& imp) {
+  std::vector<int64_t> shape =
+      imp.Opset() >= 5 ? imp.ConstInts(n, 1, "the shape (needs reshape's Shape tensor input)") : n.Ints("shape");
+  if (n.Int("allowzero", 0) != 0 && std::count(shape.begin(), shape.end(), 0) > 0) {
+    n.Unsupported("allowzero with a 0 in the shape (Paddle's 0 copies the input's dim)");
+  }
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
+}
+
+void Transpose(const Node& n, Importer& imp) {
+  std::vector<int64_t> perm = n.Ints("perm");
+  if (perm.empty()) {
+    for (int64_t i = imp.RankOf(n, n.Input(0)) - 1; i >= 0; --i) perm.push_back(i);
+  }
+  Unary(n, imp, "transpose", {{"axis", ToInts(n, perm, "perm")}});
+}
+
+void Concat(const Node& n, Importer& imp) {
+  std::vector<std::string> xs;
+  for (int i = 0; i < n.NumInputs(); ++i) xs.push_back(imp.In(n, i));
+  imp.Emit("concat", {{"X", xs}}, {{"Out", {n.Output(0)}}}, {{"axis", ToInt(n, n.Int("axis", 0), "axis")}});
+}
+
+void Split(const Node& n, Importer& imp) {
+  std::vector<int64_t> split;
+  if (imp.Opset() >= 13 && n.HasInput(1)) {
+    split = imp.ConstInts(n, 1, "the split sizes");
+  } else {
+    split = n.Ints("split");
+  }
+  std::vector<std::string> outs;
+  for (int i = 0; i < n.NumOutputs(); ++i) outs.push_back(n.HasOutput(i) ? n.Output(i) : imp.Temp("unused"));
+  AttributeMap attrs{{"axis", ToInt(n, n.Int("axis", 0), "axis")}};
+  if (split.empty()) {
+    attrs["num"] = n.NumOutputs();
+  } else {
+    attrs["sections"] = ToInts(n, split, "split size");
+  }
+  imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", outs}}, attrs);
+}
+
+void Slice(const Node& n, Importer& imp) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (imp.Opset() >= 10) {
+    starts = imp.ConstInts(n, 1, "starts (needs slice's StartsTensor input)");
+    ends = imp.ConstInts(n, 2, "ends (needs slice's EndsTensor input)");
+    if (n.HasInput(3)) axes = imp.ConstInts(n, 3, "axes");
+    if (n.HasInput(4)) steps = imp.ConstInts(n, 4, "steps");
+  } else {
+    starts = n.Ints("starts");
+    ends = n.Ints("ends");
+    axes = n.Ints("axes");
+  }
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  for (int64_t s : steps) {
+    if (s != 1) n.Unsupported("a step of " + std::to_string(s) + " (needs nabla op strided_slice)");
+  }
+  Ints s, e;
+  for (int64_t v : starts) s.push_back(ClampInt(v));
+  for (int64_t v : ends) e.push_back(ClampInt(v));
+  imp.Emit("slice", {{"Input", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+           {{"axes", ToInts(n, axes, "axis")}, {"starts", s}, {"ends", e}});
+}
+
+std::vector<int64_t> Axes(const Node& n, Importer& imp, int input) {
+  if (imp.Opset() >= 13 && n.HasInput(input)) return imp.ConstInts(n, input, "axes");
+  return n.Ints("axes");
+}
+
+void Squeeze(const Node& n, Importer& imp) { Unary(n, imp, "squeeze", {{"axes", ToInts(n, Axes(n, imp, 1), "axis")}}); }
+
+void Unsqueeze(const Node& n, Importer& imp) {
+  std::vector<int64_t> axes = Axes(n, imp, 1);
+  const int64_t out_rank = imp.RankOf(n, n.Input(0)) + static_cast<int64_t>(axes.size());
+  for (auto& a : axes) a = NormAxis(n, a, out_rank);
+  // ONNX's axes index the output; inserted in increasing order, each is
+  // where nabla's unsqueeze (which counts in the shape built so far) puts it.
+  std::sort(axes.begin(), axes.end());
+  Unary(n, imp, "unsqueeze", {{"axes", ToInts(n, axes, "axis")}});
+}
+
+void Gather(const Node& n, Importer& imp) {
+  const std::vector<int64_t> xshape = imp.ShapeOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", 0), static_cast<int64_t>(xshape.size()));
+  std::string index = imp.In(n, 1);
+  std::vector<int64_t> ishape = imp.ShapeOf(n, n.Input(1));
+  if (const Tensor* t = imp.Const(n, 1)) {
+    // Negative indices count from the end in ONNX; gather wants them in range.
+    ConstValue c = ToConst(*t);
+    const int64_t dim = xshape[axis];
+    bool changed = false;
+    for (auto& v : c.data) {
+      if (v < 0) {
+        if (dim < 0) n.Unsupported("a negative index into a dynamic dim");
+        v += dim;
+        changed = true;
+      }
+    }
+    if (ishape.empty()) c.dims = {1};
+    if (changed || ishape.empty()) index = imp.ConstVar(ToTensor(c), n.Input(1));
+  }
+  AttributeMap attrs{{"axis", ToInt(n, axis, "axis")}};
+  if (ishape.size() == 1) {
+    imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {index}}}, {{"Out", {n.Output(0)}}}, attrs);
+    return;
+  }
+  const std::string g = imp.Temp(n.Output(0));
+  if (ishape.empty()) {
+    // A scalar index drops the axis.
+    imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {index}}}, {{"Out", {g}}}, attrs);
+    imp.Emit("squeeze", {{"X", {g}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{ToInt(n, axis, "axis")}}});
+    return;
+  }
+  // Indices of rank > 1: gather the flattened list, then restore its dims.
+  std::vector<int64_t> out(xshape.begin(), xshape.begin() + axis);
+  out.insert(out.end(), ishape.begin(), ishape.end());
+  out.insert(out.end(), xshape.begin() + axis + 1, xshape.end());
+  if (std::count(out.begin(), out.end(), -1) > 1) n.Unsupported("indices of rank > 1 with several dynamic dims");
+  const std::string flat = imp.Temp(n.Input(1));
+  imp.Emit("reshape", {{"X", {index}}}, {{"Out", {flat}}}, {{"shape", Ints{-1}}});
+  imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {flat}}}, {{"Out", {g}}}, attrs);
+  imp.Emit("reshape", {{"X", {g}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, out, "dim")}});
+}
+
+void Identity(const Node& n, Importer& imp) { Unary(n, imp, "assign"); }
+
+void Dropout(const Node& n, Importer& imp) {
+  float ratio = n.Float("ratio", 0.5f);
+  if (imp.Opset() >= 12 && n.HasInput(1)) ratio = imp.ConstFloats(n, 1, "ratio").at(0);
+  bool training = false;
+  if (imp.Opset() >= 12 && n.HasInput(2)) training = imp.ConstFloats(n, 2, "training_mode").at(0) != 0;
+  if (n.HasOutput(1)) n.Unsupported("the mask output (a bool mask; nabla's Mask is float)");
+  // ONNX's Dropout scales kept values in training (upscale_in_train) and is
+  // the identity in inference, which is what the graph means unless
+  // training_mode says otherwise.
+  imp.Emit(
+      "dropout", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+      {{"dropout_prob", ratio}, {"is_test", !training}, {"dropout_implementation", std::string("upscale_in_train")}});
+}
+
+void Cast(const Node& n, Importer& imp) {
+  const int to = static_cast<int>(n.Int("to", 0));
+  DType out;
+  if (!OnnxToDType(to, &out)) n.Unsupported("a cast to " + OnnxTypeName(to) + ", which nabla lacks");
+  const DType in = imp.DTypeOf(n, n.Input(0));
+  if (in == out) {
+    Unary(n, imp, "assign");
+    return;
+  }
+  Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
+}
+
+void Reduce(const Node& n, Importer& imp, const std::string& type, bool axes_input) {
+  std::vector<int64_t> axes =
+      axes_input ? (n.HasInput(1) ? imp.ConstInts(n, 1, "axes") : std::vector<int64_t>{}) : n.Ints("axes");
+  const bool keep = n.Int("keepdims", 1) != 0;
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) {
+    Unary(n, imp, "assign");
+    return;
+  }
+  AttributeMap attrs{{"keep_dim", keep}};
+  if (axes.empty()) {
+    attrs["reduce_all"] = true;
+    attrs["dim"] = Ints{};
+  } else {
+    attrs["dim"] = ToInts(n, axes, "axis");
+  }
+  Unary(n, imp, type, attrs);
+}
+void ReduceMean(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_mean", imp.Opset() >= 18); }
+void ReduceSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 13); }
+
+void LayerNormalization(const Node& n, Importer& imp) {
+  if (n.HasOutput(1) || n.HasOutput(2)) n.Unsupported("the Mean and InvStdDev outputs");
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", -1), rank);
+  if (axis == 0) n.Unsupported("axis 0 (layer_norm's begin_norm_axis is at least 1)");
+  // layer_norm's Scale and Bias are flat [right]: reshape them when not 1-D.
+  auto flat = [&](int i) -> std::string {
+    if (!n.HasInput(i)) return "";
+    if (imp.RankOf(n, n.Input(i)) == 1) return imp.In(n, i);
+    const std::string out = imp.Temp(n.Input(i));
+    imp.Emit("reshape", {{"X", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"shape", Ints{-1}}});
+    return out;
+  };
+  VarNameMap inputs{{"X", {imp.In(n, 0)}}};
+  const std::string scale = flat(1), bias = flat(2);
+  if (!scale.empty()) inputs["Scale"] = {scale};
+  if (!bias.empty()) inputs["Bias"] = {bias};
+  imp.Emit("layer_norm", inputs,
+           {{"Y", {n.Output(0)}},
+            {"Mean", {imp.Temp(n.Output(0) + "_mean")}},
+            {"Variance", {imp.Temp(n.Output(0) + "_var")}}},
+           {{"epsilon", n.Float("epsilon", 1e-5f)}, {"begin_norm_axis", ToInt(n, axis, "axis")}});
+}
+
+void Clip(const Node& n, Importer& imp) {
+  float lo = -FLT_MAX, hi = FLT_MAX;
+  if (imp.Opset() >= 11) {
+    if (n.HasInput(1)) lo = imp.ConstFloats(n, 1, "min").at(0);
+    if (n.HasInput(2)) hi = imp.ConstFloats(n, 2, "max").at(0);
+  } else {
+    lo = n.Float("min", lo);
+    hi = n.Float("max", hi);
+  }
+  Unary(n, imp, "clip", {{"min", lo}, {"max", hi}});
+}
+
+void ArgMax(const Node& n, Importer& imp) {
+  if (n.Int("select_last_index", 0) != 0) n.Unsupported("select_last_index");
+  Unary(n, imp, "arg_max", {{"axis", ToInt(n, n.Int("axis", 0), "axis")}, {"keepdims", n.Int("keepdims", 1) != 0}});
+}
+
+void Expand(const Node& n, Importer& imp) {
+  const std::vector<int64_t> target = imp.ConstInts(n, 1, "the shape (needs expand's ExpandTimes tensor input)");
+  std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  std::string x = imp.In(n, 0);
+  // numpy broadcasting: align at the end, then tile the size-1 dims.
+  if (target.size() > shape.size()) {
+    std::vector<int> axes;
+    for (size_t i = 0; i < target.size() - shape.size(); ++i) axes.push_back(static_cast<int>(i));
+    const std::string u = imp.Temp(n.Output(0));
+    imp.Emit("unsqueeze", {{"X", {x}}}, {{"Out", {u}}}, {{"axes", axes}});
+    shape.insert(shape.begin(), target.size() - shape.size(), 1);
+    x = u;
+  }
+  Ints times;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t t = i + target.size() >= shape.size() ? target[i + target.size() - shape.size()] : 1;
+    if (shape[i] == 1 && t > 1) {
+      times.push_back(ToInt(n, t, "dim"));
+    } else if (shape[i] < 0 && t > 1) {
+      n.Unsupported("expanding a dynamic dim (fix it with --input-shape)");
+    } else {
+      times.push_back(1);
+    }
+  }
+  imp.Emit("expand", {{"X", {x}}}, {{"Out", {n.Output(0)}}}, {{"expand_times", times}});
+}
+
+void Tile(const Node& n, Importer& imp) {
+  Unary(n, imp, "expand", {{"expand_times", ToInts(n, imp.ConstInts(n, 1, "repeats"), "repeat")}});
+}
+
+void ConstantOfShape(const Node& n, Importer& imp) {
+  const std::vector<int64_t> shape = imp.ConstInts(n, 0, "the shape (needs fill_constant's ShapeTensor input)");
+  float value = 0;
+  DType dtype = DType::kFloat32;
+  if (const auto* t = n.TensorAttr("value")) {
+    ConstValue v = ToConst(ReadTensorProto(*t, ".", n.Describe()));
+    dtype = v.dtype;
+    if (!v.data.empty()) value = static_cast<float>(v.data[0]);
+  }
+  imp.Emit("fill_constant", {}, {{"Out", {n.Output(0)}}},
+           {{"shape", ToInts(n, shape, "dim")}, {"value", value}, {"dtype", std::string(DTypeName(dtype))}});
+}
+
+void TopK(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  if (NormAxis(n, n.Int("axis", -1), rank) != rank - 1) n.Unsupported("an axis other than the last");
+  if (n.Int("largest", 1) != 1) n.Unsupported("largest=0");
+  const int64_t k = imp.Opset() >= 10 ? imp.ConstInts(n, 1, "k").at(0) : n.Int("k", 1);
+  imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
+           {{"k", ToInt(n, k, "k")}});
+}
+
+const std::map<std::string, Converter>& Table() {
+  static const std::map<std::string, Converter> kTable = {
+      {"Abs", Abs},
+      {"Add", Add},
+      {"And", [](const Node& n, Importer& imp) { Elementwise(n, imp, "logical_and"); }},
+      {"ArgMax", ArgMax},
+      {"AveragePool", AveragePool},
+      {"BatchNormalization", BatchNormalization},
+      {"Cast", Cast},
+      {"Clip", Clip},
+      {"Concat", Concat},
+      {"ConstantOfShape", ConstantOfShape},
+      {"Conv", Conv},
+      {"Div", Div},
+      {"Dropout", Dropout},
+      {"Equal", [](const Node& n, Importer& imp) { Compare(n, imp, "equal"); }},
+      {"Exp", Exp},
+      {"Expand", Expand},
+      {"Flatten", Flatten},
+      {"Gather", Gather},
+      {"Gelu", Gelu},
+      {"Gemm", Gemm},
+      {"GlobalAveragePool", GlobalAveragePool},
+      {"GlobalMaxPool", GlobalMaxPool},
+      {"Greater", [](const Node& n, Importer& imp) { Compare(n, imp, "greater_than"); }},
+      {"GreaterOrEqual", [](const Node& n, Importer& imp) { Compare(n, imp, "greater_equal"); }},
+      {"HardSigmoid", HardSigmoid},
+      {"HardSwish", HardSwish},
+      {"Identity", Identity},
+      {"LayerNormalization", LayerNormalization},
+      {"LeakyRelu", LeakyRelu},
+      {"Less", [](const Node& n, Importer& imp) { Compare(n, imp, "less_than"); }},
+      {"LessOrEqual", [](const Node& n, Importer& imp) { Compare(n, imp, "less_equal"); }},
+      {"Log", Log},
+      {"LogSoftmax", LogSoftmax},
+      {"MatMul", MatMul},
+      {"Max", Max},
+      {"MaxPool", MaxPool},
+      {"Mean", Mean},
+      {"Min", Min},
+      {"Mul", Mul},
+      {"Neg", Neg},
+      {"Not", Not},
+      {"Or", [](const Node& n, Importer& imp) { Elementwise(n, imp, "logical_or"); }},
+      {"Pow", Pow},
+      {"Reciprocal", Reciprocal},
+      {"ReduceMean", ReduceMean},
+      {"ReduceSum", ReduceSum},
+      {"Relu", Relu},
+      {"Reshape", Reshape},
+      {"Sigmoid", Sigmoid},
+      {"Slice", Slice},
+      {"Softmax", Softmax},
+      {"Split", Split},
+      {"Sqrt", Sqrt},
+      {"Squeeze", Squeeze},
+      {"Sub", Sub},
+      {"Sum", Sum},
+      {"Tanh", Tanh},
+      {"Tile", Tile},
+      {"TopK", TopK},
+      {"Transpose", Transpose},
+      {"Unsqueeze", Unsqueeze},
+      {"Xor", [](const Node& n, Importer& imp) { Elementwise(n, imp, "logical_xor"); }},
+  };
+  return kTable;
+}
+
+// ONNX ops the importer knows but cannot convert yet, with what they need.
+const std::map<std::string, std::string>& Missing() {
+  static const std::map<std::string, std::string> kMissing = {
+      {"Acos", "needs nabla op acos"},
+      {"Acosh", "needs nabla op acosh"},
+      {"ArgMin", "needs nabla op arg_min"},
+      {"Asin", "needs nabla op asin"},
+      {"Asinh", "needs nabla op asinh"},
+      {"Atan", "needs nabla op atan"},
+      {"Atanh", "needs nabla op atanh"},
+      {"Ceil", "needs nabla op ceil"},
+      {"Celu", "needs nabla op celu"},
+      {"ConvTranspose", "needs nabla op conv2d_transpose"},
+      {"Cos", "needs nabla op cos"},
+      {"Cosh", "needs nabla op cosh"},
+      {"CumSum", "needs nabla op cumsum"},
+      {"DepthToSpace", "needs nabla op depth_to_space"},
+      {"Einsum", "needs nabla op einsum"},
+      {"Elu", "needs nabla op elu"},
+      {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
+      {"Floor", "needs nabla op floor"},
+      {"GRU", "needs nabla op gru (or a while-loop lowering)"},
+      {"GatherElements", "needs nabla op take_along_axis"},
+      {"GatherND", "needs nabla op gather_nd"},
+      {"GroupNormalization", "needs nabla op group_norm"},
+      {"If", "needs the conditional_block lowering"},
+      {"InstanceNormalization", "needs nabla op instance_norm"},
+      {"LRN", "needs nabla op lrn"},
+      {"LSTM", "needs nabla op lstm (or a while-loop lowering)"},
+      {"Loop", "needs the while lowering"},
+      {"MaxUnpool", "needs nabla op unpool"},
+      {"Mish", "needs nabla op mish"},
+      {"Mod", "needs nabla op elementwise_mod"},
+      {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
+      {"OneHot", "needs nabla op one_hot_v2 (values input)"},
+      {"PRelu", "needs nabla op prelu"},
+      {"Pad", "needs nabla op pad"},
+      {"RNN", "needs nabla op rnn (or a while-loop lowering)"},
+      {"Range", "needs nabla op range (folded when its inputs are constants)"},
+      {"ReduceL1", "needs nabla op reduce_l1 (a chain of abs and reduce_sum)"},
+      {"ReduceL2", "needs nabla op p_norm"},
+      {"ReduceLogSumExp", "needs nabla op logsumexp"},
+      {"ReduceMax", "needs nabla op reduce_max"},
+      {"ReduceMin", "needs nabla op reduce_min"},
+      {"ReduceProd", "needs nabla op reduce_prod"},
+      {"ReduceSumSquare", "needs nabla op reduce_sum of square (not converted yet)"},
+      {"Resize", "needs nabla op interpolate"},
+      {"Round", "needs nabla op round"},
+      {"Scan", "needs the while lowering"},
+      {"ScatterElements", "needs nabla op put_along_axis"},
+      {"ScatterND", "needs nabla op scatter_nd_add"},
+      {"Selu", "needs nabla op selu"},
+      {"Shape", "folded when the input's shape is known; needs nabla op shape otherwise"},
+      {"Sign", "needs nabla op sign"},
+      {"Sin", "needs nabla op sin"},
+      {"Sinh", "needs nabla op sinh"},
+      {"Size", "folded when the input's shape is known; needs nabla op size otherwise"},
+      {"Softplus", "needs nabla op softplus"},
+      {"Softsign", "needs nabla op softsign"},
+      {"SpaceToDepth", "needs nabla op space_to_depth"},
+      {"Tan", "needs nabla op tan"},
+      {"ThresholdedRelu", "needs nabla op thresholded_relu"},
+      {"Trilu", "needs nabla op tril_triu"},
+      {"Upsample", "needs nabla op interpolate"},
+      {"Where", "needs nabla op where (folded when its inputs are constants)"},
+  };
+  return kMissing;
+}
+
+}  // namespace
+
+const Converter* FindConverter(const std::string& op_type) {
+  auto it = Table().find(op_type);
+  return it == Table().end() ? nullptr : &it->second;
+}
+
+std::string MissingConverterReason(const std::string& op_type) {
+  auto it = Missing().find(op_type);
+  return it == Missing().end() ? "" : it->second;
+}
+
+std::vector<std::string> ConvertibleOnnxOps() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : Table()) out.push_back(k);
+  out.push_back("Constant");  // folded
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> UnconvertibleOnnxOps() { return {Missing().begin(), Missing().end()}; }
+
+}  // namespace nabla::onnx_io

@@ -1,0 +1,452 @@
+// The importer's driver: parse, read initializers and graph inputs, infer
+// shapes with onnx's own inference (data propagation on, so PyTorch's Shape →
+// Gather → Concat → Reshape chains get shapes), then one converter per node
+// in graph order, folding nodes whose inputs are all known.
+#include <onnx/shape_inference/implementation.h>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "importer.h"
+#include "nabla/device.h"
+#include "nabla/program_io.h"
+
+namespace nabla::onnx_io {
+
+namespace {
+
+constexpr int kMinOpset = 1;
+constexpr int kMaxOpset = 17;
+// Folding is for shape arithmetic and small constants: bigger values stay
+// vars computed at run time.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
+// protobuf's own limit for one message.
+constexpr size_t kMaxModelBytes = size_t(2) << 30;
+
+std::string ModelDir(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+}  // namespace
+
+Importer::Importer(const onnx::ModelProto& model, const std::string& path, const ImportOptions& options)
+    : model_(model), path_(path), options_(options) {}
+
+void Importer::RecordValueInfo(const onnx::ValueInfoProto& vi) {
+  if (!vi.has_type() || !vi.type().has_tensor_type()) return;
+  const auto& tt = vi.type().tensor_type();
+  Info& info = info_[vi.name()];
+  DType d;
+  if (tt.has_elem_type() && OnnxToDType(tt.elem_type(), &d)) {
+    info.dtype = d;
+    info.has_dtype = true;
+  }
+  if (tt.has_shape()) {
+    info.shape.clear();
+    for (const auto& dim : tt.shape().dim()) {
+      info.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+    }
+    info.has_shape = true;
+  }
+}
+
+void Importer::ReadInitializers() {
+  const std::string dir = ModelDir(path_);
+  for (const auto& init : model_.graph().initializer()) {
+    const std::string where = path_ + ": initializer '" + init.name() + "'";
+    NABLA_ENFORCE(!init.name().empty(), kInvalidArgument, path_, ": an initializer has no name");
+    NABLA_ENFORCE(!consts_.count(init.name()), kAlreadyExists, where, " is given twice");
+    consts_[init.name()] = ReadTensorProto(init, dir, where);
+    initializers_.insert(init.name());
+    const Tensor& t = consts_[init.name()];
+    SetInfo(init.name(), std::vector<int64_t>(t.GetShape().begin(), t.GetShape().end()), t.GetDType());
+  }
+  NABLA_ENFORCE(model_.graph().sparse_initializer_size() == 0, kUnimplemented, path_,
+                ": sparse initializers are not supported");
+}
+
+void Importer::ReadGraphInputs() {
+  BlockDesc& root = *program_.Root();
+  std::set<std::string> seen;
+  for (const auto& in : model_.graph().input()) {
+    NABLA_ENFORCE(seen.insert(in.name()).second, kAlreadyExists, path_, ": graph input '", in.name(),
+                  "' is listed twice");
+    // Older exporters list initializers as inputs too: they are weights.
+    if (consts_.count(in.name())) continue;
+    NABLA_ENFORCE(in.type().has_tensor_type(), kUnimplemented, path_, ": graph input '", in.name(),
+                  "' is not a tensor (sequences, maps and optionals have no converter)");
+    const auto& tt = in.type().tensor_type();
+    DType d;
+    NABLA_ENFORCE(OnnxToDType(tt.elem_type(), &d), kUnimplemented, path_, ": graph input '", in.name(), "' has dtype ",
+                  OnnxTypeName(tt.elem_type()), ", which nabla lacks (float32, float64, int32, int64, bool)");
+    Info& info = info_[in.name()];
+    info.dtype = d;
+    info.has_dtype = true;
+    info.shape.clear();
+    for (const auto& dim : tt.shape().dim()) {
+      info.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+    }
+    info.has_shape = tt.has_shape();
+    auto fixed = options_.input_shapes.find(in.name());
+    if (fixed != options_.input_shapes.end()) {
+      NABLA_ENFORCE(!info.has_shape || info.shape.size() == fixed->second.size(), kInvalidArgument, "--input-shape ",
+                    in.name(), ": the model gives it rank ", info.shape.size(), " but received ", fixed->second.size(),
+                    " dims");
+      for (size_t i = 0; info.has_shape && i < info.shape.size(); ++i) {
+        NABLA_ENFORCE(info.shape[i] < 0 || info.shape[i] == fixed->second[i], kInvalidArgument, "--input-shape ",
+                      in.name(), ": dim ", i, " is ", info.shape[i], " in the model but received ", fixed->second[i]);
+      }
+      info.shape = fixed->second;
+      info.has_shape = true;
+    }
+    VarDesc* var = root.Var(in.name());
+    var->SetDType(d);
+    var->MarkDTypeKnown();
+    var->SetShape(Shape(info.shape.begin(), info.shape.end()));
+    var->SetDeclared(true);
+    // Graph inputs are data: gradients stop there unless a float input is
+    // meant to be trained (an ONNX graph cannot say so).
+    var->SetStopGradient(!IsFloating(d));
+    vars_.insert(in.name());
+  }
+  for (const auto& [name, dims] : options_.input_shapes) {
+    NABLA_ENFORCE(vars_.count(name), kNotFound, "--input-shape ", name, ": ", path_, " has no graph input '", name,
+                  "'");
+  }
+}
+
+void Importer::InferShapes() {
+  // onnx's inference on a copy whose inputs carry --input-shape's dims; a
+  // model it cannot infer keeps the shapes it gave itself.
+  onnx::ModelProto copy = model_;
+  for (auto& in : *copy.mutable_graph()->mutable_input()) {
+    auto it = options_.input_shapes.find(in.name());
+    if (it == options_.input_shapes.end() || !in.type().has_tensor_type()) continue;
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
+  }
+  try {
+    onnx::ShapeInferenceOptions opts{false, 0, true};
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), opts);
+  } catch (const std::exception&) {
+  }
+  for (const auto& vi : copy.graph().value_info()) RecordValueInfo(vi);
+  for (const auto& vi : copy.graph().output()) {
+    if (!info_.count(vi.name())) RecordValueInfo(vi);
+  }
+}
+
+// PyTorch writes GELU as 0.5 * x * (1 + erf(x / sqrt(2))): Div → Erf → Add →
+// Mul (by x) → Mul (by 0.5). nabla has gelu but no erf, so the chain becomes
+// one node when its intermediate values are used nowhere else.
+void Importer::FuseGelu() {
+  const auto& g = model_.graph();
+  std::map<std::string, std::vector<size_t>> consumers;
+  std::map<std::string, size_t> producer;
+  std::set<std::string> outputs;
+  for (const auto& o : g.output()) outputs.insert(o.name());
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const auto& in : g.node(i).input()) consumers[in].push_back(static_cast<size_t>(i));
+    for (const auto& out : g.node(i).output()) producer[out] = static_cast<size_t>(i);
+  }
+  auto only_consumer = [&](const std::string& v, const char* type) -> long {
+    if (outputs.count(v)) return -1;
+    auto it = consumers.find(v);
+    if (it == consumers.end() || it->second.size() != 1) return -1;
+    return g.node(static_cast<int>(it->second[0])).op_type() == type ? static_cast<long>(it->second[0]) : -1;
+  };
+  // The other input of a binary node, when it is a scalar constant near `want`.
+  auto scalar_is = [&](const onnx::NodeProto& n, const std::string& self, double want) {
+    if (n.input_size() != 2) return false;
+    const std::string& other = n.input(0) == self ? n.input(1) : n.input(0);
+    const Tensor* t = ConstOf(other);
+    if (!t || t->Numel() != 1) return false;
+    return std::fabs(static_cast<double>(ToConst(*t).data[0]) - want) < 1e-4 * std::fabs(want);
+  };
+  for (int e = 0; e < g.node_size(); ++e) {
+    const auto& erf = g.node(e);
+    if (erf.op_type() != "Erf" || erf.input_size() != 1 || erf.output_size() != 1) continue;
+    auto p = producer.find(erf.input(0));
+    if (p == producer.end() || only_consumer(erf.input(0), "Erf") != e) continue;
+    const auto& div = g.node(static_cast<int>(p->second));
+    if (div.input_size() != 2 || div.output_size() != 1) continue;
+    std::string x;
+    if (div.op_type() == "Div" && scalar_is(div, div.input(0), std::sqrt(2.0))) x = div.input(0);
+    if (div.op_type() == "Mul" && scalar_is(div, div.input(0), std::sqrt(0.5))) x = div.input(0);
+    if (div.op_type() == "Mul" && x.empty() && scalar_is(div, div.input(1), std::sqrt(0.5))) x = div.input(1);
+    if (x.empty()) continue;
+    const long add = only_consumer(erf.output(0), "Add");
+    if (add < 0 || !scalar_is(g.node(add), erf.output(0), 1.0)) continue;
+    const long m1 = only_consumer(g.node(add).output(0), "Mul");
+    if (m1 < 0) continue;
+    const auto& mul1 = g.node(m1);
+    if (mul1.input_size() != 2 || (mul1.input(0) != x && mul1.input(1) != x)) continue;
+    const long m2 = only_consumer(mul1.output(0), "Mul");
+    if (m2 < 0 || !scalar_is(g.node(m2), mul1.output(0), 0.5)) continue;
+    onnx::NodeProto gelu;
+    gelu.set_op_type("Gelu");
+    gelu.set_name(g.node(m2).name());
+    gelu.add_input(x);
+    gelu.add_output(g.node(m2).output(0));
+    replacements_[static_cast<size_t>(m2)] = gelu;
+    for (long i : {static_cast<long>(p->second), static_cast<long>(e), add, m1}) fused_.insert(static_cast<size_t>(i));
+  }
+}
+
+bool Importer::TryFold(const Node& n) {
+  if (FoldsFromShape(n.OpType())) {
+    if (!n.HasInput(0) || !HasShape(n.Input(0))) return false;
+    for (int64_t d : info_.at(n.Input(0)).shape) {
+      if (d < 0) return false;
+    }
+  } else {
+    if (!FindFolder(n.OpType())) return false;
+  }
+  const Folder* folder = FindFolder(n.OpType());
+  std::vector<ConstValue> values(static_cast<size_t>(n.NumInputs()));
+  std::vector<const ConstValue*> args(static_cast<size_t>(n.NumInputs()), nullptr);
+  int64_t total = 0;
+  for (int i = 0; i < n.NumInputs(); ++i) {
+    if (!n.HasInput(i)) continue;
+    if (FoldsFromShape(n.OpType()) && i == 0) continue;
+    const Tensor* t = ConstOf(n.Input(i));
+    if (!t) return false;
+    total += t->Numel();
+    if (total > kMaxFoldElements) return false;
+    values[i] = ToConst(*t);
+    args[i] = &values[i];
+  }
+  std::vector<ConstValue> outs = (*folder)(n, args, *this);
+  if (outs.empty()) return false;  // the folder declined (too big, or needs a run)
+  for (size_t i = 0; i < outs.size() && static_cast<int>(i) < n.NumOutputs(); ++i) {
+    if (!n.HasOutput(static_cast<int>(i))) continue;
+    SetConst(n.Output(static_cast<int>(i)), ToTensor(outs[i]));
+  }
+  return true;
+}
+
+void Importer::ConvertNode(const onnx::NodeProto& proto, size_t index) {
+  Node n(proto);
+  const std::string& domain = proto.domain();
+  if (!domain.empty() && domain != "ai.onnx") {
+    n.Unsupported("ops of domain '" + domain + "' have no converters");
+  }
+  for (int i = 0; i < n.NumInputs(); ++i) {
+    if (!n.HasInput(i)) continue;
+    NABLA_ENFORCE(vars_.count(n.Input(i)) || consts_.count(n.Input(i)), kInvalidArgument, n.Describe(), ": input '",
+                  n.Input(i), "' is not a graph input, an initializer or an earlier node's output");
+  }
+  for (int i = 0; i < n.NumOutputs(); ++i) {
+    if (!n.HasOutput(i)) continue;
+    NABLA_ENFORCE(!vars_.count(n.Output(i)) && !consts_.count(n.Output(i)), kInvalidArgument, n.Describe(),
+                  ": output '", n.Output(i), "' is already defined (ONNX values are assigned once)");
+  }
+  if (TryFold(n)) return;
+  const Converter* conv = FindConverter(n.OpType());
+  if (!conv) {
+    const std::string reason = MissingConverterReason(n.OpType());
+    n.Unsupported(reason.empty() ? "ONNX op " + n.OpType() + " is not known to the importer"
+                                 : "ONNX op " + n.OpType() + " (" + reason + ")");
+  }
+  (*conv)(n, *this);
+  for (int i = 0; i < n.NumOutputs(); ++i) {
+    if (n.HasOutput(i) && !consts_.count(n.Output(i))) vars_.insert(n.Output(i));
+  }
+  (void)index;
+}
+
+void Importer::FinishOutputs() {
+  BlockDesc& root = *program_.Root();
+  for (const auto& out : model_.graph().output()) {
+    const std::string& name = out.name();
+    NABLA_ENFORCE(vars_.count(name) || consts_.count(name), kInvalidArgument, path_, ": graph output '", name,
+                  "' is not produced by any node");
+    if (vars_.count(name)) continue;
+    // A folded output: its value becomes a persistable var of that name.
+    Materialize(name, false);
+  }
+  (void)root;
+}
+
+std::string Importer::Materialize(const std::string& value, bool trainable) {
+  if (vars_.count(value)) return value;
+  const Tensor& t = consts_.at(value);
+  Tensor stored = t;
+  // nabla's vars have rank >= 1: a scalar is stored as [1].
+  if (t.GetShape().empty()) stored.Resize(Shape{1});
+  VarDesc* var = program_.Root()->Var(value);
+  var->SetDType(stored.GetDType());
+  var->MarkDTypeKnown();
+  var->SetShape(stored.GetShape());
+  var->SetPersistable(true);
+  var->SetStopGradient(!trainable || !IsFloating(stored.GetDType()));
+  var->SetDeclared(true);
+  weights_.emplace_back(value, stored);
+  vars_.insert(value);
+  return value;
+}
+
+std::string Importer::In(const Node& n, int i) {
+  const std::string& name = n.Input(i);
+  if (vars_.count(name)) return name;
+  return Materialize(name, initializers_.count(name) != 0);
+}
+
+const Tensor* Importer::ConstOf(const std::string& value) const {
+  auto it = consts_.find(value);
+  return it == consts_.end() ? nullptr : &it->second;
+}
+
+const Tensor* Importer::Const(const Node& n, int i) const {
+  if (!n.HasInput(i)) return nullptr;
+  return ConstOf(n.Input(i));
+}
+
+std::vector<int64_t> Importer::ConstInts(const Node& n, int i, const std::string& what) const {
+  const Tensor* t = Const(n, i);
+  if (!t) n.Unsupported(what + " (input " + std::to_string(i) + ") is computed at run time; it must be a constant");
+  NABLA_ENFORCE(t->GetDType() == DType::kInt64 || t->GetDType() == DType::kInt32, kInvalidArgument, n.Describe(), ": ",
+                what, " must be int64 but received ", DTypeName(t->GetDType()));
+  std::vector<int64_t> out;
+  for (long double v : ToConst(*t).data) out.push_back(static_cast<int64_t>(v));
+  return out;
+}
+
+std::vector<float> Importer::ConstFloats(const Node& n, int i, const std::string& what) const {
+  const Tensor* t = Const(n, i);
+  if (!t) n.Unsupported(what + " (input " + std::to_string(i) + ") is computed at run time; it must be a constant");
+  std::vector<float> out;
+  for (long double v : ToConst(*t).data) out.push_back(static_cast<float>(v));
+  return out;
+}
+
+bool Importer::HasShape(const std::string& value) const {
+  auto it = info_.find(value);
+  return it != info_.end() && it->second.has_shape;
+}
+
+std::vector<int64_t> Importer::ShapeOf(const Node& n, const std::string& value) const {
+  auto it = info_.find(value);
+  if (it == info_.end() || !it->second.has_shape) {
+    n.Unsupported("the shape of '" + value + "' is unknown (fix dynamic input dims with --input-shape)");
+  }
+  return it->second.shape;
+}
+
+int64_t Importer::RankOf(const Node& n, const std::string& value) const {
+  return static_cast<int64_t>(ShapeOf(n, value).size());
+}
+
+bool Importer::HasDType(const std::string& value) const {
+  auto it = info_.find(value);
+  return it != info_.end() && it->second.has_dtype;
+}
+
+DType Importer::DTypeOf(const Node& n, const std::string& value) const {
+  auto it = info_.find(value);
+  if (it == info_.end() || !it->second.has_dtype) n.Unsupported("the dtype of '" + value + "' is unknown");
+  return it->second.dtype;
+}
+
+void Importer::Emit(const std::string& type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs) {
+  program_.Root()->AppendOp(OpDesc(type, std::move(inputs), std::move(outputs), std::move(attrs)));
+}
+
+std::string Importer::Temp(const std::string& hint) {
+  for (;;) {
+    std::string name = hint + "@onnx" + std::to_string(temp_counter_++);
+    if (!names_.count(name)) {
+      names_.insert(name);
+      return name;
+    }
+  }
+}
+
+void Importer::SetConst(const std::string& value, Tensor t) {
+  SetInfo(value, std::vector<int64_t>(t.GetShape().begin(), t.GetShape().end()), t.GetDType());
+  consts_[value] = std::move(t);
+}
+
+std::string Importer::ConstVar(const Tensor& t, const std::string& hint) {
+  const std::string name = Temp(hint);
+  consts_[name] = t;
+  return Materialize(name, false);
+}
+
+void Importer::SetInfo(const std::string& value, std::vector<int64_t> shape, DType dtype) {
+  Info& info = info_[value];
+  info.shape = std::move(shape);
+  info.has_shape = true;
+  info.dtype = dtype;
+  info.has_dtype = true;
+}
+
+ImportResult Importer::Run() {
+  for (const auto& op : model_.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
+  }
+  NABLA_ENFORCE(model_.has_graph(), kInvalidArgument, path_, ": not an ONNX model: it has no graph");
+  NABLA_ENFORCE(opset_ >= kMinOpset && opset_ <= kMaxOpset, kUnimplemented, path_, ": opset ", opset_,
+                " of the default domain is outside what the importer converts (", kMinOpset, " to ", kMaxOpset, ")");
+  const auto& g = model_.graph();
+  for (const auto& n : g.node()) {
+    for (const auto& o : n.output()) names_.insert(o);
+  }
+  for (const auto& i : g.input()) names_.insert(i.name());
+  for (const auto& i : g.initializer()) names_.insert(i.name());
+  ReadInitializers();
+  ReadGraphInputs();
+  InferShapes();
+  FuseGelu();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const size_t idx = static_cast<size_t>(i);
+    if (fused_.count(idx)) continue;
+    auto r = replacements_.find(idx);
+    ConvertNode(r != replacements_.end() ? r->second : g.node(i), idx);
+  }
+  FinishOutputs();
+  program_.SetSourceFile(path_);
+  // Through the program reader: fills default attributes, creates the vars
+  // that only ops produce, infers and verifies, exactly as `nabla exec` will.
+  ImportResult result;
+  result.program = ParseProgram(ProgramToYaml(program_), path_ + " (imported)");
+  result.weights = std::move(weights_);
+  return result;
+}
+
+ImportResult ImportOnnxBytes(const std::string& bytes, const std::string& path, const ImportOptions& options) {
+  NABLA_ENFORCE(bytes.size() <= kMaxModelBytes, kInvalidArgument, path, ": ", bytes.size(),
+                " bytes is more than a protobuf message may hold (2 GiB); keep the weights as external data");
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(static_cast<int>(std::min<size_t>(bytes.size() + 1, std::numeric_limits<int>::max())));
+  NABLA_ENFORCE(model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage(), kInvalidArgument, path,
+                ": not an ONNX model: the protobuf message is malformed or truncated");
+  Importer importer(model, path, options);
+  return importer.Run();
+}
+
+ImportResult ImportOnnx(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  NABLA_ENFORCE(std::filesystem::is_regular_file(path, ec), kNotFound, path, ": no such file");
+  const auto size = std::filesystem::file_size(path, ec);
+  NABLA_ENFORCE(!ec && size <= kMaxModelBytes, kInvalidArgument, path, ": ", size,
+                " bytes is more than a protobuf message may hold (2 GiB)");
+  std::ifstream in(path, std::ios::binary);
+  NABLA_ENFORCE(in.good(), kExternal, path, ": cannot open the file");
+  std::string bytes(size, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  NABLA_ENFORCE(in.good() || size == 0, kExternal, path, ": cannot read the file");
+  return ImportOnnxBytes(bytes, path, options);
+}
+
+}  // namespace nabla::onnx_io
