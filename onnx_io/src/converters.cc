@@ -99,7 +99,19 @@ void Mul(const Node& n, Importer& imp) {
   if (!ScaleForScalar(n, imp, "Mul")) Elementwise(n, imp, "elementwise_mul");
 }
 void Div(const Node& n, Importer& imp) { Elementwise(n, imp, "elementwise_div"); }
-void Pow(const Node& n, Importer& imp) { Elementwise(n, imp, "elementwise_pow"); }
+// ONNX's Pow takes an exponent of any numeric dtype; the result has X's.
+void Pow(const Node& n, Importer& imp) {
+  if (imp.ConstOf(n.Input(1)) || imp.ConstOf(n.Input(0)) || !imp.HasDType(n.Input(0)) || !imp.HasDType(n.Input(1)) ||
+      imp.DTypeOf(n, n.Input(0)) == imp.DTypeOf(n, n.Input(1))) {
+    Elementwise(n, imp, "elementwise_pow");
+    return;
+  }
+  const DType x = imp.DTypeOf(n, n.Input(0)), y = imp.DTypeOf(n, n.Input(1));
+  const std::string cast = imp.Temp(n.Input(1));
+  imp.Emit("cast", {{"X", {imp.In(n, 1)}}}, {{"Out", {cast}}},
+           {{"in_dtype", std::string(DTypeName(y))}, {"out_dtype", std::string(DTypeName(x))}});
+  imp.Emit("elementwise_pow", {{"X", {imp.In(n, 0)}}, {"Y", {cast}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
 void Max(const Node& n, Importer& imp);
 void Min(const Node& n, Importer& imp);
 
@@ -142,6 +154,11 @@ void Reciprocal(const Node& n, Importer& imp) {
 }
 
 void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwise(n, imp, type); }
+
+// The logical ops have no axis: both operands broadcast numpy style.
+void Logical(const Node& n, Importer& imp, const std::string& type) {
+  imp.Emit(type, {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
+}
 
 void Gemm(const Node& n, Importer& imp) {
   const bool has_c = n.HasInput(2);
@@ -508,7 +525,6 @@ void ReduceMean(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_mean", im
 void ReduceSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 13); }
 
 void LayerNormalization(const Node& n, Importer& imp) {
-  if (n.HasOutput(1) || n.HasOutput(2)) n.Unsupported("the Mean and InvStdDev outputs");
   const int64_t rank = imp.RankOf(n, n.Input(0));
   const int64_t axis = NormAxis(n, n.Int("axis", -1), rank);
   if (axis == 0) n.Unsupported("axis 0 (layer_norm's begin_norm_axis is at least 1)");
@@ -524,11 +540,30 @@ void LayerNormalization(const Node& n, Importer& imp) {
   const std::string scale = flat(1), bias = flat(2);
   if (!scale.empty()) inputs["Scale"] = {scale};
   if (!bias.empty()) inputs["Bias"] = {bias};
-  imp.Emit("layer_norm", inputs,
-           {{"Y", {n.Output(0)}},
-            {"Mean", {imp.Temp(n.Output(0) + "_mean")}},
-            {"Variance", {imp.Temp(n.Output(0) + "_var")}}},
-           {{"epsilon", n.Float("epsilon", 1e-5f)}, {"begin_norm_axis", ToInt(n, axis, "axis")}});
+  const float eps = n.Float("epsilon", 1e-5f);
+  const std::string mean = imp.Temp(n.Output(0) + "_mean"), var = imp.Temp(n.Output(0) + "_var");
+  imp.Emit("layer_norm", inputs, {{"Y", {n.Output(0)}}, {"Mean", {mean}}, {"Variance", {var}}},
+           {{"epsilon", eps}, {"begin_norm_axis", ToInt(n, axis, "axis")}});
+  if (!n.HasOutput(1) && !n.HasOutput(2)) return;
+  // ONNX's Mean and InvStdDev keep X's rank (1s from axis on); nabla's are
+  // flat [left], and its Variance is not inverted.
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  Ints shape;
+  for (int64_t i = 0; i < rank; ++i) shape.push_back(i < axis ? ToInt(n, xs[i], "dim") : 1);
+  if (std::count(shape.begin(), shape.end(), -1) > 1) n.Unsupported("Mean/InvStdDev with several dynamic dims");
+  if (n.HasOutput(1)) imp.Emit("reshape", {{"X", {mean}}}, {{"Out", {n.Output(1)}}}, {{"shape", shape}});
+  if (n.HasOutput(2)) {
+    const std::string shifted = imp.Temp(n.Output(2)), sd = imp.Temp(n.Output(2)), inv = imp.Temp(n.Output(2));
+    imp.Emit("scale", {{"X", {var}}}, {{"Out", {shifted}}}, {{"scale", 1.0f}, {"bias", eps}});
+    imp.Emit("sqrt", {{"X", {shifted}}}, {{"Out", {sd}}});
+    ConstValue one;
+    one.dtype = imp.DTypeOf(n, n.Input(0));
+    one.dims = {1};
+    one.data = {1};
+    imp.Emit("elementwise_div", {{"X", {imp.ConstVar(ToTensor(one), "one")}}, {"Y", {sd}}}, {{"Out", {inv}}},
+             {{"axis", -1}});
+    imp.Emit("reshape", {{"X", {inv}}}, {{"Out", {n.Output(2)}}}, {{"shape", shape}});
+  }
 }
 
 void Clip(const Node& n, Importer& imp) {
@@ -601,11 +636,20 @@ void TopK(const Node& n, Importer& imp) {
            {{"k", ToInt(n, k, "k")}});
 }
 
+// PyTorch writes a Pad of zeros before some poolings: that one is a copy.
+void Pad(const Node& n, Importer& imp) {
+  const std::vector<int64_t> pads = imp.Opset() >= 11 ? imp.ConstInts(n, 1, "pads") : n.Ints("pads");
+  for (int64_t p : pads) {
+    if (p != 0) n.Unsupported("non-zero pads (needs nabla op pad)");
+  }
+  Unary(n, imp, "assign");
+}
+
 const std::map<std::string, Converter>& Table() {
   static const std::map<std::string, Converter> kTable = {
       {"Abs", Abs},
       {"Add", Add},
-      {"And", [](const Node& n, Importer& imp) { Elementwise(n, imp, "logical_and"); }},
+      {"And", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_and"); }},
       {"ArgMax", ArgMax},
       {"AveragePool", AveragePool},
       {"BatchNormalization", BatchNormalization},
@@ -644,7 +688,8 @@ const std::map<std::string, Converter>& Table() {
       {"Mul", Mul},
       {"Neg", Neg},
       {"Not", Not},
-      {"Or", [](const Node& n, Importer& imp) { Elementwise(n, imp, "logical_or"); }},
+      {"Or", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_or"); }},
+      {"Pad", Pad},
       {"Pow", Pow},
       {"Reciprocal", Reciprocal},
       {"ReduceMean", ReduceMean},
@@ -664,7 +709,7 @@ const std::map<std::string, Converter>& Table() {
       {"TopK", TopK},
       {"Transpose", Transpose},
       {"Unsqueeze", Unsqueeze},
-      {"Xor", [](const Node& n, Importer& imp) { Elementwise(n, imp, "logical_xor"); }},
+      {"Xor", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_xor"); }},
   };
   return kTable;
 }
@@ -705,7 +750,6 @@ const std::map<std::string, std::string>& Missing() {
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
       {"OneHot", "needs nabla op one_hot_v2 (values input)"},
       {"PRelu", "needs nabla op prelu"},
-      {"Pad", "needs nabla op pad"},
       {"RNN", "needs nabla op rnn (or a while-loop lowering)"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
       {"ReduceL1", "needs nabla op reduce_l1 (a chain of abs and reduce_sum)"},

@@ -123,24 +123,74 @@ void Importer::ReadGraphInputs() {
 }
 
 void Importer::InferShapes() {
-  // onnx's inference on a copy whose inputs carry --input-shape's dims; a
-  // model it cannot infer keeps the shapes it gave itself.
+  // onnx's inference on a copy whose inputs carry --input-shape's dims and
+  // whose folded values are initializers, so shapes that depend on them
+  // (a Slice whose ends were shape arithmetic) are known too. A model it
+  // cannot infer keeps the shapes it gave itself.
   onnx::ModelProto copy = model_;
-  for (auto& in : *copy.mutable_graph()->mutable_input()) {
+  onnx::GraphProto* g = copy.mutable_graph();
+  for (auto& in : *g->mutable_input()) {
     auto it = options_.input_shapes.find(in.name());
     if (it == options_.input_shapes.end() || !in.type().has_tensor_type()) continue;
     auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
     shape->clear_dim();
     for (int64_t d : it->second) shape->add_dim()->set_dim_value(d);
   }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (const auto& node : g->node()) {
+    bool folded = node.output_size() > 0;
+    for (const auto& o : node.output()) folded = folded && (o.empty() || consts_.count(o));
+    if (!folded) {
+      *kept.Add() = node;
+      continue;
+    }
+    for (const auto& o : node.output()) {
+      if (o.empty()) continue;
+      const Tensor& t = consts_.at(o);
+      onnx::TensorProto* p = g->add_initializer();
+      p->set_name(o);
+      p->set_data_type(DTypeToOnnx(t.GetDType()));
+      for (int64_t d : t.GetShape()) p->add_dims(d);
+      p->set_raw_data(std::string(static_cast<const char*>(t.RawData()), t.Bytes()));
+    }
+  }
+  g->mutable_node()->Swap(&kept);
   try {
     onnx::ShapeInferenceOptions opts{false, 0, true};
     onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), opts);
   } catch (const std::exception&) {
   }
-  for (const auto& vi : copy.graph().value_info()) RecordValueInfo(vi);
-  for (const auto& vi : copy.graph().output()) {
+  for (const auto& vi : g->value_info()) {
+    if (!consts_.count(vi.name())) RecordValueInfo(vi);
+  }
+  for (const auto& vi : g->output()) {
     if (!info_.count(vi.name())) RecordValueInfo(vi);
+  }
+}
+
+// Folding and shape inference feed each other: a folded Slice end gives a
+// shape, a shape gives a folded Shape. Rounds until nothing more folds.
+void Importer::FoldConstants() {
+  const auto& g = model_.graph();
+  for (int round = 0; round < 8; ++round) {
+    InferShapes();
+    bool progress = false;
+    for (const auto& proto : g.node()) {
+      Node n(proto);
+      bool done = n.NumOutputs() > 0;
+      for (int i = 0; i < n.NumOutputs(); ++i) done = done && (!n.HasOutput(i) || consts_.count(n.Output(i)));
+      if (done) continue;
+      if (!proto.domain().empty() && proto.domain() != "ai.onnx") continue;
+      bool inputs_known = true;
+      for (int i = 0; i < n.NumInputs(); ++i) {
+        if (n.HasInput(i) && !consts_.count(n.Input(i)) && !(FoldsFromShape(n.OpType()) && i == 0)) {
+          inputs_known = false;
+        }
+      }
+      if (!inputs_known) continue;
+      if (TryFold(n)) progress = true;
+    }
+    if (!progress) break;
   }
 }
 
@@ -244,6 +294,9 @@ void Importer::ConvertNode(const onnx::NodeProto& proto, size_t index) {
     NABLA_ENFORCE(vars_.count(n.Input(i)) || consts_.count(n.Input(i)), kInvalidArgument, n.Describe(), ": input '",
                   n.Input(i), "' is not a graph input, an initializer or an earlier node's output");
   }
+  bool folded = n.NumOutputs() > 0;
+  for (int i = 0; i < n.NumOutputs(); ++i) folded = folded && (!n.HasOutput(i) || consts_.count(n.Output(i)));
+  if (folded) return;  // FoldConstants did it
   for (int i = 0; i < n.NumOutputs(); ++i) {
     if (!n.HasOutput(i)) continue;
     NABLA_ENFORCE(!vars_.count(n.Output(i)) && !consts_.count(n.Output(i)), kInvalidArgument, n.Describe(),
@@ -404,7 +457,7 @@ ImportResult Importer::Run() {
   for (const auto& i : g.initializer()) names_.insert(i.name());
   ReadInitializers();
   ReadGraphInputs();
-  InferShapes();
+  FoldConstants();
   FuseGelu();
   for (int i = 0; i < g.node_size(); ++i) {
     const size_t idx = static_cast<size_t>(i);

@@ -108,6 +108,7 @@ class Importer {
   void ReadInitializers();
   void ReadGraphInputs();
   void InferShapes();
+  void FoldConstants();
   void RecordValueInfo(const onnx::ValueInfoProto& vi);
   void ConvertNode(const onnx::NodeProto& node, size_t index);
   bool TryFold(const Node& n);

@@ -1,0 +1,90 @@
+"""Models exported from PyTorch, imported and run by nabla: outputs within
+rtol 1e-4 of PyTorch's, and one fine-tuning step (gradients of a loss, and
+the sgd update) against PyTorch's autograd."""
+import numpy as np
+import pytest
+
+import onnx_util
+
+torch = pytest.importorskip("torch")
+
+
+class WithLoss(torch.nn.Module):
+    """The model and a scalar loss, so the ONNX graph carries what nabla
+    differentiates: mean(model(x) * w) with a fixed random weighting."""
+
+    def __init__(self, model, weight):
+        super().__init__()
+        self.model = model
+        self.register_buffer("weight", weight)
+
+    def forward(self, x):
+        y = self.model(x)
+        return y, (y * self.weight).mean()
+
+
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.Tanh(), torch.nn.Linear(16, 8), torch.nn.Sigmoid(),
+                               torch.nn.Linear(8, 5), torch.nn.LogSoftmax(-1)), (4, 12)
+
+
+def cnn():
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 6, 3, stride=2, padding=1), torch.nn.BatchNorm2d(6),
+        torch.nn.LeakyReLU(0.1), torch.nn.AvgPool2d(2), torch.nn.Flatten(), torch.nn.Dropout(0.3),
+        torch.nn.Linear(6 * 2 * 2, 10), torch.nn.Softmax(-1))
+    # Non-trivial running statistics, as after training.
+    for bn in (m[1], m[5]):
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 1.5)
+    return m, (2, 3, 16, 16)
+
+
+def transformer():
+    layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True,
+                                             activation="gelu")
+    return layer, (2, 5, 16)
+
+
+@pytest.mark.parametrize("build", [mlp, cnn, transformer])
+def test_torch_model(build, tmp_path):
+    torch.manual_seed(7)
+    model, shape = build()
+    model.eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        y_ref = model(x)
+    wrapped = WithLoss(model, torch.randn(*y_ref.shape))
+    onnx_path = tmp_path / "model.onnx"
+    torch.onnx.export(wrapped, (x,), onnx_path, input_names=["x"], output_names=["y", "loss"], opset_version=17,
+                      do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE,
+                      dynamic_axes={"x": {0: "batch"}})
+    program, weights = onnx_util.import_model(onnx_path, tmp_path, input_shapes={"x": shape})
+
+    got = onnx_util.exec_program(program, {"x": x.numpy()}, ["y"], tmp_path / "fwd", weights=weights)
+    np.testing.assert_allclose(got["y"], y_ref.numpy(), rtol=1e-4, atol=1e-5)
+
+    # One fine-tuning step: PyTorch's gradients of the same loss, the
+    # parameters as the ONNX file names them.
+    params = dict(model.named_parameters())
+    wrapped.zero_grad()
+    loss = wrapped(x)[1]
+    loss.backward()
+    import safetensors_names
+    stored = safetensors_names.names(weights)
+    names = [n for n in params if "model." + n in stored or n in stored]
+    assert len(names) >= len(params) // 2, f"the ONNX file kept too few parameter names: {sorted(stored)}"
+    onnx_names = ["model." + n if "model." + n in stored else n for n in names]
+    lr = 0.5
+    fetched = onnx_util.exec_program(program, {"x": x.numpy()}, ["loss"] + [n + "@GRAD" for n in onnx_names],
+                                     tmp_path / "bwd", weights=weights, extra=["--backward", "loss"])
+    np.testing.assert_allclose(fetched["loss"].reshape(()), loss.detach().numpy(), rtol=1e-4, atol=1e-6)
+    for n, o in zip(names, onnx_names):
+        np.testing.assert_allclose(fetched[o + "@GRAD"], params[n].grad.numpy(), rtol=1e-4, atol=1e-6,
+                                   err_msg=f"gradient of {o}")
+    stepped = onnx_util.exec_program(program, {"x": x.numpy()}, onnx_names, tmp_path / "sgd", weights=weights,
+                                     extra=["--backward", "loss", "--sgd", str(lr)])
+    for n, o in zip(names, onnx_names):
+        want = params[n].detach().numpy() - lr * params[n].grad.numpy()
+        np.testing.assert_allclose(stepped[o], want, rtol=1e-4, atol=1e-6, err_msg=f"sgd step of {o}")
