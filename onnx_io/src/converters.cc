@@ -74,10 +74,11 @@ void Elementwise(const Node& n, Importer& imp, const std::string& type) {
 
 // x + c, x - c, x * c for a float32 x and a scalar constant c: one scale op,
 // exactly the same arithmetic, and no constant var for a training run to
-// carry. A scalar of lower rank never changes x's shape.
+// carry (Constant nodes and folded values only). A scalar of lower rank never changes x's shape.
 bool ScaleForScalar(const Node& n, Importer& imp, const std::string& type) {
   long double c;
-  if (!ScalarConst(imp, n, 1, &c) || imp.ConstOf(n.Input(0))) return false;
+  // An initializer stays a var: it may be a parameter to fine-tune.
+  if (!ScalarConst(imp, n, 1, &c) || imp.ConstOf(n.Input(0)) || imp.IsInitializer(n.Input(1))) return false;
   if (!imp.HasDType(n.Input(0)) || imp.DTypeOf(n, n.Input(0)) != DType::kFloat32) return false;
   if (!imp.HasShape(n.Input(0)) || !imp.HasShape(n.Input(1))) return false;
   if (imp.RankOf(n, n.Input(0)) == 0 || imp.RankOf(n, n.Input(1)) > imp.RankOf(n, n.Input(0))) return false;
@@ -645,6 +646,33 @@ void Pad(const Node& n, Importer& imp) {
   Unary(n, imp, "assign");
 }
 
+// PyTorch's CrossEntropyLoss (and nabla's own export of
+// softmax_with_cross_entropy): class scores [N, C], labels [N].
+void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
+  if (n.HasInput(2)) n.Unsupported("class weights");
+  if (imp.RankOf(n, n.Input(0)) != 2) n.Unsupported("scores of rank other than 2");
+  const std::string reduction = n.String("reduction", "mean");
+  const bool has_ignore = n.HasAttr("ignore_index");
+  if (has_ignore && reduction == "mean") n.Unsupported("ignore_index with reduction mean");
+  if (imp.DTypeOf(n, n.Input(1)) != DType::kInt64) n.Unsupported("labels other than int64");
+  const std::string label = imp.Temp(n.Input(1)), loss = imp.Temp(n.Output(0));
+  imp.Emit("unsqueeze", {{"X", {imp.In(n, 1)}}}, {{"Out", {label}}}, {{"axes", Ints{1}}});
+  AttributeMap attrs{{"axis", -1}};
+  if (has_ignore) attrs["ignore_index"] = ToInt(n, n.Int("ignore_index", -100), "ignore_index");
+  imp.Emit("softmax_with_cross_entropy", {{"Logits", {imp.In(n, 0)}}, {"Label", {label}}},
+           {{"Softmax", {imp.Temp(n.Output(0) + "_softmax")}}, {"Loss", {loss}}}, attrs);
+  if (reduction == "none") {
+    imp.Emit("squeeze", {{"X", {loss}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{1}}});
+  } else if (reduction == "mean") {
+    imp.Emit("mean", {{"X", {loss}}}, {{"Out", {n.Output(0)}}});
+  } else if (reduction == "sum") {
+    imp.Emit("reduce_sum", {{"X", {loss}}}, {{"Out", {n.Output(0)}}}, {{"reduce_all", true}, {"dim", Ints{}}});
+  } else {
+    n.Unsupported("reduction " + reduction);
+  }
+  if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", -1}});
+}
+
 const std::map<std::string, Converter>& Table() {
   static const std::map<std::string, Converter> kTable = {
       {"Abs", Abs},
@@ -699,6 +727,7 @@ const std::map<std::string, Converter>& Table() {
       {"Sigmoid", Sigmoid},
       {"Slice", Slice},
       {"Softmax", Softmax},
+      {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss},
       {"Split", Split},
       {"Sqrt", Sqrt},
       {"Squeeze", Squeeze},

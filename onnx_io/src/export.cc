@@ -514,6 +514,21 @@ void ExportTopK(ExportContext& c) {
             {{"axis", int64_t(-1)}});
 }
 
+// Hard labels [N, 1] over classes on the last axis of [N, C] logits: ONNX's
+// SoftmaxCrossEntropyLoss wants labels [N] and gives [N].
+void ExportSoftmaxCrossEntropy(ExportContext& c) {
+  const std::string logits = In(c, "Logits"), label = In(c, "Label");
+  if (A<bool>(c, "soft_label")) c.Fail("soft labels");
+  const int axis = A<int>(c, "axis");
+  if (RankOf(c, logits) != 2 || (axis != -1 && axis != 1)) c.Fail("logits other than [N, C] with classes last");
+  c.AddNode("Softmax", {logits}, {Out(c, "Softmax")}, {{"axis", int64_t(-1)}});
+  const std::string flat = c.Temp(label + "_flat"), loss = c.Temp(Out(c, "Loss"));
+  c.AddNode("Squeeze", {label, c.AddInt64s({1}, {1})}, {flat});
+  c.AddNode("SoftmaxCrossEntropyLoss", {logits, flat}, {loss},
+            {{"reduction", std::string("none")}, {"ignore_index", int64_t(A<int>(c, "ignore_index"))}});
+  c.AddNode("Unsqueeze", {loss, c.AddInt64s({1}, {1})}, {Out(c, "Loss")});
+}
+
 std::map<std::string, OpExporter>& ExporterTable() {
   static std::map<std::string, OpExporter> table = [] {
     std::map<std::string, OpExporter> t;
@@ -585,6 +600,7 @@ std::map<std::string, OpExporter>& ExporterTable() {
     t["lookup_table"] = ExportLookupTable;
     t["arg_max"] = ExportArgMax;
     t["top_k"] = ExportTopK;
+    t["softmax_with_cross_entropy"] = ExportSoftmaxCrossEntropy;
     return t;
   }();
   return table;

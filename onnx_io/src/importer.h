@@ -85,6 +85,8 @@ class Importer {
   // Input i's values, which must be constant ("what" names them in errors).
   std::vector<int64_t> ConstInts(const Node& n, int i, const std::string& what) const;
   std::vector<float> ConstFloats(const Node& n, int i, const std::string& what) const;
+  // An initializer of the graph: a parameter, trained when fine-tuning.
+  bool IsInitializer(const std::string& value) const { return initializers_.count(value) != 0; }
   bool HasShape(const std::string& value) const;
   // The inferred shape (-1: unknown dim); error naming the node when unknown.
   std::vector<int64_t> ShapeOf(const Node& n, const std::string& value) const;
