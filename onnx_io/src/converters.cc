@@ -205,6 +205,7 @@ void Windows(const Node& n, Importer& imp, const std::vector<int64_t>& kernel, A
     // The odd pad goes first: explicit pads from the known input size.
     const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
     const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
+    if (dil.size() != 2 || shape.size() != 4) n.Fail(ErrorKind::kInvalidArgument, "dilations/input do not match 2-D");
     for (int i = 0; i < 2; ++i) {
       const int64_t in = shape.at(2 + i);
       if (in < 0) n.Unsupported("SAME_LOWER padding of a dynamic dim (fix it with --input-shape)");
@@ -620,6 +621,7 @@ void ConstantOfShape(const Node& n, Importer& imp) {
   float value = 0;
   DType dtype = DType::kFloat32;
   if (const auto* t = n.TensorAttr("value")) {
+    if (t->data_location() == onnx::TensorProto::EXTERNAL) n.Unsupported("a value with external data");
     ConstValue v = ToConst(ReadTensorProto(*t, ".", n.Describe()));
     dtype = v.dtype;
     if (!v.data.empty()) value = static_cast<float>(v.data[0]);

@@ -20,7 +20,7 @@ constexpr int64_t kMaxFoldOutput = int64_t(1) << 20;
 using Args = std::vector<const ConstValue*>;
 
 int64_t NormAxis(const Node& n, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  if (rank <= 0 || axis < -rank || axis >= rank) {
     n.Fail(ErrorKind::kOutOfRange, "axis " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " +
                                        std::to_string(rank) + ")");
   }
@@ -116,7 +116,10 @@ std::vector<ConstValue> Unary(const Node& n, const Args& a, const std::function<
 
 std::vector<ConstValue> FoldConstant(const Node& n, const Args&, const Importer&) {
   ConstValue c;
-  if (const auto* t = n.TensorAttr("value")) return {ToConst(ReadTensorProto(*t, ".", n.Describe()))};
+  if (const auto* t = n.TensorAttr("value")) {
+    if (t->data_location() == onnx::TensorProto::EXTERNAL) n.Unsupported("a Constant with external data");
+    return {ToConst(ReadTensorProto(*t, ".", n.Describe()))};
+  }
   if (n.HasAttr("value_float")) {
     c.dtype = DType::kFloat32;
     c.data = {n.Float("value_float", 0)};
@@ -282,17 +285,19 @@ std::vector<ConstValue> FoldReshape(const Node& n, const Args& a, const Importer
   std::vector<int64_t> shape = Ints(Need(n, a, 1));
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < -1 || shape[i] > kMaxFoldOutput) n.Fail(ErrorKind::kInvalidArgument, "a bad dim in the shape");
     if (shape[i] == 0 && !n.Int("allowzero", 0)) {
       if (i >= r.dims.size()) n.Fail(ErrorKind::kInvalidArgument, "shape copies a dim the input lacks");
       shape[i] = r.dims[i];
     }
     if (shape[i] == -1) {
+      if (infer >= 0) n.Fail(ErrorKind::kInvalidArgument, "two -1 dims in the shape");
       infer = static_cast<int64_t>(i);
     } else {
-      known *= shape[i];
+      known = Numel({known, shape[i]});
     }
   }
-  if (infer >= 0) shape[infer] = known ? r.Numel() / known : 0;
+  if (infer >= 0) shape[infer] = known > 0 ? r.Numel() / known : 0;
   if (Numel(shape) != r.Numel()) n.Fail(ErrorKind::kInvalidArgument, "shape does not match the element count");
   r.dims = shape;
   return {r};
@@ -316,6 +321,9 @@ std::vector<ConstValue> FoldSlice(const Node& n, const Args& a, const Importer& 
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    n.Fail(ErrorKind::kInvalidArgument, "starts, ends, axes and steps differ in length");
+  }
   std::vector<int64_t> b(rank, 0), st(rank, 1), cnt(x.dims.begin(), x.dims.end());
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t ax = NormAxis(n, axes[k], rank);
@@ -357,6 +365,7 @@ std::vector<ConstValue> FoldConstantOfShape(const Node& n, const Args& a, const 
   r.dtype = DType::kFloat32;
   long double value = 0;
   if (const auto* t = n.TensorAttr("value")) {
+    if (t->data_location() == onnx::TensorProto::EXTERNAL) n.Unsupported("a value with external data");
     ConstValue v = ToConst(ReadTensorProto(*t, ".", n.Describe()));
     r.dtype = v.dtype;
     if (!v.data.empty()) value = v.data[0];
@@ -401,7 +410,13 @@ std::vector<ConstValue> FoldTranspose(const Node& n, const Args& a, const Import
   }
   if (static_cast<int64_t>(perm.size()) != rank) n.Fail(ErrorKind::kInvalidArgument, "perm does not match the rank");
   std::vector<int64_t> dims;
-  for (int64_t p : perm) dims.push_back(x.dims.at(static_cast<size_t>(NormAxis(n, p, rank))));
+  std::vector<bool> used(static_cast<size_t>(rank), false);
+  for (auto& p : perm) {
+    p = NormAxis(n, p, rank);
+    if (used[p]) n.Fail(ErrorKind::kInvalidArgument, "perm is not a permutation");
+    used[p] = true;
+    dims.push_back(x.dims[p]);
+  }
   const std::vector<int64_t> xs = Strides(x.dims), os = Strides(dims);
   ConstValue r;
   r.dtype = x.dtype;

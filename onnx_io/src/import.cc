@@ -188,7 +188,13 @@ void Importer::FoldConstants() {
         }
       }
       if (!inputs_known) continue;
-      if (TryFold(n)) progress = true;
+      try {
+        if (TryFold(n)) progress = true;
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        n.Fail(ErrorKind::kInvalidArgument, std::string("malformed node: ") + e.what());
+      }
     }
     if (!progress) break;
   }
@@ -211,7 +217,8 @@ void Importer::FuseGelu() {
     if (outputs.count(v)) return -1;
     auto it = consumers.find(v);
     if (it == consumers.end() || it->second.size() != 1) return -1;
-    return g.node(static_cast<int>(it->second[0])).op_type() == type ? static_cast<long>(it->second[0]) : -1;
+    const auto& node = g.node(static_cast<int>(it->second[0]));
+    return node.op_type() == type && node.output_size() == 1 ? static_cast<long>(it->second[0]) : -1;
   };
   // The other input of a binary node, when it is a scalar constant near `want`.
   auto scalar_is = [&](const onnx::NodeProto& n, const std::string& self, double want) {
@@ -302,14 +309,20 @@ void Importer::ConvertNode(const onnx::NodeProto& proto, size_t index) {
     NABLA_ENFORCE(!vars_.count(n.Output(i)) && !consts_.count(n.Output(i)), kInvalidArgument, n.Describe(),
                   ": output '", n.Output(i), "' is already defined (ONNX values are assigned once)");
   }
-  if (TryFold(n)) return;
   const Converter* conv = FindConverter(n.OpType());
   if (!conv) {
     const std::string reason = MissingConverterReason(n.OpType());
     n.Unsupported(reason.empty() ? "ONNX op " + n.OpType() + " is not known to the importer"
                                  : "ONNX op " + n.OpType() + " (" + reason + ")");
   }
-  (*conv)(n, *this);
+  try {
+    (*conv)(n, *this);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A list shorter than the node's attributes promise, and the like.
+    n.Fail(ErrorKind::kInvalidArgument, std::string("malformed node: ") + e.what());
+  }
   for (int i = 0; i < n.NumOutputs(); ++i) {
     if (n.HasOutput(i) && !consts_.count(n.Output(i))) vars_.insert(n.Output(i));
   }
