@@ -121,6 +121,6 @@ Command GraphCommand();      // cmd_graph.cc
 Command GradcheckCommand();  // cmd_gradcheck.cc
 Command PluginCommand();     // cmd_plugin.cc
 Command ImportCommand();     // cmd_import.cc
-Command ExportCommand();     // cmd_import.cc
+Command ExportCommand();     // cmd_export.cc
 
 }  // namespace nabla::app
