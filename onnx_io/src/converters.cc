@@ -328,6 +328,12 @@ void HardSwish(const Node& n, Importer& imp) {
 // Before opset 13 Softmax and LogSoftmax normalize X flattened to 2-D at
 // axis; that is one axis only when axis is the last.
 void SoftmaxLike(const Node& n, Importer& imp, const std::string& type) {
+  const int64_t given = n.Int("axis", imp.Opset() >= 13 ? -1 : 1);
+  if (imp.Opset() >= 13 || given == -1) {
+    // One axis: no rank needed (the shape may be dynamic).
+    Unary(n, imp, type, {{"axis", ToInt(n, given, "axis")}});
+    return;
+  }
   const int64_t rank = imp.RankOf(n, n.Input(0));
   const int64_t axis = NormAxis(n, n.Int("axis", imp.Opset() >= 13 ? -1 : 1), std::max<int64_t>(rank, 1));
   if (imp.Opset() >= 13 || axis == rank - 1) {
@@ -352,7 +358,21 @@ void Flatten(const Node& n, Importer& imp) {
   Unary(n, imp, "flatten", {{"axis", ToInt(n, axis, "axis")}});
 }
 
+// A shape with dynamic dims: an element equal to the input's dim at the
+// same position is Paddle's 0 (copy), and one element left unknown is -1.
+bool ReshapeFromPartial(const Node& n, Importer& imp) {
+  const PartialDims* p = imp.PartialOf(n.Input(1));
+  if (!p) return false;
+  std::vector<int64_t> dims;
+  if (!imp.PartialReshapeDims(n.Input(0), *p, &dims)) {
+    n.Unsupported("a shape with several dims computed from dynamic dims (fix them with --input-shape)");
+  }
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, dims, "dim")}});
+  return true;
+}
+
 void Reshape(const Node& n, Importer& imp) {
+  if (imp.Opset() >= 5 && ReshapeFromPartial(n, imp)) return;
   std::vector<int64_t> shape =
       imp.Opset() >= 5 ? imp.ConstInts(n, 1, "the shape (needs reshape's Shape tensor input)") : n.Ints("shape");
   if (n.Int("allowzero", 0) != 0 && std::count(shape.begin(), shape.end(), 0) > 0) {
@@ -796,11 +816,11 @@ const std::map<std::string, std::string>& Missing() {
       {"ScatterElements", "needs nabla op put_along_axis"},
       {"ScatterND", "needs nabla op scatter_nd_add"},
       {"Selu", "needs nabla op selu"},
-      {"Shape", "folded when the input's shape is known; needs nabla op shape otherwise"},
+      {"Shape", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
       {"Sign", "needs nabla op sign"},
       {"Sin", "needs nabla op sin"},
       {"Sinh", "needs nabla op sinh"},
-      {"Size", "folded when the input's shape is known; needs nabla op size otherwise"},
+      {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
       {"Softplus", "needs nabla op softplus"},
       {"Softsign", "needs nabla op softsign"},
       {"SpaceToDepth", "needs nabla op space_to_depth"},

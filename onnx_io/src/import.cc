@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "importer.h"
@@ -50,8 +51,10 @@ void Importer::RecordValueInfo(const onnx::ValueInfoProto& vi) {
   }
   if (tt.has_shape()) {
     info.shape.clear();
+    info.params.clear();
     for (const auto& dim : tt.shape().dim()) {
       info.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+      info.params.push_back(dim.has_dim_param() ? dim.dim_param() : "");
     }
     info.has_shape = true;
   }
@@ -90,8 +93,10 @@ void Importer::ReadGraphInputs() {
     info.dtype = d;
     info.has_dtype = true;
     info.shape.clear();
+    info.params.clear();
     for (const auto& dim : tt.shape().dim()) {
       info.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+      info.params.push_back(dim.has_dim_param() ? dim.dim_param() : "");
     }
     info.has_shape = tt.has_shape();
     auto fixed = options_.input_shapes.find(in.name());
@@ -104,6 +109,7 @@ void Importer::ReadGraphInputs() {
                       in.name(), ": dim ", i, " is ", info.shape[i], " in the model but received ", fixed->second[i]);
       }
       info.shape = fixed->second;
+      info.params.assign(info.shape.size(), "");
       info.has_shape = true;
     }
     VarDesc* var = root.Var(in.name());
@@ -155,6 +161,20 @@ void Importer::InferShapes() {
     }
   }
   g->mutable_node()->Swap(&kept);
+  // A Reshape to shape arithmetic on dynamic dims gets its shape as Paddle's
+  // 0s and -1, which ONNX's Reshape reads the same way: its output's shape
+  // (and what follows) is then inferred.
+  for (auto& node : *g->mutable_node()) {
+    if (node.op_type() != "Reshape" || node.input_size() < 2 || !partials_.count(node.input(1))) continue;
+    std::vector<int64_t> dims;
+    if (!PartialReshapeDims(node.input(0), partials_.at(node.input(1)), &dims)) continue;
+    onnx::TensorProto* p = g->add_initializer();
+    p->set_name(node.input(1) + "@as_reshape_dims");
+    p->set_data_type(onnx::TensorProto::INT64);
+    p->add_dims(static_cast<int64_t>(dims.size()));
+    for (int64_t d : dims) p->add_int64_data(d);
+    node.set_input(1, p->name());
+  }
   try {
     onnx::ShapeInferenceOptions opts{false, 0, true};
     onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), opts);
@@ -182,6 +202,7 @@ void Importer::FoldConstants() {
       if (done) continue;
       if (!proto.domain().empty() && proto.domain() != "ai.onnx") continue;
       bool inputs_known = true;
+
       for (int i = 0; i < n.NumInputs(); ++i) {
         if (n.HasInput(i) && !consts_.count(n.Input(i)) && !(FoldsFromShape(n.OpType()) && i == 0)) {
           inputs_known = false;
@@ -196,8 +217,190 @@ void Importer::FoldConstants() {
         n.Fail(ErrorKind::kInvalidArgument, std::string("malformed node: ") + e.what());
       }
     }
-    if (!progress) break;
+    // Shape arithmetic on dynamic dims, element by element, again from the
+    // shapes this round knows.
+    const std::map<std::string, PartialDims> before = std::move(partials_);
+    partials_.clear();
+    for (const auto& proto : g.node()) {
+      Node n(proto);
+      if (n.NumOutputs() != 1 || !n.HasOutput(0) || consts_.count(n.Output(0))) continue;
+      if (!proto.domain().empty() && proto.domain() != "ai.onnx") continue;
+      try {
+        if (TryFoldPartial(n) && consts_.count(n.Output(0))) progress = true;
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        n.Fail(ErrorKind::kInvalidArgument, std::string("malformed node: ") + e.what());
+      }
+    }
+    auto same = [](const std::map<std::string, PartialDims>& a, const std::map<std::string, PartialDims>& b) {
+      if (a.size() != b.size()) return false;
+      for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+        if (i->first != j->first || i->second.elems.size() != j->second.elems.size()) return false;
+        for (size_t k = 0; k < i->second.elems.size(); ++k) {
+          const auto &x = i->second.elems[k], &y = j->second.elems[k];
+          if (x.known != y.known || x.value != y.value || x.of != y.of || x.dim != y.dim || x.param != y.param) {
+            return false;
+          }
+        }
+      }
+      return true;
+    };
+    if (!progress && same(before, partials_)) break;
   }
+}
+
+const PartialDims* Importer::PartialOf(const std::string& value) const {
+  auto it = partials_.find(value);
+  return it == partials_.end() ? nullptr : &it->second;
+}
+
+bool Importer::PartialReshapeDims(const std::string& input, const PartialDims& p, std::vector<int64_t>* out) const {
+  std::vector<std::string> params = ParamsOf(input);
+  params.resize(p.elems.size());
+  out->clear();
+  for (size_t i = 0; i < p.elems.size(); ++i) {
+    const auto& e = p.elems[i];
+    const bool same_dim =
+        (e.of == input && e.dim == static_cast<int64_t>(i)) || (!e.param.empty() && params[i] == e.param);
+    out->push_back(e.known ? e.value : same_dim ? 0 : -1);
+  }
+  return std::count(out->begin(), out->end(), -1) <= 1;
+}
+
+std::vector<std::string> Importer::ParamsOf(const std::string& value) const {
+  auto it = info_.find(value);
+  if (it == info_.end() || !it->second.has_shape) return {};
+  std::vector<std::string> p = it->second.params;
+  p.resize(it->second.shape.size());
+  return p;
+}
+
+// x.view(x.size(0), -1) with a dynamic batch: Shape → Gather → Unsqueeze →
+// Concat cannot fold to numbers, but element by element it is "dim 0 of x,
+// then -1", which is Paddle's reshape [0, -1]. Structural ops keep what is
+// known of each element; arithmetic keeps known results only.
+bool Importer::TryFoldPartial(const Node& n) {
+  const std::string& op = n.OpType();
+  // Inputs as element lists: a partial, or a small int constant.
+  auto as_partial = [&](int i, PartialDims* out) {
+    if (!n.HasInput(i)) return false;
+    if (const PartialDims* p = PartialOf(n.Input(i))) {
+      *out = *p;
+      return true;
+    }
+    const Tensor* t = ConstOf(n.Input(i));
+    if (!t || t->Rank() > 1 || t->Numel() > 64 || IsFloating(t->GetDType()) || t->GetDType() == DType::kBool) {
+      return false;
+    }
+    out->scalar = t->Rank() == 0;
+    for (long double v : ToConst(*t).data) {
+      PartialDims::Elem e;
+      e.known = true;
+      e.value = static_cast<int64_t>(v);
+      out->elems.push_back(e);
+    }
+    return true;
+  };
+  auto ints = [&](int i, std::vector<int64_t>* out) {
+    const Tensor* t = n.HasInput(i) ? ConstOf(n.Input(i)) : nullptr;
+    if (!t || IsFloating(t->GetDType())) return false;
+    for (long double v : ToConst(*t).data) out->push_back(static_cast<int64_t>(v));
+    return true;
+  };
+  PartialDims r;
+  if (op == "Shape") {
+    if (!n.HasInput(0) || !HasShape(n.Input(0))) return false;
+    const std::vector<int64_t> shape = info_.at(n.Input(0)).shape;
+    const std::vector<std::string> params = ParamsOf(n.Input(0));
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    int64_t start = n.Int("start", 0), end = n.Int("end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, 0, rank);
+    for (int64_t i = start; i < end; ++i) {
+      PartialDims::Elem e;
+      e.known = shape[i] >= 0;
+      e.value = shape[i];
+      e.of = n.Input(0);
+      e.dim = i;
+      e.param = params[i];
+      r.elems.push_back(e);
+    }
+  } else if (op == "Identity" || op == "Cast") {
+    if (!as_partial(0, &r)) return false;
+  } else if (op == "Gather") {
+    PartialDims x;
+    std::vector<int64_t> idx;
+    if (!as_partial(0, &x) || !ints(1, &idx) || x.scalar || n.Int("axis", 0) != 0) return false;
+    const int64_t size = static_cast<int64_t>(x.elems.size());
+    for (int64_t k : idx) {
+      if (k < 0) k += size;
+      if (k < 0 || k >= size) n.Fail(ErrorKind::kOutOfRange, "index " + std::to_string(k) + " is out of range");
+      r.elems.push_back(x.elems[k]);
+    }
+    r.scalar = ConstOf(n.Input(1))->Rank() == 0;
+  } else if (op == "Unsqueeze") {
+    if (!as_partial(0, &r) || !r.scalar) return false;
+    r.scalar = false;
+  } else if (op == "Squeeze") {
+    if (!as_partial(0, &r) || r.scalar || r.elems.size() != 1) return false;
+    r.scalar = true;
+  } else if (op == "Concat") {
+    for (int i = 0; i < n.NumInputs(); ++i) {
+      PartialDims x;
+      if (!as_partial(i, &x) || x.scalar) return false;
+      r.elems.insert(r.elems.end(), x.elems.begin(), x.elems.end());
+    }
+  } else if (op == "Slice" && Opset() >= 10) {
+    PartialDims x;
+    std::vector<int64_t> st, en, steps;
+    if (!as_partial(0, &x) || x.scalar || !ints(1, &st) || !ints(2, &en) || st.size() != 1 || en.size() != 1) {
+      return false;
+    }
+    if (n.HasInput(4) && (!ints(4, &steps) || steps != std::vector<int64_t>{1})) return false;
+    const int64_t size = static_cast<int64_t>(x.elems.size());
+    int64_t b = st[0] < 0 ? st[0] + size : st[0], e = en[0] < 0 ? en[0] + size : en[0];
+    b = std::clamp<int64_t>(b, 0, size);
+    e = std::clamp<int64_t>(e, 0, size);
+    for (int64_t i = b; i < e; ++i) r.elems.push_back(x.elems[i]);
+  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    PartialDims x, y;
+    if (!as_partial(0, &x) || !as_partial(1, &y)) return false;
+    if (x.elems.size() != y.elems.size() && x.elems.size() != 1 && y.elems.size() != 1) return false;
+    const size_t size = std::max(x.elems.size(), y.elems.size());
+    r.scalar = x.scalar && y.scalar;
+    for (size_t i = 0; i < size; ++i) {
+      const auto& a = x.elems[x.elems.size() == 1 ? 0 : i];
+      const auto& b = y.elems[y.elems.size() == 1 ? 0 : i];
+      PartialDims::Elem e;
+      e.known = a.known && b.known && !(op == "Div" && b.value == 0);
+      if (e.known) {
+        e.value = op == "Add"   ? a.value + b.value
+                  : op == "Sub" ? a.value - b.value
+                  : op == "Mul" ? a.value * b.value
+                                : a.value / b.value;
+      }
+      r.elems.push_back(e);
+    }
+  } else {
+    return false;
+  }
+  bool any_unknown = false;
+  for (const auto& e : r.elems) any_unknown = any_unknown || !e.known;
+  if (!any_unknown) {
+    // Every element known after all: a plain constant.
+    ConstValue c;
+    c.dtype = DType::kInt64;
+    if (!r.scalar) c.dims = {static_cast<int64_t>(r.elems.size())};
+    for (const auto& e : r.elems) c.data.push_back(static_cast<long double>(e.value));
+    if (r.scalar && c.data.size() != 1) return false;
+    SetConst(n.Output(0), ToTensor(c));
+    return true;
+  }
+  partials_[n.Output(0)] = std::move(r);
+  return true;
 }
 
 // PyTorch writes GELU as 0.5 * x * (1 + erf(x / sqrt(2))): Div → Erf → Add →
@@ -298,12 +501,14 @@ void Importer::ConvertNode(const onnx::NodeProto& proto, size_t index) {
   }
   for (int i = 0; i < n.NumInputs(); ++i) {
     if (!n.HasInput(i)) continue;
-    NABLA_ENFORCE(vars_.count(n.Input(i)) || consts_.count(n.Input(i)), kInvalidArgument, n.Describe(), ": input '",
-                  n.Input(i), "' is not a graph input, an initializer or an earlier node's output");
+    NABLA_ENFORCE(vars_.count(n.Input(i)) || consts_.count(n.Input(i)) || partials_.count(n.Input(i)), kInvalidArgument,
+                  n.Describe(), ": input '", n.Input(i),
+                  "' is not a graph input, an initializer or an earlier node's output");
   }
   bool folded = n.NumOutputs() > 0;
   for (int i = 0; i < n.NumOutputs(); ++i) folded = folded && (!n.HasOutput(i) || consts_.count(n.Output(i)));
-  if (folded) return;  // FoldConstants did it
+  if (folded) return;                                                                 // FoldConstants did it
+  if (n.NumOutputs() == 1 && n.HasOutput(0) && partials_.count(n.Output(0))) return;  // shape arithmetic
   for (int i = 0; i < n.NumOutputs(); ++i) {
     if (!n.HasOutput(i)) continue;
     NABLA_ENFORCE(!vars_.count(n.Output(i)) && !consts_.count(n.Output(i)), kInvalidArgument, n.Describe(),
@@ -363,6 +568,10 @@ std::string Importer::Materialize(const std::string& value, bool trainable) {
 std::string Importer::In(const Node& n, int i) {
   const std::string& name = n.Input(i);
   if (vars_.count(name)) return name;
+  if (partials_.count(name)) {
+    n.Unsupported("input '" + name + "' is shape arithmetic on dynamic dims, which nabla computes at import " +
+                  "time only (fix the dims with --input-shape)");
+  }
   return Materialize(name, initializers_.count(name) != 0);
 }
 
@@ -378,7 +587,10 @@ const Tensor* Importer::Const(const Node& n, int i) const {
 
 std::vector<int64_t> Importer::ConstInts(const Node& n, int i, const std::string& what) const {
   const Tensor* t = Const(n, i);
-  if (!t) n.Unsupported(what + " (input " + std::to_string(i) + ") is computed at run time; it must be a constant");
+  if (!t) {
+    n.Unsupported(what + " (input " + std::to_string(i) + ") is computed at run time; it must be a constant" +
+                  (partials_.count(n.Input(i)) ? " (it depends on dynamic dims: fix them with --input-shape)" : ""));
+  }
   NABLA_ENFORCE(t->GetDType() == DType::kInt64 || t->GetDType() == DType::kInt32, kInvalidArgument, n.Describe(), ": ",
                 what, " must be int64 but received ", DTypeName(t->GetDType()));
   std::vector<int64_t> out;

@@ -69,6 +69,22 @@ class Node {
   const onnx::NodeProto& p_;
 };
 
+// A 1-D (or scalar) int64 value known element by element: shape arithmetic
+// on a shape with dynamic dims. An unknown element may still be known to
+// equal a dim: of a value (Shape's input and the position), and/or of every
+// value whose dim carries the same dim_param.
+struct PartialDims {
+  struct Elem {
+    bool known = false;
+    int64_t value = 0;
+    std::string of;  // the value whose dim this is ("" when none)
+    int64_t dim = -1;
+    std::string param;  // its dim_param ("" when none)
+  };
+  std::vector<Elem> elems;
+  bool scalar = false;
+};
+
 class Importer {
  public:
   Importer(const onnx::ModelProto& model, const std::string& path, const ImportOptions& options);
@@ -94,6 +110,15 @@ class Importer {
   bool HasDType(const std::string& value) const;
   DType DTypeOf(const Node& n, const std::string& value) const;
 
+  // A shape input with dynamic dims, element by element (null when nothing
+  // is known of it); and the dim_params of a value's shape.
+  const PartialDims* PartialOf(const std::string& value) const;
+  std::vector<std::string> ParamsOf(const std::string& value) const;
+  // A Reshape of `input` to `p` as Paddle's shape attribute: an element equal
+  // to the input's dim at its position is 0 (copy), one unknown one -1;
+  // false when more than one stays unknown.
+  bool PartialReshapeDims(const std::string& input, const PartialDims& p, std::vector<int64_t>* out) const;
+
   // What converters produce --------------------------------------------------
   void Emit(const std::string& type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs = {});
   std::string Temp(const std::string& hint);
@@ -114,6 +139,7 @@ class Importer {
   void RecordValueInfo(const onnx::ValueInfoProto& vi);
   void ConvertNode(const onnx::NodeProto& node, size_t index);
   bool TryFold(const Node& n);
+  bool TryFoldPartial(const Node& n);
   void FuseGelu();
   void FinishOutputs();
   std::string Materialize(const std::string& value, bool trainable);
@@ -130,11 +156,13 @@ class Importer {
   std::set<std::string> names_;           // every ONNX value name (temps avoid them)
   struct Info {
     std::vector<int64_t> shape;
+    std::vector<std::string> params;  // dim_param of each unknown dim ("" when none)
     bool has_shape = false;
     DType dtype = DType::kFloat32;
     bool has_dtype = false;
   };
   std::map<std::string, Info> info_;
+  std::map<std::string, PartialDims> partials_;
   std::set<size_t> fused_;                          // node indices a pattern replaced
   std::map<size_t, onnx::NodeProto> replacements_;  // node index -> the node it becomes
   int temp_counter_ = 0;

@@ -88,3 +88,32 @@ def test_torch_model(build, tmp_path):
     for n, o in zip(names, onnx_names):
         want = params[n].detach().numpy() - lr * params[n].grad.numpy()
         np.testing.assert_allclose(stepped[o], want, rtol=1e-4, atol=1e-6, err_msg=f"sgd step of {o}")
+
+
+class FlattenByBatch(torch.nn.Module):
+    """x.view(x.size(0), -1) and attention-style reshapes: shape arithmetic
+    on a dynamic batch dim, which must become Paddle's 0 and -1."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, stride=2)
+        self.attn = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+        self.fc = torch.nn.Linear(4 * 9, 3)
+
+    def forward(self, x):
+        h = torch.nn.functional.silu(self.conv(x))
+        seq = h.reshape(h.size(0), 4, -1).transpose(1, 2)
+        seq = self.attn(seq, seq, seq, need_weights=False)[0]
+        return self.fc(seq.reshape(seq.size(0), -1))
+
+
+def test_dynamic_batch_without_input_shape(tmp_path):
+    torch.manual_seed(3)
+    model = FlattenByBatch().eval()
+    torch.onnx.export(model, (torch.randn(2, 1, 7, 7),), tmp_path / "m.onnx", input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    program, weights = onnx_util.import_model(tmp_path / "m.onnx", tmp_path)
+    for batch in (1, 5):
+        x = torch.randn(batch, 1, 7, 7)
+        got = onnx_util.exec_program(program, {"x": x.numpy()}, ["y"], tmp_path / f"b{batch}", weights=weights)
+        np.testing.assert_allclose(got["y"], model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
