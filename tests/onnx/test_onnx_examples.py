@@ -69,3 +69,31 @@ def test_export_import_round_trip(program, tmp_path):
     got = onnx_util.exec_program(back, feeds, outputs, tmp_path / "b", weights=weights)
     for name in outputs:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_imported_program_fine_tunes_with_nabla_run(tmp_path):
+    """An imported model trains with `nabla run --weights` (its persistable
+    vars have no init: of their own); without --weights it is an error."""
+    src = onnx_util.REPO / "examples" / "models" / "softmax_regression.yaml"
+    onnx_util.run("export", src, "-o", tmp_path / "m.onnx", "--output", "loss")
+    program, weights = onnx_util.import_model(tmp_path / "m.onnx", tmp_path)
+    data = "/usr/share/datasets/fashion-mnist/t10k-%s-idx%d-ubyte.gz"
+    if not pathlib.Path(data % ("images", 3)).exists():
+        pytest.skip("dataset-fashion-mnist is not installed")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"""seed: 1
+program: {program}
+loss: loss
+optimizer: {{type: sgd, lr: 0.1}}
+data:
+  format: idx
+  train:
+    files: {{images: {data % ('images', 3)}, labels: {data % ('labels', 1)}}}
+    feeds: {{image: images, label: labels}}
+  batch_size: 64
+steps: 5
+""")
+    p = onnx_util.run("run", config, "--weights", weights, "--progress", "none")
+    assert "train loss" in p.stdout, p.stdout
+    p = onnx_util.run("run", config, "--progress", "none", check=False)
+    assert p.returncode != 0
