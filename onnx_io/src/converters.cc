@@ -549,7 +549,13 @@ void ReduceSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.
 void LayerNormalization(const Node& n, Importer& imp) {
   const int64_t rank = imp.RankOf(n, n.Input(0));
   const int64_t axis = NormAxis(n, n.Int("axis", -1), rank);
-  if (axis == 0) n.Unsupported("axis 0 (layer_norm's begin_norm_axis is at least 1)");
+  // begin_norm_axis is at least 1: axis 0 normalizes X with a leading 1.
+  std::string x = imp.In(n, 0), y = n.Output(0);
+  if (axis == 0) {
+    x = imp.Temp(n.Input(0));
+    y = imp.Temp(n.Output(0));
+    imp.Emit("unsqueeze", {{"X", {imp.In(n, 0)}}}, {{"Out", {x}}}, {{"axes", Ints{0}}});
+  }
   // layer_norm's Scale and Bias are flat [right]: reshape them when not 1-D.
   auto flat = [&](int i) -> std::string {
     if (!n.HasInput(i)) return "";
@@ -558,14 +564,15 @@ void LayerNormalization(const Node& n, Importer& imp) {
     imp.Emit("reshape", {{"X", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"shape", Ints{-1}}});
     return out;
   };
-  VarNameMap inputs{{"X", {imp.In(n, 0)}}};
+  VarNameMap inputs{{"X", {x}}};
   const std::string scale = flat(1), bias = flat(2);
   if (!scale.empty()) inputs["Scale"] = {scale};
   if (!bias.empty()) inputs["Bias"] = {bias};
   const float eps = n.Float("epsilon", 1e-5f);
   const std::string mean = imp.Temp(n.Output(0) + "_mean"), var = imp.Temp(n.Output(0) + "_var");
-  imp.Emit("layer_norm", inputs, {{"Y", {n.Output(0)}}, {"Mean", {mean}}, {"Variance", {var}}},
-           {{"epsilon", eps}, {"begin_norm_axis", ToInt(n, axis, "axis")}});
+  imp.Emit("layer_norm", inputs, {{"Y", {y}}, {"Mean", {mean}}, {"Variance", {var}}},
+           {{"epsilon", eps}, {"begin_norm_axis", ToInt(n, std::max<int64_t>(axis, 1), "axis")}});
+  if (axis == 0) imp.Emit("squeeze", {{"X", {y}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{0}}});
   if (!n.HasOutput(1) && !n.HasOutput(2)) return;
   // ONNX's Mean and InvStdDev keep X's rank (1s from axis on); nabla's are
   // flat [left], and its Variance is not inverted.
@@ -669,17 +676,17 @@ void Pad(const Node& n, Importer& imp) {
 }
 
 // PyTorch's CrossEntropyLoss (and nabla's own export of
-// softmax_with_cross_entropy): class scores [N, C], labels [N].
+// softmax_with_cross_entropy): class scores [N, C, ...], labels [N, ...].
 void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
   if (n.HasInput(2)) n.Unsupported("class weights");
-  if (imp.RankOf(n, n.Input(0)) != 2) n.Unsupported("scores of rank other than 2");
+  // Classes on axis 1 of [N, C, d1, ...]; labels [N, d1, ...] get their 1 there.
   const std::string reduction = n.String("reduction", "mean");
   const bool has_ignore = n.HasAttr("ignore_index");
   if (has_ignore && reduction == "mean") n.Unsupported("ignore_index with reduction mean");
   if (imp.DTypeOf(n, n.Input(1)) != DType::kInt64) n.Unsupported("labels other than int64");
   const std::string label = imp.Temp(n.Input(1)), loss = imp.Temp(n.Output(0));
   imp.Emit("unsqueeze", {{"X", {imp.In(n, 1)}}}, {{"Out", {label}}}, {{"axes", Ints{1}}});
-  AttributeMap attrs{{"axis", -1}};
+  AttributeMap attrs{{"axis", 1}};
   if (has_ignore) attrs["ignore_index"] = ToInt(n, n.Int("ignore_index", -100), "ignore_index");
   imp.Emit("softmax_with_cross_entropy", {{"Logits", {imp.In(n, 0)}}, {"Label", {label}}},
            {{"Softmax", {imp.Temp(n.Output(0) + "_softmax")}}, {"Loss", {loss}}}, attrs);
@@ -692,7 +699,7 @@ void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
   } else {
     n.Unsupported("reduction " + reduction);
   }
-  if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", -1}});
+  if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", 1}});
 }
 
 const std::map<std::string, Converter>& Table() {
