@@ -526,6 +526,16 @@ void Cast(const Node& n, Importer& imp) {
   Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
 }
 
+// CastLike: to the dtype of input 1 (read for its dtype only).
+void CastLike(const Node& n, Importer& imp) {
+  const DType in = imp.DTypeOf(n, n.Input(0)), out = imp.DTypeOf(n, n.Input(1));
+  if (in == out) {
+    Unary(n, imp, "assign");
+    return;
+  }
+  Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
+}
+
 void Reduce(const Node& n, Importer& imp, const std::string& type, bool axes_input) {
   std::vector<int64_t> axes =
       axes_input ? (n.HasInput(1) ? imp.ConstInts(n, 1, "axes") : std::vector<int64_t>{}) : n.Ints("axes");
@@ -675,14 +685,84 @@ void Pad(const Node& n, Importer& imp) {
   Unary(n, imp, "assign");
 }
 
+// -x[n, target[n, ...], ...] for log-probabilities x [N, C, d...]: a
+// one-hot product (nabla has no take_along_axis), which also carries class
+// weights and ignore_index, and ONNX's weighted mean.
+void NllChain(const Node& n, Importer& imp, const std::string& x_var, const std::string& out) {
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  if (rank < 2 || xs[1] < 0) n.Unsupported("scores without a known class dim 1");
+  const DType ft = imp.DTypeOf(n, n.Input(0)), it = imp.DTypeOf(n, n.Input(1));
+  const std::string reduction = n.String("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") n.Unsupported("reduction " + reduction);
+  std::string x = x_var;
+  if (rank > 2) {
+    // Classes last, where one_hot puts them.
+    Ints perm{0};
+    for (int64_t i = 2; i < rank; ++i) perm.push_back(static_cast<int>(i));
+    perm.push_back(1);
+    x = imp.Temp(n.Output(0));
+    imp.Emit("transpose", {{"X", {x_var}}}, {{"Out", {x}}}, {{"axis", perm}});
+  }
+  const std::string t1 = imp.Temp(n.Input(1)), onehot = imp.Temp(n.Output(0));
+  imp.Emit("unsqueeze", {{"X", {imp.In(n, 1)}}}, {{"Out", {t1}}}, {{"axes", Ints{static_cast<int>(rank - 1)}}});
+  imp.Emit(
+      "one_hot", {{"X", {t1}}}, {{"Out", {onehot}}},
+      {{"depth", ToInt(n, xs[1], "classes")}, {"dtype", std::string(DTypeName(ft))}, {"allow_out_of_range", true}});
+  std::string w = onehot;
+  if (n.HasInput(2)) {
+    const std::string weighted = imp.Temp(n.Output(0));
+    imp.Emit("elementwise_mul", {{"X", {w}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {weighted}}}, {{"axis", -1}});
+    w = weighted;
+  }
+  if (n.HasAttr("ignore_index")) {
+    ConstValue ig;
+    ig.dtype = it;
+    ig.dims = {1};
+    ig.data = {static_cast<long double>(n.Int("ignore_index", -100))};
+    const std::string keep = imp.Temp(n.Output(0)), keepf = imp.Temp(n.Output(0)), masked = imp.Temp(n.Output(0));
+    imp.Emit("not_equal", {{"X", {t1}}, {"Y", {imp.ConstVar(ToTensor(ig), "ignore_index")}}}, {{"Out", {keep}}},
+             {{"axis", -1}});
+    imp.Emit("cast", {{"X", {keep}}}, {{"Out", {keepf}}},
+             {{"in_dtype", std::string("bool")}, {"out_dtype", std::string(DTypeName(ft))}});
+    imp.Emit("elementwise_mul", {{"X", {w}}, {"Y", {keepf}}}, {{"Out", {masked}}}, {{"axis", -1}});
+    w = masked;
+  }
+  const std::string picked = imp.Temp(n.Output(0)), summed = imp.Temp(n.Output(0));
+  imp.Emit("elementwise_mul", {{"X", {x}}, {"Y", {w}}}, {{"Out", {picked}}}, {{"axis", -1}});
+  imp.Emit("reduce_sum", {{"X", {picked}}}, {{"Out", {summed}}}, {{"dim", Ints{-1}}, {"keep_dim", false}});
+  const std::string loss = reduction == "none" ? out : imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {summed}}}, {{"Out", {loss}}}, {{"scale", -1.0f}});
+  if (reduction == "none") return;
+  const AttributeMap all{{"reduce_all", true}, {"dim", Ints{}}};
+  if (reduction == "sum") {
+    imp.Emit("reduce_sum", {{"X", {loss}}}, {{"Out", {out}}}, all);
+  } else if (!n.HasInput(2) && !n.HasAttr("ignore_index")) {
+    imp.Emit("mean", {{"X", {loss}}}, {{"Out", {out}}});
+  } else {
+    // ONNX's mean divides by the weights of the rows counted.
+    const std::string num = imp.Temp(n.Output(0)), den = imp.Temp(n.Output(0));
+    imp.Emit("reduce_sum", {{"X", {loss}}}, {{"Out", {num}}}, all);
+    imp.Emit("reduce_sum", {{"X", {w}}}, {{"Out", {den}}}, all);
+    imp.Emit("elementwise_div", {{"X", {num}}, {"Y", {den}}}, {{"Out", {out}}}, {{"axis", -1}});
+  }
+}
+
+void NegativeLogLikelihoodLoss(const Node& n, Importer& imp) { NllChain(n, imp, imp.In(n, 0), n.Output(0)); }
+
 // PyTorch's CrossEntropyLoss (and nabla's own export of
 // softmax_with_cross_entropy): class scores [N, C, ...], labels [N, ...].
 void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
-  if (n.HasInput(2)) n.Unsupported("class weights");
   // Classes on axis 1 of [N, C, d1, ...]; labels [N, d1, ...] get their 1 there.
   const std::string reduction = n.String("reduction", "mean");
   const bool has_ignore = n.HasAttr("ignore_index");
-  if (has_ignore && reduction == "mean") n.Unsupported("ignore_index with reduction mean");
+  if (n.HasInput(2) || (has_ignore && reduction == "mean")) {
+    // Weighted means: log_softmax, then the one-hot chain.
+    const std::string logp = n.HasOutput(1) ? n.Output(1) : imp.Temp(n.Output(0));
+    imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {logp}}}, {{"axis", 1}});
+    NllChain(n, imp, logp, n.Output(0));
+    return;
+  }
   if (imp.DTypeOf(n, n.Input(1)) != DType::kInt64) n.Unsupported("labels other than int64");
   const std::string label = imp.Temp(n.Input(1)), loss = imp.Temp(n.Output(0));
   imp.Emit("unsqueeze", {{"X", {imp.In(n, 1)}}}, {{"Out", {label}}}, {{"axes", Ints{1}}});
@@ -711,6 +791,7 @@ const std::map<std::string, Converter>& Table() {
       {"AveragePool", AveragePool},
       {"BatchNormalization", BatchNormalization},
       {"Cast", Cast},
+      {"CastLike", CastLike},
       {"Clip", Clip},
       {"Concat", Concat},
       {"ConstantOfShape", ConstantOfShape},
@@ -744,6 +825,7 @@ const std::map<std::string, Converter>& Table() {
       {"Min", Min},
       {"Mul", Mul},
       {"Neg", Neg},
+      {"NegativeLogLikelihoodLoss", NegativeLogLikelihoodLoss},
       {"Not", Not},
       {"Or", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_or"); }},
       {"Pad", Pad},
@@ -855,11 +937,18 @@ std::string MissingConverterReason(const std::string& op_type) {
 std::vector<std::string> ConvertibleOnnxOps() {
   std::vector<std::string> out;
   for (const auto& [k, v] : Table()) out.push_back(k);
-  out.push_back("Constant");  // folded
+  // Folded at import time (Shape and Size when the dims are known).
+  for (const char* folded : {"Constant", "Shape", "Size"}) out.push_back(folded);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> UnconvertibleOnnxOps() { return {Missing().begin(), Missing().end()}; }
+std::vector<std::pair<std::string, std::string>> UnconvertibleOnnxOps() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [op, why] : Missing()) {
+    if (op != "Shape" && op != "Size") out.emplace_back(op, why);
+  }
+  return out;
+}
 
 }  // namespace nabla::onnx_io
