@@ -526,6 +526,112 @@ void Cast(const Node& n, Importer& imp) {
   Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
 }
 
+// LSTM unrolled over a sequence length known at import time: per step two
+// GEMMs, the gate split and the cell update, as nabla ops (so the backward
+// part and fine-tuning come with them). Gates in ONNX's order i, o, f, c;
+// the default activations only (sigmoid, tanh, tanh), no peepholes.
+void LSTM(const Node& n, Importer& imp) {
+  if (n.Int("layout", 0) != 0) n.Unsupported("layout 1 (batch first)");
+  if (n.HasAttr("clip")) n.Unsupported("cell clipping");
+  if (n.Int("input_forget", 0) != 0) n.Unsupported("input_forget");
+  if (n.HasInput(7)) n.Unsupported("peepholes (input P)");
+  for (const auto& a : n.Proto().attribute()) {
+    if (a.name() != "activations") continue;
+    for (int i = 0; i < a.strings_size(); ++i) {
+      const std::string want = i % 3 == 0 ? "Sigmoid" : "Tanh";
+      if (a.strings(i) != want) n.Unsupported("activation " + a.strings(i));
+    }
+  }
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  if (xs.size() != 3 || xs[0] <= 0) {
+    n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
+  }
+  const int64_t steps = xs[0];
+  if (n.HasInput(4)) {
+    for (int64_t len : imp.ConstInts(n, 4, "sequence_lens")) {
+      if (len != steps) n.Unsupported("sequence_lens shorter than the sequence");
+    }
+  }
+  const std::vector<int64_t> ws = imp.ShapeOf(n, n.Input(1));
+  const int64_t hidden = n.Int("hidden_size", ws.size() == 3 ? ws[1] / 4 : -1);
+  const std::string direction = n.String("direction", "forward");
+  std::vector<bool> reverse;
+  if (direction == "forward" || direction == "reverse") reverse = {direction == "reverse"};
+  if (direction == "bidirectional") reverse = {false, true};
+  if (reverse.empty()) n.Unsupported("direction " + direction);
+  const std::string tag = n.HasOutput(0) ? n.Output(0) : n.HasOutput(1) ? n.Output(1) : n.Output(2);
+  auto tmp = [&] { return imp.Temp(tag); };
+  auto emit = [&](const std::string& type, VarNameMap in, AttributeMap attrs = {}) {
+    const std::string out = tmp();
+    imp.Emit(type, std::move(in), {{"Out", {out}}}, std::move(attrs));
+    return out;
+  };
+  auto pick = [&](int input, int64_t d) {  // input[d], its direction dim dropped
+    const std::string out = tmp();
+    imp.Emit("slice", {{"Input", {imp.In(n, input)}}}, {{"Out", {out}}},
+             {{"axes", Ints{0}},
+              {"starts", Ints{static_cast<int>(d)}},
+              {"ends", Ints{static_cast<int>(d + 1)}},
+              {"decrease_axis", Ints{0}}});
+    return out;
+  };
+  auto zeros = [&]() {
+    if (xs[1] < 0) n.Unsupported("no initial state and a dynamic batch (fix it with --input-shape)");
+    const std::string out = tmp();
+    imp.Emit("fill_constant", {}, {{"Out", {out}}},
+             {{"shape", Ints{ToInt(n, xs[1], "batch"), ToInt(n, hidden, "hidden_size")}},
+              {"value", 0.0f},
+              {"dtype", std::string(DTypeName(imp.DTypeOf(n, n.Input(0))))}});
+    return out;
+  };
+  // The input, one [batch, input] piece per step.
+  std::vector<std::string> pieces, xt;
+  for (int64_t t = 0; t < steps; ++t) pieces.push_back(tmp());
+  imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", pieces}}, {{"num", ToInt(n, steps, "steps")}, {"axis", 0}});
+  for (const auto& p : pieces) xt.push_back(emit("squeeze", {{"X", {p}}}, {{"axes", Ints{0}}}));
+
+  std::vector<std::vector<std::string>> ys(static_cast<size_t>(steps));  // [t][d]: h as [1, 1, B, H]
+  std::vector<std::string> last_h, last_c;
+  for (size_t d = 0; d < reverse.size(); ++d) {
+    const std::string w = pick(1, static_cast<int64_t>(d)), r = pick(2, static_cast<int64_t>(d));
+    std::string bias;
+    if (n.HasInput(3)) {
+      const std::string b = pick(3, static_cast<int64_t>(d)), wb = tmp(), rb = tmp();
+      imp.Emit("split", {{"X", {b}}}, {{"Out", {wb, rb}}}, {{"num", 2}, {"axis", 0}});
+      bias = emit("elementwise_add", {{"X", {wb}}, {"Y", {rb}}}, {{"axis", -1}});
+    }
+    std::string h = n.HasInput(5) ? pick(5, static_cast<int64_t>(d)) : zeros();
+    std::string c = n.HasInput(6) ? pick(6, static_cast<int64_t>(d)) : zeros();
+    for (int64_t k = 0; k < steps; ++k) {
+      const int64_t t = reverse[d] ? steps - 1 - k : k;
+      const std::string gx = emit("matmul", {{"X", {xt[t]}}, {"Y", {w}}}, {{"transpose_Y", true}});
+      const std::string gh = emit("matmul", {{"X", {h}}, {"Y", {r}}}, {{"transpose_Y", true}});
+      std::string g = emit("elementwise_add", {{"X", {gx}}, {"Y", {gh}}}, {{"axis", -1}});
+      if (!bias.empty()) g = emit("elementwise_add", {{"X", {g}}, {"Y", {bias}}}, {{"axis", -1}});
+      const std::string gi = tmp(), go = tmp(), gf = tmp(), gc = tmp();
+      imp.Emit("split", {{"X", {g}}}, {{"Out", {gi, go, gf, gc}}}, {{"num", 4}, {"axis", 1}});
+      const std::string i = emit("sigmoid", {{"X", {gi}}}), o = emit("sigmoid", {{"X", {go}}}),
+                        f = emit("sigmoid", {{"X", {gf}}}), cc = emit("tanh", {{"X", {gc}}});
+      const std::string keep = emit("elementwise_mul", {{"X", {f}}, {"Y", {c}}}, {{"axis", -1}});
+      const std::string add = emit("elementwise_mul", {{"X", {i}}, {"Y", {cc}}}, {{"axis", -1}});
+      c = emit("elementwise_add", {{"X", {keep}}, {"Y", {add}}}, {{"axis", -1}});
+      h = emit("elementwise_mul", {{"X", {o}}, {"Y", {emit("tanh", {{"X", {c}}})}}}, {{"axis", -1}});
+      if (n.HasOutput(0)) ys[t].push_back(emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
+    }
+    last_h.push_back(emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0}}}));
+    last_c.push_back(emit("unsqueeze", {{"X", {c}}}, {{"axes", Ints{0}}}));
+  }
+  if (n.HasOutput(0)) {
+    std::vector<std::string> rows;
+    for (const auto& per_dir : ys) {
+      rows.push_back(per_dir.size() == 1 ? per_dir[0] : emit("concat", {{"X", per_dir}}, {{"axis", 1}}));
+    }
+    imp.Emit("concat", {{"X", rows}}, {{"Out", {n.Output(0)}}}, {{"axis", 0}});
+  }
+  if (n.HasOutput(1)) imp.Emit("concat", {{"X", last_h}}, {{"Out", {n.Output(1)}}}, {{"axis", 0}});
+  if (n.HasOutput(2)) imp.Emit("concat", {{"X", last_c}}, {{"Out", {n.Output(2)}}}, {{"axis", 0}});
+}
+
 // CastLike: to the dtype of input 1 (read for its dtype only).
 void CastLike(const Node& n, Importer& imp) {
   const DType in = imp.DTypeOf(n, n.Input(0)), out = imp.DTypeOf(n, n.Input(1));
@@ -812,6 +918,7 @@ const std::map<std::string, Converter>& Table() {
       {"HardSigmoid", HardSigmoid},
       {"HardSwish", HardSwish},
       {"Identity", Identity},
+      {"LSTM", LSTM},
       {"LayerNormalization", LayerNormalization},
       {"LeakyRelu", LeakyRelu},
       {"Less", [](const Node& n, Importer& imp) { Compare(n, imp, "less_than"); }},
@@ -882,7 +989,6 @@ const std::map<std::string, std::string>& Missing() {
       {"If", "needs the conditional_block lowering"},
       {"InstanceNormalization", "needs nabla op instance_norm"},
       {"LRN", "needs nabla op lrn"},
-      {"LSTM", "needs nabla op lstm (or a while-loop lowering)"},
       {"Loop", "needs the while lowering"},
       {"MaxUnpool", "needs nabla op unpool"},
       {"Mish", "needs nabla op mish"},

@@ -539,6 +539,9 @@ bool Importer::TryFold(const Node& n) {
     if (FoldsFromShape(n.OpType()) && i == 0) continue;
     const Tensor* t = ConstOf(n.Input(i));
     if (!t) return false;
+    // A float initializer is a parameter: what is computed from it stays
+    // ops, so fine-tuning trains it (PyTorch reorders LSTM gates this way).
+    if (IsInitializer(n.Input(i)) && IsFloating(t->GetDType())) return false;
     total += t->Numel();
     if (total > kMaxFoldElements) return false;
     values[i] = ToConst(*t);
