@@ -529,12 +529,12 @@ void Cast(const Node& n, Importer& imp) {
 // LSTM unrolled over a sequence length known at import time: per step two
 // GEMMs, the gate split and the cell update, as nabla ops (so the backward
 // part and fine-tuning come with them). Gates in ONNX's order i, o, f, c;
-// the default activations only (sigmoid, tanh, tanh), no peepholes.
+// the default activations only (sigmoid, tanh, tanh); peepholes and
+// layout 1 (batch first) as ONNX defines them.
 void LSTM(const Node& n, Importer& imp) {
-  if (n.Int("layout", 0) != 0) n.Unsupported("layout 1 (batch first)");
+  const bool batch_first = n.Int("layout", 0) != 0;
   if (n.HasAttr("clip")) n.Unsupported("cell clipping");
   if (n.Int("input_forget", 0) != 0) n.Unsupported("input_forget");
-  if (n.HasInput(7)) n.Unsupported("peepholes (input P)");
   for (const auto& a : n.Proto().attribute()) {
     if (a.name() != "activations") continue;
     for (int i = 0; i < a.strings_size(); ++i) {
@@ -542,7 +542,8 @@ void LSTM(const Node& n, Importer& imp) {
       if (a.strings(i) != want) n.Unsupported("activation " + a.strings(i));
     }
   }
-  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  if (batch_first && xs.size() == 3) std::swap(xs[0], xs[1]);
   if (xs.size() != 3 || xs[0] <= 0) {
     n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
   }
@@ -566,9 +567,16 @@ void LSTM(const Node& n, Importer& imp) {
     imp.Emit(type, std::move(in), {{"Out", {out}}}, std::move(attrs));
     return out;
   };
+  // layout 1 puts the batch first in X, Y, the states and their outputs.
+  std::map<int, std::string> state_in;
   auto pick = [&](int input, int64_t d) {  // input[d], its direction dim dropped
     const std::string out = tmp();
-    imp.Emit("slice", {{"Input", {imp.In(n, input)}}}, {{"Out", {out}}},
+    std::string src = imp.In(n, input);
+    if (batch_first && (input == 5 || input == 6)) {
+      if (!state_in.count(input)) state_in[input] = emit("transpose", {{"X", {src}}}, {{"axis", Ints{1, 0, 2}}});
+      src = state_in[input];
+    }
+    imp.Emit("slice", {{"Input", {src}}}, {{"Out", {out}}},
              {{"axes", Ints{0}},
               {"starts", Ints{static_cast<int>(d)}},
               {"ends", Ints{static_cast<int>(d + 1)}},
@@ -587,8 +595,9 @@ void LSTM(const Node& n, Importer& imp) {
   // The input, one [batch, input] piece per step.
   std::vector<std::string> pieces, xt;
   for (int64_t t = 0; t < steps; ++t) pieces.push_back(tmp());
-  imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", pieces}}, {{"num", ToInt(n, steps, "steps")}, {"axis", 0}});
-  for (const auto& p : pieces) xt.push_back(emit("squeeze", {{"X", {p}}}, {{"axes", Ints{0}}}));
+  imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", pieces}},
+           {{"num", ToInt(n, steps, "steps")}, {"axis", batch_first ? 1 : 0}});
+  for (const auto& p : pieces) xt.push_back(emit("squeeze", {{"X", {p}}}, {{"axes", Ints{batch_first ? 1 : 0}}}));
 
   std::vector<std::vector<std::string>> ys(static_cast<size_t>(steps));  // [t][d]: h as [1, 1, B, H]
   std::vector<std::string> last_h, last_c;
@@ -600,6 +609,18 @@ void LSTM(const Node& n, Importer& imp) {
       imp.Emit("split", {{"X", {b}}}, {{"Out", {wb, rb}}}, {{"num", 2}, {"axis", 0}});
       bias = emit("elementwise_add", {{"X", {wb}}, {"Y", {rb}}}, {{"axis", -1}});
     }
+    // Peepholes P [3H] (i, o, f) weigh the cell state into three gates.
+    std::string pi, po, pf;
+    if (n.HasInput(7)) {
+      const std::string p = pick(7, static_cast<int64_t>(d));
+      pi = tmp(), po = tmp(), pf = tmp();
+      imp.Emit("split", {{"X", {p}}}, {{"Out", {pi, po, pf}}}, {{"num", 3}, {"axis", 0}});
+    }
+    auto peep = [&](const std::string& gate, const std::string& weight, const std::string& cell) {
+      if (weight.empty()) return gate;
+      const std::string wc = emit("elementwise_mul", {{"X", {cell}}, {"Y", {weight}}}, {{"axis", -1}});
+      return emit("elementwise_add", {{"X", {gate}}, {"Y", {wc}}}, {{"axis", -1}});
+    };
     std::string h = n.HasInput(5) ? pick(5, static_cast<int64_t>(d)) : zeros();
     std::string c = n.HasInput(6) ? pick(6, static_cast<int64_t>(d)) : zeros();
     for (int64_t k = 0; k < steps; ++k) {
@@ -610,26 +631,36 @@ void LSTM(const Node& n, Importer& imp) {
       if (!bias.empty()) g = emit("elementwise_add", {{"X", {g}}, {"Y", {bias}}}, {{"axis", -1}});
       const std::string gi = tmp(), go = tmp(), gf = tmp(), gc = tmp();
       imp.Emit("split", {{"X", {g}}}, {{"Out", {gi, go, gf, gc}}}, {{"num", 4}, {"axis", 1}});
-      const std::string i = emit("sigmoid", {{"X", {gi}}}), o = emit("sigmoid", {{"X", {go}}}),
-                        f = emit("sigmoid", {{"X", {gf}}}), cc = emit("tanh", {{"X", {gc}}});
+      const std::string i = emit("sigmoid", {{"X", {peep(gi, pi, c)}}}),
+                        f = emit("sigmoid", {{"X", {peep(gf, pf, c)}}}), cc = emit("tanh", {{"X", {gc}}});
       const std::string keep = emit("elementwise_mul", {{"X", {f}}, {"Y", {c}}}, {{"axis", -1}});
       const std::string add = emit("elementwise_mul", {{"X", {i}}, {"Y", {cc}}}, {{"axis", -1}});
       c = emit("elementwise_add", {{"X", {keep}}, {"Y", {add}}}, {{"axis", -1}});
+      const std::string o = emit("sigmoid", {{"X", {peep(go, po, c)}}});
       h = emit("elementwise_mul", {{"X", {o}}, {"Y", {emit("tanh", {{"X", {c}}})}}}, {{"axis", -1}});
       if (n.HasOutput(0)) ys[t].push_back(emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
     }
     last_h.push_back(emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0}}}));
     last_c.push_back(emit("unsqueeze", {{"X", {c}}}, {{"axes", Ints{0}}}));
   }
+  // Y [seq, dirs, batch, H] (layout 1: [batch, seq, dirs, H]); Y_h, Y_c
+  // [dirs, batch, H] (layout 1: [batch, dirs, H]).
+  auto finish = [&](const std::vector<std::string>& parts, const Ints& perm, const std::string& out) {
+    if (!batch_first) {
+      imp.Emit("concat", {{"X", parts}}, {{"Out", {out}}}, {{"axis", 0}});
+      return;
+    }
+    imp.Emit("transpose", {{"X", {emit("concat", {{"X", parts}}, {{"axis", 0}})}}}, {{"Out", {out}}}, {{"axis", perm}});
+  };
   if (n.HasOutput(0)) {
     std::vector<std::string> rows;
     for (const auto& per_dir : ys) {
       rows.push_back(per_dir.size() == 1 ? per_dir[0] : emit("concat", {{"X", per_dir}}, {{"axis", 1}}));
     }
-    imp.Emit("concat", {{"X", rows}}, {{"Out", {n.Output(0)}}}, {{"axis", 0}});
+    finish(rows, Ints{2, 0, 1, 3}, n.Output(0));
   }
-  if (n.HasOutput(1)) imp.Emit("concat", {{"X", last_h}}, {{"Out", {n.Output(1)}}}, {{"axis", 0}});
-  if (n.HasOutput(2)) imp.Emit("concat", {{"X", last_c}}, {{"Out", {n.Output(2)}}}, {{"axis", 0}});
+  if (n.HasOutput(1)) finish(last_h, Ints{1, 0, 2}, n.Output(1));
+  if (n.HasOutput(2)) finish(last_c, Ints{1, 0, 2}, n.Output(2));
 }
 
 // CastLike: to the dtype of input 1 (read for its dtype only).
