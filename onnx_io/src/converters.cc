@@ -526,141 +526,217 @@ void Cast(const Node& n, Importer& imp) {
   Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
 }
 
-// LSTM unrolled over a sequence length known at import time: per step two
-// GEMMs, the gate split and the cell update, as nabla ops (so the backward
-// part and fine-tuning come with them). Gates in ONNX's order i, o, f, c;
-// the default activations only (sigmoid, tanh, tanh); peepholes and
-// layout 1 (batch first) as ONNX defines them.
-void LSTM(const Node& n, Importer& imp) {
-  const bool batch_first = n.Int("layout", 0) != 0;
-  if (n.HasAttr("clip")) n.Unsupported("cell clipping");
-  if (n.Int("input_forget", 0) != 0) n.Unsupported("input_forget");
-  for (const auto& a : n.Proto().attribute()) {
-    if (a.name() != "activations") continue;
-    for (int i = 0; i < a.strings_size(); ++i) {
-      const std::string want = i % 3 == 0 ? "Sigmoid" : "Tanh";
-      if (a.strings(i) != want) n.Unsupported("activation " + a.strings(i));
+// LSTM and GRU unrolled over a sequence length known at import time: per
+// step the GEMMs, the gate split and the state update, as nabla ops (so the
+// backward part and fine-tuning come with them). The default activations
+// only; layout 1 (batch first) and ONNX's gate orders (LSTM i, o, f, c with
+// peepholes; GRU z, r, h with either linear_before_reset).
+class Unroll {
+ public:
+  Unroll(const Node& n, Importer& imp, int gates, const std::vector<std::string>& activations)
+      : n_(n), imp_(imp), batch_first_(n.Int("layout", 0) != 0) {
+    if (n.HasAttr("clip")) n.Unsupported("cell clipping");
+    for (const auto& a : n.Proto().attribute()) {
+      if (a.name() != "activations") continue;
+      for (int i = 0; i < a.strings_size(); ++i) {
+        const std::string& want = activations[static_cast<size_t>(i) % activations.size()];
+        if (a.strings(i) != want) n.Unsupported("activation " + a.strings(i) + " (only the defaults)");
+      }
     }
-  }
-  std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
-  if (batch_first && xs.size() == 3) std::swap(xs[0], xs[1]);
-  if (xs.size() != 3 || xs[0] <= 0) {
-    n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
-  }
-  const int64_t steps = xs[0];
-  if (n.HasInput(4)) {
-    for (int64_t len : imp.ConstInts(n, 4, "sequence_lens")) {
-      if (len != steps) n.Unsupported("sequence_lens shorter than the sequence");
+    xs_ = imp.ShapeOf(n, n.Input(0));
+    if (batch_first_ && xs_.size() == 3) std::swap(xs_[0], xs_[1]);
+    if (xs_.size() != 3 || xs_[0] <= 0) {
+      n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
     }
-  }
-  const std::vector<int64_t> ws = imp.ShapeOf(n, n.Input(1));
-  const int64_t hidden = n.Int("hidden_size", ws.size() == 3 ? ws[1] / 4 : -1);
-  const std::string direction = n.String("direction", "forward");
-  std::vector<bool> reverse;
-  if (direction == "forward" || direction == "reverse") reverse = {direction == "reverse"};
-  if (direction == "bidirectional") reverse = {false, true};
-  if (reverse.empty()) n.Unsupported("direction " + direction);
-  const std::string tag = n.HasOutput(0) ? n.Output(0) : n.HasOutput(1) ? n.Output(1) : n.Output(2);
-  auto tmp = [&] { return imp.Temp(tag); };
-  auto emit = [&](const std::string& type, VarNameMap in, AttributeMap attrs = {}) {
-    const std::string out = tmp();
-    imp.Emit(type, std::move(in), {{"Out", {out}}}, std::move(attrs));
-    return out;
-  };
-  // layout 1 puts the batch first in X, Y, the states and their outputs.
-  std::map<int, std::string> state_in;
-  auto pick = [&](int input, int64_t d) {  // input[d], its direction dim dropped
-    const std::string out = tmp();
-    std::string src = imp.In(n, input);
-    if (batch_first && (input == 5 || input == 6)) {
-      if (!state_in.count(input)) state_in[input] = emit("transpose", {{"X", {src}}}, {{"axis", Ints{1, 0, 2}}});
-      src = state_in[input];
+    steps_ = xs_[0];
+    if (n.HasInput(4)) {
+      for (int64_t len : imp.ConstInts(n, 4, "sequence_lens")) {
+        if (len != steps_) n.Unsupported("sequence_lens shorter than the sequence");
+      }
     }
-    imp.Emit("slice", {{"Input", {src}}}, {{"Out", {out}}},
-             {{"axes", Ints{0}},
-              {"starts", Ints{static_cast<int>(d)}},
-              {"ends", Ints{static_cast<int>(d + 1)}},
-              {"decrease_axis", Ints{0}}});
-    return out;
-  };
-  auto zeros = [&]() {
-    if (xs[1] < 0) n.Unsupported("no initial state and a dynamic batch (fix it with --input-shape)");
-    const std::string out = tmp();
-    imp.Emit("fill_constant", {}, {{"Out", {out}}},
-             {{"shape", Ints{ToInt(n, xs[1], "batch"), ToInt(n, hidden, "hidden_size")}},
-              {"value", 0.0f},
-              {"dtype", std::string(DTypeName(imp.DTypeOf(n, n.Input(0))))}});
-    return out;
-  };
-  // The input, one [batch, input] piece per step.
-  std::vector<std::string> pieces, xt;
-  for (int64_t t = 0; t < steps; ++t) pieces.push_back(tmp());
-  imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", pieces}},
-           {{"num", ToInt(n, steps, "steps")}, {"axis", batch_first ? 1 : 0}});
-  for (const auto& p : pieces) xt.push_back(emit("squeeze", {{"X", {p}}}, {{"axes", Ints{batch_first ? 1 : 0}}}));
+    const std::vector<int64_t> ws = imp.ShapeOf(n, n.Input(1));
+    hidden_ = n.Int("hidden_size", ws.size() == 3 ? ws[1] / gates : -1);
+    const std::string direction = n.String("direction", "forward");
+    if (direction == "forward" || direction == "reverse") reverse_ = {direction == "reverse"};
+    if (direction == "bidirectional") reverse_ = {false, true};
+    if (reverse_.empty()) n.Unsupported("direction " + direction);
+    for (int i = 0; i < n.NumOutputs() && tag_.empty(); ++i) {
+      if (n.HasOutput(i)) tag_ = n.Output(i);
+    }
+    // The input, one [batch, input] piece per step.
+    std::vector<std::string> pieces;
+    for (int64_t t = 0; t < steps_; ++t) pieces.push_back(Tmp());
+    const int axis = batch_first_ ? 1 : 0;
+    imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", pieces}}, {{"num", ToInt(n, steps_, "steps")}, {"axis", axis}});
+    for (const auto& p : pieces) xt_.push_back(Emit("squeeze", {{"X", {p}}}, {{"axes", Ints{axis}}}));
+    ys_.resize(static_cast<size_t>(steps_));
+  }
 
-  std::vector<std::vector<std::string>> ys(static_cast<size_t>(steps));  // [t][d]: h as [1, 1, B, H]
-  std::vector<std::string> last_h, last_c;
-  for (size_t d = 0; d < reverse.size(); ++d) {
-    const std::string w = pick(1, static_cast<int64_t>(d)), r = pick(2, static_cast<int64_t>(d));
-    std::string bias;
-    if (n.HasInput(3)) {
-      const std::string b = pick(3, static_cast<int64_t>(d)), wb = tmp(), rb = tmp();
-      imp.Emit("split", {{"X", {b}}}, {{"Out", {wb, rb}}}, {{"num", 2}, {"axis", 0}});
-      bias = emit("elementwise_add", {{"X", {wb}}, {"Y", {rb}}}, {{"axis", -1}});
-    }
-    // Peepholes P [3H] (i, o, f) weigh the cell state into three gates.
-    std::string pi, po, pf;
-    if (n.HasInput(7)) {
-      const std::string p = pick(7, static_cast<int64_t>(d));
-      pi = tmp(), po = tmp(), pf = tmp();
-      imp.Emit("split", {{"X", {p}}}, {{"Out", {pi, po, pf}}}, {{"num", 3}, {"axis", 0}});
-    }
-    auto peep = [&](const std::string& gate, const std::string& weight, const std::string& cell) {
-      if (weight.empty()) return gate;
-      const std::string wc = emit("elementwise_mul", {{"X", {cell}}, {"Y", {weight}}}, {{"axis", -1}});
-      return emit("elementwise_add", {{"X", {gate}}, {"Y", {wc}}}, {{"axis", -1}});
-    };
-    std::string h = n.HasInput(5) ? pick(5, static_cast<int64_t>(d)) : zeros();
-    std::string c = n.HasInput(6) ? pick(6, static_cast<int64_t>(d)) : zeros();
-    for (int64_t k = 0; k < steps; ++k) {
-      const int64_t t = reverse[d] ? steps - 1 - k : k;
-      const std::string gx = emit("matmul", {{"X", {xt[t]}}, {"Y", {w}}}, {{"transpose_Y", true}});
-      const std::string gh = emit("matmul", {{"X", {h}}, {"Y", {r}}}, {{"transpose_Y", true}});
-      std::string g = emit("elementwise_add", {{"X", {gx}}, {"Y", {gh}}}, {{"axis", -1}});
-      if (!bias.empty()) g = emit("elementwise_add", {{"X", {g}}, {"Y", {bias}}}, {{"axis", -1}});
-      const std::string gi = tmp(), go = tmp(), gf = tmp(), gc = tmp();
-      imp.Emit("split", {{"X", {g}}}, {{"Out", {gi, go, gf, gc}}}, {{"num", 4}, {"axis", 1}});
-      const std::string i = emit("sigmoid", {{"X", {peep(gi, pi, c)}}}),
-                        f = emit("sigmoid", {{"X", {peep(gf, pf, c)}}}), cc = emit("tanh", {{"X", {gc}}});
-      const std::string keep = emit("elementwise_mul", {{"X", {f}}, {"Y", {c}}}, {{"axis", -1}});
-      const std::string add = emit("elementwise_mul", {{"X", {i}}, {"Y", {cc}}}, {{"axis", -1}});
-      c = emit("elementwise_add", {{"X", {keep}}, {"Y", {add}}}, {{"axis", -1}});
-      const std::string o = emit("sigmoid", {{"X", {peep(go, po, c)}}});
-      h = emit("elementwise_mul", {{"X", {o}}, {"Y", {emit("tanh", {{"X", {c}}})}}}, {{"axis", -1}});
-      if (n.HasOutput(0)) ys[t].push_back(emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
-    }
-    last_h.push_back(emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0}}}));
-    last_c.push_back(emit("unsqueeze", {{"X", {c}}}, {{"axes", Ints{0}}}));
+  size_t Dirs() const { return reverse_.size(); }
+  int64_t Steps() const { return steps_; }
+  // The input at step k of direction d (reversed directions run backwards).
+  int64_t Time(size_t d, int64_t k) const { return reverse_[d] ? steps_ - 1 - k : k; }
+  const std::string& X(int64_t t) const { return xt_[static_cast<size_t>(t)]; }
+
+  std::string Tmp() { return imp_.Temp(tag_); }
+  std::string Emit(const std::string& type, VarNameMap in, AttributeMap attrs = {}) {
+    const std::string out = Tmp();
+    imp_.Emit(type, std::move(in), {{"Out", {out}}}, std::move(attrs));
+    return out;
   }
-  // Y [seq, dirs, batch, H] (layout 1: [batch, seq, dirs, H]); Y_h, Y_c
-  // [dirs, batch, H] (layout 1: [batch, dirs, H]).
-  auto finish = [&](const std::vector<std::string>& parts, const Ints& perm, const std::string& out) {
-    if (!batch_first) {
-      imp.Emit("concat", {{"X", parts}}, {{"Out", {out}}}, {{"axis", 0}});
+  std::vector<std::string> Split(const std::string& x, int parts, int axis) {
+    std::vector<std::string> outs;
+    for (int i = 0; i < parts; ++i) outs.push_back(Tmp());
+    imp_.Emit("split", {{"X", {x}}}, {{"Out", outs}}, {{"num", parts}, {"axis", axis}});
+    return outs;
+  }
+  std::string Add(const std::string& x, const std::string& y) {
+    return Emit("elementwise_add", {{"X", {x}}, {"Y", {y}}}, {{"axis", -1}});
+  }
+  std::string Mul(const std::string& x, const std::string& y) {
+    return Emit("elementwise_mul", {{"X", {x}}, {"Y", {y}}}, {{"axis", -1}});
+  }
+  std::string MatMulT(const std::string& x, const std::string& w) {
+    return Emit("matmul", {{"X", {x}}, {"Y", {w}}}, {{"transpose_Y", true}});
+  }
+  // Input `input`'s slice for direction d, its direction dim dropped; the
+  // initial states (inputs 5, 6) come batch first with layout 1.
+  std::string Pick(int input, size_t d) {
+    std::string src = imp_.In(n_, input);
+    if (batch_first_ && (input == 5 || input == 6)) {
+      if (!states_.count(input)) states_[input] = Emit("transpose", {{"X", {src}}}, {{"axis", Ints{1, 0, 2}}});
+      src = states_[input];
+    }
+    return Emit("slice", {{"Input", {src}}},
+                {{"axes", Ints{0}},
+                 {"starts", Ints{static_cast<int>(d)}},
+                 {"ends", Ints{static_cast<int>(d + 1)}},
+                 {"decrease_axis", Ints{0}}});
+  }
+  // An initial state: given, or zeros (which need the batch size).
+  std::string State(int input, size_t d) {
+    if (n_.HasInput(input)) return Pick(input, d);
+    if (xs_[1] < 0) n_.Unsupported("no initial state and a dynamic batch (fix it with --input-shape)");
+    const std::string out = Tmp();
+    imp_.Emit("fill_constant", {}, {{"Out", {out}}},
+              {{"shape", Ints{ToInt(n_, xs_[1], "batch"), ToInt(n_, hidden_, "hidden_size")}},
+               {"value", 0.0f},
+               {"dtype", std::string(DTypeName(imp_.DTypeOf(n_, n_.Input(0))))}});
+    return out;
+  }
+  void Record(int64_t t, const std::string& h) {
+    if (n_.HasOutput(0)) ys_[static_cast<size_t>(t)].push_back(Emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
+  }
+  void Last(int output, const std::string& state) {
+    last_[output].push_back(Emit("unsqueeze", {{"X", {state}}}, {{"axes", Ints{0}}}));
+  }
+  // Y [seq, dirs, batch, H] (layout 1: [batch, seq, dirs, H]); the last
+  // states [dirs, batch, H] (layout 1: [batch, dirs, H]).
+  void Finish() {
+    if (n_.HasOutput(0)) {
+      std::vector<std::string> rows;
+      for (const auto& per_dir : ys_) {
+        rows.push_back(per_dir.size() == 1 ? per_dir[0] : Emit("concat", {{"X", per_dir}}, {{"axis", 1}}));
+      }
+      Join(rows, Ints{2, 0, 1, 3}, n_.Output(0));
+    }
+    for (const auto& [output, parts] : last_) {
+      if (n_.HasOutput(output)) Join(parts, Ints{1, 0, 2}, n_.Output(output));
+    }
+  }
+
+ private:
+  void Join(const std::vector<std::string>& parts, const Ints& perm, const std::string& out) {
+    if (!batch_first_) {
+      imp_.Emit("concat", {{"X", parts}}, {{"Out", {out}}}, {{"axis", 0}});
       return;
     }
-    imp.Emit("transpose", {{"X", {emit("concat", {{"X", parts}}, {{"axis", 0}})}}}, {{"Out", {out}}}, {{"axis", perm}});
-  };
-  if (n.HasOutput(0)) {
-    std::vector<std::string> rows;
-    for (const auto& per_dir : ys) {
-      rows.push_back(per_dir.size() == 1 ? per_dir[0] : emit("concat", {{"X", per_dir}}, {{"axis", 1}}));
-    }
-    finish(rows, Ints{2, 0, 1, 3}, n.Output(0));
+    imp_.Emit("transpose", {{"X", {Emit("concat", {{"X", parts}}, {{"axis", 0}})}}}, {{"Out", {out}}},
+              {{"axis", perm}});
   }
-  if (n.HasOutput(1)) finish(last_h, Ints{1, 0, 2}, n.Output(1));
-  if (n.HasOutput(2)) finish(last_c, Ints{1, 0, 2}, n.Output(2));
+
+  const Node& n_;
+  Importer& imp_;
+  bool batch_first_;
+  std::vector<int64_t> xs_;
+  int64_t steps_ = 0, hidden_ = -1;
+  std::vector<bool> reverse_;
+  std::string tag_;
+  std::vector<std::string> xt_;
+  std::vector<std::vector<std::string>> ys_;  // [t][d]: h as [1, 1, B, H]
+  std::map<int, std::vector<std::string>> last_;
+  std::map<int, std::string> states_;
+};
+
+void LSTM(const Node& n, Importer& imp) {
+  if (n.Int("input_forget", 0) != 0) n.Unsupported("input_forget");
+  Unroll u(n, imp, 4, {"Sigmoid", "Tanh", "Tanh"});
+  for (size_t d = 0; d < u.Dirs(); ++d) {
+    const std::string w = u.Pick(1, d), r = u.Pick(2, d);
+    std::string bias;
+    if (n.HasInput(3)) {
+      const auto wr = u.Split(u.Pick(3, d), 2, 0);
+      bias = u.Add(wr[0], wr[1]);
+    }
+    // Peepholes P [3H] (i, o, f) weigh the cell state into three gates.
+    std::vector<std::string> p;
+    if (n.HasInput(7)) p = u.Split(u.Pick(7, d), 3, 0);
+    auto peep = [&](const std::string& gate, size_t which, const std::string& cell) {
+      return p.empty() ? gate : u.Add(gate, u.Mul(cell, p[which]));
+    };
+    std::string h = u.State(5, d), c = u.State(6, d);
+    for (int64_t k = 0; k < u.Steps(); ++k) {
+      const int64_t t = u.Time(d, k);
+      std::string g = u.Add(u.MatMulT(u.X(t), w), u.MatMulT(h, r));
+      if (!bias.empty()) g = u.Add(g, bias);
+      const auto gates = u.Split(g, 4, 1);  // i, o, f, c
+      const std::string i = u.Emit("sigmoid", {{"X", {peep(gates[0], 0, c)}}});
+      const std::string f = u.Emit("sigmoid", {{"X", {peep(gates[2], 2, c)}}});
+      const std::string cc = u.Emit("tanh", {{"X", {gates[3]}}});
+      c = u.Add(u.Mul(f, c), u.Mul(i, cc));
+      const std::string o = u.Emit("sigmoid", {{"X", {peep(gates[1], 1, c)}}});
+      h = u.Mul(o, u.Emit("tanh", {{"X", {c}}}));
+      u.Record(t, h);
+    }
+    u.Last(1, h);
+    u.Last(2, c);
+  }
+  u.Finish();
+}
+
+void GRU(const Node& n, Importer& imp) {
+  Unroll u(n, imp, 3, {"Sigmoid", "Tanh"});
+  const bool linear_before_reset = n.Int("linear_before_reset", 0) != 0;
+  for (size_t d = 0; d < u.Dirs(); ++d) {
+    const std::string w = u.Pick(1, d);
+    const auto r = u.Split(u.Pick(2, d), 3, 0);  // Rz, Rr, Rh
+    std::string wb;
+    std::vector<std::string> rb;
+    if (n.HasInput(3)) {
+      const auto b = u.Split(u.Pick(3, d), 2, 0);
+      wb = b[0];
+      rb = u.Split(b[1], 3, 0);
+    }
+    auto plus_rb = [&](const std::string& x, size_t which) { return rb.empty() ? x : u.Add(x, rb[which]); };
+    std::string h = u.State(5, d);
+    for (int64_t k = 0; k < u.Steps(); ++k) {
+      const int64_t t = u.Time(d, k);
+      std::string gx = u.MatMulT(u.X(t), w);
+      if (!wb.empty()) gx = u.Add(gx, wb);
+      const auto x = u.Split(gx, 3, 1);  // z, r, h parts of the input
+      const std::string z = u.Emit("sigmoid", {{"X", {u.Add(x[0], plus_rb(u.MatMulT(h, r[0]), 0))}}});
+      const std::string rr = u.Emit("sigmoid", {{"X", {u.Add(x[1], plus_rb(u.MatMulT(h, r[1]), 1))}}});
+      const std::string recurrent =
+          linear_before_reset ? u.Mul(rr, plus_rb(u.MatMulT(h, r[2]), 2)) : plus_rb(u.MatMulT(u.Mul(rr, h), r[2]), 2);
+      const std::string hh = u.Emit("tanh", {{"X", {u.Add(x[2], recurrent)}}});
+      // (1 - z) hh + z h = hh + z (h - hh)
+      const std::string diff = u.Emit("elementwise_sub", {{"X", {h}}, {"Y", {hh}}}, {{"axis", -1}});
+      h = u.Add(hh, u.Mul(z, diff));
+      u.Record(t, h);
+    }
+    u.Last(1, h);
+  }
+  u.Finish();
 }
 
 // CastLike: to the dtype of input 1 (read for its dtype only).
@@ -940,6 +1016,7 @@ const std::map<std::string, Converter>& Table() {
       {"Expand", Expand},
       {"Flatten", Flatten},
       {"Gather", Gather},
+      {"GRU", GRU},
       {"Gelu", Gelu},
       {"Gemm", Gemm},
       {"GlobalAveragePool", GlobalAveragePool},
@@ -1013,7 +1090,6 @@ const std::map<std::string, std::string>& Missing() {
       {"Elu", "needs nabla op elu"},
       {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
       {"Floor", "needs nabla op floor"},
-      {"GRU", "needs nabla op gru (or a while-loop lowering)"},
       {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},

@@ -48,24 +48,28 @@ def transformer():
 
 
 class LastStep(torch.nn.Module):
-    """A 2-layer bidirectional LSTM (unrolled by the importer), its last step
-    through a linear layer."""
+    """A 2-layer bidirectional recurrent net (unrolled by the importer), its
+    last step through a linear layer."""
 
-    def __init__(self):
+    def __init__(self, cell, **kw):
         super().__init__()
-        self.lstm = torch.nn.LSTM(5, 6, num_layers=2, bidirectional=True)
+        self.rnn = cell(5, 6, num_layers=2, bidirectional=True, **kw)
         self.fc = torch.nn.Linear(12, 3)
 
     def forward(self, x):
-        y, _ = self.lstm(x)
-        return self.fc(y[-1])
+        y, _ = self.rnn(x)
+        return self.fc(y[-1] if not self.rnn.batch_first else y[:, -1])
 
 
 def lstm():
-    return LastStep(), (4, 2, 5)
+    return LastStep(torch.nn.LSTM), (4, 2, 5)
 
 
-@pytest.mark.parametrize("build", [mlp, cnn, transformer, lstm])
+def gru():
+    return LastStep(torch.nn.GRU, batch_first=True), (2, 4, 5)
+
+
+@pytest.mark.parametrize("build", [mlp, cnn, transformer, lstm, gru])
 def test_torch_model(build, tmp_path):
     torch.manual_seed(7)
     model, shape = build()
