@@ -526,7 +526,7 @@ void Cast(const Node& n, Importer& imp) {
   Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
 }
 
-// LSTM and GRU unrolled over a sequence length known at import time: per
+// LSTM, GRU and RNN unrolled over a sequence length known at import time: per
 // step the GEMMs, the gate split and the state update, as nabla ops (so the
 // backward part and fine-tuning come with them). The default activations
 // only; layout 1 (batch first) and ONNX's gate orders (LSTM i, o, f, c with
@@ -732,6 +732,29 @@ void GRU(const Node& n, Importer& imp) {
       // (1 - z) hh + z h = hh + z (h - hh)
       const std::string diff = u.Emit("elementwise_sub", {{"X", {h}}, {"Y", {hh}}}, {{"axis", -1}});
       h = u.Add(hh, u.Mul(z, diff));
+      u.Record(t, h);
+    }
+    u.Last(1, h);
+  }
+  u.Finish();
+}
+
+// The plain recurrent net: h = tanh(x W^T + h R^T + Wb + Rb).
+void RNN(const Node& n, Importer& imp) {
+  Unroll u(n, imp, 1, {"Tanh"});
+  for (size_t d = 0; d < u.Dirs(); ++d) {
+    const std::string w = u.Pick(1, d), r = u.Pick(2, d);
+    std::string bias;
+    if (n.HasInput(3)) {
+      const auto wr = u.Split(u.Pick(3, d), 2, 0);
+      bias = u.Add(wr[0], wr[1]);
+    }
+    std::string h = u.State(5, d);
+    for (int64_t k = 0; k < u.Steps(); ++k) {
+      const int64_t t = u.Time(d, k);
+      std::string g = u.Add(u.MatMulT(u.X(t), w), u.MatMulT(h, r));
+      if (!bias.empty()) g = u.Add(g, bias);
+      h = u.Emit("tanh", {{"X", {g}}});
       u.Record(t, h);
     }
     u.Last(1, h);
@@ -1045,6 +1068,7 @@ const std::map<std::string, Converter>& Table() {
       {"Or", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_or"); }},
       {"Pad", Pad},
       {"Pow", Pow},
+      {"RNN", RNN},
       {"Reciprocal", Reciprocal},
       {"ReduceMean", ReduceMean},
       {"ReduceSum", ReduceSum},
@@ -1103,7 +1127,6 @@ const std::map<std::string, std::string>& Missing() {
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
       {"OneHot", "needs nabla op one_hot_v2 (values input)"},
       {"PRelu", "needs nabla op prelu"},
-      {"RNN", "needs nabla op rnn (or a while-loop lowering)"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
       {"ReduceL1", "needs nabla op reduce_l1 (a chain of abs and reduce_sum)"},
       {"ReduceL2", "needs nabla op p_norm"},
