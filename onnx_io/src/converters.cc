@@ -772,12 +772,21 @@ void CastLike(const Node& n, Importer& imp) {
   Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
 }
 
-void Reduce(const Node& n, Importer& imp, const std::string& type, bool axes_input) {
+// A reduction, with an elementwise op before it (ReduceL1: abs) and after
+// it (ReduceL2: sqrt) where ONNX's reduction is such a chain.
+void Reduce(const Node& n, Importer& imp, const std::string& type, bool axes_input, const std::string& pre = "",
+            const std::string& post = "") {
   std::vector<int64_t> axes =
       axes_input ? (n.HasInput(1) ? imp.ConstInts(n, 1, "axes") : std::vector<int64_t>{}) : n.Ints("axes");
   const bool keep = n.Int("keepdims", 1) != 0;
+  std::string x = imp.In(n, 0);
+  if (!pre.empty()) {
+    const std::string t = imp.Temp(n.Output(0));
+    imp.Emit(pre, {{"X", {x}}}, {{"Out", {t}}});
+    x = t;
+  }
   if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) {
-    Unary(n, imp, "assign");
+    imp.Emit(post.empty() ? "assign" : post, {{"X", {x}}}, {{"Out", {n.Output(0)}}});
     return;
   }
   AttributeMap attrs{{"keep_dim", keep}};
@@ -787,10 +796,15 @@ void Reduce(const Node& n, Importer& imp, const std::string& type, bool axes_inp
   } else {
     attrs["dim"] = ToInts(n, axes, "axis");
   }
-  Unary(n, imp, type, attrs);
+  const std::string reduced = post.empty() ? n.Output(0) : imp.Temp(n.Output(0));
+  imp.Emit(type, {{"X", {x}}}, {{"Out", {reduced}}}, attrs);
+  if (!post.empty()) imp.Emit(post, {{"X", {reduced}}}, {{"Out", {n.Output(0)}}});
 }
 void ReduceMean(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_mean", imp.Opset() >= 18); }
 void ReduceSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 13); }
+void ReduceL1(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "abs"); }
+void ReduceL2(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "square", "sqrt"); }
+void ReduceSumSquare(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "square"); }
 
 void LayerNormalization(const Node& n, Importer& imp) {
   const int64_t rank = imp.RankOf(n, n.Input(0));
@@ -1071,7 +1085,10 @@ const std::map<std::string, Converter>& Table() {
       {"RNN", RNN},
       {"Reciprocal", Reciprocal},
       {"ReduceMean", ReduceMean},
+      {"ReduceL1", ReduceL1},
+      {"ReduceL2", ReduceL2},
       {"ReduceSum", ReduceSum},
+      {"ReduceSumSquare", ReduceSumSquare},
       {"Relu", Relu},
       {"Reshape", Reshape},
       {"Sigmoid", Sigmoid},
@@ -1128,13 +1145,10 @@ const std::map<std::string, std::string>& Missing() {
       {"OneHot", "needs nabla op one_hot_v2 (values input)"},
       {"PRelu", "needs nabla op prelu"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
-      {"ReduceL1", "needs nabla op reduce_l1 (a chain of abs and reduce_sum)"},
-      {"ReduceL2", "needs nabla op p_norm"},
       {"ReduceLogSumExp", "needs nabla op logsumexp"},
       {"ReduceMax", "needs nabla op reduce_max"},
       {"ReduceMin", "needs nabla op reduce_min"},
       {"ReduceProd", "needs nabla op reduce_prod"},
-      {"ReduceSumSquare", "needs nabla op reduce_sum of square (not converted yet)"},
       {"Resize", "needs nabla op interpolate"},
       {"Round", "needs nabla op round"},
       {"Scan", "needs the while lowering"},
