@@ -87,6 +87,13 @@ def test_torch_model(build, tmp_path):
     got = onnx_util.exec_program(program, {"x": x.numpy()}, ["y"], tmp_path / "fwd", weights=weights)
     np.testing.assert_allclose(got["y"], y_ref.numpy(), rtol=1e-4, atol=1e-5)
 
+    # Exported back to ONNX (onnx's checks pass) and imported again: the same.
+    onnx_util.run("export", program, "--weights", weights, "-o", tmp_path / "back.onnx", "--output", "y")
+    (tmp_path / "back").mkdir()
+    program2, weights2 = onnx_util.import_model(tmp_path / "back.onnx", tmp_path / "back")
+    again = onnx_util.exec_program(program2, {"x": x.numpy()}, ["y"], tmp_path / "again", weights=weights2)
+    np.testing.assert_allclose(again["y"], got["y"], rtol=1e-5, atol=1e-6)
+
     # One fine-tuning step: PyTorch's gradients of the same loss, the
     # parameters as the ONNX file names them.
     params = dict(model.named_parameters())
