@@ -7,6 +7,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,9 @@ static void InferShapesIsolated(onnx::ModelProto& model, const std::string& path
     // report (a sanitizer's, in fuzz builds) would only be noise.
     const int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0) ::dup2(null, 2);
+    // The default action for a crash: no handler the parent installed (a
+    // sanitizer's, libFuzzer's) runs in the child and reports it as its own.
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(sig, SIG_DFL);
     onnx::GraphProto out;
     try {
       onnx::ShapeInferenceOptions opts{false, 0, true};
