@@ -96,4 +96,4 @@ steps: 5
     p = onnx_util.run("run", config, "--weights", weights, "--progress", "none")
     assert "train loss" in p.stdout, p.stdout
     p = onnx_util.run("run", config, "--progress", "none", check=False)
-    assert p.returncode != 0
+    assert p.returncode == 2 and "pass --weights" in p.stderr, p.stderr

@@ -382,6 +382,15 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     resumed = at[3] > 0;
   }
 
+  // A persistable var with no init: (an imported model's parameter) must
+  // have come from --weights or a checkpoint by now.
+  for (const auto& v : tp.main.Root()->AllVars()) {
+    if (!v->Persistable() || v->Init() || !v->Declared() || v->Type() != VarType::kDense) continue;
+    const Variable* sv = scope.FindVar(v->Name());
+    NABLA_ENFORCE(sv && sv->GetTensor().IsInitialized(), kInvalidArgument, c.path, ": persistable var '", v->Name(),
+                  "' of the program has no init: and no value: pass --weights FILE.safetensors");
+  }
+
   // A folder that cannot be made fails the run before its first step.
   if (!c.checkpoint.dir.empty() && world.Leader()) EnsureCheckpointDir(c.checkpoint.dir);
 
