@@ -210,7 +210,10 @@ int RunExec(const ExecOptions& opts) {
   executor->Run(startup, 0, scope);
   if (!opts.weights.empty()) train::LoadWeights(opts.weights, program, scope, device);
   for (const Feed& f : feeds) scope.Var(f.name)->GetTensor() = f.tensor;
-  CheckInputsProvided(program, scope, [](const std::string& name) { return "pass --feed " + name + "=FILE.npy"; });
+  CheckInputsProvided(program, scope, [&](const std::string& name) {
+    const VarDesc* v = program.Root()->FindVar(name);
+    return "pass --feed " + name + "=FILE.npy" + (v && v->Persistable() ? ", --weights FILE.safetensors" : "");
+  });
 
   if (opts.repeat == 0) {
     executor->Run(program, 0, scope);
