@@ -190,7 +190,7 @@ void MatMul(const Node& n, Importer& imp) {
 // [top, bottom, left, right]; auto_pad maps to padding_algorithm.
 void Windows(const Node& n, Importer& imp, const std::vector<int64_t>& kernel, AttributeMap* attrs) {
   if (kernel.size() != 2) {
-    n.Unsupported(std::to_string(kernel.size()) + "-D windows (only 2-D: needs nabla ops for 1-D and 3-D)");
+    n.Unsupported(std::to_string(kernel.size()) + "-D windows (1-D and 2-D only: 3-D needs nabla's conv3d/pool3d)");
   }
   const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
   std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
@@ -222,7 +222,7 @@ void Windows(const Node& n, Importer& imp, const std::vector<int64_t>& kernel, A
   }
 }
 
-void Conv(const Node& n, Importer& imp) {
+void Conv2D(const Node& n, Importer& imp) {
   std::vector<int64_t> kernel = n.Ints("kernel_shape");
   if (kernel.empty()) {
     const std::vector<int64_t> w = imp.ShapeOf(n, n.Input(1));
@@ -253,8 +253,66 @@ void Pool(const Node& n, Importer& imp, const std::string& type) {
   if (type == "avg") attrs["exclusive"] = n.Int("count_include_pad", 0) == 0;
   imp.Emit("pool2d", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, attrs);
 }
-void MaxPool(const Node& n, Importer& imp) { Pool(n, imp, "max"); }
-void AveragePool(const Node& n, Importer& imp) { Pool(n, imp, "avg"); }
+// 1-D convolution and pooling as 2-D over a height of 1: the input (and
+// Conv's filter) get a dim of 1 at 2, the windows a 1 in front, and the
+// 2-D converter's output loses the dim again.
+bool As2D(const Node& n, Importer& imp, void (*convert)(const Node&, Importer&)) {
+  if (!imp.HasShape(n.Input(0)) || imp.RankOf(n, n.Input(0)) != 3) return false;
+  onnx::NodeProto p = n.Proto();
+  auto unsqueezed = [&](int i) {
+    const std::string out = imp.Temp(n.Input(i));
+    imp.Emit("unsqueeze", {{"X", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"axes", Ints{2}}});
+    imp.AddVar(out);
+    if (imp.HasShape(n.Input(i))) {
+      std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(i));
+      shape.insert(shape.begin() + 2, 1);
+      imp.SetInfo(out, shape, imp.DTypeOf(n, n.Input(i)));
+    }
+    p.set_input(i, out);
+  };
+  unsqueezed(0);
+  if (n.OpType() == "Conv") unsqueezed(1);
+  std::vector<int64_t> kernel = n.Ints("kernel_shape");
+  if (kernel.empty() && n.OpType() == "Conv") kernel = {imp.ShapeOf(n, n.Input(1)).at(2)};
+  for (auto& a : *p.mutable_attribute()) {
+    const std::string& name = a.name();
+    if (name == "kernel_shape" || name == "strides" || name == "dilations") {
+      if (a.ints_size() != 1) n.Fail(ErrorKind::kInvalidArgument, name + " does not match 1-D");
+      const int64_t v = a.ints(0);
+      a.clear_ints();
+      a.add_ints(1);
+      a.add_ints(v);
+    } else if (name == "pads") {
+      if (a.ints_size() != 2) n.Fail(ErrorKind::kInvalidArgument, "pads do not match 1-D");
+      const int64_t b = a.ints(0), e = a.ints(1);
+      a.clear_ints();
+      for (int64_t v : {int64_t(0), b, int64_t(0), e}) a.add_ints(v);
+    }
+  }
+  if (!n.HasAttr("kernel_shape") && !kernel.empty()) {
+    auto* a = p.add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(1);
+    a->add_ints(kernel.at(0));
+  }
+  const std::string out2d = imp.Temp(n.Output(0));
+  p.set_output(0, out2d);
+  convert(Node(p), imp);
+  imp.Emit("squeeze", {{"X", {out2d}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{2}}});
+  return true;
+}
+
+void Conv(const Node& n, Importer& imp) {
+  if (!As2D(n, imp, Conv2D)) Conv2D(n, imp);
+}
+
+void MaxPool(const Node& n, Importer& imp) {
+  if (!As2D(n, imp, [](const Node& m, Importer& i) { Pool(m, i, "max"); })) Pool(n, imp, "max");
+}
+void AveragePool(const Node& n, Importer& imp) {
+  if (!As2D(n, imp, [](const Node& m, Importer& i) { Pool(m, i, "avg"); })) Pool(n, imp, "avg");
+}
 
 void GlobalPool(const Node& n, Importer& imp, const std::string& type) {
   if (imp.RankOf(n, n.Input(0)) != 4) n.Unsupported("global pooling of a rank other than 4 (only 2-D)");

@@ -126,6 +126,8 @@ class Importer {
   void SetConst(const std::string& value, Tensor t);
   // A constant as a fresh persistable var (not trainable).
   std::string ConstVar(const Tensor& t, const std::string& hint);
+  // A var a converter made and hands to another converter as an input.
+  void AddVar(const std::string& var) { vars_.insert(var); }
   // Running statistics and other state: persistable but never trained.
   void Freeze(const std::string& var) { program_.Root()->Var(var)->SetStopGradient(true); }
   // Records a shape/dtype for a value a converter made (for later converters).
