@@ -41,6 +41,12 @@ def cnn():
     return m, (2, 3, 16, 16)
 
 
+def conv1d():
+    return torch.nn.Sequential(torch.nn.Conv1d(3, 8, 5, padding=2, stride=2), torch.nn.ReLU(), torch.nn.MaxPool1d(2),
+                               torch.nn.Conv1d(8, 4, 3, groups=4, dilation=2), torch.nn.AvgPool1d(2), torch.nn.Flatten(),
+                               torch.nn.Linear(4 * 2, 2)), (2, 3, 32)
+
+
 def transformer():
     layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True,
                                              activation="gelu")
@@ -69,7 +75,7 @@ def gru():
     return LastStep(torch.nn.GRU, batch_first=True), (2, 4, 5)
 
 
-@pytest.mark.parametrize("build", [mlp, cnn, transformer, lstm, gru])
+@pytest.mark.parametrize("build", [mlp, cnn, conv1d, transformer, lstm, gru])
 def test_torch_model(build, tmp_path):
     torch.manual_seed(7)
     model, shape = build()
