@@ -525,6 +525,86 @@ void Importer::FuseGelu() {
   }
 }
 
+// PyTorch writes AvgPool2d(padding=p) (count_include_pad) as a Pad of zeros
+// and an unpadded AveragePool, and F.pad before a Conv the same way. nabla
+// has no pad op, but the window ops pad with zeros themselves: a zero Pad of
+// H and W feeding only a Conv or AveragePool becomes that op's pads.
+void Importer::FusePads() {
+  const auto& g = model_.graph();
+  std::map<std::string, std::vector<int>> consumers;
+  std::set<std::string> outputs;
+  for (const auto& o : g.output()) outputs.insert(o.name());
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const auto& in : g.node(i).input()) consumers[in].push_back(i);
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& pad = g.node(i);
+    if (pad.op_type() != "Pad" || pad.output_size() != 1 || pad.input_size() < 1 || fused_.count(i)) continue;
+    Node pn(pad);
+    if (pn.String("mode", "constant") != "constant") continue;
+    std::vector<int64_t> pads;
+    if (opset_ >= 11) {
+      const Tensor* t = pn.HasInput(1) ? ConstOf(pad.input(1)) : nullptr;
+      if (!t || IsFloating(t->GetDType())) continue;
+      for (long double v : ToConst(*t).data) pads.push_back(static_cast<int64_t>(v));
+      if (pn.HasInput(2)) {
+        const Tensor* v = ConstOf(pad.input(2));
+        if (!v || v->Numel() != 1 || ToConst(*v).data[0] != 0) continue;
+      }
+    } else {
+      pads = pn.Ints("pads");
+      if (pn.Float("value", 0.0f) != 0.0f) continue;
+    }
+    if (pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5]) continue;
+    bool negative = false;
+    for (int64_t v : pads) negative = negative || v < 0;
+    if (negative || outputs.count(pad.output(0))) continue;
+    auto it = consumers.find(pad.output(0));
+    if (it == consumers.end() || it->second.size() != 1) continue;
+    const int c = it->second[0];
+    if (replacements_.count(c) || fused_.count(c)) continue;
+    onnx::NodeProto next = g.node(c);
+    Node nn(next);
+    if ((next.op_type() != "Conv" && next.op_type() != "AveragePool") || next.input(0) != pad.output(0)) continue;
+    if (nn.String("auto_pad", "NOTSET") != "NOTSET" && !nn.String("auto_pad", "NOTSET").empty()) continue;
+    std::vector<int64_t> own = nn.Ints("pads", {0, 0, 0, 0});
+    if (own.size() != 4) continue;
+    const bool own_zero = !own[0] && !own[1] && !own[2] && !own[3];
+    // An average counting padded cells: only if the op's own pads count too.
+    if (next.op_type() == "AveragePool" && !own_zero && nn.Int("count_include_pad", 0) == 0) continue;
+    const std::vector<int64_t> sum{own[0] + pads[2], own[1] + pads[3], own[2] + pads[6], own[3] + pads[7]};
+    next.set_input(0, pad.input(0));
+    onnx::AttributeProto* a = nullptr;
+    for (auto& attr : *next.mutable_attribute()) {
+      if (attr.name() == "pads") a = &attr;
+    }
+    if (!a) {
+      a = next.add_attribute();
+      a->set_name("pads");
+      a->set_type(onnx::AttributeProto::INTS);
+    }
+    a->clear_ints();
+    for (int64_t v : sum) a->add_ints(v);
+    if (next.op_type() == "AveragePool") {
+      bool set = false;
+      for (auto& attr : *next.mutable_attribute()) {
+        if (attr.name() == "count_include_pad") {
+          attr.set_i(1);
+          set = true;
+        }
+      }
+      if (!set) {
+        auto* cip = next.add_attribute();
+        cip->set_name("count_include_pad");
+        cip->set_type(onnx::AttributeProto::INT);
+        cip->set_i(1);
+      }
+    }
+    replacements_[static_cast<size_t>(c)] = next;
+    fused_.insert(static_cast<size_t>(i));
+  }
+}
+
 bool Importer::TryFold(const Node& n) {
   if (FoldsFromShape(n.OpType())) {
     if (!n.HasInput(0) || !HasShape(n.Input(0))) return false;
@@ -751,6 +831,7 @@ ImportResult Importer::Run() {
   ReadGraphInputs();
   FoldConstants();
   FuseGelu();
+  FusePads();
   for (int i = 0; i < g.node_size(); ++i) {
     const size_t idx = static_cast<size_t>(i);
     if (fused_.count(idx)) continue;

@@ -143,6 +143,7 @@ class Importer {
   bool TryFold(const Node& n);
   bool TryFoldPartial(const Node& n);
   void FuseGelu();
+  void FusePads();
   void FinishOutputs();
   std::string Materialize(const std::string& value, bool trainable);
 
