@@ -47,6 +47,25 @@ def conv1d():
                                torch.nn.Linear(4 * 2, 2)), (2, 3, 32)
 
 
+class PaddedPools(torch.nn.Module):
+    """F.pad before a conv and AvgPool2d(padding=1): PyTorch writes Pad
+    nodes, which the importer folds into the window ops' pads."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.pool = torch.nn.AvgPool2d(3, stride=1, padding=1)
+        self.fc = torch.nn.Linear(4 * 8 * 9, 2)
+
+    def forward(self, x):
+        h = self.pool(self.conv(torch.nn.functional.pad(x, (1, 2, 0, 1))))
+        return self.fc(h.flatten(1))
+
+
+def padded_pools():
+    return PaddedPools(), (2, 3, 9, 8)
+
+
 def transformer():
     layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True,
                                              activation="gelu")
@@ -75,7 +94,7 @@ def gru():
     return LastStep(torch.nn.GRU, batch_first=True), (2, 4, 5)
 
 
-@pytest.mark.parametrize("build", [mlp, cnn, conv1d, transformer, lstm, gru])
+@pytest.mark.parametrize("build", [mlp, cnn, conv1d, padded_pools, transformer, lstm, gru])
 def test_torch_model(build, tmp_path):
     torch.manual_seed(7)
     model, shape = build()
