@@ -67,3 +67,12 @@ elseif(NABLA_WITH_DNNL)
     message(STATUS "oneDNN or OpenMP not found: conv2d/pool2d run im2col + GEMM (install libdnnl-dev)")
   endif()
 endif()
+
+# ONNX (Debian's libonnx-dev 1.12: the protobuf classes, the checker and
+# shape inference) for onnx_io/, the importer and exporter. Its targets link
+# protobuf::libprotobuf, which only find_package(Protobuf) defines.
+find_package(Protobuf REQUIRED)
+find_package(ONNX 1.12 REQUIRED CONFIG)
+add_library(nabla_dep_onnx INTERFACE)
+target_link_libraries(nabla_dep_onnx INTERFACE onnx onnx_proto protobuf::libprotobuf)
+add_library(dep::onnx ALIAS nabla_dep_onnx)

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 FUZZ_SEED=${FUZZ_SEED:-1}
-NAMES="program run_config npy safetensors idx csv"
+NAMES="program run_config npy safetensors idx csv onnx"
 TARGETS=""
 for n in $NAMES; do TARGETS="$TARGETS fuzz_$n"; done
 # Only the targets and the libraries they link are built; OpenCL stays out.

@@ -21,8 +21,8 @@ using CommandFactory = Command (*)();
 
 // Every command of `nabla`, in the order --help lists them.
 constexpr CommandFactory kCommands[] = {
-    RunCommand,       ExecCommand, BackwardCommand, GraphCommand,  OpsCommand,
-    GradcheckCommand, PlotCommand, DevicesCommand,  PluginCommand,
+    RunCommand,  ExecCommand,    BackwardCommand, GraphCommand,  OpsCommand,    GradcheckCommand,
+    PlotCommand, DevicesCommand, PluginCommand,   ImportCommand, ExportCommand,
 };
 
 std::string VersionString() {

@@ -35,6 +35,7 @@
 #include "nabla/train.h"
 #include "tensor_format.h"
 #include "train/precision.h"
+#include "train/weights.h"
 
 namespace nabla::app {
 namespace {
@@ -57,6 +58,7 @@ struct ExecOptions {
   bool checked = false;
   std::string sgd;  // LR: append one sgd op per parameter after the backward part
   std::string precision = "fp32";
+  std::string weights;  // FILE.safetensors: persistable vars
 };
 
 struct Feed {
@@ -209,8 +211,12 @@ int RunExec(const ExecOptions& opts) {
   for (const Feed& f : feeds) fed.push_back(f.name);
   const ProgramDesc startup = BuildStartupProgram(program, fed);
   executor->Run(startup, 0, scope);
+  if (!opts.weights.empty()) train::LoadWeights(opts.weights, program, scope, device);
   for (const Feed& f : feeds) scope.Var(f.name)->GetTensor() = f.tensor;
-  CheckInputsProvided(program, scope, [](const std::string& name) { return "pass --feed " + name + "=FILE.npy"; });
+  CheckInputsProvided(program, scope, [&](const std::string& name) {
+    const VarDesc* v = program.Root()->FindVar(name);
+    return "pass --feed " + name + "=FILE.npy" + (v && v->Persistable() ? ", --weights FILE.safetensors" : "");
+  });
 
   if (opts.repeat == 0) {
     executor->Run(program, 0, scope);
@@ -270,6 +276,8 @@ Command ExecCommand() {
            "fp32|bf16");
   c.Option("--sgd", &opts->sgd, "With --backward: append an sgd update of every parameter (a training step)", "LR");
   c.Option("--feed", &opts->feeds, "Set var NAME from a .npy file (repeatable; may set a parameter)", "NAME=FILE.npy");
+  c.Option("--weights", &opts->weights,
+           "Set persistable vars from a safetensors file (nabla import's weights, a checkpoint)", "FILE.safetensors");
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
   c.Option("--device", &opts->device,

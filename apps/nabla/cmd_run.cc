@@ -22,6 +22,7 @@ Command RunCommand() {
     int64_t epochs = 0;
     bool resume = false;
     std::string progress;
+    std::string weights;
   };
   auto a = std::make_shared<Args>();
   Command c("run", "Train and evaluate as a run config says (the main job)");
@@ -31,6 +32,9 @@ Command RunCommand() {
   c.Flag("--resume", &a->resume, "Continue from the latest checkpoint in checkpoint.dir");
   c.Option("--progress", &a->progress, "Progress display (default: the config's logging.progress)", "MODE")
       .Choices({"auto", "bar", "lines", "none"});
+  c.Option("--weights", &a->weights,
+           "Start from the persistable vars in a safetensors file (nabla import's weights, a checkpoint)",
+           "FILE.safetensors");
   c.SetRun([a](const GlobalOptions&) {
     train::RunConfig config = train::LoadRunConfig(a->config);
     train::RunOverrides ov;
@@ -40,6 +44,7 @@ Command RunCommand() {
     // --steps alone means "this many steps", whatever the config's epochs.
     if (a->steps > 0 && a->epochs == 0) ov.epochs = 0;
     ov.resume = a->resume;
+    if (!a->weights.empty()) ov.weights = a->weights;
     if (!a->progress.empty()) ov.progress = a->progress;
     const train::RunSummary summary = train::RunTraining(config, ov, std::cout, isatty(STDOUT_FILENO) == 1);
     // The shell's convention for a process ended by a signal: 130, 143.

@@ -120,5 +120,7 @@ Command BackwardCommand();   // cmd_backward.cc
 Command GraphCommand();      // cmd_graph.cc
 Command GradcheckCommand();  // cmd_gradcheck.cc
 Command PluginCommand();     // cmd_plugin.cc
+Command ImportCommand();     // cmd_import.cc
+Command ExportCommand();     // cmd_export.cc
 
 }  // namespace nabla::app

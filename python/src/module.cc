@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@
 #include "nabla/error.h"
 #include "nabla/executor.h"
 #include "nabla/feed_fetch.h"
+#include "nabla/onnx.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program.h"
@@ -463,6 +465,56 @@ void BindStatic(py::module_& m) {
       "_registry_json", [] { return app::RegistryJson(*CurrentRegistry(), app::OpSelection{}); },
       "What `nabla ops --json` prints.");
   m.def("default_plugin_dir", &PluginManager::DefaultPluginDir, "The folder of the standard plugins.");
+
+  // nabla.onnx (python/nabla/onnx.py) wraps these two.
+  m.def(
+      "_onnx_load",
+      [](const std::string& path, const std::map<std::string, std::vector<int64_t>>& input_shapes) {
+        onnx_io::ImportOptions options;
+        options.input_shapes = input_shapes;
+        onnx_io::ImportResult r = [&] {
+          py::gil_scoped_release release;
+          return onnx_io::ImportOnnx(path, options);
+        }();
+        py::dict weights;
+        for (const auto& [name, t] : r.weights) weights[py::str(name)] = ArrayFromTensor(t);
+        return py::make_tuple(std::make_shared<ProgramDesc>(std::move(r.program)), weights);
+      },
+      py::arg("path"), py::arg("input_shapes"));
+  m.def(
+      "_onnx_save",
+      [](const ProgramPtr& program, const std::string& path, const py::dict& weights,
+         const std::vector<std::string>& outputs, int opset) {
+        NABLA_ENFORCE(program != nullptr, kInvalidArgument, "nabla.onnx.save: program is None");
+        std::map<std::string, Tensor> given;
+        for (const auto& [key, value] : weights) {
+          const std::string name = py::cast<std::string>(key);
+          given[name] = TensorFromArray(value, "weights['" + name + "']");
+        }
+        py::gil_scoped_release release;
+        // Persistable vars not given take their init: values.
+        std::vector<std::string> skip;
+        for (const auto& [name, t] : given) skip.push_back(name);
+        Scope scope;
+        CreateExecutor("sequential", HostDevice(), ExecutorOptions{})
+            ->Run(BuildStartupProgram(*program, skip), 0, scope);
+        onnx_io::NamedTensors named;
+        for (const auto& v : program->Root()->AllVars()) {
+          if (!v->Persistable()) continue;
+          auto it = given.find(v->Name());
+          const Variable* var = scope.FindVar(v->Name());
+          if (it != given.end()) {
+            named.emplace_back(v->Name(), it->second);
+          } else if (var && var->Type() == VarType::kDense && var->GetTensor().IsInitialized()) {
+            named.emplace_back(v->Name(), var->GetTensor());
+          }
+        }
+        onnx_io::ExportOptions options;
+        options.outputs = outputs;
+        options.opset = opset;
+        onnx_io::ExportOnnx(*program, named, path, options);
+      },
+      py::arg("program"), py::arg("path"), py::arg("weights"), py::arg("outputs"), py::arg("opset"));
 }
 
 }  // namespace nabla::python

@@ -185,7 +185,8 @@ TEST(FuzzCorpus, EveryInputIsReadOrRejectedCleanly) {
   const std::vector<std::pair<std::string, void (*)(const uint8_t*, size_t)>> targets = {
       {"program", fuzz::Program}, {"run_config", fuzz::RunConfig},
       {"npy", fuzz::Npy},         {"safetensors", fuzz::Safetensors},
-      {"idx", fuzz::Idx},         {"csv", fuzz::Csv}};
+      {"idx", fuzz::Idx},         {"csv", fuzz::Csv},
+      {"onnx", fuzz::Onnx}};
   int inputs = 0;
   for (const auto& [name, fn] : targets) {
     const std::filesystem::path dir = std::filesystem::path(NABLA_FUZZ_CORPUS_DIR) / name;

@@ -13,6 +13,7 @@
 #include "nabla/device.h"
 #include "nabla/error.h"
 #include "nabla/npy.h"
+#include "nabla/onnx.h"
 #include "nabla/op_registry.h"
 #include "nabla/program_io.h"
 #include "train/checkpoint.h"
@@ -83,6 +84,17 @@ inline void Csv(const uint8_t* data, size_t size) {
   }
   try {
     train::ReadCsvDataset(path, {"0", "1:"}, false, delimiter);
+  } catch (const Error&) {
+  }
+}
+
+// ONNX models: the protobuf reader, initializers (sizes against the data),
+// folding and the converters, up to the program reader. External data
+// resolves under a folder that does not exist, so nothing is read.
+inline void Onnx(const uint8_t* data, size_t size) {
+  try {
+    onnx_io::ImportOnnxBytes(std::string(reinterpret_cast<const char*>(data), size),
+                             "/nonexistent-nabla-fuzz/fuzz.onnx");
   } catch (const Error&) {
   }
 }

@@ -33,6 +33,7 @@
 #include "train/precision.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
+#include "train/weights.h"
 
 namespace nabla::train {
 
@@ -337,6 +338,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   for (const auto& f : train.feeds) feed_vars.push_back(f.var);
   ProgramDesc startup = BuildStartupProgram(tp.main, feed_vars);
   exec->Run(startup, 0, scope);
+  if (ov.weights) LoadWeights(*ov.weights, tp.main, scope, device);
 
   // Resume: every persistable var from the latest checkpoint, except the
   // learning rate, which follows the config.
@@ -378,6 +380,15 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
     epoch = static_cast<int64_t>(at[1]);
     batch = static_cast<int64_t>(at[2]);
     resumed = at[3] > 0;
+  }
+
+  // A persistable var with no init: (an imported model's parameter) must
+  // have come from --weights or a checkpoint by now.
+  for (const auto& v : tp.main.Root()->AllVars()) {
+    if (!v->Persistable() || v->Init() || !v->Declared() || v->Type() != VarType::kDense) continue;
+    const Variable* sv = scope.FindVar(v->Name());
+    NABLA_ENFORCE(sv && sv->GetTensor().IsInitialized(), kInvalidArgument, c.path, ": persistable var '", v->Name(),
+                  "' of the program has no init: and no value: pass --weights FILE.safetensors");
   }
 
   // A folder that cannot be made fails the run before its first step.

@@ -20,6 +20,7 @@ struct RunOverrides {
   std::optional<int64_t> epochs;
   bool resume = false;
   std::optional<std::string> progress;  // auto | bar | lines | none
+  std::optional<std::string> weights;   // --weights FILE.safetensors, before any resume
 };
 
 // The programs a run executes, built from the config before any data is read.

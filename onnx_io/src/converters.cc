@@ -1,0 +1,1262 @@
+// The converter table: one small function per ONNX op type, writing Paddle's
+// ops (a few ONNX ops become short chains). Constant inputs become
+// attributes; computed ones, where nabla's op has no tensor-valued input for
+// them yet, are reported. Ops that have no converter yet are listed in
+// kMissing with the nabla op they wait for, so a new op is one row here.
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <map>
+
+#include "importer.h"
+
+namespace nabla::onnx_io {
+
+namespace {
+
+using Ints = std::vector<int>;
+
+int ToInt(const Node& n, int64_t v, const std::string& what) {
+  if (v > INT_MAX || v < INT_MIN) {
+    n.Unsupported(what + " " + std::to_string(v) + " does not fit an int attribute");
+  }
+  return static_cast<int>(v);
+}
+
+// Slice bounds: ONNX writes INT64_MAX for "to the end", which clamps anyway.
+int ClampInt(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX)); }
+
+Ints ToInts(const Node& n, const std::vector<int64_t>& v, const std::string& what) {
+  Ints out;
+  for (int64_t x : v) out.push_back(ToInt(n, x, what));
+  return out;
+}
+
+int64_t NormAxis(const Node& n, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    n.Fail(ErrorKind::kOutOfRange, "axis " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " +
+                                       std::to_string(rank) + ")");
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+void Unary(const Node& n, Importer& imp, const std::string& type, AttributeMap attrs = {}) {
+  imp.Emit(type, {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, std::move(attrs));
+}
+
+// A constant operand with one element, as a number (for scale's attributes).
+bool ScalarConst(const Importer& imp, const Node& n, int i, long double* out) {
+  const Tensor* t = imp.Const(n, i);
+  if (!t || t->Numel() != 1) return false;
+  *out = ToConst(*t).data[0];
+  return true;
+}
+
+// The operands of a binary op in one dtype: a constant takes the other's.
+std::string Operand(const Node& n, Importer& imp, int i) {
+  const int other = 1 - i;
+  const Tensor* t = imp.Const(n, i);
+  if (t && n.HasInput(other) && imp.HasDType(n.Input(other)) && !imp.ConstOf(n.Input(other))) {
+    const DType want = imp.DTypeOf(n, n.Input(other));
+    if (t->GetDType() != want) {
+      ConstValue c = ToConst(*t);
+      c.dtype = want;
+      return imp.ConstVar(ToTensor(c), n.Input(i));
+    }
+  }
+  return imp.In(n, i);
+}
+
+void Elementwise(const Node& n, Importer& imp, const std::string& type) {
+  imp.Emit(type, {{"X", {Operand(n, imp, 0)}}, {"Y", {Operand(n, imp, 1)}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// x + c, x - c, x * c for a float32 x and a scalar constant c: one scale op,
+// exactly the same arithmetic, and no constant var for a training run to
+// carry (Constant nodes and folded values only). A scalar of lower rank never changes x's shape.
+bool ScaleForScalar(const Node& n, Importer& imp, const std::string& type) {
+  long double c;
+  // An initializer stays a var: it may be a parameter to fine-tune.
+  if (!ScalarConst(imp, n, 1, &c) || imp.ConstOf(n.Input(0)) || imp.IsInitializer(n.Input(1))) return false;
+  if (!imp.HasDType(n.Input(0)) || imp.DTypeOf(n, n.Input(0)) != DType::kFloat32) return false;
+  if (!imp.HasShape(n.Input(0)) || !imp.HasShape(n.Input(1))) return false;
+  if (imp.RankOf(n, n.Input(0)) == 0 || imp.RankOf(n, n.Input(1)) > imp.RankOf(n, n.Input(0))) return false;
+  float scale = 1, bias = 0;
+  if (type == "Add") bias = static_cast<float>(c);
+  if (type == "Sub") bias = static_cast<float>(-c);
+  if (type == "Mul") scale = static_cast<float>(c);
+  Unary(n, imp, "scale", {{"scale", scale}, {"bias", bias}, {"bias_after_scale", true}});
+  return true;
+}
+
+void Add(const Node& n, Importer& imp) {
+  if (!ScaleForScalar(n, imp, "Add")) Elementwise(n, imp, "elementwise_add");
+}
+void Sub(const Node& n, Importer& imp) {
+  if (!ScaleForScalar(n, imp, "Sub")) Elementwise(n, imp, "elementwise_sub");
+}
+void Mul(const Node& n, Importer& imp) {
+  if (!ScaleForScalar(n, imp, "Mul")) Elementwise(n, imp, "elementwise_mul");
+}
+void Div(const Node& n, Importer& imp) { Elementwise(n, imp, "elementwise_div"); }
+// ONNX's Pow takes an exponent of any numeric dtype; the result has X's.
+void Pow(const Node& n, Importer& imp) {
+  if (imp.ConstOf(n.Input(1)) || imp.ConstOf(n.Input(0)) || !imp.HasDType(n.Input(0)) || !imp.HasDType(n.Input(1)) ||
+      imp.DTypeOf(n, n.Input(0)) == imp.DTypeOf(n, n.Input(1))) {
+    Elementwise(n, imp, "elementwise_pow");
+    return;
+  }
+  const DType x = imp.DTypeOf(n, n.Input(0)), y = imp.DTypeOf(n, n.Input(1));
+  const std::string cast = imp.Temp(n.Input(1));
+  imp.Emit("cast", {{"X", {imp.In(n, 1)}}}, {{"Out", {cast}}},
+           {{"in_dtype", std::string(DTypeName(y))}, {"out_dtype", std::string(DTypeName(x))}});
+  imp.Emit("elementwise_pow", {{"X", {imp.In(n, 0)}}, {"Y", {cast}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+void Max(const Node& n, Importer& imp);
+void Min(const Node& n, Importer& imp);
+
+// Variadic Max/Min/Sum as a chain of binary ops.
+void Chain(const Node& n, Importer& imp, const std::string& type) {
+  if (n.NumInputs() == 1) {
+    imp.Emit("assign", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}});
+    return;
+  }
+  std::string acc = imp.In(n, 0);
+  for (int i = 1; i < n.NumInputs(); ++i) {
+    const std::string out = i + 1 == n.NumInputs() ? n.Output(0) : imp.Temp(n.Output(0));
+    imp.Emit(type, {{"X", {acc}}, {"Y", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"axis", -1}});
+    acc = out;
+  }
+}
+void Max(const Node& n, Importer& imp) { Chain(n, imp, "elementwise_max"); }
+void Min(const Node& n, Importer& imp) { Chain(n, imp, "elementwise_min"); }
+void Sum(const Node& n, Importer& imp) { Chain(n, imp, "elementwise_add"); }
+void Mean(const Node& n, Importer& imp) {
+  const std::string s = imp.Temp(n.Output(0));
+  std::string acc = imp.In(n, 0);
+  for (int i = 1; i < n.NumInputs(); ++i) {
+    const std::string out = i + 1 == n.NumInputs() ? s : imp.Temp(n.Output(0));
+    imp.Emit("elementwise_add", {{"X", {acc}}, {"Y", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"axis", -1}});
+    acc = out;
+  }
+  imp.Emit("scale", {{"X", {acc}}}, {{"Out", {n.Output(0)}}}, {{"scale", 1.0f / static_cast<float>(n.NumInputs())}});
+}
+
+void Neg(const Node& n, Importer& imp) { Unary(n, imp, "scale", {{"scale", -1.0f}}); }
+
+void Reciprocal(const Node& n, Importer& imp) {
+  ConstValue one;
+  one.dtype = imp.DTypeOf(n, n.Input(0));
+  one.dims = {1};
+  one.data = {1};
+  imp.Emit("elementwise_div", {{"X", {imp.ConstVar(ToTensor(one), "one")}}, {"Y", {imp.In(n, 0)}}},
+           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwise(n, imp, type); }
+
+// The logical ops have no axis: both operands broadcast numpy style.
+void Logical(const Node& n, Importer& imp, const std::string& type) {
+  imp.Emit(type, {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
+}
+
+void Gemm(const Node& n, Importer& imp) {
+  const bool has_c = n.HasInput(2);
+  const float alpha = n.Float("alpha", 1.0f), beta = n.Float("beta", 1.0f);
+  const std::string prod = has_c ? imp.Temp(n.Output(0)) : n.Output(0);
+  imp.Emit("matmul", {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {prod}}},
+           {{"transpose_X", n.Int("transA", 0) != 0}, {"transpose_Y", n.Int("transB", 0) != 0}, {"alpha", alpha}});
+  if (!has_c) return;
+  std::string c;
+  if (beta == 1.0f) {
+    c = imp.In(n, 2);
+  } else if (const Tensor* t = imp.Const(n, 2)) {
+    ConstValue v = ToConst(*t);
+    for (auto& x : v.data) x = static_cast<float>(x * beta);
+    c = imp.ConstVar(ToTensor(v), n.Input(2));
+  } else {
+    c = imp.Temp(n.Output(0));
+    imp.Emit("scale", {{"X", {imp.In(n, 2)}}}, {{"Out", {c}}}, {{"scale", beta}});
+  }
+  imp.Emit("elementwise_add", {{"X", {prod}}, {"Y", {c}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+void MatMul(const Node& n, Importer& imp) {
+  imp.Emit("matmul", {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
+}
+
+// Conv and pooling windows: ONNX pads are [begins..., ends...], Paddle's
+// [top, bottom, left, right]; auto_pad maps to padding_algorithm.
+void Windows(const Node& n, Importer& imp, const std::vector<int64_t>& kernel, AttributeMap* attrs) {
+  if (kernel.size() != 2) {
+    n.Unsupported(std::to_string(kernel.size()) + "-D windows (1-D and 2-D only: 3-D needs nabla's conv3d/pool3d)");
+  }
+  const std::vector<int64_t> strides = n.Ints("strides", {1, 1});
+  std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || pads.size() != 4) n.Fail(ErrorKind::kInvalidArgument, "strides/pads do not match 2-D");
+  const std::string auto_pad = n.String("auto_pad", "NOTSET");
+  (*attrs)["strides"] = ToInts(n, strides, "stride");
+  if (auto_pad == "SAME_UPPER") {
+    (*attrs)["padding_algorithm"] = std::string("SAME");
+  } else if (auto_pad == "VALID") {
+    (*attrs)["padding_algorithm"] = std::string("VALID");
+  } else if (auto_pad == "SAME_LOWER") {
+    // The odd pad goes first: explicit pads from the known input size.
+    const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+    const std::vector<int64_t> dil = n.Ints("dilations", {1, 1});
+    if (dil.size() != 2 || shape.size() != 4) n.Fail(ErrorKind::kInvalidArgument, "dilations/input do not match 2-D");
+    for (int i = 0; i < 2; ++i) {
+      const int64_t in = shape.at(2 + i);
+      if (in < 0) n.Unsupported("SAME_LOWER padding of a dynamic dim (fix it with --input-shape)");
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in);
+      pads[i] = total - total / 2;
+      pads[2 + i] = total / 2;
+    }
+    (*attrs)["paddings"] = ToInts(n, {pads[0], pads[2], pads[1], pads[3]}, "pad");
+  } else if (auto_pad == "NOTSET" || auto_pad.empty()) {
+    (*attrs)["paddings"] = ToInts(n, {pads[0], pads[2], pads[1], pads[3]}, "pad");
+  } else {
+    n.Unsupported("auto_pad " + auto_pad);
+  }
+}
+
+void Conv2D(const Node& n, Importer& imp) {
+  std::vector<int64_t> kernel = n.Ints("kernel_shape");
+  if (kernel.empty()) {
+    const std::vector<int64_t> w = imp.ShapeOf(n, n.Input(1));
+    kernel.assign(w.begin() + std::min<size_t>(2, w.size()), w.end());
+  }
+  AttributeMap attrs;
+  Windows(n, imp, kernel, &attrs);
+  attrs["dilations"] = ToInts(n, n.Ints("dilations", {1, 1}), "dilation");
+  attrs["groups"] = ToInt(n, n.Int("group", 1), "group");
+  const bool bias = n.HasInput(2);
+  const std::string out = bias ? imp.Temp(n.Output(0)) : n.Output(0);
+  imp.Emit("conv2d", {{"Input", {imp.In(n, 0)}}, {"Filter", {imp.In(n, 1)}}}, {{"Output", {out}}}, attrs);
+  if (bias) {
+    imp.Emit("elementwise_add", {{"X", {out}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {n.Output(0)}}}, {{"axis", 1}});
+  }
+}
+
+void Pool(const Node& n, Importer& imp, const std::string& type) {
+  if (n.HasOutput(1)) n.Unsupported("the Indices output of MaxPool (needs nabla op max_pool2d_with_index)");
+  for (int64_t d : n.Ints("dilations", {1, 1})) {
+    if (d != 1) n.Unsupported("pooling dilations other than 1");
+  }
+  AttributeMap attrs;
+  Windows(n, imp, n.Ints("kernel_shape"), &attrs);
+  attrs["pooling_type"] = type;
+  attrs["ksize"] = ToInts(n, n.Ints("kernel_shape"), "kernel size");
+  attrs["ceil_mode"] = n.Int("ceil_mode", 0) != 0;
+  if (type == "avg") attrs["exclusive"] = n.Int("count_include_pad", 0) == 0;
+  imp.Emit("pool2d", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, attrs);
+}
+// 1-D convolution and pooling as 2-D over a height of 1: the input (and
+// Conv's filter) get a dim of 1 at 2, the windows a 1 in front, and the
+// 2-D converter's output loses the dim again.
+bool As2D(const Node& n, Importer& imp, void (*convert)(const Node&, Importer&)) {
+  if (!imp.HasShape(n.Input(0)) || imp.RankOf(n, n.Input(0)) != 3) return false;
+  onnx::NodeProto p = n.Proto();
+  auto unsqueezed = [&](int i) {
+    const std::string out = imp.Temp(n.Input(i));
+    imp.Emit("unsqueeze", {{"X", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"axes", Ints{2}}});
+    imp.AddVar(out);
+    if (imp.HasShape(n.Input(i))) {
+      std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(i));
+      shape.insert(shape.begin() + 2, 1);
+      imp.SetInfo(out, shape, imp.DTypeOf(n, n.Input(i)));
+    }
+    p.set_input(i, out);
+  };
+  unsqueezed(0);
+  if (n.OpType() == "Conv") unsqueezed(1);
+  std::vector<int64_t> kernel = n.Ints("kernel_shape");
+  if (kernel.empty() && n.OpType() == "Conv") kernel = {imp.ShapeOf(n, n.Input(1)).at(2)};
+  for (auto& a : *p.mutable_attribute()) {
+    const std::string& name = a.name();
+    if (name == "kernel_shape" || name == "strides" || name == "dilations") {
+      if (a.ints_size() != 1) n.Fail(ErrorKind::kInvalidArgument, name + " does not match 1-D");
+      const int64_t v = a.ints(0);
+      a.clear_ints();
+      a.add_ints(1);
+      a.add_ints(v);
+    } else if (name == "pads") {
+      if (a.ints_size() != 2) n.Fail(ErrorKind::kInvalidArgument, "pads do not match 1-D");
+      const int64_t b = a.ints(0), e = a.ints(1);
+      a.clear_ints();
+      for (int64_t v : {int64_t(0), b, int64_t(0), e}) a.add_ints(v);
+    }
+  }
+  if (!n.HasAttr("kernel_shape") && !kernel.empty()) {
+    auto* a = p.add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(1);
+    a->add_ints(kernel.at(0));
+  }
+  const std::string out2d = imp.Temp(n.Output(0));
+  p.set_output(0, out2d);
+  convert(Node(p), imp);
+  imp.Emit("squeeze", {{"X", {out2d}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{2}}});
+  return true;
+}
+
+void Conv(const Node& n, Importer& imp) {
+  if (!As2D(n, imp, Conv2D)) Conv2D(n, imp);
+}
+
+void MaxPool(const Node& n, Importer& imp) {
+  if (!As2D(n, imp, [](const Node& m, Importer& i) { Pool(m, i, "max"); })) Pool(n, imp, "max");
+}
+void AveragePool(const Node& n, Importer& imp) {
+  if (!As2D(n, imp, [](const Node& m, Importer& i) { Pool(m, i, "avg"); })) Pool(n, imp, "avg");
+}
+
+void GlobalPool(const Node& n, Importer& imp, const std::string& type) {
+  if (imp.RankOf(n, n.Input(0)) != 4) n.Unsupported("global pooling of a rank other than 4 (only 2-D)");
+  imp.Emit("pool2d", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+           {{"pooling_type", type}, {"global_pooling", true}, {"ksize", Ints{1, 1}}});
+}
+void GlobalAveragePool(const Node& n, Importer& imp) { GlobalPool(n, imp, "avg"); }
+void GlobalMaxPool(const Node& n, Importer& imp) { GlobalPool(n, imp, "max"); }
+
+// Running statistics are state, not parameters: they stay out of training.
+std::string Stat(const Node& n, Importer& imp, int i) {
+  const std::string name = imp.In(n, i);
+  imp.Freeze(name);
+  return name;
+}
+
+void BatchNormalization(const Node& n, Importer& imp) {
+  if (n.HasOutput(1) || n.HasOutput(2) || n.Int("training_mode", 0) != 0) {
+    n.Unsupported("training-mode BatchNormalization (running-statistics outputs); export the model in eval mode");
+  }
+  const std::string mean = Stat(n, imp, 3), var = Stat(n, imp, 4);
+  // Frozen statistics: ONNX's BatchNormalization is inference, and a
+  // fine-tuning run keeps it so (use_global_stats: gradients through the
+  // running statistics, which are never updated).
+  imp.Emit(
+      "batch_norm",
+      {{"X", {imp.In(n, 0)}},
+       {"Scale", {imp.In(n, 1)}},
+       {"Bias", {imp.In(n, 2)}},
+       {"Mean", {mean}},
+       {"Variance", {var}}},
+      {{"Y", {n.Output(0)}},
+       {"MeanOut", {mean}},
+       {"VarianceOut", {var}},
+       {"SavedMean", {imp.Temp(n.Output(0) + "_saved_mean")}},
+       {"SavedVariance", {imp.Temp(n.Output(0) + "_saved_var")}}},
+      {{"epsilon", n.Float("epsilon", 1e-5f)}, {"momentum", n.Float("momentum", 0.9f)}, {"use_global_stats", true}});
+}
+
+void Relu(const Node& n, Importer& imp) { Unary(n, imp, "relu"); }
+void Sigmoid(const Node& n, Importer& imp) { Unary(n, imp, "sigmoid"); }
+void Tanh(const Node& n, Importer& imp) { Unary(n, imp, "tanh"); }
+void Exp(const Node& n, Importer& imp) { Unary(n, imp, "exp"); }
+void Log(const Node& n, Importer& imp) { Unary(n, imp, "log"); }
+void Sqrt(const Node& n, Importer& imp) { Unary(n, imp, "sqrt"); }
+void Abs(const Node& n, Importer& imp) { Unary(n, imp, "abs"); }
+void Not(const Node& n, Importer& imp) { Unary(n, imp, "logical_not"); }
+void LeakyRelu(const Node& n, Importer& imp) { Unary(n, imp, "leaky_relu", {{"alpha", n.Float("alpha", 0.01f)}}); }
+void Gelu(const Node& n, Importer& imp) {
+  const std::string approx = n.String("approximate", "none");
+  if (approx != "none" && approx != "tanh") n.Unsupported("approximate '" + approx + "'");
+  Unary(n, imp, "gelu", {{"approximate", approx == "tanh"}});
+}
+
+// HardSigmoid = clip(alpha x + beta, 0, 1); HardSwish = x * HardSigmoid(x)
+// with alpha 1/6, beta 1/2.
+std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float beta, const std::string& out) {
+  const std::string s = imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {s}}}, {{"scale", alpha}, {"bias", beta}});
+  imp.Emit("clip", {{"X", {s}}}, {{"Out", {out}}}, {{"min", 0.0f}, {"max", 1.0f}});
+  return out;
+}
+void HardSigmoid(const Node& n, Importer& imp) {
+  HardSigmoidChain(n, imp, n.Float("alpha", 0.2f), n.Float("beta", 0.5f), n.Output(0));
+}
+void HardSwish(const Node& n, Importer& imp) {
+  const std::string h = HardSigmoidChain(n, imp, 1.0f / 6, 0.5f, imp.Temp(n.Output(0)));
+  imp.Emit("elementwise_mul", {{"X", {imp.In(n, 0)}}, {"Y", {h}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// Before opset 13 Softmax and LogSoftmax normalize X flattened to 2-D at
+// axis; that is one axis only when axis is the last.
+void SoftmaxLike(const Node& n, Importer& imp, const std::string& type) {
+  const int64_t given = n.Int("axis", imp.Opset() >= 13 ? -1 : 1);
+  if (imp.Opset() >= 13 || given == -1) {
+    // One axis: no rank needed (the shape may be dynamic).
+    Unary(n, imp, type, {{"axis", ToInt(n, given, "axis")}});
+    return;
+  }
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", imp.Opset() >= 13 ? -1 : 1), std::max<int64_t>(rank, 1));
+  if (imp.Opset() >= 13 || axis == rank - 1) {
+    Unary(n, imp, type, {{"axis", ToInt(n, axis, "axis")}});
+    return;
+  }
+  std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  if (std::count(shape.begin(), shape.end(), -1) > 1) {
+    n.Unsupported("softmax over flattened dims of a shape with several dynamic dims (use --input-shape)");
+  }
+  const std::string flat = imp.Temp(n.Output(0)), soft = imp.Temp(n.Output(0));
+  imp.Emit("flatten", {{"X", {imp.In(n, 0)}}}, {{"Out", {flat}}}, {{"axis", ToInt(n, axis, "axis")}});
+  imp.Emit(type, {{"X", {flat}}}, {{"Out", {soft}}}, {{"axis", -1}});
+  imp.Emit("reshape", {{"X", {soft}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
+}
+void Softmax(const Node& n, Importer& imp) { SoftmaxLike(n, imp, "softmax"); }
+void LogSoftmax(const Node& n, Importer& imp) { SoftmaxLike(n, imp, "log_softmax"); }
+
+void Flatten(const Node& n, Importer& imp) {
+  int64_t axis = n.Int("axis", 1);
+  if (axis < 0) axis += imp.RankOf(n, n.Input(0));
+  Unary(n, imp, "flatten", {{"axis", ToInt(n, axis, "axis")}});
+}
+
+// A shape with dynamic dims: an element equal to the input's dim at the
+// same position is Paddle's 0 (copy), and one element left unknown is -1.
+bool ReshapeFromPartial(const Node& n, Importer& imp) {
+  const PartialDims* p = imp.PartialOf(n.Input(1));
+  if (!p) return false;
+  std::vector<int64_t> dims;
+  if (!imp.PartialReshapeDims(n.Input(0), *p, &dims)) {
+    n.Unsupported("a shape with several dims computed from dynamic dims (fix them with --input-shape)");
+  }
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, dims, "dim")}});
+  return true;
+}
+
+void Reshape(const Node& n, Importer& imp) {
+  if (imp.Opset() >= 5 && ReshapeFromPartial(n, imp)) return;
+  std::vector<int64_t> shape =
+      imp.Opset() >= 5 ? imp.ConstInts(n, 1, "the shape (needs reshape's Shape tensor input)") : n.Ints("shape");
+  if (n.Int("allowzero", 0) != 0 && std::count(shape.begin(), shape.end(), 0) > 0) {
+    n.Unsupported("allowzero with a 0 in the shape (Paddle's 0 copies the input's dim)");
+  }
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
+}
+
+void Transpose(const Node& n, Importer& imp) {
+  std::vector<int64_t> perm = n.Ints("perm");
+  if (perm.empty()) {
+    for (int64_t i = imp.RankOf(n, n.Input(0)) - 1; i >= 0; --i) perm.push_back(i);
+  }
+  Unary(n, imp, "transpose", {{"axis", ToInts(n, perm, "perm")}});
+}
+
+void Concat(const Node& n, Importer& imp) {
+  std::vector<std::string> xs;
+  for (int i = 0; i < n.NumInputs(); ++i) xs.push_back(imp.In(n, i));
+  imp.Emit("concat", {{"X", xs}}, {{"Out", {n.Output(0)}}}, {{"axis", ToInt(n, n.Int("axis", 0), "axis")}});
+}
+
+void Split(const Node& n, Importer& imp) {
+  std::vector<int64_t> split;
+  if (imp.Opset() >= 13 && n.HasInput(1)) {
+    split = imp.ConstInts(n, 1, "the split sizes");
+  } else {
+    split = n.Ints("split");
+  }
+  std::vector<std::string> outs;
+  for (int i = 0; i < n.NumOutputs(); ++i) outs.push_back(n.HasOutput(i) ? n.Output(i) : imp.Temp("unused"));
+  AttributeMap attrs{{"axis", ToInt(n, n.Int("axis", 0), "axis")}};
+  if (split.empty()) {
+    attrs["num"] = n.NumOutputs();
+  } else {
+    attrs["sections"] = ToInts(n, split, "split size");
+  }
+  imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", outs}}, attrs);
+}
+
+void Slice(const Node& n, Importer& imp) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (imp.Opset() >= 10) {
+    starts = imp.ConstInts(n, 1, "starts (needs slice's StartsTensor input)");
+    ends = imp.ConstInts(n, 2, "ends (needs slice's EndsTensor input)");
+    if (n.HasInput(3)) axes = imp.ConstInts(n, 3, "axes");
+    if (n.HasInput(4)) steps = imp.ConstInts(n, 4, "steps");
+  } else {
+    starts = n.Ints("starts");
+    ends = n.Ints("ends");
+    axes = n.Ints("axes");
+  }
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  for (int64_t s : steps) {
+    if (s != 1) n.Unsupported("a step of " + std::to_string(s) + " (needs nabla op strided_slice)");
+  }
+  Ints s, e;
+  for (int64_t v : starts) s.push_back(ClampInt(v));
+  for (int64_t v : ends) e.push_back(ClampInt(v));
+  imp.Emit("slice", {{"Input", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+           {{"axes", ToInts(n, axes, "axis")}, {"starts", s}, {"ends", e}});
+}
+
+std::vector<int64_t> Axes(const Node& n, Importer& imp, int input) {
+  if (imp.Opset() >= 13 && n.HasInput(input)) return imp.ConstInts(n, input, "axes");
+  return n.Ints("axes");
+}
+
+void Squeeze(const Node& n, Importer& imp) { Unary(n, imp, "squeeze", {{"axes", ToInts(n, Axes(n, imp, 1), "axis")}}); }
+
+void Unsqueeze(const Node& n, Importer& imp) {
+  std::vector<int64_t> axes = Axes(n, imp, 1);
+  const int64_t out_rank = imp.RankOf(n, n.Input(0)) + static_cast<int64_t>(axes.size());
+  for (auto& a : axes) a = NormAxis(n, a, out_rank);
+  // ONNX's axes index the output; inserted in increasing order, each is
+  // where nabla's unsqueeze (which counts in the shape built so far) puts it.
+  std::sort(axes.begin(), axes.end());
+  Unary(n, imp, "unsqueeze", {{"axes", ToInts(n, axes, "axis")}});
+}
+
+void Gather(const Node& n, Importer& imp) {
+  const std::vector<int64_t> xshape = imp.ShapeOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", 0), static_cast<int64_t>(xshape.size()));
+  std::string index = imp.In(n, 1);
+  std::vector<int64_t> ishape = imp.ShapeOf(n, n.Input(1));
+  if (const Tensor* t = imp.Const(n, 1)) {
+    // Negative indices count from the end in ONNX; gather wants them in range.
+    ConstValue c = ToConst(*t);
+    const int64_t dim = xshape[axis];
+    bool changed = false;
+    for (auto& v : c.data) {
+      if (v < 0) {
+        if (dim < 0) n.Unsupported("a negative index into a dynamic dim");
+        v += dim;
+        changed = true;
+      }
+    }
+    if (ishape.empty()) c.dims = {1};
+    if (changed || ishape.empty()) index = imp.ConstVar(ToTensor(c), n.Input(1));
+  }
+  AttributeMap attrs{{"axis", ToInt(n, axis, "axis")}};
+  if (ishape.size() == 1) {
+    imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {index}}}, {{"Out", {n.Output(0)}}}, attrs);
+    return;
+  }
+  const std::string g = imp.Temp(n.Output(0));
+  if (ishape.empty()) {
+    // A scalar index drops the axis.
+    imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {index}}}, {{"Out", {g}}}, attrs);
+    imp.Emit("squeeze", {{"X", {g}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{ToInt(n, axis, "axis")}}});
+    return;
+  }
+  // Indices of rank > 1: gather the flattened list, then restore its dims.
+  std::vector<int64_t> out(xshape.begin(), xshape.begin() + axis);
+  out.insert(out.end(), ishape.begin(), ishape.end());
+  out.insert(out.end(), xshape.begin() + axis + 1, xshape.end());
+  if (std::count(out.begin(), out.end(), -1) > 1) n.Unsupported("indices of rank > 1 with several dynamic dims");
+  const std::string flat = imp.Temp(n.Input(1));
+  imp.Emit("reshape", {{"X", {index}}}, {{"Out", {flat}}}, {{"shape", Ints{-1}}});
+  imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {flat}}}, {{"Out", {g}}}, attrs);
+  imp.Emit("reshape", {{"X", {g}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, out, "dim")}});
+}
+
+void Identity(const Node& n, Importer& imp) { Unary(n, imp, "assign"); }
+
+void Dropout(const Node& n, Importer& imp) {
+  float ratio = n.Float("ratio", 0.5f);
+  if (imp.Opset() >= 12 && n.HasInput(1)) ratio = imp.ConstFloats(n, 1, "ratio").at(0);
+  bool training = false;
+  if (imp.Opset() >= 12 && n.HasInput(2)) training = imp.ConstFloats(n, 2, "training_mode").at(0) != 0;
+  if (n.HasOutput(1)) n.Unsupported("the mask output (a bool mask; nabla's Mask is float)");
+  // ONNX's Dropout scales kept values in training (upscale_in_train) and is
+  // the identity in inference, which is what the graph means unless
+  // training_mode says otherwise.
+  imp.Emit(
+      "dropout", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+      {{"dropout_prob", ratio}, {"is_test", !training}, {"dropout_implementation", std::string("upscale_in_train")}});
+}
+
+void Cast(const Node& n, Importer& imp) {
+  const int to = static_cast<int>(n.Int("to", 0));
+  DType out;
+  if (!OnnxToDType(to, &out)) n.Unsupported("a cast to " + OnnxTypeName(to) + ", which nabla lacks");
+  const DType in = imp.DTypeOf(n, n.Input(0));
+  if (in == out) {
+    Unary(n, imp, "assign");
+    return;
+  }
+  Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
+}
+
+// LSTM, GRU and RNN unrolled over a sequence length known at import time: per
+// step the GEMMs, the gate split and the state update, as nabla ops (so the
+// backward part and fine-tuning come with them). The default activations
+// only; layout 1 (batch first) and ONNX's gate orders (LSTM i, o, f, c with
+// peepholes; GRU z, r, h with either linear_before_reset).
+class Unroll {
+ public:
+  Unroll(const Node& n, Importer& imp, int gates, const std::vector<std::string>& activations)
+      : n_(n), imp_(imp), batch_first_(n.Int("layout", 0) != 0) {
+    if (n.HasAttr("clip")) n.Unsupported("cell clipping");
+    for (const auto& a : n.Proto().attribute()) {
+      if (a.name() != "activations") continue;
+      for (int i = 0; i < a.strings_size(); ++i) {
+        const std::string& want = activations[static_cast<size_t>(i) % activations.size()];
+        if (a.strings(i) != want) n.Unsupported("activation " + a.strings(i) + " (only the defaults)");
+      }
+    }
+    xs_ = imp.ShapeOf(n, n.Input(0));
+    if (batch_first_ && xs_.size() == 3) std::swap(xs_[0], xs_[1]);
+    if (xs_.size() != 3 || xs_[0] <= 0) {
+      n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
+    }
+    steps_ = xs_[0];
+    if (n.HasInput(4)) {
+      for (int64_t len : imp.ConstInts(n, 4, "sequence_lens")) {
+        if (len != steps_) n.Unsupported("sequence_lens shorter than the sequence");
+      }
+    }
+    const std::vector<int64_t> ws = imp.ShapeOf(n, n.Input(1));
+    hidden_ = n.Int("hidden_size", ws.size() == 3 ? ws[1] / gates : -1);
+    const std::string direction = n.String("direction", "forward");
+    if (direction == "forward" || direction == "reverse") reverse_ = {direction == "reverse"};
+    if (direction == "bidirectional") reverse_ = {false, true};
+    if (reverse_.empty()) n.Unsupported("direction " + direction);
+    for (int i = 0; i < n.NumOutputs() && tag_.empty(); ++i) {
+      if (n.HasOutput(i)) tag_ = n.Output(i);
+    }
+    // The input, one [batch, input] piece per step.
+    std::vector<std::string> pieces;
+    for (int64_t t = 0; t < steps_; ++t) pieces.push_back(Tmp());
+    const int axis = batch_first_ ? 1 : 0;
+    imp.Emit("split", {{"X", {imp.In(n, 0)}}}, {{"Out", pieces}}, {{"num", ToInt(n, steps_, "steps")}, {"axis", axis}});
+    for (const auto& p : pieces) xt_.push_back(Emit("squeeze", {{"X", {p}}}, {{"axes", Ints{axis}}}));
+    ys_.resize(static_cast<size_t>(steps_));
+  }
+
+  size_t Dirs() const { return reverse_.size(); }
+  int64_t Steps() const { return steps_; }
+  // The input at step k of direction d (reversed directions run backwards).
+  int64_t Time(size_t d, int64_t k) const { return reverse_[d] ? steps_ - 1 - k : k; }
+  const std::string& X(int64_t t) const { return xt_[static_cast<size_t>(t)]; }
+
+  std::string Tmp() { return imp_.Temp(tag_); }
+  std::string Emit(const std::string& type, VarNameMap in, AttributeMap attrs = {}) {
+    const std::string out = Tmp();
+    imp_.Emit(type, std::move(in), {{"Out", {out}}}, std::move(attrs));
+    return out;
+  }
+  std::vector<std::string> Split(const std::string& x, int parts, int axis) {
+    std::vector<std::string> outs;
+    for (int i = 0; i < parts; ++i) outs.push_back(Tmp());
+    imp_.Emit("split", {{"X", {x}}}, {{"Out", outs}}, {{"num", parts}, {"axis", axis}});
+    return outs;
+  }
+  std::string Add(const std::string& x, const std::string& y) {
+    return Emit("elementwise_add", {{"X", {x}}, {"Y", {y}}}, {{"axis", -1}});
+  }
+  std::string Mul(const std::string& x, const std::string& y) {
+    return Emit("elementwise_mul", {{"X", {x}}, {"Y", {y}}}, {{"axis", -1}});
+  }
+  std::string MatMulT(const std::string& x, const std::string& w) {
+    return Emit("matmul", {{"X", {x}}, {"Y", {w}}}, {{"transpose_Y", true}});
+  }
+  // Input `input`'s slice for direction d, its direction dim dropped; the
+  // initial states (inputs 5, 6) come batch first with layout 1.
+  std::string Pick(int input, size_t d) {
+    std::string src = imp_.In(n_, input);
+    if (batch_first_ && (input == 5 || input == 6)) {
+      if (!states_.count(input)) states_[input] = Emit("transpose", {{"X", {src}}}, {{"axis", Ints{1, 0, 2}}});
+      src = states_[input];
+    }
+    return Emit("slice", {{"Input", {src}}},
+                {{"axes", Ints{0}},
+                 {"starts", Ints{static_cast<int>(d)}},
+                 {"ends", Ints{static_cast<int>(d + 1)}},
+                 {"decrease_axis", Ints{0}}});
+  }
+  // An initial state: given, or zeros (which need the batch size).
+  std::string State(int input, size_t d) {
+    if (n_.HasInput(input)) return Pick(input, d);
+    if (xs_[1] < 0) n_.Unsupported("no initial state and a dynamic batch (fix it with --input-shape)");
+    const std::string out = Tmp();
+    imp_.Emit("fill_constant", {}, {{"Out", {out}}},
+              {{"shape", Ints{ToInt(n_, xs_[1], "batch"), ToInt(n_, hidden_, "hidden_size")}},
+               {"value", 0.0f},
+               {"dtype", std::string(DTypeName(imp_.DTypeOf(n_, n_.Input(0))))}});
+    return out;
+  }
+  void Record(int64_t t, const std::string& h) {
+    if (n_.HasOutput(0)) ys_[static_cast<size_t>(t)].push_back(Emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
+  }
+  void Last(int output, const std::string& state) {
+    last_[output].push_back(Emit("unsqueeze", {{"X", {state}}}, {{"axes", Ints{0}}}));
+  }
+  // Y [seq, dirs, batch, H] (layout 1: [batch, seq, dirs, H]); the last
+  // states [dirs, batch, H] (layout 1: [batch, dirs, H]).
+  void Finish() {
+    if (n_.HasOutput(0)) {
+      std::vector<std::string> rows;
+      for (const auto& per_dir : ys_) {
+        rows.push_back(per_dir.size() == 1 ? per_dir[0] : Emit("concat", {{"X", per_dir}}, {{"axis", 1}}));
+      }
+      Join(rows, Ints{2, 0, 1, 3}, n_.Output(0));
+    }
+    for (const auto& [output, parts] : last_) {
+      if (n_.HasOutput(output)) Join(parts, Ints{1, 0, 2}, n_.Output(output));
+    }
+  }
+
+ private:
+  void Join(const std::vector<std::string>& parts, const Ints& perm, const std::string& out) {
+    if (!batch_first_) {
+      imp_.Emit("concat", {{"X", parts}}, {{"Out", {out}}}, {{"axis", 0}});
+      return;
+    }
+    imp_.Emit("transpose", {{"X", {Emit("concat", {{"X", parts}}, {{"axis", 0}})}}}, {{"Out", {out}}},
+              {{"axis", perm}});
+  }
+
+  const Node& n_;
+  Importer& imp_;
+  bool batch_first_;
+  std::vector<int64_t> xs_;
+  int64_t steps_ = 0, hidden_ = -1;
+  std::vector<bool> reverse_;
+  std::string tag_;
+  std::vector<std::string> xt_;
+  std::vector<std::vector<std::string>> ys_;  // [t][d]: h as [1, 1, B, H]
+  std::map<int, std::vector<std::string>> last_;
+  std::map<int, std::string> states_;
+};
+
+void LSTM(const Node& n, Importer& imp) {
+  if (n.Int("input_forget", 0) != 0) n.Unsupported("input_forget");
+  Unroll u(n, imp, 4, {"Sigmoid", "Tanh", "Tanh"});
+  for (size_t d = 0; d < u.Dirs(); ++d) {
+    const std::string w = u.Pick(1, d), r = u.Pick(2, d);
+    std::string bias;
+    if (n.HasInput(3)) {
+      const auto wr = u.Split(u.Pick(3, d), 2, 0);
+      bias = u.Add(wr[0], wr[1]);
+    }
+    // Peepholes P [3H] (i, o, f) weigh the cell state into three gates.
+    std::vector<std::string> p;
+    if (n.HasInput(7)) p = u.Split(u.Pick(7, d), 3, 0);
+    auto peep = [&](const std::string& gate, size_t which, const std::string& cell) {
+      return p.empty() ? gate : u.Add(gate, u.Mul(cell, p[which]));
+    };
+    std::string h = u.State(5, d), c = u.State(6, d);
+    for (int64_t k = 0; k < u.Steps(); ++k) {
+      const int64_t t = u.Time(d, k);
+      std::string g = u.Add(u.MatMulT(u.X(t), w), u.MatMulT(h, r));
+      if (!bias.empty()) g = u.Add(g, bias);
+      const auto gates = u.Split(g, 4, 1);  // i, o, f, c
+      const std::string i = u.Emit("sigmoid", {{"X", {peep(gates[0], 0, c)}}});
+      const std::string f = u.Emit("sigmoid", {{"X", {peep(gates[2], 2, c)}}});
+      const std::string cc = u.Emit("tanh", {{"X", {gates[3]}}});
+      c = u.Add(u.Mul(f, c), u.Mul(i, cc));
+      const std::string o = u.Emit("sigmoid", {{"X", {peep(gates[1], 1, c)}}});
+      h = u.Mul(o, u.Emit("tanh", {{"X", {c}}}));
+      u.Record(t, h);
+    }
+    u.Last(1, h);
+    u.Last(2, c);
+  }
+  u.Finish();
+}
+
+void GRU(const Node& n, Importer& imp) {
+  Unroll u(n, imp, 3, {"Sigmoid", "Tanh"});
+  const bool linear_before_reset = n.Int("linear_before_reset", 0) != 0;
+  for (size_t d = 0; d < u.Dirs(); ++d) {
+    const std::string w = u.Pick(1, d);
+    const auto r = u.Split(u.Pick(2, d), 3, 0);  // Rz, Rr, Rh
+    std::string wb;
+    std::vector<std::string> rb;
+    if (n.HasInput(3)) {
+      const auto b = u.Split(u.Pick(3, d), 2, 0);
+      wb = b[0];
+      rb = u.Split(b[1], 3, 0);
+    }
+    auto plus_rb = [&](const std::string& x, size_t which) { return rb.empty() ? x : u.Add(x, rb[which]); };
+    std::string h = u.State(5, d);
+    for (int64_t k = 0; k < u.Steps(); ++k) {
+      const int64_t t = u.Time(d, k);
+      std::string gx = u.MatMulT(u.X(t), w);
+      if (!wb.empty()) gx = u.Add(gx, wb);
+      const auto x = u.Split(gx, 3, 1);  // z, r, h parts of the input
+      const std::string z = u.Emit("sigmoid", {{"X", {u.Add(x[0], plus_rb(u.MatMulT(h, r[0]), 0))}}});
+      const std::string rr = u.Emit("sigmoid", {{"X", {u.Add(x[1], plus_rb(u.MatMulT(h, r[1]), 1))}}});
+      const std::string recurrent =
+          linear_before_reset ? u.Mul(rr, plus_rb(u.MatMulT(h, r[2]), 2)) : plus_rb(u.MatMulT(u.Mul(rr, h), r[2]), 2);
+      const std::string hh = u.Emit("tanh", {{"X", {u.Add(x[2], recurrent)}}});
+      // (1 - z) hh + z h = hh + z (h - hh)
+      const std::string diff = u.Emit("elementwise_sub", {{"X", {h}}, {"Y", {hh}}}, {{"axis", -1}});
+      h = u.Add(hh, u.Mul(z, diff));
+      u.Record(t, h);
+    }
+    u.Last(1, h);
+  }
+  u.Finish();
+}
+
+// The plain recurrent net: h = tanh(x W^T + h R^T + Wb + Rb).
+void RNN(const Node& n, Importer& imp) {
+  Unroll u(n, imp, 1, {"Tanh"});
+  for (size_t d = 0; d < u.Dirs(); ++d) {
+    const std::string w = u.Pick(1, d), r = u.Pick(2, d);
+    std::string bias;
+    if (n.HasInput(3)) {
+      const auto wr = u.Split(u.Pick(3, d), 2, 0);
+      bias = u.Add(wr[0], wr[1]);
+    }
+    std::string h = u.State(5, d);
+    for (int64_t k = 0; k < u.Steps(); ++k) {
+      const int64_t t = u.Time(d, k);
+      std::string g = u.Add(u.MatMulT(u.X(t), w), u.MatMulT(h, r));
+      if (!bias.empty()) g = u.Add(g, bias);
+      h = u.Emit("tanh", {{"X", {g}}});
+      u.Record(t, h);
+    }
+    u.Last(1, h);
+  }
+  u.Finish();
+}
+
+// CastLike: to the dtype of input 1 (read for its dtype only).
+void CastLike(const Node& n, Importer& imp) {
+  const DType in = imp.DTypeOf(n, n.Input(0)), out = imp.DTypeOf(n, n.Input(1));
+  if (in == out) {
+    Unary(n, imp, "assign");
+    return;
+  }
+  Unary(n, imp, "cast", {{"in_dtype", std::string(DTypeName(in))}, {"out_dtype", std::string(DTypeName(out))}});
+}
+
+// A reduction, with an elementwise op before it (ReduceL1: abs) and after
+// it (ReduceL2: sqrt) where ONNX's reduction is such a chain.
+void Reduce(const Node& n, Importer& imp, const std::string& type, bool axes_input, const std::string& pre = "",
+            const std::string& post = "") {
+  std::vector<int64_t> axes =
+      axes_input ? (n.HasInput(1) ? imp.ConstInts(n, 1, "axes") : std::vector<int64_t>{}) : n.Ints("axes");
+  const bool keep = n.Int("keepdims", 1) != 0;
+  std::string x = imp.In(n, 0);
+  if (!pre.empty()) {
+    const std::string t = imp.Temp(n.Output(0));
+    imp.Emit(pre, {{"X", {x}}}, {{"Out", {t}}});
+    x = t;
+  }
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) {
+    imp.Emit(post.empty() ? "assign" : post, {{"X", {x}}}, {{"Out", {n.Output(0)}}});
+    return;
+  }
+  AttributeMap attrs{{"keep_dim", keep}};
+  if (axes.empty()) {
+    attrs["reduce_all"] = true;
+    attrs["dim"] = Ints{};
+  } else {
+    attrs["dim"] = ToInts(n, axes, "axis");
+  }
+  const std::string reduced = post.empty() ? n.Output(0) : imp.Temp(n.Output(0));
+  imp.Emit(type, {{"X", {x}}}, {{"Out", {reduced}}}, attrs);
+  if (!post.empty()) imp.Emit(post, {{"X", {reduced}}}, {{"Out", {n.Output(0)}}});
+}
+void ReduceMean(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_mean", imp.Opset() >= 18); }
+void ReduceSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 13); }
+void ReduceL1(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "abs"); }
+void ReduceL2(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "square", "sqrt"); }
+void ReduceSumSquare(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "square"); }
+
+void LayerNormalization(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", -1), rank);
+  // begin_norm_axis is at least 1: axis 0 normalizes X with a leading 1.
+  std::string x = imp.In(n, 0), y = n.Output(0);
+  if (axis == 0) {
+    x = imp.Temp(n.Input(0));
+    y = imp.Temp(n.Output(0));
+    imp.Emit("unsqueeze", {{"X", {imp.In(n, 0)}}}, {{"Out", {x}}}, {{"axes", Ints{0}}});
+  }
+  // layer_norm's Scale and Bias are flat [right]: reshape them when not 1-D.
+  auto flat = [&](int i) -> std::string {
+    if (!n.HasInput(i)) return "";
+    if (imp.RankOf(n, n.Input(i)) == 1) return imp.In(n, i);
+    const std::string out = imp.Temp(n.Input(i));
+    imp.Emit("reshape", {{"X", {imp.In(n, i)}}}, {{"Out", {out}}}, {{"shape", Ints{-1}}});
+    return out;
+  };
+  VarNameMap inputs{{"X", {x}}};
+  const std::string scale = flat(1), bias = flat(2);
+  if (!scale.empty()) inputs["Scale"] = {scale};
+  if (!bias.empty()) inputs["Bias"] = {bias};
+  const float eps = n.Float("epsilon", 1e-5f);
+  const std::string mean = imp.Temp(n.Output(0) + "_mean"), var = imp.Temp(n.Output(0) + "_var");
+  imp.Emit("layer_norm", inputs, {{"Y", {y}}, {"Mean", {mean}}, {"Variance", {var}}},
+           {{"epsilon", eps}, {"begin_norm_axis", ToInt(n, std::max<int64_t>(axis, 1), "axis")}});
+  if (axis == 0) imp.Emit("squeeze", {{"X", {y}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{0}}});
+  if (!n.HasOutput(1) && !n.HasOutput(2)) return;
+  // ONNX's Mean and InvStdDev keep X's rank (1s from axis on); nabla's are
+  // flat [left], and its Variance is not inverted.
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  Ints shape;
+  for (int64_t i = 0; i < rank; ++i) shape.push_back(i < axis ? ToInt(n, xs[i], "dim") : 1);
+  if (std::count(shape.begin(), shape.end(), -1) > 1) n.Unsupported("Mean/InvStdDev with several dynamic dims");
+  if (n.HasOutput(1)) imp.Emit("reshape", {{"X", {mean}}}, {{"Out", {n.Output(1)}}}, {{"shape", shape}});
+  if (n.HasOutput(2)) {
+    const std::string shifted = imp.Temp(n.Output(2)), sd = imp.Temp(n.Output(2)), inv = imp.Temp(n.Output(2));
+    imp.Emit("scale", {{"X", {var}}}, {{"Out", {shifted}}}, {{"scale", 1.0f}, {"bias", eps}});
+    imp.Emit("sqrt", {{"X", {shifted}}}, {{"Out", {sd}}});
+    ConstValue one;
+    one.dtype = imp.DTypeOf(n, n.Input(0));
+    one.dims = {1};
+    one.data = {1};
+    imp.Emit("elementwise_div", {{"X", {imp.ConstVar(ToTensor(one), "one")}}, {"Y", {sd}}}, {{"Out", {inv}}},
+             {{"axis", -1}});
+    imp.Emit("reshape", {{"X", {inv}}}, {{"Out", {n.Output(2)}}}, {{"shape", shape}});
+  }
+}
+
+void Clip(const Node& n, Importer& imp) {
+  float lo = -FLT_MAX, hi = FLT_MAX;
+  if (imp.Opset() >= 11) {
+    if (n.HasInput(1)) lo = imp.ConstFloats(n, 1, "min").at(0);
+    if (n.HasInput(2)) hi = imp.ConstFloats(n, 2, "max").at(0);
+  } else {
+    lo = n.Float("min", lo);
+    hi = n.Float("max", hi);
+  }
+  Unary(n, imp, "clip", {{"min", lo}, {"max", hi}});
+}
+
+void ArgMax(const Node& n, Importer& imp) {
+  if (n.Int("select_last_index", 0) != 0) n.Unsupported("select_last_index");
+  Unary(n, imp, "arg_max", {{"axis", ToInt(n, n.Int("axis", 0), "axis")}, {"keepdims", n.Int("keepdims", 1) != 0}});
+}
+
+void Expand(const Node& n, Importer& imp) {
+  const std::vector<int64_t> target = imp.ConstInts(n, 1, "the shape (needs expand's ExpandTimes tensor input)");
+  std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  std::string x = imp.In(n, 0);
+  // numpy broadcasting: align at the end, then tile the size-1 dims.
+  if (target.size() > shape.size()) {
+    std::vector<int> axes;
+    for (size_t i = 0; i < target.size() - shape.size(); ++i) axes.push_back(static_cast<int>(i));
+    const std::string u = imp.Temp(n.Output(0));
+    imp.Emit("unsqueeze", {{"X", {x}}}, {{"Out", {u}}}, {{"axes", axes}});
+    shape.insert(shape.begin(), target.size() - shape.size(), 1);
+    x = u;
+  }
+  Ints times;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t t = i + target.size() >= shape.size() ? target[i + target.size() - shape.size()] : 1;
+    if (shape[i] == 1 && t > 1) {
+      times.push_back(ToInt(n, t, "dim"));
+    } else if (shape[i] < 0 && t > 1) {
+      n.Unsupported("expanding a dynamic dim (fix it with --input-shape)");
+    } else {
+      times.push_back(1);
+    }
+  }
+  imp.Emit("expand", {{"X", {x}}}, {{"Out", {n.Output(0)}}}, {{"expand_times", times}});
+}
+
+void Tile(const Node& n, Importer& imp) {
+  Unary(n, imp, "expand", {{"expand_times", ToInts(n, imp.ConstInts(n, 1, "repeats"), "repeat")}});
+}
+
+void ConstantOfShape(const Node& n, Importer& imp) {
+  const std::vector<int64_t> shape = imp.ConstInts(n, 0, "the shape (needs fill_constant's ShapeTensor input)");
+  float value = 0;
+  DType dtype = DType::kFloat32;
+  if (const auto* t = n.TensorAttr("value")) {
+    if (t->data_location() == onnx::TensorProto::EXTERNAL) n.Unsupported("a value with external data");
+    ConstValue v = ToConst(ReadTensorProto(*t, ".", n.Describe()));
+    dtype = v.dtype;
+    if (!v.data.empty()) value = static_cast<float>(v.data[0]);
+  }
+  imp.Emit("fill_constant", {}, {{"Out", {n.Output(0)}}},
+           {{"shape", ToInts(n, shape, "dim")}, {"value", value}, {"dtype", std::string(DTypeName(dtype))}});
+}
+
+void TopK(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  if (NormAxis(n, n.Int("axis", -1), rank) != rank - 1) n.Unsupported("an axis other than the last");
+  if (n.Int("largest", 1) != 1) n.Unsupported("largest=0");
+  const int64_t k = imp.Opset() >= 10 ? imp.ConstInts(n, 1, "k").at(0) : n.Int("k", 1);
+  imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
+           {{"k", ToInt(n, k, "k")}});
+}
+
+// PyTorch writes a Pad of zeros before some poolings: that one is a copy.
+void Pad(const Node& n, Importer& imp) {
+  const std::vector<int64_t> pads = imp.Opset() >= 11 ? imp.ConstInts(n, 1, "pads") : n.Ints("pads");
+  for (int64_t p : pads) {
+    if (p != 0) n.Unsupported("non-zero pads (needs nabla op pad)");
+  }
+  Unary(n, imp, "assign");
+}
+
+// -x[n, target[n, ...], ...] for log-probabilities x [N, C, d...]: a
+// one-hot product (nabla has no take_along_axis), which also carries class
+// weights and ignore_index, and ONNX's weighted mean.
+void NllChain(const Node& n, Importer& imp, const std::string& x_var, const std::string& out) {
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  if (rank < 2 || xs[1] < 0) n.Unsupported("scores without a known class dim 1");
+  const DType ft = imp.DTypeOf(n, n.Input(0)), it = imp.DTypeOf(n, n.Input(1));
+  const std::string reduction = n.String("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") n.Unsupported("reduction " + reduction);
+  std::string x = x_var;
+  if (rank > 2) {
+    // Classes last, where one_hot puts them.
+    Ints perm{0};
+    for (int64_t i = 2; i < rank; ++i) perm.push_back(static_cast<int>(i));
+    perm.push_back(1);
+    x = imp.Temp(n.Output(0));
+    imp.Emit("transpose", {{"X", {x_var}}}, {{"Out", {x}}}, {{"axis", perm}});
+  }
+  const std::string t1 = imp.Temp(n.Input(1)), onehot = imp.Temp(n.Output(0));
+  imp.Emit("unsqueeze", {{"X", {imp.In(n, 1)}}}, {{"Out", {t1}}}, {{"axes", Ints{static_cast<int>(rank - 1)}}});
+  imp.Emit(
+      "one_hot", {{"X", {t1}}}, {{"Out", {onehot}}},
+      {{"depth", ToInt(n, xs[1], "classes")}, {"dtype", std::string(DTypeName(ft))}, {"allow_out_of_range", true}});
+  std::string w = onehot;
+  if (n.HasInput(2)) {
+    const std::string weighted = imp.Temp(n.Output(0));
+    imp.Emit("elementwise_mul", {{"X", {w}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {weighted}}}, {{"axis", -1}});
+    w = weighted;
+  }
+  if (n.HasAttr("ignore_index")) {
+    ConstValue ig;
+    ig.dtype = it;
+    ig.dims = {1};
+    ig.data = {static_cast<long double>(n.Int("ignore_index", -100))};
+    const std::string keep = imp.Temp(n.Output(0)), keepf = imp.Temp(n.Output(0)), masked = imp.Temp(n.Output(0));
+    imp.Emit("not_equal", {{"X", {t1}}, {"Y", {imp.ConstVar(ToTensor(ig), "ignore_index")}}}, {{"Out", {keep}}},
+             {{"axis", -1}});
+    imp.Emit("cast", {{"X", {keep}}}, {{"Out", {keepf}}},
+             {{"in_dtype", std::string("bool")}, {"out_dtype", std::string(DTypeName(ft))}});
+    imp.Emit("elementwise_mul", {{"X", {w}}, {"Y", {keepf}}}, {{"Out", {masked}}}, {{"axis", -1}});
+    w = masked;
+  }
+  const std::string picked = imp.Temp(n.Output(0)), summed = imp.Temp(n.Output(0));
+  imp.Emit("elementwise_mul", {{"X", {x}}, {"Y", {w}}}, {{"Out", {picked}}}, {{"axis", -1}});
+  imp.Emit("reduce_sum", {{"X", {picked}}}, {{"Out", {summed}}}, {{"dim", Ints{-1}}, {"keep_dim", false}});
+  const std::string loss = reduction == "none" ? out : imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {summed}}}, {{"Out", {loss}}}, {{"scale", -1.0f}});
+  if (reduction == "none") return;
+  const AttributeMap all{{"reduce_all", true}, {"dim", Ints{}}};
+  if (reduction == "sum") {
+    imp.Emit("reduce_sum", {{"X", {loss}}}, {{"Out", {out}}}, all);
+  } else if (!n.HasInput(2) && !n.HasAttr("ignore_index")) {
+    imp.Emit("mean", {{"X", {loss}}}, {{"Out", {out}}});
+  } else {
+    // ONNX's mean divides by the weights of the rows counted.
+    const std::string num = imp.Temp(n.Output(0)), den = imp.Temp(n.Output(0));
+    imp.Emit("reduce_sum", {{"X", {loss}}}, {{"Out", {num}}}, all);
+    imp.Emit("reduce_sum", {{"X", {w}}}, {{"Out", {den}}}, all);
+    imp.Emit("elementwise_div", {{"X", {num}}, {"Y", {den}}}, {{"Out", {out}}}, {{"axis", -1}});
+  }
+}
+
+void NegativeLogLikelihoodLoss(const Node& n, Importer& imp) { NllChain(n, imp, imp.In(n, 0), n.Output(0)); }
+
+// PyTorch's CrossEntropyLoss (and nabla's own export of
+// softmax_with_cross_entropy): class scores [N, C, ...], labels [N, ...].
+void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
+  // Classes on axis 1 of [N, C, d1, ...]; labels [N, d1, ...] get their 1 there.
+  const std::string reduction = n.String("reduction", "mean");
+  const bool has_ignore = n.HasAttr("ignore_index");
+  if (n.HasInput(2) || (has_ignore && reduction == "mean")) {
+    // Weighted means: log_softmax, then the one-hot chain.
+    const std::string logp = n.HasOutput(1) ? n.Output(1) : imp.Temp(n.Output(0));
+    imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {logp}}}, {{"axis", 1}});
+    NllChain(n, imp, logp, n.Output(0));
+    return;
+  }
+  if (imp.DTypeOf(n, n.Input(1)) != DType::kInt64) n.Unsupported("labels other than int64");
+  const std::string label = imp.Temp(n.Input(1)), loss = imp.Temp(n.Output(0));
+  imp.Emit("unsqueeze", {{"X", {imp.In(n, 1)}}}, {{"Out", {label}}}, {{"axes", Ints{1}}});
+  AttributeMap attrs{{"axis", 1}};
+  if (has_ignore) attrs["ignore_index"] = ToInt(n, n.Int("ignore_index", -100), "ignore_index");
+  imp.Emit("softmax_with_cross_entropy", {{"Logits", {imp.In(n, 0)}}, {"Label", {label}}},
+           {{"Softmax", {imp.Temp(n.Output(0) + "_softmax")}}, {"Loss", {loss}}}, attrs);
+  if (reduction == "none") {
+    imp.Emit("squeeze", {{"X", {loss}}}, {{"Out", {n.Output(0)}}}, {{"axes", Ints{1}}});
+  } else if (reduction == "mean") {
+    imp.Emit("mean", {{"X", {loss}}}, {{"Out", {n.Output(0)}}});
+  } else if (reduction == "sum") {
+    imp.Emit("reduce_sum", {{"X", {loss}}}, {{"Out", {n.Output(0)}}}, {{"reduce_all", true}, {"dim", Ints{}}});
+  } else {
+    n.Unsupported("reduction " + reduction);
+  }
+  if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", 1}});
+}
+
+const std::map<std::string, Converter>& Table() {
+  static const std::map<std::string, Converter> kTable = {
+      {"Abs", Abs},
+      {"Add", Add},
+      {"And", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_and"); }},
+      {"ArgMax", ArgMax},
+      {"AveragePool", AveragePool},
+      {"BatchNormalization", BatchNormalization},
+      {"Cast", Cast},
+      {"CastLike", CastLike},
+      {"Clip", Clip},
+      {"Concat", Concat},
+      {"ConstantOfShape", ConstantOfShape},
+      {"Conv", Conv},
+      {"Div", Div},
+      {"Dropout", Dropout},
+      {"Equal", [](const Node& n, Importer& imp) { Compare(n, imp, "equal"); }},
+      {"Exp", Exp},
+      {"Expand", Expand},
+      {"Flatten", Flatten},
+      {"Gather", Gather},
+      {"GRU", GRU},
+      {"Gelu", Gelu},
+      {"Gemm", Gemm},
+      {"GlobalAveragePool", GlobalAveragePool},
+      {"GlobalMaxPool", GlobalMaxPool},
+      {"Greater", [](const Node& n, Importer& imp) { Compare(n, imp, "greater_than"); }},
+      {"GreaterOrEqual", [](const Node& n, Importer& imp) { Compare(n, imp, "greater_equal"); }},
+      {"HardSigmoid", HardSigmoid},
+      {"HardSwish", HardSwish},
+      {"Identity", Identity},
+      {"LSTM", LSTM},
+      {"LayerNormalization", LayerNormalization},
+      {"LeakyRelu", LeakyRelu},
+      {"Less", [](const Node& n, Importer& imp) { Compare(n, imp, "less_than"); }},
+      {"LessOrEqual", [](const Node& n, Importer& imp) { Compare(n, imp, "less_equal"); }},
+      {"Log", Log},
+      {"LogSoftmax", LogSoftmax},
+      {"MatMul", MatMul},
+      {"Max", Max},
+      {"MaxPool", MaxPool},
+      {"Mean", Mean},
+      {"Min", Min},
+      {"Mul", Mul},
+      {"Neg", Neg},
+      {"NegativeLogLikelihoodLoss", NegativeLogLikelihoodLoss},
+      {"Not", Not},
+      {"Or", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_or"); }},
+      {"Pad", Pad},
+      {"Pow", Pow},
+      {"RNN", RNN},
+      {"Reciprocal", Reciprocal},
+      {"ReduceMean", ReduceMean},
+      {"ReduceL1", ReduceL1},
+      {"ReduceL2", ReduceL2},
+      {"ReduceSum", ReduceSum},
+      {"ReduceSumSquare", ReduceSumSquare},
+      {"Relu", Relu},
+      {"Reshape", Reshape},
+      {"Sigmoid", Sigmoid},
+      {"Slice", Slice},
+      {"Softmax", Softmax},
+      {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss},
+      {"Split", Split},
+      {"Sqrt", Sqrt},
+      {"Squeeze", Squeeze},
+      {"Sub", Sub},
+      {"Sum", Sum},
+      {"Tanh", Tanh},
+      {"Tile", Tile},
+      {"TopK", TopK},
+      {"Transpose", Transpose},
+      {"Unsqueeze", Unsqueeze},
+      {"Xor", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_xor"); }},
+  };
+  return kTable;
+}
+
+// ONNX ops the importer knows but cannot convert yet, with what they need.
+const std::map<std::string, std::string>& Missing() {
+  static const std::map<std::string, std::string> kMissing = {
+      {"Acos", "needs nabla op acos"},
+      {"Acosh", "needs nabla op acosh"},
+      {"ArgMin", "needs nabla op arg_min"},
+      {"Asin", "needs nabla op asin"},
+      {"Asinh", "needs nabla op asinh"},
+      {"Atan", "needs nabla op atan"},
+      {"Atanh", "needs nabla op atanh"},
+      {"Ceil", "needs nabla op ceil"},
+      {"Celu", "needs nabla op celu"},
+      {"ConvTranspose", "needs nabla op conv2d_transpose"},
+      {"Cos", "needs nabla op cos"},
+      {"Cosh", "needs nabla op cosh"},
+      {"CumSum", "needs nabla op cumsum"},
+      {"DepthToSpace", "needs nabla op depth_to_space"},
+      {"Einsum", "needs nabla op einsum"},
+      {"Elu", "needs nabla op elu"},
+      {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
+      {"Floor", "needs nabla op floor"},
+      {"GatherElements", "needs nabla op take_along_axis"},
+      {"GatherND", "needs nabla op gather_nd"},
+      {"GroupNormalization", "needs nabla op group_norm"},
+      {"If", "needs the conditional_block lowering"},
+      {"InstanceNormalization", "needs nabla op instance_norm"},
+      {"LRN", "needs nabla op lrn"},
+      {"Loop", "needs the while lowering"},
+      {"MaxUnpool", "needs nabla op unpool"},
+      {"Mish", "needs nabla op mish"},
+      {"Mod", "needs nabla op elementwise_mod"},
+      {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
+      {"OneHot", "needs nabla op one_hot_v2 (values input)"},
+      {"PRelu", "needs nabla op prelu"},
+      {"Range", "needs nabla op range (folded when its inputs are constants)"},
+      {"ReduceLogSumExp", "needs nabla op logsumexp"},
+      {"ReduceMax", "needs nabla op reduce_max"},
+      {"ReduceMin", "needs nabla op reduce_min"},
+      {"ReduceProd", "needs nabla op reduce_prod"},
+      {"Resize", "needs nabla op interpolate"},
+      {"Round", "needs nabla op round"},
+      {"Scan", "needs the while lowering"},
+      {"ScatterElements", "needs nabla op put_along_axis"},
+      {"ScatterND", "needs nabla op scatter_nd_add"},
+      {"Selu", "needs nabla op selu"},
+      {"Shape", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
+      {"Sign", "needs nabla op sign"},
+      {"Sin", "needs nabla op sin"},
+      {"Sinh", "needs nabla op sinh"},
+      {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
+      {"Softplus", "needs nabla op softplus"},
+      {"Softsign", "needs nabla op softsign"},
+      {"SpaceToDepth", "needs nabla op space_to_depth"},
+      {"Tan", "needs nabla op tan"},
+      {"ThresholdedRelu", "needs nabla op thresholded_relu"},
+      {"Trilu", "needs nabla op tril_triu"},
+      {"Upsample", "needs nabla op interpolate"},
+      {"Where", "needs nabla op where (folded when its inputs are constants)"},
+  };
+  return kMissing;
+}
+
+}  // namespace
+
+const Converter* FindConverter(const std::string& op_type) {
+  auto it = Table().find(op_type);
+  return it == Table().end() ? nullptr : &it->second;
+}
+
+std::string MissingConverterReason(const std::string& op_type) {
+  auto it = Missing().find(op_type);
+  return it == Missing().end() ? "" : it->second;
+}
+
+std::vector<std::string> ConvertibleOnnxOps() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : Table()) out.push_back(k);
+  // Folded at import time (Shape and Size when the dims are known).
+  for (const char* folded : {"Constant", "Shape", "Size"}) out.push_back(folded);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> UnconvertibleOnnxOps() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [op, why] : Missing()) {
+    if (op != "Shape" && op != "Size") out.emplace_back(op, why);
+  }
+  return out;
+}
+
+}  // namespace nabla::onnx_io

@@ -1,0 +1,766 @@
+// The exporter: block 0's ops that lead to the graph outputs, one exporter
+// per nabla op type (a table plugins add rows to), for inference: dropout
+// and batch_norm as in test mode. The model must pass onnx's checker and
+// strict shape inference before a byte is written.
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "importer.h"
+#include "nabla/device.h"
+#include "nabla/program_io.h"
+
+namespace nabla::onnx_io {
+
+namespace {
+
+std::mutex& TableMutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, OpExporter>& ExporterTable();
+
+class Ctx : public ExportContext {
+ public:
+  Ctx(const ProgramDesc& program, onnx::GraphProto* graph, std::set<std::string>* names)
+      : program_(program), graph_(graph), names_(names) {}
+  void SetOp(const OpDesc* op) { op_ = op; }
+
+  const OpDesc& Op() const override { return *op_; }
+  Shape ShapeOf(const std::string& var) const override {
+    const VarDesc* v = program_.Root()->FindVar(var);
+    return v ? v->GetShape() : Shape{};
+  }
+  DType DTypeOf(const std::string& var) const override {
+    const VarDesc* v = program_.Root()->FindVar(var);
+    return v ? v->GetDType() : DType::kFloat32;
+  }
+  std::string AddNode(const std::string& op_type, const std::vector<std::string>& inputs,
+                      const std::vector<std::string>& outputs, const std::map<std::string, OnnxAttr>& attrs) override {
+    onnx::NodeProto* node = graph_->add_node();
+    node->set_op_type(op_type);
+    const std::string name = Temp(op_->Type() + "/" + op_type);
+    node->set_name(name);
+    for (const auto& i : inputs) node->add_input(i);
+    for (const auto& o : outputs) {
+      node->add_output(o);
+      produced_.insert(o);
+    }
+    for (const auto& [k, v] : attrs) {
+      onnx::AttributeProto* a = node->add_attribute();
+      a->set_name(k);
+      if (auto* i = std::get_if<int64_t>(&v)) {
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(*i);
+      } else if (auto* f = std::get_if<float>(&v)) {
+        a->set_type(onnx::AttributeProto::FLOAT);
+        a->set_f(*f);
+      } else if (auto* s = std::get_if<std::string>(&v)) {
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(*s);
+      } else if (auto* is = std::get_if<std::vector<int64_t>>(&v)) {
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t x : *is) a->add_ints(x);
+      } else if (auto* fs = std::get_if<std::vector<float>>(&v)) {
+        a->set_type(onnx::AttributeProto::FLOATS);
+        for (float x : *fs) a->add_floats(x);
+      }
+    }
+    return name;
+  }
+  std::string AddInt64s(const std::vector<int64_t>& values, const std::vector<int64_t>& dims) override {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(Temp("const"));
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t v : values) t->add_int64_data(v);
+    return t->name();
+  }
+  std::string AddFloats(const std::vector<float>& values, const std::vector<int64_t>& dims) override {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(Temp("const"));
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+    return t->name();
+  }
+  std::string Temp(const std::string& hint) override {
+    for (;;) {
+      std::string name = hint + "_" + std::to_string(counter_++);
+      if (names_->insert(name).second) return name;
+    }
+  }
+  [[noreturn]] void Fail(const std::string& what) const override {
+    NABLA_THROW(kUnimplemented, "cannot export op ", op_->Type(), " to ONNX: ", what);
+  }
+  const std::set<std::string>& Produced() const { return produced_; }
+
+ private:
+  const ProgramDesc& program_;
+  onnx::GraphProto* graph_;
+  std::set<std::string>* names_;
+  const OpDesc* op_ = nullptr;
+  std::set<std::string> produced_;
+  int counter_ = 0;
+};
+
+// ---- helpers for exporters --------------------------------------------------
+
+const std::string& In(ExportContext& c, const std::string& slot) {
+  const auto& v = c.Op().Input(slot);
+  if (v.empty()) c.Fail("input " + slot + " is empty");
+  return v[0];
+}
+const std::string& Out(ExportContext& c, const std::string& slot) {
+  const auto& v = c.Op().Output(slot);
+  if (v.empty()) c.Fail("output " + slot + " is empty");
+  return v[0];
+}
+template <typename T>
+T A(ExportContext& c, const std::string& name) {
+  return c.Op().Attr<T>(name);
+}
+std::vector<int64_t> I64(const std::vector<int>& v) { return {v.begin(), v.end()}; }
+int64_t RankOf(ExportContext& c, const std::string& var) { return static_cast<int64_t>(c.ShapeOf(var).size()); }
+
+std::string ScalarLike(ExportContext& c, const std::string& var, double value) {
+  const DType d = c.DTypeOf(var);
+  if (d == DType::kFloat32) return c.AddFloats({static_cast<float>(value)}, {});
+  if (d == DType::kInt64) return c.AddInt64s({static_cast<int64_t>(value)}, {});
+  if (d == DType::kFloat64) {
+    const std::string f = c.AddFloats({static_cast<float>(value)}, {});
+    const std::string out = c.Temp("const64");
+    c.AddNode("Cast", {f}, {out}, {{"to", int64_t(onnx::TensorProto::DOUBLE)}});
+    return out;
+  }
+  c.Fail(std::string("a constant of dtype ") + DTypeName(d));
+  return {};  // Fail throws; a virtual call's [[noreturn]] is not seen here
+}
+
+void UnaryAs(ExportContext& c, const std::string& type, std::map<std::string, OnnxAttr> attrs = {}) {
+  c.AddNode(type, {In(c, "X")}, {Out(c, "Out")}, attrs);
+}
+
+// Paddle's axis rule: Y's dims sit at X's dims [axis, axis + rank(Y)); ONNX
+// broadcasts from the end, so Y gets trailing 1s.
+void Binary(ExportContext& c, const std::string& type) {
+  std::string x = In(c, "X"), y = In(c, "Y");
+  const int axis = c.Op().HasAttr("axis") ? A<int>(c, "axis") : -1;
+  const int64_t rx = RankOf(c, x), ry = RankOf(c, y);
+  if (axis != -1 && ry < rx && axis + ry != rx) {
+    std::vector<int64_t> axes;
+    for (int64_t i = ry; i < rx - axis; ++i) axes.push_back(i);
+    const std::string u = c.Temp(y + "_aligned");
+    c.AddNode("Unsqueeze", {y, c.AddInt64s(axes, {static_cast<int64_t>(axes.size())})}, {u});
+    y = u;
+  }
+  c.AddNode(type, {x, y}, {Out(c, "Out")});
+}
+
+void ExportMul(ExportContext& c) {
+  std::string x = In(c, "X"), y = In(c, "Y");
+  const int xn = A<int>(c, "x_num_col_dims"), yn = A<int>(c, "y_num_col_dims");
+  const Shape xs = c.ShapeOf(x), ys = c.ShapeOf(y);
+  if (xn != 1) c.Fail("x_num_col_dims other than 1");
+  if (xs.size() > 2) {
+    const std::string f = c.Temp(x + "_flat");
+    c.AddNode("Flatten", {x}, {f}, {{"axis", int64_t(1)}});
+    x = f;
+  }
+  if (ys.size() != 2 || yn != 1) {
+    const std::string f = c.Temp(y + "_flat");
+    c.AddNode("Flatten", {y}, {f}, {{"axis", int64_t(yn)}});
+    y = f;
+  }
+  const Shape out = c.ShapeOf(Out(c, "Out"));
+  if (ys.size() > 2 && out.size() > 2) {
+    const std::string m = c.Temp("mul");
+    c.AddNode("MatMul", {x, y}, {m});
+    std::vector<int64_t> shape{0};
+    shape.insert(shape.end(), ys.begin() + yn, ys.end());
+    c.AddNode("Reshape", {m, c.AddInt64s(shape, {static_cast<int64_t>(shape.size())})}, {Out(c, "Out")});
+    return;
+  }
+  c.AddNode("MatMul", {x, y}, {Out(c, "Out")});
+}
+
+std::string LastTwoTransposed(ExportContext& c, const std::string& v) {
+  const int64_t r = RankOf(c, v);
+  if (r < 2) return v;
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i) perm.push_back(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  const std::string t = c.Temp(v + "_t");
+  c.AddNode("Transpose", {v}, {t}, {{"perm", perm}});
+  return t;
+}
+
+void ExportMatmul(ExportContext& c) {
+  std::string x = In(c, "X"), y = In(c, "Y");
+  if (A<bool>(c, "transpose_X")) x = LastTwoTransposed(c, x);
+  if (A<bool>(c, "transpose_Y")) y = LastTwoTransposed(c, y);
+  const float alpha = A<float>(c, "alpha");
+  if (RankOf(c, In(c, "X")) == 1 && RankOf(c, In(c, "Y")) == 1) c.Fail("two 1-D operands (ONNX gives a scalar)");
+  if (alpha == 1.0f) {
+    c.AddNode("MatMul", {x, y}, {Out(c, "Out")});
+    return;
+  }
+  const std::string m = c.Temp("matmul");
+  c.AddNode("MatMul", {x, y}, {m});
+  c.AddNode("Mul", {m, ScalarLike(c, Out(c, "Out"), alpha)}, {Out(c, "Out")});
+}
+
+// Paddle's [h, w] or [top, bottom, left, right] as ONNX's [top, left, bottom, right].
+std::vector<int64_t> OnnxPads(ExportContext& c, const std::vector<int>& p) {
+  if (p.size() == 2) return {p[0], p[1], p[0], p[1]};
+  if (p.size() == 4) return {p[0], p[2], p[1], p[3]};
+  c.Fail("paddings of " + std::to_string(p.size()) + " values");
+  return {};
+}
+
+void WindowAttrs(ExportContext& c, std::map<std::string, OnnxAttr>* attrs) {
+  const std::string algo = A<std::string>(c, "padding_algorithm");
+  if (A<std::string>(c, "data_format") != "NCHW") c.Fail("data_format other than NCHW");
+  (*attrs)["strides"] = I64(A<std::vector<int>>(c, "strides"));
+  if (algo == "SAME") {
+    (*attrs)["auto_pad"] = std::string("SAME_UPPER");
+  } else if (algo == "VALID") {
+    (*attrs)["auto_pad"] = std::string("VALID");
+  } else {
+    (*attrs)["pads"] = OnnxPads(c, A<std::vector<int>>(c, "paddings"));
+  }
+}
+
+void ExportConv2d(ExportContext& c) {
+  const Shape w = c.ShapeOf(In(c, "Filter"));
+  if (w.size() != 4) c.Fail("a filter of rank other than 4");
+  std::map<std::string, OnnxAttr> attrs;
+  WindowAttrs(c, &attrs);
+  attrs["kernel_shape"] = std::vector<int64_t>{w[2], w[3]};
+  attrs["dilations"] = I64(A<std::vector<int>>(c, "dilations"));
+  attrs["group"] = int64_t(A<int>(c, "groups"));
+  c.AddNode("Conv", {In(c, "Input"), In(c, "Filter")}, {Out(c, "Output")}, attrs);
+}
+
+void ExportPool2d(ExportContext& c) {
+  const std::string type = A<std::string>(c, "pooling_type");
+  const bool avg = type == "avg";
+  const std::vector<int> k = A<std::vector<int>>(c, "ksize");
+  const bool global = A<bool>(c, "global_pooling") || (A<bool>(c, "adaptive") && k == std::vector<int>{1, 1});
+  if (global) {
+    c.AddNode(avg ? "GlobalAveragePool" : "GlobalMaxPool", {In(c, "X")}, {Out(c, "Out")});
+    return;
+  }
+  if (A<bool>(c, "adaptive")) c.Fail("adaptive pooling to a size other than 1x1");
+  std::map<std::string, OnnxAttr> attrs;
+  WindowAttrs(c, &attrs);
+  attrs["kernel_shape"] = I64(k);
+  attrs["ceil_mode"] = int64_t(A<bool>(c, "ceil_mode"));
+  if (avg) attrs["count_include_pad"] = int64_t(!A<bool>(c, "exclusive"));
+  c.AddNode(avg ? "AveragePool" : "MaxPool", {In(c, "X")}, {Out(c, "Out")}, attrs);
+}
+
+void ExportBatchNorm(ExportContext& c) {
+  if (A<std::string>(c, "data_layout") != "NCHW") c.Fail("data_layout other than NCHW");
+  c.AddNode("BatchNormalization", {In(c, "X"), In(c, "Scale"), In(c, "Bias"), In(c, "Mean"), In(c, "Variance")},
+            {Out(c, "Y")}, {{"epsilon", A<float>(c, "epsilon")}, {"momentum", A<float>(c, "momentum")}});
+}
+
+void ExportLayerNorm(ExportContext& c) {
+  const std::string x = In(c, "X");
+  const Shape xs = c.ShapeOf(x);
+  const int axis = A<int>(c, "begin_norm_axis");
+  std::vector<int64_t> norm(xs.begin() + std::min<size_t>(axis, xs.size()), xs.end());
+  int64_t right = 1;
+  for (int64_t d : norm) right = d < 0 || right < 0 ? -1 : right * d;
+  auto param = [&](const std::string& slot, float fill) -> std::string {
+    const auto& v = c.Op().Input(slot);
+    if (v.empty()) {
+      if (right < 0) c.Fail("no " + slot + " and normalized dims of unknown size");
+      return c.AddFloats(std::vector<float>(static_cast<size_t>(right), fill), norm);
+    }
+    if (norm.size() == 1) return v[0];
+    if (right < 0) c.Fail("normalized dims of unknown size");
+    const std::string r = c.Temp(v[0] + "_shaped");
+    c.AddNode("Reshape", {v[0], c.AddInt64s(norm, {static_cast<int64_t>(norm.size())})}, {r});
+    return r;
+  };
+  if (c.DTypeOf(x) != DType::kFloat32) c.Fail("a dtype other than float32");
+  c.AddNode("LayerNormalization", {x, param("Scale", 1.0f), param("Bias", 0.0f)}, {Out(c, "Y")},
+            {{"axis", int64_t(axis)}, {"epsilon", A<float>(c, "epsilon")}});
+}
+
+void ExportDropout(ExportContext& c) {
+  const std::string impl = A<std::string>(c, "dropout_implementation");
+  if (impl == "upscale_in_train") {
+    c.AddNode("Identity", {In(c, "X")}, {Out(c, "Out")});
+  } else {
+    c.AddNode("Mul", {In(c, "X"), ScalarLike(c, In(c, "X"), 1.0 - A<float>(c, "dropout_prob"))}, {Out(c, "Out")});
+  }
+}
+
+void ExportScale(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const float s = A<float>(c, "scale"), b = A<float>(c, "bias");
+  if (b == 0.0f) {
+    c.AddNode("Mul", {x, ScalarLike(c, x, s)}, {out});
+    return;
+  }
+  const std::string t = c.Temp(out);
+  if (A<bool>(c, "bias_after_scale")) {
+    c.AddNode("Mul", {x, ScalarLike(c, x, s)}, {t});
+    c.AddNode("Add", {t, ScalarLike(c, x, b)}, {out});
+  } else {
+    c.AddNode("Add", {x, ScalarLike(c, x, b)}, {t});
+    c.AddNode("Mul", {t, ScalarLike(c, x, s)}, {out});
+  }
+}
+
+void ExportReshape(ExportContext& c) {
+  const std::vector<int> s = A<std::vector<int>>(c, "shape");
+  c.AddNode("Reshape", {In(c, "X"), c.AddInt64s(I64(s), {static_cast<int64_t>(s.size())})}, {Out(c, "Out")});
+}
+
+void ExportSlice(ExportContext& c) {
+  const auto axes = I64(A<std::vector<int>>(c, "axes"));
+  const auto dec = I64(A<std::vector<int>>(c, "decrease_axis"));
+  const int64_t n = static_cast<int64_t>(axes.size());
+  const std::string out = Out(c, "Out");
+  const std::string s = dec.empty() ? out : c.Temp(out);
+  c.AddNode("Slice",
+            {In(c, "Input"), c.AddInt64s(I64(A<std::vector<int>>(c, "starts")), {n}),
+             c.AddInt64s(I64(A<std::vector<int>>(c, "ends")), {n}), c.AddInt64s(axes, {n})},
+            {s});
+  if (!dec.empty()) {
+    if (dec.size() == c.ShapeOf(In(c, "Input")).size()) c.Fail("decrease_axis removing every dim (Paddle gives [1])");
+    c.AddNode("Squeeze", {s, c.AddInt64s(dec, {static_cast<int64_t>(dec.size())})}, {out});
+  }
+}
+
+void ExportSqueeze(ExportContext& c) {
+  const auto axes = I64(A<std::vector<int>>(c, "axes"));
+  if (c.ShapeOf(Out(c, "Out")).size() == 1 && c.ShapeOf(In(c, "X")).size() >= 1 && c.ShapeOf(Out(c, "Out"))[0] == 1) {
+    // Squeezing every dim gives [1] in Paddle, a scalar in ONNX.
+    const Shape xs = c.ShapeOf(In(c, "X"));
+    bool all = true;
+    for (int64_t d : xs) all = all && d == 1;
+    if (all) {
+      c.AddNode("Reshape", {In(c, "X"), c.AddInt64s({1}, {1})}, {Out(c, "Out")});
+      return;
+    }
+  }
+  if (axes.empty()) {
+    c.AddNode("Squeeze", {In(c, "X")}, {Out(c, "Out")});
+  } else {
+    c.AddNode("Squeeze", {In(c, "X"), c.AddInt64s(axes, {static_cast<int64_t>(axes.size())})}, {Out(c, "Out")});
+  }
+}
+
+void ExportUnsqueeze(ExportContext& c) {
+  // nabla inserts in order, each axis in the shape built so far; ONNX
+  // names the new dims' positions in the output.
+  std::vector<bool> is_new(c.ShapeOf(In(c, "X")).size(), false);
+  for (int a : A<std::vector<int>>(c, "axes")) {
+    const int64_t len = static_cast<int64_t>(is_new.size());
+    const int64_t at = a < 0 ? a + len + 1 : a;
+    if (at < 0 || at > len) c.Fail("axis " + std::to_string(a) + " out of range");
+    is_new.insert(is_new.begin() + at, true);
+  }
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < is_new.size(); ++i) {
+    if (is_new[i]) axes.push_back(static_cast<int64_t>(i));
+  }
+  c.AddNode("Unsqueeze", {In(c, "X"), c.AddInt64s(axes, {static_cast<int64_t>(axes.size())})}, {Out(c, "Out")});
+}
+
+void ExportSplit(ExportContext& c) {
+  const auto& outs = c.Op().Output("Out");
+  const int axis = A<int>(c, "axis");
+  std::vector<int64_t> sections = I64(A<std::vector<int>>(c, "sections"));
+  if (sections.empty()) {
+    c.AddNode("Split", {In(c, "X")}, outs, {{"axis", int64_t(axis)}});
+    return;
+  }
+  if (std::count(sections.begin(), sections.end(), -1) > 0) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Shape s = c.ShapeOf(outs[i]);
+      const int64_t r = static_cast<int64_t>(s.size());
+      const int64_t a = axis < 0 ? axis + r : axis;
+      if (a < 0 || a >= r || s[a] < 0) c.Fail("a -1 section of unknown size");
+      sections[i] = s[a];
+    }
+  }
+  c.AddNode("Split", {In(c, "X"), c.AddInt64s(sections, {static_cast<int64_t>(sections.size())})}, outs,
+            {{"axis", int64_t(axis)}});
+}
+
+void ExportGather(ExportContext& c) {
+  std::string index = In(c, "Index");
+  if (RankOf(c, index) == 2) {
+    const std::string f = c.Temp(index + "_flat");
+    c.AddNode("Reshape", {index, c.AddInt64s({-1}, {1})}, {f});
+    index = f;
+  }
+  c.AddNode("Gather", {In(c, "X"), index}, {Out(c, "Out")}, {{"axis", int64_t(A<int>(c, "axis"))}});
+}
+
+void ExportCast(ExportContext& c) {
+  DType d;
+  ParseDType(A<std::string>(c, "out_dtype"), &d);
+  if (d == DType::kBFloat16) c.Fail("a cast to bfloat16");
+  c.AddNode("Cast", {In(c, "X")}, {Out(c, "Out")}, {{"to", int64_t(DTypeToOnnx(d))}});
+}
+
+void ExportClip(ExportContext& c) {
+  const std::string x = In(c, "X");
+  c.AddNode("Clip", {x, ScalarLike(c, x, A<float>(c, "min")), ScalarLike(c, x, A<float>(c, "max"))}, {Out(c, "Out")});
+}
+
+void ExportGelu(ExportContext& c) {
+  // opset 17 has no Gelu: the formula, as PyTorch writes it.
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const std::string inner = c.Temp(out), t = c.Temp(out), p = c.Temp(out), h = c.Temp(out);
+  if (A<bool>(c, "approximate")) {
+    const std::string cube = c.Temp(out), mix = c.Temp(out), sc = c.Temp(out);
+    c.AddNode("Pow", {x, ScalarLike(c, x, 3.0)}, {cube});
+    c.AddNode("Mul", {cube, ScalarLike(c, x, 0.044715)}, {mix});
+    c.AddNode("Add", {x, mix}, {inner});
+    c.AddNode("Mul", {inner, ScalarLike(c, x, std::sqrt(2.0 / M_PI))}, {sc});
+    c.AddNode("Tanh", {sc}, {t});
+  } else {
+    c.AddNode("Div", {x, ScalarLike(c, x, std::sqrt(2.0))}, {inner});
+    c.AddNode("Erf", {inner}, {t});
+  }
+  c.AddNode("Add", {t, ScalarLike(c, x, 1.0)}, {p});
+  c.AddNode("Mul", {x, p}, {h});
+  c.AddNode("Mul", {h, ScalarLike(c, x, 0.5)}, {out});
+}
+
+void ExportReduce(ExportContext& c, const std::string& type) {
+  const std::vector<int> dim = A<std::vector<int>>(c, "dim");
+  const bool all = A<bool>(c, "reduce_all") || dim.empty();
+  const bool keep = A<bool>(c, "keep_dim");
+  const std::string out = Out(c, "Out");
+  // Reducing every dim gives [1] in Paddle, a scalar in ONNX.
+  const bool reshape = all && !keep;
+  const std::string r = reshape ? c.Temp(out) : out;
+  std::map<std::string, OnnxAttr> attrs{{"keepdims", int64_t(keep)}};
+  std::vector<std::string> inputs{In(c, "X")};
+  if (!all) {
+    if (type == "ReduceSum") {
+      inputs.push_back(c.AddInt64s(I64(dim), {static_cast<int64_t>(dim.size())}));
+    } else {
+      attrs["axes"] = I64(dim);
+    }
+  }
+  c.AddNode(type, inputs, {r}, attrs);
+  if (reshape) c.AddNode("Reshape", {r, c.AddInt64s({1}, {1})}, {out});
+}
+
+void ExportMean(ExportContext& c) {
+  const std::string r = c.Temp(Out(c, "Out"));
+  c.AddNode("ReduceMean", {In(c, "X")}, {r}, {{"keepdims", int64_t(0)}});
+  c.AddNode("Reshape", {r, c.AddInt64s({1}, {1})}, {Out(c, "Out")});
+}
+
+void ExportFillConstant(ExportContext& c) {
+  DType d;
+  ParseDType(A<std::string>(c, "dtype"), &d);
+  const auto shape = I64(A<std::vector<int>>(c, "shape"));
+  onnx::TensorProto t;
+  const std::string dims = c.AddInt64s(shape, {static_cast<int64_t>(shape.size())});
+  // ConstantOfShape's value attribute is a one-element tensor.
+  const float v = A<float>(c, "value");
+  const std::string one = d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool
+                              ? c.AddInt64s({static_cast<int64_t>(v)}, {1})
+                              : c.AddFloats({v}, {1});
+  const std::string filled = c.Temp("filled");
+  c.AddNode("Expand", {one, dims}, {filled});
+  c.AddNode("Cast", {filled}, {Out(c, "Out")}, {{"to", int64_t(DTypeToOnnx(d))}});
+}
+
+void ExportLookupTable(ExportContext& c) {
+  const std::string ids = In(c, "Ids");
+  if (A<int>(c, "padding_idx") != -1) c.Fail("padding_idx");
+  const std::string s = c.Temp(ids + "_squeezed");
+  c.AddNode("Squeeze", {ids, c.AddInt64s({-1}, {1})}, {s});
+  c.AddNode("Gather", {In(c, "W"), s}, {Out(c, "Out")}, {{"axis", int64_t(0)}});
+}
+
+void ExportArgMax(ExportContext& c) {
+  std::string x = In(c, "X");
+  int64_t axis = A<int>(c, "axis");
+  if (A<bool>(c, "flatten")) {
+    const std::string f = c.Temp(x + "_flat");
+    c.AddNode("Reshape", {x, c.AddInt64s({-1}, {1})}, {f});
+    x = f;
+    axis = 0;
+    if (!A<bool>(c, "keepdims")) {
+      c.AddNode("ArgMax", {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(1)}});
+      return;
+    }
+  }
+  c.AddNode("ArgMax", {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(A<bool>(c, "keepdims"))}});
+}
+
+void ExportTopK(ExportContext& c) {
+  c.AddNode("TopK", {In(c, "X"), c.AddInt64s({A<int>(c, "k")}, {1})}, {Out(c, "Out"), Out(c, "Indices")},
+            {{"axis", int64_t(-1)}});
+}
+
+// Hard labels [N, 1] over classes on the last axis of [N, C] logits: ONNX's
+// SoftmaxCrossEntropyLoss wants labels [N] and gives [N].
+void ExportSoftmaxCrossEntropy(ExportContext& c) {
+  const std::string logits = In(c, "Logits"), label = In(c, "Label");
+  if (A<bool>(c, "soft_label")) c.Fail("soft labels");
+  const int axis = A<int>(c, "axis");
+  if (RankOf(c, logits) != 2 || (axis != -1 && axis != 1)) c.Fail("logits other than [N, C] with classes last");
+  c.AddNode("Softmax", {logits}, {Out(c, "Softmax")}, {{"axis", int64_t(-1)}});
+  const std::string flat = c.Temp(label + "_flat"), loss = c.Temp(Out(c, "Loss"));
+  c.AddNode("Squeeze", {label, c.AddInt64s({1}, {1})}, {flat});
+  c.AddNode("SoftmaxCrossEntropyLoss", {logits, flat}, {loss},
+            {{"reduction", std::string("none")}, {"ignore_index", int64_t(A<int>(c, "ignore_index"))}});
+  c.AddNode("Unsqueeze", {loss, c.AddInt64s({1}, {1})}, {Out(c, "Loss")});
+}
+
+std::map<std::string, OpExporter>& ExporterTable() {
+  static std::map<std::string, OpExporter> table = [] {
+    std::map<std::string, OpExporter> t;
+    auto unary = [&](const std::string& op, const std::string& onnx) {
+      t[op] = [onnx](ExportContext& c) { UnaryAs(c, onnx); };
+    };
+    unary("relu", "Relu");
+    unary("sigmoid", "Sigmoid");
+    unary("tanh", "Tanh");
+    unary("exp", "Exp");
+    unary("log", "Log");
+    unary("sqrt", "Sqrt");
+    unary("abs", "Abs");
+    unary("assign", "Identity");
+    unary("logical_not", "Not");
+    auto binary = [&](const std::string& op, const std::string& onnx) {
+      t[op] = [onnx](ExportContext& c) { Binary(c, onnx); };
+    };
+    binary("elementwise_add", "Add");
+    binary("elementwise_sub", "Sub");
+    binary("elementwise_mul", "Mul");
+    binary("elementwise_div", "Div");
+    binary("elementwise_pow", "Pow");
+    binary("elementwise_max", "Max");
+    binary("elementwise_min", "Min");
+    binary("equal", "Equal");
+    binary("less_than", "Less");
+    binary("less_equal", "LessOrEqual");
+    binary("greater_than", "Greater");
+    binary("greater_equal", "GreaterOrEqual");
+    binary("logical_and", "And");
+    binary("logical_or", "Or");
+    binary("logical_xor", "Xor");
+    t["square"] = [](ExportContext& c) { c.AddNode("Mul", {In(c, "X"), In(c, "X")}, {Out(c, "Out")}); };
+    t["softmax"] = [](ExportContext& c) { UnaryAs(c, "Softmax", {{"axis", int64_t(A<int>(c, "axis"))}}); };
+    t["log_softmax"] = [](ExportContext& c) { UnaryAs(c, "LogSoftmax", {{"axis", int64_t(A<int>(c, "axis"))}}); };
+    t["leaky_relu"] = [](ExportContext& c) { UnaryAs(c, "LeakyRelu", {{"alpha", A<float>(c, "alpha")}}); };
+    t["flatten"] = [](ExportContext& c) { UnaryAs(c, "Flatten", {{"axis", int64_t(A<int>(c, "axis"))}}); };
+    t["transpose"] = [](ExportContext& c) { UnaryAs(c, "Transpose", {{"perm", I64(A<std::vector<int>>(c, "axis"))}}); };
+    t["concat"] = [](ExportContext& c) {
+      c.AddNode("Concat", c.Op().Input("X"), {Out(c, "Out")}, {{"axis", int64_t(A<int>(c, "axis"))}});
+    };
+    t["sum"] = [](ExportContext& c) { c.AddNode("Sum", c.Op().Input("X"), {Out(c, "Out")}); };
+    t["expand"] = [](ExportContext& c) {
+      const auto times = I64(A<std::vector<int>>(c, "expand_times"));
+      c.AddNode("Tile", {In(c, "X"), c.AddInt64s(times, {static_cast<int64_t>(times.size())})}, {Out(c, "Out")});
+    };
+    t["mul"] = ExportMul;
+    t["matmul"] = ExportMatmul;
+    t["conv2d"] = ExportConv2d;
+    t["pool2d"] = ExportPool2d;
+    t["batch_norm"] = ExportBatchNorm;
+    t["layer_norm"] = ExportLayerNorm;
+    t["dropout"] = ExportDropout;
+    t["scale"] = ExportScale;
+    t["reshape"] = ExportReshape;
+    t["slice"] = ExportSlice;
+    t["squeeze"] = ExportSqueeze;
+    t["unsqueeze"] = ExportUnsqueeze;
+    t["split"] = ExportSplit;
+    t["gather"] = ExportGather;
+    t["cast"] = ExportCast;
+    t["clip"] = ExportClip;
+    t["gelu"] = ExportGelu;
+    t["reduce_mean"] = [](ExportContext& c) { ExportReduce(c, "ReduceMean"); };
+    t["reduce_sum"] = [](ExportContext& c) { ExportReduce(c, "ReduceSum"); };
+    t["mean"] = ExportMean;
+    t["fill_constant"] = ExportFillConstant;
+    t["lookup_table"] = ExportLookupTable;
+    t["arg_max"] = ExportArgMax;
+    t["top_k"] = ExportTopK;
+    t["softmax_with_cross_entropy"] = ExportSoftmaxCrossEntropy;
+    return t;
+  }();
+  return table;
+}
+
+void SetValueInfo(onnx::ValueInfoProto* vi, const std::string& name, const VarDesc* var) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(DTypeToOnnx(var->GetDType()));
+  auto* shape = tt->mutable_shape();
+  int unknown = 0;
+  for (int64_t d : var->GetShape()) {
+    auto* dim = shape->add_dim();
+    if (d >= 0) {
+      dim->set_dim_value(d);
+    } else {
+      dim->set_dim_param(unknown++ == 0 ? "N" : "d" + std::to_string(unknown));
+    }
+  }
+}
+
+void AddInitializer(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
+  onnx::TensorProto* p = g->add_initializer();
+  p->set_name(name);
+  p->set_data_type(DTypeToOnnx(t.GetDType()));
+  for (int64_t d : t.GetShape()) p->add_dims(d);
+  std::string raw(t.Bytes(), '\0');
+  if (t.Bytes()) t.GetDevice()->CopyToHost(raw.data(), t.RawData(), t.Bytes());
+  p->set_raw_data(raw);
+}
+
+}  // namespace
+
+void RegisterOnnxExporter(const std::string& op_type, OpExporter exporter) {
+  std::lock_guard<std::mutex> lock(TableMutex());
+  ExporterTable()[op_type] = std::move(exporter);
+}
+
+bool HasOnnxExporter(const std::string& op_type) {
+  std::lock_guard<std::mutex> lock(TableMutex());
+  return ExporterTable().count(op_type) != 0;
+}
+
+std::string ExportOnnxBytes(const ProgramDesc& program, const NamedTensors& weights, const ExportOptions& options) {
+  NABLA_ENFORCE(options.opset >= 13 && options.opset <= 17, kInvalidArgument, "--opset: the exporter writes opsets 13 ",
+                "to 17 but received ", options.opset);
+  const BlockDesc& root = *program.Root();
+  std::map<std::string, const Tensor*> wmap;
+  for (const auto& [name, t] : weights) wmap[name] = &t;
+
+  // Graph outputs: given, or every var written and never read.
+  std::set<std::string> read, written;
+  for (const auto& op : root.AllOps()) {
+    for (const auto& n : op->InputArgumentNames()) read.insert(n);
+    for (const auto& n : op->OutputArgumentNames()) written.insert(n);
+  }
+  std::vector<std::string> outputs = options.outputs;
+  const bool default_outputs = outputs.empty();
+  if (default_outputs) {
+    for (const auto& op : root.AllOps()) {
+      for (const auto& n : op->OutputArgumentNames()) {
+        const VarDesc* v = root.FindVar(n);
+        if (!read.count(n) && v && !v->Persistable() && std::find(outputs.begin(), outputs.end(), n) == outputs.end()) {
+          outputs.push_back(n);
+        }
+      }
+    }
+  }
+  for (const auto& o : outputs) {
+    NABLA_ENFORCE(written.count(o), kNotFound, "--output ", o, ": no op of block 0 writes '", o, "'");
+  }
+  // The ops that lead to the outputs, in program order.
+  std::set<std::string> needed(outputs.begin(), outputs.end());
+  std::vector<const OpDesc*> ops;
+  for (auto it = root.AllOps().rbegin(); it != root.AllOps().rend(); ++it) {
+    const OpDesc& op = **it;
+    bool use = false;
+    for (const auto& n : op.OutputArgumentNames()) use = use || needed.count(n);
+    if (!use) continue;
+    ops.push_back(&op);
+    for (const auto& n : op.InputArgumentNames()) needed.insert(n);
+  }
+  std::reverse(ops.begin(), ops.end());
+
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("nabla");
+  model.set_producer_version("0.1");
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(options.opset);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("nabla");
+  std::set<std::string> names;
+  for (const auto& v : root.AllVars()) names.insert(v->Name());
+
+  // Inputs and initializers: what the ops read that no earlier op wrote.
+  std::set<std::string> defined;
+  for (const OpDesc* op : ops) {
+    NABLA_ENFORCE(op->Type().size() < 5 || op->Type().substr(op->Type().size() - 5) != "_grad", kInvalidArgument,
+                  "cannot export op ", op->Type(), ": ONNX export takes a forward program (no backward part)");
+    for (const auto& n : op->InputArgumentNames()) {
+      if (defined.count(n)) continue;
+      defined.insert(n);
+      const VarDesc* v = root.FindVar(n);
+      NABLA_ENFORCE(v, kNotFound, "cannot export op ", op->Type(), ": var '", n, "' is not declared in block 0");
+      if (v->Persistable()) {
+        auto w = wmap.find(n);
+        NABLA_ENFORCE(w != wmap.end(), kNotFound, "cannot export: persistable var '", n,
+                      "' has no value (pass --weights, or give it an init)");
+        AddInitializer(g, n, *w->second);
+      } else {
+        SetValueInfo(g->add_input(), n, v);
+      }
+    }
+    for (const auto& n : op->OutputArgumentNames()) defined.insert(n);
+  }
+  Ctx ctx(program, g, &names);
+  for (const OpDesc* op : ops) {
+    OpExporter exporter;
+    {
+      std::lock_guard<std::mutex> lock(TableMutex());
+      auto it = ExporterTable().find(op->Type());
+      NABLA_ENFORCE(it != ExporterTable().end(), kUnimplemented, "cannot export op ", op->Type(),
+                    ": it has no ONNX exporter (its plugin registers none)");
+      exporter = it->second;
+    }
+    for (const auto& [name, attr] : op->Attrs()) {
+      NABLA_ENFORCE(TypeOf(attr) != AttrType::kBlock, kUnimplemented, "cannot export op ", op->Type(),
+                    ": ops with sub-blocks (control flow) have no exporter");
+    }
+    ctx.SetOp(op);
+    exporter(ctx);
+  }
+  for (const auto& o : outputs) {
+    if (!ctx.Produced().count(o)) {
+      // An auxiliary output (SavedMean, Mask, ...) inference has no value for.
+      NABLA_ENFORCE(default_outputs, kUnimplemented, "--output ", o, ": the exported ops do not compute it");
+      continue;
+    }
+    SetValueInfo(g->add_output(), o, root.FindVar(o));
+  }
+  NABLA_ENFORCE(g->output_size() > 0, kInvalidArgument, "cannot export: the program has no output to export");
+  try {
+    onnx::checker::check_model(model);
+    onnx::ShapeInferenceOptions opts{true, 1, false};
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), opts);
+  } catch (const std::exception& e) {
+    NABLA_THROW(kInvalidArgument, "the exported model fails onnx's checks: ", OneLineMessage(e.what()));
+  }
+  // InferShapes filled value_info: keep the model as written, checks passed.
+  g->clear_value_info();
+  std::string bytes;
+  NABLA_ENFORCE(model.SerializeToString(&bytes), kExternal, "cannot serialize the ONNX model (over 2 GiB?)");
+  return bytes;
+}
+
+void ExportOnnx(const ProgramDesc& program, const NamedTensors& weights, const std::string& path,
+                const ExportOptions& options) {
+  WriteFileAtomically(path, ExportOnnxBytes(program, weights, options));
+}
+
+}  // namespace nabla::onnx_io

@@ -1,0 +1,111 @@
+"""Bad ONNX input and unexportable programs: one line naming the node (or
+op) and what is missing, exit 2, nothing written."""
+import numpy as np
+import pytest
+
+import onnx_util
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def linear_model():
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w")
+    return model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [f32("x", [2, 4])], [f32("y", [2, 3])],
+                 [w])
+
+
+def import_fails(tmp_path, path, *extra):
+    out = tmp_path / "out.yaml"
+    p = onnx_util.run("import", path, "-o", out, *extra, check=False)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert not out.exists() and not (tmp_path / "out.safetensors").exists()
+    return p.stderr
+
+
+def test_op_without_converter_names_node_and_op(tmp_path):
+    m = model([helper.make_node("Sin", ["x"], ["y"], name="the_sin")], [f32("x", [3])], [f32("y", [3])])
+    onnx.save(m, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "node 'the_sin' (Sin)" in err and "needs nabla op sin" in err
+
+
+def test_attribute_value_without_converter(tmp_path):
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk", largest=0)],
+              [f32("x", [2, 5])], [f32("v", [2, 2]), helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
+              [numpy_helper.from_array(np.array([2], dtype=np.int64), "k")])
+    onnx.save(m, tmp_path / "m.onnx")
+    assert "node 'tk' (TopK)" in import_fails(tmp_path, tmp_path / "m.onnx")
+
+
+def test_dtype_without_converter(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [3])
+    m = model([helper.make_node("Identity", ["x"], ["y"])], [x], [x])
+    onnx.save(m, tmp_path / "m.onnx")
+    assert "UINT8" in import_fails(tmp_path, tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9])
+def test_truncated_file(tmp_path, keep):
+    data = linear_model().SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: int(len(data) * keep)])
+    err = import_fails(tmp_path, path)
+    assert "cut.onnx" in err
+
+
+def test_sizes_checked_before_allocation(tmp_path):
+    m = linear_model()
+    t = m.graph.initializer[0]
+    del t.dims[:]
+    t.dims.extend([1 << 20, 1 << 20])  # 4 TiB claimed, 48 bytes present
+    onnx.save(m, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "initializer 'w'" in err
+
+
+def test_external_data(tmp_path):
+    m = linear_model()
+    onnx.save_model(m, str(tmp_path / "m.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
+    program, weights = onnx_util.import_model(tmp_path / "m.onnx", tmp_path)
+    x = np.ones((2, 4), np.float32)
+    y = onnx_util.exec_program(program, {"x": x}, ["y"], tmp_path / "run", weights=weights)["y"]
+    np.testing.assert_allclose(y, x @ np.arange(12, dtype=np.float32).reshape(4, 3))
+    # A truncated external file, then a missing one.
+    (tmp_path / "w.bin").write_bytes((tmp_path / "w.bin").read_bytes()[:20])
+    assert "runs past the end" in import_fails(tmp_path, tmp_path / "m.onnx")
+    (tmp_path / "w.bin").unlink()
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "initializer 'w'" in err and "w.bin is missing" in err
+
+
+def test_input_shape_must_match(tmp_path):
+    onnx.save(linear_model(), tmp_path / "m.onnx")
+    assert "--input-shape x" in import_fails(tmp_path, tmp_path / "m.onnx", "--input-shape", "x=2,5")
+    assert "--input-shape nope" in import_fails(tmp_path, tmp_path / "m.onnx", "--input-shape", "nope=1")
+
+
+def test_export_of_op_without_exporter(tmp_path):
+    program = tmp_path / "p.yaml"
+    program.write_text("""format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 4], dtype: float32}
+    ops:
+      - {type: fill_zeros_like, inputs: {X: [x]}, outputs: {Out: [z]}}
+""")
+    p = onnx_util.run("export", program, "-o", tmp_path / "m.onnx", check=False)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "fill_zeros_like" in p.stderr, p.stderr
+    assert not (tmp_path / "m.onnx").exists()
