@@ -5,7 +5,7 @@
 //   OPENBLAS_CORETYPE=SkylakeX build/bin/opencl_bench --benchmark_repetitions=3
 //
 // On PoCL the OpenCL numbers only show the path works (CLBlast has no tuned
-// parameters for PoCL, STACK.md §6); on a GPU they are the point. The first
+// parameters for PoCL); on a GPU they are the point. The first
 // call of each GEMM shape compiles CLBlast's kernels (~20 s per program with
 // a cold PoCL cache), so every benchmark warms up before timing. OpenCL
 // timings include a clFinish per iteration.

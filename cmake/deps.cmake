@@ -1,4 +1,4 @@
-# One find_package per dependency, exactly as STACK.md §2 checked them, wrapped
+# One find_package per dependency (checked on Debian 12's packages), wrapped
 # in small INTERFACE adapters so the rest of the tree never spells vendor names.
 find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED)
@@ -20,7 +20,7 @@ if(NOT NABLA_HAVE_CBLAS_H)
   message(FATAL_ERROR "cblas.h not found: install libopenblas-dev")
 endif()
 
-# Boost.DLL with std::filesystem: no libboost_* at link time (STACK.md §3.8).
+# Boost.DLL with std::filesystem: no libboost_* at link time.
 add_library(nabla_dep_dll INTERFACE)
 target_link_libraries(nabla_dep_dll INTERFACE Boost::headers ${CMAKE_DL_LIBS})
 target_compile_definitions(nabla_dep_dll INTERFACE BOOST_DLL_USE_STD_FS)
@@ -34,7 +34,7 @@ add_library(nabla_dep_yaml INTERFACE)
 target_link_libraries(nabla_dep_yaml INTERFACE yaml-cpp)
 add_library(dep::yaml ALIAS nabla_dep_yaml)
 
-# OpenCL through the ICD loader, CLBlast for GEMM (STACK.md §2, §6): CLBlast
+# OpenCL through the ICD loader, CLBlast for GEMM: CLBlast
 # has no version file and its target no link interface.
 option(NABLA_WITH_OPENCL "Build the OpenCL backend (needs OpenCL and CLBlast)" ON)
 if(NABLA_WITH_OPENCL)

@@ -3,7 +3,7 @@
 # plugins in this tree and third-party plugins built against an installed
 # nabla (it is installed next to nablaConfig.cmake), so both are built alike:
 #   - hidden visibility and -fno-gnu-unique, so only the entry point and the
-#     ABI tag leave the plugin and dlclose really unmaps it (STACK.md §3.4);
+#     ABI tag leave the plugin and dlclose really unmaps it;
 #   - -Wl,--no-undefined, so a missing core symbol fails the link, not dlopen;
 #   - C++17 and the core's compiler (checked at configure time when built
 #     against an install: the ABI tag the core checks at load time spells

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian 12 packages nabla needs, and nothing when they are all
 # present (so it is safe to run before every build). Uses sudo only when not
-# root. The list is STACK.md §1 plus what the tests, examples and dataset
+# root. The list is the build's dependencies plus what the tests, examples and dataset
 # need.
 set -eu
 

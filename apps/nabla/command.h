@@ -1,6 +1,6 @@
 #pragma once
 // A `nabla` command described without CLI11: CLI11 costs ~12 s of compile
-// time per translation unit (STACK.md §11), so only cli.cc includes it and
+// time per translation unit, so only cli.cc includes it and
 // turns these descriptions into a parser.
 //
 // Adding a command is one new file and one line in cli.cc's kCommands:

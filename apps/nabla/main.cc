@@ -17,7 +17,7 @@
 namespace {
 
 // Debian's OpenBLAS 0.3.21 does not recognise recent Xeons and falls back to
-// its SSE3 "Prescott" kernels, 4-5x slower (STACK.md §5). It reads
+// its SSE3 "Prescott" kernels, 4-5x slower. It reads
 // OPENBLAS_CORETYPE in a library constructor, before main runs, so setting it
 // here only helps a fresh image of this process: re-exec ourselves once.
 void ChooseBlasKernels(char** argv) {

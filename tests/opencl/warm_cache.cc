@@ -1,7 +1,7 @@
 // The OpenCL tests' setup fixture: compiles what they use once, so PoCL's
 // kernel cache (POCL_CACHE_DIR, in the build tree) is warm before the tests
 // run in parallel. A cold cache costs PoCL about 20 s per CLBlast GEMM
-// program and precision (STACK.md §6); this pays it here, under one long
+// program and precision; this pays it here, under one long
 // timeout, instead of inside every test.
 #include <chrono>
 #include <iostream>

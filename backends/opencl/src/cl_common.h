@@ -1,7 +1,7 @@
 #pragma once
 // Private to the OpenCL backend: the CL headers and the status check every
 // call goes through. CL_TARGET_OPENCL_VERSION=120 comes from the target's
-// compile definitions (STACK.md §6), before any CL header.
+// compile definitions, before any CL header.
 #include <CL/cl.h>
 
 #include <string>
