@@ -269,7 +269,7 @@ def math_cases(rng):
     cast_row("cast_to_bool", "int32", ints(rng, (2, 3), -2, 2), lambda v: (v != 0).astype(np.float64), ["bool"])
 
 
-# ---------------------------------------------------------------- shape ops (SPEC §6)
+# ---------------------------------------------------------------- shape ops
 
 def shape_cases(rng):
     # activations

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes tests/reference/shape_ops/: a small network of the SPEC §6 shape,
+"""Writes tests/reference/shape_ops/: a small network of the shape,
 elementwise and activation ops, its loss and gradients from PyTorch, for the
 parity test (`nabla exec --backward`). The ops' forward rows are in the op
 test table (scripts/op_table_reference.py).

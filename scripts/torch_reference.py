@@ -2,7 +2,7 @@
 """Writes PyTorch reference cases for nabla's gradient parity tests.
 
 Each case is a folder under tests/reference/<name>/ with
-  program.yaml      the network as a nabla program (SPEC §2)
+  program.yaml      the network as a nabla program (docs/program-format.md)
   case.yaml         loss var, feeds (var -> file), fetched gradients (var -> file)
   inputs/*.npy      feeds, parameters included (a feed may set a parameter)
   expected/*.npy    PyTorch's loss and gradients, computed in float64 and stored
@@ -239,7 +239,7 @@ def cnn(rng):
     for i in (1, 2):
         h = F.conv2d(h, tw[f"conv{i}_w"], padding=1)
         # Paddle's momentum 0.9 is PyTorch's 0.1; the running variance is
-        # checked against the biased batch variance (SPEC §6), so it is
+        # checked against the biased batch variance (as Paddle), so it is
         # computed here rather than taken from PyTorch (unbiased).
         mean_b, var_b = h.mean(dim=(0, 2, 3)), h.var(dim=(0, 2, 3), unbiased=False)
         stats[f"bn{i}_mean"] = 0.9 * stats[f"bn{i}_mean"] + 0.1 * mean_b.detach()

@@ -77,7 +77,7 @@ int RunBackward(const BackwardOptions& opts) {
 Command BackwardCommand() {
   auto opts = std::make_shared<BackwardOptions>();
   Command c("backward", "Append the backward part of a loss to a program and write the whole program");
-  c.Positional("PROGRAM", &opts->program, "The program file (YAML, SPEC §2)").Required();
+  c.Positional("PROGRAM", &opts->program, "The program file (YAML; docs/program-format.md)").Required();
   c.Option("--loss", &opts->loss, "The var to differentiate (one element)", "NAME").Required();
   c.Option("--params", &opts->params, "Parameters to differentiate, in this order (default: all trainable)", "P,...")
       .Delimiter(',');

@@ -257,7 +257,7 @@ int RunExec(const ExecOptions& opts) {
 Command ExecCommand() {
   auto opts = std::make_shared<ExecOptions>();
   Command c("exec", "Run block 0 of a program once: feed .npy files, fetch vars to DIR/NAME.npy or the terminal");
-  c.Positional("PROGRAM", &opts->program, "The program file (YAML, SPEC §2)").Required();
+  c.Positional("PROGRAM", &opts->program, "The program file (YAML; docs/program-format.md)").Required();
   c.Option("--backward", &opts->backward_loss, "Append the backward part of LOSS before running", "LOSS");
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');

@@ -325,7 +325,7 @@ Command GraphCommand() {
   auto opts = std::make_shared<GraphOptions>();
   Command c("graph",
             "Draw a program as a Graphviz graph: ops as boxes, vars as ellipses, gradient ops and edges in red");
-  c.Positional("PROGRAM", &opts->program, "The program file (YAML, SPEC §2)").Required();
+  c.Positional("PROGRAM", &opts->program, "The program file (YAML; docs/program-format.md)").Required();
   c.Option("--backward", &opts->backward_loss, "Append the backward part of LOSS before drawing", "LOSS");
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');

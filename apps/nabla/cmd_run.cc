@@ -1,5 +1,5 @@
 // `nabla run CONFIG.yaml`: the main job, training as a run config says
-// (SPEC §5); and `nabla plot METRICS`, drawing a run's metrics file.
+// (docs/run-config.md); and `nabla plot METRICS`, drawing a run's metrics file.
 #include <unistd.h>
 
 #include <iostream>

@@ -1,6 +1,6 @@
 // `nabla`: picks OpenBLAS's kernels before anything else, then runs the
 // command line and turns every failure into one stderr line and an exit code
-// (SPEC §4): 0 success, 1 runtime failure, 2 bad input or usage.
+// (docs/cli.md): 0 success, 1 runtime failure, 2 bad input or usage.
 #include <unistd.h>
 
 #include <csignal>

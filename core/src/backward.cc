@@ -5,8 +5,9 @@
 // are renamed (so a dropped op never leaves a half-fed `sum`), and gradient
 // vars take the dtype and shape of their forward var before inference runs.
 //
-// The builder knows no op. Three op types are naming conventions of SPEC §1
-// (fill_constant seeds, fill_zeros_like zero-fills, sum accumulates); what it
+// The builder knows no op but three, whose types are naming conventions of
+// seed 002 (docs/architecture.md, "The op names the core uses"): fill_constant
+// seeds, fill_zeros_like zero-fills, sum accumulates. What it
 // must know about any other op comes from the registry: the GradOpDescMaker
 // and the has_sub_block trait.
 //
@@ -25,7 +26,7 @@
 namespace nabla {
 namespace {
 
-// SPEC §1 conventions.
+// Seed 002's conventions (docs/architecture.md).
 constexpr const char* kFillConstantOp = "fill_constant";
 constexpr const char* kFillZerosLikeOp = "fill_zeros_like";
 constexpr const char* kSumOp = "sum";
@@ -425,7 +426,7 @@ class BackwardBuilder {
   std::unique_ptr<OpDesc> MakeConventionOp(const char* type, VarNameMap inputs, VarNameMap outputs,
                                            AttributeMap attrs) {
     NABLA_ENFORCE(registry_.Find(type) != nullptr, kNotFound, "the backward builder needs op '", type,
-                  "' (SPEC §1) but no loaded plugin registers it; load the standard math_ops plugin");
+                  "' but no loaded plugin registers it; load the standard math_ops plugin");
     auto op = std::make_unique<OpDesc>(type, std::move(inputs), std::move(outputs), std::move(attrs));
     FillDefaultAttrs(*op, registry_, &program_);
     return op;

@@ -11,7 +11,7 @@
 namespace nabla {
 namespace {
 
-// SPEC §3 (math_ops): copies X into Out; its gradient passes Out@GRAD on.
+// math_ops' assign: copies X into Out; its gradient passes Out@GRAD on.
 constexpr const char* kAssignOp = "assign";
 // Seed 002: an op that owns a block names it in this attribute.
 constexpr const char* kSubBlockAttr = "sub_block";
@@ -347,7 +347,7 @@ class OverwritePass {
   std::unique_ptr<OpDesc> MakeAssign(const std::string& from, const std::string& to, const OpDesc& at) {
     NABLA_ENFORCE(registry_.Find(kAssignOp) != nullptr, kNotFound, "append backward: var '", to,
                   "' is overwritten and its versions need op '", kAssignOp,
-                  "' (SPEC §3) but no loaded plugin registers it; load the standard math_ops plugin");
+                  "' but no loaded plugin registers it; load the standard math_ops plugin");
     auto op = std::make_unique<OpDesc>(kAssignOp, VarNameMap{{"X", {from}}}, VarNameMap{{"Out", {to}}}, AttributeMap{});
     op->SetPos(at.Pos());
     FillDefaultAttrs(*op, registry_, &program_);

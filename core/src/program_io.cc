@@ -1,4 +1,4 @@
-// Program files (SPEC §2) in YAML, read and written with yaml-cpp, which
+// Program files (docs/program-format.md) in YAML, read and written with yaml-cpp, which
 // stays private to this file. Reading types every attribute by the op's
 // registered schema and reports every problem as "FILE:LINE:COL: ...".
 #include "nabla/program_io.h"

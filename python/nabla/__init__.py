@@ -1,5 +1,5 @@
 """nabla: a deep-learning runtime with programs in YAML, ops in plugins and
-append_backward building the gradient ops (SPEC §8).
+append_backward building the gradient ops (docs/python.md).
 
 Static: Program, append_backward, append_optimizer, Executor. Eager: tensor,
 Tensor, call, ops, no_grad, Tape. Plugins: load_plugin, ops_list.

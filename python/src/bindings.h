@@ -1,5 +1,6 @@
 #pragma once
-// The parts of the _nabla extension module, each binding one half of SPEC §8.
+// The parts of the _nabla extension module, each binding one half of the
+// Python API (docs/python.md).
 #include <pybind11/pybind11.h>
 
 namespace nabla::python {

@@ -1,4 +1,4 @@
-// The eager half of SPEC §8 over nabla/eager.h: nabla.Tensor with NumPy in
+// The eager half of the Python API (docs/python.md) over nabla/eager.h: nabla.Tensor with NumPy in
 // and out, arithmetic operators mapped to the elementwise ops, nabla.call,
 // no_grad and the Tape. nabla.ops.* is generated in Python from the registry
 // and goes through _call.

@@ -1,4 +1,4 @@
-// `import nabla`: the static half (SPEC §8) over the same core as the CLI.
+// `import nabla`: the static half (docs/python.md) over the same core as the CLI.
 // Programs, append_backward, an Executor that keeps its scope across runs,
 // plugins and the registry. The eager half is in eager.cc.
 #include <pybind11/numpy.h>
@@ -354,7 +354,7 @@ class PyExecutor {
 void BindStatic(py::module_& m) {
   // dynamic_attr: Tape.to_program() hangs the recorded leaf values on the
   // program it returns (nabla/__init__.py).
-  py::class_<ProgramDesc, ProgramPtr>(m, "Program", "A nabla program (SPEC §2): blocks of vars and ops.",
+  py::class_<ProgramDesc, ProgramPtr>(m, "Program", "A nabla program (docs/program-format.md): blocks of vars and ops.",
                                       py::dynamic_attr())
       .def(py::init<>(), "An empty program (one root block).")
       .def_static(

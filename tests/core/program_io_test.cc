@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// SPEC §2, verbatim.
+// The example of docs/program-format.md, verbatim.
 const char* const kSpecExample = R"(format: nabla-program/1
 blocks:
   - idx: 0

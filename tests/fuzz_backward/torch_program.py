@@ -1,4 +1,4 @@
-"""Runs a nabla program (SPEC §2 YAML) with PyTorch autograd, as the reference
+"""Runs a nabla program (YAML, docs/program-format.md) with PyTorch autograd, as the reference
 for nabla's backward builder.
 
 Vars live in a dict, so an op that overwrites a var rebinds the name and

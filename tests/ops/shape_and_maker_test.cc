@@ -79,7 +79,7 @@ TEST(ShapeErrors, SayExpectedAndReceived) {
                  {"'reduce_sum'", "dim", "but received 2"});
 }
 
-// ---------------------------------------------------------------- SPEC §6 shape ops
+// ---------------------------------------------------------------- shape ops
 
 struct VarSpec {
   std::string slot, name;

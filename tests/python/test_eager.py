@@ -1,4 +1,4 @@
-"""The eager half of SPEC §8: nabla.tensor, operators, nabla.call,
+"""The eager half of the Python API (docs/python.md): nabla.tensor, operators, nabla.call,
 nabla.ops.*, no_grad, backward and retain_graph, the Tape and its program
 run back through the Executor, and the seed's three networks against PyTorch."""
 import importlib.util

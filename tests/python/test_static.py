@@ -1,4 +1,4 @@
-"""The static half of SPEC §8: programs, append_backward (seed 002), the
+"""The static half of the Python API (docs/python.md): programs, append_backward (seed 002), the
 Executor against NumPy and PyTorch, plugins, the registry, errors."""
 import json
 import os

@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel training over MPI (SPEC §7), kept apart from the training
+// Data-parallel training over MPI (docs/distributed.md), kept apart from the training
 // loop: the world this process belongs to, the program pass that inserts
 // the gradient collectives, the split of every batch among the ranks, and
 // the run-time collectives the trainer needs (parameters from rank 0,

@@ -1,5 +1,5 @@
 #pragma once
-// The run config (SPEC §5): what `nabla run` trains and how. Every key, its
+// The run config: what `nabla run` trains and how. Every key, its
 // type and its default are documented in docs/run-config.md; an unknown key
 // or an ill-typed value is an Error naming file:line:col.
 #include <cstdint>

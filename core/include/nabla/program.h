@@ -1,5 +1,5 @@
 #pragma once
-// The program IR (SPEC §2): ProgramDesc ▸ BlockDesc ▸ OpDesc / VarDesc.
+// The program IR (docs/program-format.md): ProgramDesc ▸ BlockDesc ▸ OpDesc / VarDesc.
 // Descriptions only: nothing here allocates tensors or knows any op.
 #include <cstdint>
 #include <map>
@@ -204,7 +204,7 @@ class NABLA_API BlockDesc {
   std::vector<std::unique_ptr<OpDesc>> ops_;
 };
 
-// What `backward:` in a program file records (SPEC §2).
+// What `backward:` in a program file records (docs/program-format.md).
 struct BackwardInfo {
   std::string loss;
   std::vector<std::pair<std::string, std::string>> param_grads;

@@ -1,5 +1,5 @@
 #pragma once
-// Program files (SPEC §2) in YAML. Attributes are typed by the registered
+// Program files (docs/program-format.md) in YAML. Attributes are typed by the registered
 // schemas, so the plugins an op comes from must be loaded first. Every error
 // names file:line:col.
 #include <string>

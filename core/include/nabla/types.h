@@ -83,7 +83,7 @@ using Shape = std::vector<int64_t>;
 NABLA_API int64_t NumElements(const Shape& shape);
 NABLA_API std::string ShapeToString(const Shape& shape);  // "[2, 3]"
 
-// Reserved names from the seed documents (SPEC §1).
+// Reserved names from the seed documents (docs/program-format.md, "Names").
 inline constexpr const char* kGradSuffix = "@GRAD";
 inline constexpr const char* kRenameInfix = "@RENAME@";
 inline constexpr const char* kEmptyVarName = "@EMPTY@";

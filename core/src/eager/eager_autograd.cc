@@ -301,7 +301,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     if (it != pending.end()) {
       Accumulate(*e->leaf, SumInOrder(it->second, *e->device), *e->device);
     } else if (!e->leaf->grad) {
-      // A leaf the loss reads but gets no gradient from: zeros (SPEC §1's
+      // A leaf the loss reads but gets no gradient from: zeros (the static builder's
       // fill_zeros_like), not "none", so Grad() is defined for it.
       e->leaf->grad =
           TensorImpl::Make(Filled(e->shape, e->dtype, *e->device, 0.0), e->leaf->Name() + kGradSuffix, false);

@@ -379,7 +379,8 @@ PreparedCall& CachedCall(const std::string& type, const SlotArgs& in_args, const
 nabla::Tensor SumInOrder(const std::vector<nabla::Tensor>& parts, Device& device) {
   NABLA_ENFORCE(!parts.empty(), kPreconditionNotMet, "eager: summing no gradients");
   if (parts.size() == 1) return parts[0];
-  // The same convention op the static builder sums renamed gradients with (SPEC §1).
+  // The same convention op the static builder sums renamed gradients with
+  // (docs/architecture.md).
   PreparedCall& call = CachedCall("sum", {{"X", std::vector<bool>(parts.size(), true)}}, {{"Out", {true}}}, {});
   std::vector<const nabla::Tensor*> xs;
   for (const auto& p : parts) xs.push_back(&p);

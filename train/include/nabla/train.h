@@ -4,7 +4,7 @@
 // program that evaluates it. `nabla run`, `nabla exec --sgd`, the Python
 // module and embedding programs build theirs here, so every one of them
 // trains with the same ops. Unlike the core, this library names ops: those
-// of the standard plugins (SPEC §3), which must be loaded first.
+// of the standard plugins (docs/ops.md), which must be loaded first.
 //
 //   ProgramDesc p = LoadProgram("model.yaml");
 //   const ParamGrads pg = AppendBackward(p, "loss");
