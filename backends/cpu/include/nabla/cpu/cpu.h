@@ -130,8 +130,7 @@ class NABLA_API DnnlThreadBudget {
 // one thread, body(0, n) runs in place. body(begin, end) must write disjoint
 // outputs for disjoint ranges, so results never depend on the split: a
 // reduction splits over its output elements and sums each in a fixed order.
-// TBB stays out of this header (its headers cost compile time in every
-// kernel file): the template only forwards to
+// TBB stays out of this header (costly to compile): the template only forwards to
 // ParallelForRange.
 // Elements per chunk of cheap elementwise work, so loops split from 64K
 // elements on. Measured on the 2-core machine (chains of tanh and scale,
