@@ -1134,14 +1134,34 @@ void Clip(const Node& n, Importer& imp) {
   imp.Emit("clip", inputs, {{"Out", {n.Output(0)}}}, {{"min", lo}, {"max", hi}});
 }
 
-void ArgMax(const Node& n, Importer& imp) {
-  if (n.Int("select_last_index", 0) != 0) n.Unsupported("select_last_index");
-  Unary(n, imp, "arg_max", {{"axis", ToInt(n, n.Int("axis", 0), "axis")}, {"keepdims", n.Int("keepdims", 1) != 0}});
+// select_last_index: the first extremum of X reversed along the axis (a
+// gather of d-1, ..., 0) is the last one of X, at d - 1 - its position.
+void ArgExtremum(const Node& n, Importer& imp, const std::string& type) {
+  const int axis = ToInt(n, n.Int("axis", 0), "axis");
+  const AttributeMap attrs{{"axis", axis}, {"keepdims", n.Int("keepdims", 1) != 0}};
+  if (n.Int("select_last_index", 0) == 0) {
+    Unary(n, imp, type, attrs);
+    return;
+  }
+  const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  const int64_t norm = NormAxis(n, axis, static_cast<int64_t>(shape.size()));
+  const int64_t d = shape.at(static_cast<size_t>(norm));
+  if (d < 0) n.Unsupported("select_last_index along a dynamic dim (fix it with --input-shape)");
+  ConstValue rev, last;
+  rev.dtype = last.dtype = DType::kInt64;
+  rev.dims = {d};
+  for (int64_t i = d - 1; i >= 0; --i) rev.data.push_back(i);
+  last.dims = {1};
+  last.data = {static_cast<long double>(d - 1)};
+  const std::string reversed = imp.Temp(n.Output(0)), pos = imp.Temp(n.Output(0));
+  imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {imp.ConstVar(ToTensor(rev), "reversed")}}},
+           {{"Out", {reversed}}}, {{"axis", static_cast<int>(norm)}});
+  imp.Emit(type, {{"X", {reversed}}}, {{"Out", {pos}}}, attrs);
+  imp.Emit("elementwise_sub", {{"X", {imp.ConstVar(ToTensor(last), "last")}}, {"Y", {pos}}}, {{"Out", {n.Output(0)}}},
+           {{"axis", -1}});
 }
-void ArgMin(const Node& n, Importer& imp) {
-  if (n.Int("select_last_index", 0) != 0) n.Unsupported("select_last_index");
-  Unary(n, imp, "arg_min", {{"axis", ToInt(n, n.Int("axis", 0), "axis")}, {"keepdims", n.Int("keepdims", 1) != 0}});
-}
+void ArgMax(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_max"); }
+void ArgMin(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_min"); }
 
 // Trilu's k is tril_triu's diagonal (a constant: tril_triu has no tensor input for it).
 void Trilu(const Node& n, Importer& imp) {
