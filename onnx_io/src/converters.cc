@@ -480,8 +480,7 @@ void Gelu(const Node& n, Importer& imp) {
   Unary(n, imp, "gelu", {{"approximate", approx == "tanh"}});
 }
 
-// HardSigmoid = clip(alpha x + beta, 0, 1); HardSwish = x * HardSigmoid(x)
-// with alpha 1/6, beta 1/2.
+// HardSigmoid = clip(alpha x + beta, 0, 1) (hard_sigmoid wants a positive slope).
 std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float beta, const std::string& out) {
   const std::string s = imp.Temp(n.Output(0));
   imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {s}}}, {{"scale", alpha}, {"bias", beta}});
@@ -491,10 +490,8 @@ std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float be
 void HardSigmoid(const Node& n, Importer& imp) {
   HardSigmoidChain(n, imp, n.Float("alpha", 0.2f), n.Float("beta", 0.5f), n.Output(0));
 }
-void HardSwish(const Node& n, Importer& imp) {
-  const std::string h = HardSigmoidChain(n, imp, 1.0f / 6, 0.5f, imp.Temp(n.Output(0)));
-  imp.Emit("elementwise_mul", {{"X", {imp.In(n, 0)}}, {"Y", {h}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
-}
+// x * clip(x / 6 + 1/2, 0, 1) = x * clip(x + 3, 0, 6) / 6: hard_swish's defaults.
+void HardSwish(const Node& n, Importer& imp) { Unary(n, imp, "hard_swish"); }
 
 // Before opset 13 Softmax and LogSoftmax normalize X flattened to 2-D at
 // axis; that is one axis only when axis is the last.
