@@ -722,8 +722,11 @@ void Dropout(const Node& n, Importer& imp) {
   // ONNX's Dropout scales kept values in training (upscale_in_train) and is
   // the identity in inference, which is what the graph means unless
   // training_mode says otherwise.
+  // In training nabla's dropout keeps its Mask for the gradient.
+  VarNameMap outputs{{"Out", {n.Output(0)}}};
+  if (training) outputs["Mask"] = {imp.Temp(n.Output(0) + "_mask")};
   imp.Emit(
-      "dropout", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+      "dropout", {{"X", {imp.In(n, 0)}}}, outputs,
       {{"dropout_prob", ratio}, {"is_test", !training}, {"dropout_implementation", std::string("upscale_in_train")}});
 }
 
