@@ -563,6 +563,8 @@ void Reshape(const Node& n, Importer& imp) {
   if (n.Int("allowzero", 0) != 0 && std::count(shape.begin(), shape.end(), 0) > 0) {
     n.Unsupported("allowzero with a 0 in the shape (Paddle's 0 copies the input's dim)");
   }
+  // A scalar is [1] in nabla.
+  if (shape.empty()) shape = {1};
   imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
 }
 
@@ -1183,6 +1185,10 @@ bool ExpandRunTime(const Node& n, Importer& imp) {
   for (int64_t d : shape) {
     if (d < 0) n.Unsupported("a shape computed at run time for an input with dynamic dims (use --input-shape)");
   }
+  if (k == 0) {
+    Unary(n, imp, "assign");
+    return true;
+  }
   std::string x = imp.In(n, 0);
   if (k > shape.size()) {
     Ints axes;
@@ -1193,28 +1199,27 @@ bool ExpandRunTime(const Node& n, Importer& imp) {
     x = u;
   }
   // The target's dims apply to X's last k; X's leading dims are not tiled.
+  // A gather spreads the target over X's rank (nabla's concat is float
+  // only), the leading entries masked to 1.
   const DType dt = imp.DTypeOf(n, n.Input(1));
-  ConstValue mask, rest;
+  const size_t r = shape.size();
+  ConstValue index, mask, rest;
+  index.dtype = DType::kInt64;
   mask.dtype = rest.dtype = dt;
-  mask.dims = rest.dims = {static_cast<int64_t>(k)};
-  for (size_t i = shape.size() - k; i < shape.size(); ++i) {
-    mask.data.push_back(shape[i] == 1 ? 1 : 0);
-    rest.data.push_back(shape[i] == 1 ? 0 : 1);
+  index.dims = mask.dims = rest.dims = {static_cast<int64_t>(r)};
+  for (size_t i = 0; i < r; ++i) {
+    const bool tiled = i >= r - k && shape[i] == 1;
+    index.data.push_back(i >= r - k ? static_cast<long double>(i - (r - k)) : 0);
+    mask.data.push_back(tiled ? 1 : 0);
+    rest.data.push_back(tiled ? 0 : 1);
   }
-  const std::string masked = imp.Temp(n.Output(0)), tail = imp.Temp(n.Output(0));
-  imp.Emit("elementwise_mul", {{"X", {target}}, {"Y", {imp.ConstVar(ToTensor(mask), "expand_mask")}}},
+  const std::string spread = imp.Temp(n.Output(0)), masked = imp.Temp(n.Output(0)), times = imp.Temp(n.Output(0));
+  imp.Emit("gather", {{"X", {target}}, {"Index", {imp.ConstVar(ToTensor(index), "expand_index")}}}, {{"Out", {spread}}},
+           {{"axis", 0}});
+  imp.Emit("elementwise_mul", {{"X", {spread}}, {"Y", {imp.ConstVar(ToTensor(mask), "expand_mask")}}},
            {{"Out", {masked}}}, {{"axis", -1}});
   imp.Emit("elementwise_add", {{"X", {masked}}, {"Y", {imp.ConstVar(ToTensor(rest), "expand_rest")}}},
-           {{"Out", {tail}}}, {{"axis", -1}});
-  std::string times = tail;
-  if (shape.size() > k) {
-    ConstValue ones;
-    ones.dtype = dt;
-    ones.dims = {static_cast<int64_t>(shape.size() - k)};
-    ones.data.assign(shape.size() - k, 1);
-    times = imp.Temp(n.Output(0));
-    imp.Emit("concat", {{"X", {imp.ConstVar(ToTensor(ones), "expand_ones"), tail}}}, {{"Out", {times}}}, {{"axis", 0}});
-  }
+           {{"Out", {times}}}, {{"axis", -1}});
   imp.Emit("expand", {{"X", {x}}, {"ExpandTimes", {times}}}, {{"Out", {n.Output(0)}}});
   return true;
 }

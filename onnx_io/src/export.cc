@@ -578,15 +578,19 @@ void ExportElu(ExportContext& c) {
 void ExportSoftplus(ExportContext& c) {
   const std::string x = In(c, "X"), out = Out(c, "Out");
   const float beta = A<float>(c, "beta"), threshold = A<float>(c, "threshold");
-  // Above threshold 20 the linear part differs from ln(1 + e^x) by < e^-20.
+  // Above a threshold of 20 the linear part differs from ln(1 + e^x) by
+  // < e^-20: ONNX's Softplus (of beta x, over beta) is the op; below it
+  // the switch to x is a Where.
   if (beta == 1.0f && threshold >= 20.0f) {
     c.AddNode("Softplus", {x}, {out});
     return;
   }
-  const std::string bx = c.Temp(out), sp = c.Temp(out), d = c.Temp(out), above = c.Temp(out);
+  const std::string bx = c.Temp(out), sp = c.Temp(out), d = threshold >= 20.0f ? out : c.Temp(out);
   c.AddNode("Mul", {x, ScalarLike(c, x, beta)}, {bx});
   c.AddNode("Softplus", {bx}, {sp});
   c.AddNode("Div", {sp, ScalarLike(c, x, beta)}, {d});
+  if (threshold >= 20.0f) return;
+  const std::string above = c.Temp(out);
   c.AddNode("Greater", {bx, ScalarLike(c, x, threshold)}, {above});
   c.AddNode("Where", {above, x, d}, {out});
 }
