@@ -627,6 +627,28 @@ void ExportTanhShrink(ExportContext& c) {
   c.AddNode("Sub", {x, t}, {out});
 }
 
+// nabla's round takes halves away from zero, ONNX's Round to even:
+// s * (t + (|x| - t >= 1/2)), t = floor(|x|), s = 1 - 2 (x < 0) (Sign
+// would give 0 at 0, losing -0), exact where floor(|x| + 1/2) is not
+// (0.49999997 + 0.5 rounds up to 1).
+void ExportRound(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const int64_t to = DTypeToOnnx(c.DTypeOf(x));
+  const std::string a = c.Temp(out), t = c.Temp(out), d = c.Temp(out), up = c.Temp(out), upf = c.Temp(out),
+                    r = c.Temp(out), neg = c.Temp(out), negf = c.Temp(out), twice = c.Temp(out), sign = c.Temp(out);
+  c.AddNode("Abs", {x}, {a});
+  c.AddNode("Floor", {a}, {t});
+  c.AddNode("Sub", {a, t}, {d});
+  c.AddNode("GreaterOrEqual", {d, ScalarLike(c, x, 0.5)}, {up});
+  c.AddNode("Cast", {up}, {upf}, {{"to", to}});
+  c.AddNode("Add", {t, upf}, {r});
+  c.AddNode("Less", {x, ScalarLike(c, x, 0.0)}, {neg});
+  c.AddNode("Cast", {neg}, {negf}, {{"to", to}});
+  c.AddNode("Mul", {negf, ScalarLike(c, x, 2.0)}, {twice});
+  c.AddNode("Sub", {ScalarLike(c, x, 1.0), twice}, {sign});
+  c.AddNode("Mul", {sign, r}, {out});
+}
+
 void ExportTrilTriu(ExportContext& c) {
   c.AddNode("Trilu", {In(c, "X"), c.AddInt64s({A<int>(c, "diagonal")}, {})}, {Out(c, "Out")},
             {{"upper", int64_t(!A<bool>(c, "lower"))}});
@@ -747,6 +769,16 @@ std::map<std::string, OpExporter>& ExporterTable() {
     t["logsigmoid"] = ExportLogSigmoid;
     t["tanh_shrink"] = ExportTanhShrink;
     t["tril_triu"] = ExportTrilTriu;
+    t["round"] = ExportRound;
+    t["rsqrt"] = [](ExportContext& c) {
+      const std::string s = c.Temp(Out(c, "Out"));
+      c.AddNode("Sqrt", {In(c, "X")}, {s});
+      c.AddNode("Reciprocal", {s}, {Out(c, "Out")});
+    };
+    t["pow"] = [](ExportContext& c) {
+      const std::string x = In(c, "X");
+      c.AddNode("Pow", {x, ScalarLike(c, x, A<float>(c, "factor"))}, {Out(c, "Out")});
+    };
     t["thresholded_relu"] = [](ExportContext& c) {
       UnaryAs(c, "ThresholdedRelu", {{"alpha", A<float>(c, "threshold")}});
     };

@@ -131,6 +131,11 @@ blocks:
       - {type: ceil, inputs: {X: [x]}, outputs: {Out: [ceil]}}
       - {type: softsign, inputs: {X: [x]}, outputs: {Out: [softsign]}}
       - {type: reciprocal, inputs: {X: [x]}, outputs: {Out: [reciprocal]}}
+      - {type: scale, inputs: {X: [x]}, outputs: {Out: [x4]}, attrs: {scale: 4.0}}
+      - {type: round, inputs: {X: [x4]}, outputs: {Out: [round]}}
+      - {type: abs, inputs: {X: [x]}, outputs: {Out: [absx]}}
+      - {type: rsqrt, inputs: {X: [absx]}, outputs: {Out: [rsqrt]}}
+      - {type: pow, inputs: {X: [x]}, outputs: {Out: [cube]}, attrs: {factor: 3.0}}
       - {type: tril_triu, inputs: {X: [x]}, outputs: {Out: [triu]}, attrs: {diagonal: 1, lower: false}}
       - {type: reduce_max, inputs: {X: [x]}, outputs: {Out: [rmax]}, attrs: {dim: [1]}}
       - {type: reduce_min, inputs: {X: [x]}, outputs: {Out: [rmin]}, attrs: {dim: [0], keep_dim: true}}
@@ -163,7 +168,9 @@ def test_new_ops_and_tensor_attributes_round_trip(tmp_path):
     assert {"triu", "reshaped", "sliced", "clipped", "tiled", "filled", "argmin"} <= set(outputs), outputs
     back, weights = onnx_util.import_model(model, tmp_path)
     rng = np.random.default_rng(3)
-    feeds = {"x": rng.standard_normal((3, 8)).astype(np.float32), "shape": np.array([4, 6]),
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    x[0, :4] = [0.125, -0.375, 0.625, -0.125]  # halves after the scale by 4: round's ties
+    feeds = {"x": x, "shape": np.array([4, 6]),
              "starts": np.array([2]), "lo": np.array([-0.5], np.float32), "hi": np.array([0.7], np.float32),
              "times": np.array([2, 3], np.int32)}
     want = onnx_util.exec_program(src, feeds, outputs, tmp_path / "a")
