@@ -145,14 +145,7 @@ void Mean(const Node& n, Importer& imp) {
 
 void Neg(const Node& n, Importer& imp) { Unary(n, imp, "scale", {{"scale", -1.0f}}); }
 
-void Reciprocal(const Node& n, Importer& imp) {
-  ConstValue one;
-  one.dtype = imp.DTypeOf(n, n.Input(0));
-  one.dims = {1};
-  one.data = {1};
-  imp.Emit("elementwise_div", {{"X", {imp.ConstVar(ToTensor(one), "one")}}, {"Y", {imp.In(n, 0)}}},
-           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
-}
+void Reciprocal(const Node& n, Importer& imp) { Unary(n, imp, "reciprocal"); }
 
 void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwise(n, imp, type); }
 
@@ -488,7 +481,12 @@ std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float be
   return out;
 }
 void HardSigmoid(const Node& n, Importer& imp) {
-  HardSigmoidChain(n, imp, n.Float("alpha", 0.2f), n.Float("beta", 0.5f), n.Output(0));
+  const float alpha = n.Float("alpha", 0.2f), beta = n.Float("beta", 0.5f);
+  if (alpha > 0) {
+    Unary(n, imp, "hard_sigmoid", {{"slope", alpha}, {"offset", beta}});
+  } else {
+    HardSigmoidChain(n, imp, alpha, beta, n.Output(0));
+  }
 }
 // x * clip(x / 6 + 1/2, 0, 1) = x * clip(x + 3, 0, 6) / 6: hard_swish's defaults.
 void HardSwish(const Node& n, Importer& imp) { Unary(n, imp, "hard_swish"); }
