@@ -1309,8 +1309,11 @@ void OneHot(const Node& n, Importer& imp) {
     const ConstValue c = ToConst(*t);
     if (c.data.size() != 1)
       n.Fail(ErrorKind::kInvalidArgument, "depth has " + std::to_string(c.data.size()) + " elements");
-    depth_attr = ToInt(n, static_cast<int64_t>(c.data[0]), "depth");
-    if (depth_attr < 1) n.Fail(ErrorKind::kInvalidArgument, "depth " + std::to_string(depth_attr) + " is below 1");
+    if (!(c.data[0] >= 1 && c.data[0] <= INT_MAX)) {
+      n.Fail(ErrorKind::kInvalidArgument, "depth " + std::to_string(static_cast<double>(c.data[0])) +
+                                              " is not in [1, " + std::to_string(INT_MAX) + "]");
+    }
+    depth_attr = static_cast<int>(c.data[0]);
     depth = scalar(DType::kInt64, depth_attr, "depth");
   } else {
     const DType dt = imp.DTypeOf(n, n.Input(1));
