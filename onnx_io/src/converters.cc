@@ -145,14 +145,7 @@ void Mean(const Node& n, Importer& imp) {
 
 void Neg(const Node& n, Importer& imp) { Unary(n, imp, "scale", {{"scale", -1.0f}}); }
 
-void Reciprocal(const Node& n, Importer& imp) {
-  ConstValue one;
-  one.dtype = imp.DTypeOf(n, n.Input(0));
-  one.dims = {1};
-  one.data = {1};
-  imp.Emit("elementwise_div", {{"X", {imp.ConstVar(ToTensor(one), "one")}}, {"Y", {imp.In(n, 0)}}},
-           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
-}
+void Reciprocal(const Node& n, Importer& imp) { Unary(n, imp, "reciprocal"); }
 
 void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwise(n, imp, type); }
 
@@ -360,6 +353,119 @@ void Log(const Node& n, Importer& imp) { Unary(n, imp, "log"); }
 void Sqrt(const Node& n, Importer& imp) { Unary(n, imp, "sqrt"); }
 void Abs(const Node& n, Importer& imp) { Unary(n, imp, "abs"); }
 void Not(const Node& n, Importer& imp) { Unary(n, imp, "logical_not"); }
+
+// ONNX's activations with Paddle's ops of the same formula (Softplus: ONNX's
+// ln(1 + e^x) with no threshold; softplus turns linear above beta x = 20,
+// where the two differ by e^-20, below float32's resolution of x).
+void Sin(const Node& n, Importer& imp) { Unary(n, imp, "sin"); }
+void Cos(const Node& n, Importer& imp) { Unary(n, imp, "cos"); }
+void Atan(const Node& n, Importer& imp) { Unary(n, imp, "atan"); }
+void Asin(const Node& n, Importer& imp) { Unary(n, imp, "asin"); }
+void Acos(const Node& n, Importer& imp) { Unary(n, imp, "acos"); }
+void Ceil(const Node& n, Importer& imp) { Unary(n, imp, "ceil"); }
+void Floor(const Node& n, Importer& imp) { Unary(n, imp, "floor"); }
+void Softsign(const Node& n, Importer& imp) { Unary(n, imp, "softsign"); }
+void Softplus(const Node& n, Importer& imp) { Unary(n, imp, "softplus"); }
+void Elu(const Node& n, Importer& imp) { Unary(n, imp, "elu", {{"alpha", n.Float("alpha", 1.0f)}}); }
+void ThresholdedRelu(const Node& n, Importer& imp) {
+  Unary(n, imp, "thresholded_relu", {{"threshold", n.Float("alpha", 1.0f)}});
+}
+
+// tan = sin / cos (nabla has no tan op): within a few ulps of tan, and the
+// chain's gradient is tan's.
+void Tan(const Node& n, Importer& imp) {
+  const std::string s = imp.Temp(n.Output(0)), c = imp.Temp(n.Output(0));
+  imp.Emit("sin", {{"X", {imp.In(n, 0)}}}, {{"Out", {s}}});
+  imp.Emit("cos", {{"X", {imp.In(n, 0)}}}, {{"Out", {c}}});
+  imp.Emit("elementwise_div", {{"X", {s}}, {"Y", {c}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// Selu = gamma * elu(x, alpha) (the same formula for alpha > 0); Celu =
+// alpha * elu(x / alpha, 1).
+void Selu(const Node& n, Importer& imp) {
+  const float alpha = n.Float("alpha", 1.67326319217681884765625f);
+  const float gamma = n.Float("gamma", 1.05070102214813232421875f);
+  if (!(alpha > 0)) n.Unsupported("alpha " + std::to_string(alpha) + " (elu's form needs alpha > 0)");
+  const std::string e = imp.Temp(n.Output(0));
+  imp.Emit("elu", {{"X", {imp.In(n, 0)}}}, {{"Out", {e}}}, {{"alpha", alpha}});
+  imp.Emit("scale", {{"X", {e}}}, {{"Out", {n.Output(0)}}}, {{"scale", gamma}});
+}
+void Celu(const Node& n, Importer& imp) {
+  const float alpha = n.Float("alpha", 1.0f);
+  if (!(alpha > 0)) n.Unsupported("alpha " + std::to_string(alpha));
+  const std::string s = imp.Temp(n.Output(0)), e = imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {s}}}, {{"scale", 1.0f / alpha}});
+  imp.Emit("elu", {{"X", {s}}}, {{"Out", {e}}}, {{"alpha", 1.0f}});
+  imp.Emit("scale", {{"X", {e}}}, {{"Out", {n.Output(0)}}}, {{"scale", alpha}});
+}
+
+// Mish = x * tanh(softplus(x)).
+void Mish(const Node& n, Importer& imp) {
+  const std::string sp = imp.Temp(n.Output(0)), t = imp.Temp(n.Output(0));
+  imp.Emit("softplus", {{"X", {imp.In(n, 0)}}}, {{"Out", {sp}}});
+  imp.Emit("tanh", {{"X", {sp}}}, {{"Out", {t}}});
+  imp.Emit("elementwise_mul", {{"X", {imp.In(n, 0)}}, {"Y", {t}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// Shrink: x - bias above lambd, x + bias below -lambd, else 0. Bias 0 is
+// hard_shrink, bias = lambd softshrink; other biases have no exact chain.
+void Shrink(const Node& n, Importer& imp) {
+  const float lambd = n.Float("lambd", 0.5f), bias = n.Float("bias", 0.0f);
+  if (bias == 0.0f) {
+    Unary(n, imp, "hard_shrink", {{"threshold", lambd}});
+  } else if (bias == lambd && lambd >= 0) {
+    Unary(n, imp, "softshrink", {{"lambda", lambd}});
+  } else {
+    n.Unsupported("bias " + std::to_string(bias) + " other than 0 or lambd (hard_shrink and softshrink only)");
+  }
+}
+
+// PRelu = relu(x) + slope * (x - relu(x)): x - relu(x) is min(x, 0)
+// exactly, and slope broadcasts numpy style as in ONNX.
+void PRelu(const Node& n, Importer& imp) {
+  const std::string r = imp.Temp(n.Output(0)), neg = imp.Temp(n.Output(0)), sn = imp.Temp(n.Output(0));
+  imp.Emit("relu", {{"X", {imp.In(n, 0)}}}, {{"Out", {r}}});
+  imp.Emit("elementwise_sub", {{"X", {imp.In(n, 0)}}, {"Y", {r}}}, {{"Out", {neg}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {neg}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {sn}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {r}}, {"Y", {sn}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// Round is half to even; nabla's round (std::round) takes halves away from
+// zero. floor(x) + (d > 1/2) + (d == 1/2) * (floor(x) mod 2), d = x - floor(x)
+// (exact in binary floating point), is ONNX's rounding.
+void Round(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  const std::string type(DTypeName(dt));
+  ConstValue half;
+  half.dtype = dt;
+  half.dims = {1};
+  half.data = {0.5L};
+  const std::string h = imp.ConstVar(ToTensor(half), "half");
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string f = tmp(), d = tmp(), up = tmp(), upf = tmp(), tie = tmp(), tief = tmp(), f2 = tmp(), f2f = tmp(),
+                    odd = tmp(), tie_odd = tmp(), inc = tmp();
+  auto bin = [&](const std::string& type, const std::string& x, const std::string& y, const std::string& out) {
+    imp.Emit(type, {{"X", {x}}, {"Y", {y}}}, {{"Out", {out}}}, {{"axis", -1}});
+  };
+  auto to_float = [&](const std::string& x, const std::string& out) {
+    imp.Emit("cast", {{"X", {x}}}, {{"Out", {out}}}, {{"in_dtype", std::string("bool")}, {"out_dtype", type}});
+  };
+  imp.Emit("floor", {{"X", {imp.In(n, 0)}}}, {{"Out", {f}}});
+  bin("elementwise_sub", imp.In(n, 0), f, d);
+  bin("greater_than", d, h, up);
+  to_float(up, upf);
+  bin("equal", d, h, tie);
+  to_float(tie, tief);
+  // floor(x) mod 2 = floor(x) - 2 floor(floor(x) / 2).
+  imp.Emit("scale", {{"X", {f}}}, {{"Out", {f2}}}, {{"scale", 0.5f}});
+  imp.Emit("floor", {{"X", {f2}}}, {{"Out", {f2f}}});
+  const std::string twice = tmp();
+  imp.Emit("scale", {{"X", {f2f}}}, {{"Out", {twice}}}, {{"scale", 2.0f}});
+  bin("elementwise_sub", f, twice, odd);
+  bin("elementwise_mul", tief, odd, tie_odd);
+  bin("elementwise_add", upf, tie_odd, inc);
+  bin("elementwise_add", f, inc, n.Output(0));
+}
 void LeakyRelu(const Node& n, Importer& imp) { Unary(n, imp, "leaky_relu", {{"alpha", n.Float("alpha", 0.01f)}}); }
 void Gelu(const Node& n, Importer& imp) {
   const std::string approx = n.String("approximate", "none");
@@ -367,8 +473,7 @@ void Gelu(const Node& n, Importer& imp) {
   Unary(n, imp, "gelu", {{"approximate", approx == "tanh"}});
 }
 
-// HardSigmoid = clip(alpha x + beta, 0, 1); HardSwish = x * HardSigmoid(x)
-// with alpha 1/6, beta 1/2.
+// HardSigmoid = clip(alpha x + beta, 0, 1) (hard_sigmoid wants a positive slope).
 std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float beta, const std::string& out) {
   const std::string s = imp.Temp(n.Output(0));
   imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {s}}}, {{"scale", alpha}, {"bias", beta}});
@@ -376,12 +481,15 @@ std::string HardSigmoidChain(const Node& n, Importer& imp, float alpha, float be
   return out;
 }
 void HardSigmoid(const Node& n, Importer& imp) {
-  HardSigmoidChain(n, imp, n.Float("alpha", 0.2f), n.Float("beta", 0.5f), n.Output(0));
+  const float alpha = n.Float("alpha", 0.2f), beta = n.Float("beta", 0.5f);
+  if (alpha > 0) {
+    Unary(n, imp, "hard_sigmoid", {{"slope", alpha}, {"offset", beta}});
+  } else {
+    HardSigmoidChain(n, imp, alpha, beta, n.Output(0));
+  }
 }
-void HardSwish(const Node& n, Importer& imp) {
-  const std::string h = HardSigmoidChain(n, imp, 1.0f / 6, 0.5f, imp.Temp(n.Output(0)));
-  imp.Emit("elementwise_mul", {{"X", {imp.In(n, 0)}}, {"Y", {h}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
-}
+// x * clip(x / 6 + 1/2, 0, 1) = x * clip(x + 3, 0, 6) / 6: hard_swish's defaults.
+void HardSwish(const Node& n, Importer& imp) { Unary(n, imp, "hard_swish"); }
 
 // Before opset 13 Softmax and LogSoftmax normalize X flattened to 2-D at
 // axis; that is one axis only when axis is the last.
@@ -429,13 +537,32 @@ bool ReshapeFromPartial(const Node& n, Importer& imp) {
   return true;
 }
 
+// A 1-D int operand computed at run time: its var, for a tensor-valued
+// attribute input (int32 and int64 only; none while it is a constant).
+std::string RunTimeInts(const Node& n, Importer& imp, int i) {
+  if (!n.HasInput(i) || imp.Const(n, i) || imp.PartialOf(n.Input(i))) return "";
+  const DType dt = imp.DTypeOf(n, n.Input(i));
+  if (dt != DType::kInt64 && dt != DType::kInt32) return "";
+  return imp.In(n, i);
+}
+
 void Reshape(const Node& n, Importer& imp) {
   if (imp.Opset() >= 5 && ReshapeFromPartial(n, imp)) return;
+  if (imp.Opset() >= 5) {
+    if (const std::string s = RunTimeInts(n, imp, 1); !s.empty()) {
+      // allowzero's 0 would be an empty dim, Paddle's copies the input's.
+      if (n.Int("allowzero", 0) != 0) n.Unsupported("allowzero with a shape computed at run time");
+      imp.Emit("reshape", {{"X", {imp.In(n, 0)}}, {"Shape", {s}}}, {{"Out", {n.Output(0)}}});
+      return;
+    }
+  }
   std::vector<int64_t> shape =
       imp.Opset() >= 5 ? imp.ConstInts(n, 1, "the shape (needs reshape's Shape tensor input)") : n.Ints("shape");
   if (n.Int("allowzero", 0) != 0 && std::count(shape.begin(), shape.end(), 0) > 0) {
     n.Unsupported("allowzero with a 0 in the shape (Paddle's 0 copies the input's dim)");
   }
+  // A scalar is [1] in nabla.
+  if (shape.empty()) shape = {1};
   imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
 }
 
@@ -455,6 +582,20 @@ void Concat(const Node& n, Importer& imp) {
 
 void Split(const Node& n, Importer& imp) {
   std::vector<int64_t> split;
+  if (imp.Opset() >= 13 && n.HasInput(1) && !RunTimeInts(n, imp, 1).empty()) {
+    // Sizes computed at run time: one [1] piece each for SectionsTensorList.
+    const std::string sizes = imp.In(n, 1);
+    std::vector<std::string> pieces, outs;
+    for (int i = 0; i < n.NumOutputs(); ++i) {
+      pieces.push_back(imp.Temp(sizes));
+      imp.Emit("slice", {{"Input", {sizes}}}, {{"Out", {pieces.back()}}},
+               {{"axes", Ints{0}}, {"starts", Ints{i}}, {"ends", Ints{i + 1}}});
+      outs.push_back(n.HasOutput(i) ? n.Output(i) : imp.Temp("unused"));
+    }
+    imp.Emit("split", {{"X", {imp.In(n, 0)}}, {"SectionsTensorList", pieces}}, {{"Out", outs}},
+             {{"axis", ToInt(n, n.Int("axis", 0), "axis")}});
+    return;
+  }
   if (imp.Opset() >= 13 && n.HasInput(1)) {
     split = imp.ConstInts(n, 1, "the split sizes");
   } else {
@@ -473,18 +614,33 @@ void Split(const Node& n, Importer& imp) {
 
 void Slice(const Node& n, Importer& imp) {
   std::vector<int64_t> starts, ends, axes, steps;
+  // Bounds computed at run time go to StartsTensor / EndsTensor (their
+  // count from the operand's shape, for the default axes).
+  VarNameMap inputs{{"Input", {imp.In(n, 0)}}};
+  int64_t count = -1;
   if (imp.Opset() >= 10) {
-    starts = imp.ConstInts(n, 1, "starts (needs slice's StartsTensor input)");
-    ends = imp.ConstInts(n, 2, "ends (needs slice's EndsTensor input)");
+    for (int i : {1, 2}) {
+      const std::string t = RunTimeInts(n, imp, i);
+      if (t.empty()) continue;
+      inputs[i == 1 ? "StartsTensor" : "EndsTensor"] = {t};
+      const std::vector<int64_t> shape = imp.HasShape(n.Input(i)) ? imp.ShapeOf(n, n.Input(i)) : std::vector<int64_t>{};
+      if (shape.size() == 1 && shape[0] >= 0) count = shape[0];
+    }
+    if (!inputs.count("StartsTensor")) starts = imp.ConstInts(n, 1, "starts");
+    if (!inputs.count("EndsTensor")) ends = imp.ConstInts(n, 2, "ends");
     if (n.HasInput(3)) axes = imp.ConstInts(n, 3, "axes");
     if (n.HasInput(4)) steps = imp.ConstInts(n, 4, "steps");
+    if (!inputs.count("StartsTensor")) count = static_cast<int64_t>(starts.size());
+    if (!inputs.count("EndsTensor")) count = static_cast<int64_t>(ends.size());
   } else {
     starts = n.Ints("starts");
     ends = n.Ints("ends");
     axes = n.Ints("axes");
   }
   if (axes.empty()) {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    const int64_t k = imp.Opset() >= 10 ? count : static_cast<int64_t>(starts.size());
+    if (k < 0) n.Unsupported("starts and ends computed at run time with no axes and no known length");
+    for (int64_t i = 0; i < k; ++i) axes.push_back(i);
   }
   for (int64_t s : steps) {
     if (s != 1) n.Unsupported("a step of " + std::to_string(s) + " (needs nabla op strided_slice)");
@@ -492,8 +648,7 @@ void Slice(const Node& n, Importer& imp) {
   Ints s, e;
   for (int64_t v : starts) s.push_back(ClampInt(v));
   for (int64_t v : ends) e.push_back(ClampInt(v));
-  imp.Emit("slice", {{"Input", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
-           {{"axes", ToInts(n, axes, "axis")}, {"starts", s}, {"ends", e}});
+  imp.Emit("slice", inputs, {{"Out", {n.Output(0)}}}, {{"axes", ToInts(n, axes, "axis")}, {"starts", s}, {"ends", e}});
 }
 
 std::vector<int64_t> Axes(const Node& n, Importer& imp, int input) {
@@ -567,8 +722,11 @@ void Dropout(const Node& n, Importer& imp) {
   // ONNX's Dropout scales kept values in training (upscale_in_train) and is
   // the identity in inference, which is what the graph means unless
   // training_mode says otherwise.
+  // In training nabla's dropout keeps its Mask for the gradient.
+  VarNameMap outputs{{"Out", {n.Output(0)}}};
+  if (training) outputs["Mask"] = {imp.Temp(n.Output(0) + "_mask")};
   imp.Emit(
-      "dropout", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}},
+      "dropout", {{"X", {imp.In(n, 0)}}}, outputs,
       {{"dropout_prob", ratio}, {"is_test", !training}, {"dropout_implementation", std::string("upscale_in_train")}});
 }
 
@@ -863,6 +1021,49 @@ void ReduceSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.
 void ReduceL1(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "abs"); }
 void ReduceL2(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "square", "sqrt"); }
 void ReduceSumSquare(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "square"); }
+void ReduceMax(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_max", imp.Opset() >= 18); }
+void ReduceMin(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_min", imp.Opset() >= 18); }
+void ReduceProd(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_prod", imp.Opset() >= 18); }
+void ReduceLogSum(const Node& n, Importer& imp) { Reduce(n, imp, "reduce_sum", imp.Opset() >= 18, "", "log"); }
+// log(sum(exp(x))) as m + log(sum(exp(x - m))), m the max over the same
+// axes (kept for the subtraction): the same value without exp's overflow.
+void ReduceLogSumExp(const Node& n, Importer& imp) {
+  onnx::NodeProto p = n.Proto();
+  auto keep = [&](onnx::NodeProto* q, bool k) {
+    for (auto& a : *q->mutable_attribute()) {
+      if (a.name() == "keepdims") {
+        a.set_i(k ? 1 : 0);
+        return;
+      }
+    }
+    auto* a = q->add_attribute();
+    a->set_name("keepdims");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(k ? 1 : 0);
+  };
+  const bool keepdims = n.Int("keepdims", 1) != 0;
+  const std::string m = imp.Temp(n.Output(0)), shifted = imp.Temp(n.Output(0)), e = imp.Temp(n.Output(0)),
+                    lse = imp.Temp(n.Output(0));
+  onnx::NodeProto pm = p;
+  keep(&pm, true);
+  pm.set_output(0, m);
+  ReduceMax(Node(pm), imp);
+  imp.Emit("elementwise_sub", {{"X", {imp.In(n, 0)}}, {"Y", {m}}}, {{"Out", {shifted}}}, {{"axis", -1}});
+  imp.Emit("exp", {{"X", {shifted}}}, {{"Out", {e}}});
+  imp.AddVar(e);
+  onnx::NodeProto ps = p;
+  ps.set_input(0, e);
+  ps.set_output(0, lse);
+  Reduce(Node(ps), imp, "reduce_sum", imp.Opset() >= 18, "", "log");
+  std::string mo = m;
+  if (!keepdims) {
+    mo = imp.Temp(n.Output(0));
+    onnx::NodeProto pk = p;
+    pk.set_output(0, mo);
+    ReduceMax(Node(pk), imp);
+  }
+  imp.Emit("elementwise_add", {{"X", {lse}}, {"Y", {mo}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
 
 void LayerNormalization(const Node& n, Importer& imp) {
   const int64_t rank = imp.RankOf(n, n.Input(0));
@@ -915,23 +1116,115 @@ void LayerNormalization(const Node& n, Importer& imp) {
 
 void Clip(const Node& n, Importer& imp) {
   float lo = -FLT_MAX, hi = FLT_MAX;
+  VarNameMap inputs{{"X", {imp.In(n, 0)}}};
   if (imp.Opset() >= 11) {
-    if (n.HasInput(1)) lo = imp.ConstFloats(n, 1, "min").at(0);
-    if (n.HasInput(2)) hi = imp.ConstFloats(n, 2, "max").at(0);
+    // A bound computed at run time is clip's Min / Max input.
+    for (int i : {1, 2}) {
+      if (!n.HasInput(i)) continue;
+      if (imp.Const(n, i)) {
+        (i == 1 ? lo : hi) = imp.ConstFloats(n, i, i == 1 ? "min" : "max").at(0);
+      } else {
+        inputs[i == 1 ? "Min" : "Max"] = {imp.In(n, i)};
+      }
+    }
   } else {
     lo = n.Float("min", lo);
     hi = n.Float("max", hi);
   }
-  Unary(n, imp, "clip", {{"min", lo}, {"max", hi}});
+  imp.Emit("clip", inputs, {{"Out", {n.Output(0)}}}, {{"min", lo}, {"max", hi}});
 }
 
-void ArgMax(const Node& n, Importer& imp) {
-  if (n.Int("select_last_index", 0) != 0) n.Unsupported("select_last_index");
-  Unary(n, imp, "arg_max", {{"axis", ToInt(n, n.Int("axis", 0), "axis")}, {"keepdims", n.Int("keepdims", 1) != 0}});
+// select_last_index: the first extremum of X reversed along the axis (a
+// gather of d-1, ..., 0) is the last one of X, at d - 1 - its position.
+void ArgExtremum(const Node& n, Importer& imp, const std::string& type) {
+  const int axis = ToInt(n, n.Int("axis", 0), "axis");
+  const AttributeMap attrs{{"axis", axis}, {"keepdims", n.Int("keepdims", 1) != 0}};
+  if (n.Int("select_last_index", 0) == 0) {
+    Unary(n, imp, type, attrs);
+    return;
+  }
+  const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  const int64_t norm = NormAxis(n, axis, static_cast<int64_t>(shape.size()));
+  const int64_t d = shape.at(static_cast<size_t>(norm));
+  if (d < 0) n.Unsupported("select_last_index along a dynamic dim (fix it with --input-shape)");
+  ConstValue rev, last;
+  rev.dtype = last.dtype = DType::kInt64;
+  rev.dims = {d};
+  for (int64_t i = d - 1; i >= 0; --i) rev.data.push_back(i);
+  last.dims = {1};
+  last.data = {static_cast<long double>(d - 1)};
+  const std::string reversed = imp.Temp(n.Output(0)), pos = imp.Temp(n.Output(0));
+  imp.Emit("gather", {{"X", {imp.In(n, 0)}}, {"Index", {imp.ConstVar(ToTensor(rev), "reversed")}}},
+           {{"Out", {reversed}}}, {{"axis", static_cast<int>(norm)}});
+  imp.Emit(type, {{"X", {reversed}}}, {{"Out", {pos}}}, attrs);
+  imp.Emit("elementwise_sub", {{"X", {imp.ConstVar(ToTensor(last), "last")}}, {"Y", {pos}}}, {{"Out", {n.Output(0)}}},
+           {{"axis", -1}});
+}
+void ArgMax(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_max"); }
+void ArgMin(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_min"); }
+
+// Trilu's k is tril_triu's diagonal (a constant: tril_triu has no tensor input for it).
+void Trilu(const Node& n, Importer& imp) {
+  const int64_t k = n.HasInput(1) ? imp.ConstInts(n, 1, "k").at(0) : 0;
+  Unary(n, imp, "tril_triu", {{"diagonal", ToInt(n, k, "k")}, {"lower", n.Int("upper", 1) == 0}});
+}
+
+// Expand to a shape computed at run time, for an input whose dims are known:
+// expand's ExpandTimes is target * m + (1 - m), m = 1 where X's (aligned)
+// dim is 1: a dim of 1 takes the target's, any other dim stays (ONNX lets
+// the target say 1 or the dim itself there).
+bool ExpandRunTime(const Node& n, Importer& imp) {
+  const std::string target = RunTimeInts(n, imp, 1);
+  if (target.empty() || !imp.HasShape(n.Input(0)) || !imp.HasShape(n.Input(1))) return false;
+  std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  const std::vector<int64_t> ts = imp.ShapeOf(n, n.Input(1));
+  if (ts.size() != 1 || ts[0] < 0) return false;
+  const size_t k = static_cast<size_t>(ts[0]);
+  for (int64_t d : shape) {
+    if (d < 0) n.Unsupported("a shape computed at run time for an input with dynamic dims (use --input-shape)");
+  }
+  if (k == 0) {
+    Unary(n, imp, "assign");
+    return true;
+  }
+  std::string x = imp.In(n, 0);
+  if (k > shape.size()) {
+    Ints axes;
+    for (size_t i = 0; i < k - shape.size(); ++i) axes.push_back(static_cast<int>(i));
+    const std::string u = imp.Temp(n.Output(0));
+    imp.Emit("unsqueeze", {{"X", {x}}}, {{"Out", {u}}}, {{"axes", axes}});
+    shape.insert(shape.begin(), k - shape.size(), 1);
+    x = u;
+  }
+  // The target's dims apply to X's last k; X's leading dims are not tiled.
+  // A gather spreads the target over X's rank (nabla's concat is float
+  // only), the leading entries masked to 1.
+  const DType dt = imp.DTypeOf(n, n.Input(1));
+  const size_t r = shape.size();
+  ConstValue index, mask, rest;
+  index.dtype = DType::kInt64;
+  mask.dtype = rest.dtype = dt;
+  index.dims = mask.dims = rest.dims = {static_cast<int64_t>(r)};
+  for (size_t i = 0; i < r; ++i) {
+    const bool tiled = i >= r - k && shape[i] == 1;
+    index.data.push_back(i >= r - k ? static_cast<long double>(i - (r - k)) : 0);
+    mask.data.push_back(tiled ? 1 : 0);
+    rest.data.push_back(tiled ? 0 : 1);
+  }
+  const std::string spread = imp.Temp(n.Output(0)), masked = imp.Temp(n.Output(0)), times = imp.Temp(n.Output(0));
+  imp.Emit("gather", {{"X", {target}}, {"Index", {imp.ConstVar(ToTensor(index), "expand_index")}}}, {{"Out", {spread}}},
+           {{"axis", 0}});
+  imp.Emit("elementwise_mul", {{"X", {spread}}, {"Y", {imp.ConstVar(ToTensor(mask), "expand_mask")}}},
+           {{"Out", {masked}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {masked}}, {"Y", {imp.ConstVar(ToTensor(rest), "expand_rest")}}},
+           {{"Out", {times}}}, {{"axis", -1}});
+  imp.Emit("expand", {{"X", {x}}, {"ExpandTimes", {times}}}, {{"Out", {n.Output(0)}}});
+  return true;
 }
 
 void Expand(const Node& n, Importer& imp) {
-  const std::vector<int64_t> target = imp.ConstInts(n, 1, "the shape (needs expand's ExpandTimes tensor input)");
+  if (ExpandRunTime(n, imp)) return;
+  const std::vector<int64_t> target = imp.ConstInts(n, 1, "the shape");
   std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
   std::string x = imp.In(n, 0);
   // numpy broadcasting: align at the end, then tile the size-1 dims.
@@ -958,11 +1251,16 @@ void Expand(const Node& n, Importer& imp) {
 }
 
 void Tile(const Node& n, Importer& imp) {
+  if (const std::string r = RunTimeInts(n, imp, 1); !r.empty()) {
+    imp.Emit("expand", {{"X", {imp.In(n, 0)}}, {"ExpandTimes", {r}}}, {{"Out", {n.Output(0)}}});
+    return;
+  }
   Unary(n, imp, "expand", {{"expand_times", ToInts(n, imp.ConstInts(n, 1, "repeats"), "repeat")}});
 }
 
 void ConstantOfShape(const Node& n, Importer& imp) {
-  const std::vector<int64_t> shape = imp.ConstInts(n, 0, "the shape (needs fill_constant's ShapeTensor input)");
+  const std::string shape_var = RunTimeInts(n, imp, 0);
+  const std::vector<int64_t> shape = shape_var.empty() ? imp.ConstInts(n, 0, "the shape") : std::vector<int64_t>{};
   float value = 0;
   DType dtype = DType::kFloat32;
   if (const auto* t = n.TensorAttr("value")) {
@@ -971,7 +1269,9 @@ void ConstantOfShape(const Node& n, Importer& imp) {
     dtype = v.dtype;
     if (!v.data.empty()) value = static_cast<float>(v.data[0]);
   }
-  imp.Emit("fill_constant", {}, {{"Out", {n.Output(0)}}},
+  VarNameMap inputs;
+  if (!shape_var.empty()) inputs["ShapeTensor"] = {shape_var};
+  imp.Emit("fill_constant", inputs, {{"Out", {n.Output(0)}}},
            {{"shape", ToInts(n, shape, "dim")}, {"value", value}, {"dtype", std::string(DTypeName(dtype))}});
 }
 
@@ -982,6 +1282,91 @@ void TopK(const Node& n, Importer& imp) {
   const int64_t k = imp.Opset() >= 10 ? imp.ConstInts(n, 1, "k").at(0) : n.Int("k", 1);
   imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
            {{"k", ToInt(n, k, "k")}});
+}
+
+// OneHot: ids (negative ones count from depth) to rows of off values with
+// on at the id, along `axis`: one_hot (ids out of range give rows of
+// zeros, as ONNX's all-off rows), then on * h + off * (1 - h), exact for
+// h in {0, 1}, in values' dtype. A depth computed at run time is
+// one_hot's depth_tensor.
+void OneHot(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  const int64_t axis = NormAxis(n, n.Int("axis", -1), rank + 1);
+  const DType vt = imp.DTypeOf(n, n.Input(2)), it = imp.DTypeOf(n, n.Input(0));
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  auto scalar = [&](DType dt, long double v, const std::string& hint) {
+    ConstValue c;
+    c.dtype = dt;
+    c.dims = {1};
+    c.data = {v};
+    return imp.ConstVar(ToTensor(c), hint);
+  };
+  // The depth: an int64 [1] var (for the wrap of negative ids) and, when
+  // constant, the attribute.
+  std::string depth;
+  int depth_attr = -1;
+  if (const Tensor* t = imp.Const(n, 1)) {
+    const ConstValue c = ToConst(*t);
+    if (c.data.size() != 1)
+      n.Fail(ErrorKind::kInvalidArgument, "depth has " + std::to_string(c.data.size()) + " elements");
+    if (!(c.data[0] >= 1 && c.data[0] <= INT_MAX)) {
+      n.Fail(ErrorKind::kInvalidArgument, "depth " + std::to_string(static_cast<double>(c.data[0])) +
+                                              " is not in [1, " + std::to_string(INT_MAX) + "]");
+    }
+    depth_attr = static_cast<int>(c.data[0]);
+    depth = scalar(DType::kInt64, depth_attr, "depth");
+  } else {
+    const DType dt = imp.DTypeOf(n, n.Input(1));
+    depth = imp.In(n, 1);
+    if (dt != DType::kInt64) {
+      const std::string d = tmp();
+      imp.Emit("cast", {{"X", {depth}}}, {{"Out", {d}}},
+               {{"in_dtype", std::string(DTypeName(dt))}, {"out_dtype", std::string("int64")}});
+      depth = d;
+    }
+    if (imp.RankOf(n, n.Input(1)) == 0) {
+      const std::string d = tmp();
+      imp.Emit("reshape", {{"X", {depth}}}, {{"Out", {d}}}, {{"shape", Ints{1}}});
+      depth = d;
+    }
+  }
+  std::string ids = imp.In(n, 0);
+  if (it != DType::kInt64) {
+    const std::string c = tmp();
+    imp.Emit("cast", {{"X", {ids}}}, {{"Out", {c}}},
+             {{"in_dtype", std::string(DTypeName(it))}, {"out_dtype", std::string("int64")}});
+    ids = c;
+  }
+  const std::string neg = tmp(), negi = tmp(), shift = tmp(), wrapped = tmp(), col = tmp(), hot = tmp();
+  imp.Emit("less_than", {{"X", {ids}}, {"Y", {scalar(DType::kInt64, 0, "zero")}}}, {{"Out", {neg}}}, {{"axis", -1}});
+  imp.Emit("cast", {{"X", {neg}}}, {{"Out", {negi}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string("int64")}});
+  imp.Emit("elementwise_mul", {{"X", {negi}}, {"Y", {depth}}}, {{"Out", {shift}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {ids}}, {"Y", {shift}}}, {{"Out", {wrapped}}}, {{"axis", -1}});
+  imp.Emit("unsqueeze", {{"X", {wrapped}}}, {{"Out", {col}}}, {{"axes", Ints{static_cast<int>(rank)}}});
+  VarNameMap in{{"X", {col}}};
+  if (depth_attr < 0) in["depth_tensor"] = {depth};
+  imp.Emit("one_hot", in, {{"Out", {hot}}},
+           {{"depth", std::max(depth_attr, 1)}, {"dtype", std::string(DTypeName(vt))}, {"allow_out_of_range", true}});
+  // values [off, on].
+  const std::string off = tmp(), on = tmp(), cold = tmp(), a = tmp(), b = tmp();
+  const std::string out = axis == rank ? n.Output(0) : tmp();
+  imp.Emit("slice", {{"Input", {imp.In(n, 2)}}}, {{"Out", {off}}},
+           {{"axes", Ints{0}}, {"starts", Ints{0}}, {"ends", Ints{1}}});
+  imp.Emit("slice", {{"Input", {imp.In(n, 2)}}}, {{"Out", {on}}},
+           {{"axes", Ints{0}}, {"starts", Ints{1}}, {"ends", Ints{2}}});
+  imp.Emit("elementwise_sub", {{"X", {scalar(vt, 1, "one")}}, {"Y", {hot}}}, {{"Out", {cold}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {hot}}, {"Y", {on}}}, {{"Out", {a}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {cold}}, {"Y", {off}}}, {{"Out", {b}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {a}}, {"Y", {b}}}, {{"Out", {out}}}, {{"axis", -1}});
+  if (axis == rank) return;
+  // The class dim from last to `axis`.
+  Ints perm;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i == axis) perm.push_back(static_cast<int>(rank));
+    perm.push_back(static_cast<int>(i));
+  }
+  imp.Emit("transpose", {{"X", {out}}}, {{"Out", {n.Output(0)}}}, {{"axis", perm}});
 }
 
 // PyTorch writes a Pad of zeros before some poolings: that one is a copy.
@@ -1093,25 +1478,34 @@ void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
 const std::map<std::string, Converter>& Table() {
   static const std::map<std::string, Converter> kTable = {
       {"Abs", Abs},
+      {"Acos", Acos},
       {"Add", Add},
       {"And", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_and"); }},
       {"ArgMax", ArgMax},
+      {"ArgMin", ArgMin},
+      {"Asin", Asin},
+      {"Atan", Atan},
       {"AveragePool", AveragePool},
       {"BatchNormalization", BatchNormalization},
       {"Cast", Cast},
       {"CastLike", CastLike},
+      {"Ceil", Ceil},
+      {"Celu", Celu},
       {"Clip", Clip},
       {"Concat", Concat},
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
+      {"Cos", Cos},
       {"Div", Div},
       {"Dropout", Dropout},
+      {"Elu", Elu},
       {"Equal", [](const Node& n, Importer& imp) { Compare(n, imp, "equal"); }},
       {"Exp", Exp},
       {"Expand", Expand},
       {"Flatten", Flatten},
-      {"Gather", Gather},
+      {"Floor", Floor},
       {"GRU", GRU},
+      {"Gather", Gather},
       {"Gelu", Gelu},
       {"Gemm", Gemm},
       {"GlobalAveragePool", GlobalAveragePool},
@@ -1133,35 +1527,52 @@ const std::map<std::string, Converter>& Table() {
       {"MaxPool", MaxPool},
       {"Mean", Mean},
       {"Min", Min},
+      {"Mish", Mish},
       {"Mul", Mul},
       {"Neg", Neg},
       {"NegativeLogLikelihoodLoss", NegativeLogLikelihoodLoss},
       {"Not", Not},
+      {"OneHot", OneHot},
       {"Or", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_or"); }},
+      {"PRelu", PRelu},
       {"Pad", Pad},
       {"Pow", Pow},
       {"RNN", RNN},
       {"Reciprocal", Reciprocal},
-      {"ReduceMean", ReduceMean},
       {"ReduceL1", ReduceL1},
       {"ReduceL2", ReduceL2},
+      {"ReduceLogSum", ReduceLogSum},
+      {"ReduceLogSumExp", ReduceLogSumExp},
+      {"ReduceMax", ReduceMax},
+      {"ReduceMean", ReduceMean},
+      {"ReduceMin", ReduceMin},
+      {"ReduceProd", ReduceProd},
       {"ReduceSum", ReduceSum},
       {"ReduceSumSquare", ReduceSumSquare},
       {"Relu", Relu},
       {"Reshape", Reshape},
+      {"Round", Round},
+      {"Selu", Selu},
+      {"Shrink", Shrink},
       {"Sigmoid", Sigmoid},
+      {"Sin", Sin},
       {"Slice", Slice},
       {"Softmax", Softmax},
       {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss},
+      {"Softplus", Softplus},
+      {"Softsign", Softsign},
       {"Split", Split},
       {"Sqrt", Sqrt},
       {"Squeeze", Squeeze},
       {"Sub", Sub},
       {"Sum", Sum},
+      {"Tan", Tan},
       {"Tanh", Tanh},
+      {"ThresholdedRelu", ThresholdedRelu},
       {"Tile", Tile},
       {"TopK", TopK},
       {"Transpose", Transpose},
+      {"Trilu", Trilu},
       {"Unsqueeze", Unsqueeze},
       {"Xor", [](const Node& n, Importer& imp) { Logical(n, imp, "logical_xor"); }},
   };
@@ -1171,24 +1582,15 @@ const std::map<std::string, Converter>& Table() {
 // ONNX ops the importer knows but cannot convert yet, with what they need.
 const std::map<std::string, std::string>& Missing() {
   static const std::map<std::string, std::string> kMissing = {
-      {"Acos", "needs nabla op acos"},
       {"Acosh", "needs nabla op acosh"},
-      {"ArgMin", "needs nabla op arg_min"},
-      {"Asin", "needs nabla op asin"},
       {"Asinh", "needs nabla op asinh"},
-      {"Atan", "needs nabla op atan"},
       {"Atanh", "needs nabla op atanh"},
-      {"Ceil", "needs nabla op ceil"},
-      {"Celu", "needs nabla op celu"},
       {"ConvTranspose", "needs nabla op conv2d_transpose"},
-      {"Cos", "needs nabla op cos"},
       {"Cosh", "needs nabla op cosh"},
       {"CumSum", "needs nabla op cumsum"},
       {"DepthToSpace", "needs nabla op depth_to_space"},
       {"Einsum", "needs nabla op einsum"},
-      {"Elu", "needs nabla op elu"},
       {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
-      {"Floor", "needs nabla op floor"},
       {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
@@ -1197,33 +1599,18 @@ const std::map<std::string, std::string>& Missing() {
       {"LRN", "needs nabla op lrn"},
       {"Loop", "needs the while lowering"},
       {"MaxUnpool", "needs nabla op unpool"},
-      {"Mish", "needs nabla op mish"},
       {"Mod", "needs nabla op elementwise_mod"},
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
-      {"OneHot", "needs nabla op one_hot_v2 (values input)"},
-      {"PRelu", "needs nabla op prelu"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
-      {"ReduceLogSumExp", "needs nabla op logsumexp"},
-      {"ReduceMax", "needs nabla op reduce_max"},
-      {"ReduceMin", "needs nabla op reduce_min"},
-      {"ReduceProd", "needs nabla op reduce_prod"},
       {"Resize", "needs nabla op interpolate"},
-      {"Round", "needs nabla op round"},
       {"Scan", "needs the while lowering"},
       {"ScatterElements", "needs nabla op put_along_axis"},
       {"ScatterND", "needs nabla op scatter_nd_add"},
-      {"Selu", "needs nabla op selu"},
       {"Shape", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
       {"Sign", "needs nabla op sign"},
-      {"Sin", "needs nabla op sin"},
       {"Sinh", "needs nabla op sinh"},
       {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
-      {"Softplus", "needs nabla op softplus"},
-      {"Softsign", "needs nabla op softsign"},
       {"SpaceToDepth", "needs nabla op space_to_depth"},
-      {"Tan", "needs nabla op tan"},
-      {"ThresholdedRelu", "needs nabla op thresholded_relu"},
-      {"Trilu", "needs nabla op tril_triu"},
       {"Upsample", "needs nabla op interpolate"},
       {"Where", "needs nabla op where (folded when its inputs are constants)"},
   };

@@ -305,7 +305,42 @@ void ExportDropout(ExportContext& c) {
   }
 }
 
+// ---- tensor-valued attribute inputs (docs/tensor-attributes.md) ------------
+
+// `var` as int64 (ONNX's shapes, bounds and repeats are int64 tensors).
+std::string AsInt64(ExportContext& c, const std::string& var) {
+  if (c.DTypeOf(var) == DType::kInt64) return var;
+  const std::string out = c.Temp(var + "_i64");
+  c.AddNode("Cast", {var}, {out}, {{"to", int64_t(onnx::TensorProto::INT64)}});
+  return out;
+}
+
+// An int list attribute's run-time value: the 1-D slot, else the list slot
+// (one-element tensors, concatenated), in the op's precedence; "" when
+// neither is given.
+std::string IntListInput(ExportContext& c, const std::string& tensor_slot, const std::string& list_slot,
+                         bool list_first = false) {
+  const auto& t = c.Op().Input(tensor_slot);
+  const auto& list = c.Op().Input(list_slot);
+  auto from_list = [&] {
+    std::vector<std::string> parts;
+    for (const auto& v : list) parts.push_back(AsInt64(c, v));
+    const std::string out = c.Temp(list_slot);
+    c.AddNode("Concat", parts, {out}, {{"axis", int64_t(0)}});
+    return out;
+  };
+  if (list_first && !list.empty()) return from_list();
+  if (!t.empty()) return AsInt64(c, t[0]);
+  if (!list.empty()) return from_list();
+  return "";
+}
+
+void NoTensorInput(ExportContext& c, const std::string& slot) {
+  if (!c.Op().Input(slot).empty()) c.Fail("input " + slot + " (a run-time " + slot + " has no ONNX attribute form)");
+}
+
 void ExportScale(ExportContext& c) {
+  NoTensorInput(c, "ScaleTensor");
   const std::string x = In(c, "X"), out = Out(c, "Out");
   const float s = A<float>(c, "scale"), b = A<float>(c, "bias");
   if (b == 0.0f) {
@@ -323,8 +358,14 @@ void ExportScale(ExportContext& c) {
 }
 
 void ExportReshape(ExportContext& c) {
-  const std::vector<int> s = A<std::vector<int>>(c, "shape");
-  c.AddNode("Reshape", {In(c, "X"), c.AddInt64s(I64(s), {static_cast<int64_t>(s.size())})}, {Out(c, "Out")});
+  // Paddle's list ShapeTensor wins over Shape; the 0 and -1 mean in ONNX
+  // (allowzero 0) what they mean in Paddle.
+  std::string shape = IntListInput(c, "Shape", "ShapeTensor", true);
+  if (shape.empty()) {
+    const std::vector<int> s = A<std::vector<int>>(c, "shape");
+    shape = c.AddInt64s(I64(s), {static_cast<int64_t>(s.size())});
+  }
+  c.AddNode("Reshape", {In(c, "X"), shape}, {Out(c, "Out")});
 }
 
 void ExportSlice(ExportContext& c) {
@@ -333,10 +374,11 @@ void ExportSlice(ExportContext& c) {
   const int64_t n = static_cast<int64_t>(axes.size());
   const std::string out = Out(c, "Out");
   const std::string s = dec.empty() ? out : c.Temp(out);
-  c.AddNode("Slice",
-            {In(c, "Input"), c.AddInt64s(I64(A<std::vector<int>>(c, "starts")), {n}),
-             c.AddInt64s(I64(A<std::vector<int>>(c, "ends")), {n}), c.AddInt64s(axes, {n})},
-            {s});
+  std::string starts = IntListInput(c, "StartsTensor", "StartsTensorList");
+  std::string ends = IntListInput(c, "EndsTensor", "EndsTensorList");
+  if (starts.empty()) starts = c.AddInt64s(I64(A<std::vector<int>>(c, "starts")), {n});
+  if (ends.empty()) ends = c.AddInt64s(I64(A<std::vector<int>>(c, "ends")), {n});
+  c.AddNode("Slice", {In(c, "Input"), starts, ends, c.AddInt64s(axes, {n})}, {s});
   if (!dec.empty()) {
     if (dec.size() == c.ShapeOf(In(c, "Input")).size()) c.Fail("decrease_axis removing every dim (Paddle gives [1])");
     c.AddNode("Squeeze", {s, c.AddInt64s(dec, {static_cast<int64_t>(dec.size())})}, {out});
@@ -381,7 +423,12 @@ void ExportUnsqueeze(ExportContext& c) {
 
 void ExportSplit(ExportContext& c) {
   const auto& outs = c.Op().Output("Out");
+  NoTensorInput(c, "AxisTensor");
   const int axis = A<int>(c, "axis");
+  if (const std::string t = IntListInput(c, "", "SectionsTensorList"); !t.empty()) {
+    c.AddNode("Split", {In(c, "X"), t}, outs, {{"axis", int64_t(axis)}});
+    return;
+  }
   std::vector<int64_t> sections = I64(A<std::vector<int>>(c, "sections"));
   if (sections.empty()) {
     c.AddNode("Split", {In(c, "X")}, outs, {{"axis", int64_t(axis)}});
@@ -419,7 +466,16 @@ void ExportCast(ExportContext& c) {
 
 void ExportClip(ExportContext& c) {
   const std::string x = In(c, "X");
-  c.AddNode("Clip", {x, ScalarLike(c, x, A<float>(c, "min")), ScalarLike(c, x, A<float>(c, "max"))}, {Out(c, "Out")});
+  // A run-time bound ([1], float32 or float64) becomes a scalar of X's dtype.
+  auto bound = [&](const std::string& slot, const std::string& attr) {
+    const auto& v = c.Op().Input(slot);
+    if (v.empty()) return ScalarLike(c, x, A<float>(c, attr));
+    const std::string scalar = c.Temp(v[0] + "_scalar"), cast = c.Temp(v[0] + "_cast");
+    c.AddNode("Reshape", {v[0], c.AddInt64s({}, {0})}, {scalar});
+    c.AddNode("Cast", {scalar}, {cast}, {{"to", int64_t(DTypeToOnnx(c.DTypeOf(x)))}});
+    return cast;
+  };
+  c.AddNode("Clip", {x, bound("Min", "min"), bound("Max", "max")}, {Out(c, "Out")});
 }
 
 void ExportGelu(ExportContext& c) {
@@ -473,13 +529,14 @@ void ExportFillConstant(ExportContext& c) {
   DType d;
   ParseDType(A<std::string>(c, "dtype"), &d);
   const auto shape = I64(A<std::vector<int>>(c, "shape"));
-  onnx::TensorProto t;
-  const std::string dims = c.AddInt64s(shape, {static_cast<int64_t>(shape.size())});
+  std::string dims = IntListInput(c, "ShapeTensor", "ShapeTensorList");
+  if (dims.empty()) dims = c.AddInt64s(shape, {static_cast<int64_t>(shape.size())});
   // ConstantOfShape's value attribute is a one-element tensor.
   const float v = A<float>(c, "value");
-  const std::string one = d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool
-                              ? c.AddInt64s({static_cast<int64_t>(v)}, {1})
-                              : c.AddFloats({v}, {1});
+  std::string one = d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool
+                        ? c.AddInt64s({static_cast<int64_t>(v)}, {1})
+                        : c.AddFloats({v}, {1});
+  if (const auto& vt = c.Op().Input("ValueTensor"); !vt.empty()) one = vt[0];
   const std::string filled = c.Temp("filled");
   c.AddNode("Expand", {one, dims}, {filled});
   c.AddNode("Cast", {filled}, {Out(c, "Out")}, {{"to", int64_t(DTypeToOnnx(d))}});
@@ -493,7 +550,7 @@ void ExportLookupTable(ExportContext& c) {
   c.AddNode("Gather", {In(c, "W"), s}, {Out(c, "Out")}, {{"axis", int64_t(0)}});
 }
 
-void ExportArgMax(ExportContext& c) {
+void ExportArgExtremum(ExportContext& c, const std::string& type) {
   std::string x = In(c, "X");
   int64_t axis = A<int>(c, "axis");
   if (A<bool>(c, "flatten")) {
@@ -502,11 +559,99 @@ void ExportArgMax(ExportContext& c) {
     x = f;
     axis = 0;
     if (!A<bool>(c, "keepdims")) {
-      c.AddNode("ArgMax", {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(1)}});
+      c.AddNode(type, {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(1)}});
       return;
     }
   }
-  c.AddNode("ArgMax", {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(A<bool>(c, "keepdims"))}});
+  c.AddNode(type, {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(A<bool>(c, "keepdims"))}});
+}
+
+// The activations that have no ONNX op of the same formula, as short chains.
+void ExportElu(ExportContext& c) {
+  // ONNX's Elu is alpha (e^x - 1) below 0 for any alpha; nabla's is
+  // min(0, alpha (e^x - 1)), the same for alpha >= 0 only.
+  const float alpha = A<float>(c, "alpha");
+  if (alpha < 0) c.Fail("alpha " + std::to_string(alpha) + " below 0 (ONNX's Elu has no min(0, ...))");
+  UnaryAs(c, "Elu", {{"alpha", alpha}});
+}
+
+void ExportSoftplus(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const float beta = A<float>(c, "beta"), threshold = A<float>(c, "threshold");
+  // Above a threshold of 20 the linear part differs from ln(1 + e^x) by
+  // < e^-20: ONNX's Softplus (of beta x, over beta) is the op; below it
+  // the switch to x is a Where.
+  if (beta == 1.0f && threshold >= 20.0f) {
+    c.AddNode("Softplus", {x}, {out});
+    return;
+  }
+  const std::string bx = c.Temp(out), sp = c.Temp(out), d = threshold >= 20.0f ? out : c.Temp(out);
+  c.AddNode("Mul", {x, ScalarLike(c, x, beta)}, {bx});
+  c.AddNode("Softplus", {bx}, {sp});
+  c.AddNode("Div", {sp, ScalarLike(c, x, beta)}, {d});
+  if (threshold >= 20.0f) return;
+  const std::string above = c.Temp(out);
+  c.AddNode("Greater", {bx, ScalarLike(c, x, threshold)}, {above});
+  c.AddNode("Where", {above, x, d}, {out});
+}
+
+void ExportHardSwish(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const std::string shifted = c.Temp(out), clipped = c.Temp(out), prod = c.Temp(out);
+  c.AddNode("Add", {x, ScalarLike(c, x, A<float>(c, "offset"))}, {shifted});
+  c.AddNode("Clip", {shifted, ScalarLike(c, x, 0.0), ScalarLike(c, x, A<float>(c, "threshold"))}, {clipped});
+  c.AddNode("Mul", {x, clipped}, {prod});
+  c.AddNode("Div", {prod, ScalarLike(c, x, A<float>(c, "scale"))}, {out});
+}
+
+void ExportSwish(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const std::string bx = c.Temp(out), s = c.Temp(out);
+  c.AddNode("Mul", {x, ScalarLike(c, x, A<float>(c, "beta"))}, {bx});
+  c.AddNode("Sigmoid", {bx}, {s});
+  c.AddNode("Mul", {x, s}, {out});
+}
+
+// log sigmoid(x) = -softplus(-x).
+void ExportLogSigmoid(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const std::string n = c.Temp(out), sp = c.Temp(out);
+  c.AddNode("Neg", {x}, {n});
+  c.AddNode("Softplus", {n}, {sp});
+  c.AddNode("Neg", {sp}, {out});
+}
+
+void ExportTanhShrink(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out"), t = c.Temp(out);
+  c.AddNode("Tanh", {x}, {t});
+  c.AddNode("Sub", {x, t}, {out});
+}
+
+// nabla's round takes halves away from zero, ONNX's Round to even:
+// s * (t + (|x| - t >= 1/2)), t = floor(|x|), s = 1 - 2 (x < 0) (Sign
+// would give 0 at 0, losing -0), exact where floor(|x| + 1/2) is not
+// (0.49999997 + 0.5 rounds up to 1).
+void ExportRound(ExportContext& c) {
+  const std::string x = In(c, "X"), out = Out(c, "Out");
+  const int64_t to = DTypeToOnnx(c.DTypeOf(x));
+  const std::string a = c.Temp(out), t = c.Temp(out), d = c.Temp(out), up = c.Temp(out), upf = c.Temp(out),
+                    r = c.Temp(out), neg = c.Temp(out), negf = c.Temp(out), twice = c.Temp(out), sign = c.Temp(out);
+  c.AddNode("Abs", {x}, {a});
+  c.AddNode("Floor", {a}, {t});
+  c.AddNode("Sub", {a, t}, {d});
+  c.AddNode("GreaterOrEqual", {d, ScalarLike(c, x, 0.5)}, {up});
+  c.AddNode("Cast", {up}, {upf}, {{"to", to}});
+  c.AddNode("Add", {t, upf}, {r});
+  c.AddNode("Less", {x, ScalarLike(c, x, 0.0)}, {neg});
+  c.AddNode("Cast", {neg}, {negf}, {{"to", to}});
+  c.AddNode("Mul", {negf, ScalarLike(c, x, 2.0)}, {twice});
+  c.AddNode("Sub", {ScalarLike(c, x, 1.0), twice}, {sign});
+  c.AddNode("Mul", {sign, r}, {out});
+}
+
+void ExportTrilTriu(ExportContext& c) {
+  c.AddNode("Trilu", {In(c, "X"), c.AddInt64s({A<int>(c, "diagonal")}, {})}, {Out(c, "Out")},
+            {{"upper", int64_t(!A<bool>(c, "lower"))}});
 }
 
 void ExportTopK(ExportContext& c) {
@@ -544,6 +689,15 @@ std::map<std::string, OpExporter>& ExporterTable() {
     unary("abs", "Abs");
     unary("assign", "Identity");
     unary("logical_not", "Not");
+    unary("sin", "Sin");
+    unary("cos", "Cos");
+    unary("atan", "Atan");
+    unary("asin", "Asin");
+    unary("acos", "Acos");
+    unary("ceil", "Ceil");
+    unary("floor", "Floor");
+    unary("reciprocal", "Reciprocal");
+    unary("softsign", "Softsign");
     auto binary = [&](const std::string& op, const std::string& onnx) {
       t[op] = [onnx](ExportContext& c) { Binary(c, onnx); };
     };
@@ -569,12 +723,17 @@ std::map<std::string, OpExporter>& ExporterTable() {
     t["flatten"] = [](ExportContext& c) { UnaryAs(c, "Flatten", {{"axis", int64_t(A<int>(c, "axis"))}}); };
     t["transpose"] = [](ExportContext& c) { UnaryAs(c, "Transpose", {{"perm", I64(A<std::vector<int>>(c, "axis"))}}); };
     t["concat"] = [](ExportContext& c) {
+      NoTensorInput(c, "AxisTensor");
       c.AddNode("Concat", c.Op().Input("X"), {Out(c, "Out")}, {{"axis", int64_t(A<int>(c, "axis"))}});
     };
     t["sum"] = [](ExportContext& c) { c.AddNode("Sum", c.Op().Input("X"), {Out(c, "Out")}); };
     t["expand"] = [](ExportContext& c) {
-      const auto times = I64(A<std::vector<int>>(c, "expand_times"));
-      c.AddNode("Tile", {In(c, "X"), c.AddInt64s(times, {static_cast<int64_t>(times.size())})}, {Out(c, "Out")});
+      std::string times = IntListInput(c, "ExpandTimes", "expand_times_tensor");
+      if (times.empty()) {
+        const auto v = I64(A<std::vector<int>>(c, "expand_times"));
+        times = c.AddInt64s(v, {static_cast<int64_t>(v.size())});
+      }
+      c.AddNode("Tile", {In(c, "X"), times}, {Out(c, "Out")});
     };
     t["mul"] = ExportMul;
     t["matmul"] = ExportMatmul;
@@ -598,7 +757,44 @@ std::map<std::string, OpExporter>& ExporterTable() {
     t["mean"] = ExportMean;
     t["fill_constant"] = ExportFillConstant;
     t["lookup_table"] = ExportLookupTable;
-    t["arg_max"] = ExportArgMax;
+    t["arg_max"] = [](ExportContext& c) { ExportArgExtremum(c, "ArgMax"); };
+    t["arg_min"] = [](ExportContext& c) { ExportArgExtremum(c, "ArgMin"); };
+    t["reduce_max"] = [](ExportContext& c) { ExportReduce(c, "ReduceMax"); };
+    t["reduce_min"] = [](ExportContext& c) { ExportReduce(c, "ReduceMin"); };
+    t["reduce_prod"] = [](ExportContext& c) { ExportReduce(c, "ReduceProd"); };
+    t["elu"] = ExportElu;
+    t["softplus"] = ExportSoftplus;
+    t["hard_swish"] = ExportHardSwish;
+    t["swish"] = ExportSwish;
+    t["logsigmoid"] = ExportLogSigmoid;
+    t["tanh_shrink"] = ExportTanhShrink;
+    t["tril_triu"] = ExportTrilTriu;
+    t["round"] = ExportRound;
+    t["rsqrt"] = [](ExportContext& c) {
+      const std::string s = c.Temp(Out(c, "Out"));
+      c.AddNode("Sqrt", {In(c, "X")}, {s});
+      c.AddNode("Reciprocal", {s}, {Out(c, "Out")});
+    };
+    t["pow"] = [](ExportContext& c) {
+      const std::string x = In(c, "X");
+      c.AddNode("Pow", {x, ScalarLike(c, x, A<float>(c, "factor"))}, {Out(c, "Out")});
+    };
+    t["thresholded_relu"] = [](ExportContext& c) {
+      UnaryAs(c, "ThresholdedRelu", {{"alpha", A<float>(c, "threshold")}});
+    };
+    t["hard_shrink"] = [](ExportContext& c) {
+      UnaryAs(c, "Shrink", {{"lambd", A<float>(c, "threshold")}, {"bias", 0.0f}});
+    };
+    t["softshrink"] = [](ExportContext& c) {
+      UnaryAs(c, "Shrink", {{"lambd", A<float>(c, "lambda")}, {"bias", A<float>(c, "lambda")}});
+    };
+    t["hard_sigmoid"] = [](ExportContext& c) {
+      UnaryAs(c, "HardSigmoid", {{"alpha", A<float>(c, "slope")}, {"beta", A<float>(c, "offset")}});
+    };
+    t["relu6"] = [](ExportContext& c) {
+      const std::string x = In(c, "X");
+      c.AddNode("Clip", {x, ScalarLike(c, x, 0.0), ScalarLike(c, x, A<float>(c, "threshold"))}, {Out(c, "Out")});
+    };
     t["top_k"] = ExportTopK;
     t["softmax_with_cross_entropy"] = ExportSoftmaxCrossEntropy;
     return t;

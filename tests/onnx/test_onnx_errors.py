@@ -34,10 +34,10 @@ def import_fails(tmp_path, path, *extra):
 
 
 def test_op_without_converter_names_node_and_op(tmp_path):
-    m = model([helper.make_node("Sin", ["x"], ["y"], name="the_sin")], [f32("x", [3])], [f32("y", [3])])
+    m = model([helper.make_node("Sinh", ["x"], ["y"], name="the_sinh")], [f32("x", [3])], [f32("y", [3])])
     onnx.save(m, tmp_path / "m.onnx")
     err = import_fails(tmp_path, tmp_path / "m.onnx")
-    assert "node 'the_sin' (Sin)" in err and "needs nabla op sin" in err
+    assert "node 'the_sinh' (Sinh)" in err and "needs nabla op sinh" in err
 
 
 def test_attribute_value_without_converter(tmp_path):
@@ -109,3 +109,13 @@ blocks:
     p = onnx_util.run("export", program, "-o", tmp_path / "m.onnx", check=False)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "fill_zeros_like" in p.stderr, p.stderr
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_one_hot_depth_out_of_range(tmp_path):
+    depth = numpy_helper.from_array(np.array(0.0, np.float32), "depth")
+    values = numpy_helper.from_array(np.array([0, 1], np.float32), "values")
+    m = model([helper.make_node("OneHot", ["ids", "depth", "values"], ["y"], name="hot")],
+              [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])], [f32("y", [3, 0])], [depth, values])
+    onnx.save(m, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "node 'hot' (OneHot)" in err and "depth 0" in err, err

@@ -94,7 +94,35 @@ def gru():
     return LastStep(torch.nn.GRU, batch_first=True), (2, 4, 5)
 
 
-@pytest.mark.parametrize("build", [mlp, cnn, conv1d, padded_pools, transformer, lstm, gru])
+class Activations(torch.nn.Module):
+    """The activations, reductions and elementwise math PyTorch writes as
+    their own ONNX ops (Elu, Softplus, HardSwish, Celu, Selu, PRelu with a
+    trained slope, ReduceMax/Min, ReduceLogSumExp, Trilu, Sin, Atan, Floor)
+    and Mish as Softplus and Tanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(10, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        self.prelu = torch.nn.PReLU(16)
+        with torch.no_grad():
+            self.prelu.weight.uniform_(0.05, 0.5)
+
+    def forward(self, x):
+        f = torch.nn.functional
+        h = f.hardswish(f.softplus(self.fc2(f.elu(self.fc1(x), 0.7))))
+        h = f.mish(self.fc3(h)) * 2
+        return torch.cat([
+            h.amax(-1, keepdim=True), h.amin(-1, keepdim=True), torch.logsumexp(h, -1, keepdim=True),
+            f.softsign(h), f.celu(h, 1.3), self.prelu(h), f.selu(h), torch.sin(h), torch.atan(h), torch.floor(h * 3),
+            torch.tril(h.reshape(4, 4, 4), -1).reshape(4, 16)
+        ], -1)
+
+
+def activations():
+    return Activations(), (4, 10)
+
+
+@pytest.mark.parametrize("build", [mlp, cnn, conv1d, padded_pools, transformer, lstm, gru, activations])
 def test_torch_model(build, tmp_path):
     torch.manual_seed(7)
     model, shape = build()
@@ -171,3 +199,31 @@ def test_dynamic_batch_without_input_shape(tmp_path):
         x = torch.randn(batch, 1, 7, 7)
         got = onnx_util.exec_program(program, {"x": x.numpy()}, ["y"], tmp_path / f"b{batch}", weights=weights)
         np.testing.assert_allclose(got["y"], model(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+class OneHotLoss(torch.nn.Module):
+    """F.one_hot of int64 labels (ONNX's OneHot, values [0, 1] in int64) in
+    a hand-written cross entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 5)
+
+    def forward(self, x, labels):
+        hot = torch.nn.functional.one_hot(labels, 5).float()
+        return -(hot * torch.log_softmax(self.fc(x), -1)).sum(-1).mean()
+
+
+def test_one_hot_labels(tmp_path):
+    torch.manual_seed(5)
+    model = OneHotLoss()
+    x, labels = torch.randn(4, 6), torch.tensor([0, 4, 2, 1])
+    torch.onnx.export(model, (x, labels), tmp_path / "m.onnx", input_names=["x", "labels"], output_names=["loss"],
+                      opset_version=17)
+    program, weights = onnx_util.import_model(tmp_path / "m.onnx", tmp_path)
+    loss = model(x, labels)
+    loss.backward()
+    got = onnx_util.exec_program(program, {"x": x.numpy(), "labels": labels.numpy()}, ["loss", "fc.weight@GRAD"],
+                                 tmp_path / "run", weights=weights, extra=["--backward", "loss"])
+    np.testing.assert_allclose(got["loss"].reshape(()), loss.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(got["fc.weight@GRAD"], model.fc.weight.grad.numpy(), rtol=1e-4, atol=1e-6)
