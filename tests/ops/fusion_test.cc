@@ -185,6 +185,59 @@ TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
   }
 }
 
+// Net with its first layer's tanh replaced by `act` (a flow-mapping op
+// tail, say "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}, attrs: ...")
+// and softmax + cross_entropy by softmax_with_cross_entropy, so the only
+// fusions left are the bias-add + activation ones.
+ProgramDesc NetWithFirstActivation(DType dtype, const std::string& act) {
+  std::string text = kNet;
+  if (dtype == DType::kFloat32)
+    for (size_t at; (at = text.find("float64")) != std::string::npos;) text.replace(at, 7, "float32");
+  const std::string tanh = "tanh, inputs: {X: [pre0]}, outputs: {Out: [h0]}";
+  text.replace(text.find(tanh), tanh.size(), act);
+  ProgramDesc p = ParseProgram(text, "net.yaml");
+  BlockDesc& b = *p.Root();
+  b.RemoveOps(11, 13);
+  b.InsertOp(11, std::make_unique<OpDesc>("softmax_with_cross_entropy",
+                                          VarNameMap{{"Logits", {"logits"}}, {"Label", {"label"}}},
+                                          VarNameMap{{"Softmax", {"prob"}}, {"Loss", {"ce"}}}, AttributeMap{}));
+  FillDefaultAttrs(*b.Op(11), *CurrentRegistry());
+  return p;
+}
+
+// Bias + gelu (erf form) fuses as bias + tanh does, and the fused kernels
+// compute what gelu and gelu_grad compute on the sum: float32 bit for bit
+// (the same vector code), float64 too (the same scalar formulas).
+TEST(Fusion, BiasGeluIsFusedAndBitIdentical) {
+  const std::string gelu = "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}";
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    ProgramDesc unfused = NetWithFirstActivation(dtype, gelu);
+    ProgramDesc fused = NetWithFirstActivation(dtype, gelu);
+    ASSERT_EQ(FuseOps(fused, {"loss"}), 3u);
+    const OpDesc& op = *fused.Root()->Op(1);
+    ASSERT_EQ(op.Type(), "fused_elemwise_activation");
+    EXPECT_EQ(op.Attr<std::vector<std::string>>("functor_list"), (std::vector<std::string>{"gelu", "elementwise_add"}));
+    VerifyProgram(fused, *CurrentRegistry());
+    auto want = LossAndGrads(unfused, dtype);
+    auto got = LossAndGrads(fused, dtype);
+    ASSERT_EQ(want.size(), 9u);
+    for (const auto& [name, w] : want) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(got[name].v, w.v);
+    }
+  }
+}
+
+// fused_elemwise_activation has no tanh-form gelu: such a gelu stays.
+TEST(Fusion, LeavesTheTanhFormOfGeluAlone) {
+  ProgramDesc p = NetWithFirstActivation(DType::kFloat32,
+                                         "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}, attrs: {approximate: true}");
+  EXPECT_EQ(FuseOps(p, {"loss"}), 2u);
+  EXPECT_EQ(OpTypes(p)[1], "elementwise_add");
+  EXPECT_EQ(OpTypes(p)[2], "gelu");
+}
+
 // ----------------------------------------------------------- after the backward part (FuseGradOps)
 
 // Three unrolled steps of h = tanh(x * wx + h * wh): wh's gradient ops

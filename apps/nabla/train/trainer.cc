@@ -475,8 +475,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   };
 
   if (!progress.Quiet()) {
-    out << "training " << (c.program_path.empty() ? c.path : c.program_path) << ": " << n << " samples, " << batches
-        << " batches of " << bs << " per epoch";
+    out << "training " << (c.program_path.empty() ? c.path : c.program_path) << ": " << n << " samples";
+    if (n < train.data.Size()) out << " of " << train.data.Size();
+    out << ", " << batches << " batches of " << bs << " per epoch";
     if (eval) out << ", " << eval->data.Size() << " eval samples";
     out << ", " << c.optimizer.type << " lr " << c.optimizer.lr << ", " << tp.param_grads.size() << " parameters, "
         << c.executor << " executor";
