@@ -956,6 +956,18 @@ def attention_cases(rng):
                       ("Beta1PowOut", "Beta1Pow"), ("Beta2PowOut", "Beta2Pow")])
 
 
+def gpt_cases(rng):
+    # Bias + gelu (erf form) fused as fused_elemwise_activation, against
+    # PyTorch's exact gelu of the broadcast sum.
+    for name, xs, ys, axis in (("fused_add_gelu_bias", (3, 4), (4,), 1),
+                               ("fused_add_gelu_rank3_bias", (2, 3, 5), (5,), -1)):
+        x, y = fl(rng, xs, -3, 3), fl(rng, ys, -1, 1)
+        bx, by = paddle_broadcast(x, y, axis)
+        out = torch.nn.functional.gelu(torch.from_numpy(bx + by)).numpy()
+        case(name, "fused_elemwise_activation", [("X", "", x), ("Y", "", y)],
+             {"axis": axis, "functor_list": ["gelu", "elementwise_add"]}, [("Out", "", out)])
+
+
 def main():
     math_cases(np.random.default_rng(20261125))
     shape_cases(np.random.default_rng(20261124))
@@ -966,6 +978,7 @@ def main():
     semantics_cases(np.random.default_rng(20261130))
     unary_cases(np.random.default_rng(20261131))
     attention_cases(np.random.default_rng(20261132))
+    gpt_cases(np.random.default_rng(20261133))
     write_inc()
     return 0
 

@@ -253,11 +253,13 @@ Command ExecCommand() {
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
-  c.Flag("--fuse", &opts->fuse,
-         "On the cpu, run the fusion passes: bias-add + activation, batch_norm + relu and softmax + cross entropy "
-         "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
-         "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
-         "run the program as it is");
+  c.Flag(
+      "--fuse", &opts->fuse,
+      "On the cpu, run the fusion passes: bias-add + activation (gelu too), batch_norm + relu, softmax + cross entropy "
+      "and attention written with matmul + softmax into flash_attn "
+      "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
+      "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
+      "run the program as it is");
   c.Option("--precision", &opts->precision,
            "fp32 (default) or bf16: mixed precision, casts inserted around bf16 ops (before any backward part)",
            "fp32|bf16");
