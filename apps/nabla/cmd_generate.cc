@@ -31,8 +31,18 @@ Command GenerateCommand() {
     NABLA_ENFORCE(a->seed >= 0, kInvalidArgument, "generate: --seed must be >= 0, but received ", a->seed);
     a->o.seed = static_cast<uint64_t>(a->seed);
     train::RunConfig config = train::LoadRunConfig(a->config);
-    std::cout << a->o.prompt << std::flush;
-    train::GenerateText(config, a->o, [](char ch) { std::cout << ch << std::flush; });
+    // The prompt goes out with the first drawn byte, so a refused config or
+    // checkpoint prints nothing but its error.
+    bool started = false;
+    auto start = [&] {
+      if (!started) std::cout << a->o.prompt;
+      started = true;
+    };
+    train::GenerateText(config, a->o, [&](char ch) {
+      start();
+      std::cout << ch << std::flush;
+    });
+    start();
     std::cout << std::endl;
     return 0;
   });
