@@ -201,6 +201,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
     ap.add_argument("--steps", type=int, default=0, help="stop after N steps (0: the config's epochs)")
     ap.add_argument("--torch-seed", type=int, default=1)
+    ap.add_argument("--save", help="write the trained parameters here (torch.save of a name -> tensor dict)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -275,6 +276,8 @@ def main():
         if a.steps and step >= a.steps:
             break
     print(f"torch final eval loss {last_eval:.4f} after {step} steps, {time.time() - t0:.1f} s")
+    if a.save:
+        torch.save({n: p.detach() for n, p in model.params.items()}, a.save)
 
 
 if __name__ == "__main__":
