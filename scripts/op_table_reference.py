@@ -1303,6 +1303,18 @@ def sweep_cases(rng):
                [("Out", "", np.tile(x, times))])
 
 
+def gpt_cases(rng):
+    # Bias + gelu (erf form) fused as fused_elemwise_activation, against
+    # PyTorch's exact gelu of the broadcast sum.
+    for name, xs, ys, axis in (("fused_add_gelu_bias", (3, 4), (4,), 1),
+                               ("fused_add_gelu_rank3_bias", (2, 3, 5), (5,), -1)):
+        x, y = fl(rng, xs, -3, 3), fl(rng, ys, -1, 1)
+        bx, by = paddle_broadcast(x, y, axis)
+        out = torch.nn.functional.gelu(torch.from_numpy(bx + by)).numpy()
+        case(name, "fused_elemwise_activation", [("X", "", x), ("Y", "", y)],
+             {"axis": axis, "functor_list": ["gelu", "elementwise_add"]}, [("Out", "", out)])
+
+
 def main():
     math_cases(np.random.default_rng(20261125))
     shape_cases(np.random.default_rng(20261124))
@@ -1315,6 +1327,7 @@ def main():
     attention_cases(np.random.default_rng(20261132))
     tensor_attr_cases(np.random.default_rng(20261133))
     sweep_cases(np.random.default_rng(20261134))
+    gpt_cases(np.random.default_rng(20261135))
     write_inc()
     return 0
 

@@ -9,7 +9,7 @@ PACKAGES="build-essential cmake g++ libboost-dev libboost-filesystem-dev libboos
   libtbb-dev libopenblas-dev libclblast-dev ocl-icd-opencl-dev opencl-headers
   pocl-opencl-icd clinfo libyaml-cpp-dev libgtest-dev libbenchmark-dev libcli11-dev
   libfmt-dev libspdlog-dev nlohmann-json3-dev graphviz libopenmpi-dev openmpi-bin
-  python3-torch python3-numpy dataset-fashion-mnist ccache gnuplot-nox zlib1g-dev ninja-build
+  python3-torch python3-numpy dataset-fashion-mnist fortunes-min fortunes ccache gnuplot-nox zlib1g-dev ninja-build
   pybind11-dev python3-dev python3-pytest libdnnl-dev clang libclang-rt-14-dev clang-format
   libonnx-dev libprotobuf-dev python3-onnx"
 

@@ -22,7 +22,7 @@ using CommandFactory = Command (*)();
 // Every command of `nabla`, in the order --help lists them.
 constexpr CommandFactory kCommands[] = {
     RunCommand,  ExecCommand,    BackwardCommand, GraphCommand,  OpsCommand,    GradcheckCommand,
-    PlotCommand, DevicesCommand, PluginCommand,   ImportCommand, ExportCommand,
+    PlotCommand, DevicesCommand, PluginCommand,   ImportCommand, ExportCommand, GenerateCommand,
 };
 
 std::string VersionString() {

@@ -262,11 +262,13 @@ Command ExecCommand() {
   c.Option("--params", &opts->params, "With --backward: the parameters to differentiate (default: all)", "P,...")
       .Delimiter(',');
   c.Option("--no-grad", &opts->no_grad, "With --backward: vars that get no gradient", "V,...").Delimiter(',');
-  c.Flag("--fuse", &opts->fuse,
-         "On the cpu, run the fusion passes: bias-add + activation, batch_norm + relu and softmax + cross entropy "
-         "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
-         "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
-         "run the program as it is");
+  c.Flag(
+      "--fuse", &opts->fuse,
+      "On the cpu, run the fusion passes: bias-add + activation (gelu too), batch_norm + relu, softmax + cross entropy "
+      "and attention written with matmul + softmax into flash_attn "
+      "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
+      "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
+      "run the program as it is");
   c.Flag("--checked", &opts->checked,
          "Checked mode (as NABLA_CHECKED=1): canaries and a guard page around every host tensor, verified after each "
          "op with its inferred shape and dtype and its unchanged inputs; a kernel writing out of bounds fails its op "

@@ -30,7 +30,7 @@ struct GlobalOptions {
 };
 
 struct OptionSpec {
-  using Target = std::variant<bool*, int*, int64_t*, std::string*, std::vector<std::string>*>;
+  using Target = std::variant<bool*, int*, int64_t*, double*, std::string*, std::vector<std::string>*>;
   std::string names;  // "--out", "-o,--out", or a positional such as "PROGRAM"
   std::string help;
   Target target;           // non-owning; see the note at the top
@@ -115,6 +115,7 @@ Command OpsCommand();        // cmd_ops.cc
 Command ExecCommand();       // cmd_exec.cc
 Command RunCommand();        // cmd_run.cc
 Command PlotCommand();       // cmd_run.cc
+Command GenerateCommand();   // cmd_generate.cc
 Command DevicesCommand();    // cmd_devices.cc
 Command BackwardCommand();   // cmd_backward.cc
 Command GraphCommand();      // cmd_graph.cc

@@ -1,19 +1,21 @@
 // fused_elemwise_activation: Out = act(X + Y), Paddle's fused op for a bias
 // add followed by an activation, with Y broadcast onto X as elementwise_add
 // does it. functor_list is [act, "elementwise_add"] (Paddle's order: the
-// unary functor applied to the binary one), act one of relu, tanh, sigmoid.
+// unary functor applied to the binary one), act one of relu, tanh, sigmoid,
+// gelu (its erf form: a gelu with `approximate` is not fused).
 // FuseOps replaces `elementwise_add` + act by this op when the sum has no
 // other reader: one pass over memory instead of two and one op fewer per
 // layer, forward and backward. Forward and gradient compute exactly what the
 // two ops compute, in the same order, so fused and unfused programs agree
 // bit for bit.
 #include "math_util.h"
+#include "nabla/opkit/gelu.h"
 #include "nabla/plugin.h"
 
 namespace nabla::math_ops {
 namespace {
 
-enum class Act { kRelu, kTanh, kSigmoid };
+enum class Act { kRelu, kTanh, kSigmoid, kGelu };
 
 bool ParseAct(const std::string& name, Act* act) {
   if (name == "relu") {
@@ -22,6 +24,8 @@ bool ParseAct(const std::string& name, Act* act) {
     *act = Act::kTanh;
   } else if (name == "sigmoid") {
     *act = Act::kSigmoid;
+  } else if (name == "gelu") {
+    *act = Act::kGelu;
   } else {
     return false;
   }
@@ -32,13 +36,14 @@ Act ActOf(const OpDesc& op) {
   const auto& list = op.Attr<std::vector<std::string>>("functor_list");
   Act act;
   NABLA_ENFORCE(list.size() == 2 && list[1] == "elementwise_add" && ParseAct(list[0], &act), kInvalidArgument,
-                "op 'fused_elemwise_activation': functor_list must be [relu|tanh|sigmoid, elementwise_add], but "
+                "op 'fused_elemwise_activation': functor_list must be [relu|tanh|sigmoid|gelu, elementwise_add], but "
                 "received ",
                 AttrToString(list));
   return act;
 }
 
-// The formulas of relu_op.cc, tanh_op.cc (float64) and sigmoid_op.cc (opkit::Sigmoid).
+// The formulas of relu_op.cc, tanh_op.cc (float64), sigmoid_op.cc (opkit::Sigmoid)
+// and gelu_op.cc (float64: opkit::GeluErf).
 template <typename T>
 T Forward(Act act, T x) {
   switch (act) {
@@ -48,6 +53,8 @@ T Forward(Act act, T x) {
       return std::tanh(x);
     case Act::kSigmoid:
       return Sigmoid(x);
+    case Act::kGelu:
+      return GeluErf(x);
   }
   return x;
 }
@@ -61,6 +68,8 @@ T Backward(Act act, T out, T dout) {
       return dout * (T(1) - out * out);
     case Act::kSigmoid:
       return dout * out * (T(1) - out);
+    case Act::kGelu:
+      break;  // reads the sum, not Out: FusedBackward handles it
   }
   return dout;
 }
@@ -74,14 +83,17 @@ void FusedForward(const ExecutionContext& ctx) {
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
   BroadcastIndexer indexer(s.out, s.x, s.y);
-  if constexpr (std::is_same_v<T, float> && act == Act::kTanh) {
-    // The sum, then tanh_op's vectorized float tanh over it in place, chunk
-    // by chunk while the chunk is in cache.
+  if constexpr (std::is_same_v<T, float> && (act == Act::kTanh || act == Act::kGelu)) {
+    // The sum, then tanh_op's (gelu_op's) vectorized float function over it
+    // in place, chunk by chunk while the chunk is in cache.
     const int64_t inner = indexer.Inner();
     cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
       indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
       float* chunk = reinterpret_cast<float*>(o) + b * inner;
-      cpu::Tanh(chunk, chunk, (e - b) * inner);
+      if constexpr (act == Act::kTanh)
+        cpu::Tanh(chunk, chunk, (e - b) * inner);
+      else
+        cpu::Gelu(chunk, chunk, (e - b) * inner, false);
     });
     return;
   }
@@ -107,6 +119,26 @@ void FusedBackward(const ExecutionContext& ctx) {
   Tensor* dy = ctx.Output("Y@GRAD");
   T* gxd = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
   T* gyd = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
+  if constexpr (act == Act::kGelu) {
+    // gelu' needs the sum, which is recomputed (as the forward rounded it)
+    // instead of kept; float32 takes gelu_grad's vector code over it.
+    const T* xd = x.Data<T>();
+    const T* yd = y.Data<T>();
+    BroadcastIndexer indexer(s.out, s.x, s.y);
+    std::vector<T> d(static_cast<size_t>(indexer.Total()));
+    const int64_t inner = indexer.Inner();
+    cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { d[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      T* chunk = d.data() + b * inner;
+      if constexpr (std::is_same_v<T, float>) {
+        cpu::GeluGrad(chunk, dod + b * inner, chunk, (e - b) * inner, false);
+      } else {
+        for (int64_t i = 0; i < (e - b) * inner; ++i) chunk[i] = dod[b * inner + i] * GeluErfGrad(chunk[i]);
+      }
+    });
+    AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) { return std::make_pair(d[io], d[io]); });
+    return;
+  }
   AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) {
     const T d = Backward<T>(act, od[io], dod[io]);
     return std::make_pair(d, d);
@@ -124,6 +156,8 @@ void FusedKernel(const ExecutionContext& ctx) {
       return FusedForward<T, Act::kTanh>(ctx);
     case Act::kSigmoid:
       return FusedForward<T, Act::kSigmoid>(ctx);
+    case Act::kGelu:
+      return FusedForward<T, Act::kGelu>(ctx);
   }
 }
 
@@ -136,6 +170,8 @@ void FusedGradKernel(const ExecutionContext& ctx) {
       return FusedBackward<T, Act::kTanh>(ctx);
     case Act::kSigmoid:
       return FusedBackward<T, Act::kSigmoid>(ctx);
+    case Act::kGelu:
+      return FusedBackward<T, Act::kGelu>(ctx);
   }
 }
 
@@ -149,6 +185,8 @@ void InferFused(InferShapeContext& c) {
 std::unique_ptr<OpDesc> FuseAddActivation(const std::vector<const OpDesc*>& m) {
   const OpDesc& add = *m[0];
   const OpDesc& act = *m[1];
+  // Paddle's functor list has no tanh-form gelu.
+  if (act.Type() == "gelu" && act.HasAttr("approximate") && act.Attr<bool>("approximate")) return nullptr;
   return std::make_unique<OpDesc>(
       "fused_elemwise_activation", VarNameMap{{"X", add.Input("X")}, {"Y", add.Input("Y")}},
       VarNameMap{{"Out", act.Output("Out")}},
@@ -165,22 +203,25 @@ NABLA_REGISTER_OPS(fused_elemwise_activation) {
   OpBuilder& b =
       registrar.Op("fused_elemwise_activation", __FILE__, __LINE__)
           .Doc(
-              "Out = act(X + Y), Y broadcast onto X as in elementwise_add; act is functor_list[0] (relu, tanh or "
-              "sigmoid). Chosen by the fusion pass for elementwise_add followed by that activation.")
+              "Out = act(X + Y), Y broadcast onto X as in elementwise_add; act is functor_list[0] (relu, tanh, "
+              "sigmoid or gelu, its erf form). Chosen by the fusion pass for elementwise_add followed by that "
+              "activation.")
           .Input("X", "(Tensor) the first operand, float32 or float64")
           .Input("Y", "(Tensor) the second operand (a bias), broadcast onto X")
           .Output("Out", "(Tensor) act(X + Y)")
           .Attr<int>("axis", -1, "(int, default -1) the dim of X where Y's dims start, as in elementwise_add")
           .Attr<std::vector<std::string>>(
               "functor_list", std::vector<std::string>{"relu", "elementwise_add"},
-              "(list of string, default [relu, elementwise_add]) the unary functor (relu, tanh or sigmoid) then "
+              "(list of string, default [relu, elementwise_add]) the unary functor (relu, tanh, sigmoid or gelu) then "
               "the binary one (elementwise_add): Out = unary(binary(X, Y))")
           .InferShape(InferFused)
           .GradMaker<DefaultGradOpDescMaker>()
           .GradCheck(fused_case("tanh", {4}, 1, -1.0, 1.0))
           .GradCheck(fused_case("sigmoid", {3, 4}, -1, -2.0, 2.0))
-          .GradCheck(fused_case("relu", {4}, 1, 0.1, 1.0));  // X + Y > 0: away from relu's kink
-  for (const char* act : {"relu", "tanh", "sigmoid"})
+          .GradCheck(fused_case("relu", {4}, 1, 0.1, 1.0))  // X + Y > 0: away from relu's kink
+          .GradCheck(fused_case("gelu", {4}, 1, -2.0, 2.0))
+          .GradCheck(fused_case("gelu", {3, 4}, -1, -2.0, 2.0));
+  for (const char* act : {"relu", "tanh", "sigmoid", "gelu"})
     b.Fuses(FusionPattern{{"elementwise_add", act}, FuseAddActivation});
   registrar.DefaultGradOp("fused_elemwise_activation", __FILE__, __LINE__)
       .Doc(

@@ -25,6 +25,7 @@
 
 #include "flash_attn.h"
 #include "nabla/cpu/vmath.h"
+#include "nabla/fusion.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
@@ -506,6 +507,7 @@ NABLA_REGISTER_OPS(flash_attn) {
       .GradCheck(masked)
       .GradCheck(tiled)
       .GradCheck(tiled_full);
+  RegisterForwardFusion("flash_attn", "attention_from_matmul_softmax", &FuseAttention);
   OpBuilder& grad = registrar.DefaultGradOp("flash_attn", __FILE__, __LINE__);
   grad.Doc("Gradient of flash_attn: q, k and v gradients from probabilities recomputed tile by tile from softmax_lse.")
       .InferShape([](InferShapeContext& c) {

@@ -3,14 +3,13 @@
 #include <cmath>
 #include <type_traits>
 
+#include "nabla/opkit/gelu.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
 namespace nabla::nn {
 namespace {
 
-constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kCubic = 0.044715;
 
@@ -30,8 +29,7 @@ void GeluKernel(const ExecutionContext& ctx) {
       po[i] = T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v)));
     });
   } else {
-    ParallelElementwise(x.Numel(),
-                        [&](int64_t i) { po[i] = T(0.5) * px[i] * (T(1) + std::erf(px[i] * T(kSqrtHalf))); });
+    ParallelElementwise(x.Numel(), [&](int64_t i) { po[i] = opkit::GeluErf(px[i]); });
   }
 }
 
@@ -55,11 +53,7 @@ void GeluGradKernel(const ExecutionContext& ctx) {
       pdx[i] = pd[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
     });
   } else {
-    ParallelElementwise(x.Numel(), [&](int64_t i) {
-      const T v = px[i];
-      const T cdf = T(0.5) * (T(1) + std::erf(v * T(kSqrtHalf)));
-      pdx[i] = pd[i] * (cdf + v * T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v));
-    });
+    ParallelElementwise(x.Numel(), [&](int64_t i) { pdx[i] = pd[i] * opkit::GeluErfGrad(px[i]); });
   }
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "nabla/backward.h"
@@ -183,6 +184,224 @@ TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
     SCOPED_TRACE(name);
     EXPECT_EQ(got[name].v, w.v);
   }
+}
+
+// Net with its first layer's tanh replaced by `act` (a flow-mapping op
+// tail, say "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}, attrs: ...")
+// and softmax + cross_entropy by softmax_with_cross_entropy, so the only
+// fusions left are the bias-add + activation ones.
+ProgramDesc NetWithFirstActivation(DType dtype, const std::string& act) {
+  std::string text = kNet;
+  if (dtype == DType::kFloat32)
+    for (size_t at; (at = text.find("float64")) != std::string::npos;) text.replace(at, 7, "float32");
+  const std::string tanh = "tanh, inputs: {X: [pre0]}, outputs: {Out: [h0]}";
+  text.replace(text.find(tanh), tanh.size(), act);
+  ProgramDesc p = ParseProgram(text, "net.yaml");
+  BlockDesc& b = *p.Root();
+  b.RemoveOps(11, 13);
+  b.InsertOp(11, std::make_unique<OpDesc>("softmax_with_cross_entropy",
+                                          VarNameMap{{"Logits", {"logits"}}, {"Label", {"label"}}},
+                                          VarNameMap{{"Softmax", {"prob"}}, {"Loss", {"ce"}}}, AttributeMap{}));
+  FillDefaultAttrs(*b.Op(11), *CurrentRegistry());
+  return p;
+}
+
+// Bias + gelu (erf form) fuses as bias + tanh does, and the fused kernels
+// compute what gelu and gelu_grad compute on the sum: float32 bit for bit
+// (the same vector code), float64 too (the same scalar formulas).
+TEST(Fusion, BiasGeluIsFusedAndBitIdentical) {
+  const std::string gelu = "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}";
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    ProgramDesc unfused = NetWithFirstActivation(dtype, gelu);
+    ProgramDesc fused = NetWithFirstActivation(dtype, gelu);
+    ASSERT_EQ(FuseOps(fused, {"loss"}), 3u);
+    const OpDesc& op = *fused.Root()->Op(1);
+    ASSERT_EQ(op.Type(), "fused_elemwise_activation");
+    EXPECT_EQ(op.Attr<std::vector<std::string>>("functor_list"), (std::vector<std::string>{"gelu", "elementwise_add"}));
+    VerifyProgram(fused, *CurrentRegistry());
+    auto want = LossAndGrads(unfused, dtype);
+    auto got = LossAndGrads(fused, dtype);
+    ASSERT_EQ(want.size(), 9u);
+    for (const auto& [name, w] : want) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(got[name].v, w.v);
+    }
+  }
+}
+
+// fused_elemwise_activation has no tanh-form gelu: such a gelu stays.
+TEST(Fusion, LeavesTheTanhFormOfGeluAlone) {
+  ProgramDesc p = NetWithFirstActivation(DType::kFloat32,
+                                         "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}, attrs: {approximate: true}");
+  EXPECT_EQ(FuseOps(p, {"loss"}), 2u);
+  EXPECT_EQ(OpTypes(p)[1], "elementwise_add");
+  EXPECT_EQ(OpTypes(p)[2], "gelu");
+}
+
+// ----------------------------------------------------------- attention -> flash_attn
+
+size_t CountTypes(const ProgramDesc& p, const std::string& type) {
+  const auto types = OpTypes(p);
+  return static_cast<size_t>(std::count(types.begin(), types.end(), type));
+}
+
+// One attention layer written with the ops a user has: projections, heads
+// split by reshape + transpose, scores by matmul with transpose_Y and alpha
+// 1/sqrt(4), an additive causal mask, softmax, matmul with v, heads merged.
+constexpr const char* kAttention = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 5, 12], dtype: float64, stop_gradient: true}
+      mask: {shape: [5, 5], dtype: float64, stop_gradient: true}
+      wq: {shape: [12, 12], dtype: float64, persistable: true}
+      wk: {shape: [12, 12], dtype: float64, persistable: true}
+      wv: {shape: [12, 12], dtype: float64, persistable: true}
+      wo: {shape: [12, 12], dtype: float64, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [wq]}, outputs: {Out: [q]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [q]}, outputs: {Out: [q4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [q4]}, outputs: {Out: [qt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: mul, inputs: {X: [x], Y: [wk]}, outputs: {Out: [k]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [k]}, outputs: {Out: [k4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [k4]}, outputs: {Out: [kt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: mul, inputs: {X: [x], Y: [wv]}, outputs: {Out: [v]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [v]}, outputs: {Out: [v4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [v4]}, outputs: {Out: [vt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: matmul, inputs: {X: [qt], Y: [kt]}, outputs: {Out: [s]}, attrs: {transpose_Y: true, alpha: 0.5}}
+      - {type: elementwise_add, inputs: {X: [s], Y: [mask]}, outputs: {Out: [sm]}}
+      - {type: softmax, inputs: {X: [sm]}, outputs: {Out: [p]}, attrs: {axis: -1}}
+      - {type: matmul, inputs: {X: [p], Y: [vt]}, outputs: {Out: [o]}}
+      - {type: transpose, inputs: {X: [o]}, outputs: {Out: [ot]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: reshape, inputs: {X: [ot]}, outputs: {Out: [a]}, attrs: {shape: [0, 0, 12]}}
+      - {type: mul, inputs: {X: [a], Y: [wo]}, outputs: {Out: [y]}, attrs: {x_num_col_dims: 2}}
+      - {type: elementwise_mul, inputs: {X: [y], Y: [y]}, outputs: {Out: [y2]}}
+      - {type: mean, inputs: {X: [y2]}, outputs: {Out: [loss]}}
+)";
+
+// `edit` rewrites the program text (a mask-less variant, another alpha).
+ProgramDesc Attention(DType dtype, const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+  std::string text = kAttention;
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+  }
+  if (dtype == DType::kFloat32)
+    for (size_t at; (at = text.find("float64")) != std::string::npos;) text.replace(at, 7, "float32");
+  return ParseProgram(text, "attention.yaml");
+}
+
+const std::pair<std::string, std::string> kNoMask{
+    "      - {type: elementwise_add, inputs: {X: [s], Y: [mask]}, outputs: {Out: [sm]}}\n", ""};
+const std::pair<std::string, std::string> kSoftmaxOfScores{"inputs: {X: [sm]}", "inputs: {X: [s]}"};
+
+// The loss, every weight's gradient and the vars in `fetch`, on fixed inputs.
+std::map<std::string, HostTensor> AttentionRun(ProgramDesc program, DType dtype,
+                                               const std::vector<std::string>& fetch = {}) {
+  const ParamGrads pg = AppendBackward(program, "loss");
+  InferProgram(program);
+  VerifyProgram(program, *CurrentRegistry());
+  Scope scope;
+  std::mt19937_64 rng(5);
+  ToTensor(RandomTensor({2, 5, 12}, dtype, -1, 1, rng), dtype, scope.Var("x")->GetTensor());
+  for (const char* w : {"wq", "wk", "wv", "wo"})
+    ToTensor(RandomTensor({12, 12}, dtype, -0.6, 0.6, rng), dtype, scope.Var(w)->GetTensor());
+  HostTensor mask{{5, 5}, std::vector<double>(25, 0.0)};
+  for (int i = 0; i < 5; ++i)
+    for (int j = i + 1; j < 5; ++j) mask.v[i * 5 + j] = -1e9;
+  ToTensor(mask, dtype, scope.Var("mask")->GetTensor());
+  CreateExecutor("sequential", HostDevice())->Run(program, 0, scope);
+  std::map<std::string, HostTensor> out;
+  out["loss"] = FromTensor(scope.FindVar("loss")->GetTensor());
+  for (const auto& [p, g] : pg) out[g] = FromTensor(scope.FindVar(g)->GetTensor());
+  for (const auto& n : fetch) out[n] = FromTensor(scope.FindVar(n)->GetTensor());
+  return out;
+}
+
+void ExpectSameResults(const ProgramDesc& unfused, const ProgramDesc& fused, DType dtype,
+                       const std::vector<std::string>& fetch = {}) {
+  const double tol = dtype == DType::kFloat64 ? 1e-11 : 2e-5;
+  auto want = AttentionRun(unfused, dtype, fetch);
+  auto got = AttentionRun(fused, dtype, fetch);
+  ASSERT_EQ(want.size(), 5u + fetch.size());
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(got.count(name));
+    ExpectNear(got[name], w, tol, tol, name);
+  }
+}
+
+TEST(Fusion, AttentionWithMatmulAndSoftmaxBecomesFlashAttn) {
+  for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+    for (bool masked : {true, false}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + (masked ? " masked" : " unmasked"));
+      std::vector<std::pair<std::string, std::string>> edits;
+      if (!masked) edits = {kNoMask, kSoftmaxOfScores};
+      ProgramDesc fused = Attention(dtype, edits);
+      ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
+      // Every transpose, both matmuls, the mask add and the softmax are gone.
+      EXPECT_EQ(OpTypes(fused), (std::vector<std::string>{"mul", "reshape", "mul", "reshape", "mul", "reshape",
+                                                          "flash_attn", "reshape", "mul", "elementwise_mul", "mean"}));
+      const OpDesc& fa = *fused.Root()->Op(6);
+      EXPECT_EQ(fa.Input("q"), std::vector<std::string>{"q4"});
+      EXPECT_EQ(fa.Input("v"), std::vector<std::string>{"v4"});
+      EXPECT_EQ(fa.Output("out"), std::vector<std::string>{"ot"});
+      EXPECT_EQ(fa.Input("attn_mask"), masked ? std::vector<std::string>{"mask"} : std::vector<std::string>{});
+      EXPECT_FALSE(fused.Root()->HasVar("p"));
+      ExpectSameResults(Attention(dtype, edits), fused, dtype);
+    }
+  }
+}
+
+// o is fetched: flash_attn writes a var of its own, transposed into o.
+TEST(Fusion, AttentionOutputReadAsItIsGetsATransposeBack) {
+  ProgramDesc fused = Attention(DType::kFloat64);
+  ASSERT_EQ(FuseOps(fused, {"loss", "o"}), 1u);
+  EXPECT_EQ(CountTypes(fused, "flash_attn"), 1u);
+  EXPECT_EQ(CountTypes(fused, "transpose"), 2u);  // into o, and o into ot
+  EXPECT_EQ(CountTypes(fused, "softmax"), 0u);
+  ExpectSameResults(Attention(DType::kFloat64), fused, DType::kFloat64, {"o"});
+}
+
+TEST(Fusion, AttentionIsLeftAloneWhereTheRewriteWouldNotBeExact) {
+  struct Case {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> edits;
+    std::unordered_set<std::string> keep;
+  };
+  const std::vector<Case> cases = {
+      {"probabilities fetched", {}, {"loss", "p"}},
+      {"scores fetched", {}, {"loss", "s"}},
+      {"alpha is not 1/sqrt(head_dim)", {{"alpha: 0.5", "alpha: 0.25"}}, {"loss"}},
+      {"softmax over the queries",
+       {{"axis: -1}}\n      - {type: matmul", "axis: 2}}\n      - {type: matmul"}},
+       {"loss"}},
+      {"k not straight from a transpose",
+       {{"      - {type: matmul, inputs: {X: [qt], Y: [kt]}",
+         "      - {type: scale, inputs: {X: [kt]}, outputs: {Out: [kts]}}\n"
+         "      - {type: matmul, inputs: {X: [qt], Y: [kts]}"}},
+       {"loss"}},
+      {"a trainable mask",
+       {{"mask: {shape: [5, 5], dtype: float64, stop_gradient: true}",
+         "mask: {shape: [5, 5], dtype: float64, persistable: true}"}},
+       {"loss"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ProgramDesc p = Attention(DType::kFloat64, c.edits);
+    FuseOps(p, c.keep);
+    EXPECT_EQ(CountTypes(p, "flash_attn"), 0u);
+    EXPECT_EQ(CountTypes(p, "softmax"), 1u);
+  }
+  // The probabilities read twice.
+  ProgramDesc p = Attention(DType::kFloat64);
+  p.Root()->AppendOp(OpDesc("scale", {{"X", {"p"}}}, {{"Out", {"p_copy"}}}, {}));
+  FillDefaultAttrs(*p.Root()->Op(p.Root()->OpSize() - 1), *CurrentRegistry());
+  FuseOps(p, {"loss"});
+  EXPECT_EQ(CountTypes(p, "flash_attn"), 0u);
 }
 
 // ----------------------------------------------------------- after the backward part (FuseGradOps)

@@ -231,6 +231,32 @@ data:
       << e;
 }
 
+TEST(RunConfig, TextDatasets) {
+  const std::string head = "program: net.yaml\nloss: loss\ndata:\n  format: text\n";
+  RunConfig c = Parse(head + R"(  seq_len: 64
+  eval_fraction: 0.1
+  samples_per_epoch: 100
+  train: {files: ["a/*.txt", /abs/b.txt], exclude: "*.md", feeds: {tok: inputs, lbl: labels}}
+)");
+  EXPECT_EQ(c.data.seq_len, 64);
+  EXPECT_DOUBLE_EQ(c.data.eval_fraction, 0.1);
+  EXPECT_EQ(c.data.samples_per_epoch, 100);
+  EXPECT_EQ(c.data.train.text_files, (std::vector<std::string>{"/cfg/a/*.txt", "/abs/b.txt"}));
+  EXPECT_EQ(c.data.train.text_exclude, std::vector<std::string>{"*.md"});
+  const std::string train = "  train: {files: a.txt, feeds: {tok: inputs}}\n";
+  EXPECT_NE(ParseError(head + train).find("needs the key 'seq_len'"), std::string::npos);
+  EXPECT_NE(ParseError(head + "  seq_len: 8\n  train: {files: a.txt, feeds: {tok: words}}\n")
+                .find("names the column 'words', but a text dataset has the columns inputs, labels"),
+            std::string::npos);
+  EXPECT_NE(ParseError(head + "  seq_len: 8\n  eval_fraction: 1\n" + train).find("must be below 1"), std::string::npos);
+  EXPECT_NE(ParseError(head + "  seq_len: 8\n  eval_fraction: 0.1\n" + train +
+                       "  eval: {files: b.txt, feeds: {tok: inputs}}\n")
+                .find("but data.eval is given too"),
+            std::string::npos);
+  EXPECT_NE(ParseError(std::string(kMinimal) + "  seq_len: 8\n").find("data.seq_len applies to format text"),
+            std::string::npos);
+}
+
 TEST(RunConfig, YamlSyntaxErrorHasAPosition) {
   std::string e = ParseError("program: net.yaml\nloss: [loss\n");
   EXPECT_EQ(e.rfind("run.yaml:", 0), 0u) << e;

@@ -134,6 +134,43 @@ TEST_F(DatasetTest, BatchesScaleImagesAndShapeLabels) {
       << e;
 }
 
+// Windows of seq_len + 1 bytes at stride seq_len, each file on its own,
+// the tail of every file held out; inputs and labels one byte apart.
+TEST_F(DatasetTest, TextWindowsAndHeldOutTails) {
+  const std::string a = dir_.Write("a.txt", "abcdefghijklmnopqrstu");  // 21 bytes: 5 windows of 4 + 1
+  const std::string b = dir_.Write("b.txt", "0123456789");             // 10 bytes: 2 windows
+  dir_.Write("b.dat", "binary");
+  std::vector<std::string> files = ExpandTextFiles({dir_.Path("*.txt"), dir_.Path("*")}, {"*.dat"});
+  ASSERT_EQ(files, (std::vector<std::string>{a, b}));  // sorted, seen once, .dat excluded
+  TextSplits s = ReadTextDataset(files, 4, 0.2);
+  // a: 5 windows, round(1.0) = 1 held out; b: 2 windows, round(0.4) = 0, but at least 1.
+  ASSERT_EQ(s.train.Size(), 5);
+  ASSERT_EQ(s.eval.Size(), 2);
+  const Column& in = s.train.Get("inputs");
+  const Column& lb = s.train.Get("labels");
+  EXPECT_EQ(in.sample_shape, (Shape{4}));
+  auto row = [](const Column& c, int64_t r) {
+    return std::string(reinterpret_cast<const char*>(c.bytes.data()) + r * 4, 4);
+  };
+  EXPECT_EQ(row(in, 0), "abcd");
+  EXPECT_EQ(row(lb, 0), "bcde");
+  EXPECT_EQ(row(in, 3), "mnop");
+  EXPECT_EQ(row(lb, 3), "nopq");
+  EXPECT_EQ(row(in, 4), "0123");
+  EXPECT_EQ(row(s.eval.Get("inputs"), 0), "qrst");
+  EXPECT_EQ(row(s.eval.Get("labels"), 0), "rstu");
+  EXPECT_EQ(row(s.eval.Get("inputs"), 1), "4567");
+  // Bytes go into token ids as they are (no 1/255 scale for int vars).
+  FeedBinding f = BindFeed("tokens", {-1, 4}, DType::kInt64, in, std::nullopt, "");
+  Tensor t = MakeBatch(f, {1}, 0, 1, HostDevice());
+  EXPECT_EQ(t.Data<int64_t>()[0], 'e');
+  EXPECT_EQ(ReadTextDataset(files, 4, 0).eval.Size(), 0);
+
+  EXPECT_NE(ErrorOf([&] { ExpandTextFiles({dir_.Path("*.md")}, {}); }).find("*.md: no such file"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ReadTextDataset({b}, 20, 0); }).find("holds no training window of 21 bytes"),
+            std::string::npos);
+}
+
 TEST_F(DatasetTest, NumBatchesKeepsOrDropsTheLastPartialBatch) {
   EXPECT_EQ(NumBatches(10, 4, false), 3);
   EXPECT_EQ(NumBatches(10, 4, true), 2);

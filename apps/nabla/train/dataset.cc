@@ -1,13 +1,18 @@
 #include "train/dataset.h"
 
+#include <fnmatch.h>
+#include <glob.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "nabla/device.h"
 #include "nabla/error.h"
@@ -327,6 +332,83 @@ Dataset ReadIdxDataset(const std::map<std::string, std::string>& files) {
   for (const auto& [name, path] : files) d.columns[name] = ReadIdxFile(path, name);
   CheckSameRows(d);
   return d;
+}
+
+std::vector<std::string> ExpandTextFiles(const std::vector<std::string>& patterns,
+                                         const std::vector<std::string>& exclude) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& pattern : patterns) {
+    glob_t g{};
+    const int rc = glob(pattern.c_str(), 0, nullptr, &g);
+    std::vector<std::string> matches;
+    if (rc == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
+    globfree(&g);
+    NABLA_ENFORCE(rc == 0 || rc == GLOB_NOMATCH, kInvalidArgument, pattern, ": the glob failed (glob(3) code ", rc,
+                  ")");
+    NABLA_ENFORCE(!matches.empty(), kNotFound, pattern, ": no such file (the pattern matches nothing)");
+    std::sort(matches.begin(), matches.end());
+    for (const auto& m : matches) {
+      bool excluded = false;
+      for (const auto& e : exclude) excluded = excluded || fnmatch(e.c_str(), m.c_str(), 0) == 0;
+      if (excluded) continue;
+      std::error_code ec;
+      const std::string canonical = std::filesystem::canonical(m, ec).string();
+      if (!seen.insert(ec ? m : canonical).second) continue;
+      out.push_back(m);
+    }
+  }
+  NABLA_ENFORCE(!out.empty(), kNotFound, "the text files: every match of the patterns is excluded");
+  return out;
+}
+
+TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_len, double eval_fraction) {
+  NABLA_ENFORCE(seq_len >= 1, kInvalidArgument, "text dataset: seq_len must be at least 1, but received ", seq_len);
+  NABLA_ENFORCE(eval_fraction >= 0 && eval_fraction < 1, kInvalidArgument,
+                "text dataset: eval_fraction must lie in [0, 1), but received ", eval_fraction);
+  std::vector<uint8_t> train_bytes, eval_bytes;  // windows back to back, seq_len + 1 each
+  for (const auto& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    NABLA_ENFORCE(in.good(), kNotFound, path, ": cannot open the text file (", std::strerror(errno), ")");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    const int64_t size = static_cast<int64_t>(text.size());
+    const int64_t windows = size > seq_len ? (size - 1) / seq_len : 0;
+    int64_t held = static_cast<int64_t>(std::llround(eval_fraction * static_cast<double>(windows)));
+    if (eval_fraction > 0 && held == 0 && windows >= 2) held = 1;
+    for (int64_t w = 0; w < windows; ++w) {
+      auto& dst = w >= windows - held ? eval_bytes : train_bytes;
+      const auto* src = reinterpret_cast<const uint8_t*>(text.data()) + w * seq_len;
+      dst.insert(dst.end(), src, src + seq_len + 1);
+    }
+  }
+  const std::string source =
+      files.size() == 1 ? files[0] : files[0] + " (and " + std::to_string(files.size() - 1) + " more text files)";
+  auto make = [&](const std::vector<uint8_t>& bytes) {
+    Dataset d;
+    const int64_t rows = static_cast<int64_t>(bytes.size()) / (seq_len + 1);
+    for (const char* name : {"inputs", "labels"}) {
+      Column c;
+      c.name = name;
+      c.source = source;
+      c.kind = ElemKind::kUInt8;
+      c.sample_shape = {seq_len};
+      c.rows = rows;
+      c.bytes.resize(static_cast<size_t>(rows * seq_len));
+      const int64_t shift = std::string(name) == "labels" ? 1 : 0;
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(c.bytes.data() + r * seq_len, bytes.data() + r * (seq_len + 1) + shift,
+                    static_cast<size_t>(seq_len));
+      d.columns[name] = std::move(c);
+    }
+    return d;
+  };
+  TextSplits s{make(train_bytes), make(eval_bytes)};
+  NABLA_ENFORCE(s.train.Size() > 0, kInvalidArgument, source, ": the text holds no training window of ", seq_len + 1,
+                " bytes (files shorter than that, or all held out)");
+  return s;
 }
 
 Dataset ReadNpyDataset(const std::map<std::string, std::string>& files) {

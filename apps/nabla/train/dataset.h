@@ -48,6 +48,26 @@ Column ReadIdxFile(const std::string& path, const std::string& column_name);
 Dataset ReadIdxDataset(const std::map<std::string, std::string>& files);
 Dataset ReadNpyDataset(const std::map<std::string, std::string>& files);
 
+// Text as a byte vocabulary (token = byte, 256 of them), for language models.
+// `patterns` are paths or globs (glob(3)), expanded in order, each glob's
+// matches sorted, files seen before (a symlink to one, say) skipped, and
+// paths matching an `exclude` glob (fnmatch(3) on the whole path) dropped;
+// a pattern that matches nothing is an error naming it.
+std::vector<std::string> ExpandTextFiles(const std::vector<std::string>& patterns,
+                                         const std::vector<std::string>& exclude);
+// Cuts each file into windows of seq_len + 1 bytes at stride seq_len (a
+// window's last token is the next one's first): column "inputs" holds the
+// first seq_len bytes, "labels" the last seq_len. The last `eval_fraction`
+// of each file's windows (rounded to nearest; at least one when the fraction
+// is positive and the file has two or more) go to `eval` instead of `train`,
+// so held-out text is never trained on and every file is represented in
+// both. Files are not joined: no window spans two files.
+struct TextSplits {
+  Dataset train;
+  Dataset eval;
+};
+TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_len, double eval_fraction);
+
 // CSV columns chosen by spec: a header name, a 0-based index, or a 0-based
 // half-open range "a:b" / "a:" (many numeric columns into one feature
 // column). Each spec becomes a column named by the spec. Values are numbers;

@@ -268,6 +268,20 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
     r.CheckKeys(n, what, {"path", "feeds"});
     s.path = r.InputPath(r.NonEmptyString(r.Required(n, "path", what), what + ".path"));
     s.file_pos["path"] = r.Pos(n["path"]);
+  } else if (format == "text") {
+    r.CheckKeys(n, what, {"files", "exclude", "feeds"});
+    YAML::Node files = r.Required(n, "files", what);
+    const std::vector<std::string> patterns = files.IsScalar()
+                                                  ? std::vector<std::string>{r.NonEmptyString(files, what + ".files")}
+                                                  : r.StringList(files, what + ".files");
+    NABLA_ENFORCE(!patterns.empty(), kInvalidArgument, r.Where(files), ": ", what, ".files is empty");
+    for (const auto& p : patterns) s.text_files.push_back(r.InputPath(p));
+    s.file_pos["files"] = r.Pos(files);
+    if (n["exclude"]) {
+      const YAML::Node ex = n["exclude"];
+      s.text_exclude = ex.IsScalar() ? std::vector<std::string>{r.NonEmptyString(ex, what + ".exclude")}
+                                     : r.StringList(ex, what + ".exclude");
+    }
   } else {
     r.CheckKeys(n, what, {"files", "feeds"});
     YAML::Node files = r.Required(n, "files", what);
@@ -294,7 +308,10 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
     } else {
       f.column = r.NonEmptyString(v, fw);
     }
-    if (format != "csv") {
+    if (format == "text") {
+      NABLA_ENFORCE(f.column == "inputs" || f.column == "labels", kInvalidArgument, r.Where(v), ": ", fw,
+                    " names the column '", f.column, "', but a text dataset has the columns inputs, labels");
+    } else if (format != "csv") {
       NABLA_ENFORCE(s.files.count(f.column), kInvalidArgument, r.Where(v), ": ", fw, " names the column '", f.column,
                     "', but ", what, ".files has no such key");
     }
@@ -307,9 +324,9 @@ void ParseData(const Reader& r, const YAML::Node& n, DataConfig& d) {
   r.ExpectMap(n, "data");
   r.CheckKeys(n, "data",
               {"format", "train", "eval", "batch_size", "eval_batch_size", "shuffle", "seed", "drop_last", "header",
-               "delimiter"});
+               "delimiter", "seq_len", "eval_fraction", "samples_per_epoch"});
   d.pos = r.Pos(n);
-  if (n["format"]) d.format = r.Choice(n["format"], "data.format", {"idx", "csv", "npy"});
+  if (n["format"]) d.format = r.Choice(n["format"], "data.format", {"idx", "csv", "npy", "text"});
   ParseSplit(r, r.Required(n, "train", "data"), "data.train", d.format, d.train);
   if (n["eval"] && !n["eval"].IsNull()) ParseSplit(r, n["eval"], "data.eval", d.format, d.eval);
   if (n["batch_size"]) d.batch_size = r.Int(n["batch_size"], "data.batch_size", 1);
@@ -323,6 +340,22 @@ void ParseData(const Reader& r, const YAML::Node& n, DataConfig& d) {
   };
   csv_only("header");
   csv_only("delimiter");
+  auto text_only = [&](const char* key) {
+    NABLA_ENFORCE(!n[key] || d.format == "text", kInvalidArgument, r.Where(n[key]), ": data.", key,
+                  " applies to format text, but the format is '", d.format, "'");
+  };
+  text_only("seq_len");
+  text_only("eval_fraction");
+  if (d.format == "text") d.seq_len = r.Int(r.Required(n, "seq_len", "data (format text)"), "data.seq_len", 1);
+  if (n["eval_fraction"]) {
+    d.eval_fraction = r.NonNegative(n["eval_fraction"], "data.eval_fraction");
+    NABLA_ENFORCE(d.eval_fraction < 1, kInvalidArgument, r.Where(n["eval_fraction"]),
+                  ": data.eval_fraction must be below 1, but received ", d.eval_fraction);
+    NABLA_ENFORCE(!d.eval.present || d.eval_fraction == 0, kInvalidArgument, r.Where(n["eval_fraction"]),
+                  ": data.eval_fraction holds out part of data.train for evaluation, but data.eval is given too; "
+                  "keep one");
+  }
+  if (n["samples_per_epoch"]) d.samples_per_epoch = r.Int(n["samples_per_epoch"], "data.samples_per_epoch", 1);
   if (n["header"]) d.csv_header = r.Bool(n["header"], "data.header");
   if (n["delimiter"]) {
     std::string s = r.String(n["delimiter"], "data.delimiter");

@@ -50,12 +50,15 @@ struct SplitConfig {
   std::map<std::string, std::string> files;  // idx / npy: column name -> path (resolved)
   std::map<std::string, ConfigPos> file_pos;
   std::string path;  // csv: the file (resolved)
+  // text: paths or globs (resolved), and globs of paths to leave out
+  std::vector<std::string> text_files;
+  std::vector<std::string> text_exclude;
   std::vector<FeedConfig> feeds;
   ConfigPos pos;
 };
 
 struct DataConfig {
-  std::string format = "idx";  // idx | csv | npy
+  std::string format = "idx";  // idx | csv | npy | text
   SplitConfig train;
   SplitConfig eval;
   int64_t batch_size = 64;
@@ -65,6 +68,9 @@ struct DataConfig {
   bool drop_last = false;
   bool csv_header = true;
   char csv_delimiter = ',';
+  int64_t seq_len = 0;            // text: tokens per window (a window holds seq_len + 1)
+  double eval_fraction = 0;       // text: the share of each file's windows held out for eval
+  int64_t samples_per_epoch = 0;  // 0: the whole training set; else the first N of each epoch's order
   ConfigPos pos;
 };
 

@@ -170,18 +170,10 @@ struct Split {
   std::vector<FeedBinding> feeds;
 };
 
-Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block, const TrainPrograms& tp) {
-  Split out;
-  const DataConfig& d = c.data;
-  if (d.format == "idx") {
-    out.data = ReadIdxDataset(s.files);
-  } else if (d.format == "npy") {
-    out.data = ReadNpyDataset(s.files);
-  } else {
-    std::vector<std::string> specs;
-    for (const auto& f : s.feeds) specs.push_back(f.column);
-    out.data = ReadCsvDataset(s.path, specs, d.csv_header, d.csv_delimiter);
-  }
+// Feeds read columns of `data`, which must not move afterwards (a Split is
+// built in place and only moved as a whole: the bindings point into the
+// map's nodes, which a move keeps).
+void BindSplit(Split& out, const SplitConfig& s, const BlockDesc& block, const TrainPrograms& tp) {
   for (const auto& f : s.feeds) {
     const VarDesc* v = block.FindVar(f.var);
     NABLA_ENFORCE(v != nullptr, kNotFound, f.pos.Where(), ": feed var '", f.var, "' is not a var of the program");
@@ -190,6 +182,45 @@ Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block
       CheckLabelRange(out.feeds.back(), tp.classes, f.pos.Where());
     }
   }
+}
+
+Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block, const TrainPrograms& tp) {
+  Split out;
+  const DataConfig& d = c.data;
+  if (d.format == "idx") {
+    out.data = ReadIdxDataset(s.files);
+  } else if (d.format == "npy") {
+    out.data = ReadNpyDataset(s.files);
+  } else if (d.format == "text") {
+    out.data = ReadTextDataset(ExpandTextFiles(s.text_files, s.text_exclude), d.seq_len, 0).train;
+  } else {
+    std::vector<std::string> specs;
+    for (const auto& f : s.feeds) specs.push_back(f.column);
+    out.data = ReadCsvDataset(s.path, specs, d.csv_header, d.csv_delimiter);
+  }
+  BindSplit(out, s, block, tp);
+  return out;
+}
+
+// The training split and the evaluation split, if any: a text dataset with
+// eval_fraction holds out the tail of each training file.
+std::pair<Split, std::optional<Split>> LoadSplits(const RunConfig& c, const BlockDesc& block, const TrainPrograms& tp) {
+  const DataConfig& d = c.data;
+  if (d.format == "text" && d.eval_fraction > 0) {
+    TextSplits t =
+        ReadTextDataset(ExpandTextFiles(d.train.text_files, d.train.text_exclude), d.seq_len, d.eval_fraction);
+    std::pair<Split, std::optional<Split>> out;
+    out.first.data = std::move(t.train);
+    BindSplit(out.first, d.train, block, tp);
+    if (t.eval.Size() > 0) {
+      out.second.emplace();
+      out.second->data = std::move(t.eval);
+      BindSplit(*out.second, d.train, block, tp);
+    }
+    return out;
+  }
+  std::pair<Split, std::optional<Split>> out{LoadSplit(c, d.train, block, tp), std::nullopt};
+  if (d.eval.present) out.second = LoadSplit(c, d.eval, block, tp);
   return out;
 }
 
@@ -219,6 +250,7 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   std::string logits = c.accuracy.logits;
   if (logits.empty() && !label.empty()) logits = FindScoresFor(*block, label);
   tp.accuracy_label = label;
+  tp.logits = logits;
   if (!logits.empty()) {
     const VarDesc* lv = block->FindVarRecursive(logits);
     NABLA_ENFORCE(lv != nullptr, kNotFound, c.accuracy.pos.Where(), ": metrics.accuracy.logits '", logits,
@@ -311,11 +343,14 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   TrainPrograms tp = BuildTrainPrograms(c, world.size);
   const BlockDesc& block = *tp.main.Root();
 
-  Split train = LoadSplit(c, c.data.train, block, tp);
-  std::optional<Split> eval;
-  if (c.data.eval.present) eval = LoadSplit(c, c.data.eval, block, tp);
+  std::pair<Split, std::optional<Split>> splits = LoadSplits(c, block, tp);
+  Split& train = splits.first;
+  std::optional<Split>& eval = splits.second;
 
-  const int64_t n = train.data.Size();
+  // An epoch may be a fixed number of samples: the first of each epoch's
+  // order (a large text corpus then gets an evaluation every N windows).
+  const int64_t n =
+      c.data.samples_per_epoch > 0 ? std::min(c.data.samples_per_epoch, train.data.Size()) : train.data.Size();
   const int64_t bs = c.data.batch_size;
   const int64_t ebs = c.data.eval_batch_size > 0 ? c.data.eval_batch_size : bs;
   const int64_t batches = NumBatches(n, bs, c.data.drop_last);
@@ -451,8 +486,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   };
 
   if (!progress.Quiet()) {
-    out << "training " << (c.program_path.empty() ? c.path : c.program_path) << ": " << n << " samples, " << batches
-        << " batches of " << bs << " per epoch";
+    out << "training " << (c.program_path.empty() ? c.path : c.program_path) << ": " << n << " samples";
+    if (n < train.data.Size()) out << " of " << train.data.Size();
+    out << ", " << batches << " batches of " << bs << " per epoch";
     if (eval) out << ", " << eval->data.Size() << " eval samples";
     out << ", " << c.optimizer.type << " lr " << c.optimizer.lr << ", " << tp.param_grads.size() << " parameters, "
         << c.executor << " executor";
@@ -495,7 +531,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   int stop_signal = 0;
   while ((epochs == 0 || epoch < epochs) && (max_steps == 0 || step < max_steps)) {
     if ((stop_signal = pending_stop()) != 0) break;
-    std::vector<int64_t> order = EpochOrder(n, c.data.shuffle, data_seed, epoch);
+    std::vector<int64_t> order = EpochOrder(train.data.Size(), c.data.shuffle, data_seed, epoch);
     double ep_loss = 0;
     int64_t ep_samples = 0, ep_correct = 0;
     for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {

@@ -32,6 +32,7 @@ struct TrainPrograms {
   std::string learning_rate;              // the LR var (refilled from the config on resume)
   std::string accuracy;                   // the Correct-count var ("" without the metric)
   std::string accuracy_label;             // the label var the metric reads
+  std::string logits;                     // the scores a Label is ranked by ("" when none is found)
   int64_t classes = 0;                    // class count when known (labels are checked against it)
   bool bf16 = false;                      // the bf16 mixed-precision pass ran (precision: bf16, and the CPU can)
 };
