@@ -550,6 +550,12 @@ void ExportLookupTable(ExportContext& c) {
   c.AddNode("Gather", {In(c, "W"), s}, {Out(c, "Out")}, {{"axis", int64_t(0)}});
 }
 
+// lookup_table_v2: Ids of any shape, no trailing 1 to squeeze.
+void ExportLookupTableV2(ExportContext& c) {
+  if (A<int>(c, "padding_idx") != -1) c.Fail("padding_idx");
+  c.AddNode("Gather", {In(c, "W"), In(c, "Ids")}, {Out(c, "Out")}, {{"axis", int64_t(0)}});
+}
+
 void ExportArgExtremum(ExportContext& c, const std::string& type) {
   std::string x = In(c, "X");
   int64_t axis = A<int>(c, "axis");
@@ -757,6 +763,7 @@ std::map<std::string, OpExporter>& ExporterTable() {
     t["mean"] = ExportMean;
     t["fill_constant"] = ExportFillConstant;
     t["lookup_table"] = ExportLookupTable;
+    t["lookup_table_v2"] = ExportLookupTableV2;
     t["arg_max"] = [](ExportContext& c) { ExportArgExtremum(c, "ArgMax"); };
     t["arg_min"] = [](ExportContext& c) { ExportArgExtremum(c, "ArgMin"); };
     t["reduce_max"] = [](ExportContext& c) { ExportReduce(c, "ReduceMax"); };

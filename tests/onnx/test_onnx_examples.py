@@ -14,7 +14,9 @@ PROGRAMS = sorted(
     p for p in [*onnx_util.REPO.glob("examples/*.yaml"), *onnx_util.REPO.glob("examples/*/*.yaml")]
     if "nabla-program/" in p.read_text())
 # Programs whose ops have no exporter yet, with the op the error names.
-NOT_EXPORTABLE = {"fashion_mnist_rnn.yaml": "write_to_array"}
+# Programs with an op that has no ONNX exporter yet, and what the error names:
+# the GPT's first is mul with x_num_col_dims 2 (flash_attn has no exporter either).
+NOT_EXPORTABLE = {"fashion_mnist_rnn.yaml": "write_to_array", "gpt.yaml": "x_num_col_dims other than 1"}
 
 
 def as_test_mode(src, dst):
