@@ -205,7 +205,7 @@ def is_pybind_class(obj):
 def extension_stub(mod):
     classes = [n for n, v in vars(mod).items() if isinstance(v, type)]
     mapper = TypeMapper(mod.__name__, classes)
-    out = [HEADER, "from typing import *", "import os", "import numpy", ""]
+    out = [HEADER, "from typing import *", "import os", "import types", "import numpy", ""]
     for name, obj in sorted(vars(mod).items()):
         if name.startswith("__"):
             continue
@@ -216,6 +216,8 @@ def extension_stub(mod):
             out += class_stub(name, obj, mapper) + [""]
         elif callable(obj):
             out += function_stub(name, obj, mapper) + [""]
+        elif inspect.ismodule(obj):
+            out += [f"{name}: types.ModuleType", ""]
         else:
             out += [f"{name}: {type(obj).__name__}", ""]
     return "\n".join(out)
@@ -364,16 +366,27 @@ def python_class_stub(name, cls, ext_name):
 
 def package_stub(pkg):
     ext = pkg._nabla
-    out = [HEADER, "from typing import *", "import numpy", "from . import _nabla", "from . import onnx as onnx", ""]
+    out = [HEADER, "from typing import *", "import types", "import numpy", "from . import _nabla",
+           "from . import onnx as onnx", ""]
     out.append("__version__: str")
     out.append("__all__: List[str]")
     out.append("")
     reexports, defined = [], []
+    here = os.path.dirname(os.path.abspath(pkg.__file__))
     for name in pkg.__all__:
         obj = getattr(pkg, name)
-        if getattr(ext, name, None) is obj:
+        if getattr(ext, name, None) is obj and not inspect.ismodule(obj):
             reexports.append(name)
-        elif name != "onnx":
+        elif inspect.ismodule(obj):
+            # A submodule of the package (nabla.onnx) is found by the type
+            # checker from its own file; one that is not a file (a
+            # pybind11 submodule) is only known as a module.
+            path = os.path.abspath(getattr(obj, "__file__", None) or "")
+            if os.path.dirname(path) == here and path.endswith(".py") and name != "onnx":
+                out.append(f"from . import {name} as {name}")
+            elif name != "onnx":
+                out.append(f"{name}: types.ModuleType")
+        else:
             defined.append(name)
     if reexports:
         out.append("from ._nabla import " + ", ".join(f"{n} as {n}" for n in reexports))

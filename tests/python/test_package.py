@@ -143,7 +143,7 @@ def test_stub_names_resolve(name):
     # Every annotation names something the stub defines or imports, so a type
     # checker sees no unknown names.
     tree = stub(name)
-    defined = set(top_level_names(tree)) | {"_nabla", "numpy", "os", "onnx"}
+    defined = set(top_level_names(tree)) | {"_nabla", "numpy", "os", "onnx", "types"}
     defined |= set(typing.__all__) | set(dir(builtins))
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
@@ -157,3 +157,42 @@ def test_stub_names_resolve(name):
                 if isinstance(n, ast.Name) and n.id not in defined:
                     unknown.add(n.id)
     assert not unknown, f"{name} uses undefined names {sorted(unknown)}"
+
+
+USAGE = '''
+import numpy as np
+import nabla
+
+p = nabla.Program.load("model.yaml")
+pairs = nabla.append_backward(p, "loss")
+exe = nabla.Executor(threads=1)
+out = exe.run(p, feed={"x": np.zeros((2, 3), np.float32)}, fetch_list=["loss"])
+t = nabla.tensor(np.ones(3, np.float32), requires_grad=True)
+parts: list = nabla.ops.split(t, num=3)
+r = nabla.ops.softmax_with_cross_entropy(t, np.zeros((1,), np.int64))
+nabla.ops.mean(r.Loss).backward()
+device: str = t.device
+version: str = nabla.__version__
+with nabla.no_grad():
+    pass
+nabla.ops.split(t, nm=3)
+'''
+
+
+def test_stubs_pass_mypy_and_catch_a_misspelt_attribute(tmp_path):
+    # mypy (Debian's python3-mypy) reads the stubs as a user's type checker
+    # would: they must have no errors, and a call with an attribute the op
+    # lacks must be one.
+    pytest.importorskip("mypy")
+    stubs = tmp_path / "nabla"
+    stubs.mkdir()
+    for name in ("__init__.pyi", "_nabla.pyi", "py.typed", "onnx.py"):
+        (stubs / name).write_bytes((PACKAGE / name).read_bytes())
+    (tmp_path / "usage.py").write_text(USAGE)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull,
+                           "--no-error-summary", "nabla", "usage.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    misspelt = USAGE.splitlines().index("nabla.ops.split(t, nm=3)") + 1
+    assert len(errors) == 1 and errors[0].startswith(f"usage.py:{misspelt}:") and '"nm"' in errors[0], \
+        done.stdout + done.stderr
