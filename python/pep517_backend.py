@@ -134,6 +134,26 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return name
 
 
+# PEP 660: `pip install -e .` builds as build_wheel does and installs a .pth
+# that puts <build>/python on sys.path: the venv imports the build tree, so a
+# rebuild (scripts/build.sh) is seen without reinstalling.
+get_requires_for_build_editable = get_requires_for_build_wheel
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    p = _project()
+    build_dir = _build()
+    python_dir = os.path.join(build_dir, "python")
+    if not os.path.exists(os.path.join(python_dir, "nabla", "__init__.py")):
+        raise RuntimeError(f"{python_dir} holds no nabla package after the build")
+    name = f"{p['name']}-{p['version']}-{_tag()}.whl"
+    _write_wheel(os.path.join(wheel_directory, name), {}, p,
+                 extra={"__editable__.nabla.pth": (python_dir + "\n").encode()})
+    _log(f"wrote {name}: an editable install of {python_dir}")
+    return name
+
+
 def build_sdist(sdist_directory, config_settings=None):
     """The tracked files (git ls-files) and PKG-INFO, as <name>-<version>.tar.gz."""
     p = _project()
@@ -216,7 +236,7 @@ def _glob_dirs(root):
             yield os.path.join(dirpath, d)
 
 
-def _write_wheel(path, files, p):
+def _write_wheel(path, files, p, extra=None):
     info = _dist_info_name(p)
     record = []
 
@@ -234,6 +254,8 @@ def _write_wheel(path, files, p):
                 data = f.read()
             executable = os.stat(full).st_mode & 0o111
             add(zf, arcname, data, 0o100755 if executable else 0o100644)
+        for arcname, data in sorted((extra or {}).items()):
+            add(zf, arcname, data, 0o100644)
         for name, text in sorted(_metadata_files(p).items()):
             add(zf, f"{info}/{name}", text.encode(), 0o100644)
         out = io.StringIO()
