@@ -150,5 +150,5 @@ blocks:
     inside = [s for s in stamps if start <= s <= end]
     gaps = np.diff([start] + inside + [end])
     assert end - start > 0.05, f"the run took {end - start:.3f} s, too short to tell"
-    assert gaps.max() < 0.5 * (end - start), (
+    assert gaps.max() < 0.75 * (end - start), (
         f"the main thread stood still for {gaps.max():.3f} s of a {end - start:.3f} s run")
