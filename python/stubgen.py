@@ -236,6 +236,9 @@ def class_stub(name, cls, mapper):
             m = re.match(r"^\((.*)\)\s*->\s*(.+?)\s*$", lines[0]) if lines else None
             ret = mapper(m.group(2)) if m else "Any"
             rest = "\n".join(lines[1:] if m else lines).strip()
+            # pybind11 keeps a property's own doc on the property, not on fget.
+            if not rest and isinstance(value.__doc__, str) and value.__doc__ != doc_of(value.fget):
+                rest = value.__doc__.strip()
             out += ["    @property", f"    def {attr}(self) -> {ret}:"] + docstring_lines(rest, 8) + ["        ..."]
             if value.fset is not None:
                 out += [f"    @{attr}.setter", f"    def {attr}(self, value: {ret}) -> None: ..."]
@@ -399,7 +402,7 @@ def package_stub(pkg):
     for name in defined:
         obj = getattr(pkg, name)
         if name == "ops":
-            out += ["class _Ops:", '    """' + (inspect.getdoc(type(obj)) or "").splitlines()[0] + '"""']
+            out += ["class _Ops:"] + docstring_lines(inspect.getdoc(type(obj)) or "nabla.ops", 4)
             classes = []
             for op in pkg.ops_list():
                 if not usable(op["type"]):
