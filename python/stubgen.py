@@ -410,7 +410,9 @@ def package_stub(pkg):
                 pre, body = op_stub(op)
                 classes += pre
                 out += body
-            out += ["", "ops: _Ops", ""] + classes
+            # Ops of plugins loaded at run time (load_plugin) are attributes too.
+            out += ["    def __getattr__(self, name: str) -> Callable[..., Any]: ...",
+                    "", "ops: _Ops", ""] + classes
         elif inspect.isclass(obj):
             out += python_class_stub(name, obj, "_nabla") + [""]
         elif callable(obj):

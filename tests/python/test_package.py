@@ -176,13 +176,14 @@ version: str = nabla.__version__
 with nabla.no_grad():
     pass
 nabla.ops.split(t, nm=3)
+nabla.ops.acme_op_of_a_plugin_loaded_at_run_time(t, factor=2.0)
 '''
 
 
 def test_stubs_pass_mypy_and_catch_a_misspelt_attribute(tmp_path):
     # mypy (Debian's python3-mypy) reads the stubs as a user's type checker
-    # would: they must have no errors, and a call with an attribute the op
-    # lacks must be one.
+    # would: they must have no errors, a call with an attribute the op lacks
+    # must be one, and an op the stubs do not know (a plugin's) is allowed.
     pytest.importorskip("mypy")
     stubs = tmp_path / "nabla"
     stubs.mkdir()
