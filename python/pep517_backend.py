@@ -20,8 +20,8 @@ beside itself (PluginManager::DefaultPluginDir), so no variable is needed.
 Build folder: $NABLA_BUILD_DIR, else build/ in the source tree: the same
 folder scripts/build.sh uses (configured by it, Release, Ninja, ccache), so a
 pip install after a build compiles nothing again, and CI reuses its build.
-Only the targets the package needs are built; $JOBS is passed on to
-scripts/build.sh. A sanitizer build folder is refused.
+Only the targets the package needs are built, with $JOBS jobs (default: the
+CPUs this process may use). A sanitizer build folder is refused.
 """
 import base64
 import csv
@@ -186,6 +186,9 @@ def _build():
             raise RuntimeError(f"{build_dir} is a sanitizer build (NABLA_SANITIZE={m.group(1)}), which builds no "
                                "Python module; set NABLA_BUILD_DIR to a Release build folder")
     env = dict(os.environ, BUILD_DIR=build_dir, TARGETS=TARGETS)
+    # scripts/build.sh builds with 2 jobs unless told: a pip install on a
+    # machine of its own may use every CPU it is given (2 on the shared ones).
+    env.setdefault("JOBS", str(len(os.sched_getaffinity(0))))
     _log(f"scripts/build.sh in {build_dir} (targets: {TARGETS})")
     # build.sh's output goes to stderr: pip shows it with -v or when the build fails.
     subprocess.run([os.path.join(SOURCE, "scripts", "build.sh")], cwd=SOURCE, env=env, check=True,
