@@ -364,6 +364,8 @@ def python_class_stub(name, cls, ext_name):
                 ["        ..."]
         elif inspect.isfunction(value):
             out += python_function_stub(attr, value, 4, True)
+    if len(out) == 1:
+        out.append("    ...")
     return out
 
 
@@ -397,7 +399,6 @@ def package_stub(pkg):
     out.append("# What nabla.tensor and the ops take where a Tensor goes: a Tensor, or an ndarray or")
     out.append("# anything numpy.asarray takes, placed on the default device.")
     out.append("_TensorLike = Union[_nabla.Tensor, numpy.ndarray, float, int, Sequence[Any]]")
-    out.append("Tensor = _nabla.Tensor" if "Tensor" not in reexports else "")
     out.append("")
     for name in defined:
         obj = getattr(pkg, name)
