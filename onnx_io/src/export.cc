@@ -163,14 +163,26 @@ void Binary(ExportContext& c, const std::string& type) {
   c.AddNode(type, {x, y}, {Out(c, "Out")});
 }
 
+// Paddle's mul flattens X to [prod(xs[:xn]), K] and Y to [K, prod(ys[yn:])]
+// and gives xs[:xn] + ys[yn:]. X reshaped to xs[:xn] + [K] lets MatMul keep
+// X's leading dims itself (dynamic ones too: Reshape's 0 copies them).
 void ExportMul(ExportContext& c) {
   std::string x = In(c, "X"), y = In(c, "Y");
   const int xn = A<int>(c, "x_num_col_dims"), yn = A<int>(c, "y_num_col_dims");
   const Shape xs = c.ShapeOf(x), ys = c.ShapeOf(y);
-  if (xn != 1) c.Fail("x_num_col_dims other than 1");
-  if (xs.size() > 2) {
+  if (xn < 1 || xn >= static_cast<int>(xs.size()))
+    c.Fail("x_num_col_dims " + std::to_string(xn) + " for X of rank " + std::to_string(xs.size()));
+  if (yn < 1 || yn >= static_cast<int>(ys.size()))
+    c.Fail("y_num_col_dims " + std::to_string(yn) + " for Y of rank " + std::to_string(ys.size()));
+  if (xn == 1 && xs.size() > 2) {
     const std::string f = c.Temp(x + "_flat");
     c.AddNode("Flatten", {x}, {f}, {{"axis", int64_t(1)}});
+    x = f;
+  } else if (xs.size() > static_cast<size_t>(xn) + 1) {
+    std::vector<int64_t> shape(static_cast<size_t>(xn), 0);
+    shape.push_back(-1);
+    const std::string f = c.Temp(x + "_rows");
+    c.AddNode("Reshape", {x, c.AddInt64s(shape, {static_cast<int64_t>(shape.size())})}, {f});
     x = f;
   }
   if (ys.size() != 2 || yn != 1) {
@@ -178,12 +190,14 @@ void ExportMul(ExportContext& c) {
     c.AddNode("Flatten", {y}, {f}, {{"axis", int64_t(yn)}});
     y = f;
   }
-  const Shape out = c.ShapeOf(Out(c, "Out"));
-  if (ys.size() > 2 && out.size() > 2) {
+  if (ys.size() - static_cast<size_t>(yn) > 1) {
     const std::string m = c.Temp("mul");
     c.AddNode("MatMul", {x, y}, {m});
-    std::vector<int64_t> shape{0};
-    shape.insert(shape.end(), ys.begin() + yn, ys.end());
+    std::vector<int64_t> shape(static_cast<size_t>(xn), 0);
+    for (size_t i = static_cast<size_t>(yn); i < ys.size(); ++i) {
+      if (ys[i] < 0) c.Fail("Y with a dynamic dim after y_num_col_dims");
+      shape.push_back(ys[i]);
+    }
     c.AddNode("Reshape", {m, c.AddInt64s(shape, {static_cast<int64_t>(shape.size())})}, {Out(c, "Out")});
     return;
   }
@@ -214,6 +228,63 @@ void ExportMatmul(ExportContext& c) {
   const std::string m = c.Temp("matmul");
   c.AddNode("MatMul", {x, y}, {m});
   c.AddNode("Mul", {m, ScalarLike(c, Out(c, "Out"), alpha)}, {Out(c, "Out")});
+}
+
+// A float constant of `like`'s dtype (float32, or float64 through a Cast).
+std::string FloatsLike(ExportContext& c, const std::string& like, const std::vector<float>& values,
+                       const std::vector<int64_t>& dims) {
+  const DType d = c.DTypeOf(like);
+  if (d == DType::kFloat32) return c.AddFloats(values, dims);
+  if (d != DType::kFloat64) c.Fail(std::string("a constant of dtype ") + DTypeName(d));
+  const std::string f = c.AddFloats(values, dims), out = c.Temp("const64");
+  c.AddNode("Cast", {f}, {out}, {{"to", int64_t(onnx::TensorProto::DOUBLE)}});
+  return out;
+}
+
+// flash_attn as the plain attention it computes (opset 17 has no Attention):
+// q, k, v [B, S, H, D] to heads first, softmax(q k^T / sqrt(D) + mask) v,
+// back to [B, S, H, Dv]. causal is a constant [Sq, Sk] mask of 0 and -inf
+// (bottom-right aligned as the op's). softmax_lse, like batch_norm's saved
+// statistics, is not computed: inference has no use for it.
+void ExportFlashAttn(ExportContext& c) {
+  const std::string q = In(c, "q"), k = In(c, "k"), v = In(c, "v");
+  const Shape qs = c.ShapeOf(q), ks = c.ShapeOf(k);
+  if (qs.size() != 4 || ks.size() != 4) c.Fail("q and k of rank other than 4");
+  if (qs[3] < 0) c.Fail("a dynamic head_dim");
+  const std::string qt = c.Temp(q + "_heads"), kt = c.Temp(k + "_heads_t"), vt = c.Temp(v + "_heads");
+  c.AddNode("Transpose", {q}, {qt}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  c.AddNode("Transpose", {k}, {kt}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  c.AddNode("Transpose", {v}, {vt}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  const std::string s = c.Temp("scores"), scaled = c.Temp("scaled_scores");
+  c.AddNode("MatMul", {qt, kt}, {s});
+  c.AddNode("Mul", {s, FloatsLike(c, q, {static_cast<float>(1.0 / std::sqrt(static_cast<double>(qs[3])))}, {})},
+            {scaled});
+  std::string logits = scaled;
+  if (!c.Op().Input("attn_mask").empty()) {
+    const std::string masked = c.Temp("masked_scores");
+    c.AddNode("Add", {logits, In(c, "attn_mask")}, {masked});
+    logits = masked;
+  }
+  if (A<bool>(c, "causal")) {
+    const int64_t sq = qs[1], sk = ks[1];
+    if (sq < 0 || sk < 0) c.Fail("causal with a dynamic sequence length (its mask is a constant)");
+    // A row that sees no key is zeros in flash_attn, NaN in a softmax.
+    if (sq > sk) c.Fail("causal with seq_q > seq_k (rows that see no key)");
+    std::vector<float> mask(static_cast<size_t>(sq * sk), 0.0f);
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = i + sk - sq + 1; j < sk; ++j) mask[static_cast<size_t>(i * sk + j)] = -INFINITY;
+    }
+    const std::string masked = c.Temp("causal_scores");
+    c.AddNode("Add", {logits, FloatsLike(c, q, mask, {sq, sk})}, {masked});
+    logits = masked;
+  }
+  const auto& softmax = c.Op().Output("softmax");
+  const std::string p =
+      A<bool>(c, "return_softmax") && !softmax.empty() && !softmax[0].empty() ? softmax[0] : c.Temp("probs");
+  c.AddNode("Softmax", {logits}, {p}, {{"axis", int64_t(-1)}});
+  const std::string o = c.Temp("attn_heads");
+  c.AddNode("MatMul", {p, vt}, {o});
+  c.AddNode("Transpose", {o}, {Out(c, "out")}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
 }
 
 // Paddle's [h, w] or [top, bottom, left, right] as ONNX's [top, left, bottom, right].
@@ -665,19 +736,29 @@ void ExportTopK(ExportContext& c) {
             {{"axis", int64_t(-1)}});
 }
 
-// Hard labels [N, 1] over classes on the last axis of [N, C] logits: ONNX's
-// SoftmaxCrossEntropyLoss wants labels [N] and gives [N].
+// Hard labels [..., 1] over classes on the last axis of [..., C] logits:
+// ONNX's SoftmaxCrossEntropyLoss wants classes on axis 1 ([N, C, d1, ...])
+// and labels without the class dim, and gives [N, d1, ...].
 void ExportSoftmaxCrossEntropy(ExportContext& c) {
-  const std::string logits = In(c, "Logits"), label = In(c, "Label");
+  std::string logits = In(c, "Logits");
+  const std::string label = In(c, "Label");
   if (A<bool>(c, "soft_label")) c.Fail("soft labels");
+  const int64_t rank = RankOf(c, logits);
   const int axis = A<int>(c, "axis");
-  if (RankOf(c, logits) != 2 || (axis != -1 && axis != 1)) c.Fail("logits other than [N, C] with classes last");
+  if (rank < 2 || (axis != -1 && axis != rank - 1)) c.Fail("classes on an axis other than the last");
   c.AddNode("Softmax", {logits}, {Out(c, "Softmax")}, {{"axis", int64_t(-1)}});
+  if (rank > 2) {
+    std::vector<int64_t> perm{0, rank - 1};
+    for (int64_t i = 1; i < rank - 1; ++i) perm.push_back(i);
+    const std::string t = c.Temp(logits + "_classes_second");
+    c.AddNode("Transpose", {logits}, {t}, {{"perm", perm}});
+    logits = t;
+  }
   const std::string flat = c.Temp(label + "_flat"), loss = c.Temp(Out(c, "Loss"));
-  c.AddNode("Squeeze", {label, c.AddInt64s({1}, {1})}, {flat});
+  c.AddNode("Squeeze", {label, c.AddInt64s({rank - 1}, {1})}, {flat});
   c.AddNode("SoftmaxCrossEntropyLoss", {logits, flat}, {loss},
             {{"reduction", std::string("none")}, {"ignore_index", int64_t(A<int>(c, "ignore_index"))}});
-  c.AddNode("Unsqueeze", {loss, c.AddInt64s({1}, {1})}, {Out(c, "Loss")});
+  c.AddNode("Unsqueeze", {loss, c.AddInt64s({rank - 1}, {1})}, {Out(c, "Loss")});
 }
 
 std::map<std::string, OpExporter>& ExporterTable() {
@@ -743,6 +824,7 @@ std::map<std::string, OpExporter>& ExporterTable() {
     };
     t["mul"] = ExportMul;
     t["matmul"] = ExportMatmul;
+    t["flash_attn"] = ExportFlashAttn;
     t["conv2d"] = ExportConv2d;
     t["pool2d"] = ExportPool2d;
     t["batch_norm"] = ExportBatchNorm;
