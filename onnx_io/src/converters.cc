@@ -1475,6 +1475,183 @@ void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
   if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", 1}});
 }
 
+// ---- control flow: subgraphs as sub-blocks ---------------------------------
+
+// A bool [1] var holding `value` (a Loop's condition, when absent).
+std::string BoolConst(Importer& imp, bool value, const std::string& hint) {
+  const std::string v = imp.Temp(hint);
+  imp.Emit("fill_constant", {}, {{"Out", {v}}},
+           {{"shape", Ints{1}}, {"dtype", std::string("bool")}, {"value", value ? 1.0f : 0.0f}});
+  imp.AddVar(v);
+  return v;
+}
+
+// Binds a subgraph input to an outer var: a copy in the sub-block under the
+// input's own name, so the body's nodes convert unchanged.
+void BindInput(Importer& imp, const onnx::ValueInfoProto& input, const std::string& outer) {
+  if (input.name().empty()) return;
+  imp.Emit("assign", {{"X", {outer}}}, {{"Out", {input.name()}}});
+  imp.AddVar(input.name());
+}
+
+// Runs the current sub-block (made by BeginBlock) from `parent`: the op's
+// slots are what the block reads and writes outside it.
+void EmitBlockOp(Importer& imp, BlockDesc* parent, BlockDesc* block, const std::string& type, const std::string& cond) {
+  imp.EndBlock(parent);
+  std::vector<std::string> reads, writes;
+  imp.OuterVars(*block, &reads, &writes);
+  const std::string scopes = imp.Temp(type == "while" ? "loop_scopes" : "branch_scope");
+  VarDesc* sv = parent->Var(scopes);
+  sv->SetType(VarType::kStepScopes);
+  sv->SetDeclared(true);
+  imp.AddVar(scopes);
+  if (type == "while") {
+    imp.Emit("while", {{"X", reads}, {"Condition", {cond}}}, {{"Out", writes}, {"StepScopes", {scopes}}},
+             {{"sub_block", BlockRef{block->Idx()}}});
+  } else {
+    imp.Emit("conditional_block", {{"Cond", {cond}}, {"Input", reads}}, {{"Out", writes}, {"Scope", {scopes}}},
+             {{"sub_block", BlockRef{block->Idx()}}, {"is_scalar_condition", true}});
+  }
+}
+
+// Loop(M, cond, v...) as while: the carried values live in the Loop's output
+// vars (assigned their initial values first), an int64 counter i, and the
+// loop runs while i < M and cond. The body binds iter_num, cond_in and each
+// v_in to them, and at its end writes cond_out and v_out back, counts i up
+// and recomputes the condition.
+void Loop(const Node& n, Importer& imp) {
+  const onnx::GraphProto& body = n.GraphAttr("body");
+  const int carried = n.NumInputs() - 2;
+  if (carried < 0) n.Fail(ErrorKind::kInvalidArgument, "Loop needs the inputs M and cond (either may be empty)");
+  if (body.input_size() != carried + 2 || body.output_size() < carried + 1) {
+    n.Fail(ErrorKind::kInvalidArgument, "the body has " + std::to_string(body.input_size()) + " inputs and " +
+                                            std::to_string(body.output_size()) + " outputs for " +
+                                            std::to_string(carried) + " loop-carried values");
+  }
+  if (body.output_size() > carried + 1) {
+    n.Unsupported(
+        "scan outputs of Loop (stacking a tensor array of run-time length needs a nabla op "
+        "tensor_array_to_tensor)");
+  }
+  std::vector<std::string> values;
+  for (int k = 0; k < carried; ++k) {
+    const std::string v = n.HasOutput(k) ? n.Output(k) : imp.Temp("loop_value");
+    imp.Emit("assign", {{"X", {imp.In(n, k + 2)}}}, {{"Out", {v}}});
+    imp.AddVar(v);
+    values.push_back(v);
+  }
+  const std::string i = imp.Temp("loop_i");
+  imp.Emit("fill_constant", {}, {{"Out", {i}}}, {{"shape", Ints{1}}, {"dtype", std::string("int64")}, {"value", 0.0f}});
+  imp.AddVar(i);
+  std::string limit;
+  if (n.HasInput(0)) {
+    limit = imp.In(n, 0);
+    if (imp.DTypeOf(n, n.Input(0)) != DType::kInt64) n.Fail(ErrorKind::kInvalidArgument, "M must be int64");
+  }
+  std::string cond;
+  if (n.HasInput(1)) {
+    cond = imp.Temp("loop_cond");
+    imp.Emit("assign", {{"X", {imp.In(n, 1)}}}, {{"Out", {cond}}});
+    imp.AddVar(cond);
+  } else {
+    cond = BoolConst(imp, true, "loop_cond");
+  }
+  const std::string keep = imp.Temp("loop_keep");
+  auto keep_going = [&] {
+    if (limit.empty()) {
+      imp.Emit("assign", {{"X", {cond}}}, {{"Out", {keep}}});
+      return;
+    }
+    const std::string below = imp.Temp("loop_below");
+    imp.Emit("less_than", {{"X", {i}}, {"Y", {limit}}}, {{"Out", {below}}});
+    imp.Emit("logical_and", {{"X", {below}}, {"Y", {cond}}}, {{"Out", {keep}}});
+  };
+  keep_going();
+  imp.AddVar(keep);
+
+  BlockDesc* parent = imp.BeginBlock();
+  BlockDesc* block = imp.CurrentBlock();
+  BindInput(imp, body.input(0), i);
+  BindInput(imp, body.input(1), cond);
+  for (int k = 0; k < carried; ++k) BindInput(imp, body.input(k + 2), values[k]);
+  imp.ConvertGraph(body);
+  auto body_out = [&](int k) {
+    const std::string& name = body.output(k).name();
+    if (imp.ConstOf(name)) return imp.ConstVar(*imp.ConstOf(name), name);
+    return name;
+  };
+  // Every new value first, then the writes: a body may return its inputs
+  // swapped, and each v_out must be the value before any write-back.
+  std::vector<std::string> outs;
+  for (int k = 0; k <= carried; ++k) {
+    const std::string t = imp.Temp("loop_next");
+    imp.Emit("assign", {{"X", {body_out(k)}}}, {{"Out", {t}}});
+    outs.push_back(t);
+  }
+  imp.Emit("assign", {{"X", {outs[0]}}}, {{"Out", {cond}}});
+  for (int k = 0; k < carried; ++k) imp.Emit("assign", {{"X", {outs[k + 1]}}}, {{"Out", {values[k]}}});
+  imp.Emit("increment", {{"X", {i}}}, {{"Out", {i}}}, {{"step", 1.0f}});
+  keep_going();
+  EmitBlockOp(imp, parent, block, "while", keep);
+}
+
+// If(cond): a constant cond inlines the branch taken; otherwise each branch
+// is a conditional_block (on cond and on not cond) writing the outputs.
+void If(const Node& n, Importer& imp) {
+  const onnx::GraphProto& then_g = n.GraphAttr("then_branch");
+  const onnx::GraphProto& else_g = n.GraphAttr("else_branch");
+  for (const onnx::GraphProto* g : {&then_g, &else_g}) {
+    if (g->output_size() != n.NumOutputs()) {
+      n.Fail(ErrorKind::kInvalidArgument, "branch '" + g->name() + "' has " + std::to_string(g->output_size()) +
+                                              " outputs for the node's " + std::to_string(n.NumOutputs()));
+    }
+  }
+  auto branch_out = [&](const onnx::GraphProto& g, int k) {
+    const std::string& name = g.output(k).name();
+    if (imp.ConstOf(name)) return imp.ConstVar(*imp.ConstOf(name), name);
+    return name;
+  };
+  if (const Tensor* c = imp.Const(n, 0)) {
+    if (c->Numel() != 1) n.Fail(ErrorKind::kInvalidArgument, "cond must have one element");
+    const onnx::GraphProto& g = ToConst(*c).data[0] != 0 ? then_g : else_g;
+    imp.ConvertGraph(g);
+    for (int k = 0; k < n.NumOutputs(); ++k) {
+      if (n.HasOutput(k)) imp.Emit("assign", {{"X", {branch_out(g, k)}}}, {{"Out", {n.Output(k)}}});
+    }
+    return;
+  }
+  if (imp.DTypeOf(n, n.Input(0)) != DType::kBool) n.Fail(ErrorKind::kInvalidArgument, "cond must be bool");
+  const std::string cond = imp.In(n, 0);
+  for (int k = 0; k < n.NumOutputs(); ++k) {
+    if (!n.HasOutput(k)) continue;
+    if (!imp.HasDType(n.Output(k))) {
+      for (const onnx::GraphProto* g : {&then_g, &else_g}) {
+        if (imp.HasDType(g->output(k).name())) {
+          imp.SetInfo(
+              n.Output(k),
+              imp.HasShape(g->output(k).name()) ? imp.ShapeOf(n, g->output(k).name()) : std::vector<int64_t>{-1},
+              imp.DTypeOf(n, g->output(k).name()));
+          break;
+        }
+      }
+    }
+    imp.DeclareVar(n, n.Output(k));
+    imp.AddVar(n.Output(k));
+  }
+  const std::string not_cond = imp.Temp("else_cond");
+  imp.Emit("logical_not", {{"X", {cond}}}, {{"Out", {not_cond}}});
+  imp.AddVar(not_cond);
+  for (const auto& [g, c] : {std::pair{&then_g, cond}, std::pair{&else_g, not_cond}}) {
+    BlockDesc* parent = imp.BeginBlock();
+    BlockDesc* block = imp.CurrentBlock();
+    imp.ConvertGraph(*g);
+    for (int k = 0; k < n.NumOutputs(); ++k) {
+      if (n.HasOutput(k)) imp.Emit("assign", {{"X", {branch_out(*g, k)}}}, {{"Out", {n.Output(k)}}});
+    }
+    EmitBlockOp(imp, parent, block, "conditional_block", c);
+  }
+}
+
 const std::map<std::string, Converter>& Table() {
   static const std::map<std::string, Converter> kTable = {
       {"Abs", Abs},
@@ -1515,7 +1692,9 @@ const std::map<std::string, Converter>& Table() {
       {"HardSigmoid", HardSigmoid},
       {"HardSwish", HardSwish},
       {"Identity", Identity},
+      {"If", If},
       {"LSTM", LSTM},
+      {"Loop", Loop},
       {"LayerNormalization", LayerNormalization},
       {"LeakyRelu", LeakyRelu},
       {"Less", [](const Node& n, Importer& imp) { Compare(n, imp, "less_than"); }},
@@ -1594,10 +1773,8 @@ const std::map<std::string, std::string>& Missing() {
       {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
-      {"If", "needs the conditional_block lowering"},
       {"InstanceNormalization", "needs nabla op instance_norm"},
       {"LRN", "needs nabla op lrn"},
-      {"Loop", "needs the while lowering"},
       {"MaxUnpool", "needs nabla op unpool"},
       {"Mod", "needs nabla op elementwise_mod"},
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},

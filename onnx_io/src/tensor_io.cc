@@ -328,6 +328,14 @@ std::vector<float> Node::Floats(const std::string& name) const {
   return {a->floats().begin(), a->floats().end()};
 }
 
+const onnx::GraphProto& Node::GraphAttr(const std::string& name) const {
+  const auto* a = Find(name);
+  if (!a || a->type() != onnx::AttributeProto::GRAPH || !a->has_g()) {
+    Fail(ErrorKind::kInvalidArgument, "attribute " + name + " (a graph) is missing");
+  }
+  return a->g();
+}
+
 const onnx::TensorProto* Node::TensorAttr(const std::string& name) const {
   const auto* a = Find(name);
   if (!a) return nullptr;
