@@ -40,6 +40,17 @@ def convertible_ops():
     }
 
 
+def op_types(graph):
+    """The op types of a graph's nodes and of its subgraphs' (Loop's body, If's branches)."""
+    out = set()
+    for n in graph.node:
+        out.add(n.op_type)
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out |= op_types(g)
+    return out
+
+
 def scalars_as_initializers(model, inputs, feeds_in):
     """The model with its rank-0 inputs made initializers of their fed
     values (nabla's vars have rank >= 1), and the remaining feeds."""
@@ -111,7 +122,7 @@ def test_onnx_node_cases(tmp_path):
     # A few generators emit one name twice (opset variants).
     seen = collections.Counter(c.name for c in cases)
     for case in cases:
-        lacking = sorted({n.op_type for n in case.model.graph.node if n.op_type not in ops})
+        lacking = sorted(t for t in op_types(case.model.graph) if t not in ops)
         if lacking:
             op = lacking[0]
             results[case.name] = f"no converter for ONNX op {op}" + (f" ({missing[op]})" if op in missing else "")
@@ -158,7 +169,7 @@ def test_onnx_node_cases_with_scalar_inputs_as_constants(tmp_path):
     ops, _ = convertible_ops()
     picked = []
     for case in cases:
-        if any(n.op_type not in ops for n in case.model.graph.node):
+        if any(t not in ops for t in op_types(case.model.graph)):
             continue
         if any(np.asarray(v).ndim == 0 for v in case.data_sets[0][0]):
             picked.append(case)
