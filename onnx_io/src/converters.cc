@@ -660,6 +660,11 @@ void Squeeze(const Node& n, Importer& imp) { Unary(n, imp, "squeeze", {{"axes", 
 
 void Unsqueeze(const Node& n, Importer& imp) {
   std::vector<int64_t> axes = Axes(n, imp, 1);
+  if (imp.RankOf(n, n.Input(0)) == 0) {
+    // A scalar is [1] in nabla already: the result is all ones.
+    imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", Ints(axes.size(), 1)}});
+    return;
+  }
   const int64_t out_rank = imp.RankOf(n, n.Input(0)) + static_cast<int64_t>(axes.size());
   for (auto& a : axes) a = NormAxis(n, a, out_rank);
   // ONNX's axes index the output; inserted in increasing order, each is
@@ -1528,10 +1533,35 @@ void Loop(const Node& n, Importer& imp) {
                                             std::to_string(body.output_size()) + " outputs for " +
                                             std::to_string(carried) + " loop-carried values");
   }
-  if (body.output_size() > carried + 1) {
-    n.Unsupported(
-        "scan outputs of Loop (stacking a tensor array of run-time length needs a nabla op "
-        "tensor_array_to_tensor)");
+  // Scan outputs go to tensor arrays, stacked after the loop entry by entry:
+  // that needs the number of iterations at import time, so a constant M and
+  // a condition that stays true (absent or constant true, and the body's
+  // cond_out its cond_in through Identity nodes).
+  const int scans = body.output_size() - carried - 1;
+  int64_t trips = 0;
+  if (scans > 0) {
+    const Tensor* m = imp.Const(n, 0);
+    const Tensor* c = imp.Const(n, 1);
+    std::string cond_out = body.output(0).name();
+    for (bool changed = true; changed && cond_out != body.input(1).name();) {
+      changed = false;
+      for (const auto& node : body.node()) {
+        if (node.op_type() == "Identity" && node.output_size() == 1 && node.output(0) == cond_out) {
+          cond_out = node.input(0);
+          changed = true;
+        }
+      }
+    }
+    if (!m || m->Numel() != 1 || (n.HasInput(1) && (!c || c->Numel() != 1 || ToConst(*c).data[0] == 0)) ||
+        cond_out != body.input(1).name()) {
+      n.Unsupported(
+          "scan outputs of a Loop whose number of iterations is not known at import time (a constant M "
+          "and a condition that stays true): nabla stacks them entry by entry");
+    }
+    trips = static_cast<int64_t>(ToConst(*m).data[0]);
+    if (trips <= 0 || trips > 4096) {
+      n.Unsupported("scan outputs of a Loop of " + std::to_string(trips) + " iterations (1 to 4096 are stacked)");
+    }
   }
   std::vector<std::string> values;
   for (int k = 0; k < carried; ++k) {
@@ -1590,9 +1620,164 @@ void Loop(const Node& n, Importer& imp) {
   }
   imp.Emit("assign", {{"X", {outs[0]}}}, {{"Out", {cond}}});
   for (int k = 0; k < carried; ++k) imp.Emit("assign", {{"X", {outs[k + 1]}}}, {{"Out", {values[k]}}});
+  std::vector<std::string> arrays;
+  for (int k = 0; k < scans; ++k) {
+    const std::string& value = body.output(carried + 1 + k).name();
+    const std::string array = imp.Temp("scan_array");
+    VarDesc* av = parent->Var(array);
+    av->SetType(VarType::kTensorArray);
+    av->SetDType(imp.DTypeOf(n, value));
+    av->MarkDTypeKnown();
+    const std::vector<int64_t> shape = imp.HasShape(value) ? imp.ShapeOf(n, value) : std::vector<int64_t>{-1};
+    av->SetShape(shape.empty() ? Shape{1} : Shape(shape.begin(), shape.end()));
+    av->SetDeclared(true);
+    imp.AddVar(array);
+    imp.Emit("write_to_array", {{"X", {body_out(carried + 1 + k)}}, {"I", {i}}}, {{"Out", {array}}});
+    arrays.push_back(array);
+  }
   imp.Emit("increment", {{"X", {i}}}, {{"Out", {i}}}, {{"step", 1.0f}});
   keep_going();
   EmitBlockOp(imp, parent, block, "while", keep);
+  for (int k = 0; k < scans; ++k) {
+    const std::string& value = body.output(carried + 1 + k).name();
+    std::vector<std::string> entries;
+    for (int64_t t = 0; t < trips; ++t) {
+      const std::string at = imp.Temp("scan_index"), entry = imp.Temp("scan_entry");
+      imp.Emit("fill_constant", {}, {{"Out", {at}}},
+               {{"shape", Ints{1}}, {"dtype", std::string("int64")}, {"value", static_cast<float>(t)}});
+      imp.Emit("read_from_array", {{"X", {arrays[k]}}, {"I", {at}}}, {{"Out", {entry}}});
+      entries.push_back(entry);
+    }
+    const std::string out = n.HasOutput(carried + k) ? n.Output(carried + k) : imp.Temp("scan_output");
+    // A scalar per step (nabla's [1]) stacks to ONNX's [trips]: a concat.
+    const bool scalar_steps = (imp.HasShape(value) && imp.ShapeOf(n, value).empty()) ||
+                              (n.HasOutput(carried + k) && imp.HasShape(out) && imp.RankOf(n, out) == 1);
+    if (scalar_steps) {
+      // stack, then [trips, 1] to [trips] (nabla's concat is float only).
+      const std::string stacked = imp.Temp("scan_stacked");
+      imp.Emit("stack", {{"X", entries}}, {{"Y", {stacked}}}, {{"axis", 0}});
+      imp.Emit("reshape", {{"X", {stacked}}}, {{"Out", {out}}}, {{"shape", Ints{ToInt(n, trips, "M")}}});
+    } else {
+      imp.Emit("stack", {{"X", entries}}, {{"Y", {out}}}, {{"axis", 0}});
+    }
+  }
+}
+
+// A copy of a subgraph whose own values (inputs, initializers, node
+// outputs) are renamed fresh, so it converts once per unrolled step; names
+// from outside stay. A body with subgraphs of its own is not renamed.
+onnx::GraphProto Renamed(const Node& n, Importer& imp, const onnx::GraphProto& g) {
+  std::map<std::string, std::string> to;
+  auto add = [&](const std::string& name) {
+    if (name.empty() || to.count(name)) return;
+    to[name] = imp.Temp(name);
+    imp.CopyInfo(name, to[name]);
+  };
+  for (const auto& i : g.input()) add(i.name());
+  for (const auto& i : g.initializer()) add(i.name());
+  for (const auto& node : g.node()) {
+    for (const auto& a : node.attribute()) {
+      if (a.has_g() || a.graphs_size() > 0) n.Unsupported("a Scan body with subgraphs of its own");
+    }
+    for (const auto& o : node.output()) add(o);
+  }
+  auto rename = [&](std::string* name) {
+    auto it = to.find(*name);
+    if (it != to.end()) *name = it->second;
+  };
+  onnx::GraphProto out = g;
+  for (auto& i : *out.mutable_input()) rename(i.mutable_name());
+  for (auto& i : *out.mutable_initializer()) rename(i.mutable_name());
+  for (auto& o : *out.mutable_output()) rename(o.mutable_name());
+  for (auto& node : *out.mutable_node()) {
+    for (auto& i : *node.mutable_input()) rename(&i);
+    for (auto& o : *node.mutable_output()) rename(&o);
+  }
+  return out;
+}
+
+// Scan (opset 9 on) unrolled over a sequence length known at import time, as
+// LSTM is: each step slices the scan inputs, converts a renamed copy of the
+// body, and the scan outputs stack the steps' values.
+void Scan(const Node& n, Importer& imp) {
+  if (imp.Opset() < 9) n.Unsupported("Scan before opset 9 (a batch axis and sequence_lens)");
+  const onnx::GraphProto& body = n.GraphAttr("body");
+  const int scan_in = static_cast<int>(n.Int("num_scan_inputs", 0));
+  const int states = n.NumInputs() - scan_in;
+  const int scan_out = n.NumOutputs() - states;
+  if (scan_in < 1 || states < 0 || scan_out < 0 || body.input_size() != n.NumInputs() ||
+      body.output_size() != n.NumOutputs()) {
+    n.Fail(ErrorKind::kInvalidArgument, "the body's inputs and outputs do not match the node's");
+  }
+  auto per = [&](const std::string& name, int count) {
+    std::vector<int64_t> v = n.Ints(name, std::vector<int64_t>(static_cast<size_t>(count), 0));
+    if (static_cast<int>(v.size()) != count) n.Fail(ErrorKind::kInvalidArgument, name + " has the wrong length");
+    return v;
+  };
+  std::vector<int64_t> in_axes = per("scan_input_axes", scan_in), in_dirs = per("scan_input_directions", scan_in);
+  const std::vector<int64_t> out_axes = per("scan_output_axes", scan_out),
+                             out_dirs = per("scan_output_directions", scan_out);
+  int64_t steps = -1;
+  for (int j = 0; j < scan_in; ++j) {
+    const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(states + j));
+    in_axes[j] = NormAxis(n, in_axes[j], static_cast<int64_t>(shape.size()));
+    const int64_t len = shape[static_cast<size_t>(in_axes[j])];
+    if (len < 0) n.Unsupported("a scan length that is not known at import time (fix it with --input-shape)");
+    if (steps >= 0 && len != steps) n.Fail(ErrorKind::kInvalidArgument, "scan inputs of different lengths");
+    steps = len;
+  }
+  if (steps <= 0 || steps > 4096) n.Unsupported("a Scan of " + std::to_string(steps) + " steps (1 to 4096 unroll)");
+  std::vector<std::string> carried;
+  for (int k = 0; k < states; ++k) carried.push_back(imp.In(n, k));
+  std::vector<std::vector<std::string>> pieces(static_cast<size_t>(scan_out));
+  for (int64_t t = 0; t < steps; ++t) {
+    onnx::GraphProto g = Renamed(n, imp, body);
+    for (int k = 0; k < states; ++k) {
+      imp.Emit("assign", {{"X", {carried[k]}}}, {{"Out", {g.input(k).name()}}});
+      imp.AddVar(g.input(k).name());
+    }
+    for (int j = 0; j < scan_in; ++j) {
+      const int64_t at = in_dirs[j] ? steps - 1 - t : t;
+      const int axis = ToInt(n, in_axes[j], "axis");
+      const std::string& slice = g.input(states + j).name();
+      // A rank-1 scan input gives scalars: nabla keeps them [1].
+      const bool keep = imp.RankOf(n, n.Input(states + j)) == 1;
+      imp.Emit("slice", {{"Input", {imp.In(n, states + j)}}}, {{"Out", {slice}}},
+               {{"axes", Ints{axis}},
+                {"starts", Ints{ToInt(n, at, "step")}},
+                {"ends", Ints{ToInt(n, at + 1, "step")}},
+                {"decrease_axis", keep ? Ints{} : Ints{axis}}});
+      imp.AddVar(slice);
+    }
+    imp.ConvertGraph(g);
+    auto value = [&](int k) {
+      const std::string& name = g.output(k).name();
+      if (imp.ConstOf(name)) return imp.ConstVar(*imp.ConstOf(name), name);
+      return name;
+    };
+    for (int k = 0; k < states; ++k) carried[k] = value(k);
+    for (int k = 0; k < scan_out; ++k) pieces[k].push_back(value(states + k));
+  }
+  for (int k = 0; k < states; ++k) {
+    if (n.HasOutput(k)) imp.Emit("assign", {{"X", {carried[k]}}}, {{"Out", {n.Output(k)}}});
+  }
+  for (int k = 0; k < scan_out; ++k) {
+    if (!n.HasOutput(states + k)) continue;
+    std::vector<std::string> xs = pieces[k];
+    if (out_dirs[k]) std::reverse(xs.begin(), xs.end());
+    const std::string& piece = body.output(states + k).name();
+    const bool scalar = imp.HasShape(piece) && imp.ShapeOf(n, piece).empty();
+    const int64_t rank = (imp.HasShape(piece) ? static_cast<int64_t>(imp.ShapeOf(n, piece).size()) : 0) + 1;
+    const int axis = ToInt(n, NormAxis(n, out_axes[k], scalar ? 1 : rank), "axis");
+    if (scalar) {
+      const std::string stacked = imp.Temp("scan_stacked");
+      imp.Emit("stack", {{"X", xs}}, {{"Y", {stacked}}}, {{"axis", 0}});
+      imp.Emit("reshape", {{"X", {stacked}}}, {{"Out", {n.Output(states + k)}}},
+               {{"shape", Ints{ToInt(n, steps, "steps")}}});
+    } else {
+      imp.Emit("stack", {{"X", xs}}, {{"Y", {n.Output(states + k)}}}, {{"axis", axis}});
+    }
+  }
 }
 
 // If(cond): a constant cond inlines the branch taken; otherwise each branch
@@ -1731,6 +1916,7 @@ const std::map<std::string, Converter>& Table() {
       {"Relu", Relu},
       {"Reshape", Reshape},
       {"Round", Round},
+      {"Scan", Scan},
       {"Selu", Selu},
       {"Shrink", Shrink},
       {"Sigmoid", Sigmoid},
@@ -1780,7 +1966,6 @@ const std::map<std::string, std::string>& Missing() {
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
       {"Resize", "needs nabla op interpolate"},
-      {"Scan", "needs the while lowering"},
       {"ScatterElements", "needs nabla op put_along_axis"},
       {"ScatterND", "needs nabla op scatter_nd_add"},
       {"Shape", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},

@@ -137,6 +137,11 @@ class Importer {
   // Declares `value` as a var of the current block with its inferred dtype
   // and shape (a value only a sub-block writes needs it declared outside).
   void DeclareVar(const Node& n, const std::string& value);
+  // `to` is a copy of `from` (an unrolled step's value): same shape and dtype.
+  void CopyInfo(const std::string& from, const std::string& to) {
+    auto it = info_.find(from);
+    if (it != info_.end()) info_[to] = it->second;
+  }
 
   // Sub-blocks (Loop, If) ---------------------------------------------------
   // Ops go to the current block; BeginBlock makes a child of it current and
