@@ -770,10 +770,22 @@ class Unroll {
       n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
     }
     steps_ = xs_[0];
+    // sequence_lens: each row's states stop at its own length and Y is 0
+    // past it. All lengths full (a constant) is the plain unroll; otherwise
+    // every step blends by a 0/1 mask of the rows still running.
     if (n.HasInput(4)) {
-      for (int64_t len : imp.ConstInts(n, 4, "sequence_lens")) {
-        if (len != steps_) n.Unsupported("sequence_lens shorter than the sequence");
+      bool full = false;
+      if (const Tensor* c = imp.Const(n, 4)) {
+        full = true;
+        for (long double len : ToConst(*c).data) {
+          if (len < 0 || len > steps_) {
+            n.Fail(ErrorKind::kOutOfRange, "sequence_lens value " + std::to_string(static_cast<int64_t>(len)) +
+                                               " is outside [0, " + std::to_string(steps_) + "]");
+          }
+          full = full && len == steps_;
+        }
       }
+      if (!full) lens_ = imp.In(n, 4);
     }
     const std::vector<int64_t> ws = imp.ShapeOf(n, n.Input(1));
     hidden_ = n.Int("hidden_size", ws.size() == 3 ? ws[1] / gates : -1);
@@ -845,8 +857,18 @@ class Unroll {
                {"dtype", std::string(DTypeName(imp_.DTypeOf(n_, n_.Input(0))))}});
     return out;
   }
+  // The state after step t: `now` for the rows whose sequence runs through
+  // t, `before` for the others (m * now + (1 - m) * before is exact for m
+  // in {0, 1}).
+  std::string Blend(int64_t t, const std::string& now, const std::string& before) {
+    if (lens_.empty()) return now;
+    const auto& [keep, drop] = Mask(t);
+    return Add(Mul(now, keep), Mul(before, drop));
+  }
   void Record(int64_t t, const std::string& h) {
-    if (n_.HasOutput(0)) ys_[static_cast<size_t>(t)].push_back(Emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
+    if (!n_.HasOutput(0)) return;
+    const std::string y = lens_.empty() ? h : Mul(h, Mask(t).first);  // 0 past a row's length
+    ys_[static_cast<size_t>(t)].push_back(Emit("unsqueeze", {{"X", {y}}}, {{"axes", Ints{0, 1}}}));
   }
   void Last(int output, const std::string& state) {
     last_[output].push_back(Emit("unsqueeze", {{"X", {state}}}, {{"axes", Ints{0}}}));
@@ -887,6 +909,25 @@ class Unroll {
   std::vector<std::vector<std::string>> ys_;  // [t][d]: h as [1, 1, B, H]
   std::map<int, std::vector<std::string>> last_;
   std::map<int, std::string> states_;
+  std::string lens_;  // sequence_lens when some row is shorter (or unknown)
+  std::map<int64_t, std::pair<std::string, std::string>> masks_;
+
+  // [batch, 1]: 1 where t < sequence_lens, and 1 minus that.
+  const std::pair<std::string, std::string>& Mask(int64_t t) {
+    auto it = masks_.find(t);
+    if (it != masks_.end()) return it->second;
+    const std::string at = Tmp();
+    imp_.Emit("fill_constant", {}, {{"Out", {at}}},
+              {{"shape", Ints{1}},
+               {"value", static_cast<float>(t)},
+               {"dtype", std::string(DTypeName(imp_.DTypeOf(n_, n_.Input(4))))}});
+    const std::string running = Emit("greater_than", {{"X", {lens_}}, {"Y", {at}}}, {{"axis", -1}});
+    const std::string dtype = DTypeName(imp_.DTypeOf(n_, n_.Input(0)));
+    const std::string f = Emit("cast", {{"X", {running}}}, {{"in_dtype", std::string("bool")}, {"out_dtype", dtype}});
+    const std::string keep = Emit("unsqueeze", {{"X", {f}}}, {{"axes", Ints{1}}});
+    const std::string drop = Emit("scale", {{"X", {keep}}}, {{"scale", -1.0f}, {"bias", 1.0f}});
+    return masks_[t] = {keep, drop};
+  }
 };
 
 void LSTM(const Node& n, Importer& imp) {
@@ -914,10 +955,12 @@ void LSTM(const Node& n, Importer& imp) {
       const std::string i = u.Emit("sigmoid", {{"X", {peep(gates[0], 0, c)}}});
       const std::string f = u.Emit("sigmoid", {{"X", {peep(gates[2], 2, c)}}});
       const std::string cc = u.Emit("tanh", {{"X", {gates[3]}}});
-      c = u.Add(u.Mul(f, c), u.Mul(i, cc));
-      const std::string o = u.Emit("sigmoid", {{"X", {peep(gates[1], 1, c)}}});
-      h = u.Mul(o, u.Emit("tanh", {{"X", {c}}}));
-      u.Record(t, h);
+      const std::string c_next = u.Add(u.Mul(f, c), u.Mul(i, cc));
+      const std::string o = u.Emit("sigmoid", {{"X", {peep(gates[1], 1, c_next)}}});
+      const std::string h_next = u.Mul(o, u.Emit("tanh", {{"X", {c_next}}}));
+      u.Record(t, h_next);
+      c = u.Blend(t, c_next, c);
+      h = u.Blend(t, h_next, h);
     }
     u.Last(1, h);
     u.Last(2, c);
@@ -952,8 +995,9 @@ void GRU(const Node& n, Importer& imp) {
       const std::string hh = u.Emit("tanh", {{"X", {u.Add(x[2], recurrent)}}});
       // (1 - z) hh + z h = hh + z (h - hh)
       const std::string diff = u.Emit("elementwise_sub", {{"X", {h}}, {"Y", {hh}}}, {{"axis", -1}});
-      h = u.Add(hh, u.Mul(z, diff));
-      u.Record(t, h);
+      const std::string h_next = u.Add(hh, u.Mul(z, diff));
+      u.Record(t, h_next);
+      h = u.Blend(t, h_next, h);
     }
     u.Last(1, h);
   }
@@ -975,8 +1019,9 @@ void RNN(const Node& n, Importer& imp) {
       const int64_t t = u.Time(d, k);
       std::string g = u.Add(u.MatMulT(u.X(t), w), u.MatMulT(h, r));
       if (!bias.empty()) g = u.Add(g, bias);
-      h = u.Emit("tanh", {{"X", {g}}});
-      u.Record(t, h);
+      const std::string h_next = u.Emit("tanh", {{"X", {g}}});
+      u.Record(t, h_next);
+      h = u.Blend(t, h_next, h);
     }
     u.Last(1, h);
   }

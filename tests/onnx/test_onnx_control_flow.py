@@ -126,3 +126,40 @@ def test_loop_scan_outputs_are_one_line_errors(tmp_path):
     p = onnx_util.run("import", tmp_path / "scan.onnx", "-o", tmp_path / "p.yaml", check=False)
     assert p.returncode == 2 and "'the_loop' (Loop)" in p.stderr and "scan outputs" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_recurrent_sequence_lens_at_run_time(tmp_path, cell):
+    """A bidirectional LSTM/GRU exported by PyTorch, its sequence_lens made a
+    graph input (run-time lengths, one per row): each row's outputs and last
+    states against PyTorch run on that row's own prefix; Y is 0 past it."""
+    torch = pytest.importorskip("torch")
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    torch.manual_seed(0)
+    net = getattr(torch.nn, cell)(4, 5, bidirectional=True)
+    x = torch.randn(6, 3, 4)
+    torch.onnx.export(net, (x,), tmp_path / "rnn.onnx", input_names=["x"], output_names=["y", "h"] +
+                      (["c"] if cell == "LSTM" else []), opset_version=13)
+    m = onnx.load(tmp_path / "rnn.onnx")
+    node = next(n for n in m.graph.node if n.op_type == cell)
+    while len(node.input) < 5:
+        node.input.append("")
+    node.input[4] = "lens"
+    m.graph.input.append(h.make_tensor_value_info("lens", T.INT32, [3]))
+    onnx.save(m, tmp_path / "lens.onnx")
+    program, weights = onnx_util.import_model(tmp_path / "lens.onnx", tmp_path)
+    lens = np.array([6, 2, 4], np.int32)
+    outs = ["y", "h"] + (["c"] if cell == "LSTM" else [])
+    got = onnx_util.exec_program(program, {"x": x.numpy(), "lens": lens}, outs, tmp_path / "run", weights=weights)
+    with torch.no_grad():
+        for b, n in enumerate(lens):
+            y, state = net(x[:n, b:b + 1])
+            want_h = state[0] if cell == "LSTM" else state
+            np.testing.assert_allclose(got["y"][:n, b], y[:, 0].numpy(), rtol=1e-4, atol=1e-5)
+            assert not got["y"][n:, b].any()
+            np.testing.assert_allclose(got["h"][:, b], want_h[:, 0].numpy(), rtol=1e-4, atol=1e-5)
+            if cell == "LSTM":
+                np.testing.assert_allclose(got["c"][:, b], state[1][:, 0].numpy(), rtol=1e-4, atol=1e-5)
