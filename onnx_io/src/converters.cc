@@ -738,7 +738,9 @@ void Dropout(const Node& n, Importer& imp) {
 void Cast(const Node& n, Importer& imp) {
   const int to = static_cast<int>(n.Int("to", 0));
   DType out;
-  if (!OnnxToDType(to, &out)) n.Unsupported("a cast to " + OnnxTypeName(to) + ", which nabla lacks");
+  if (!OnnxToDType(to, &out)) {
+    n.Unsupported("a cast to " + OnnxTypeName(to) + ", which nabla lacks (it has " + kNablaDTypes + ")");
+  }
   const DType in = imp.DTypeOf(n, n.Input(0));
   if (in == out) {
     Unary(n, imp, "assign");

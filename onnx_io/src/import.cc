@@ -133,6 +133,7 @@ void Importer::RecordValueInfo(const onnx::ValueInfoProto& vi) {
   const auto& tt = vi.type().tensor_type();
   Info& info = info_[vi.name()];
   DType d;
+  if (tt.has_elem_type()) info.onnx_type = tt.elem_type();
   if (tt.has_elem_type() && OnnxToDType(tt.elem_type(), &d)) {
     info.dtype = d;
     info.has_dtype = true;
@@ -175,8 +176,18 @@ void Importer::ReadGraphInputs() {
                   "' is not a tensor (sequences, maps and optionals have no converter)");
     const auto& tt = in.type().tensor_type();
     DType d;
-    NABLA_ENFORCE(OnnxToDType(tt.elem_type(), &d), kUnimplemented, path_, ": graph input '", in.name(), "' has dtype ",
-                  OnnxTypeName(tt.elem_type()), ", which nabla lacks (float32, float64, int32, int64, bool)");
+    if (!OnnxToDType(tt.elem_type(), &d)) {
+      // Named with the node that reads it: that is what has no converter.
+      std::string reader;
+      for (const auto& node : model_.graph().node()) {
+        if (!reader.empty()) break;
+        for (const auto& i : node.input()) {
+          if (i == in.name()) reader = " (read by " + Node(node).Describe() + ")";
+        }
+      }
+      NABLA_THROW(kUnimplemented, path_, ": graph input '", in.name(), "'", reader, " has dtype ",
+                  OnnxTypeName(tt.elem_type()), ", which nabla lacks (it has ", kNablaDTypes, ")");
+    }
     Info& info = info_[in.name()];
     info.dtype = d;
     info.has_dtype = true;
@@ -797,6 +808,10 @@ bool Importer::HasDType(const std::string& value) const {
 
 DType Importer::DTypeOf(const Node& n, const std::string& value) const {
   auto it = info_.find(value);
+  if (it != info_.end() && !it->second.has_dtype && it->second.onnx_type != 0) {
+    n.Unsupported("'" + value + "' has dtype " + OnnxTypeName(it->second.onnx_type) + ", which nabla lacks (it has " +
+                  kNablaDTypes + ")");
+  }
   if (it == info_.end() || !it->second.has_dtype) n.Unsupported("the dtype of '" + value + "' is unknown");
   return it->second.dtype;
 }

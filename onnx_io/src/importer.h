@@ -31,6 +31,9 @@ struct ConstValue {
 ConstValue ToConst(const Tensor& t);
 Tensor ToTensor(const ConstValue& c);
 
+// The dtypes nabla has, for messages about the ones it lacks.
+inline constexpr const char* kNablaDTypes = "float32, float64, bfloat16, int32, int64, bool";
+
 // ONNX's TensorProto element type as a nabla dtype; false when nabla has none.
 bool OnnxToDType(int onnx_type, DType* out);
 int DTypeToOnnx(DType d);
@@ -188,6 +191,7 @@ class Importer {
     bool has_shape = false;
     DType dtype = DType::kFloat32;
     bool has_dtype = false;
+    int onnx_type = 0;  // the element type as ONNX gives it (one nabla may lack)
   };
   std::map<std::string, Info> info_;
   std::map<std::string, PartialDims> partials_;
