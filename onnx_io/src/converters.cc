@@ -68,8 +68,38 @@ std::string Operand(const Node& n, Importer& imp, int i) {
   return imp.In(n, i);
 }
 
+// numpy broadcasting goes both ways; nabla's binary ops broadcast Y onto X
+// only, so an X smaller than the result is tiled to it first (known dims).
+std::string BroadcastX(const Node& n, Importer& imp, const std::string& x) {
+  if (!imp.HasShape(n.Input(0)) || !imp.HasShape(n.Input(1))) return x;
+  std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0)), ys = imp.ShapeOf(n, n.Input(1));
+  const size_t r = std::max(xs.size(), ys.size());
+  if (xs.empty()) return x;  // a scalar X: nabla's [1] broadcasts no further
+  xs.insert(xs.begin(), r - xs.size(), 1);
+  ys.insert(ys.begin(), r - ys.size(), 1);
+  Ints times;
+  bool tile = false;
+  for (size_t i = 0; i < r; ++i) {
+    if (xs[i] < 0 || ys[i] < 0) return x;
+    const bool grow = xs[i] == 1 && ys[i] > 1;
+    times.push_back(grow ? ToInt(n, ys[i], "dim") : 1);
+    tile = tile || grow;
+  }
+  if (!tile && imp.RankOf(n, n.Input(0)) == static_cast<int64_t>(r)) return x;
+  std::string src = x;
+  if (imp.RankOf(n, n.Input(0)) != static_cast<int64_t>(r)) {
+    src = imp.Temp(n.Output(0));
+    imp.Emit("reshape", {{"X", {x}}}, {{"Out", {src}}}, {{"shape", ToInts(n, xs, "dim")}});
+  }
+  if (!tile) return src;
+  const std::string out = imp.Temp(n.Output(0));
+  imp.Emit("expand", {{"X", {src}}}, {{"Out", {out}}}, {{"expand_times", times}});
+  return out;
+}
+
 void Elementwise(const Node& n, Importer& imp, const std::string& type) {
-  imp.Emit(type, {{"X", {Operand(n, imp, 0)}}, {"Y", {Operand(n, imp, 1)}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+  imp.Emit(type, {{"X", {BroadcastX(n, imp, Operand(n, imp, 0))}}, {"Y", {Operand(n, imp, 1)}}},
+           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
 }
 
 // x + c, x - c, x * c for a float32 x and a scalar constant c: one scale op,
@@ -151,7 +181,7 @@ void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwis
 
 // The logical ops have no axis: both operands broadcast numpy style.
 void Logical(const Node& n, Importer& imp, const std::string& type) {
-  imp.Emit(type, {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
+  imp.Emit(type, {{"X", {BroadcastX(n, imp, imp.In(n, 0))}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
 }
 
 void Gemm(const Node& n, Importer& imp) {
@@ -1330,10 +1360,18 @@ void ConstantOfShape(const Node& n, Importer& imp) {
 void TopK(const Node& n, Importer& imp) {
   const int64_t rank = imp.RankOf(n, n.Input(0));
   if (NormAxis(n, n.Int("axis", -1), rank) != rank - 1) n.Unsupported("an axis other than the last");
-  if (n.Int("largest", 1) != 1) n.Unsupported("largest=0");
   const int64_t k = imp.Opset() >= 10 ? imp.ConstInts(n, 1, "k").at(0) : n.Int("k", 1);
-  imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
-           {{"k", ToInt(n, k, "k")}});
+  if (n.Int("largest", 1) != 0) {
+    imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
+             {{"k", ToInt(n, k, "k")}});
+    return;
+  }
+  // The k smallest: the k largest of -x (exact for floats), negated back.
+  if (!IsFloating(imp.DTypeOf(n, n.Input(0)))) n.Unsupported("largest=0 on integers");
+  const std::string neg = imp.Temp(n.Output(0)), top = imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {neg}}}, {{"scale", -1.0f}});
+  imp.Emit("top_k", {{"X", {neg}}}, {{"Out", {top}}, {"Indices", {n.Output(1)}}}, {{"k", ToInt(n, k, "k")}});
+  imp.Emit("scale", {{"X", {top}}}, {{"Out", {n.Output(0)}}}, {{"scale", -1.0f}});
 }
 
 // OneHot: ids (negative ones count from depth) to rows of off values with
@@ -1525,6 +1563,187 @@ void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
     n.Unsupported("reduction " + reduction);
   }
   if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", 1}});
+}
+
+// ---- ops as short chains of nabla ops ---------------------------------------
+
+// A [1] constant of `dtype` (a comparison's other operand).
+std::string ScalarVar(Importer& imp, DType dtype, long double v, const std::string& hint) {
+  ConstValue c;
+  c.dtype = dtype;
+  c.dims = {1};
+  c.data = {v};
+  return imp.ConstVar(ToTensor(c), hint);
+}
+
+std::string CastTo(Importer& imp, const std::string& x, DType from, DType to, const std::string& hint) {
+  if (from == to) return x;
+  const std::string out = imp.Temp(hint);
+  imp.Emit("cast", {{"X", {x}}}, {{"Out", {out}}},
+           {{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(to))}});
+  return out;
+}
+
+// Hardmax: 1 at the first maximum along the axis, 0 elsewhere: arg_max,
+// then one_hot in x's dtype (the axis moved last and back when it is not).
+// Before opset 13 the input is coerced to 2-D at the axis, as Softmax's.
+void Hardmax(const Node& n, Importer& imp) {
+  const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t axis = NormAxis(n, n.Int("axis", imp.Opset() >= 13 ? -1 : 1), std::max<int64_t>(rank, 1));
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  if (!IsFloating(dt) || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
+  auto hot = [&](const std::string& x, int64_t depth, const std::string& out) {
+    if (depth < 0) n.Unsupported("a dynamic size along the axis (fix it with --input-shape)");
+    const std::string idx = imp.Temp(n.Output(0));
+    imp.Emit("arg_max", {{"X", {x}}}, {{"Out", {idx}}}, {{"axis", -1}, {"keepdims", true}});
+    imp.Emit("one_hot", {{"X", {idx}}}, {{"Out", {out}}},
+             {{"depth", ToInt(n, depth, "depth")}, {"dtype", std::string(DTypeName(dt))}});
+  };
+  if (imp.Opset() < 13 && axis != rank - 1) {
+    int64_t cols = 1;
+    for (int64_t i = axis; i < rank; ++i) cols = shape[i] < 0 || cols < 0 ? -1 : cols * shape[i];
+    if (std::count(shape.begin(), shape.end(), -1) > 1) n.Unsupported("several dynamic dims (use --input-shape)");
+    const std::string flat = imp.Temp(n.Output(0)), h = imp.Temp(n.Output(0));
+    imp.Emit("flatten", {{"X", {imp.In(n, 0)}}}, {{"Out", {flat}}}, {{"axis", ToInt(n, axis, "axis")}});
+    hot(flat, cols, h);
+    imp.Emit("reshape", {{"X", {h}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
+    return;
+  }
+  if (axis == rank - 1) {
+    hot(imp.In(n, 0), shape[axis], n.Output(0));
+    return;
+  }
+  Ints perm;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != axis) perm.push_back(static_cast<int>(i));
+  }
+  perm.push_back(static_cast<int>(axis));
+  Ints back(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+  const std::string moved = imp.Temp(n.Output(0)), h = imp.Temp(n.Output(0));
+  imp.Emit("transpose", {{"X", {imp.In(n, 0)}}}, {{"Out", {moved}}}, {{"axis", perm}});
+  hot(moved, shape[axis], h);
+  imp.Emit("transpose", {{"X", {h}}}, {{"Out", {n.Output(0)}}}, {{"axis", back}});
+}
+
+// EyeLike: a constant (its input is read for its shape and dtype only).
+void EyeLike(const Node& n, Importer& imp) {
+  const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  if (shape.size() != 2 || shape[0] < 0 || shape[1] < 0) n.Unsupported("an input that is not 2-D of known dims");
+  DType dt = imp.DTypeOf(n, n.Input(0));
+  if (n.HasAttr("dtype") && !OnnxToDType(static_cast<int>(n.Int("dtype", 1)), &dt)) {
+    n.Unsupported("dtype " + OnnxTypeName(static_cast<int>(n.Int("dtype", 1))) + ", which nabla lacks");
+  }
+  if (shape[0] * shape[1] > (int64_t(1) << 24)) n.Unsupported("an identity of more than 2^24 elements");
+  const int64_t k = n.Int("k", 0);
+  ConstValue c;
+  c.dtype = dt;
+  c.dims = shape;
+  c.data.assign(static_cast<size_t>(shape[0] * shape[1]), 0);
+  for (int64_t i = 0; i < shape[0]; ++i) {
+    const int64_t j = i + k;
+    if (j >= 0 && j < shape[1]) c.data[static_cast<size_t>(i * shape[1] + j)] = 1;
+  }
+  imp.SetConst(n.Output(0), ToTensor(c));
+}
+
+// IsNaN: x != x. IsInf: x == +inf or x == -inf (as detect_* ask). Exact.
+void IsNaN(const Node& n, Importer& imp) {
+  const std::string x = imp.In(n, 0), same = imp.Temp(n.Output(0));
+  imp.Emit("equal", {{"X", {x}}, {"Y", {x}}}, {{"Out", {same}}}, {{"axis", -1}});
+  imp.Emit("logical_not", {{"X", {same}}}, {{"Out", {n.Output(0)}}});
+}
+void IsInf(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  const std::string x = imp.In(n, 0);
+  std::vector<std::string> hits;
+  for (const auto& [attr, sign] : {std::pair{"detect_positive", 1.0L}, std::pair{"detect_negative", -1.0L}}) {
+    if (n.Int(attr, 1) == 0) continue;
+    const std::string hit = imp.Temp(n.Output(0));
+    imp.Emit("equal", {{"X", {x}}, {"Y", {ScalarVar(imp, dt, sign * HUGE_VALL, "inf")}}}, {{"Out", {hit}}},
+             {{"axis", -1}});
+    hits.push_back(hit);
+  }
+  if (hits.empty()) {
+    // Neither sign: all false, of x's shape.
+    const std::string same = imp.Temp(n.Output(0));
+    imp.Emit("equal", {{"X", {x}}, {"Y", {x}}}, {{"Out", {same}}}, {{"axis", -1}});
+    imp.Emit("logical_and", {{"X", {same}}, {"Y", {ScalarVar(imp, DType::kBool, 0, "false")}}},
+             {{"Out", {n.Output(0)}}});
+    return;
+  }
+  if (hits.size() == 1) {
+    imp.Emit("assign", {{"X", {hits[0]}}}, {{"Out", {n.Output(0)}}});
+    return;
+  }
+  imp.Emit("logical_or", {{"X", {hits[0]}}, {"Y", {hits[1]}}}, {{"Out", {n.Output(0)}}});
+}
+
+// Sign: (x > 0) - (x < 0) in x's dtype.
+void Sign(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  if (dt == DType::kBool || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
+  const std::string x = imp.In(n, 0), zero = ScalarVar(imp, dt, 0, "zero");
+  const std::string pos = imp.Temp(n.Output(0)), neg = imp.Temp(n.Output(0));
+  imp.Emit("greater_than", {{"X", {x}}, {"Y", {zero}}}, {{"Out", {pos}}}, {{"axis", -1}});
+  imp.Emit("less_than", {{"X", {x}}, {"Y", {zero}}}, {{"Out", {neg}}}, {{"axis", -1}});
+  imp.Emit("elementwise_sub",
+           {{"X", {CastTo(imp, pos, DType::kBool, dt, n.Output(0))}}, {"Y", {CastTo(imp, neg, DType::kBool, dt, n.Output(0))}}},
+           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// DepthToSpace and SpaceToDepth: a reshape to 6-D, a transpose, a reshape
+// back (ONNX's own definition), on NCHW of known C, H, W.
+void BlockRearrange(const Node& n, Importer& imp, bool to_space) {
+  const std::vector<int64_t> s = imp.ShapeOf(n, n.Input(0));
+  const int64_t b = n.Int("blocksize", 0);
+  if (s.size() != 4 || s[1] < 0 || s[2] < 0 || s[3] < 0) n.Unsupported("an input other than NCHW of known C, H, W");
+  if (b <= 0) n.Fail(ErrorKind::kInvalidArgument, "blocksize " + std::to_string(b) + " is not positive");
+  const int64_t c = s[1], h = s[2], w = s[3];
+  std::vector<int64_t> first, last;
+  Ints perm;
+  if (to_space) {
+    if (c % (b * b)) n.Fail(ErrorKind::kInvalidArgument, "C is not a multiple of blocksize^2");
+    const bool crd = n.String("mode", "DCR") == "CRD";
+    first = crd ? std::vector<int64_t>{0, c / (b * b), b, b, h, w} : std::vector<int64_t>{0, b, b, c / (b * b), h, w};
+    perm = crd ? Ints{0, 1, 4, 2, 5, 3} : Ints{0, 3, 4, 1, 5, 2};
+    last = {0, c / (b * b), h * b, w * b};
+  } else {
+    if (h % b || w % b) n.Fail(ErrorKind::kInvalidArgument, "H or W is not a multiple of blocksize");
+    first = {0, c, h / b, b, w / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    last = {0, c * b * b, h / b, w / b};
+  }
+  const std::string a = imp.Temp(n.Output(0)), t = imp.Temp(n.Output(0));
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {a}}}, {{"shape", ToInts(n, first, "dim")}});
+  imp.Emit("transpose", {{"X", {a}}}, {{"Out", {t}}}, {{"axis", perm}});
+  imp.Emit("reshape", {{"X", {t}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, last, "dim")}});
+}
+void DepthToSpace(const Node& n, Importer& imp) { BlockRearrange(n, imp, true); }
+void SpaceToDepth(const Node& n, Importer& imp) { BlockRearrange(n, imp, false); }
+
+// InstanceNormalization: per sample and channel over the spatial dims,
+// (x - mean) / sqrt(var + eps) * scale + B, as reductions and elementwise
+// ops (so it differentiates and fine-tunes).
+void InstanceNormalization(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  if (rank < 3) n.Fail(ErrorKind::kInvalidArgument, "the input has rank " + std::to_string(rank) + " (needs >= 3)");
+  Ints axes;
+  for (int64_t i = 2; i < rank; ++i) axes.push_back(static_cast<int>(i));
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const AttributeMap mean_attrs{{"dim", axes}, {"keep_dim", true}, {"reduce_all", false}};
+  const std::string x = imp.In(n, 0), mean = tmp(), d = tmp(), sq = tmp(), var = tmp(), ve = tmp(), inv = tmp(),
+                    norm = tmp(), scaled = tmp();
+  imp.Emit("reduce_mean", {{"X", {x}}}, {{"Out", {mean}}}, mean_attrs);
+  imp.Emit("elementwise_sub", {{"X", {x}}, {"Y", {mean}}}, {{"Out", {d}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {d}}, {"Y", {d}}}, {{"Out", {sq}}}, {{"axis", -1}});
+  imp.Emit("reduce_mean", {{"X", {sq}}}, {{"Out", {var}}}, mean_attrs);
+  imp.Emit("scale", {{"X", {var}}}, {{"Out", {ve}}}, {{"scale", 1.0f}, {"bias", n.Float("epsilon", 1e-5f)}});
+  imp.Emit("rsqrt", {{"X", {ve}}}, {{"Out", {inv}}});
+  imp.Emit("elementwise_mul", {{"X", {d}}, {"Y", {inv}}}, {{"Out", {norm}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {norm}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {scaled}}}, {{"axis", 1}});
+  imp.Emit("elementwise_add", {{"X", {scaled}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {n.Output(0)}}}, {{"axis", 1}});
 }
 
 // ---- control flow: subgraphs as sub-blocks ---------------------------------
@@ -1905,6 +2124,14 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"DepthToSpace", DepthToSpace},
+      {"EyeLike", EyeLike},
+      {"Hardmax", Hardmax},
+      {"InstanceNormalization", InstanceNormalization},
+      {"IsInf", IsInf},
+      {"IsNaN", IsNaN},
+      {"Sign", Sign},
+      {"SpaceToDepth", SpaceToDepth},
       {"Div", Div},
       {"Dropout", Dropout},
       {"Elu", Elu},
@@ -2000,13 +2227,11 @@ const std::map<std::string, std::string>& Missing() {
       {"ConvTranspose", "needs nabla op conv2d_transpose"},
       {"Cosh", "needs nabla op cosh"},
       {"CumSum", "needs nabla op cumsum"},
-      {"DepthToSpace", "needs nabla op depth_to_space"},
       {"Einsum", "needs nabla op einsum"},
       {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
       {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
-      {"InstanceNormalization", "needs nabla op instance_norm"},
       {"LRN", "needs nabla op lrn"},
       {"MaxUnpool", "needs nabla op unpool"},
       {"Mod", "needs nabla op elementwise_mod"},
@@ -2016,10 +2241,8 @@ const std::map<std::string, std::string>& Missing() {
       {"ScatterElements", "needs nabla op put_along_axis"},
       {"ScatterND", "needs nabla op scatter_nd_add"},
       {"Shape", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
-      {"Sign", "needs nabla op sign"},
       {"Sinh", "needs nabla op sinh"},
       {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
-      {"SpaceToDepth", "needs nabla op space_to_depth"},
       {"Upsample", "needs nabla op interpolate"},
       {"Where", "needs nabla op where (folded when its inputs are constants)"},
   };
