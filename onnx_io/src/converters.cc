@@ -1689,7 +1689,8 @@ void Sign(const Node& n, Importer& imp) {
   imp.Emit("greater_than", {{"X", {x}}, {"Y", {zero}}}, {{"Out", {pos}}}, {{"axis", -1}});
   imp.Emit("less_than", {{"X", {x}}, {"Y", {zero}}}, {{"Out", {neg}}}, {{"axis", -1}});
   imp.Emit("elementwise_sub",
-           {{"X", {CastTo(imp, pos, DType::kBool, dt, n.Output(0))}}, {"Y", {CastTo(imp, neg, DType::kBool, dt, n.Output(0))}}},
+           {{"X", {CastTo(imp, pos, DType::kBool, dt, n.Output(0))}},
+            {"Y", {CastTo(imp, neg, DType::kBool, dt, n.Output(0))}}},
            {{"Out", {n.Output(0)}}}, {{"axis", -1}});
 }
 
