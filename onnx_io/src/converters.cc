@@ -1747,6 +1747,55 @@ void InstanceNormalization(const Node& n, Importer& imp) {
   imp.Emit("elementwise_add", {{"X", {scaled}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {n.Output(0)}}}, {{"axis", 1}});
 }
 
+// LRN over channels: the squares summed over a window of `size` channels
+// (zero padded: floor((size-1)/2) before, the rest after) as an average
+// pool of [N, 1, C, H*W] that counts the pads, times size; then
+// x / (bias + alpha / size * sum)^beta.
+void LRN(const Node& n, Importer& imp) {
+  const std::vector<int64_t> s = imp.ShapeOf(n, n.Input(0));
+  if (s.size() != 4 || s[1] < 0 || s[2] < 0 || s[3] < 0) n.Unsupported("an input other than NCHW of known C, H, W");
+  const int64_t size = n.Int("size", 0);
+  if (size <= 0) n.Fail(ErrorKind::kInvalidArgument, "size " + std::to_string(size) + " is not positive");
+  const float alpha = n.Float("alpha", 1e-4f), beta = n.Float("beta", 0.75f), bias = n.Float("bias", 1.0f);
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string x = imp.In(n, 0), sq = tmp(), flat = tmp(), avg = tmp(), back = tmp(), base = tmp(), den = tmp();
+  imp.Emit("elementwise_mul", {{"X", {x}}, {"Y", {x}}}, {{"Out", {sq}}}, {{"axis", -1}});
+  imp.Emit("reshape", {{"X", {sq}}}, {{"Out", {flat}}}, {{"shape", ToInts(n, {0, 1, s[1], s[2] * s[3]}, "dim")}});
+  const int before = ToInt(n, (size - 1) / 2, "size"), after = ToInt(n, size - 1 - (size - 1) / 2, "size");
+  imp.Emit("pool2d", {{"X", {flat}}}, {{"Out", {avg}}},
+           {{"pooling_type", std::string("avg")},
+            {"ksize", Ints{ToInt(n, size, "size"), 1}},
+            {"strides", Ints{1, 1}},
+            {"paddings", Ints{before, after, 0, 0}},
+            {"exclusive", false}});
+  imp.Emit("reshape", {{"X", {avg}}}, {{"Out", {back}}}, {{"shape", ToInts(n, {0, s[1], s[2], s[3]}, "dim")}});
+  // avg = sum / size, so alpha / size * sum = alpha * avg.
+  imp.Emit("scale", {{"X", {back}}}, {{"Out", {base}}}, {{"scale", alpha}, {"bias", bias}});
+  imp.Emit("pow", {{"X", {base}}}, {{"Out", {den}}}, {{"factor", beta}});
+  imp.Emit("elementwise_div", {{"X", {x}}, {"Y", {den}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// MeanVarianceNormalization as ONNX's own function body: (x - E[x]) /
+// (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes` (default N, H, W).
+void MeanVarianceNormalization(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  Ints axes;
+  for (int64_t a : n.Ints("axes", {0, 2, 3})) axes.push_back(static_cast<int>(NormAxis(n, a, rank)));
+  const AttributeMap mean_attrs{{"dim", axes}, {"keep_dim", true}, {"reduce_all", false}};
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string x = imp.In(n, 0), mean = tmp(), mean_sq = tmp(), sq = tmp(), sq_mean = tmp(), var = tmp(),
+                    std_dev = tmp(), d = tmp(), den = tmp();
+  imp.Emit("reduce_mean", {{"X", {x}}}, {{"Out", {mean}}}, mean_attrs);
+  imp.Emit("elementwise_mul", {{"X", {mean}}, {"Y", {mean}}}, {{"Out", {mean_sq}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {x}}, {"Y", {x}}}, {{"Out", {sq}}}, {{"axis", -1}});
+  imp.Emit("reduce_mean", {{"X", {sq}}}, {{"Out", {sq_mean}}}, mean_attrs);
+  imp.Emit("elementwise_sub", {{"X", {sq_mean}}, {"Y", {mean_sq}}}, {{"Out", {var}}}, {{"axis", -1}});
+  imp.Emit("sqrt", {{"X", {var}}}, {{"Out", {std_dev}}});
+  imp.Emit("elementwise_sub", {{"X", {x}}, {"Y", {mean}}}, {{"Out", {d}}}, {{"axis", -1}});
+  imp.Emit("scale", {{"X", {std_dev}}}, {{"Out", {den}}}, {{"scale", 1.0f}, {"bias", 1e-9f}});
+  imp.Emit("elementwise_div", {{"X", {d}}, {"Y", {den}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
 // ---- control flow: subgraphs as sub-blocks ---------------------------------
 
 // A bool [1] var holding `value` (a Loop's condition, when absent).
@@ -2125,6 +2174,8 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"LRN", LRN},
+      {"MeanVarianceNormalization", MeanVarianceNormalization},
       {"DepthToSpace", DepthToSpace},
       {"EyeLike", EyeLike},
       {"Hardmax", Hardmax},
@@ -2233,7 +2284,6 @@ const std::map<std::string, std::string>& Missing() {
       {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
-      {"LRN", "needs nabla op lrn"},
       {"MaxUnpool", "needs nabla op unpool"},
       {"Mod", "needs nabla op elementwise_mod"},
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
