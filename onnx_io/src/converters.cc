@@ -1796,6 +1796,37 @@ void MeanVarianceNormalization(const Node& n, Importer& imp) {
   imp.Emit("elementwise_div", {{"X", {d}}, {"Y", {den}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
 }
 
+// Mod of integers: r = a - trunc(a / b) * b (nabla's integer division
+// truncates, so this is C's %, ONNX's fmod=1); fmod=0 takes the divisor's
+// sign: r + b where r != 0 and r, b differ in sign. Exact. Floats have no
+// exact chain (a - trunc(a / b) * b rounds).
+void Mod(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  if (dt != DType::kInt32 && dt != DType::kInt64) {
+    n.Unsupported(std::string("Mod of ") + DTypeName(dt) + " (no exact chain of nabla ops: needs elementwise_mod)");
+  }
+  const bool fmod = n.Int("fmod", 0) != 0;
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string a = BroadcastX(n, imp, imp.In(n, 0)), b = imp.In(n, 1);
+  const std::string q = tmp(), qb = tmp(), r = fmod ? n.Output(0) : tmp();
+  imp.Emit("elementwise_div", {{"X", {a}}, {"Y", {b}}}, {{"Out", {q}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {q}}, {"Y", {b}}}, {{"Out", {qb}}}, {{"axis", -1}});
+  imp.Emit("elementwise_sub", {{"X", {a}}, {"Y", {qb}}}, {{"Out", {r}}}, {{"axis", -1}});
+  if (fmod) return;
+  const std::string zero = ScalarVar(imp, dt, 0, "zero");
+  const std::string nonzero = tmp(), r_neg = tmp(), b_neg = tmp(), differ = tmp(), fix = tmp(), fixi = tmp(),
+                    shift = tmp();
+  imp.Emit("not_equal", {{"X", {r}}, {"Y", {zero}}}, {{"Out", {nonzero}}}, {{"axis", -1}});
+  imp.Emit("less_than", {{"X", {r}}, {"Y", {zero}}}, {{"Out", {r_neg}}}, {{"axis", -1}});
+  imp.Emit("less_than", {{"X", {b}}, {"Y", {zero}}}, {{"Out", {b_neg}}}, {{"axis", -1}});
+  imp.Emit("logical_xor", {{"X", {r_neg}}, {"Y", {b_neg}}}, {{"Out", {differ}}});
+  imp.Emit("logical_and", {{"X", {differ}}, {"Y", {nonzero}}}, {{"Out", {fix}}});
+  imp.Emit("cast", {{"X", {fix}}}, {{"Out", {fixi}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string(DTypeName(dt))}});
+  imp.Emit("elementwise_mul", {{"X", {fixi}}, {"Y", {b}}}, {{"Out", {shift}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {r}}, {"Y", {shift}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
 // ---- control flow: subgraphs as sub-blocks ---------------------------------
 
 // A bool [1] var holding `value` (a Loop's condition, when absent).
@@ -2174,6 +2205,7 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"Mod", Mod},
       {"LRN", LRN},
       {"MeanVarianceNormalization", MeanVarianceNormalization},
       {"DepthToSpace", DepthToSpace},
@@ -2285,7 +2317,6 @@ const std::map<std::string, std::string>& Missing() {
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
       {"MaxUnpool", "needs nabla op unpool"},
-      {"Mod", "needs nabla op elementwise_mod"},
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
       {"Resize", "needs nabla op interpolate"},
