@@ -1909,6 +1909,11 @@ void Loop(const Node& n, Importer& imp) {
     if (trips <= 0 || trips > 4096) {
       n.Unsupported("scan outputs of a Loop of " + std::to_string(trips) + " iterations (1 to 4096 are stacked)");
     }
+    // An untrusted file must not make millions of ops.
+    if (trips * scans > (int64_t(1) << 16)) {
+      n.Unsupported(std::to_string(scans) + " scan outputs of " + std::to_string(trips) +
+                    " iterations (at most 65536 entries are stacked)");
+    }
   }
   std::vector<std::string> values;
   for (int k = 0; k < carried; ++k) {
@@ -2074,6 +2079,11 @@ void Scan(const Node& n, Importer& imp) {
     steps = len;
   }
   if (steps <= 0 || steps > 4096) n.Unsupported("a Scan of " + std::to_string(steps) + " steps (1 to 4096 unroll)");
+  // An untrusted file must not make millions of ops.
+  if (steps * (body.node_size() + n.NumInputs()) > (int64_t(1) << 18)) {
+    n.Unsupported("a Scan of " + std::to_string(steps) + " steps over a body of " + std::to_string(body.node_size()) +
+                  " nodes (at most 2^18 unrolled nodes)");
+  }
   std::vector<std::string> carried;
   for (int k = 0; k < states; ++k) carried.push_back(imp.In(n, k));
   std::vector<std::vector<std::string>> pieces(static_cast<size_t>(scan_out));

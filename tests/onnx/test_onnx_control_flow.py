@@ -163,3 +163,46 @@ def test_recurrent_sequence_lens_at_run_time(tmp_path, cell):
             np.testing.assert_allclose(got["h"][:, b], want_h[:, 0].numpy(), rtol=1e-4, atol=1e-5)
             if cell == "LSTM":
                 np.testing.assert_allclose(got["c"][:, b], state[1][:, 0].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_torch_scripted_loop_and_if_with_gradients(tmp_path):
+    """A recurrent cell written as a Python for loop and an if, scripted by
+    torch.jit and exported (PyTorch writes Loop and If): outputs and the
+    gradients of a loss through every step against PyTorch's autograd."""
+    torch = pytest.importorskip("torch")
+
+    class Cell(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 5)
+            self.rec = torch.nn.Linear(5, 5)
+            self.register_buffer("weight", torch.linspace(-1, 1, 15).reshape(3, 5))
+
+        def forward(self, x):
+            h = torch.zeros(x.size(1), 5)
+            for i in range(x.size(0)):
+                h = torch.tanh(self.lin(x[i]) + self.rec(h))
+            if h.sum() > 0:
+                y = h * 2
+            else:
+                y = h - 1
+            return y, (y * self.weight).mean()
+
+    torch.manual_seed(0)
+    cell = Cell()
+    x = torch.randn(6, 3, 4)
+    torch.onnx.export(torch.jit.script(cell), (x,), tmp_path / "cell.onnx", input_names=["x"],
+                      output_names=["y", "loss"], opset_version=13)
+    program, weights = onnx_util.import_model(tmp_path / "cell.onnx", tmp_path)
+    assert "type: while" in program.read_text()
+    params = ["lin.weight", "rec.weight", "rec.bias"]
+    got = onnx_util.exec_program(program, {"x": x.numpy()}, ["y", "loss", *[p + "@GRAD" for p in params]],
+                                 tmp_path / "run", weights=weights,
+                                 extra=["--backward", "loss", "--params", ",".join(params)])
+    y, loss = cell(x)
+    loss.backward()
+    np.testing.assert_allclose(got["y"], y.detach().numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got["loss"].reshape(()), loss.item(), rtol=1e-4)
+    named = dict(cell.named_parameters())
+    for p in params:
+        np.testing.assert_allclose(got[p + "@GRAD"], named[p].grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=p)
