@@ -214,7 +214,9 @@ void Importer::ReadGraphInputs() {
     VarDesc* var = root.Var(in.name());
     var->SetDType(d);
     var->MarkDTypeKnown();
-    var->SetShape(Shape(info.shape.begin(), info.shape.end()));
+    // A scalar input is fed as [1] (nabla's vars have rank >= 1); the
+    // converters still see ONNX's rank 0.
+    var->SetShape(info.has_shape && info.shape.empty() ? Shape{1} : Shape(info.shape.begin(), info.shape.end()));
     var->SetDeclared(true);
     // Graph inputs are data: gradients stop there unless a float input is
     // meant to be trained (an ONNX graph cannot say so).
