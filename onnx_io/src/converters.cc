@@ -749,10 +749,13 @@ void Gather(const Node& n, Importer& imp) {
 void Identity(const Node& n, Importer& imp) { Unary(n, imp, "assign"); }
 
 void Dropout(const Node& n, Importer& imp) {
-  float ratio = n.Float("ratio", 0.5f);
-  if (imp.Opset() >= 12 && n.HasInput(1)) ratio = imp.ConstFloats(n, 1, "ratio").at(0);
   bool training = false;
   if (imp.Opset() >= 12 && n.HasInput(2)) training = imp.ConstFloats(n, 2, "training_mode").at(0) != 0;
+  // In inference the ratio changes nothing: a run-time one is fine then.
+  float ratio = n.Float("ratio", 0.5f);
+  if (imp.Opset() >= 12 && n.HasInput(1) && (training || imp.Const(n, 1))) {
+    ratio = imp.ConstFloats(n, 1, "ratio").at(0);
+  }
   if (n.HasOutput(1)) n.Unsupported("the mask output (a bool mask; nabla's Mask is float)");
   // ONNX's Dropout scales kept values in training (upscale_in_train) and is
   // the identity in inference, which is what the graph means unless
