@@ -41,11 +41,12 @@ def test_op_without_converter_names_node_and_op(tmp_path):
 
 
 def test_attribute_value_without_converter(tmp_path):
-    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk", largest=0)],
-              [f32("x", [2, 5])], [f32("v", [2, 2]), helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk", axis=0)],
+              [f32("x", [5, 2])], [f32("v", [2, 2]), helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
               [numpy_helper.from_array(np.array([2], dtype=np.int64), "k")])
     onnx.save(m, tmp_path / "m.onnx")
-    assert "node 'tk' (TopK)" in import_fails(tmp_path, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "node 'tk' (TopK)" in err and "an axis other than the last" in err, err
 
 
 def test_dtype_without_converter(tmp_path):
