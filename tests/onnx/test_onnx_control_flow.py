@@ -206,3 +206,40 @@ def test_torch_scripted_loop_and_if_with_gradients(tmp_path):
     named = dict(cell.named_parameters())
     for p in params:
         np.testing.assert_allclose(got[p + "@GRAD"], named[p].grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=p)
+
+
+def test_nested_loops_read_outer_values_and_counters(tmp_path):
+    """A Loop inside a Loop's body: the inner body reads a graph initializer
+    (w) and the outer counter; y = x + 6 w + 2 (0 + 1 + 2), and the gradient
+    of sum(y) w.r.t. w (through both whiles) is 6."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    inner = h.make_graph(
+        [h.make_node("Identity", ["ci"], ["co"]), h.make_node("Add", ["zi", "w"], ["z1"]),
+         h.make_node("Cast", ["oi"], ["oif"], to=T.FLOAT), h.make_node("Add", ["z1", "oif"], ["zo"])],
+        "inner", [h.make_tensor_value_info("ii", T.INT64, []), h.make_tensor_value_info("ci", T.BOOL, []),
+                  h.make_tensor_value_info("zi", T.FLOAT, [2])],
+        [h.make_tensor_value_info("co", T.BOOL, []), h.make_tensor_value_info("zo", T.FLOAT, [2])])
+    outer = h.make_graph(
+        [h.make_node("Identity", ["c"], ["c2"]), h.make_node("Loop", ["two", "", "yi"], ["yo"], body=inner)],
+        "outer", [h.make_tensor_value_info("oi", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+                  h.make_tensor_value_info("yi", T.FLOAT, [2])],
+        [h.make_tensor_value_info("c2", T.BOOL, []), h.make_tensor_value_info("yo", T.FLOAT, [2])],
+        [nh.from_array(np.array(2, np.int64), "two")])
+    g = h.make_graph([h.make_node("Loop", ["three", "", "x"], ["y"], body=outer),
+                      h.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+                     "nested", [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2]), h.make_tensor_value_info("loss", T.FLOAT, [])],
+                     [nh.from_array(np.array(3, np.int64), "three"),
+                      nh.from_array(np.array([0.5, -1.0], np.float32), "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, tmp_path / "nested.onnx")
+    program, weights = onnx_util.import_model(tmp_path / "nested.onnx", tmp_path)
+    got = onnx_util.exec_program(program, {"x": np.array([1.0, 2.0], np.float32)}, ["y", "w@GRAD"], tmp_path / "run",
+                                 weights=weights, extra=["--backward", "loss", "--params", "w"])
+    np.testing.assert_array_equal(got["y"], [10.0, 2.0])
+    np.testing.assert_array_equal(got["w@GRAD"], [6.0, 6.0])
