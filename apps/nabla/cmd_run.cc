@@ -9,9 +9,9 @@
 
 #include "command.h"
 #include "nabla/error.h"
-#include "train/metrics.h"
-#include "train/run_config.h"
-#include "train/trainer.h"
+#include "nabla/train/metrics.h"
+#include "nabla/train/run_config.h"
+#include "nabla/train/trainer.h"
 
 namespace nabla::app {
 

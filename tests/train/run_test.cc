@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/metrics.h"
 #include "run_util.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/metrics.h"
 
 namespace nabla::train {
 namespace {

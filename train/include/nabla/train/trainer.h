@@ -10,7 +10,7 @@
 
 #include "nabla/backward.h"
 #include "nabla/program.h"
-#include "train/run_config.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::train {
 
@@ -59,6 +59,12 @@ struct RunSummary {
   int stopped_by_signal = 0;  // SIGINT or SIGTERM when one stopped the run early
 
   int world_size = 1;  // MPI ranks that trained together
+  // The numbered run it wrote to (resume.h: 1 is the configured paths) and
+  // where its outputs went ("" for those the config has none of).
+  int run = 1;
+  std::string checkpoint_dir;
+  std::string metrics_file;
+  std::string plot;
 };
 
 // Runs a whole training as the config says, printing progress to `out`
