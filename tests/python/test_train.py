@@ -5,6 +5,7 @@ append_backward; nabla.datasets.read_idx."""
 import gzip
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import threading
@@ -245,3 +246,19 @@ def test_read_idx_matches_the_format(tmp_path):
         got = nabla.datasets.read_idx(tmp_path / name)
         assert got.dtype == np.uint8 and got.shape == (2, 3, 4)
         np.testing.assert_array_equal(got, data)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun (libopenmpi-dev)")
+def test_data_parallel_under_mpirun(tmp_path):
+    config = tiny_config(tmp_path)
+    config["data"]["batch_size"] = 20
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(config))
+    script = "import nabla; s = nabla.train.run('cfg.yaml', steps=15); print('world', s['world_size'], s['steps'])"
+    done = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable, "-c", script],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    if "collective_ops" in done.stderr and "not loaded" in done.stderr:
+        pytest.skip("the collective_ops plugin is not built (no MPI at build time)")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("world 2 15") == 2, done.stdout
+    assert "2 ranks (MPI, data parallel), global batch 20" in done.stdout
+    assert checkpoints(tmp_path / "ckpt")[-1].name == "ckpt-00000015.safetensors"
