@@ -1,7 +1,12 @@
 #pragma once
-// The training pipeline behind `nabla run`: plugins -> program -> backward
-// -> optimizer ops -> verify -> startup -> train loop with per-epoch
-// evaluation -> summary, checkpoints, metrics and plot.
+// A run config run to the end: plugins -> program -> the pass pipeline
+// (pipeline.h) -> verify -> startup -> train loop with per-epoch evaluation
+// -> summary, checkpoints, metrics and plot. `nabla run`, Python's
+// nabla.train.run and embedding programs call RunTraining:
+//
+//   nabla::PluginManager::Instance().LoadDefaults();
+//   const train::RunConfig config = train::LoadRunConfig("run.yaml");
+//   const train::RunSummary s = train::RunTraining(config, {}, std::cout, false);
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
