@@ -358,6 +358,7 @@ struct TrainingRun {
   int64_t ReadCorrect(Scope& s);
   RunSummary StoppedBySignal();
   RunSummary Finish();
+  RunSummary DryRun();
   void PrintSummary(const std::string& plot_written);
 
   const RunOverrides& ov;
@@ -457,8 +458,35 @@ TrainingRun::TrainingRun(const RunConfig& config, const RunOverrides& overrides,
   collectives = std::make_unique<Collectives>(world, *exec, c.distributed.collective_timeout_s);
 
   Start();
-  OpenOutputs(out_is_tty);
+  // A dry run writes nothing: it has no values to checkpoint or log.
+  if (IsDryRun(*device)) {
+    progress = std::make_unique<Progress>(out, "none", c.logging.every_steps);
+  } else {
+    OpenOutputs(out_is_tty);
+  }
   eval_scope = &scope.NewScope();
+}
+
+// device: null runs shape inference through the startup program, one
+// training step and one evaluation batch (nabla/device_registry.h): a check
+// of the config's program and data shapes that computes nothing.
+RunSummary TrainingRun::DryRun() {
+  const std::vector<int64_t> order = EpochOrder(train.data.Size(), false, 0, 0);
+  const int64_t rows = std::min(n, bs);
+  for (const auto& f : train.feeds) scope.Var(f.var)->GetTensor() = MakeBatch(f, order, 0, rows, *device);
+  exec->Run(tp.main, 0, scope);
+  if (eval) {
+    const std::vector<int64_t> eval_order = EpochOrder(eval->data.Size(), false, 0, 0);
+    const int64_t eval_rows = std::min(eval->data.Size(), ebs);
+    for (const auto& f : eval->feeds)
+      eval_scope->Var(f.var)->GetTensor() = MakeBatch(f, eval_order, 0, eval_rows, *device);
+    exec->Run(tp.eval, 0, *eval_scope);
+  }
+  out << "dry run on the " << c.device << " device: the startup program, one training step of " << rows << " rows"
+      << (eval ? " and one evaluation batch" : "")
+      << " ran shape inference through every op; nothing was computed, trained or written" << std::endl;
+  summary.world_size = world.size;
+  return summary;
 }
 
 // The parameters: the startup program's, then --weights, then (resuming)
@@ -834,6 +862,7 @@ void TrainingRun::PrintSummary(const std::string& plot_written) {
 }
 
 RunSummary TrainingRun::Run() {
+  if (IsDryRun(*device)) return DryRun();
   PrintHeader();
   PlanLoop();
   RunEpochs();
