@@ -28,6 +28,15 @@ def _to_yaml(mapping, indent=0):
     return lines
 
 
+def world():
+    """(rank, size): this process's place among the ranks an MPI launcher
+    (mpirun -np N) started, (0, 1) without one. Under mpirun,
+    append_backward inserts the gradient allreduces; each rank then feeds its
+    share of every batch (rows rank::size, say) and all ranks apply the same
+    summed gradient, as `nabla run` does."""
+    return _nabla._world()
+
+
 def run(config, **overrides):
     """Runs the run config `config` (a path, or a dict with the keys of a
     config file, whose relative inputs are resolved against the current

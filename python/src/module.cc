@@ -30,6 +30,7 @@
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
 #include "nabla/train.h"
+#include "nabla/train/data_parallel.h"
 #include "nabla/train/ops_json.h"
 #include "nabla/train/pipeline.h"
 #include "ndarray.h"
@@ -175,7 +176,7 @@ DeviceType PassDevice(const std::string& device, const char* where) {
 // FoldBf16Casts; append_optimizer runs the rest.
 py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py::object& parameter_list,
                           const py::object& no_grad_set, bool fuse, const std::string& precision,
-                          const std::string& device, const py::object& keep) {
+                          const std::string& device, const py::object& keep, const py::object& data_parallel) {
   py::object loss_name = py::hasattr(loss, "name") && !py::isinstance<py::str>(loss) ? loss.attr("name") : loss;
   NABLA_ENFORCE(py::isinstance<py::str>(loss_name), kInvalidArgument,
                 "append_backward: loss must be a var name (str) but received ", TypeName(loss));
@@ -194,6 +195,19 @@ py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py
   o.loss = py::cast<std::string>(loss_name);
   o.params = params;
   o.no_grad.insert(no_grad.begin(), no_grad.end());
+  // Under an MPI launcher with several ranks (or when asked), the gradient
+  // allreduces `nabla run` inserts: each rank feeds its share of the batch
+  // and every rank applies the same summed gradients.
+  const train::World world = train::DetectWorld();
+  const bool dp = data_parallel.is_none() ? world.Distributed() : py::cast<bool>(data_parallel);
+  NABLA_ENFORCE(!dp || world.Distributed(), kInvalidArgument,
+                "append_backward: data_parallel=True needs several ranks, but this process was not started by an MPI "
+                "launcher with more than one (mpirun -np N python3 ...)");
+  if (dp) {
+    train::DataParallelOptions d;
+    d.world_size = world.size;
+    o.data_parallel = d;
+  }
   // On failure the program must stay as it was: build on a copy.
   ProgramDesc work = program;
   const ParamGrads pairs = train::ApplyPassPipeline(work, o).param_grads;
@@ -457,9 +471,12 @@ void BindStatic(py::module_& m) {
   m.def("append_backward", &AppendBackwardPy, py::arg("program"), py::arg("loss"),
         py::arg("parameter_list") = py::none(), py::arg("no_grad_set") = py::none(), py::kw_only(),
         py::arg("fuse") = false, py::arg("precision") = "fp32", py::arg("device") = "cpu", py::arg("keep") = py::none(),
+        py::arg("data_parallel") = py::none(),
         "Appends the backward part of `loss` (one element) to the program, as seed 002's append_backward, through "
         "the pass pipeline `nabla run` uses: with fuse=True the fusion pass first (on the cpu; vars in keep and the "
-        "loss stay fetchable), precision='bf16' mixed precision. Returns [(parameter, gradient), ...]: all "
+        "loss stay fetchable), precision='bf16' mixed precision, and under mpirun with several ranks "
+        "(data_parallel=None: then; True: required; False: never) the gradient allreduces. Returns [(parameter, "
+        "gradient), ...]: all "
         "trainable parameters, or those of parameter_list in its order; vars in no_grad_set get no gradient. On "
         "error the program is unchanged.");
 

@@ -13,6 +13,7 @@
 
 #include "bindings.h"
 #include "nabla/error.h"
+#include "nabla/train/data_parallel.h"
 #include "nabla/train/dataset.h"
 #include "nabla/train/run_config.h"
 #include "nabla/train/trainer.h"
@@ -123,6 +124,13 @@ py::array ReadIdx(const std::string& path) {
 }  // namespace
 
 void BindTrain(py::module_& m) {
+  m.def(
+      "_world",
+      [] {
+        const train::World w = train::DetectWorld();
+        return py::make_tuple(w.rank, w.size);
+      },
+      "(rank, size) of this process in the MPI world its launcher started ((0, 1) without one).");
   m.def("_read_idx", &ReadIdx, py::arg("path"), "nabla.datasets.read_idx: an IDX file (gzip or plain) as an ndarray.");
   m.def("_train_run", &Run, py::arg("path"), py::arg("text"), py::arg("base_dir"), py::arg("steps"), py::arg("epochs"),
         py::arg("resume"), py::arg("progress"), py::arg("weights"),

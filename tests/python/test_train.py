@@ -262,3 +262,52 @@ def test_data_parallel_under_mpirun(tmp_path):
     assert done.stdout.count("world 2 15") == 2, done.stdout
     assert "2 ranks (MPI, data parallel), global batch 20" in done.stdout
     assert checkpoints(tmp_path / "ckpt")[-1].name == "ckpt-00000015.safetensors"
+
+
+DP_STEP = r"""
+import numpy as np
+import nabla
+
+def build():
+    p = nabla.Program()
+    p.create_var("x", [-1, 4], stop_gradient=True)
+    p.create_var("y", [-1, 1], stop_gradient=True)
+    p.create_var("w", [4, 1], persistable=True, init={"type": "uniform_random", "min": -0.5, "max": 0.5, "seed": 2})
+    p.append_op("mul", {"X": "x", "Y": "w"}, {"Out": "p"})
+    p.append_op("elementwise_sub", {"X": "p", "Y": "y"}, {"Out": "e"})
+    p.append_op("square", {"X": "e"}, {"Out": "s"})
+    p.append_op("mean", {"X": "s"}, {"Out": "loss"})
+    return p
+
+rank, size = nabla.train.world()
+rng = np.random.default_rng(0)
+x = rng.normal(size=(8, 4)).astype(np.float32)
+y = rng.normal(size=(8, 1)).astype(np.float32)
+dp, ref = build(), build()
+nabla.append_optimizer(dp, nabla.append_backward(dp, "loss"), lr=0.1)
+nabla.append_optimizer(ref, nabla.append_backward(ref, "loss", data_parallel=False), lr=0.1)
+assert any(op["type"] == "c_allreduce_sum" for op in dp.ops())
+assert not any(op["type"] == "c_allreduce_sum" for op in ref.ops())
+a, b = nabla.Executor(threads=1), nabla.Executor(threads=1)
+for _ in range(3):
+    a.run(dp, feed={"x": x[rank::size], "y": y[rank::size]})  # this rank's half of the batch
+    b.run(ref, feed={"x": x, "y": y})                        # the whole batch in one process
+np.testing.assert_allclose(a.get("w"), b.get("w"), rtol=1e-5, atol=1e-6)
+print("rank", rank, "of", size, "matches")
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun (libopenmpi-dev)")
+def test_append_backward_under_mpirun_steps_as_the_whole_batch(tmp_path):
+    done = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable, "-c",
+                           DP_STEP], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    if "collective_ops" in done.stderr and "not loaded" in done.stderr:
+        pytest.skip("the collective_ops plugin is not built (no MPI at build time)")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rank 0 of 2 matches" in done.stdout and "rank 1 of 2 matches" in done.stdout, done.stdout
+    assert nabla.train.world() == (0, 1)
+    with pytest.raises(nabla.Error, match="data_parallel=True needs several ranks"):
+        p = nabla.Program()
+        p.create_var("w", [1], persistable=True, init={"type": "fill_constant", "value": 1.0})
+        p.append_op("mean", {"X": "w"}, {"Out": "loss"})
+        nabla.append_backward(p, "loss", data_parallel=True)
