@@ -10,7 +10,7 @@ PACKAGES="build-essential cmake g++ libboost-dev libboost-filesystem-dev libboos
   pocl-opencl-icd clinfo libyaml-cpp-dev libgtest-dev libbenchmark-dev libcli11-dev
   libfmt-dev libspdlog-dev nlohmann-json3-dev graphviz libopenmpi-dev openmpi-bin
   python3-torch python3-numpy dataset-fashion-mnist fortunes-min fortunes ccache gnuplot-nox zlib1g-dev ninja-build
-  pybind11-dev python3-dev python3-pytest libdnnl-dev clang libclang-rt-14-dev clang-format
+  pybind11-dev python3-dev python3-pytest python3-pip python3-venv python3-mypy libdnnl-dev clang libclang-rt-14-dev clang-format
   libonnx-dev libprotobuf-dev python3-onnx"
 
 missing=""

@@ -11,7 +11,11 @@ JOBS=${JOBS:-2}
 scripts/format_check.sh
 
 BUILD_DIR=build scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF
-(cd build && ctest --output-on-failure -j "$JOBS")
+# The Python suite (ctest's python_test) runs below against a pip install.
+(cd build && ctest --output-on-failure -j "$JOBS" -E '^python_test$')
+# `pip install .` of this build into a fresh venv, and the pytest suite
+# against the install: seconds, the build above is reused.
+BUILD_DIR=build scripts/test_pip_install.sh
 # The plugin SDK as an outside author uses it: install, build the example
 # plugin against the install, check and train with it.
 BUILD_DIR=build scripts/test_plugin_sdk.sh

@@ -31,6 +31,7 @@ def _choose_blas_kernels():
 
 _choose_blas_kernels()
 
+from ._version import __version__  # noqa: E402,F401  (the project version in CMakeLists.txt)
 from . import _nabla  # noqa: E402
 from ._nabla import Error, Program, append_backward, append_optimizer, default_plugin_dir  # noqa: E402,F401
 from ._nabla import Tensor, default_device, grad_enabled, set_default_device, tensor  # noqa: E402,F401

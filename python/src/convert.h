@@ -17,9 +17,9 @@ namespace nabla::python {
 
 namespace py = pybind11;
 
-// "cpu", "opencl" or "opencl:N" as the CLI writes them (opencl only in a
-// build with the OpenCL backend); anything else is an error starting with
-// `where`. Shared by Executor(device=), nabla.tensor(device=) and
+// NAME or NAME:N of a registered device backend ("cpu", "opencl:1", "null"),
+// as the CLI takes them (nabla/device_registry.h); anything else is an error
+// starting with `where`. Shared by Executor(device=), nabla.tensor(device=) and
 // set_default_device.
 Device& ResolveDevice(const std::string& spec, const std::string& where);
 

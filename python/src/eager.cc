@@ -15,6 +15,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/eager.h"
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
@@ -56,7 +57,8 @@ Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& 
   Device* target = nullptr;
   if (!device.is_none()) {
     NABLA_ENFORCE(py::isinstance<py::str>(device), kInvalidArgument,
-                  "nabla.tensor: device must be a str ('cpu', 'opencl' or 'opencl:N') but received ", TypeName(device));
+                  "nabla.tensor: device must be a str (NAME or NAME:N, as `nabla devices` lists them) but received ",
+                  TypeName(device));
     target = &ResolveDevice(py::cast<std::string>(device), "nabla.tensor");
   }
   if (py::isinstance<Tensor>(data)) {
@@ -70,8 +72,11 @@ Tensor MakeTensor(const py::handle& data, bool requires_grad, const py::object& 
   return Tensor::FromCore(OnDevice(core, target != nullptr ? *target : eager::DefaultDevice()), requires_grad, n);
 }
 
+// The spec ResolveDevice takes back, by the device type's registered name:
+// "cpu" and "null" have one device each, any other backend is "NAME:N".
 std::string DeviceSpec(const Device& d) {
-  return d.Type() == DeviceType::kCPU ? std::string("cpu") : StrCat("opencl:", d.Id());
+  const std::string name = DeviceTypeName(d.Type());
+  return d.Type() == DeviceType::kCPU || IsDryRun(d) ? name : StrCat(name, ":", d.Id());
 }
 
 py::object OutputsToPython(const eager::Outputs& out) {
@@ -341,7 +346,8 @@ void BindEager(py::module_& m) {
       .def_property_readonly("ndim", [](const Tensor& t) { return t.GetShape().size(); })
       .def_property_readonly(
           "device", [](const Tensor& t) { return DeviceSpec(t.GetDevice()); },
-          "Where the data lives, as nabla.tensor(device=) takes it: 'cpu' or 'opencl:N'.")
+          "Where the data lives, as nabla.tensor(device=) takes it: 'cpu', or NAME:N for another backend "
+          "('opencl:0').")
       .def_property(
           "name", [](const Tensor& t) { return t.Name(); }, [](Tensor& t, const std::string& name) { t.SetName(name); })
       .def_property(
@@ -420,14 +426,16 @@ void BindEager(py::module_& m) {
 
   m.def("tensor", &MakeTensor, py::arg("data"), py::arg("requires_grad") = false, py::arg("name") = py::none(),
         py::arg("device") = py::none(),
-        "A leaf tensor over `data` (an ndarray or anything np.asarray takes) on `device` ('cpu', 'opencl', "
-        "'opencl:N'; None: the default device, see set_default_device). On the CPU a C-contiguous float32, float64, "
+        "A leaf tensor over `data` (an ndarray or anything np.asarray takes) on `device` (NAME or NAME:N as "
+        "`nabla devices` lists them: 'cpu', 'opencl:1'; None: the default device, see set_default_device). On the CPU "
+        "a C-contiguous float32, float64, "
         "int32, int64 or bool array is shared, not copied, as torch.from_numpy does; other layouts are copied once.");
   m.def(
       "set_default_device",
       [](const std::string& spec) { eager::SetDefaultDevice(&ResolveDevice(spec, "set_default_device")); },
       py::arg("device"),
-      "The device ('cpu', 'opencl' or 'opencl:N') that nabla.tensor and ndarray operands use when none is named "
+      "The device (NAME or NAME:N as `nabla devices` lists them) that nabla.tensor and ndarray operands use when none "
+      "is named "
       "(per thread; the CPU until set).");
   m.def(
       "default_device", [] { return DeviceSpec(eager::DefaultDevice()); },

@@ -492,7 +492,9 @@ void BindStatic(py::module_& m) {
         "learning-rate var. On error the program is unchanged.");
 
   py::class_<PyExecutor>(m, "Executor",
-                         "Runs block 0 of programs on a device. Parameters live in the executor's scope across runs.")
+                         "Runs block 0 of programs on a device (NAME or NAME:N as `nabla devices` lists them: 'cpu', "
+                         "'opencl:0', 'null'). Parameters live in the executor's scope across runs. run() releases "
+                         "the GIL: threads with executors of their own run side by side.")
       .def(py::init<const std::string&, int, const std::string&, int64_t>(), py::arg("device") = "cpu",
            py::arg("threads") = 0, py::arg("executor") = "taskgraph", py::arg("seed") = 0)
       .def("run", &PyExecutor::Run, py::arg("program"), py::arg("feed") = py::none(),

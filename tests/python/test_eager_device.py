@@ -63,6 +63,20 @@ def test_cpu_device_and_default(rng):
     assert nabla.tensor(a).device == "cpu" and (t * 2.0).device == "cpu"
 
 
+def test_device_names_come_from_the_registry_and_resolve_back():
+    # `null` (the core's dry-run device) was named "opencl:0" when every
+    # non-CPU device was taken for OpenCL.
+    specs = {"cpu": "cpu", "null": "null"}
+    if opencl_available():
+        specs.update({"opencl": "opencl:0", "opencl:0": "opencl:0"})
+    for spec, name in specs.items():
+        t = nabla.tensor(np.ones(3, np.float32), device=spec)
+        assert t.device == name
+        assert nabla.tensor(t, device=t.device).device == name
+        nabla.set_default_device(spec)
+        assert nabla.default_device() == name
+
+
 @pytest.mark.parametrize("spec", ["cuda", "gpu", "opencl:x", "opencl:-1", "CPU", ""])
 def test_unknown_devices_are_one_line_errors_naming_the_device(spec):
     with pytest.raises(nabla.Error) as info:
