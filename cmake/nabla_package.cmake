@@ -1,5 +1,5 @@
 # The installed CMake package: nablaConfig.cmake, its version file, the
-# exported targets (nabla::core, nabla::cpu, nabla::opkit, nabla::nabla) and nabla_plugin.cmake, the
+# exported targets (nabla::core, nabla::cpu, nabla::opkit, nabla::train, nabla::onnx, nabla::nabla) and nabla_plugin.cmake, the
 # one definition of nabla_add_plugin() that the standard plugins use too.
 # Paths are fixed (not GNUInstallDirs): `nabla` finds its standard plugins at
 # ../lib/nabla/plugins relative to itself (PluginManager::DefaultPluginDir).

@@ -31,7 +31,8 @@ for f in bin/nabla lib/libnabla_core.so lib/libnabla_cpu.so lib/nabla/plugins/li
          lib/nabla/plugins/libnn_ops.so lib/nabla/plugins/libcontrol_flow.so include/nabla/plugin.h \
          include/nabla/op_registry.h lib/cmake/nabla/nablaConfig.cmake lib/cmake/nabla/nablaConfigVersion.cmake \
          lib/cmake/nabla/nablaTargets.cmake lib/cmake/nabla/nabla_plugin.cmake \
-         lib/libnabla_opkit.a include/nabla/opkit/opkit.h include/nabla/cpu/cpu.h; do
+         lib/libnabla_opkit.a include/nabla/opkit/opkit.h include/nabla/cpu/cpu.h lib/libnabla_train.so \
+         include/nabla/train.h include/nabla/train/trainer.h include/nabla/train/pipeline.h; do
   [ -e "$P/$f" ] || fail "the install has no $f"
 done
 # The public headers stand alone: no TBB, yaml-cpp or Boost.
@@ -163,6 +164,81 @@ cmake -S "$WORK/trainuse" -B "$WORK/trainuse/build" $GEN -DCMAKE_PREFIX_PATH="$P
 cmake --build "$WORK/trainuse/build" >"$WORK/trainuse_build.log" \
   || { cat "$WORK/trainuse_build.log"; fail "building a project that uses nabla::train"; }
 [ "$("$WORK/trainuse/build/trainuse")" = adam ] || fail "nabla::train from the install did not append adam"
+
+step "a program built against the install runs a run config as nabla run does (checkpoints bit for bit)"
+mkdir -p "$WORK/runuse/a" "$WORK/runuse/b"
+"$PY" - "$WORK/runuse" <<'PYTHON'
+import random, sys
+random.seed(3)
+rows = ["label,f0,f1,f2,f3"]
+centers = [(1, 0, 0, 1), (0, 1, 1, 0), (-1, -1, 0, 0)]
+for i in range(120):
+    c = i % 3
+    rows.append(",".join([str(c)] + [f"{v + random.uniform(-0.6, 0.6):.6f}" for v in centers[c]]))
+open(sys.argv[1] + "/train.csv", "w").write("\n".join(rows) + "\n")
+PYTHON
+cat >"$WORK/runuse/run.yaml" <<'YAML'
+seed: 5
+threads: 1
+loss: loss
+program:
+  format: nabla-program/1
+  blocks:
+    - idx: 0
+      parent: -1
+      vars:
+        x: {shape: [-1, 4], dtype: float32, stop_gradient: true}
+        label: {shape: [-1, 1], dtype: int64}
+        w: {shape: [4, 3], dtype: float32, persistable: true, init: {type: uniform_random, min: -0.1, max: 0.1, seed: 3}}
+        b: {shape: [3], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.0}}
+      ops:
+        - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+        - {type: elementwise_add, inputs: {X: [xw], Y: [b]}, outputs: {Out: [logits]}, attrs: {axis: 1}}
+        - {type: softmax_with_cross_entropy, inputs: {Logits: [logits], Label: [label]}, outputs: {Softmax: [prob], Loss: [ce]}}
+        - {type: mean, inputs: {X: [ce]}, outputs: {Out: [loss]}}
+optimizer: {type: adam, lr: 0.01}
+data:
+  format: csv
+  train: {path: train.csv, feeds: {x: "1:5", label: label}}
+  batch_size: 16
+epochs: 2
+metrics: {accuracy: {}}
+checkpoint: {dir: ckpt}
+logging: {progress: none}
+YAML
+cat >"$WORK/runuse/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(runuse LANGUAGES CXX)
+find_package(nabla REQUIRED CONFIG)
+add_executable(runuse main.cc)
+target_link_libraries(runuse PRIVATE nabla::train)
+CMAKE
+cat >"$WORK/runuse/main.cc" <<'CXX'
+#include <iostream>
+
+#include "nabla/nabla.h"
+#include "nabla/train/run_config.h"
+#include "nabla/train/trainer.h"
+
+int main(int argc, char** argv) {
+  nabla::PluginManager::Instance().LoadDefaults();
+  const nabla::train::RunConfig config = nabla::train::LoadRunConfig(argv[1]);
+  const nabla::train::RunSummary s = nabla::train::RunTraining(config, {}, std::cout, false);
+  std::cout << "steps " << s.steps << " checkpoint " << s.last_checkpoint << "\n";
+  return s.steps > 0 ? 0 : 1;
+}
+CXX
+cmake -S "$WORK/runuse" -B "$WORK/runuse/build" $GEN -DCMAKE_PREFIX_PATH="$P" >"$WORK/runuse_configure.log" \
+  || { cat "$WORK/runuse_configure.log"; fail "configuring a project that runs a run config"; }
+cmake --build "$WORK/runuse/build" >"$WORK/runuse_build.log" \
+  || { cat "$WORK/runuse_build.log"; fail "building a project that runs a run config"; }
+(cd "$WORK/runuse/a" && "$NABLA" run ../run.yaml >out.txt) || fail "nabla run of the tiny config"
+(cd "$WORK/runuse/b" && "$WORK/runuse/build/runuse" ../run.yaml >out.txt) \
+  || { cat "$WORK/runuse/b/out.txt"; fail "RunTraining from the install"; }
+grep -q "steps 16 checkpoint ckpt/ckpt-00000016.safetensors" "$WORK/runuse/b/out.txt" \
+  || { cat "$WORK/runuse/b/out.txt"; fail "RunTraining did not train 16 steps"; }
+cmp "$WORK/runuse/a/ckpt/ckpt-00000016.safetensors" "$WORK/runuse/b/ckpt/ckpt-00000016.safetensors" \
+  || fail "the embedded run's checkpoint differs from nabla run's"
 
 if command -v clang++ >/dev/null 2>&1; then
   step "a foreign compiler (clang++) is refused at configure time"

@@ -20,9 +20,9 @@
 #include "nabla/mixed_precision.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
+#include "nabla/train/data_parallel.h"
+#include "nabla/train/pipeline.h"
 #include "output_file.h"
-#include "train/data_parallel.h"
-#include "train/precision.h"
 
 namespace nabla::app {
 namespace {
@@ -50,19 +50,20 @@ int RunBackward(const BackwardOptions& opts) {
                 "--bucket-mb must be a number of MiB >= 0, but received '", opts.bucket_mb, "'");
   // The passes in `nabla run`'s order on the cpu (fuse: true), so the
   // program shown is the one that trains, up to the optimizer `nabla run`
-  // appends before FuseGradOps (whose sgd steps may move into the GEMMs).
-  if (opts.fuse) FuseOps(program, {opts.loss});
-  const bool bf16 = train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
-  ParamGrads pg = AppendBackward(program, opts.loss, opts.params,
-                                 std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
-  if (bf16) FoldBf16Casts(program);
+  // appends.
+  train::PassPipelineOptions po;
+  po.fuse = opts.fuse;
+  po.precision = opts.precision;
+  po.loss = opts.loss;
+  po.params = opts.params;
+  po.no_grad.insert(opts.no_grad.begin(), opts.no_grad.end());
   if (opts.data_parallel >= 1) {
     train::DataParallelOptions dp;
     dp.world_size = opts.data_parallel;
     dp.bucket_mb = bucket_mb;
-    train::InsertGradientAllreduce(program, pg, dp);
+    po.data_parallel = dp;
   }
-  if (opts.fuse) FuseGradOps(program, {opts.loss});
+  train::ApplyPassPipeline(program, po);
   if (opts.out.empty()) {
     std::cout << ProgramToYaml(program);
     std::cout.flush();

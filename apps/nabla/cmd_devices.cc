@@ -34,9 +34,15 @@ int RunDevices() {
 
 }  // namespace
 
+std::string RegisteredDeviceNames() {
+  std::string s;
+  for (const auto& n : DeviceBackendNames()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 Command DevicesCommand() {
-  Command c("devices",
-            "List the devices --device can name: cpu and each OpenCL device with its memory and compute units");
+  Command c("devices", "List the devices --device can name, backend by backend (registered backends: " +
+                           RegisteredDeviceNames() + ")");
   c.WithoutPlugins();
   c.SetRun([](const GlobalOptions&) { return RunDevices(); });
   return c;

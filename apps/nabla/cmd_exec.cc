@@ -33,9 +33,9 @@
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "nabla/train.h"
+#include "nabla/train/pipeline.h"
+#include "nabla/train/weights.h"
 #include "tensor_format.h"
-#include "train/precision.h"
-#include "train/weights.h"
 
 namespace nabla::app {
 namespace {
@@ -78,37 +78,30 @@ float ParseLearningRate(const std::string& text) {
 // --backward LOSS [--params P,...] [--no-grad V,...]: appends the backward
 // part before anything runs, so gradients can be fetched like any var.
 void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
-  // Fetched vars and the loss must survive fusion.
-  std::unordered_set<std::string> keep(opts.fetches.begin(), opts.fetches.end());
-  if (!opts.backward_loss.empty()) keep.insert(opts.backward_loss);
-  DeviceType device = DeviceType::kCPU;
-  ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &device);
-  // Before the backward part: fused ops bring their own gradients. On the
-  // cpu only, as `nabla run`: the fused ops have cpu kernels alone, and on
-  // another device would run on host copies.
-  if (opts.fuse && device == DeviceType::kCPU) FuseOps(program, keep);
-  const bool bf16 = train::ApplyPrecision(program, opts.precision, device, std::cerr);
+  train::PassPipelineOptions po;
+  ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &po.device);
+  po.fuse = opts.fuse;
+  // Fetched vars (and the loss) must survive fusion.
+  po.keep.insert(opts.fetches.begin(), opts.fetches.end());
+  po.precision = opts.precision;
   if (opts.backward_loss.empty()) {
     NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
                   "--params and --no-grad only apply with --backward LOSS");
-    if (bf16) FoldBf16Casts(program, device);
-    return;
   }
-  const ParamGrads pg = AppendBackward(program, opts.backward_loss, opts.params,
-                                       std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
-  if (bf16) FoldBf16Casts(program, device);
+  po.loss = opts.backward_loss;
+  po.params = opts.params;
+  po.no_grad.insert(opts.no_grad.begin(), opts.no_grad.end());
   if (!opts.sgd.empty()) {
     // --sgd LR: a whole training step (forward, backward, update) in one
     // run, so `--repeat` times what `nabla run` does per batch with plain sgd.
-    NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "--sgd: ", opts.backward_loss, " has no trainable parameter");
     train::OptimizerOptions sgd;
     sgd.lr = ParseLearningRate(opts.sgd);
-    train::AppendOptimizer(program, pg, sgd);
+    po.optimizer = sgd;
+    po.after_backward = [&](const ParamGrads& pg) {
+      NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "--sgd: ", opts.backward_loss, " has no trainable parameter");
+    };
   }
-  // The grad rewrites target the cpu kernels (a transposed weight for
-  // OpenBLAS, accumulating products, sgd steps in the GEMMs), as `nabla
-  // run` applies them: after the optimizer, whose steps they may take over.
-  if (opts.fuse && device == DeviceType::kCPU) FuseGradOps(program, keep);
+  train::ApplyPassPipeline(program, po);
 }
 
 // Reads every --feed and checks it against the var the program declares.
@@ -283,7 +276,9 @@ Command ExecCommand() {
   c.Option("--fetch", &opts->fetches, "Vars to output after the run", "NAME,...").Delimiter(',');
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
   c.Option("--device", &opts->device,
-           "Device to run on (nabla devices lists them; null: a dry run printing fetched shapes)", "NAME[:N]");
+           "Device to run on, a registered one (" + RegisteredDeviceNames() +
+               ") with an optional index; `nabla devices` lists them; null: a dry run printing fetched shapes",
+           "NAME[:N]");
   c.Option("--executor", &opts->executor, "Executor: taskgraph (default) or sequential (the reference)", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");
   c.Option("--seed", &opts->seed, "Base seed for random ops whose own seed is 0", "N");

@@ -13,8 +13,8 @@
 #include "nabla/onnx.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
+#include "nabla/train/weights.h"
 #include "output_file.h"
-#include "train/weights.h"
 
 namespace nabla::app {
 

@@ -6,8 +6,8 @@
 
 #include "command.h"
 #include "nabla/error.h"
-#include "train/generate.h"
-#include "train/run_config.h"
+#include "nabla/train/generate.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::app {
 

@@ -269,7 +269,9 @@ Command GradcheckCommand() {
   c.Flag("--all", &opts->all, "Check every op that has a gradient");
   c.Flag("--only-plugin", &opts->only_plugin, "With --all: only the ops that the --plugin files registered");
   c.Option("--device", &opts->device,
-           "Check on this device only (default: every device the op has float64 kernels for)", "cpu|opencl[:N]");
+           "Check on this device only, a registered one (" + RegisteredDeviceNames() +
+               ") with an optional index (default: every device the op has float64 kernels for)",
+           "NAME[:N]");
   c.SetRun([opts](const GlobalOptions& global) { return RunGradcheck(*opts, global); });
   return c;
 }

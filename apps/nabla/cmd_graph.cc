@@ -29,9 +29,9 @@
 #include "nabla/mixed_precision.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
+#include "nabla/train/pipeline.h"
 #include "nabla/types.h"
 #include "output_file.h"
-#include "train/precision.h"
 
 extern char** environ;
 
@@ -285,21 +285,25 @@ int RunGraph(const GraphOptions& opts) {
   const std::string dot = format == Format::kDot ? "" : FindDot(opts.out);
 
   ProgramDesc program = LoadProgram(opts.program);
-  const bool bf16 = train::ApplyPrecision(program, opts.precision, DeviceType::kCPU, std::cerr);
+  NABLA_ENFORCE(!opts.backward_loss.empty() || (opts.params.empty() && opts.no_grad.empty()), kInvalidArgument,
+                "--params and --no-grad only apply with --backward LOSS");
+  train::PassPipelineOptions po;
+  po.precision = opts.precision;
+  po.loss = opts.backward_loss;
+  po.params = opts.params;
+  po.no_grad.insert(opts.no_grad.begin(), opts.no_grad.end());
   std::vector<size_t> first_grad_op;
-  for (size_t b = 0; b < program.Size(); ++b) first_grad_op.push_back(program.Block(b)->OpSize());
+  // What is there before the backward part is drawn as the forward part.
+  po.before_backward = [&](ProgramDesc& p) {
+    for (size_t b = 0; b < p.Size(); ++b) first_grad_op.push_back(p.Block(b)->OpSize());
+  };
+  train::ApplyPassPipeline(program, po);
   std::string title = opts.program;
-  if (opts.backward_loss.empty()) {
-    NABLA_ENFORCE(opts.params.empty() && opts.no_grad.empty(), kInvalidArgument,
-                  "--params and --no-grad only apply with --backward LOSS");
-  } else {
-    AppendBackward(program, opts.backward_loss, opts.params,
-                   std::unordered_set<std::string>(opts.no_grad.begin(), opts.no_grad.end()));
+  if (!opts.backward_loss.empty()) {
     // Blocks the builder added hold only gradient ops.
     first_grad_op.resize(program.Size(), 0);
     title += " with the backward part of " + opts.backward_loss;
   }
-  if (bf16) FoldBf16Casts(program);
   const std::string text = DotWriter(program, std::move(first_grad_op), title).Write();
 
   switch (format) {

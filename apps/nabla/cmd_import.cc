@@ -12,8 +12,8 @@
 #include "nabla/error.h"
 #include "nabla/onnx.h"
 #include "nabla/program_io.h"
+#include "nabla/train/checkpoint.h"
 #include "output_file.h"
-#include "train/checkpoint.h"
 
 namespace nabla::app {
 namespace {

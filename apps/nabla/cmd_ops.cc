@@ -16,11 +16,16 @@
 #include "nabla/attribute.h"
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
+#include "nabla/train/ops_json.h"
 #include "nabla/types.h"
-#include "ops_json.h"
 
 namespace nabla::app {
 namespace {
+
+using train::KernelsByDevice;
+using train::OpSelection;
+using train::RegistryJson;
+using train::SelectedOps;
 
 struct OpsOptions {
   bool json = false;

@@ -9,9 +9,9 @@
 
 #include "command.h"
 #include "nabla/error.h"
-#include "train/metrics.h"
-#include "train/run_config.h"
-#include "train/trainer.h"
+#include "nabla/train/metrics.h"
+#include "nabla/train/run_config.h"
+#include "nabla/train/trainer.h"
 
 namespace nabla::app {
 
@@ -29,7 +29,9 @@ Command RunCommand() {
   c.Positional("CONFIG", &a->config, "The run config (YAML); see docs/run-config.md").Required();
   c.Option("--steps", &a->steps, "Stop after N optimizer steps in all (overrides `steps`)", "N");
   c.Option("--epochs", &a->epochs, "Train N epochs in all (overrides `epochs`)", "N");
-  c.Flag("--resume", &a->resume, "Continue from the latest checkpoint in checkpoint.dir");
+  c.Flag("--resume", &a->resume,
+         "Continue the newest run (checkpoint.dir, or its newest numbered run-N beside it) from its latest "
+         "checkpoint");
   c.Option("--progress", &a->progress, "Progress display (default: the config's logging.progress)", "MODE")
       .Choices({"auto", "bar", "lines", "none"});
   c.Option("--weights", &a->weights,

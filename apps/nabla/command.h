@@ -24,6 +24,10 @@
 
 namespace nabla::app {
 
+// "cpu, null, opencl": the device backends this binary registered (they
+// register when their library loads, before main), for help texts.
+std::string RegisteredDeviceNames();
+
 // Options that belong to `nabla` itself and apply to every command.
 struct GlobalOptions {
   std::vector<std::string> plugins;  // --plugin FILE, in order

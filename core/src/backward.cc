@@ -42,14 +42,9 @@ bool Contains(const NameSet& set, const std::string& name) { return set.count(na
 // (x@GRAD, x@GRAD@RENAME@1, x@GRAD@GRAD).
 bool MentionsGrad(const std::string& name) { return name.find(kGradSuffix) != std::string::npos; }
 
-// x@GRAD -> x, x@GRAD@RENAME@2 -> x, x@GRAD@GRAD -> x@GRAD.
-std::string ForwardVarOf(const std::string& grad) {
-  std::string base = grad;
-  size_t rename = base.rfind(kRenameInfix);
-  if (rename != std::string::npos) base.resize(rename);
-  if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
-  return base;
-}
+// x@GRAD -> x, x@GRAD@RENAME@2 -> x, x@GRAD@GRAD -> x@GRAD: the one rule
+// (nabla/types.h).
+std::string ForwardVarOf(const std::string& grad) { return StripGradSuffix(grad); }
 
 // "prog.yaml:7:5: " when the op's position in `program` is known, else "".
 std::string WherePrefix(const ProgramDesc* program, const OpDesc& op) {

@@ -212,10 +212,8 @@ class OverwritePass {
         if (g == nullptr) continue;
         for (const auto& a : g->InputArgumentNames())
           if (a != kEmptyVarName && a.find(kGradSuffix) == std::string::npos) use.reads.insert(a);
-        for (const auto& a : g->OutputArgumentNames()) {
-          size_t at = a.find(kGradSuffix);
-          if (a != kEmptyVarName && at != std::string::npos) use.grads.insert(a.substr(0, at));
-        }
+        for (const auto& a : g->OutputArgumentNames())
+          if (a != kEmptyVarName && a.find(kGradSuffix) != std::string::npos) use.grads.insert(StripGradSuffix(a));
       }
     } catch (const std::exception&) {
       // A maker that refuses to run out of context (no grad block, no

@@ -113,9 +113,11 @@ bool IsGradVarName(const std::string& name) {
 }
 
 std::string StripGradSuffix(const std::string& grad_name) {
-  // x@GRAD@RENAME@0 -> x as well: cut at the first @GRAD.
-  size_t pos = grad_name.find(kGradSuffix);
-  return pos == std::string::npos ? grad_name : grad_name.substr(0, pos);
+  std::string base = grad_name;
+  const size_t rename = base.rfind(kRenameInfix);
+  if (rename != std::string::npos) base.resize(rename);
+  if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
+  return base;
 }
 
 }  // namespace nabla

@@ -1,5 +1,6 @@
 // Embedding nabla in a C++ program: load the standard plugins, read a
-// program, append its backward part and an sgd update per parameter, then
+// program, append its backward part and an sgd update per parameter through
+// the pass pipeline `nabla run` uses (nabla/train/pipeline.h), then
 // run a few training steps on data made here and print the loss.
 //
 //   embed PROGRAM.yaml [STEPS]
@@ -17,6 +18,7 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/nabla.h"
 #include "nabla/train.h"
+#include "nabla/train/pipeline.h"
 
 namespace {
 
@@ -42,10 +44,15 @@ int Run(const std::string& path, long steps) {
   PluginManager::Instance().LoadDefaults();
 
   ProgramDesc program = LoadProgram(path);
-  const ParamGrads param_grads = AppendBackward(program, "loss");
-  train::OptimizerOptions sgd;  // one sgd op per parameter, as `nabla run` builds it
+  // The passes `nabla run` applies, in its order: fusion, the backward part,
+  // one sgd op per parameter, the gradient rewrites.
+  train::PassPipelineOptions passes;
+  passes.fuse = true;
+  passes.loss = "loss";
+  train::OptimizerOptions sgd;
   sgd.lr = 0.1;
-  train::AppendOptimizer(program, param_grads, sgd);
+  passes.optimizer = sgd;
+  train::ApplyPassPipeline(program, passes);
 
   Device& device = HostDevice();
   std::unique_ptr<Executor> executor = CreateExecutor("sequential", device, ExecutorOptions{});

@@ -7,12 +7,7 @@
 
 namespace nabla::control_flow {
 
-std::string ForwardNameOf(const std::string& grad_name) {
-  std::string base = grad_name;
-  size_t rename = base.rfind(kRenameInfix);
-  if (rename != std::string::npos) base.resize(rename);
-  return StripGradSuffix(base);
-}
+std::string ForwardNameOf(const std::string& grad_name) { return StripGradSuffix(grad_name); }
 
 bool ReadScalarBool(const Tensor& t, const std::string& what) {
   NABLA_ENFORCE(t.GetDType() == DType::kBool && t.Numel() == 1 && t.IsInitialized(), kInvalidArgument, what,

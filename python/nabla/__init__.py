@@ -36,9 +36,11 @@ from . import _nabla  # noqa: E402
 from ._nabla import Error, Program, append_backward, append_optimizer, default_plugin_dir  # noqa: E402,F401
 from ._nabla import Tensor, default_device, grad_enabled, set_default_device, tensor  # noqa: E402,F401
 from . import onnx  # noqa: E402,F401  (nabla.onnx.load / save)
+from . import datasets  # noqa: E402,F401  (nabla.datasets.read_idx)
+from . import train  # noqa: E402,F401  (nabla.train.run)
 
 __all__ = [
-    "Error", "Executor", "Program", "append_backward", "append_optimizer", "load_plugin", "ops_list", "onnx",
+    "Error", "Executor", "Program", "append_backward", "append_optimizer", "load_plugin", "ops_list", "onnx", "train", "datasets",
     "default_plugin_dir",
     "Tensor", "tensor", "set_default_device", "default_device", "call", "ops", "no_grad", "grad_enabled", "Tape",
 ]

@@ -7,5 +7,6 @@ namespace nabla::python {
 
 void BindStatic(pybind11::module_& m);
 void BindEager(pybind11::module_& m);
+void BindTrain(pybind11::module_& m);
 
 }  // namespace nabla::python

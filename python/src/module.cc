@@ -30,8 +30,10 @@
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
 #include "nabla/train.h"
+#include "nabla/train/data_parallel.h"
+#include "nabla/train/ops_json.h"
+#include "nabla/train/pipeline.h"
 #include "ndarray.h"
-#include "ops_json.h"
 
 namespace nabla::python {
 namespace {
@@ -160,8 +162,21 @@ void CreateVar(ProgramDesc& program, const std::string& name, const std::vector<
   v->SetDeclared(true);
 }
 
+// The device type a device spec ("cpu", "opencl:1") runs kernels of, for
+// the passes that depend on it (fusion and bf16 run on the cpu only).
+DeviceType PassDevice(const std::string& device, const char* where) {
+  DeviceType type = DeviceType::kCPU;
+  NABLA_ENFORCE(ParseDeviceType(device.substr(0, device.find(':')), &type), kInvalidArgument, where,
+                ": device must be a registered device NAME or NAME:N, but received '", device, "'");
+  return type;
+}
+
+// append_backward runs the pass pipeline (nabla/train/pipeline.h) up to the
+// gradients, as `nabla run` does: FuseOps, precision, AppendBackward,
+// FoldBf16Casts; append_optimizer runs the rest.
 py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py::object& parameter_list,
-                          const py::object& no_grad_set) {
+                          const py::object& no_grad_set, bool fuse, const std::string& precision,
+                          const std::string& device, const py::object& keep, const py::object& data_parallel) {
   py::object loss_name = py::hasattr(loss, "name") && !py::isinstance<py::str>(loss) ? loss.attr("name") : loss;
   NABLA_ENFORCE(py::isinstance<py::str>(loss_name), kInvalidArgument,
                 "append_backward: loss must be a var name (str) but received ", TypeName(loss));
@@ -169,34 +184,68 @@ py::list AppendBackwardPy(ProgramDesc& program, const py::object& loss, const py
   NABLA_ENFORCE(parameter_list.is_none() || !params.empty(), kInvalidArgument,
                 "append_backward: parameter_list is empty; pass None for every parameter");
   const std::vector<std::string> no_grad = NameList(no_grad_set, "append_backward: no_grad_set");
+  const std::vector<std::string> kept = NameList(keep, "append_backward: keep");
+  train::PassPipelineOptions o;
+  o.stages = train::PassPipelineOptions::Stages::kUntilOptimizer;
+  o.device = PassDevice(device, "append_backward");
+  o.fuse = fuse;
+  o.keep.insert(kept.begin(), kept.end());
+  o.precision = precision;
+  o.precision_where = "append_backward: precision";
+  o.loss = py::cast<std::string>(loss_name);
+  o.params = params;
+  o.no_grad.insert(no_grad.begin(), no_grad.end());
+  // Under an MPI launcher with several ranks (or when asked), the gradient
+  // allreduces `nabla run` inserts: each rank feeds its share of the batch
+  // and every rank applies the same summed gradients.
+  const train::World world = train::DetectWorld();
+  const bool dp = data_parallel.is_none() ? world.Distributed() : py::cast<bool>(data_parallel);
+  NABLA_ENFORCE(!dp || world.Distributed(), kInvalidArgument,
+                "append_backward: data_parallel=True needs several ranks, but this process was not started by an MPI "
+                "launcher with more than one (mpirun -np N python3 ...)");
+  if (dp) {
+    train::DataParallelOptions d;
+    d.world_size = world.size;
+    o.data_parallel = d;
+  }
   // On failure the program must stay as it was: build on a copy.
   ProgramDesc work = program;
-  const ParamGrads pairs = AppendBackward(work, py::cast<std::string>(loss_name), params,
-                                          std::unordered_set<std::string>(no_grad.begin(), no_grad.end()));
+  const ParamGrads pairs = train::ApplyPassPipeline(work, o).param_grads;
   program = std::move(work);
   py::list out;
   for (const auto& [p, g] : pairs) out.append(py::make_tuple(p, g));
   return out;
 }
 
-// nabla/train.h's optimizer, as `nabla run` builds it; returns the
+// nabla/train.h's optimizer, as `nabla run` builds it, and with fuse the
+// gradient rewrites after it (the pipeline's last part); returns the
 // learning-rate var.
 std::string AppendOptimizerPy(ProgramDesc& program, const ParamGrads& param_grads, const std::string& type, double lr,
                               double momentum, bool nesterov, double beta1, double beta2, double epsilon,
-                              double weight_decay, double clip_global_norm) {
-  train::OptimizerOptions o;
-  o.type = type;
-  o.lr = lr;
-  o.momentum = momentum;
-  o.nesterov = nesterov;
-  o.beta1 = beta1;
-  o.beta2 = beta2;
-  o.epsilon = epsilon;
-  o.weight_decay = weight_decay;
-  o.clip_global_norm = clip_global_norm;
+                              double weight_decay, double clip_global_norm, bool fuse, const std::string& device,
+                              const py::object& keep) {
+  train::OptimizerOptions opt;
+  opt.type = type;
+  opt.lr = lr;
+  opt.momentum = momentum;
+  opt.nesterov = nesterov;
+  opt.beta1 = beta1;
+  opt.beta2 = beta2;
+  opt.epsilon = epsilon;
+  opt.weight_decay = weight_decay;
+  opt.clip_global_norm = clip_global_norm;
+  const std::vector<std::string> kept = NameList(keep, "append_optimizer: keep");
+  train::PassPipelineOptions o;
+  o.stages = train::PassPipelineOptions::Stages::kFromOptimizer;
+  o.device = PassDevice(device, "append_optimizer");
+  o.fuse = fuse;
+  o.keep.insert(kept.begin(), kept.end());
+  if (program.Backward()) o.loss = program.Backward()->loss;
+  o.param_grads = param_grads;
+  o.optimizer = opt;
   // On failure the program must stay as it was: build on a copy.
   ProgramDesc work = program;
-  train::AppendOptimizer(work, param_grads, o);
+  train::ApplyPassPipeline(work, o);
   program = std::move(work);
   return train::kLearningRateVar;
 }
@@ -420,19 +469,27 @@ void BindStatic(py::module_& m) {
       });
 
   m.def("append_backward", &AppendBackwardPy, py::arg("program"), py::arg("loss"),
-        py::arg("parameter_list") = py::none(), py::arg("no_grad_set") = py::none(),
-        "Appends the backward part of `loss` (one element) to the program, as seed 002's append_backward. "
-        "Returns [(parameter, gradient), ...]: all trainable parameters, or those of parameter_list in its order; "
-        "vars in no_grad_set get no gradient. On error the program is unchanged.");
+        py::arg("parameter_list") = py::none(), py::arg("no_grad_set") = py::none(), py::kw_only(),
+        py::arg("fuse") = false, py::arg("precision") = "fp32", py::arg("device") = "cpu", py::arg("keep") = py::none(),
+        py::arg("data_parallel") = py::none(),
+        "Appends the backward part of `loss` (one element) to the program, as seed 002's append_backward, through "
+        "the pass pipeline `nabla run` uses: with fuse=True the fusion pass first (on the cpu; vars in keep and the "
+        "loss stay fetchable), precision='bf16' mixed precision, and under mpirun with several ranks "
+        "(data_parallel=None: then; True: required; False: never) the gradient allreduces. Returns [(parameter, "
+        "gradient), ...]: all "
+        "trainable parameters, or those of parameter_list in its order; vars in no_grad_set get no gradient. On "
+        "error the program is unchanged.");
 
   m.def("append_optimizer", &AppendOptimizerPy, py::arg("program"), py::arg("param_grads"), py::arg("type") = "sgd",
         py::arg("lr") = 0.01, py::arg("momentum") = 0.9, py::arg("nesterov") = false, py::arg("beta1") = 0.9,
         py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-8, py::arg("weight_decay") = 0.0,
-        py::arg("clip_global_norm") = 0.0,
+        py::arg("clip_global_norm") = 0.0, py::kw_only(), py::arg("fuse") = false, py::arg("device") = "cpu",
+        py::arg("keep") = py::none(),
         "Appends the update of every (parameter, gradient) pair of append_backward's result, as `nabla run` does: "
         "clipping by global norm (clip_global_norm > 0), L2 (weight_decay > 0), then one sgd, momentum or adam op "
         "per parameter, its state in persistable vars P@velocity or P@moment1, P@moment2, P@beta1_pow, "
-        "P@beta2_pow. Returns the learning-rate var. On error the program is unchanged.");
+        "P@beta2_pow; with fuse=True then the gradient rewrites `nabla run` applies (on the cpu). Returns the "
+        "learning-rate var. On error the program is unchanged.");
 
   py::class_<PyExecutor>(m, "Executor",
                          "Runs block 0 of programs on a device (NAME or NAME:N as `nabla devices` lists them: 'cpu', "
@@ -464,7 +521,7 @@ void BindStatic(py::module_& m) {
       },
       py::arg("path"), "Loads a plugin file; returns the op types it registered.");
   m.def(
-      "_registry_json", [] { return app::RegistryJson(*CurrentRegistry(), app::OpSelection{}); },
+      "_registry_json", [] { return train::RegistryJson(*CurrentRegistry(), train::OpSelection{}); },
       "What `nabla ops --json` prints.");
   m.def("default_plugin_dir", &PluginManager::DefaultPluginDir, "The folder of the standard plugins.");
 
@@ -539,4 +596,5 @@ PYBIND11_MODULE(_nabla, m) {
   nabla::PluginManager::Instance().LoadDefaults();
   nabla::python::BindStatic(m);
   nabla::python::BindEager(m);
+  nabla::python::BindTrain(m);
 }

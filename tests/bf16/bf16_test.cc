@@ -28,7 +28,7 @@
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
-#include "train/checkpoint.h"
+#include "nabla/train/checkpoint.h"
 #include "train/run_util.h"
 
 namespace fs = std::filesystem;

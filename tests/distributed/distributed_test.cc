@@ -16,7 +16,7 @@
 #include <string>
 
 #include "nabla/cpu/cpu.h"
-#include "train/checkpoint.h"
+#include "nabla/train/checkpoint.h"
 #include "train/test_util.h"
 
 namespace nabla::train {

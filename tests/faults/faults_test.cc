@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/metrics.h"
 #include "run_util.h"
-#include "train/checkpoint.h"
-#include "train/metrics.h"
 
 namespace nabla::train {
 namespace {
@@ -379,18 +379,27 @@ TEST_F(FaultTest, CheckpointOfAnotherProgramIsExit2NamingTheFirstDifference) {
   }
 }
 
-// A fresh run must not mix its checkpoints with an earlier run's: keep_last
-// would delete its own newer files and --resume continue the old run.
-TEST_F(FaultTest, FreshRunRefusesAFolderWithAnotherRunsCheckpoints) {
+// A fresh run must not mix its checkpoints with an earlier run's (keep_last
+// would delete its own newer files and --resume continue the old run), nor
+// make the user clean up to run the same command again: it starts run 2 in
+// a folder beside the first, says where, and --resume continues the newest.
+TEST_F(FaultTest, FreshRunStartsANumberedRunBesideTheEarlierOne) {
   WriteConfig("{dir: ckpt, every_steps: 5, keep_last: 2}");
   ASSERT_EQ(Nabla(dir_, "run run.yaml --progress none --steps 20").rc, 0);
   Result r = Nabla(dir_, "run run.yaml --progress none --steps 10");
-  EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_EQ(Lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("nabla: error: ckpt: the checkpoint folder already holds 2 checkpoint(s) of an earlier run "
-                       "(newest ckpt/ckpt-00000020.safetensors); pass --resume"),
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("run 2: the configured outputs hold an earlier run, so this one writes to run-2/ckpt"),
             std::string::npos)
-      << r.err;
+      << r.out;
+  EXPECT_EQ(ListCheckpoints(dir_.Path("ckpt")).back().step, 20);
+  EXPECT_EQ(ListCheckpoints(dir_.Path("run-2/ckpt")).back().step, 10);
+  r = Nabla(dir_, "run run.yaml --progress none --steps 15 --resume");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("resumed from run-2/ckpt/ckpt-00000010.safetensors"), std::string::npos) << r.out;
+  EXPECT_EQ(ListCheckpoints(dir_.Path("run-2/ckpt")).back().step, 15);
+  r = Nabla(dir_, "run run.yaml --progress none --steps 5");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(ListCheckpoints(dir_.Path("run-3/ckpt")).back().step, 5);
   EXPECT_EQ(ListCheckpoints(dir_.Path("ckpt")).back().step, 20);
 }
 

@@ -16,10 +16,10 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/program_io.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/dataset.h"
+#include "nabla/train/run_config.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/dataset.h"
-#include "train/run_config.h"
 
 namespace nabla::train {
 namespace {

@@ -16,9 +16,9 @@
 #include "nabla/onnx.h"
 #include "nabla/op_registry.h"
 #include "nabla/program_io.h"
-#include "train/checkpoint.h"
-#include "train/dataset.h"
-#include "train/run_config.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/dataset.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::fuzz {
 

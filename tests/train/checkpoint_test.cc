@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/train/checkpoint.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
 
 namespace nabla::train {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <sstream>
 
+#include "nabla/train/run_config.h"
 #include "test_util.h"
-#include "train/run_config.h"
 
 namespace nabla::train {
 namespace {
@@ -131,6 +131,22 @@ TEST(RunConfig, UnknownNestedKeyPointsAtTheKey) {
   EXPECT_NE(e.find("run.yaml:9:3: unknown key 'lrr' in optimizer"), std::string::npos) << e;
   e = ParseError(std::string(kMinimal) + "checkpoint: {dir: c, every: 3}\n");
   EXPECT_NE(e.find("run.yaml:7:22: unknown key 'every' in checkpoint"), std::string::npos) << e;
+}
+
+// device: names any backend of the registry, with an index or without; the
+// error lists what this process registered.
+TEST(RunConfig, DevicesComeFromTheRegistry) {
+  EXPECT_EQ(Parse(std::string(kMinimal) + "device: null\n").device, "null");
+  EXPECT_EQ(Parse(std::string(kMinimal) + "device: cpu:0\n").device, "cpu:0");
+  std::string e = ParseError(std::string(kMinimal) + "device: gpu\n");
+  EXPECT_NE(e.find("run.yaml:7:9: device must be a registered device, NAME or NAME:N with N an index ("),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("cpu"), std::string::npos) << e;
+  EXPECT_NE(e.find("null"), std::string::npos) << e;
+  EXPECT_NE(e.find("but received 'gpu'"), std::string::npos) << e;
+  e = ParseError(std::string(kMinimal) + "device: 'cpu:x'\n");
+  EXPECT_NE(e.find("but received 'cpu:x'"), std::string::npos) << e;
 }
 
 TEST(RunConfig, IllTypedValuesPointAtTheValue) {

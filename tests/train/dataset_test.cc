@@ -9,8 +9,8 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/npy.h"
+#include "nabla/train/dataset.h"
 #include "test_util.h"
-#include "train/dataset.h"
 
 namespace nabla::train {
 namespace {

@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/metrics.h"
 #include "run_util.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/metrics.h"
 
 namespace nabla::train {
 namespace {
@@ -202,6 +202,28 @@ TEST_F(RunTest, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
     if (t.GetDType() != DType::kFloat32) continue;
     for (int64_t i = 0; i < t.Numel(); ++i) ASSERT_TRUE(std::isfinite(t.Data<float>()[i])) << name;
   }
+}
+
+// device: null (the registry's dry-run device) checks a config's shapes
+// through startup, one step and one eval batch, and writes nothing; an
+// unregistered device is refused at its line.
+TEST_F(RunTest, TheNullDeviceIsADryRunThatWritesNothing) {
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 0.1}",
+                                "device: null\ncheckpoint: {dir: ckpt}\n"
+                                "logging: {metrics_file: m.csv}\n"));
+  Result r = Nabla(dir_, "run run.yaml");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("dry run on the null device: the startup program, one training step of 16 rows and one "
+                       "evaluation batch ran shape inference through every op"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.Path("ckpt")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Path("m.csv")));
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 0.1}", "device: tpu:1\n"));
+  r = Nabla(dir_, "run run.yaml");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("run.yaml:28:9: device must be a registered device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("but received 'tpu:1'"), std::string::npos) << r.err;
 }
 
 TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {

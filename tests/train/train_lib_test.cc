@@ -13,6 +13,7 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/nabla.h"
 #include "nabla/train.h"
+#include "nabla/train/pipeline.h"
 
 namespace nabla::train {
 namespace {
@@ -341,6 +342,68 @@ TEST_F(TrainLibTest, TheEvalProgramIsTheForwardPartInTestMode) {
   EXPECT_THROW(MakeEvalProgram(p, p.Root()->OpSize() + 1), Error);
   // A count that stops short of the loss's seed would cut forward ops off.
   EXPECT_THROW(MakeEvalProgram(p, forward - 1), Error);
+}
+
+// The pass pipeline in one call (nabla run, exec, embedders) and in two
+// (Python's append_backward, then append_optimizer) gives the same program,
+// with the fusion passes on either side of the backward part and the
+// optimizer, and the hooks seeing the program between the stages.
+TEST_F(TrainLibTest, ThePipelineInOneCallOrTwoGivesTheSameProgram) {
+  // relu after the add: a chain FuseOps turns into fused_elemwise_activation.
+  std::string text = kLinear;
+  const std::string add_out = "outputs: {Out: [pred]}}";
+  text.replace(text.find(add_out), add_out.size(),
+               "outputs: {Out: [pre]}}\n      - {type: relu, inputs: {X: [pre]}, outputs: {Out: [pred]}}");
+  PassPipelineOptions o;
+  o.fuse = true;
+  o.loss = "loss";
+  o.optimizer = OptimizerOptions{};
+  size_t forward_ops = 0;
+  ParamGrads seen;
+  o.before_backward = [&](ProgramDesc& p) { forward_ops = p.Root()->OpSize(); };
+  o.after_backward = [&](const ParamGrads& pg) { seen = pg; };
+  ProgramDesc one = ParseProgram(text, "linear.yaml");
+  const size_t unfused_ops = one.Root()->OpSize();
+  const PassPipelineResult r = ApplyPassPipeline(one, o);
+  EXPECT_FALSE(r.bf16);
+  EXPECT_EQ(r.param_grads, seen);
+  EXPECT_EQ(forward_ops, unfused_ops - 1);  // add + relu fused before the backward part
+  bool fused = false;
+  for (size_t i = 0; i < forward_ops; ++i) fused |= one.Root()->Op(i)->Type() == "fused_elemwise_activation";
+  EXPECT_TRUE(fused);
+
+  ProgramDesc two = ParseProgram(text, "linear.yaml");
+  PassPipelineOptions first = o;
+  first.stages = PassPipelineOptions::Stages::kUntilOptimizer;
+  const ParamGrads pg = ApplyPassPipeline(two, first).param_grads;
+  EXPECT_EQ(pg, r.param_grads);
+  PassPipelineOptions second = o;
+  second.stages = PassPipelineOptions::Stages::kFromOptimizer;
+  second.param_grads = pg;
+  ApplyPassPipeline(two, second);
+  EXPECT_EQ(ProgramToYaml(two), ProgramToYaml(one));
+
+  // Without a loss only the forward passes run.
+  ProgramDesc fwd = ParseProgram(text, "linear.yaml");
+  PassPipelineOptions forward_only;
+  forward_only.fuse = true;
+  forward_only.keep = {"loss"};
+  EXPECT_TRUE(ApplyPassPipeline(fwd, forward_only).param_grads.empty());
+  EXPECT_FALSE(fwd.Backward().has_value());
+  EXPECT_EQ(fwd.Root()->OpSize(), unfused_ops - 1);
+  // An unknown precision names where it came from.
+  PassPipelineOptions bad = o;
+  bad.precision = "fp16";
+  bad.precision_where = "here";
+  ProgramDesc b = ParseProgram(text, "linear.yaml");
+  try {
+    ApplyPassPipeline(b, bad);
+    ADD_FAILURE() << "fp16 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("here: precision must be one of fp32, bf16, but received 'fp16'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

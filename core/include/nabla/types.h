@@ -88,7 +88,7 @@ inline constexpr const char* kGradSuffix = "@GRAD";
 inline constexpr const char* kRenameInfix = "@RENAME@";
 inline constexpr const char* kEmptyVarName = "@EMPTY@";
 inline std::string GradVarName(const std::string& var) { return var + kGradSuffix; }
-// "x@GRAD" -> "x"; a name without the suffix is returned unchanged.
+// The forward var of a gradient (the one rule, docs/architecture.md): x@GRAD@RENAME@2 -> x, x@GRAD@GRAD -> x@GRAD.
 NABLA_API std::string StripGradSuffix(const std::string& grad_name);
 NABLA_API bool IsGradVarName(const std::string& name);
 

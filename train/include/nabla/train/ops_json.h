@@ -9,7 +9,7 @@
 
 #include "nabla/op_registry.h"
 
-namespace nabla::app {
+namespace nabla::train {
 
 // Which ops and plugin records to show: all, or those of the given plugin
 // files (compared by canonical path, as the loader records them).
@@ -28,4 +28,4 @@ std::vector<std::string> SelectedOps(const OpRegistry& registry, const OpSelecti
 // {"plugins": [...], "ops": [...]}, indented by 2.
 std::string RegistryJson(const OpRegistry& registry, const OpSelection& selection);
 
-}  // namespace nabla::app
+}  // namespace nabla::train

@@ -16,7 +16,7 @@
 #include "nabla/executor.h"
 #include "nabla/program.h"
 #include "nabla/scope.h"
-#include "train/run_config.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::train {
 

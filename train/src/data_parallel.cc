@@ -1,4 +1,4 @@
-#include "train/data_parallel.h"
+#include "nabla/train/data_parallel.h"
 
 #include <algorithm>
 #include <map>

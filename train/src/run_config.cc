@@ -1,4 +1,4 @@
-#include "train/run_config.h"
+#include "nabla/train/run_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 
+#include "nabla/cpu/cpu.h"
+#include "nabla/device_registry.h"
 #include "nabla/error.h"
 
 namespace nabla::train {
@@ -138,6 +140,27 @@ class Reader {
     std::vector<std::string> out;
     for (const auto& item : node) out.push_back(NonEmptyString(item, what + " entry"));
     return out;
+  }
+
+  // A device of the registry (nabla/device_registry.h), NAME or NAME:N:
+  // whatever backends this build registered, checked here so a typo names
+  // the config's line rather than failing when the run starts.
+  std::string Device(const YAML::Node& node) const {
+    // `device: null` is YAML's null, not the string: it can only mean the
+    // null device.
+    if (node.IsNull()) return "null";
+    const std::string s = String(node, "device");
+    const size_t colon = s.find(':');
+    cpu::InitCpuBackend();  // the host registers "cpu" (idempotent)
+    const std::vector<std::string> names = DeviceBackendNames();
+    const bool known = std::find(names.begin(), names.end(), s.substr(0, colon)) != names.end();
+    bool index_ok = colon == std::string::npos || (colon + 1 < s.size() && s.size() - colon - 1 <= 6);
+    for (size_t i = colon == std::string::npos ? s.size() : colon + 1; i < s.size(); ++i)
+      index_ok = index_ok && s[i] >= '0' && s[i] <= '9';
+    NABLA_ENFORCE(known && index_ok, kInvalidArgument, Where(node),
+                  ": device must be a registered device, NAME or NAME:N with N an index (", Join(names),
+                  "), but received '", s, "'");
+    return s;
   }
 
   std::string Choice(const YAML::Node& node, const std::string& what, const std::vector<std::string>& choices) const {
@@ -464,7 +487,7 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
     if (root["plugins"]) {
       for (const auto& p : r.StringList(root["plugins"], "plugins")) c.plugins.push_back(r.InputPath(p));
     }
-    if (root["device"]) c.device = r.Choice(root["device"], "device", {"cpu", "opencl"});
+    if (root["device"]) c.device = r.Device(root["device"]);
     if (root["executor"]) c.executor = r.NonEmptyString(root["executor"], "executor");
     if (root["threads"]) c.threads = static_cast<int>(r.Int(root["threads"], "threads", 0));
     if (root["fuse"]) c.fuse = r.Bool(root["fuse"], "fuse");

@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "nabla/train/checkpoint.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "ops_json.h"
+#include "nabla/train/ops_json.h"
 
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -7,7 +7,7 @@
 #include "nabla/attribute.h"
 #include "nabla/types.h"
 
-namespace nabla::app {
+namespace nabla::train {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -99,4 +99,4 @@ std::string RegistryJson(const OpRegistry& registry, const OpSelection& selectio
   return Json{{"plugins", plugins}, {"ops", ops}}.dump(2);
 }
 
-}  // namespace nabla::app
+}  // namespace nabla::train

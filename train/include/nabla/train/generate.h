@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "train/run_config.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::train {
 

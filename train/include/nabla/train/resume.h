@@ -9,7 +9,8 @@
 
 #include "nabla/device.h"
 #include "nabla/scope.h"
-#include "train/checkpoint.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::train {
 
@@ -37,5 +38,22 @@ void RestoreCheckpoint(const ResumePoint& point, const std::vector<std::string>&
 // earlier run: keep_last would delete its own newer files and a later
 // --resume would continue the old run. kAlreadyExists naming the newest one.
 void CheckFreshCheckpointDir(const std::string& dir);
+
+// Numbered runs, as PyTorch Lightning's version_N folders: run 1 writes its
+// outputs (checkpoint.dir, logging.metrics_file, logging.plot) where the
+// config says; run N > 1 writes each of them into a folder `run-N` beside
+// it (runs/mlp/checkpoints -> runs/mlp/run-2/checkpoints, runs/mlp/metrics.csv
+// -> runs/mlp/run-2/metrics.csv), so the same command can run again without
+// mixing two runs' checkpoints or overwriting the first run's metrics.
+std::string RunOutputPath(const std::string& configured, int run);
+
+// The run a start writes to: a fresh run takes run 1 when its outputs hold
+// no earlier run (no checkpoint in checkpoint.dir, no metrics file), else the
+// number after the newest run found; with `resume` it continues the newest
+// run (1 when there is none).
+int ChooseRun(const RunConfig& config, bool resume);
+
+// `config` with its outputs moved into run `run`'s folder.
+RunConfig ForRun(RunConfig config, int run);
 
 }  // namespace nabla::train

@@ -1,4 +1,4 @@
-#include "train/resume.h"
+#include "nabla/train/resume.h"
 
 #include <filesystem>
 
@@ -80,6 +80,50 @@ void CheckFreshCheckpointDir(const std::string& dir) {
   NABLA_ENFORCE(all.empty(), kAlreadyExists, dir, ": the checkpoint folder already holds ", all.size(),
                 " checkpoint(s) of an earlier run (newest ", all.empty() ? "" : all.back().path,
                 "); pass --resume to continue that run, or remove them or choose another checkpoint.dir to start anew");
+}
+
+namespace {
+
+// Whether run `run` left anything: a checkpoint folder, a metrics file or a
+// plot where it would have written them.
+bool RunExists(const RunConfig& c, int run) {
+  std::error_code ec;
+  for (const std::string* p : {&c.checkpoint.dir, &c.logging.metrics_file, &c.logging.plot})
+    if (!p->empty() && fs::exists(RunOutputPath(*p, run), ec)) return true;
+  return false;
+}
+
+// Whether run 1, the configured paths, holds a run: checkpoints, or a metrics
+// file (an empty checkpoint folder or a plot alone is nothing to continue).
+bool RunHeld(const RunConfig& c, int run) {
+  std::error_code ec;
+  if (!c.checkpoint.dir.empty() && !ListCheckpoints(RunOutputPath(c.checkpoint.dir, run)).empty()) return true;
+  return !c.logging.metrics_file.empty() && fs::exists(RunOutputPath(c.logging.metrics_file, run), ec);
+}
+
+}  // namespace
+
+std::string RunOutputPath(const std::string& configured, int run) {
+  if (run <= 1 || configured.empty()) return configured;
+  fs::path p = fs::path(configured).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "dir/" names dir
+  return (p.parent_path() / ("run-" + std::to_string(run)) / p.filename()).string();
+}
+
+int ChooseRun(const RunConfig& c, bool resume) {
+  // Runs are numbered without gaps: the newest is the last that exists.
+  int newest = 1;
+  while (newest < 100000 && RunExists(c, newest + 1)) ++newest;
+  if (resume) return newest;
+  if (newest == 1 && !RunHeld(c, 1)) return 1;
+  return newest + 1;
+}
+
+RunConfig ForRun(RunConfig c, int run) {
+  c.checkpoint.dir = RunOutputPath(c.checkpoint.dir, run);
+  c.logging.metrics_file = RunOutputPath(c.logging.metrics_file, run);
+  c.logging.plot = RunOutputPath(c.logging.plot, run);
+  return c;
 }
 
 }  // namespace nabla::train

@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "nabla/train/metrics.h"
 
 #include <sys/wait.h>
 

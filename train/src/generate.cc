@@ -1,4 +1,4 @@
-#include "train/generate.h"
+#include "nabla/train/generate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,8 @@
 #include "nabla/executor.h"
 #include "nabla/plugin.h"
 #include "nabla/scope.h"
-#include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "nabla/train/checkpoint.h"
+#include "nabla/train/trainer.h"
 
 namespace nabla::train {
 

@@ -1,4 +1,4 @@
-#include "train/stop_signal.h"
+#include "nabla/train/stop_signal.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,7 +1,12 @@
 #pragma once
-// The training pipeline behind `nabla run`: plugins -> program -> backward
-// -> optimizer ops -> verify -> startup -> train loop with per-epoch
-// evaluation -> summary, checkpoints, metrics and plot.
+// A run config run to the end: plugins -> program -> the pass pipeline
+// (pipeline.h) -> verify -> startup -> train loop with per-epoch evaluation
+// -> summary, checkpoints, metrics and plot. `nabla run`, Python's
+// nabla.train.run and embedding programs call RunTraining:
+//
+//   nabla::PluginManager::Instance().LoadDefaults();
+//   const train::RunConfig config = train::LoadRunConfig("run.yaml");
+//   const train::RunSummary s = train::RunTraining(config, {}, std::cout, false);
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -10,7 +15,7 @@
 
 #include "nabla/backward.h"
 #include "nabla/program.h"
-#include "train/run_config.h"
+#include "nabla/train/run_config.h"
 
 namespace nabla::train {
 
@@ -59,6 +64,12 @@ struct RunSummary {
   int stopped_by_signal = 0;  // SIGINT or SIGTERM when one stopped the run early
 
   int world_size = 1;  // MPI ranks that trained together
+  // The numbered run it wrote to (resume.h: 1 is the configured paths) and
+  // where its outputs went ("" for those the config has none of).
+  int run = 1;
+  std::string checkpoint_dir;
+  std::string metrics_file;
+  std::string plot;
 };
 
 // Runs a whole training as the config says, printing progress to `out`

@@ -1,4 +1,4 @@
-#include "train/precision.h"
+#include "nabla/train/precision.h"
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"

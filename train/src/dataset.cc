@@ -1,4 +1,4 @@
-#include "train/dataset.h"
+#include "nabla/train/dataset.h"
 
 #include <fnmatch.h>
 #include <glob.h>

@@ -1,7 +1,7 @@
-#include "train/weights.h"
+#include "nabla/train/weights.h"
 
 #include "nabla/error.h"
-#include "train/checkpoint.h"
+#include "nabla/train/checkpoint.h"
 
 namespace nabla::train {
 
