@@ -4,8 +4,8 @@
 #
 # ABI C (the default for plugins built against an installed nabla) builds it
 # against nabla's C ABI (nabla/c_api.h, docs/plugin-abi.md): C sources, or C++
-# ones through the header-only SDK (nabla/plugin.h and nabla/opkit/opkit.h
-# switch to nabla/sdk/ under NABLA_PLUGIN_C_ABI). Such a plugin links nothing
+# ones through the header-only SDK (the include path puts nabla/sdk/shim
+# first, whose nabla/plugin.h and nabla/opkit/opkit.h are nabla/sdk/'s). Such a plugin links nothing
 # of nabla, needs no particular compiler and keeps loading into later
 # releases; nabla::core and nabla::opkit in LIBRARIES are taken as headers
 # only. INCLUDE_DIR replaces nabla's headers (a frozen copy, in tests).
@@ -64,11 +64,14 @@ function(_nabla_add_c_abi_plugin name)
   if(P_INCLUDE_DIR)
     target_include_directories(${name} PRIVATE ${P_INCLUDE_DIR})
   else()
-    foreach(_t nabla::core nabla::opkit)
-      if(TARGET ${_t})
-        target_include_directories(${name} PRIVATE $<TARGET_PROPERTY:${_t},INTERFACE_INCLUDE_DIRECTORIES>)
-      endif()
-    endforeach()
+    # nablaConfig.cmake sets NABLA_INCLUDE_DIR; in nabla's tree core/ sets NABLA_SDK_INCLUDE_DIR.
+    if(DEFINED NABLA_INCLUDE_DIR)
+      set(_inc ${NABLA_INCLUDE_DIR})
+    else()
+      set(_inc ${NABLA_SDK_INCLUDE_DIR})
+    endif()
+    # The shim first: nabla/plugin.h and nabla/opkit/opkit.h become the SDK's.
+    target_include_directories(${name} PRIVATE ${_inc}/nabla/sdk/shim ${_inc})
   endif()
   get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
   if("CXX" IN_LIST _languages)
@@ -81,6 +84,10 @@ function(_nabla_add_c_abi_plugin name)
     target_link_options(${name} PRIVATE -Wl,--no-undefined)
   endif()
   target_compile_definitions(${name} PRIVATE NABLA_PLUGIN_NAME="${name}" NABLA_PLUGIN_C_ABI=1)
+  if(PROJECT_VERSION)
+    # The manifest's version (NABLA_PLUGIN, nabla/sdk/plugin.h).
+    target_compile_definitions(${name} PRIVATE NABLA_PLUGIN_VERSION="${PROJECT_VERSION}")
+  endif()
   set_target_properties(${name} PROPERTIES
     PREFIX "lib"
     CXX_EXTENSIONS OFF
