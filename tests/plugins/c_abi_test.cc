@@ -8,8 +8,12 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "common/cli_runner.h"
+#include "common/op_case.h"
+#include "common/temp_dir.h"
 #include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/op_registry.h"
@@ -147,6 +151,48 @@ TEST(CApi, CPluginRegistersRunsAndChecksItsGradient) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(results[0].ok) << (results[0].failures.empty() ? "" : results[0].failures[0]);
   EXPECT_LT(results[0].max_error, 1e-6);
+}
+
+// What an SDK plugin's kernel throws reaches the caller as one nabla::Error
+// with its message and (for nabla::Error) its kind.
+TEST(CApi, SdkExceptionsBecomeErrors) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_THROWS);
+  const std::vector<std::tuple<int, ErrorKind, std::string>> cases = {
+      {1, ErrorKind::kOutOfRange, "toy_sdk_throw: mode 1 is out of range"},
+      {2, ErrorKind::kRuntime, "an exception that is not a std::exception"},
+      {3, ErrorKind::kRuntime, "toy_sdk_throw: a runtime_error"},
+  };
+  for (const auto& [mode, kind, message] : cases) {
+    OpDesc op("toy_sdk_throw", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"mode", mode}});
+    try {
+      op_case::RunOps({op}, {{"x", DType::kFloat32, {2}, {1.0, 2.0}}}, HostDevice());
+      ADD_FAILURE() << "mode " << mode << " did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), kind) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  OpDesc copy("toy_sdk_throw", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"mode", 0}});
+  EXPECT_EQ(op_case::RunOps({copy}, {{"x", DType::kFloat32, {2}, {1.0, 2.0}}}, HostDevice()).values["y"],
+            (std::vector<double>{1.0, 2.0}));
+}
+
+// The CLI's contract for each refused plugin: exit 2, one line naming the
+// plugin file, the plugin and the versions.
+TEST(CApi, RefusedPluginsExitTwoWithOneLine) {
+  test_util::TempDir dir("c_abi_cli");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {TOY_C_NEWER, {"libtoy_c_newer.so", "plugin 'toy_c_newer' 0.9", "version 2", "provides version 1"}},
+      {TOY_C_LONG_TABLE, {"libtoy_c_long_table.so", "plugin 'toy_c_long_table' 0.9", "table is too short"}},
+      {TOY_C_NO_INIT, {"libtoy_c_no_init.so", "plugin 'toy_c_no_init' 0.9", "core version 1", "nabla_plugin_init"}},
+      {TOY_C_HALF, {"libtoy_c_half.so", "toy_c_half gives up after its first op"}},
+  };
+  for (const auto& [path, fragments] : cases) {
+    const testing_cli::Result r = testing_cli::RunBinary(
+        NABLA_BIN_PATH, "ops --only-plugin --plugin " + testing_cli::Quote(path), "", dir.Path("captured"));
+    testing_cli::ExpectOneLineError(r, path, fragments);
+  }
 }
 
 }  // namespace

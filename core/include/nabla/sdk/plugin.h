@@ -891,10 +891,10 @@ inline int32_t Init(const nabla_api* api, nabla_registrar* r) noexcept {
   static void nabla_register_ops_##unique_name(::nabla::Registrar& registrar)
 
 // The plugin's manifest and entry point (nabla/c_api.h). Use once per plugin.
-#define NABLA_PLUGIN(plugin_name)                                                                  \
-  NABLA_C_EXPORT int32_t nabla_plugin_init(const nabla_api* api, nabla_registrar* registrar) {     \
-    return ::nabla::plugin_detail::Init(api, registrar);                                           \
-  }                                                                                                \
-  NABLA_C_EXPORT const nabla_plugin_manifest nabla_plugin_manifest_v1 = {                          \
-      NABLA_C_PLUGIN_MAGIC, NABLA_C_API_VERSION, static_cast<uint32_t>(sizeof(nabla_api)), 0, plugin_name, \
-      NABLA_PLUGIN_VERSION}
+#define NABLA_PLUGIN(plugin_name)                                                              \
+  NABLA_C_EXPORT int32_t nabla_plugin_init(const nabla_api* api, nabla_registrar* registrar) { \
+    return ::nabla::plugin_detail::Init(api, registrar);                                       \
+  }                                                                                            \
+  NABLA_C_EXPORT const nabla_plugin_manifest nabla_plugin_manifest_v1 = {                      \
+      NABLA_C_PLUGIN_MAGIC, NABLA_C_API_VERSION, static_cast<uint32_t>(sizeof(nabla_api)), 0,  \
+      plugin_name,          NABLA_PLUGIN_VERSION}

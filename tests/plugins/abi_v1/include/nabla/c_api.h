@@ -111,7 +111,11 @@ enum nabla_c_traits {
   NABLA_C_TRAIT_DTYPE_CAST = 1u << 4
 };
 
-enum nabla_c_precision { NABLA_C_PRECISION_FOLLOW_INPUTS = 0, NABLA_C_PRECISION_LOW = 1, NABLA_C_PRECISION_FLOAT32 = 2 };
+enum nabla_c_precision {
+  NABLA_C_PRECISION_FOLLOW_INPUTS = 0,
+  NABLA_C_PRECISION_LOW = 1,
+  NABLA_C_PRECISION_FLOAT32 = 2
+};
 
 /* One attribute value. `type` says which field holds it: i (int), f
  * (float), b (bool, 0 or 1), s (string, NUL-terminated), or list + count:
@@ -301,14 +305,14 @@ typedef int32_t (*nabla_plugin_init_fn)(const nabla_api* api, nabla_registrar* r
  *     return NABLA_C_OK;
  *   }
  * The body sees `api` and `registrar`. */
-#define NABLA_C_PLUGIN(plugin_name, plugin_version)                                                      \
-  NABLA_C_EXPORT const nabla_plugin_manifest nabla_plugin_manifest_v1 = {                                \
+#define NABLA_C_PLUGIN(plugin_name, plugin_version)                                                            \
+  NABLA_C_EXPORT const nabla_plugin_manifest nabla_plugin_manifest_v1 = {                                      \
       NABLA_C_PLUGIN_MAGIC, NABLA_C_API_VERSION, (uint32_t)sizeof(nabla_api), 0, plugin_name, plugin_version}; \
-  static int32_t nabla_c_plugin_register(const nabla_api* api, nabla_registrar* registrar);             \
-  NABLA_C_EXPORT int32_t nabla_plugin_init(const nabla_api* api, nabla_registrar* registrar) {           \
-    if (!api || api->struct_size < sizeof(nabla_api)) return NABLA_C_ERROR;                              \
-    return nabla_c_plugin_register(api, registrar);                                                      \
-  }                                                                                                      \
+  static int32_t nabla_c_plugin_register(const nabla_api* api, nabla_registrar* registrar);                    \
+  NABLA_C_EXPORT int32_t nabla_plugin_init(const nabla_api* api, nabla_registrar* registrar) {                 \
+    if (!api || api->struct_size < sizeof(nabla_api)) return NABLA_C_ERROR;                                    \
+    return nabla_c_plugin_register(api, registrar);                                                            \
+  }                                                                                                            \
   static int32_t nabla_c_plugin_register(const nabla_api* api, nabla_registrar* registrar)
 
 #ifdef __cplusplus
