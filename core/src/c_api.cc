@@ -72,17 +72,43 @@ int32_t GuardStatus(F&& f) noexcept {
   });
 }
 
-// Strings handed out for the length of a callback.
-std::deque<std::string>& Scratch() {
-  thread_local std::deque<std::string> strings;
-  return strings;
+// What the table hands out for the length of a callback: strings and the
+// lists of attribute values. Emptied when a plugin callback begins (not
+// when a nested one does), so everything handed to the callback lives until
+// it returns.
+struct Scratch {
+  std::deque<std::string> strings;
+  std::deque<std::vector<const char*>> string_lists;
+  std::deque<std::vector<int32_t>> bool_lists;
+  int depth = 0;
+};
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
 }
 const char* Keep(std::string s) {
-  auto& scratch = Scratch();
-  if (scratch.size() > 4096) scratch.clear();  // far more than one callback reads
-  scratch.push_back(std::move(s));
-  return scratch.back().c_str();
+  auto& strings = ThreadScratch().strings;
+  strings.push_back(std::move(s));
+  return strings.back().c_str();
 }
+
+// Around every call into plugin code: a fresh error slot, and scratch that
+// outlives the call.
+class CallbackScope {
+ public:
+  CallbackScope() {
+    Scratch& s = ThreadScratch();
+    if (s.depth++ == 0) {
+      s.strings.clear();
+      s.string_lists.clear();
+      s.bool_lists.clear();
+    }
+    LastError().set = false;
+  }
+  ~CallbackScope() { --ThreadScratch().depth; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+};
 
 std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
 
@@ -97,8 +123,6 @@ ErrorKind KindOf(int32_t kind) {
   e.set = false;
   ThrowError(KindOf(e.kind), e.message);
 }
-
-void ClearError() { LastError().set = false; }
 
 Registrar& R(nabla_registrar* r) { return *reinterpret_cast<Registrar*>(r); }
 OpBuilder& B(nabla_op_builder* b) { return *reinterpret_cast<OpBuilder*>(b); }
@@ -148,8 +172,8 @@ Attribute FromC(const nabla_attr_value& v) {
   }
 }
 
-// The value of `a` as C; lists of strings and bools get storage that lives
-// as long as `keep` (or the thread's scratch when keep is null).
+// The value of `a` as C; lists of strings and bools live in the thread's
+// scratch (until the plugin callback that asked returns).
 void ToC(const Attribute& a, nabla_attr_value* out) {
   *out = nabla_attr_value{};
   out->type = static_cast<int32_t>(a.index());
@@ -172,16 +196,14 @@ void ToC(const Attribute& a, nabla_attr_value* out) {
           out->list = x.data();
           out->count = x.size();
         } else if constexpr (std::is_same_v<X, std::vector<std::string>>) {
-          thread_local std::deque<std::vector<const char*>> lists;
-          if (lists.size() > 1024) lists.clear();
+          auto& lists = ThreadScratch().string_lists;
           std::vector<const char*> ptrs;
           for (const std::string& s : x) ptrs.push_back(s.c_str());
           lists.push_back(std::move(ptrs));
           out->list = lists.back().data();
           out->count = x.size();
         } else if constexpr (std::is_same_v<X, std::vector<bool>>) {
-          thread_local std::deque<std::vector<int32_t>> lists;
-          if (lists.size() > 1024) lists.clear();
+          auto& lists = ThreadScratch().bool_lists;
           lists.emplace_back(x.begin(), x.end());
           out->list = lists.back().data();
           out->count = x.size();
@@ -260,9 +282,9 @@ int32_t ApiOpAttr(nabla_op_builder* b, const char* name, int32_t type, const nab
     if (checker) {
       const nabla_api* api = CoreCApi();
       attr.checker = [api, checker, user](const Attribute& a) {
+        CallbackScope scope;
         nabla_attr_value v;
         ToC(a, &v);
-        ClearError();
         if (checker(api, user, &v) != NABLA_C_OK) RaisePluginError("attribute checker");
       };
     }
@@ -277,7 +299,7 @@ int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
                   "': expected an inference function but received NULL");
     const nabla_api* api = CoreCApi();
     B(b).InferShape([api, fn, user](InferShapeContext& c) {
-      ClearError();
+      CallbackScope scope;
       if (fn(api, user, reinterpret_cast<nabla_infer_context*>(&c)) != NABLA_C_OK) RaisePluginError("shape inference");
     });
   });
@@ -291,7 +313,7 @@ int32_t ApiOpGradMaker(nabla_op_builder* b, nabla_grad_fn fn, void* user) {
                                    std::unordered_map<std::string, std::string>* g2v,
                                    const std::vector<BlockDesc*>& blocks) {
       CGradContext g(fwd, no_grad, g2v, blocks);
-      ClearError();
+      CallbackScope scope;
       if (fn(api, user, reinterpret_cast<nabla_grad_context*>(&g)) != NABLA_C_OK) RaisePluginError("grad maker");
       return std::move(g.ops);
     });
@@ -375,7 +397,7 @@ int32_t ApiKernel(nabla_registrar* r, const char* type, int32_t device_type, int
     R(r).Kernel(
         Str(type), static_cast<DeviceType>(device_type), static_cast<DType>(dtype),
         [api, fn, user](const ExecutionContext& ctx) {
-          ClearError();
+          CallbackScope scope;
           if (fn(api, user, reinterpret_cast<nabla_kernel_context*>(const_cast<ExecutionContext*>(&ctx))) != NABLA_C_OK)
             RaisePluginError("kernel");
         },
