@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "command.h"
+#include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/plugin.h"
@@ -28,7 +29,7 @@ constexpr CommandFactory kCommands[] = {
 std::string VersionString() {
   return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", gemm: ", cpu::GemmPolicy(),
                 ", bf16: ", cpu::HasBf16Gemm() ? "onednn" : "none on this CPU (precision bf16 runs fp32)",
-                ", plugin ABI ", ExpectedAbiTag(), ")");
+                ", plugin C API ", NABLA_C_API_VERSION, ", plugin ABI ", ExpectedAbiTag(), ")");
 }
 
 void AddOption(CLI::App& sub, const OptionSpec& spec) {

@@ -39,7 +39,8 @@ project(@NAME@_plugin VERSION 0.1 LANGUAGES CXX)
 find_package(nabla REQUIRED)
 
 # A MODULE library named like the target (lib@NAME@.so), with hidden
-# visibility, -fno-gnu-unique, --no-undefined, C++17 and nabla's ABI tag.
+# visibility, --no-undefined and C++17, on nabla's stable C ABI: any C++17
+# compiler will do, and the plugin links nothing of nabla.
 # nabla::opkit is nabla's op kit: grad makers, GradCheck case builders,
 # kernel registration and parallel loops (include "nabla/opkit/opkit.h").
 nabla_add_plugin(@NAME@ SOURCES src/plugin.cc src/@NAME@_softplus_op.cc LIBRARIES nabla::opkit)
@@ -187,7 +188,9 @@ add more ops as more files (one op per file) and list them in `CMakeLists.txt`.
 The full guide is `docs/writing-plugins.md` in nabla's source tree.
 
 Build against an installed nabla (its prefix holds `bin/nabla` and
-`lib/cmake/nabla`), with the compiler nabla was built with (`@ABI@`):
+`lib/cmake/nabla`), with any C++17 compiler: the plugin talks to nabla
+through its versioned C ABI (`nabla/c_api.h`), so it keeps loading into
+later nabla releases:
 
 ```sh
 cmake -S . -B build -DCMAKE_PREFIX_PATH=@PREFIX@
