@@ -158,7 +158,7 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
   node->saved.reserve(t.saved.size());
   for (int a : t.saved) {
     const auto& impl = a < static_cast<int>(t.n_inputs) ? TensorImpl::Of(*in_tensors[a]) : outputs[a - t.n_inputs];
-    node->saved.push_back(SavedVar{a, impl->data, impl->version, impl->version->load(), impl, impl->name});
+    node->saved.push_back(SavedVar{a, impl->data, impl->SharedVersion(), impl->version->load(), impl, impl->name});
   }
   for (const auto& o : outputs)
     if (o->requires_grad) o->grad_fn = node;
@@ -181,7 +181,7 @@ void Accumulate(TensorImpl& target, const nabla::Tensor& grad, Device& device) {
     return;
   }
   target.grad->data = SumInOrder({target.grad->data, grad}, device);
-  target.grad->version->fetch_add(1);
+  target.grad->SharedVersion()->fetch_add(1);
 }
 
 struct LaterFirst {

@@ -38,7 +38,10 @@ struct TensorImpl {
   mutable std::string name;  // the user's name; "t<id>" once asked for when none was given
   bool requires_grad = false;
   bool retain_grad = false;
-  VersionCounter version = std::make_shared<std::atomic<uint64_t>>(0);
+  // Null until something must share it (Detach, a saved tensor, an
+  // in-place write): null reads as version 0. Most results are never
+  // written or saved, and one allocation less per call shows.
+  VersionCounter version;
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::shared_ptr<TensorImpl> grad;
 
@@ -46,6 +49,11 @@ struct TensorImpl {
     if (name.empty()) name = "t" + std::to_string(id);
     return name;
   }
+  const VersionCounter& SharedVersion() {
+    if (!version) version = std::make_shared<std::atomic<uint64_t>>(0);
+    return version;
+  }
+  uint64_t VersionNow() const { return version ? version->load() : 0; }
   static std::shared_ptr<TensorImpl> Make(nabla::Tensor data, const std::string& name, bool requires_grad);
   // Tensor's private parts (TensorImpl is its friend).
   static Tensor Wrap(std::shared_ptr<TensorImpl> impl) { return Tensor(std::move(impl)); }
@@ -53,6 +61,19 @@ struct TensorImpl {
 };
 
 class PreparedCall;
+
+// What Outputs needs to find a call's tensors by slot: the same for every
+// call of a PreparedCall, so shared, not rebuilt.
+struct OutputLayout {
+  std::string type;
+  struct Slot {
+    std::string name;
+    size_t begin = 0, size = 0;
+    bool duplicable = false;
+  };
+  std::vector<Slot> slots;  // the desc's (sorted) order
+  size_t total = 0;
+};
 
 // The grad ops of one forward signature. Env layout: [0, n_args) the forward
 // args (inputs then outputs, each in the op desc's slot order), then one
@@ -152,7 +173,15 @@ class PreparedCall {
   Scope scope_;
   PreparedOp prepared_;
   std::shared_ptr<const OpRegistry> registry_;
-  std::vector<std::string> duplicable_outputs_;
+  std::shared_ptr<const OutputLayout> layout_;
+  // Invoke's scratch, kept for its capacity (a PreparedCall runs on one
+  // thread at a time: Call's cache is per thread, an Op is not shared).
+  std::vector<bool> no_grad_;
+  std::vector<const Tensor*> in_handles_;
+  std::vector<std::shared_ptr<TensorImpl>> out_impls_;
+  // The last template Template() gave, for the common repeat.
+  std::vector<bool> last_no_grad_;
+  std::shared_ptr<const GradTemplate> last_template_;
   // What Call matched on.
   std::vector<std::pair<std::string, size_t>> key_inputs_;
   AttributeMap key_attrs_;
