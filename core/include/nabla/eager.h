@@ -204,6 +204,14 @@ class NABLA_API Outputs {
 // output slot gets one.
 using OutputCounts = std::map<std::string, int>;
 
+// One input slot of a call made without a TensorMap (Op::Run): `size`
+// tensors from `tensors`. Pointers only: nothing is copied or allocated.
+struct SlotInput {
+  const std::string* slot;
+  const Tensor* tensors;
+  size_t size;
+};
+
 // Runs op `type` now: the executors' dispatch path (run-time shape
 // inference, kernel by (device, dtype)) on the inputs' device. Attributes
 // the call leaves out take the schema's defaults; unknown or ill-typed ones
@@ -232,6 +240,10 @@ class NABLA_API Op {
   Op(Op&&) noexcept;
   Op& operator=(Op&&) noexcept;
   Outputs operator()(const TensorMap& inputs) const;
+  // The same call with the slots given as an array in ascending slot-name
+  // order (the order a TensorMap keeps): the path for bindings and hot
+  // loops, with no map built per call.
+  Outputs Run(const SlotInput* slots, size_t n) const;
   const std::string& Type() const;
 
  private:

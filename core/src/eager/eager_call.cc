@@ -23,28 +23,38 @@ thread_local Device* t_default_device = nullptr;
 
 std::atomic<uint64_t> g_next_tensor_id{0};
 
-SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
+SlotArgs InputArgs(const SlotInput* slots, size_t n, const std::string& type) {
   SlotArgs args;
-  args.reserve(inputs.size());
-  for (const auto& [slot, tensors] : inputs) {
-    for (size_t i = 0; i < tensors.size(); ++i)
-      NABLA_ENFORCE(tensors[i].Defined(), kInvalidArgument, "eager: op '", type, "': input ", slot, "[", i,
+  args.reserve(n);
+  for (size_t s = 0; s < n; ++s) {
+    const SlotInput& in = slots[s];
+    for (size_t i = 0; i < in.size; ++i)
+      NABLA_ENFORCE(in.tensors[i].Defined(), kInvalidArgument, "eager: op '", type, "': input ", *in.slot, "[", i,
                     "] is an undefined tensor");
-    args.emplace_back(slot, std::vector<bool>(tensors.size(), true));
+    NABLA_ENFORCE(s == 0 || *slots[s - 1].slot < *in.slot, kInvalidArgument, "eager: op '", type, "': input slot '",
+                  *in.slot, "' given after '", *slots[s - 1].slot,
+                  "'; Op::Run takes the slots once each, in ascending name order");
+    args.emplace_back(*in.slot, std::vector<bool>(in.size, true));
   }
   return args;
+}
+
+SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
+  detail::SlotInputs slots(inputs);
+  return InputArgs(slots.data(), slots.size(), type);
 }
 
 // The device of the first input, else the default. A kernel reads every
 // input as memory of its own device, so inputs elsewhere are refused here
 // rather than handed to it.
-Device& CallDevice(const std::string& type, const TensorMap& inputs) {
+Device& CallDevice(const std::string& type, const SlotInput* slots, size_t n) {
   Device* device = nullptr;
   const std::string* first_slot = nullptr;  // no string built unless it is an error: this is every call
   size_t first_index = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const Tensor& t = tensors[i];
+  for (size_t s = 0; s < n; ++s) {
+    const std::string& slot = *slots[s].slot;
+    for (size_t i = 0; i < slots[s].size; ++i) {
+      const Tensor& t = slots[s].tensors[i];
       if (!t.Defined() || !t.Data().IsInitialized()) continue;
       if (device == nullptr) {
         device = &t.GetDevice();
@@ -58,6 +68,11 @@ Device& CallDevice(const std::string& type, const TensorMap& inputs) {
     }
   }
   return device != nullptr ? *device : DefaultDevice();
+}
+
+Device& CallDevice(const std::string& type, const TensorMap& inputs) {
+  detail::SlotInputs slots(inputs);
+  return CallDevice(type, slots.data(), slots.size());
 }
 
 std::string CallKey(const std::string& type, const SlotArgs& in, const SlotArgs& out, const AttributeMap& attrs) {
@@ -244,18 +259,17 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
   layout_ = std::move(layout);
 }
 
-bool PreparedCall::MatchesSlots(const TensorMap& inputs) const {
-  if (inputs.size() != key_inputs_.size()) return false;
-  size_t s = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    if (slot != key_inputs_[s].first || tensors.size() != key_inputs_[s].second) return false;
-    ++s;
-  }
+bool PreparedCall::MatchesSlots(const SlotInput* slots, size_t n) const {
+  if (n != key_inputs_.size()) return false;
+  for (size_t s = 0; s < n; ++s)
+    if (slots[s].size != key_inputs_[s].second || !PreparedOp::SameName(*slots[s].slot, key_inputs_[s].first))
+      return false;
   return true;
 }
 
-bool PreparedCall::Matches(const TensorMap& inputs, const AttributeMap& attrs, const OutputCounts& counts) const {
-  return MatchesSlots(inputs) && attrs == key_attrs_ && counts == key_counts_;
+bool PreparedCall::Matches(const SlotInput* slots, size_t n, const AttributeMap& attrs,
+                           const OutputCounts& counts) const {
+  return MatchesSlots(slots, n) && attrs == key_attrs_ && counts == key_counts_;
 }
 
 void PreparedCall::Unbind() {
@@ -323,16 +337,16 @@ std::shared_ptr<const GradTemplate> PreparedCall::Template(const std::vector<boo
   return it->second;
 }
 
-Outputs PreparedCall::Invoke(const TensorMap& inputs) {
-  Device& device = CallDevice(desc_.Type(), inputs);
+Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
+  Device& device = CallDevice(desc_.Type(), slots, n);
   UnbindOnExit unbind{this};
   bool any_requires_grad = false;
-  size_t s = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    auto& vars = prepared_.inputs[s++].vars;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      vars[i]->GetTensor() = tensors[i].Data();
-      any_requires_grad = any_requires_grad || tensors[i].RequiresGrad();
+  for (size_t s = 0; s < n; ++s) {
+    auto& vars = prepared_.inputs[s].vars;
+    for (size_t i = 0; i < slots[s].size; ++i) {
+      const Tensor& t = slots[s].tensors[i];
+      vars[i]->GetTensor() = t.Data();
+      any_requires_grad = any_requires_grad || t.RequiresGrad();
     }
   }
   const bool record = any_requires_grad && GradEnabled();
@@ -357,8 +371,9 @@ Outputs PreparedCall::Invoke(const TensorMap& inputs) {
     no_grad_.clear();
     in_handles_.clear();
     out_impls_.clear();
-    for (const auto& [slot, tensors] : inputs)
-      for (const auto& t : tensors) {
+    for (size_t s = 0; s < n; ++s)
+      for (size_t i = 0; i < slots[s].size; ++i) {
+        const Tensor& t = slots[s].tensors[i];
         no_grad_.push_back(!t.RequiresGrad());
         in_handles_.push_back(&t);
       }
@@ -632,15 +647,17 @@ bool Outputs::IsDuplicable(const std::string& slot) const {
 
 Outputs Call(const std::string& type, const TensorMap& inputs, const AttributeMap& attrs,
              const OutputCounts& output_counts) {
+  detail::SlotInputs slots(inputs);
   auto& entries = detail_cache::Forward()[type];
   for (auto it = entries.begin(); it != entries.end(); ++it) {
-    if (!(*it)->Matches(inputs, attrs, output_counts)) continue;
-    if (!(*it)->Stale()) return (*it)->Invoke(inputs);
+    if (!(*it)->Matches(slots.data(), slots.size(), attrs, output_counts)) continue;
+    if (!(*it)->Stale()) return (*it)->Invoke(slots.data(), slots.size());
     entries.erase(it);  // the registry changed: prepare again
     break;
   }
-  entries.push_back(std::make_unique<PreparedCall>(type, InputArgs(inputs, type), nullptr, attrs, output_counts));
-  return entries.back()->Invoke(inputs);
+  entries.push_back(
+      std::make_unique<PreparedCall>(type, InputArgs(slots.data(), slots.size(), type), nullptr, attrs, output_counts));
+  return entries.back()->Invoke(slots.data(), slots.size());
 }
 
 void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorMap& outputs,
@@ -693,11 +710,14 @@ Op& Op::operator=(Op&&) noexcept = default;
 const std::string& Op::Type() const { return type_; }
 
 Outputs Op::operator()(const TensorMap& inputs) const {
-  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->MatchesSlots(inputs);
-  if (rebuild) {
-    prepared_ = std::make_unique<PreparedCall>(type_, InputArgs(inputs, type_), nullptr, attrs_, counts_);
-  }
-  return prepared_->Invoke(inputs);
+  detail::SlotInputs slots(inputs);
+  return Run(slots.data(), slots.size());
+}
+
+Outputs Op::Run(const SlotInput* slots, size_t n) const {
+  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->MatchesSlots(slots, n);
+  if (rebuild) prepared_ = std::make_unique<PreparedCall>(type_, InputArgs(slots, n, type_), nullptr, attrs_, counts_);
+  return prepared_->Invoke(slots, n);
 }
 
 }  // namespace nabla::eager

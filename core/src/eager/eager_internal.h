@@ -32,6 +32,28 @@ namespace nabla::eager::detail {
 using VersionCounter = std::shared_ptr<std::atomic<uint64_t>>;
 using SlotArgs = std::vector<std::pair<std::string, std::vector<bool>>>;
 
+// A TensorMap as SlotInputs (pointers into it), on the stack for the usual
+// handful of slots.
+class SlotInputs {
+ public:
+  explicit SlotInputs(const TensorMap& map) {
+    SlotInput* out = map.size() <= kInline ? inline_ : (heap_.resize(map.size()), heap_.data());
+    size_t i = 0;
+    for (const auto& [slot, tensors] : map) out[i++] = SlotInput{&slot, tensors.data(), tensors.size()};
+    data_ = out;
+    size_ = map.size();
+  }
+  const SlotInput* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  SlotInput inline_[kInline];
+  std::vector<SlotInput> heap_;
+  const SlotInput* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct TensorImpl {
   nabla::Tensor data;
   uint64_t id = 0;           // unique in the process
@@ -148,8 +170,8 @@ class PreparedCall {
   const OpInfo& Info() const { return *prepared_.info; }
   bool Stale() const { return CurrentRegistry() != registry_; }
   // Whether a Call with these arguments is this prepared call.
-  bool Matches(const TensorMap& inputs, const AttributeMap& attrs, const OutputCounts& counts) const;
-  bool MatchesSlots(const TensorMap& inputs) const;
+  bool Matches(const SlotInput* slots, size_t n, const AttributeMap& attrs, const OutputCounts& counts) const;
+  bool MatchesSlots(const SlotInput* slots, size_t n) const;
   // inputs[s][i] / outputs[s][i] in the desc's slot order; null entries
   // stand for @EMPTY@. An output that holds a tensor is written in place
   // when the kernel's allocation fits it (CallInPlace); else it gets a fresh
@@ -161,7 +183,8 @@ class PreparedCall {
   void RunEnv(std::vector<nabla::Tensor>& env, const std::vector<std::vector<int>>& in,
               const std::vector<std::vector<int>>& out, Device& device);
   // Call's path: eager tensors in, new eager tensors out, recorded when needed.
-  Outputs Invoke(const TensorMap& inputs);
+  // `slots` in ascending name order, as MatchesSlots accepted them.
+  Outputs Invoke(const SlotInput* slots, size_t n);
 
   void Unbind();  // drops the bound tensors
 
