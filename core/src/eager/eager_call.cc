@@ -213,6 +213,9 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
     NABLA_ENFORCE(n >= 0 && (def->duplicable || n <= 1), kInvalidArgument, where, ": output slot '", slot,
                   "' cannot hold ", n, " tensors");
   }
+  // Before the outputs: an op's output counts follow from its attributes.
+  desc_.MutableAttrs() = attrs;
+  FillDefaultAttrs(desc_, *registry_);
   if (out_args) {
     for (const auto& [slot, present] : *out_args) {
       NABLA_ENFORCE(info.schema.FindOutput(slot), kInvalidArgument, where, ": unknown output slot '", slot, "'");
@@ -224,14 +227,24 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
   } else {
     for (const auto& def : info.schema.outputs) {
       auto it = counts.find(def.name);
-      int n = it == counts.end() ? 1 : it->second;
+      auto trait = info.output_counts.find(def.name);
+      const int inferred = trait != info.output_counts.end() ? trait->second(desc_) : -1;
+      int n = 1;
+      if (it != counts.end()) {
+        n = it->second;
+        NABLA_ENFORCE(inferred < 0 || inferred == n, kInvalidArgument, where, ": output_counts gives output slot '",
+                      def.name, "' ", n, " tensors, but the op's attributes and inputs make it ", inferred, "; leave '",
+                      def.name, "' out of output_counts");
+      } else if (inferred >= 0) {
+        n = inferred;
+      } else if (def.duplicable) {
+        unsized_outputs_ += StrCat(unsized_outputs_.empty() ? "" : ", ", "'", def.name, "'");
+      }
       std::vector<std::string> args;
       for (int i = 0; i < n; ++i) args.push_back(StrCat("out.", def.name, ".", i));
       desc_.SetOutput(def.name, std::move(args));
     }
   }
-  desc_.MutableAttrs() = attrs;
-  FillDefaultAttrs(desc_, *registry_);
 
   // Slots in the desc's (sorted) order: callers pass tensors in that order.
   prepared_.op = &desc_;
@@ -350,7 +363,16 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
     }
   }
   const bool record = any_requires_grad && GradEnabled();
-  Dispatch(device);
+  if (unsized_outputs_.empty()) {
+    Dispatch(device);
+  } else {
+    try {
+      Dispatch(device);
+    } catch (const Error& e) {
+      throw Error(e.kind(), StrCat(e.what(), " (eager: the op declares no count for duplicable output ",
+                                   unsized_outputs_, ", so it got 1 tensor; give the count with output_counts)"));
+    }
+  }
   Outputs result;
   result.layout_ = layout_;
   result.tensors_.reserve(layout_->total);

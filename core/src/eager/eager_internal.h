@@ -132,8 +132,9 @@ struct SavedVar {
 // Where the gradient of one distinct input tensor that requires grad goes.
 struct InputEdge {
   uint64_t id = 0;
-  std::vector<int> args;  // its input arg indices (mul(x, x): two)
-  Shape shape;
+  int first_arg = 0;           // its first input arg index
+  std::vector<int> more_args;  // any further ones (mul(x, x)): rare, so not in the first allocation
+  Shape shape;                 // leaves only (their zero gradient)
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::shared_ptr<Node> producer;    // the node that made it, or null
@@ -155,6 +156,12 @@ struct Node {
   std::vector<OutputInfo> outputs;  // one per output arg
   std::vector<SavedVar> saved;
   bool released = false;  // saved tensors freed by a Backward without retain_graph
+  // Backward's scratch, instead of a hash map of nodes per Backward: the walk
+  // that counted this node last, and how many of that walk's consumers it
+  // still waits for. Two Backwards through one graph at once were never
+  // supported (each frees the saved tensors and accumulates the leaves).
+  uint64_t walk = 0;
+  int waiting = 0;
   const std::string& Type() const { return tmpl->fwd.Type(); }
 };
 
@@ -197,6 +204,9 @@ class PreparedCall {
   PreparedOp prepared_;
   std::shared_ptr<const OpRegistry> registry_;
   std::shared_ptr<const OutputLayout> layout_;
+  // Duplicable output slots that got one tensor for want of a count (no
+  // output_counts entry, no OutputCount trait), for error messages.
+  std::string unsized_outputs_;
   // Invoke's scratch, kept for its capacity (a PreparedCall runs on one
   // thread at a time: Call's cache is per thread, an Op is not shared).
   std::vector<bool> no_grad_;
