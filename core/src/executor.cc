@@ -694,6 +694,29 @@ bool SameDims(const Shape& a, const Shape& b) {
 
 bool PreparedOp::ShapesAsMemoized() const {
   if (!shape_memo.valid || shape_memo.op_version != op->Version()) return false;
+  if (memo_sets_outputs) {
+    // Inputs first: nothing is written unless every input matches.
+    size_t k = 0;
+    for (const PreparedSlot& s : inputs)
+      for (const Variable* v : s.vars) {
+        if (v == nullptr) continue;  // @EMPTY@: eager binds every other input var
+        if (k == shape_memo.n_inputs) return false;
+        const auto& [shape, dtype] = shape_memo.seen[k++];
+        const Tensor& t = v->GetTensor();
+        if (v->Type() != VarType::kDense || t.GetDType() != dtype || !SameDims(t.GetShape(), shape)) return false;
+      }
+    if (k != shape_memo.n_inputs) return false;
+    for (const PreparedSlot& s : outputs)
+      for (Variable* v : s.vars) {
+        if (v == nullptr) continue;
+        if (k == shape_memo.seen.size()) return false;
+        const auto& [shape, dtype] = shape_memo.seen[k++];
+        Tensor& t = v->GetTensor();
+        if (!SameDims(t.GetShape(), shape)) t.Resize(shape);
+        t.SetDType(dtype);
+      }
+    return k == shape_memo.seen.size();
+  }
   size_t k = 0;
   const bool same = ForEachMemoTensor(*this, [&](const Tensor& t) {
     if (k == shape_memo.seen.size()) return false;
@@ -709,6 +732,10 @@ void PreparedOp::MemoizeShapes() const {
   auto& seen = shape_memo.seen;
   size_t k = 0;
   shape_memo.op_version = op->Version();
+  size_t n_in = 0;
+  for (const PreparedSlot& s : inputs)
+    for (const Variable* v : s.vars) n_in += v != nullptr;
+  shape_memo.n_inputs = n_in;
   shape_memo.valid = ForEachMemoTensor(*this, [&](const Tensor& t) {
     if (k == seen.size()) seen.emplace_back();
     seen[k].first.assign(t.GetShape().begin(), t.GetShape().end());

@@ -42,8 +42,14 @@ OpBuilder& Registrar::DefaultGradOp(const std::string& fwd_type, const char* fil
     b.Input(s.name, s.doc, (s.duplicable ? kDuplicable : 0u) | opt);
     b.Input(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
   }
-  for (const auto& s : fwd.inputs)
-    if (!s.no_grad) b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+  for (const auto& s : fwd.inputs) {
+    if (s.no_grad) continue;
+    b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+    // One gradient per forward input of the slot.
+    if (s.duplicable)
+      b.OutputCount(s.name + kGradSuffix,
+                    [name = s.name](const OpDesc& op) { return static_cast<int>(op.Input(name).size()); });
+  }
   for (const auto& a : fwd.attrs) b.Info().schema.attrs.push_back(a);
   for (const auto& a : fwd.attrs)
     if (a.type == AttrType::kBlock) b.Info().traits.has_sub_block = true;
@@ -153,6 +159,14 @@ const char* OpPrecisionName(OpPrecision p) {
   }
   return "?";
 }
+OpBuilder& OpBuilder::OutputCount(const std::string& slot, OutputCountFn fn) {
+  const SlotDef* def = info_->schema.FindOutput(slot);
+  NABLA_ENFORCE(def != nullptr && def->duplicable && fn, kInvalidArgument, "op '", info_->schema.type,
+                "': OutputCount('", slot, "') needs a duplicable output slot declared before it and a function");
+  info_->output_counts[slot] = std::move(fn);
+  return *this;
+}
+
 OpBuilder& OpBuilder::Fuses(FusionPattern pattern) {
   NABLA_ENFORCE(pattern.chain.size() >= 2 && pattern.fuse, kInvalidArgument, "op '", info_->schema.type,
                 "': a fusion pattern needs at least two op types and a fuse function");

@@ -54,6 +54,14 @@ class Executor;
 class Scope;
 class Variable;
 
+// How many tensors a duplicable output slot holds, decided from the op desc
+// before it runs: its attributes (schema defaults filled in) and the args of
+// its input slots (split: `num`, `sections` or one part per tensor of
+// SectionsTensorList). -1 when they do not tell. Front-ends that are not
+// given the outputs (eager calls, Python's nabla.ops) size the slot with it
+// unless the caller passed output_counts.
+using OutputCountFn = std::function<int(const OpDesc& op)>;
+
 struct OpInfo {
   OpSchema schema;
   InferShapeFn infer_shape;
@@ -65,10 +73,11 @@ struct OpInfo {
   KernelDTypeFn kernel_dtype;
   OpTraits traits;
   Origin origin;
-  std::shared_ptr<void> library;           // keeps the plugin mapped while callable
-  std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
-  std::vector<FusionPattern> fusions;      // chains this op replaces (FuseOps)
-  std::vector<ProgramPass> grad_passes;    // rewrites after the backward part (FuseGradOps)
+  std::shared_ptr<void> library;                       // keeps the plugin mapped while callable
+  std::vector<GradCheckSpec> grad_checks;              // cases for `nabla gradcheck`
+  std::vector<FusionPattern> fusions;                  // chains this op replaces (FuseOps)
+  std::vector<ProgramPass> grad_passes;                // rewrites after the backward part (FuseGradOps)
+  std::map<std::string, OutputCountFn> output_counts;  // by duplicable output slot
 
   // A maker was registered (possibly the empty one): the backward builder may pass the op.
   bool HasGradMaker() const { return static_cast<bool>(grad_maker); }
@@ -172,6 +181,9 @@ class NABLA_API OpBuilder {
   // This op brings a rewrite for programs with their backward part (see
   // ProgramPass and FuseGradOps).
   OpBuilder& RewritesAfterBackward(ProgramPass pass);
+  // How many tensors the duplicable output `slot` (declared before) holds,
+  // from the attributes and inputs (see OutputCountFn).
+  OpBuilder& OutputCount(const std::string& slot, OutputCountFn fn);
   OpInfo& Info() { return *info_; }
 
  private:
