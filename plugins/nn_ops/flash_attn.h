@@ -39,7 +39,8 @@ AttnDropout ForwardDropout(const ExecutionContext& ctx);
 AttnDropout BackwardDropout(const ExecutionContext& ctx);
 
 // The fusion pass's rewrite of attention written with transpose, matmul and
-// softmax into flash_attn (flash_attn_fusion.cc); a ForwardFusionFn.
+// softmax into flash_attn (flash_attn_fusion.cc), flash_attn's
+// OpBuilder::RewritesBeforeBackward.
 size_t FuseAttention(ProgramDesc& program, const std::unordered_set<std::string>& keep);
 
 }  // namespace nabla::nn

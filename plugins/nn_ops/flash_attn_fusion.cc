@@ -1,4 +1,5 @@
-// The fusion pass's attention rewrite (RegisterForwardFusion, nabla/fusion.h):
+// The fusion pass's attention rewrite (flash_attn's RewritesBeforeBackward,
+// run by FuseOps of nabla/fusion.h):
 // attention written as
 //
 //   qt = transpose(q, [0, 2, 1, 3])   (and kt, vt alike; q, k, v [B, T, H, D])

@@ -30,7 +30,6 @@
 
 #include "flash_attn.h"
 #include "nabla/cpu/vmath.h"
-#include "nabla/fusion.h"
 #include "nabla/opkit/philox.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
@@ -578,8 +577,11 @@ NABLA_REGISTER_OPS(flash_attn) {
   drop_run.attrs["dropout"] = 0.5f;
   drop_run.outputs.emplace_back("seed_offset", 1);
   drop_run.no_grad_outputs.push_back("seed_offset");
-  registrar.Op("flash_attn", __FILE__, __LINE__)
-      .Precision(OpPrecision::kFloat32)
+  registrar
+      .Op("flash_attn", __FILE__, __LINE__)
+      // GEMM-bound: bfloat16 under mixed precision; softmax_lse stays
+      // float32 there (InferFlashAttn), which the pass leaves uncast.
+      .Precision(OpPrecision::kLow)
       .Doc(
           "Scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + attn_mask) v per batch and head, "
           "computed tile by tile with an online softmax (FlashAttention-2): memory linear in the sequence length. "
@@ -627,8 +629,8 @@ NABLA_REGISTER_OPS(flash_attn) {
       .GradCheck(tiled)
       .GradCheck(tiled_full)
       .GradCheck(drop)
-      .GradCheck(drop_run);
-  RegisterForwardFusion("flash_attn", "attention_from_matmul_softmax", &FuseAttention);
+      .GradCheck(drop_run)
+      .RewritesBeforeBackward({"attention_from_matmul_softmax", &FuseAttention});
   OpBuilder& grad = registrar.DefaultGradOp("flash_attn", __FILE__, __LINE__);
   grad.Doc("Gradient of flash_attn: q, k and v gradients from probabilities recomputed tile by tile from softmax_lse.")
       .InferShape([](InferShapeContext& c) {

@@ -130,6 +130,14 @@ struct FusionPattern {
   std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)> fuse;
 };
 
+// A rewrite an op brings for programs without their backward part (FuseOps,
+// after the chains; OpBuilder::RewritesBeforeBackward), for what a chain
+// cannot express: flash_attn replaces attention written with matmul and
+// softmax, whose q, k and v come from transposes outside any chain. `run`
+// follows FuseOps' rules: every var in `keep`, every persistable var and
+// every result read later stays as it was; it returns how many places it
+// changed. The fused ops bring their own gradients.
+//
 // A rewrite an op brings for programs that already hold their backward part
 // and optimizer (FuseGradOps, nabla/fusion.h), for what a chain cannot
 // express: grad ops of several forward ops that share work, say one operand
@@ -334,10 +342,11 @@ struct OpInfo {
   KernelDTypeFn kernel_dtype;
   OpTraits traits;
   Origin origin;
-  std::shared_ptr<void> library;           // keeps the plugin mapped while callable
-  std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
-  std::vector<FusionPattern> fusions;      // chains this op replaces (FuseOps)
-  std::vector<ProgramPass> grad_passes;    // rewrites after the backward part (FuseGradOps)
+  std::shared_ptr<void> library;            // keeps the plugin mapped while callable
+  std::vector<GradCheckSpec> grad_checks;   // cases for `nabla gradcheck`
+  std::vector<FusionPattern> fusions;       // chains this op replaces (FuseOps)
+  std::vector<ProgramPass> forward_passes;  // rewrites before the backward part (FuseOps)
+  std::vector<ProgramPass> grad_passes;     // rewrites after the backward part (FuseGradOps)
 
   // A maker was registered (possibly the empty one): the backward builder may pass the op.
   bool HasGradMaker() const { return static_cast<bool>(grad_maker); }
@@ -441,6 +450,9 @@ class NABLA_API OpBuilder {
   // This op brings a rewrite for programs with their backward part (see
   // ProgramPass and FuseGradOps).
   OpBuilder& RewritesAfterBackward(ProgramPass pass);
+  // This op brings a rewrite for programs without their backward part, run by
+  // FuseOps after the chains (see ProgramPass).
+  OpBuilder& RewritesBeforeBackward(ProgramPass pass);
   OpInfo& Info() { return *info_; }
 
  private:
