@@ -77,9 +77,13 @@ def mask_of(rng, kind, b, h, tq, tk):
         return m
     if kind == "float_2d":  # [tq, tk], a bias every head shares
         return rng.uniform(-3, 0, (tq, tk))
-    if kind == "per_head":  # [1, h, tq, tk] with -1e9 entries
+    if kind == "per_head":  # [1, h, tq, tk] with -1e9 entries, never on the diagonal
         m = rng.uniform(-1, 1, (1, h, tq, tk))
-        m[rng.random(m.shape) < 0.2] = -1e9
+        # A row whose every visible key is at -1e9 has its scores rounded to multiples of 64 in
+        # float32 (1e9's spacing): float32 and float64 softmaxes then disagree, whoever computes.
+        hide = rng.random(m.shape) < 0.2
+        hide[..., np.arange(min(tq, tk)), np.arange(min(tq, tk))] = False
+        m[hide] = -1e9
         return m
     raise ValueError(kind)
 
