@@ -387,7 +387,7 @@ TEST_F(Bf16Pass, NoGradWeightCostsNoGemmAndKeepsTheFold) {
 
 TEST_F(Bf16Pass, OpsDeclareTheirPrecision) {
   const OpRegistry& r = *CurrentRegistry();
-  for (const char* op : {"mul", "matmul", "conv2d"}) {
+  for (const char* op : {"mul", "matmul", "conv2d", "flash_attn"}) {
     EXPECT_EQ(r.Get(op).traits.precision, OpPrecision::kLow) << op;
     EXPECT_NE(r.FindKernel(op, DeviceType::kCPU, DType::kBFloat16), nullptr) << op;
     EXPECT_NE(r.FindKernel(std::string(op) + "_grad", DeviceType::kCPU, DType::kBFloat16), nullptr) << op;
