@@ -598,7 +598,9 @@ NABLA_REGISTER_OPS(flash_attn) {
              "(-inf or a large negative value hides a key); dtype of q; gets no gradient",
              kDispensable)
       .Output("out", "(Tensor) the attention output, [batch, seq_q, heads, head_dim_v]")
-      .Output("softmax", "(Tensor, optional) the probabilities [batch, heads, seq_q, seq_k] when return_softmax",
+      .Output("softmax",
+              "(Tensor, optional) the probabilities [batch, heads, seq_q, seq_k] when return_softmax, as out "
+              "used them: after dropout, kept ones scaled by 1 / (1 - dropout)",
               kDispensable)
       .Output("softmax_lse",
               "(Tensor) log-sum-exp of each row's scaled scores, [batch, heads, seq_q]; float32 for bfloat16 q")
