@@ -181,6 +181,13 @@ OpBuilder& OpBuilder::RewritesAfterBackward(ProgramPass pass) {
   return *this;
 }
 
+OpBuilder& OpBuilder::RewritesBeforeBackward(ProgramPass pass) {
+  NABLA_ENFORCE(!pass.name.empty() && pass.run, kInvalidArgument, "op '", info_->schema.type,
+                "': a program pass needs a name and a run function");
+  info_->forward_passes.push_back(std::move(pass));
+  return *this;
+}
+
 // ------------------------------------------------------------ transactions
 
 void RegisterOps(const std::string& origin, const std::function<void(Registrar&)>& fn) {

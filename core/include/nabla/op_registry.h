@@ -76,6 +76,7 @@ struct OpInfo {
   std::shared_ptr<void> library;                       // keeps the plugin mapped while callable
   std::vector<GradCheckSpec> grad_checks;              // cases for `nabla gradcheck`
   std::vector<FusionPattern> fusions;                  // chains this op replaces (FuseOps)
+  std::vector<ProgramPass> forward_passes;             // rewrites before the backward part (FuseOps)
   std::vector<ProgramPass> grad_passes;                // rewrites after the backward part (FuseGradOps)
   std::map<std::string, OutputCountFn> output_counts;  // by duplicable output slot
 
@@ -181,6 +182,9 @@ class NABLA_API OpBuilder {
   // This op brings a rewrite for programs with their backward part (see
   // ProgramPass and FuseGradOps).
   OpBuilder& RewritesAfterBackward(ProgramPass pass);
+  // This op brings a rewrite for programs without their backward part, run by
+  // FuseOps after the chains (see ProgramPass).
+  OpBuilder& RewritesBeforeBackward(ProgramPass pass);
   // How many tensors the duplicable output `slot` (declared before) holds,
   // from the attributes and inputs (see OutputCountFn).
   OpBuilder& OutputCount(const std::string& slot, OutputCountFn fn);

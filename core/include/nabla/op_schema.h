@@ -102,6 +102,14 @@ struct FusionPattern {
   std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)> fuse;
 };
 
+// A rewrite an op brings for programs without their backward part (FuseOps,
+// after the chains; OpBuilder::RewritesBeforeBackward), for what a chain
+// cannot express: flash_attn replaces attention written with matmul and
+// softmax, whose q, k and v come from transposes outside any chain. `run`
+// follows FuseOps' rules: every var in `keep`, every persistable var and
+// every result read later stays as it was; it returns how many places it
+// changed. The fused ops bring their own gradients.
+//
 // A rewrite an op brings for programs that already hold their backward part
 // and optimizer (FuseGradOps, nabla/fusion.h), for what a chain cannot
 // express: grad ops of several forward ops that share work, say one operand
