@@ -21,7 +21,7 @@ using CommandFactory = Command (*)();
 
 // Every command of `nabla`, in the order --help lists them.
 constexpr CommandFactory kCommands[] = {
-    RunCommand,  ExecCommand,    BackwardCommand, GraphCommand,  OpsCommand,    GradcheckCommand,
+    RunCommand,  ExecCommand,    BackwardCommand, GraphCommand,  OpsCommand,    GradcheckCommand, OpcheckCommand,
     PlotCommand, DevicesCommand, PluginCommand,   ImportCommand, ExportCommand, GenerateCommand,
 };
 

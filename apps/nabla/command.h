@@ -120,6 +120,7 @@ Command DevicesCommand();    // cmd_devices.cc
 Command BackwardCommand();   // cmd_backward.cc
 Command GraphCommand();      // cmd_graph.cc
 Command GradcheckCommand();  // cmd_gradcheck.cc
+Command OpcheckCommand();    // cmd_opcheck.cc
 Command PluginCommand();     // cmd_plugin.cc
 Command ImportCommand();     // cmd_import.cc
 Command ExportCommand();     // cmd_export.cc
