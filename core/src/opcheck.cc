@@ -88,7 +88,8 @@ class CheckedScope {
 struct CaseResult {
   Snapshots forward;
   Snapshots grads;
-  std::vector<std::string> problems;  // grad ops invalid against their schemas, inputs changed
+  std::vector<std::string> problems;        // inputs changed
+  std::vector<std::string> maker_problems;  // grad ops invalid against their schemas
 };
 
 // One case as a program of the forward op, and one of its grad ops, run on
@@ -145,7 +146,7 @@ class CaseRunner {
                                        info.origin.ToString(), ")");
       const OpInfo* g_info = registry_->Find(g.Type());
       if (g_info == nullptr) {
-        result.problems.push_back(StrCat(where, ": no op '", g.Type(), "' is registered"));
+        result.maker_problems.push_back(StrCat(where, ": no op '", g.Type(), "' is registered"));
         valid = false;
         continue;
       }
@@ -153,7 +154,7 @@ class CaseRunner {
         FillDefaultAttrs(g, *registry_);
         VerifyOpSchema(g, g_info->schema, where);
       } catch (const Error& e) {
-        result.problems.push_back(OneLine(e.what()));
+        result.maker_problems.push_back(OneLine(e.what()));
         valid = false;
         continue;
       }
@@ -488,6 +489,8 @@ OpCheckReport CheckOp(const std::string& type, const OpCheckOptions& options) {
     return report;
   }
   ProbeGradMaker(*registry, info, label, &report.problems);
+  // A grad maker's mistake is said once per op, by the probe or the first case.
+  bool maker_reported = !report.problems.empty();
   if (info.grad_checks.empty()) {
     report.notes.push_back(StrCat(type, ": no GradCheck case, so no inputs to run its kernels on"));
     return report;
@@ -500,7 +503,8 @@ OpCheckReport CheckOp(const std::string& type, const OpCheckOptions& options) {
       continue;
     }
     for (const GradCheckSpec& spec : info.grad_checks) {
-      std::set<std::string> size1_runs;  // cases whose size-1 variant ran
+      std::set<std::string> size1_runs;    // cases whose size-1 variant ran
+      std::set<std::string> failed_cases;  // cases whose first run failed
       for (DType dtype : dtypes) {
         if (NamesADType(spec) && dtype != DType::kFloat64) continue;
         const std::string where =
@@ -510,14 +514,20 @@ OpCheckReport CheckOp(const std::string& type, const OpCheckOptions& options) {
           try {
             *out = CaseRunner(type, s, *device, dtype, options.seed).Run(threads);
             for (const std::string& p : out->problems) report.problems.push_back(StrCat(where, ": ", p));
-            return out->problems.empty();
+            if (!maker_reported)
+              for (const std::string& p : out->maker_problems) report.problems.push_back(StrCat(where, ": ", p));
+            maker_reported = maker_reported || !out->maker_problems.empty();
+            return out->problems.empty() && out->maker_problems.empty();
           } catch (const std::exception& e) {
             report.problems.push_back(StrCat(where, ": ", OneLine(e.what())));
             return false;
           }
         };
         CaseResult first;
-        if (!run(spec, options.threads[0], &first)) continue;
+        if (!run(spec, options.threads[0], &first)) {
+          failed_cases.insert(spec.name);
+          continue;
+        }
         // Same bits on a second run: a kernel reading memory it never wrote
         // (fresh buffers hold 0xFF in checked mode) or keeping state.
         std::vector<std::pair<int, std::string>> reruns = {{options.threads[0], "a second run"}};
@@ -544,7 +554,11 @@ OpCheckReport CheckOp(const std::string& type, const OpCheckOptions& options) {
             CaseResult r = CaseRunner(type, edge, *device, dtype, options.seed).Run(options.threads[0]);
             for (const std::string& p : r.problems)
               report.problems.push_back(StrCat(where, " with leading dim ", d, ": ", p));
-            if (d == 1 && r.problems.empty()) size1_runs.insert(spec.name);
+            if (!maker_reported)
+              for (const std::string& p : r.maker_problems)
+                report.problems.push_back(StrCat(where, " with leading dim ", d, ": ", p));
+            maker_reported = maker_reported || !r.maker_problems.empty();
+            if (d == 1 && r.problems.empty() && r.maker_problems.empty()) size1_runs.insert(spec.name);
           } catch (const Error& e) {
             if (!Declines(e))
               report.problems.push_back(StrCat(where, " with leading dim ", d, ": ", OneLine(e.what())));
@@ -553,7 +567,8 @@ OpCheckReport CheckOp(const std::string& type, const OpCheckOptions& options) {
           }
         }
       }
-      if (!info.HasGradient() || IsDryRun(*device)) continue;
+      // A case that failed already would only fail again.
+      if (!info.HasGradient() || IsDryRun(*device) || failed_cases.count(spec.name)) continue;
       // The gradient itself: float64 central differences, and float32
       // kernels against float64 ones.
       const std::string where = StrCat(label, " on ", DeviceLabel(*device), ", case '", spec.name, "'");
