@@ -27,6 +27,7 @@ namespace nabla::app {
 // Options that belong to `nabla` itself and apply to every command.
 struct GlobalOptions {
   std::vector<std::string> plugins;  // --plugin FILE, in order
+  bool strict_plugins = false;       // --strict-plugins: a plugin folder's bad file is an error
 };
 
 struct OptionSpec {

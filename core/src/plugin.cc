@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -48,6 +49,8 @@ struct LoadedPlugin {
 struct ManagerState {
   std::mutex mutex;
   std::vector<LoadedPlugin> loaded;
+  std::vector<std::string> skipped;  // warnings of LoadDefaults
+  std::vector<std::string> tried;    // files LoadDefaults skipped: warned once
 };
 
 // Deliberately leaked: plugins are never unloaded, not even at exit, because
@@ -255,7 +258,7 @@ void PluginManager::Load(const std::string& requested_path) {
   state.loaded.push_back(LoadedPlugin{name, path, library});
 }
 
-void PluginManager::LoadDefaults() {
+void PluginManager::LoadDefaults(bool strict) {
   std::vector<std::pair<fs::path, std::string>> dirs;  // folder, where it came from
   dirs.emplace_back(DefaultPluginDir(), "the standard plugin folder");
   if (const char* env = std::getenv(kPathVariable)) {
@@ -272,8 +275,32 @@ void PluginManager::LoadDefaults() {
     std::error_code ec;
     NABLA_ENFORCE(fs::is_directory(dir, ec), kNotFound, "cannot load plugins from '", dir.string(),
                   "': expected a folder but there is none (from ", source, ")");
-    for (const std::string& file : PluginFilesIn(dir)) Load(file);
+    for (const std::string& file : PluginFilesIn(dir)) {
+      if (strict) {
+        Load(file);
+        continue;
+      }
+      try {
+        Load(file);
+      } catch (const Error& e) {
+        // Load's message starts "cannot load plugin '<file>': <why>".
+        const std::string warning = StrCat("nabla: warning: skipped ", e.what(), " (found in ", source,
+                                           "; --strict-plugins makes this an error)");
+        ManagerState& state = State();
+        std::lock_guard<std::mutex> lock(state.mutex);
+        if (std::find(state.tried.begin(), state.tried.end(), file) != state.tried.end()) continue;
+        state.tried.push_back(file);
+        state.skipped.push_back(warning);
+        std::cerr << warning << "\n";
+      }
+    }
   }
+}
+
+std::vector<std::string> PluginManager::Skipped() const {
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.skipped;
 }
 
 std::string PluginManager::DefaultPluginDir() {

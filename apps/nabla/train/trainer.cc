@@ -336,7 +336,7 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   StopSignals stop_signals;
   // Resolved first, so a machine without OpenCL fails before any data loads.
   Device& device = ResolveDevice(c.device);
-  for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
+  LoadConfigPlugins(c);
   // threads sizes the executor's arena; GEMMs split inside it (cpu::Gemm),
   // OpenBLAS itself stays at one thread.
 
