@@ -7,6 +7,7 @@
 // standard plugins, which CI runs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -163,6 +164,47 @@ TEST_F(OpcheckCli, PluginExceptionsAreOneErrorLine) {
                      {"planted_infer_throws.yaml:8", "op 'planted_infer_throws'", "plugin 'toy_planted_bugs'",
                       "threw from shape inference", "planted: inference gave up"},
                      1);
+}
+
+// A stale or broken file among the plugins found by searching is skipped
+// with one warning naming it and why; asked for by name it is an error.
+TEST_F(OpcheckCli, BrokenPluginsOnThePathAreSkippedWithAWarning) {
+  namespace fs = std::filesystem;
+  const fs::path folder = dir_.Dir() / "plugin_path";
+  fs::create_directories(folder);
+  fs::copy_file(TOY_ABI_MISMATCH, folder / "libtoy_abi_mismatch.so");
+  fs::copy_file(TOY_NOT_ELF, folder / "libtoy_not_elf.so");
+  fs::copy_file(TOY_GOOD, folder / "libtoy_good.so");
+  const std::string env = "NABLA_PLUGIN_PATH=" + Quote(folder.string());
+  const Result r = Nabla("ops", env);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("toy_double"), std::string::npos) << "the good plugin beside them did not load";
+  const std::vector<std::string> warnings = r.ErrLines();
+  ASSERT_EQ(warnings.size(), 2u) << r.err;
+  EXPECT_NE(
+      warnings[0].find("nabla: warning: skipped cannot load plugin '" + (folder / "libtoy_abi_mismatch.so").string()),
+      std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("ABI tag mismatch"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("libtoy_not_elf.so': not a nabla plugin"), std::string::npos) << warnings[1];
+  for (const std::string& w : warnings) EXPECT_NE(w.find("NABLA_PLUGIN_PATH="), std::string::npos) << w;
+
+  ExpectOneLineError(Nabla("ops --strict-plugins", env), "--strict-plugins", {"libtoy_abi_mismatch.so", "ABI tag"});
+  ExpectOneLineError(Nabla("ops --plugin " + Quote(TOY_ABI_MISMATCH)), "--plugin", {"libtoy_abi_mismatch.so"});
+}
+
+// An op type that is no identifier refuses the plugin, naming the op.
+TEST_F(OpcheckCli, OpNamesAreValidatedAtRegistration) {
+  ExpectOneLineError(Nabla("ops --plugin " + Quote(TOY_BAD_OP_NAME)), "Cube-Op",
+                     {"libtoy_bad_op_name.so", "op type 'Cube-Op'", "toy_bad_op_name.cc:5", "not a valid op name"});
+}
+
+// A scaffold named like a standard plugin could never load.
+TEST_F(OpcheckCli, PluginNewRefusesAStandardPluginsName) {
+  ExpectOneLineError(Nabla("plugin new math_ops --dir " + Quote(Path("math_ops"))), "math_ops",
+                     {"'math_ops' is taken by a standard plugin", "libmath_ops.so"});
+  EXPECT_FALSE(std::filesystem::exists(Path("math_ops")));
+  ExpectOneLineError(Nabla("plugin new Cube-Op --dir " + Quote(Path("cube"))), "Cube-Op", {"'Cube-Op'"});
 }
 
 // What CI runs on the standard plugins. A problem listed here is known and
