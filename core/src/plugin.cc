@@ -26,6 +26,7 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include "nabla/plugin_version.h"
 #include "registry_internal.h"
 
 namespace nabla {
@@ -43,6 +44,7 @@ struct LoadedPlugin {
   std::string name;
   std::string path;
   std::shared_ptr<void> library;
+  std::string version;
 };
 
 // Loads are serialised; the list keeps every loaded library referenced.
@@ -255,7 +257,13 @@ void PluginManager::Load(const std::string& requested_path) {
     if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
     ThrowError(e.kind(), Prefix(path) + message);
   }
-  state.loaded.push_back(LoadedPlugin{name, path, library});
+  // Plugins built before versions existed have no such symbol.
+  std::string version;
+  if (library->has("nabla_plugin_version")) {
+    const char* v = library->get<const char*()>("nabla_plugin_version")();
+    if (v != nullptr) version = v;
+  }
+  state.loaded.push_back(LoadedPlugin{name, path, library, version});
 }
 
 void PluginManager::LoadDefaults(bool strict) {
@@ -295,6 +303,14 @@ void PluginManager::LoadDefaults(bool strict) {
       }
     }
   }
+}
+
+std::string PluginVersion(const std::string& plugin_name) {
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (const LoadedPlugin& p : state.loaded)
+    if (p.name == plugin_name) return p.version;
+  return "";
 }
 
 std::vector<std::string> PluginManager::Skipped() const {

@@ -207,6 +207,30 @@ TEST_F(OpcheckCli, PluginNewRefusesAStandardPluginsName) {
   ExpectOneLineError(Nabla("plugin new Cube-Op --dir " + Quote(Path("cube"))), "Cube-Op", {"'Cube-Op'"});
 }
 
+// A saved program names the plugin and version of each op type; run
+// without the plugin it says what to load, and --plugin or
+// NABLA_PLUGIN_PATH resolve it.
+TEST_F(OpcheckCli, ProgramsNameTheirPlugins) {
+  const std::string saved = Path("saved.yaml");
+  const Result b = WithPlanted("backward " + Quote(ProgramWith("planted_ok")) + " --loss loss -o " + Quote(saved));
+  ASSERT_EQ(b.code, 0) << b.err;
+  const std::string text = testing_cli::Slurp(saved);
+  EXPECT_NE(text.find("{name: toy_planted_bugs, version: \"2.5\", ops: [planted_ok, planted_ok_grad]}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("{name: math_ops, "), std::string::npos) << text;  // mean, mean_grad, fill_constant
+
+  ExpectOneLineError(
+      Nabla("exec " + Quote(saved) + " --fetch loss"), "without the plugin",
+      {"saved.yaml:", "'planted_ok'", "the program names plugin 'toy_planted_bugs' version 2.5", "--plugin FILE"});
+  const Result with_flag = WithPlanted("exec " + Quote(saved) + " --fetch loss");
+  EXPECT_EQ(with_flag.code, 0) << with_flag.err;
+  const Result with_path =
+      Nabla("exec " + Quote(saved) + " --fetch loss", "NABLA_PLUGIN_PATH=" + Quote(std::string(TOY_PLANTED_DIR)));
+  EXPECT_EQ(with_path.code, 0) << with_path.err;
+  EXPECT_EQ(with_path.out, with_flag.out);
+}
+
 // What CI runs on the standard plugins. A problem listed here is known and
 // said why; any other fails. A listed one that went away is printed (take it
 // off the list): oneDNN is optional, and without it it never shows.

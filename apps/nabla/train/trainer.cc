@@ -438,6 +438,13 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
   if (mode == "auto") mode = out_is_tty ? "bar" : "lines";
   Progress progress(out, mode, c.logging.every_steps);
 
+  // The plugins the program's ops come from, as `plugins:` records them in
+  // a program file: "acme 1.0: acme_linear acme_swish; math_ops 0.1.0: mul".
+  std::string plugins_used;
+  for (const PluginRequirement& p : PluginsOf(tp.main)) {
+    plugins_used += StrCat(plugins_used.empty() ? "" : "; ", p.name, p.version.empty() ? "" : " " + p.version, ":");
+    for (const std::string& op : p.ops) plugins_used += " " + op;
+  }
   auto save = [&](int64_t done_epochs, int64_t done_batches) {
     if (!world.Leader()) return;
     NamedTensors tensors;
@@ -445,9 +452,9 @@ RunSummary RunTraining(const RunConfig& c, const RunOverrides& ov, std::ostream&
       Variable* v = scope.FindVar(name);
       if (v && v->GetTensor().IsInitialized()) tensors.emplace_back(name, v->GetTensor());
     }
-    last_checkpoint =
-        SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
-                       {{"batch", std::to_string(done_batches)}, {"loss", c.loss}}, c.checkpoint.keep_last);
+    last_checkpoint = SaveCheckpoint(
+        c.checkpoint.dir, step, done_epochs, tensors,
+        {{"batch", std::to_string(done_batches)}, {"loss", c.loss}, {"plugins", plugins_used}}, c.checkpoint.keep_last);
   };
 
   auto read_correct = [&](Scope& s) -> int64_t {
