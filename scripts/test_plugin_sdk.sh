@@ -135,6 +135,11 @@ cmake --build "$WORK/foo/build" >"$WORK/foo_build.log" || { cat "$WORK/foo_build
 (cd "$WORK/foo/build" && ctest --output-on-failure >"$WORK/foo_ctest.log") || { cat "$WORK/foo_ctest.log"; fail "foo's ctest"; }
 "$NABLA" gradcheck --all --only-plugin --plugin "$WORK/foo/build/libfoo.so" >"$WORK/foo_gradcheck.txt" \
   || { cat "$WORK/foo_gradcheck.txt"; fail "gradcheck of the new plugin"; }
+# Every doc the scaffold's README points at ships with the install.
+for doc in $(grep -o "$P/share/doc/nabla/[a-z_-]*\.md" "$WORK/foo/README.md"); do
+  [ -f "$doc" ] || fail "foo/README.md points at $doc, which the install lacks"
+done
+grep -q "$P/share/doc/nabla/writing-plugins.md" "$WORK/foo/README.md" || fail "foo/README.md names no installed guide"
 
 step "a program built against the install with nabla::train appends an optimizer"
 mkdir -p "$WORK/trainuse"

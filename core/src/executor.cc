@@ -12,6 +12,7 @@
 #include "nabla/device_registry.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
+#include "plugin_call.h"
 #include "prepared_op.h"
 
 namespace nabla {
@@ -556,7 +557,7 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     if (info->infer_shape && !info->traits.control_flow &&
         (dry || !prepared || watch || !prepared->ShapesAsMemoized())) {
       RuntimeInferShapeContext isc(op, vars, run.program, watch ? &watch->inferred : nullptr);
-      info->infer_shape(isc);
+      internal::CallPlugin(info->origin, "shape inference", [&] { info->infer_shape(isc); });
       if (prepared && !dry) {
         if (isc.ReadValues()) {
           prepared->shape_memo.valid = false;
@@ -584,14 +585,15 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
                                         : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
       if (host) {
         if (watch) watch->BeforeKernel();
-        RunOnHost(op, *info, *host, scope, device, run, dtype);
+        internal::CallPlugin(host->origin, "its cpu kernel (on host copies)",
+                             [&] { RunOnHost(op, *info, *host, scope, device, run, dtype); });
         if (watch) watch->AfterKernel();
         return;
       }
     }
     if (!kernel) ThrowNoKernel(registry, op, device, dtype);
     if (watch) watch->BeforeKernel();
-    kernel->fn(ctx);
+    internal::CallPlugin(kernel->origin, "its kernel", [&] { kernel->fn(ctx); });
     if (watch) watch->AfterKernel();
   } catch (const Error& e) {
     std::string msg = e.what();

@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -26,6 +27,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "c_api_internal.h"
+#include "nabla/plugin_version.h"
 #include "registry_internal.h"
 
 namespace nabla {
@@ -43,12 +45,15 @@ struct LoadedPlugin {
   std::string name;
   std::string path;
   std::shared_ptr<void> library;
+  std::string version;
 };
 
 // Loads are serialised; the list keeps every loaded library referenced.
 struct ManagerState {
   std::mutex mutex;
   std::vector<LoadedPlugin> loaded;
+  std::vector<std::string> skipped;  // warnings of LoadDefaults
+  std::vector<std::string> tried;    // files LoadDefaults skipped: warned once
 };
 
 // Deliberately leaked: plugins are never unloaded, not even at exit, because
@@ -301,10 +306,18 @@ void PluginManager::Load(const std::string& requested_path) {
     if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
     ThrowError(e.kind(), Prefix(path) + message);
   }
-  state.loaded.push_back(LoadedPlugin{name, path, library});
+  // Plugins built before versions existed have no such symbol.
+  std::string version;
+  if (manifest != nullptr) {
+    if (manifest->version != nullptr) version = manifest->version;
+  } else if (library->has("nabla_plugin_version")) {
+    const char* v = library->get<const char*()>("nabla_plugin_version")();
+    if (v != nullptr) version = v;
+  }
+  state.loaded.push_back(LoadedPlugin{name, path, library, version});
 }
 
-void PluginManager::LoadDefaults() {
+void PluginManager::LoadDefaults(bool strict) {
   std::vector<std::pair<fs::path, std::string>> dirs;  // folder, where it came from
   dirs.emplace_back(DefaultPluginDir(), "the standard plugin folder");
   if (const char* env = std::getenv(kPathVariable)) {
@@ -321,8 +334,40 @@ void PluginManager::LoadDefaults() {
     std::error_code ec;
     NABLA_ENFORCE(fs::is_directory(dir, ec), kNotFound, "cannot load plugins from '", dir.string(),
                   "': expected a folder but there is none (from ", source, ")");
-    for (const std::string& file : PluginFilesIn(dir)) Load(file);
+    for (const std::string& file : PluginFilesIn(dir)) {
+      if (strict) {
+        Load(file);
+        continue;
+      }
+      try {
+        Load(file);
+      } catch (const Error& e) {
+        // Load's message starts "cannot load plugin '<file>': <why>".
+        const std::string warning = StrCat("nabla: warning: skipped ", e.what(), " (found in ", source,
+                                           "; --strict-plugins makes this an error)");
+        ManagerState& state = State();
+        std::lock_guard<std::mutex> lock(state.mutex);
+        if (std::find(state.tried.begin(), state.tried.end(), file) != state.tried.end()) continue;
+        state.tried.push_back(file);
+        state.skipped.push_back(warning);
+        std::cerr << warning << "\n";
+      }
+    }
   }
+}
+
+std::string PluginVersion(const std::string& plugin_name) {
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (const LoadedPlugin& p : state.loaded)
+    if (p.name == plugin_name) return p.version;
+  return "";
+}
+
+std::vector<std::string> PluginManager::Skipped() const {
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.skipped;
 }
 
 std::string PluginManager::DefaultPluginDir() {

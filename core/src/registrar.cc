@@ -1,3 +1,5 @@
+#include <cctype>
+
 #include "nabla/plugin.h"
 #include "registry_internal.h"
 
@@ -10,7 +12,24 @@ Origin Registrar::Impl::MakeOrigin(const char* file, int line) const {
 Registrar::Registrar() : impl_(std::make_unique<Impl>()) {}
 Registrar::~Registrar() = default;
 
+namespace {
+
+// Op types are identifiers (Paddle's names: conv2d, lookup_table_v2): they
+// key programs, `nabla.ops.<type>` in Python and generated code.
+bool IsValidOpType(const std::string& type) {
+  if (type.empty() || std::isdigit(static_cast<unsigned char>(type[0]))) return false;
+  for (char c : type)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+}  // namespace
+
 OpBuilder& Registrar::Op(const std::string& type, const char* file, int line) {
+  if (!IsValidOpType(type))
+    impl_->problems.push_back(StrCat("op type '", type, "' (", impl_->MakeOrigin(file, line).ToString(),
+                                     ") is not a valid op name: expected letters, digits and '_', not starting ",
+                                     "with a digit (like conv2d or lookup_table_v2)"));
   auto& slot = impl_->ops[type];
   if (slot) {
     impl_->problems.push_back(StrCat("op '", type, "' registered twice in the same plugin (", slot->origin.ToString(),
