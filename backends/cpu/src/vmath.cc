@@ -243,7 +243,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormRow(c
                                                                                float* var) {
   // The mean as x[0] plus the mean of x - x[0]: the lanes then sum values
   // of the spread's size, not the mean's (rows far from zero keep their digits).
-  const float x0 = x[0];
+  const float x0 = n > 0 ? x[0] : 0.0f;  // a row of no elements reads nothing
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)

@@ -269,30 +269,39 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
     });
     return;
   }
-  // A bias's gradient (the operand broadcast over leading rows): spans of
-  // contiguous elements, one loop per output, which the compiler vectorizes
-  // (one loop storing through two pointers stayed scalar: 3 % of the GPT
-  // block step). The reduced operand's loop goes first, so an input that
-  // shares the full gradient's buffer is read before it is overwritten, as
-  // the per-element loop did.
+  // A bias's gradient (the operand broadcast over leading rows). The
+  // reduced operand's sums split over its elements (each summed in row
+  // order, ParallelReduceWalkSpans); the full operand's gradient, which has
+  // no sums, goes in a second pass split over whole rows, so its loops run
+  // over contiguous rows however the sums split (interleaved in one walk,
+  // both ran over the sums' column spans, 32 floats at 2 threads, and the
+  // walk took several times its 1-thread time). The sums' pass runs first,
+  // so an input that shares the full gradient's buffer is read before it is
+  // overwritten.
   if (x_full && MakeReduceView(s.out, s.y, &v)) {
-    if (gyd) std::fill(gyd, gyd + v.outer * v.inner, T(0));
-    ParallelReduceWalkSpans(v, [&](int64_t io, int64_t iy, int64_t i0, int64_t i1) {
-      if (gyd)
+    if (gyd) {
+      std::fill(gyd, gyd + v.outer * v.inner, T(0));
+      ParallelReduceWalkSpans(v, [&](int64_t io, int64_t iy, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) gyd[iy + i] += d(io + i, io + i, iy + i).second;
-      if (gxd)
-        for (int64_t i = i0; i < i1; ++i) gxd[io + i] = T(0) + d(io + i, io + i, iy + i).first;
-    });
+      });
+    }
+    if (gxd)
+      ForEachReducedRow(v, [&](int64_t io, int64_t iy) {
+        for (int64_t i = 0; i < v.inner; ++i) gxd[io + i] = T(0) + d(io + i, io + i, iy + i).first;
+      });
     return;
   }
   if (y_full && MakeReduceView(s.out, s.x, &v)) {
-    if (gxd) std::fill(gxd, gxd + v.outer * v.inner, T(0));
-    ParallelReduceWalkSpans(v, [&](int64_t io, int64_t ix, int64_t i0, int64_t i1) {
-      if (gxd)
+    if (gxd) {
+      std::fill(gxd, gxd + v.outer * v.inner, T(0));
+      ParallelReduceWalkSpans(v, [&](int64_t io, int64_t ix, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) gxd[ix + i] += d(io + i, ix + i, io + i).first;
-      if (gyd)
-        for (int64_t i = i0; i < i1; ++i) gyd[io + i] = T(0) + d(io + i, ix + i, io + i).second;
-    });
+      });
+    }
+    if (gyd)
+      ForEachReducedRow(v, [&](int64_t io, int64_t ix) {
+        for (int64_t i = 0; i < v.inner; ++i) gyd[io + i] = T(0) + d(io + i, ix + i, io + i).second;
+      });
     return;
   }
   // One operand full, the other broadcast around its one stretch (a conv's

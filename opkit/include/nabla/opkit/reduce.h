@@ -81,6 +81,18 @@ void ParallelReduceWalkSpans(const ReduceView& v, F&& f) {
   });
 }
 
+// Calls f(io, ia) for every row of `inner` contiguous elements of out
+// (seen as [outer, r, inner]), io its first element and ia the first of the
+// operand's matching row, split over rows: for elementwise work beside a
+// reduction, which needs no order.
+template <typename F>
+void ForEachReducedRow(const ReduceView& v, F&& f) {
+  const int64_t rows = v.outer * v.r;
+  cpu::ParallelFor(rows, cpu::GrainForRows(v.inner), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) f(row * v.inner, (row / v.r) * v.inner);
+  });
+}
+
 // A sum of n terms term(i) in Acc, in fixed blocks: the blocks' partial sums
 // are added in block order, so the result depends on n only, never on the
 // number of threads. Within a block, term(i) goes to lane i % 8 and the lanes
