@@ -193,6 +193,23 @@ TEST_F(OpcheckCli, BrokenPluginsOnThePathAreSkippedWithAWarning) {
   ExpectOneLineError(Nabla("ops --plugin " + Quote(TOY_ABI_MISMATCH)), "--plugin", {"libtoy_abi_mismatch.so"});
 }
 
+// A run config's plugins: are asked for by name: an error naming the
+// config's file and line, even where a plugin folder's file would be skipped.
+TEST_F(OpcheckCli, ARunConfigsBrokenPluginIsAnErrorAtItsLine) {
+  const std::string config = WriteText("train.yaml", "seed: 1\nplugins:\n  - " + std::string(TOY_NOT_ELF) + R"(
+program: prog.yaml
+loss: loss
+optimizer: {type: sgd, lr: 0.1}
+data:
+  format: csv
+  train: {path: train.csv, feeds: {x: "0:4", label: label}}
+  batch_size: 4
+epochs: 1
+)");
+  ExpectOneLineError(Nabla("run " + Quote(config)), "run config plugins",
+                     {"train.yaml:3:5: plugins[0]: cannot load plugin", "libtoy_not_elf.so", "not a nabla plugin"});
+}
+
 // An op type that is no identifier refuses the plugin, naming the op.
 TEST_F(OpcheckCli, OpNamesAreValidatedAtRegistration) {
   ExpectOneLineError(Nabla("ops --plugin " + Quote(TOY_BAD_OP_NAME)), "Cube-Op",

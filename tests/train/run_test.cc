@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "nabla/cpu/cpu.h"
@@ -127,6 +128,11 @@ TEST_F(RunTest, ResumeContinuesExactly) {
   }
   EXPECT_EQ(resumed.metadata.at("step"), "10");
   EXPECT_EQ(resumed.metadata.at("epoch"), "1");
+  // Each plugin the program's ops come from, with its version and ops.
+  EXPECT_TRUE(std::regex_search(resumed.metadata.at("plugins"), std::regex("math_ops [0-9.]+:( \\w+)* mul\\b")))
+      << resumed.metadata.at("plugins");
+  EXPECT_TRUE(std::regex_search(resumed.metadata.at("plugins"), std::regex("nn_ops [0-9.]+:( \\w+)* adam\\b")))
+      << resumed.metadata.at("plugins");
 }
 
 double SquaredNorm(const SafetensorsFile& f, const std::vector<std::string>& names,
