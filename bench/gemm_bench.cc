@@ -90,6 +90,26 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {96, 96, 96, 0, 1},
     {32, 128, 64, 0, 1},
     {64, 128, 128, 0, 1},
+    // The GPT block of compare_torch (m) at B * T = 1024 tokens, D = 128 and
+    // 2048 tokens, D = 256: the linear layers forward (D -> D, D -> 4D, 4D ->
+    // D, the logits against the tied embedding, 256 x D), the input gradients
+    // dY * W^T and the weight gradients X^T * dY over all tokens.
+    {1024, 128, 128, 0, 0},
+    {1024, 512, 128, 0, 0},
+    {1024, 128, 512, 0, 0},
+    {1024, 256, 128, 0, 1},
+    {1024, 128, 512, 0, 1},
+    {128, 128, 1024, 1, 0},
+    {128, 512, 1024, 1, 0},
+    {2048, 256, 256, 0, 0},
+    {2048, 1024, 256, 0, 0},
+    {2048, 256, 1024, 0, 0},
+    {2048, 256, 256, 0, 1},
+    {2048, 256, 1024, 0, 1},
+    {2048, 1024, 256, 0, 1},
+    {256, 256, 2048, 1, 0},
+    {256, 1024, 2048, 1, 0},
+    {1024, 256, 2048, 1, 0},
 };
 
 void GemmArgs(benchmark::internal::Benchmark* b) {

@@ -29,3 +29,13 @@ install(FILES
   ${PROJECT_BINARY_DIR}/package/nablaConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/nabla_plugin.cmake
   DESTINATION ${NABLA_INSTALL_CMAKEDIR})
+
+# The guides an installed nabla's users and plugin authors read (the README
+# `nabla plugin new` writes points here).
+install(FILES
+  ${PROJECT_SOURCE_DIR}/docs/writing-plugins.md
+  ${PROJECT_SOURCE_DIR}/docs/program-format.md
+  ${PROJECT_SOURCE_DIR}/docs/run-config.md
+  ${PROJECT_SOURCE_DIR}/docs/cli.md
+  ${PROJECT_SOURCE_DIR}/docs/ops.md
+  DESTINATION share/doc/nabla)

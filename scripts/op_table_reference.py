@@ -1315,6 +1315,56 @@ def gpt_cases(rng):
              {"axis": axis, "functor_list": ["gelu", "elementwise_add"]}, [("Out", "", out)])
 
 
+def philox4x32(key, ctr):
+    """Philox4x32-10 (nabla/opkit/philox.h) on arrays of counters: ctr is 4 uint64 arrays of 32-bit words."""
+    m0, m1, w0, w1, mask = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85, 0xFFFFFFFF
+    k0, k1 = key & mask, (key >> 32) & mask
+    c = [np.asarray(x, dtype=np.uint64) for x in ctr]
+    for _ in range(10):
+        p0, p1 = np.uint64(m0) * c[0], np.uint64(m1) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & np.uint64(mask),
+             (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1), p0 & np.uint64(mask)]
+        k0, k1 = (k0 + w0) & mask, (k1 + w1) & mask
+    return c
+
+
+def attention_dropout_factors(b, h, tq, tk, p, seed, offset):
+    """flash_attn's dropout factors [b, h, tq, tk]: probability (bh, i, j) kept iff the top 24 bits of word
+    j % 4 of Philox4x32(seed, (j // 4, i, bh, offset)), over 2^24, are >= p (flash_attn.h)."""
+    bh, i, j = np.meshgrid(np.arange(b * h), np.arange(tq), np.arange(tk), indexing="ij")
+    words = philox4x32(seed, (j // 4, i, bh, np.full_like(j, offset)))
+    word = np.choose(j % 4, words)
+    keep = (word >> np.uint64(8)).astype(np.float64) / 16777216.0 >= np.float32(p)
+    return (keep / (1 - np.float64(np.float32(p)))).reshape(b, h, tq, tk)
+
+
+def transformer_cases(rng):
+    # flash_attn's dropout with a fixed seed: the mask drawn by a NumPy
+    # Philox, applied to PyTorch's probabilities, scaled by 1 / (1 - p);
+    # softmax_lse is that of the scores before dropout. Several tiles,
+    # causal with a mask; return_softmax shows the dropped probabilities.
+    for name, (b, tq, tk, h, d), causal, ret, p, (seed, offset) in (
+            ("flash_attn_dropout_causal_tiles", (2, 140, 150, 2, 8), True, False, 0.25, (987654321, 0)),
+            ("flash_attn_dropout_return_softmax", (1, 6, 9, 2, 4), False, True, 0.5, (2 ** 40 + 7, 3))):
+        q, k, v = fl(rng, (b, tq, h, d), -2, 2), fl(rng, (b, tk, h, d), -2, 2), fl(rng, (b, tk, h, d))
+        mask = fl(rng, (b, 1, tq, tk), -2, 0)
+        s = tt(q).permute(0, 2, 1, 3) @ tt(k).permute(0, 2, 3, 1) / np.sqrt(d) + tt(mask)
+        if causal:
+            s = s.masked_fill(torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq + 1), float("-inf"))
+        z = torch.from_numpy(attention_dropout_factors(b, h, tq, tk, p, seed, offset))
+        probs = F.softmax(s, -1) * z
+        out = (probs @ tt(v).permute(0, 2, 1, 3)).permute(0, 2, 1, 3)
+        outputs = [("out", "", out), ("softmax_lse", "", torch.logsumexp(s, -1)),
+                   ("seed_offset", "int64", [seed, offset])]
+        attrs = {"dropout": p, "causal": causal}
+        if ret:
+            attrs["return_softmax"] = True
+            outputs.append(("softmax", "", probs))
+        case(name, "flash_attn",
+             [("q", "", q), ("k", "", k), ("v", "", v), ("fixed_seed_offset", "int64", [seed, offset]),
+              ("attn_mask", "", mask)], attrs, outputs, tol=(2e-5, 1e-11))
+
+
 def main():
     math_cases(np.random.default_rng(20261125))
     shape_cases(np.random.default_rng(20261124))
@@ -1328,6 +1378,7 @@ def main():
     tensor_attr_cases(np.random.default_rng(20261133))
     sweep_cases(np.random.default_rng(20261134))
     gpt_cases(np.random.default_rng(20261135))
+    transformer_cases(np.random.default_rng(20261136))
     write_inc()
     return 0
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "command.h"
+#include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/plugin.h"
@@ -21,14 +22,14 @@ using CommandFactory = Command (*)();
 
 // Every command of `nabla`, in the order --help lists them.
 constexpr CommandFactory kCommands[] = {
-    RunCommand,  ExecCommand,    BackwardCommand, GraphCommand,  OpsCommand,    GradcheckCommand,
+    RunCommand,  ExecCommand,    BackwardCommand, GraphCommand,  OpsCommand,    GradcheckCommand, OpcheckCommand,
     PlotCommand, DevicesCommand, PluginCommand,   ImportCommand, ExportCommand, GenerateCommand,
 };
 
 std::string VersionString() {
   return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", gemm: ", cpu::GemmPolicy(),
                 ", bf16: ", cpu::HasBf16Gemm() ? "onednn" : "none on this CPU (precision bf16 runs fp32)",
-                ", plugin ABI ", ExpectedAbiTag(), ")");
+                ", plugin C API ", NABLA_C_API_VERSION, ", plugin ABI ", ExpectedAbiTag(), ")");
 }
 
 void AddOption(CLI::App& sub, const OptionSpec& spec) {
@@ -85,6 +86,9 @@ int RunCli(int argc, char** argv) {
   app.add_option("--plugin", global.plugins,
                  "Load this plugin after the standard ones (repeatable; NABLA_PLUGIN_PATH adds folders)")
       ->type_name("FILE");
+  app.add_flag("--strict-plugins", global.strict_plugins,
+               "A plugin in the standard folder or NABLA_PLUGIN_PATH that does not load is an error (default: "
+               "skipped with a warning)");
 
   std::vector<Command> commands;
   std::vector<CLI::App*> subs;
@@ -117,7 +121,7 @@ int RunCli(int argc, char** argv) {
     if (!subs[i]->parsed()) continue;
     if (commands[i].NeedsPlugins()) {
       PluginManager& plugins = PluginManager::Instance();
-      plugins.LoadDefaults();
+      plugins.LoadDefaults(global.strict_plugins);
       for (const std::string& path : global.plugins) plugins.Load(path);
     }
     return commands[i].Run(global);

@@ -5,8 +5,9 @@
 // `nabla gradcheck --plugin ./libacme.so --all --only-plugin`.
 //
 // Without --device every op is checked on each device it has float64
-// kernels for. Failing checks are results, printed on stdout; the run then
-// ends with one error line and exit 1.
+// kernels for; where it has float32 kernels too, each case also runs in
+// float32 against float64 (nabla/opcheck.h's CheckFloat32Gradient). Failing checks are results, printed on stdout; the
+// run then ends with one error line and exit 1.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "nabla/error.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
+#include "nabla/opcheck.h"
 #include "nabla/types.h"
 
 namespace nabla::app {
@@ -201,7 +203,15 @@ int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {
       continue;
     }
     for (Device* device : on) {
-      const std::vector<GradCheckResult> results = CheckOpGradients(type, *device);
+      std::vector<GradCheckResult> results = CheckOpGradients(type, *device);
+      // The float64 check says nothing of the float32 grad kernels a
+      // training run uses: each case again in float32, held to float64.
+      if (HasFloat32Kernels(type, *device))
+        for (const GradCheckSpec& spec : info.grad_checks) {
+          GradCheckResult r32 = CheckFloat32Gradient(type, spec, *device);
+          r32.case_name = spec.name + " (float32)";
+          results.push_back(std::move(r32));
+        }
       if (results.empty()) {
         // The same on every device: say it once. Under --all, an op whose
         // maker emits no grad ops (fill_constant, sgd) joins the note on ops
@@ -243,6 +253,12 @@ int RunGradcheck(const GradcheckOptions& opts, const GlobalOptions& global) {
     if (!note.empty()) std::cout << "      note: " << type << " " << note << "\n";
   }
 
+  // --device names what the user wants checked: checking nothing there is
+  // no pass (a plugin without kernels for that device).
+  NABLA_ENFORCE(opts.device.empty() || passed + failed.size() > 0, kNotFound, "gradcheck --device ", opts.device,
+                " checked nothing: no selected op with a gradient has a float64 kernel on ", opts.device,
+                " (an op without one runs its cpu kernel on host copies there); register kernels for it or drop "
+                "--device");
   const size_t checks = passed + failed.size() + skipped;
   std::cout << checks << (checks == 1 ? " check: " : " checks: ") << passed << " passed, " << failed.size()
             << " failed, " << skipped << " skipped\n";

@@ -39,7 +39,8 @@ project(@NAME@_plugin VERSION 0.1 LANGUAGES CXX)
 find_package(nabla REQUIRED)
 
 # A MODULE library named like the target (lib@NAME@.so), with hidden
-# visibility, -fno-gnu-unique, --no-undefined, C++17 and nabla's ABI tag.
+# visibility, --no-undefined and C++17, on nabla's stable C ABI: any C++17
+# compiler will do, and the plugin links nothing of nabla.
 # nabla::opkit is nabla's op kit: grad makers, GradCheck case builders,
 # kernel registration and parallel loops (include "nabla/opkit/opkit.h").
 nabla_add_plugin(@NAME@ SOURCES src/plugin.cc src/@NAME@_softplus_op.cc LIBRARIES nabla::opkit)
@@ -51,6 +52,10 @@ add_test(NAME @NAME@_loads COMMAND nabla::nabla ops --plugin $<TARGET_FILE:@NAME
 set_tests_properties(@NAME@_loads PROPERTIES PASS_REGULAR_EXPRESSION "@NAME@_softplus_grad")
 add_test(NAME @NAME@_program COMMAND nabla::nabla exec ${CMAKE_CURRENT_SOURCE_DIR}/programs/test.yaml
   --plugin $<TARGET_FILE:@NAME@> --backward loss --fetch loss,x@GRAD)
+# Its gradients (float64 central differences, float32 against float64) and
+# every op held to its own registration (inference, inputs, determinism).
+add_test(NAME @NAME@_gradcheck COMMAND nabla::nabla gradcheck --all --only-plugin --plugin $<TARGET_FILE:@NAME@>)
+add_test(NAME @NAME@_opcheck COMMAND nabla::nabla opcheck --plugin $<TARGET_FILE:@NAME@>)
 )";
 
 constexpr char kPluginCc[] = R"(// The plugin's identity: exactly one file of a plugin says NABLA_PLUGIN.
@@ -184,10 +189,12 @@ constexpr char kReadme[] = R"(# @NAME@: a nabla operator plugin
 Made by `nabla plugin new @NAME@`. It holds one op, `@NAME@_softplus`
 (`src/@NAME@_softplus_op.cc`), with its gradient op `@NAME@_softplus_grad`;
 add more ops as more files (one op per file) and list them in `CMakeLists.txt`.
-The full guide is `docs/writing-plugins.md` in nabla's source tree.
+The full guide is `@DOCS@/writing-plugins.md`, installed with nabla.
 
 Build against an installed nabla (its prefix holds `bin/nabla` and
-`lib/cmake/nabla`), with the compiler nabla was built with (`@ABI@`):
+`lib/cmake/nabla`), with any C++17 compiler: the plugin talks to nabla
+through its versioned C ABI (`nabla/c_api.h`), so it keeps loading into
+later nabla releases:
 
 ```sh
 cmake -S . -B build -DCMAKE_PREFIX_PATH=@PREFIX@
@@ -199,7 +206,8 @@ Check it:
 
 ```sh
 nabla ops --plugin build/lib@NAME@.so --only-plugin     # what it registers, or why it does not load
-nabla gradcheck --all --only-plugin --plugin build/lib@NAME@.so  # its gradients, float64 central differences
+nabla gradcheck --all --only-plugin --plugin build/lib@NAME@.so  # its gradients (float64, and float32 against it)
+nabla opcheck --plugin build/lib@NAME@.so               # each op against its registration
 nabla exec programs/test.yaml --plugin build/lib@NAME@.so --backward loss --fetch loss,x@GRAD
 ```
 
@@ -231,6 +239,13 @@ void CheckName(const std::string& name) {
   NABLA_ENFORCE(ok, kInvalidArgument, "plugin new: expected a NAME of lower-case letters, digits and '_', starting ",
                 "with a letter (it names the library, the C++ namespace and the op prefix) but received '", name, "'");
   NABLA_ENFORCE(name != "nabla", kInvalidArgument, "plugin new: the NAME 'nabla' is taken by nabla itself");
+  // Two plugins of one name never load together, and the standard ones
+  // always load first.
+  const fs::path standard = PluginManager::DefaultPluginDir();
+  std::error_code ec;
+  NABLA_ENFORCE(!fs::exists(standard / ("lib" + name + ".so"), ec), kAlreadyExists, "plugin new: the NAME '", name,
+                "' is taken by a standard plugin (", (standard / ("lib" + name + ".so")).string(),
+                "), so a plugin of that name could never load; expected another name");
 }
 
 // The prefix this `nabla` is installed in, when it is an install (it has
@@ -267,8 +282,10 @@ int NewPlugin(const PluginOptions& opts) {
                   "' is not empty; expected a new or empty folder (nothing is overwritten)");
   }
   const std::string prefix = InstallPrefix();
-  const std::vector<std::pair<std::string, std::string>> values = {
-      {"@NAME@", opts.name}, {"@PREFIX@", prefix}, {"@ABI@", ExpectedAbiTag()}};
+  const std::vector<std::pair<std::string, std::string>> values = {{"@NAME@", opts.name},
+                                                                   {"@PREFIX@", prefix},
+                                                                   {"@ABI@", ExpectedAbiTag()},
+                                                                   {"@DOCS@", prefix + "/share/doc/nabla"}};
   const std::vector<std::pair<std::string, const char*>> files = {
       {"CMakeLists.txt", kCMakeLists},  {"src/plugin.cc", kPluginCc}, {"src/" + opts.name + "_softplus_op.cc", kOpCc},
       {"programs/test.yaml", kProgram}, {"README.md", kReadme},       {".gitignore", kGitignore},

@@ -31,6 +31,7 @@ std::string RegisteredDeviceNames();
 // Options that belong to `nabla` itself and apply to every command.
 struct GlobalOptions {
   std::vector<std::string> plugins;  // --plugin FILE, in order
+  bool strict_plugins = false;       // --strict-plugins: a plugin folder's bad file is an error
 };
 
 struct OptionSpec {
@@ -124,6 +125,7 @@ Command DevicesCommand();    // cmd_devices.cc
 Command BackwardCommand();   // cmd_backward.cc
 Command GraphCommand();      // cmd_graph.cc
 Command GradcheckCommand();  // cmd_gradcheck.cc
+Command OpcheckCommand();    // cmd_opcheck.cc
 Command PluginCommand();     // cmd_plugin.cc
 Command ImportCommand();     // cmd_import.cc
 Command ExportCommand();     // cmd_export.cc

@@ -21,7 +21,9 @@
 #include <cstring>
 
 #include "nabla/op_registry.h"
+#include "nabla/opcheck.h"
 #include "overwrite_pass.h"
+#include "plugin_call.h"
 
 namespace nabla {
 namespace {
@@ -63,7 +65,9 @@ std::vector<std::unique_ptr<OpDesc>> MakeGradOpsWith(const OpRegistry& registry,
                 "' needs a gradient but has no GradOpDescMaker: expected its registration to call GradMaker<...>() "
                 "(or GradMaker<EmptyGradOpDescMaker>() for an op without gradient), but received none; registered by ",
                 info.origin.ToString());
-  OpList grad_ops = info.grad_maker(op, no_grad_set, grad_to_var, grad_blocks);
+  OpList grad_ops = internal::CallPlugin(
+      info.origin, "its grad maker", [&] { return info.grad_maker(op, no_grad_set, grad_to_var, grad_blocks); },
+      StrCat(WherePrefix(program, op), "op '", op.Type(), "': "));
   if (program == nullptr && !grad_blocks.empty()) program = grad_blocks.front()->Program();
   for (auto& g : grad_ops) {
     NABLA_ENFORCE(g != nullptr, kInvalidArgument, "the GradOpDescMaker of op '", op.Type(),
@@ -84,7 +88,18 @@ std::vector<std::unique_ptr<OpDesc>> MakeGradOpsWith(const OpRegistry& registry,
         if (!names_grad_block) g->SetAttr(kSubBlockAttr, BlockRef{grad_blocks.front()->Idx()});
       }
     }
-    FillDefaultAttrs(*g, registry, program);
+    // A maker's mistake (a slot its grad op lacks) is reported here, naming
+    // the maker, not by whoever runs the program it ends up in.
+    const std::string where = StrCat(WherePrefix(program, op), "op '", op.Type(), "': its grad maker (",
+                                     info.origin.ToString(), ") emitted grad op '", g->Type(), "'");
+    const OpInfo* g_info = registry.Find(g->Type());
+    NABLA_ENFORCE(g_info != nullptr, kNotFound, where, ", which no loaded plugin registers");
+    try {
+      FillDefaultAttrs(*g, registry, program);
+    } catch (const Error& e) {
+      ThrowError(e.kind(), StrCat(where, ": ", e.what()));
+    }
+    VerifyOpSchema(*g, g_info->schema, where);
   }
   return grad_ops;
 }

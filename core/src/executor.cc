@@ -12,6 +12,7 @@
 #include "nabla/device_registry.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
+#include "plugin_call.h"
 #include "prepared_op.h"
 
 namespace nabla {
@@ -556,7 +557,7 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     if (info->infer_shape && !info->traits.control_flow &&
         (dry || !prepared || watch || !prepared->ShapesAsMemoized())) {
       RuntimeInferShapeContext isc(op, vars, run.program, watch ? &watch->inferred : nullptr);
-      info->infer_shape(isc);
+      internal::CallPlugin(info->origin, "shape inference", [&] { info->infer_shape(isc); });
       if (prepared && !dry) {
         if (isc.ReadValues()) {
           prepared->shape_memo.valid = false;
@@ -584,14 +585,15 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
                                         : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
       if (host) {
         if (watch) watch->BeforeKernel();
-        RunOnHost(op, *info, *host, scope, device, run, dtype);
+        internal::CallPlugin(host->origin, "its cpu kernel (on host copies)",
+                             [&] { RunOnHost(op, *info, *host, scope, device, run, dtype); });
         if (watch) watch->AfterKernel();
         return;
       }
     }
     if (!kernel) ThrowNoKernel(registry, op, device, dtype);
     if (watch) watch->BeforeKernel();
-    kernel->fn(ctx);
+    internal::CallPlugin(kernel->origin, "its kernel", [&] { kernel->fn(ctx); });
     if (watch) watch->AfterKernel();
   } catch (const Error& e) {
     std::string msg = e.what();
@@ -694,6 +696,29 @@ bool SameDims(const Shape& a, const Shape& b) {
 
 bool PreparedOp::ShapesAsMemoized() const {
   if (!shape_memo.valid || shape_memo.op_version != op->Version()) return false;
+  if (memo_sets_outputs) {
+    // Inputs first: nothing is written unless every input matches.
+    size_t k = 0;
+    for (const PreparedSlot& s : inputs)
+      for (const Variable* v : s.vars) {
+        if (v == nullptr) continue;  // @EMPTY@: eager binds every other input var
+        if (k == shape_memo.n_inputs) return false;
+        const auto& [shape, dtype] = shape_memo.seen[k++];
+        const Tensor& t = v->GetTensor();
+        if (v->Type() != VarType::kDense || t.GetDType() != dtype || !SameDims(t.GetShape(), shape)) return false;
+      }
+    if (k != shape_memo.n_inputs) return false;
+    for (const PreparedSlot& s : outputs)
+      for (Variable* v : s.vars) {
+        if (v == nullptr) continue;
+        if (k == shape_memo.seen.size()) return false;
+        const auto& [shape, dtype] = shape_memo.seen[k++];
+        Tensor& t = v->GetTensor();
+        if (!SameDims(t.GetShape(), shape)) t.Resize(shape);
+        t.SetDType(dtype);
+      }
+    return k == shape_memo.seen.size();
+  }
   size_t k = 0;
   const bool same = ForEachMemoTensor(*this, [&](const Tensor& t) {
     if (k == shape_memo.seen.size()) return false;
@@ -709,6 +734,10 @@ void PreparedOp::MemoizeShapes() const {
   auto& seen = shape_memo.seen;
   size_t k = 0;
   shape_memo.op_version = op->Version();
+  size_t n_in = 0;
+  for (const PreparedSlot& s : inputs)
+    for (const Variable* v : s.vars) n_in += v != nullptr;
+  shape_memo.n_inputs = n_in;
   shape_memo.valid = ForEachMemoTensor(*this, [&](const Tensor& t) {
     if (k == seen.size()) seen.emplace_back();
     seen[k].first.assign(t.GetShape().begin(), t.GetShape().end());

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -11,21 +10,6 @@
 
 namespace nabla {
 namespace {
-
-struct ForwardFusion {
-  std::string op_type;
-  std::string name;
-  ForwardFusionFn run;
-};
-
-std::mutex& ForwardFusionsMutex() {
-  static std::mutex m;
-  return m;
-}
-std::vector<ForwardFusion>& ForwardFusions() {
-  static std::vector<ForwardFusion> table;
-  return table;
-}
 
 struct Candidate {
   const std::string* fused_type;  // non-owning: the registry outlives the pass
@@ -145,33 +129,18 @@ size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep
       }
     }
   }
-  std::vector<ForwardFusion> passes;
-  {
-    std::lock_guard<std::mutex> lock(ForwardFusionsMutex());
-    passes = ForwardFusions();
-  }
-  for (const ForwardFusion& f : passes) {
-    if (registry->Find(f.op_type) == nullptr) continue;
-    try {
-      fused += f.run(program, keep);
-    } catch (const Error& e) {
-      throw Error(e.kind(), StrCat("the fusion pass '", f.name, "' of op '", f.op_type, "': ", e.what()));
+  // Then the rewrites ops declare for what a chain cannot express, ops in
+  // name order.
+  for (const std::string& type : registry->OpTypes()) {
+    for (const ProgramPass& pass : registry->Get(type).forward_passes) {
+      try {
+        fused += pass.run(program, keep);
+      } catch (const Error& e) {
+        throw Error(e.kind(), StrCat("the fusion pass '", pass.name, "' of op '", type, "': ", e.what()));
+      }
     }
   }
   return fused;
-}
-
-void RegisterForwardFusion(const std::string& op_type, const std::string& name, ForwardFusionFn run) {
-  NABLA_ENFORCE(!op_type.empty() && !name.empty() && run != nullptr, kInvalidArgument,
-                "a forward fusion needs an op type, a name and a function");
-  std::lock_guard<std::mutex> lock(ForwardFusionsMutex());
-  for (ForwardFusion& f : ForwardFusions()) {
-    if (f.op_type == op_type && f.name == name) {
-      f.run = run;
-      return;
-    }
-  }
-  ForwardFusions().push_back({op_type, name, run});
 }
 
 size_t FuseGradOps(ProgramDesc& program, const std::unordered_set<std::string>& keep) {

@@ -12,13 +12,14 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "gradcheck_internal.h"
 #include "nabla/device.h"
 #include "nabla/executor.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
 
 namespace nabla {
-namespace {
+namespace internal {
 
 // ---------------------------------------------------------------- tensors <-> host doubles
 
@@ -105,6 +106,33 @@ std::vector<double> ReadTensor(const Tensor& t) {
   }
   return out;
 }
+
+std::vector<double> RandomCaseValues(const std::string& op_type, const GradCheckSpec& case_spec,
+                                     const GradCheckInput& spec, DType dtype, std::mt19937_64& rng) {
+  NABLA_ENFORCE(spec.low < spec.high, kInvalidArgument, "grad check '", case_spec.name, "' of op '", op_type,
+                "': input ", spec.slot, " needs low < high, but received [", spec.low, ", ", spec.high, ")");
+  std::uniform_real_distribution<double> uniform(spec.low, spec.high);
+  std::vector<double> v(static_cast<size_t>(std::max<int64_t>(NumElements(spec.shape), 0)));
+  for (double& x : v) {
+    for (int tries = 0;; ++tries) {
+      NABLA_ENFORCE(tries < 1000, kInvalidArgument, "grad check '", case_spec.name, "' of op '", op_type, "': input ",
+                    spec.slot, " found no value in [", spec.low, ", ", spec.high, ") at least ", spec.kink_margin,
+                    " away from its kinks");
+      x = uniform(rng);
+      if (!IsFloating(dtype)) x = std::floor(x);
+      bool near_kink = false;
+      for (double k : spec.kinks) near_kink = near_kink || std::abs(x - k) < spec.kink_margin;
+      if (!near_kink) break;
+    }
+  }
+  return v;
+}
+
+}  // namespace internal
+namespace {
+
+using internal::ReadTensor;
+using internal::WriteTensor;
 
 // ---------------------------------------------------------------- the check
 
@@ -210,23 +238,7 @@ class GradChecker {
   }
 
   std::vector<double> RandomValues(const GradCheckInput& spec, DType dtype) {
-    NABLA_ENFORCE(spec.low < spec.high, kInvalidArgument, "grad check '", spec_.name, "' of op '", op_type_,
-                  "': input ", spec.slot, " needs low < high, but received [", spec.low, ", ", spec.high, ")");
-    std::uniform_real_distribution<double> uniform(spec.low, spec.high);
-    std::vector<double> v(static_cast<size_t>(std::max<int64_t>(NumElements(spec.shape), 0)));
-    for (double& x : v) {
-      for (int tries = 0;; ++tries) {
-        NABLA_ENFORCE(tries < 1000, kInvalidArgument, "grad check '", spec_.name, "' of op '", op_type_, "': input ",
-                      spec.slot, " found no value in [", spec.low, ", ", spec.high, ") at least ", spec.kink_margin,
-                      " away from its kinks");
-        x = uniform(rng_);
-        if (!IsFloating(dtype)) x = std::floor(x);
-        bool near_kink = false;
-        for (double k : spec.kinks) near_kink = near_kink || std::abs(x - k) < spec.kink_margin;
-        if (!near_kink) break;
-      }
-    }
-    return v;
+    return internal::RandomCaseValues(op_type_, spec_, spec, dtype, rng_);
   }
 
   // Random dOut for every float output that is graded; sum(Out * dOut) is

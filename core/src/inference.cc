@@ -7,6 +7,7 @@
 
 #include "nabla/op_registry.h"
 #include "nabla/program_io.h"
+#include "plugin_call.h"
 #include "source_pos.h"
 
 namespace nabla {
@@ -174,6 +175,17 @@ void InferOpAtBuildTime(const OpDesc& op, BlockDesc& block, const OpRegistry& re
     // Left unknown on purpose; see DTypeNotKnownYet.
   } catch (const Error& e) {
     RethrowPositioned(e, ctx);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    RethrowPositioned(Error(ErrorKind::kRuntime,
+                            StrCat(internal::PluginLabel(info->origin), " threw from shape inference: ", e.what())),
+                      ctx);
+  } catch (...) {
+    RethrowPositioned(Error(ErrorKind::kRuntime, StrCat(internal::PluginLabel(info->origin),
+                                                        " threw a non-standard exception (not derived from "
+                                                        "std::exception) from shape inference")),
+                      ctx);
   }
 }
 

@@ -239,8 +239,11 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
       }
     }
     // Outputs: written in bfloat16 and cast back at once, so every reader of
-    // the original var still sees float32.
-    std::vector<std::pair<std::string, std::string>> back;  // (bf16 var, original)
+    // the original var still sees float32. Except an output that the op's
+    // own inference keeps float32 with bfloat16 inputs (flash_attn's
+    // softmax_lse: a statistic backward reads, which rounding would spoil):
+    // the op writes the original var itself.
+    std::vector<std::pair<std::string*, std::string>> back;  // (arg now naming the bf16 var, original)
     for (auto& [slot, args] : op.MutableOutputs()) {
       for (auto& arg : args) {
         VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
@@ -251,12 +254,18 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
         }
         if (!IsFloat32(v)) continue;
         VarDesc* low = MakeVar(block, arg + kLowSuffix, *v, DType::kBFloat16);
-        back.emplace_back(low->Name(), arg);
+        back.emplace_back(&arg, arg);
         arg = low->Name();
       }
     }
-    for (const auto& [low, orig] : back) {
-      block.InsertOp(++i, MakeCast(cast, low, orig, DType::kBFloat16, DType::kFloat32, pos));
+    InferOpAtBuildTime(op, block, *registry);
+    for (const auto& [arg, orig] : back) {
+      if (IsFloat32(block.FindVar(*arg))) {
+        block.RemoveVar(*arg);
+        *arg = orig;
+        continue;
+      }
+      block.InsertOp(++i, MakeCast(cast, *arg, orig, DType::kBFloat16, DType::kFloat32, pos));
       ++stats.casts;
     }
     ++stats.low_ops;

@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -25,6 +26,8 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include "c_api_internal.h"
+#include "nabla/plugin_version.h"
 #include "registry_internal.h"
 
 namespace nabla {
@@ -42,12 +45,15 @@ struct LoadedPlugin {
   std::string name;
   std::string path;
   std::shared_ptr<void> library;
+  std::string version;
 };
 
 // Loads are serialised; the list keeps every loaded library referenced.
 struct ManagerState {
   std::mutex mutex;
   std::vector<LoadedPlugin> loaded;
+  std::vector<std::string> skipped;  // warnings of LoadDefaults
+  std::vector<std::string> tried;    // files LoadDefaults skipped: warned once
 };
 
 // Deliberately leaked: plugins are never unloaded, not even at exit, because
@@ -101,9 +107,9 @@ std::vector<std::string> DynamicSymbols(const std::string& path) {
   return names;
 }
 
-// The tag is the name of an exported symbol, read from the file's symbol
-// tables: nothing of the library runs before the tag has been accepted.
-std::string ReadAbiTag(const std::string& path) {
+// Every exported symbol name of the file, read without running any of its
+// code: the ABI tag of a C++ plugin, the manifest of a C ABI one.
+std::vector<std::string> ReadSymbols(const std::string& path) {
   char magic[SELFMAG] = {};
   {
     std::ifstream file(path, std::ios::binary);
@@ -121,14 +127,21 @@ std::string ReadAbiTag(const std::string& path) {
     NABLA_THROW(kInvalidArgument, Prefix(path), "not a nabla plugin: expected an ELF shared library but its ",
                 "headers cannot be read (", e.what(), "); is it truncated or for another machine?");
   }
+  return symbols;
+}
+
+// The tag is the name of an exported symbol, read from the file's symbol
+// tables: nothing of the library runs before the tag has been accepted.
+std::string ReadAbiTag(const std::string& path, const std::vector<std::string>& symbols) {
   std::vector<std::string> tags;
   for (const std::string& s : symbols) {
     if (StartsWith(s, kTagPrefix)) tags.push_back(s);
   }
   std::sort(tags.begin(), tags.end());
   tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
-  NABLA_ENFORCE(!tags.empty(), kInvalidArgument, Prefix(path), "not a nabla plugin: expected an exported ", kTagPrefix,
-                "* ABI tag symbol (written by NABLA_PLUGIN(\"name\")) but the library exports none");
+  NABLA_ENFORCE(!tags.empty(), kInvalidArgument, Prefix(path), "not a nabla plugin: expected an exported ",
+                NABLA_C_MANIFEST_SYMBOL, " (C ABI, written by NABLA_PLUGIN or NABLA_C_PLUGIN) or ", kTagPrefix,
+                "* ABI tag symbol (C++ ABI) but the library exports neither");
   NABLA_ENFORCE(tags.size() == 1, kInvalidArgument, Prefix(path), "not a nabla plugin: expected one ABI tag but ",
                 "received ", tags.size(), " (", tags.front(), ", ", tags.back(), ")");
   return tags.front();
@@ -204,11 +217,16 @@ void PluginManager::Load(const std::string& requested_path) {
     if (p.path == path) return;  // the same file again: already in the registry
   }
 
-  const std::string tag = ReadAbiTag(path);
-  const std::string expected = ExpectedAbiTag();
-  NABLA_ENFORCE(tag == expected, kPreconditionNotMet, Prefix(path), "ABI tag mismatch: expected ", expected,
-                " but received ", tag, "; rebuild the plugin against this nabla (find_package(nabla) and ",
-                "nabla_add_plugin)");
+  const std::vector<std::string> symbols = ReadSymbols(path);
+  const bool c_abi = std::find(symbols.begin(), symbols.end(), NABLA_C_MANIFEST_SYMBOL) != symbols.end();
+  std::string tag;
+  if (!c_abi) {
+    tag = ReadAbiTag(path, symbols);
+    const std::string expected = ExpectedAbiTag();
+    NABLA_ENFORCE(tag == expected, kPreconditionNotMet, Prefix(path), "ABI tag mismatch: expected ", expected,
+                  " but received ", tag, "; rebuild the plugin against this nabla (find_package(nabla) and ",
+                  "nabla_add_plugin)");
+  }
 
   // Destroyed after `staging` (declared later): staged std::functions hold
   // code from the library, which must stay mapped until they are gone.
@@ -218,11 +236,37 @@ void PluginManager::Load(const std::string& requested_path) {
   } catch (const std::exception& e) {
     NABLA_THROW(kInvalidArgument, Prefix(path), "the dynamic loader refused it: ", DescribeLoadFailure(path, e.what()));
   }
-  NABLA_ENFORCE(library->has(kEntryPoint), kInvalidArgument, Prefix(path), "not a nabla plugin: expected the entry ",
-                "point ", kEntryPoint, " (written by NABLA_PLUGIN) but the library does not export it");
-  // The tag symbol's value is the plugin name (a plain char array: reading
-  // it runs nothing).
-  const std::string name = &library->get<const char>(tag);
+
+  std::string name;
+  const nabla_plugin_manifest* manifest = nullptr;
+  if (c_abi) {
+    manifest = &library->get<const nabla_plugin_manifest>(NABLA_C_MANIFEST_SYMBOL);
+    NABLA_ENFORCE(manifest->magic == NABLA_C_PLUGIN_MAGIC && manifest->name && *manifest->name, kInvalidArgument,
+                  Prefix(path), "not a nabla plugin: expected a C ABI manifest (NABLA_C_PLUGIN_MAGIC and a name) in ",
+                  NABLA_C_MANIFEST_SYMBOL, " but received magic 0x", std::hex, manifest->magic, std::dec,
+                  manifest->name ? "" : " and no name");
+    name = manifest->name;
+    const std::string plugin = StrCat("plugin '", name, "' ", manifest->version ? manifest->version : "");
+    // A plugin may only call the slots of the table it was built with: a
+    // core older than that cannot serve it.
+    NABLA_ENFORCE(manifest->api_version <= NABLA_C_API_VERSION, kPreconditionNotMet, Prefix(path), plugin,
+                  " was built for the nabla C API version ", manifest->api_version, " but this core provides version ",
+                  NABLA_C_API_VERSION, "; use a newer nabla or rebuild the plugin against this one");
+    NABLA_ENFORCE(manifest->api_struct_size <= sizeof(nabla_api), kPreconditionNotMet, Prefix(path), plugin,
+                  " (C API version ", manifest->api_version, ") needs a function table of ", manifest->api_struct_size,
+                  " bytes but this core's table (C API version ", NABLA_C_API_VERSION, ") has ", sizeof(nabla_api),
+                  "; the table is too short for it: rebuild the plugin against this nabla");
+    NABLA_ENFORCE(library->has(NABLA_C_INIT_SYMBOL), kInvalidArgument, Prefix(path), plugin, " (C API version ",
+                  manifest->api_version, ", core version ", NABLA_C_API_VERSION, ") exports ", NABLA_C_MANIFEST_SYMBOL,
+                  " but not its entry point ", NABLA_C_INIT_SYMBOL, " (written by NABLA_C_PLUGIN or NABLA_PLUGIN)");
+    tag = StrCat("nabla_c_api_v", manifest->api_version);
+  } else {
+    NABLA_ENFORCE(library->has(kEntryPoint), kInvalidArgument, Prefix(path), "not a nabla plugin: expected the entry ",
+                  "point ", kEntryPoint, " (written by NABLA_PLUGIN) but the library does not export it");
+    // The tag symbol's value is the plugin name (a plain char array: reading
+    // it runs nothing).
+    name = &library->get<const char>(tag);
+  }
 
   for (const LoadedPlugin& p : state.loaded) {
     NABLA_ENFORCE(p.name != name, kAlreadyExists, Prefix(path), "a plugin named '", name, "' is already loaded from '",
@@ -239,10 +283,20 @@ void PluginManager::Load(const std::string& requested_path) {
   impl.plugin_path = path;
   impl.abi = tag;
   impl.library = library;
-  auto* entry = &library->get<EntryPoint>(kEntryPoint);
-  if (entry(&staging) != 0) {
-    NABLA_THROW(kInvalidArgument, Prefix(path), "the registration of plugin '", name,
-                "' threw: ", impl.registration_error.empty() ? "no message" : impl.registration_error);
+  if (c_abi) {
+    auto* init = &library->get<int32_t(const nabla_api*, nabla_registrar*)>(NABLA_C_INIT_SYMBOL);
+    TakeCApiError();
+    if (init(CoreCApi(), reinterpret_cast<nabla_registrar*>(&staging)) != NABLA_C_OK) {
+      const std::string error = TakeCApiError();
+      NABLA_THROW(kInvalidArgument, Prefix(path), "the registration of plugin '", name,
+                  "' failed: ", error.empty() ? "no message" : error);
+    }
+  } else {
+    auto* entry = &library->get<EntryPoint>(kEntryPoint);
+    if (entry(&staging) != 0) {
+      NABLA_THROW(kInvalidArgument, Prefix(path), "the registration of plugin '", name,
+                  "' threw: ", impl.registration_error.empty() ? "no message" : impl.registration_error);
+    }
   }
   try {
     CommitRegistrar(staging);
@@ -252,10 +306,18 @@ void PluginManager::Load(const std::string& requested_path) {
     if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
     ThrowError(e.kind(), Prefix(path) + message);
   }
-  state.loaded.push_back(LoadedPlugin{name, path, library});
+  // Plugins built before versions existed have no such symbol.
+  std::string version;
+  if (manifest != nullptr) {
+    if (manifest->version != nullptr) version = manifest->version;
+  } else if (library->has("nabla_plugin_version")) {
+    const char* v = library->get<const char*()>("nabla_plugin_version")();
+    if (v != nullptr) version = v;
+  }
+  state.loaded.push_back(LoadedPlugin{name, path, library, version});
 }
 
-void PluginManager::LoadDefaults() {
+void PluginManager::LoadDefaults(bool strict) {
   std::vector<std::pair<fs::path, std::string>> dirs;  // folder, where it came from
   dirs.emplace_back(DefaultPluginDir(), "the standard plugin folder");
   if (const char* env = std::getenv(kPathVariable)) {
@@ -272,8 +334,40 @@ void PluginManager::LoadDefaults() {
     std::error_code ec;
     NABLA_ENFORCE(fs::is_directory(dir, ec), kNotFound, "cannot load plugins from '", dir.string(),
                   "': expected a folder but there is none (from ", source, ")");
-    for (const std::string& file : PluginFilesIn(dir)) Load(file);
+    for (const std::string& file : PluginFilesIn(dir)) {
+      if (strict) {
+        Load(file);
+        continue;
+      }
+      try {
+        Load(file);
+      } catch (const Error& e) {
+        // Load's message starts "cannot load plugin '<file>': <why>".
+        const std::string warning = StrCat("nabla: warning: skipped ", e.what(), " (found in ", source,
+                                           "; --strict-plugins makes this an error)");
+        ManagerState& state = State();
+        std::lock_guard<std::mutex> lock(state.mutex);
+        if (std::find(state.tried.begin(), state.tried.end(), file) != state.tried.end()) continue;
+        state.tried.push_back(file);
+        state.skipped.push_back(warning);
+        std::cerr << warning << "\n";
+      }
+    }
   }
+}
+
+std::string PluginVersion(const std::string& plugin_name) {
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (const LoadedPlugin& p : state.loaded)
+    if (p.name == plugin_name) return p.version;
+  return "";
+}
+
+std::vector<std::string> PluginManager::Skipped() const {
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.skipped;
 }
 
 std::string PluginManager::DefaultPluginDir() {

@@ -46,8 +46,13 @@ struct PreparedOp {
     bool valid = false;
     uint64_t op_version = 0;
     std::vector<std::pair<Shape, DType>> seen;  // inputs, then outputs
+    size_t n_inputs = 0;                        // how many of `seen` are inputs
   };
   mutable ShapeMemo shape_memo;
+  // Eager calls hand over fresh, shapeless output vars every time, so their
+  // memo is matched on the inputs alone and, on a match, gives the outputs
+  // the shapes and dtypes inference gave them last time.
+  bool memo_sets_outputs = false;
   // Whether shape_memo matches the vars now / records them after inference.
   bool ShapesAsMemoized() const;
   void MemoizeShapes() const;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "nabla/op_registry.h"
+#include "nabla/plugin_version.h"
 #include "source_pos.h"
 
 namespace nabla {
@@ -67,6 +69,17 @@ struct Field {
   YAML::Node value;
 };
 
+// For an op type no loaded plugin registers: what the file's `plugins:`
+// says to load, or "".
+std::string MissingPluginHint(const std::vector<PluginRequirement>& plugins, const std::string& type) {
+  for (const PluginRequirement& p : plugins)
+    for (const std::string& op : p.ops)
+      if (op == type)
+        return StrCat("; the program names plugin '", p.name, "'", p.version.empty() ? "" : " version " + p.version,
+                      " for it: load it with --plugin FILE (or a folder of NABLA_PLUGIN_PATH)");
+  return "";
+}
+
 class Parser {
  public:
   Parser(std::string source, const OpRegistry& registry) : source_(std::move(source)), registry_(registry) {}
@@ -78,7 +91,7 @@ class Parser {
       Fail(ErrorKind::kInvalidArgument, root.Mark(),
            "not a program file: expected a map with 'format' and 'blocks' but received ", Describe(root));
     }
-    std::vector<Field> top = Fields(root, {"format", "blocks", "backward"}, "program file");
+    std::vector<Field> top = Fields(root, {"format", "plugins", "blocks", "backward"}, "program file");
     const Field* format = Find(top, "format");
     if (!format) {
       Fail(ErrorKind::kInvalidArgument, root.Mark(), "missing 'format': expected 'format: ", kFormatVersion,
@@ -99,6 +112,9 @@ class Parser {
            "bad 'blocks': expected a non-empty list of blocks (block 0 is the root) but received ",
            Describe(blocks->value));
     }
+    // Before the ops: an op type no loaded plugin registers is reported with
+    // the plugin the file names for it.
+    if (const Field* plugins = Find(top, "plugins")) plugins_ = ParsePlugins(plugins->value);
     for (size_t b = 0; b < blocks->value.size(); ++b) ParseBlock(blocks->value[b], b, program);
     if (const Field* backward = Find(top, "backward")) program.SetBackward(ParseBackward(backward->value));
     return program;
@@ -246,7 +262,8 @@ class Parser {
     const OpInfo* info = registry_.Find(type);
     if (!info) {
       Fail(ErrorKind::kNotFound, n.Mark(),
-           "unknown op type: expected an op registered by a loaded plugin but received '", type, "'");
+           "unknown op type: expected an op registered by a loaded plugin but received '", type, "'",
+           MissingPluginHint(plugins_, type));
     }
     return *info;
   }
@@ -409,6 +426,26 @@ class Parser {
     block.AppendOp(std::move(op));
   }
 
+  std::vector<PluginRequirement> ParsePlugins(const YAML::Node& node) {
+    if (!node.IsSequence())
+      Fail(ErrorKind::kInvalidArgument, node.Mark(),
+           "bad 'plugins': expected a list of {name, version, ops} but received ", Describe(node));
+    std::vector<PluginRequirement> out;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string what = "plugins[" + std::to_string(i) + "]";
+      std::vector<Field> fields = Fields(node[i], {"name", "version", "ops"}, what);
+      const Field* name = Find(fields, "name");
+      if (!name)
+        Fail(ErrorKind::kInvalidArgument, node[i].Mark(), "missing 'name' in ", what, ": expected the plugin name");
+      PluginRequirement p;
+      p.name = String(name->value, what + ".name");
+      if (const Field* version = Find(fields, "version")) p.version = String(version->value, what + ".version");
+      if (const Field* ops = Find(fields, "ops")) p.ops = Names(ops->value, what + ".ops");
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
   BackwardInfo ParseBackward(const YAML::Node& node) {
     std::vector<Field> fields = Fields(node, {"loss", "param_grads"}, "'backward'");
     const Field* loss = Find(fields, "loss");
@@ -437,6 +474,7 @@ class Parser {
 
   std::string source_;
   const OpRegistry& registry_;
+  std::vector<PluginRequirement> plugins_;  // the file's `plugins:`, read before its ops
 };
 
 // ------------------------------------------------------------------ writing
@@ -692,12 +730,47 @@ ProgramDesc LoadProgram(const std::string& path) {
   return ParseProgram(text.str(), path);
 }
 
+std::vector<PluginRequirement> PluginsOf(const ProgramDesc& program) {
+  std::map<std::string, PluginRequirement> by_name;
+  std::set<std::string> types;
+  for (size_t b = 0; b < program.Size(); ++b)
+    for (const auto& op : program.Block(b)->AllOps()) types.insert(op->Type());
+  auto registry = CurrentRegistry();
+  for (const std::string& type : types) {
+    const OpInfo* info = registry->Find(type);
+    // In-process ops (tests, embedding apps) belong to no plugin.
+    if (info == nullptr || info->origin.plugin.empty()) continue;
+    PluginRequirement& p = by_name[info->origin.plugin];
+    p.name = info->origin.plugin;
+    p.version = PluginVersion(p.name);
+    p.ops.push_back(type);
+  }
+  std::vector<PluginRequirement> out;
+  for (auto& [name, p] : by_name) out.push_back(std::move(p));
+  return out;
+}
+
 std::string ProgramToYaml(const ProgramDesc& program) {
   std::vector<std::unordered_set<std::string>> vars = VarsToWrite(program);
   YAML::Emitter out;
   out.SetIndent(2);
   out << YAML::BeginMap;
   out << YAML::Key << "format" << YAML::Value << kFormatVersion;
+  if (const std::vector<PluginRequirement> plugins = PluginsOf(program); !plugins.empty()) {
+    out << YAML::Key << "plugins" << YAML::Value << YAML::BeginSeq;
+    for (const PluginRequirement& p : plugins) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value;
+      EmitString(out, p.name);
+      if (!p.version.empty()) {
+        out << YAML::Key << "version" << YAML::Value << YAML::DoubleQuoted << p.version;
+      }
+      out << YAML::Key << "ops" << YAML::Value;
+      EmitNames(out, p.ops);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::Key << "blocks" << YAML::Value << YAML::BeginSeq;
   for (size_t b = 0; b < program.Size(); ++b) {
     const BlockDesc* block = program.Block(b);

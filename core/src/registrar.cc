@@ -1,3 +1,5 @@
+#include <cctype>
+
 #include "nabla/plugin.h"
 #include "registry_internal.h"
 
@@ -10,7 +12,24 @@ Origin Registrar::Impl::MakeOrigin(const char* file, int line) const {
 Registrar::Registrar() : impl_(std::make_unique<Impl>()) {}
 Registrar::~Registrar() = default;
 
+namespace {
+
+// Op types are identifiers (Paddle's names: conv2d, lookup_table_v2): they
+// key programs, `nabla.ops.<type>` in Python and generated code.
+bool IsValidOpType(const std::string& type) {
+  if (type.empty() || std::isdigit(static_cast<unsigned char>(type[0]))) return false;
+  for (char c : type)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+}  // namespace
+
 OpBuilder& Registrar::Op(const std::string& type, const char* file, int line) {
+  if (!IsValidOpType(type))
+    impl_->problems.push_back(StrCat("op type '", type, "' (", impl_->MakeOrigin(file, line).ToString(),
+                                     ") is not a valid op name: expected letters, digits and '_', not starting ",
+                                     "with a digit (like conv2d or lookup_table_v2)"));
   auto& slot = impl_->ops[type];
   if (slot) {
     impl_->problems.push_back(StrCat("op '", type, "' registered twice in the same plugin (", slot->origin.ToString(),
@@ -42,8 +61,14 @@ OpBuilder& Registrar::DefaultGradOp(const std::string& fwd_type, const char* fil
     b.Input(s.name, s.doc, (s.duplicable ? kDuplicable : 0u) | opt);
     b.Input(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
   }
-  for (const auto& s : fwd.inputs)
-    if (!s.no_grad) b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+  for (const auto& s : fwd.inputs) {
+    if (s.no_grad) continue;
+    b.Output(s.name + kGradSuffix, "gradient of " + s.name, (s.duplicable ? kDuplicable : 0u) | opt);
+    // One gradient per forward input of the slot.
+    if (s.duplicable)
+      b.OutputCount(s.name + kGradSuffix,
+                    [name = s.name](const OpDesc& op) { return static_cast<int>(op.Input(name).size()); });
+  }
   for (const auto& a : fwd.attrs) b.Info().schema.attrs.push_back(a);
   for (const auto& a : fwd.attrs)
     if (a.type == AttrType::kBlock) b.Info().traits.has_sub_block = true;
@@ -153,6 +178,14 @@ const char* OpPrecisionName(OpPrecision p) {
   }
   return "?";
 }
+OpBuilder& OpBuilder::OutputCount(const std::string& slot, OutputCountFn fn) {
+  const SlotDef* def = info_->schema.FindOutput(slot);
+  NABLA_ENFORCE(def != nullptr && def->duplicable && fn, kInvalidArgument, "op '", info_->schema.type,
+                "': OutputCount('", slot, "') needs a duplicable output slot declared before it and a function");
+  info_->output_counts[slot] = std::move(fn);
+  return *this;
+}
+
 OpBuilder& OpBuilder::Fuses(FusionPattern pattern) {
   NABLA_ENFORCE(pattern.chain.size() >= 2 && pattern.fuse, kInvalidArgument, "op '", info_->schema.type,
                 "': a fusion pattern needs at least two op types and a fuse function");
@@ -164,6 +197,13 @@ OpBuilder& OpBuilder::RewritesAfterBackward(ProgramPass pass) {
   NABLA_ENFORCE(!pass.name.empty() && pass.run, kInvalidArgument, "op '", info_->schema.type,
                 "': a program pass needs a name and a run function");
   info_->grad_passes.push_back(std::move(pass));
+  return *this;
+}
+
+OpBuilder& OpBuilder::RewritesBeforeBackward(ProgramPass pass) {
+  NABLA_ENFORCE(!pass.name.empty() && pass.run, kInvalidArgument, "op '", info_->schema.type,
+                "': a program pass needs a name and a run function");
+  info_->forward_passes.push_back(std::move(pass));
   return *this;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nabla/op_registry.h"
+#include "nabla/opcheck.h"
 #include "source_pos.h"
 
 namespace nabla {
@@ -53,6 +54,49 @@ void VerifyBlockStructure(const ProgramDesc& program) {
   }
 }
 
+// An op's slots and attributes against its schema; `where` starts each message.
+void CheckSlots(const std::string& where, const std::vector<SlotDef>& defs, const VarNameMap& slots, const char* kind) {
+  for (const auto& [slot, args] : slots) {
+    const SlotDef* def = nullptr;
+    for (const SlotDef& d : defs)
+      if (d.name == slot) def = &d;
+    NABLA_ENFORCE(def, kInvalidArgument, where, ": unknown ", kind, " slot: expected one of ",
+                  JoinNames(defs, [](const SlotDef& d) { return d.name; }), " but received '", slot, "'");
+    NABLA_ENFORCE(def->duplicable || args.size() <= 1, kInvalidArgument, where, ": ", kind, " slot '", slot,
+                  "' is not duplicable: expected at most 1 var but received ", args.size(), " ", JoinArgs(args));
+  }
+  for (const SlotDef& def : defs) {
+    if (def.dispensable) continue;
+    auto it = slots.find(def.name);
+    NABLA_ENFORCE(it != slots.end() && !it->second.empty(), kInvalidArgument, where, ": ", kind, " slot '", def.name,
+                  "' is required: expected at least 1 var but received none");
+  }
+}
+
+void CheckAttrs(const std::string& where, const OpDesc& op, const OpSchema& schema) {
+  for (const auto& [name, value] : op.Attrs()) {
+    const AttrDef* def = schema.FindAttr(name);
+    NABLA_ENFORCE(def, kInvalidArgument, where, ": unknown attribute: expected one of ",
+                  JoinNames(schema.attrs, [](const AttrDef& d) { return d.name; }), " but received '", name, "'");
+    NABLA_ENFORCE(TypeOf(value) == def->type, kInvalidArgument, where, ": attribute '", name,
+                  "' has the wrong type: expected ", AttrTypeName(def->type), " but received ",
+                  AttrTypeName(TypeOf(value)), " ", AttrToString(value));
+    if (def->checker) {
+      try {
+        def->checker(value);
+      } catch (const Error& e) {
+        throw Error(e.kind(), StrCat(where, ": attribute '", name, "' = ", AttrToString(value),
+                                     " is rejected by the op's checker: ", e.what()));
+      }
+    }
+  }
+  for (const AttrDef& def : schema.attrs) {
+    NABLA_ENFORCE(def.default_value.has_value() || op.HasAttr(def.name), kInvalidArgument, where,
+                  ": required attribute '", def.name, "' is missing: expected a value of type ", AttrTypeName(def.type),
+                  " but received none");
+  }
+}
+
 class BlockVerifier {
  public:
   BlockVerifier(const ProgramDesc& program, const OpRegistry& registry, const std::vector<NameSet>& produced_in_block,
@@ -75,58 +119,15 @@ class BlockVerifier {
       const OpInfo* info = registry_.Find(op.Type());
       NABLA_ENFORCE(info, kNotFound, where_,
                     ": unknown op type: expected an op registered by a loaded plugin but received '", op.Type(), "'");
-      CheckSlots(op, info->schema.inputs, op.Inputs(), "input");
-      CheckSlots(op, info->schema.outputs, op.Outputs(), "output");
-      CheckAttrs(op, info->schema);
+      VerifyOpSchema(op, info->schema, where_);
+      for (const auto& [name, value] : op.Attrs())
+        if (const BlockRef* ref = std::get_if<BlockRef>(&value)) CheckBlockRef(name, ref->idx);
       CheckInputsDefined(op);
       for (const std::string& out : op.OutputArgumentNames()) produced_before_.insert(out);
     }
   }
 
  private:
-  void CheckSlots(const OpDesc& op, const std::vector<SlotDef>& defs, const VarNameMap& slots, const char* kind) {
-    for (const auto& [slot, args] : slots) {
-      const SlotDef* def = nullptr;
-      for (const SlotDef& d : defs)
-        if (d.name == slot) def = &d;
-      NABLA_ENFORCE(def, kInvalidArgument, where_, ": unknown ", kind, " slot: expected one of ",
-                    JoinNames(defs, [](const SlotDef& d) { return d.name; }), " but received '", slot, "'");
-      NABLA_ENFORCE(def->duplicable || args.size() <= 1, kInvalidArgument, where_, ": ", kind, " slot '", slot,
-                    "' is not duplicable: expected at most 1 var but received ", args.size(), " ", JoinArgs(args));
-    }
-    for (const SlotDef& def : defs) {
-      if (def.dispensable) continue;
-      auto it = slots.find(def.name);
-      NABLA_ENFORCE(it != slots.end() && !it->second.empty(), kInvalidArgument, where_, ": ", kind, " slot '", def.name,
-                    "' is required: expected at least 1 var but received none");
-    }
-  }
-
-  void CheckAttrs(const OpDesc& op, const OpSchema& schema) {
-    for (const auto& [name, value] : op.Attrs()) {
-      const AttrDef* def = schema.FindAttr(name);
-      NABLA_ENFORCE(def, kInvalidArgument, where_, ": unknown attribute: expected one of ",
-                    JoinNames(schema.attrs, [](const AttrDef& d) { return d.name; }), " but received '", name, "'");
-      NABLA_ENFORCE(TypeOf(value) == def->type, kInvalidArgument, where_, ": attribute '", name,
-                    "' has the wrong type: expected ", AttrTypeName(def->type), " but received ",
-                    AttrTypeName(TypeOf(value)), " ", AttrToString(value));
-      if (def->checker) {
-        try {
-          def->checker(value);
-        } catch (const Error& e) {
-          throw Error(e.kind(), StrCat(where_, ": attribute '", name, "' = ", AttrToString(value),
-                                       " is rejected by the op's checker: ", e.what()));
-        }
-      }
-      if (def->type == AttrType::kBlock) CheckBlockRef(name, std::get<BlockRef>(value).idx);
-    }
-    for (const AttrDef& def : schema.attrs) {
-      NABLA_ENFORCE(def.default_value.has_value() || op.HasAttr(def.name), kInvalidArgument, where_,
-                    ": required attribute '", def.name, "' is missing: expected a value of type ",
-                    AttrTypeName(def.type), " but received none");
-    }
-  }
-
   void CheckBlockRef(const std::string& name, int idx) {
     NABLA_ENFORCE(idx >= 0 && static_cast<size_t>(idx) < program_.Size(), kOutOfRange, where_, ": attribute '", name,
                   "' names no block: expected a block index in [0, ", program_.Size(), ") but received ", idx);
@@ -167,6 +168,12 @@ class BlockVerifier {
 };
 
 }  // namespace
+
+void VerifyOpSchema(const OpDesc& op, const OpSchema& schema, const std::string& where) {
+  CheckSlots(where, schema.inputs, op.Inputs(), "input");
+  CheckSlots(where, schema.outputs, op.Outputs(), "output");
+  CheckAttrs(where, op, schema);
+}
 
 void VerifyProgram(const ProgramDesc& program, const OpRegistry& registry) {
   VerifyBlockStructure(program);

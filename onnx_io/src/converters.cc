@@ -68,8 +68,38 @@ std::string Operand(const Node& n, Importer& imp, int i) {
   return imp.In(n, i);
 }
 
+// numpy broadcasting goes both ways; nabla's binary ops broadcast Y onto X
+// only, so an X smaller than the result is tiled to it first (known dims).
+std::string BroadcastX(const Node& n, Importer& imp, const std::string& x) {
+  if (!imp.HasShape(n.Input(0)) || !imp.HasShape(n.Input(1))) return x;
+  std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0)), ys = imp.ShapeOf(n, n.Input(1));
+  const size_t r = std::max(xs.size(), ys.size());
+  if (xs.empty()) return x;  // a scalar X: nabla's [1] broadcasts no further
+  xs.insert(xs.begin(), r - xs.size(), 1);
+  ys.insert(ys.begin(), r - ys.size(), 1);
+  Ints times;
+  bool tile = false;
+  for (size_t i = 0; i < r; ++i) {
+    if (xs[i] < 0 || ys[i] < 0) return x;
+    const bool grow = xs[i] == 1 && ys[i] > 1;
+    times.push_back(grow ? ToInt(n, ys[i], "dim") : 1);
+    tile = tile || grow;
+  }
+  if (!tile && imp.RankOf(n, n.Input(0)) == static_cast<int64_t>(r)) return x;
+  std::string src = x;
+  if (imp.RankOf(n, n.Input(0)) != static_cast<int64_t>(r)) {
+    src = imp.Temp(n.Output(0));
+    imp.Emit("reshape", {{"X", {x}}}, {{"Out", {src}}}, {{"shape", ToInts(n, xs, "dim")}});
+  }
+  if (!tile) return src;
+  const std::string out = imp.Temp(n.Output(0));
+  imp.Emit("expand", {{"X", {src}}}, {{"Out", {out}}}, {{"expand_times", times}});
+  return out;
+}
+
 void Elementwise(const Node& n, Importer& imp, const std::string& type) {
-  imp.Emit(type, {{"X", {Operand(n, imp, 0)}}, {"Y", {Operand(n, imp, 1)}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+  imp.Emit(type, {{"X", {BroadcastX(n, imp, Operand(n, imp, 0))}}, {"Y", {Operand(n, imp, 1)}}},
+           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
 }
 
 // x + c, x - c, x * c for a float32 x and a scalar constant c: one scale op,
@@ -151,7 +181,7 @@ void Compare(const Node& n, Importer& imp, const std::string& type) { Elementwis
 
 // The logical ops have no axis: both operands broadcast numpy style.
 void Logical(const Node& n, Importer& imp, const std::string& type) {
-  imp.Emit(type, {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
+  imp.Emit(type, {{"X", {BroadcastX(n, imp, imp.In(n, 0))}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
 }
 
 void Gemm(const Node& n, Importer& imp) {
@@ -660,6 +690,11 @@ void Squeeze(const Node& n, Importer& imp) { Unary(n, imp, "squeeze", {{"axes", 
 
 void Unsqueeze(const Node& n, Importer& imp) {
   std::vector<int64_t> axes = Axes(n, imp, 1);
+  if (imp.RankOf(n, n.Input(0)) == 0) {
+    // A scalar is [1] in nabla already: the result is all ones.
+    imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}}, {{"shape", Ints(axes.size(), 1)}});
+    return;
+  }
   const int64_t out_rank = imp.RankOf(n, n.Input(0)) + static_cast<int64_t>(axes.size());
   for (auto& a : axes) a = NormAxis(n, a, out_rank);
   // ONNX's axes index the output; inserted in increasing order, each is
@@ -714,10 +749,13 @@ void Gather(const Node& n, Importer& imp) {
 void Identity(const Node& n, Importer& imp) { Unary(n, imp, "assign"); }
 
 void Dropout(const Node& n, Importer& imp) {
-  float ratio = n.Float("ratio", 0.5f);
-  if (imp.Opset() >= 12 && n.HasInput(1)) ratio = imp.ConstFloats(n, 1, "ratio").at(0);
   bool training = false;
   if (imp.Opset() >= 12 && n.HasInput(2)) training = imp.ConstFloats(n, 2, "training_mode").at(0) != 0;
+  // In inference the ratio changes nothing: a run-time one is fine then.
+  float ratio = n.Float("ratio", 0.5f);
+  if (imp.Opset() >= 12 && n.HasInput(1) && (training || imp.Const(n, 1))) {
+    ratio = imp.ConstFloats(n, 1, "ratio").at(0);
+  }
   if (n.HasOutput(1)) n.Unsupported("the mask output (a bool mask; nabla's Mask is float)");
   // ONNX's Dropout scales kept values in training (upscale_in_train) and is
   // the identity in inference, which is what the graph means unless
@@ -733,7 +771,9 @@ void Dropout(const Node& n, Importer& imp) {
 void Cast(const Node& n, Importer& imp) {
   const int to = static_cast<int>(n.Int("to", 0));
   DType out;
-  if (!OnnxToDType(to, &out)) n.Unsupported("a cast to " + OnnxTypeName(to) + ", which nabla lacks");
+  if (!OnnxToDType(to, &out)) {
+    n.Unsupported("a cast to " + OnnxTypeName(to) + ", which nabla lacks (it has " + kNablaDTypes + ")");
+  }
   const DType in = imp.DTypeOf(n, n.Input(0));
   if (in == out) {
     Unary(n, imp, "assign");
@@ -765,10 +805,22 @@ class Unroll {
       n.Unsupported("a sequence length unknown at import time (fix it with --input-shape)");
     }
     steps_ = xs_[0];
+    // sequence_lens: each row's states stop at its own length and Y is 0
+    // past it. All lengths full (a constant) is the plain unroll; otherwise
+    // every step blends by a 0/1 mask of the rows still running.
     if (n.HasInput(4)) {
-      for (int64_t len : imp.ConstInts(n, 4, "sequence_lens")) {
-        if (len != steps_) n.Unsupported("sequence_lens shorter than the sequence");
+      bool full = false;
+      if (const Tensor* c = imp.Const(n, 4)) {
+        full = true;
+        for (long double len : ToConst(*c).data) {
+          if (len < 0 || len > steps_) {
+            n.Fail(ErrorKind::kOutOfRange, "sequence_lens value " + std::to_string(static_cast<int64_t>(len)) +
+                                               " is outside [0, " + std::to_string(steps_) + "]");
+          }
+          full = full && len == steps_;
+        }
       }
+      if (!full) lens_ = imp.In(n, 4);
     }
     const std::vector<int64_t> ws = imp.ShapeOf(n, n.Input(1));
     hidden_ = n.Int("hidden_size", ws.size() == 3 ? ws[1] / gates : -1);
@@ -840,8 +892,18 @@ class Unroll {
                {"dtype", std::string(DTypeName(imp_.DTypeOf(n_, n_.Input(0))))}});
     return out;
   }
+  // The state after step t: `now` for the rows whose sequence runs through
+  // t, `before` for the others (m * now + (1 - m) * before is exact for m
+  // in {0, 1}).
+  std::string Blend(int64_t t, const std::string& now, const std::string& before) {
+    if (lens_.empty()) return now;
+    const auto& [keep, drop] = Mask(t);
+    return Add(Mul(now, keep), Mul(before, drop));
+  }
   void Record(int64_t t, const std::string& h) {
-    if (n_.HasOutput(0)) ys_[static_cast<size_t>(t)].push_back(Emit("unsqueeze", {{"X", {h}}}, {{"axes", Ints{0, 1}}}));
+    if (!n_.HasOutput(0)) return;
+    const std::string y = lens_.empty() ? h : Mul(h, Mask(t).first);  // 0 past a row's length
+    ys_[static_cast<size_t>(t)].push_back(Emit("unsqueeze", {{"X", {y}}}, {{"axes", Ints{0, 1}}}));
   }
   void Last(int output, const std::string& state) {
     last_[output].push_back(Emit("unsqueeze", {{"X", {state}}}, {{"axes", Ints{0}}}));
@@ -882,6 +944,25 @@ class Unroll {
   std::vector<std::vector<std::string>> ys_;  // [t][d]: h as [1, 1, B, H]
   std::map<int, std::vector<std::string>> last_;
   std::map<int, std::string> states_;
+  std::string lens_;  // sequence_lens when some row is shorter (or unknown)
+  std::map<int64_t, std::pair<std::string, std::string>> masks_;
+
+  // [batch, 1]: 1 where t < sequence_lens, and 1 minus that.
+  const std::pair<std::string, std::string>& Mask(int64_t t) {
+    auto it = masks_.find(t);
+    if (it != masks_.end()) return it->second;
+    const std::string at = Tmp();
+    imp_.Emit("fill_constant", {}, {{"Out", {at}}},
+              {{"shape", Ints{1}},
+               {"value", static_cast<float>(t)},
+               {"dtype", std::string(DTypeName(imp_.DTypeOf(n_, n_.Input(4))))}});
+    const std::string running = Emit("greater_than", {{"X", {lens_}}, {"Y", {at}}}, {{"axis", -1}});
+    const std::string dtype = DTypeName(imp_.DTypeOf(n_, n_.Input(0)));
+    const std::string f = Emit("cast", {{"X", {running}}}, {{"in_dtype", std::string("bool")}, {"out_dtype", dtype}});
+    const std::string keep = Emit("unsqueeze", {{"X", {f}}}, {{"axes", Ints{1}}});
+    const std::string drop = Emit("scale", {{"X", {keep}}}, {{"scale", -1.0f}, {"bias", 1.0f}});
+    return masks_[t] = {keep, drop};
+  }
 };
 
 void LSTM(const Node& n, Importer& imp) {
@@ -909,10 +990,12 @@ void LSTM(const Node& n, Importer& imp) {
       const std::string i = u.Emit("sigmoid", {{"X", {peep(gates[0], 0, c)}}});
       const std::string f = u.Emit("sigmoid", {{"X", {peep(gates[2], 2, c)}}});
       const std::string cc = u.Emit("tanh", {{"X", {gates[3]}}});
-      c = u.Add(u.Mul(f, c), u.Mul(i, cc));
-      const std::string o = u.Emit("sigmoid", {{"X", {peep(gates[1], 1, c)}}});
-      h = u.Mul(o, u.Emit("tanh", {{"X", {c}}}));
-      u.Record(t, h);
+      const std::string c_next = u.Add(u.Mul(f, c), u.Mul(i, cc));
+      const std::string o = u.Emit("sigmoid", {{"X", {peep(gates[1], 1, c_next)}}});
+      const std::string h_next = u.Mul(o, u.Emit("tanh", {{"X", {c_next}}}));
+      u.Record(t, h_next);
+      c = u.Blend(t, c_next, c);
+      h = u.Blend(t, h_next, h);
     }
     u.Last(1, h);
     u.Last(2, c);
@@ -947,8 +1030,9 @@ void GRU(const Node& n, Importer& imp) {
       const std::string hh = u.Emit("tanh", {{"X", {u.Add(x[2], recurrent)}}});
       // (1 - z) hh + z h = hh + z (h - hh)
       const std::string diff = u.Emit("elementwise_sub", {{"X", {h}}, {"Y", {hh}}}, {{"axis", -1}});
-      h = u.Add(hh, u.Mul(z, diff));
-      u.Record(t, h);
+      const std::string h_next = u.Add(hh, u.Mul(z, diff));
+      u.Record(t, h_next);
+      h = u.Blend(t, h_next, h);
     }
     u.Last(1, h);
   }
@@ -970,8 +1054,9 @@ void RNN(const Node& n, Importer& imp) {
       const int64_t t = u.Time(d, k);
       std::string g = u.Add(u.MatMulT(u.X(t), w), u.MatMulT(h, r));
       if (!bias.empty()) g = u.Add(g, bias);
-      h = u.Emit("tanh", {{"X", {g}}});
-      u.Record(t, h);
+      const std::string h_next = u.Emit("tanh", {{"X", {g}}});
+      u.Record(t, h_next);
+      h = u.Blend(t, h_next, h);
     }
     u.Last(1, h);
   }
@@ -1278,10 +1363,18 @@ void ConstantOfShape(const Node& n, Importer& imp) {
 void TopK(const Node& n, Importer& imp) {
   const int64_t rank = imp.RankOf(n, n.Input(0));
   if (NormAxis(n, n.Int("axis", -1), rank) != rank - 1) n.Unsupported("an axis other than the last");
-  if (n.Int("largest", 1) != 1) n.Unsupported("largest=0");
   const int64_t k = imp.Opset() >= 10 ? imp.ConstInts(n, 1, "k").at(0) : n.Int("k", 1);
-  imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
-           {{"k", ToInt(n, k, "k")}});
+  if (n.Int("largest", 1) != 0) {
+    imp.Emit("top_k", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(0)}}, {"Indices", {n.Output(1)}}},
+             {{"k", ToInt(n, k, "k")}});
+    return;
+  }
+  // The k smallest: the k largest of -x (exact for floats), negated back.
+  if (!IsFloating(imp.DTypeOf(n, n.Input(0)))) n.Unsupported("largest=0 on integers");
+  const std::string neg = imp.Temp(n.Output(0)), top = imp.Temp(n.Output(0));
+  imp.Emit("scale", {{"X", {imp.In(n, 0)}}}, {{"Out", {neg}}}, {{"scale", -1.0f}});
+  imp.Emit("top_k", {{"X", {neg}}}, {{"Out", {top}}, {"Indices", {n.Output(1)}}}, {{"k", ToInt(n, k, "k")}});
+  imp.Emit("scale", {{"X", {top}}}, {{"Out", {n.Output(0)}}}, {{"scale", -1.0f}});
 }
 
 // OneHot: ids (negative ones count from depth) to rows of off values with
@@ -1475,6 +1568,635 @@ void SoftmaxCrossEntropyLoss(const Node& n, Importer& imp) {
   if (n.HasOutput(1)) imp.Emit("log_softmax", {{"X", {imp.In(n, 0)}}}, {{"Out", {n.Output(1)}}}, {{"axis", 1}});
 }
 
+// ---- ops as short chains of nabla ops ---------------------------------------
+
+// A [1] constant of `dtype` (a comparison's other operand).
+std::string ScalarVar(Importer& imp, DType dtype, long double v, const std::string& hint) {
+  ConstValue c;
+  c.dtype = dtype;
+  c.dims = {1};
+  c.data = {v};
+  return imp.ConstVar(ToTensor(c), hint);
+}
+
+std::string CastTo(Importer& imp, const std::string& x, DType from, DType to, const std::string& hint) {
+  if (from == to) return x;
+  const std::string out = imp.Temp(hint);
+  imp.Emit("cast", {{"X", {x}}}, {{"Out", {out}}},
+           {{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(to))}});
+  return out;
+}
+
+// Hardmax: 1 at the first maximum along the axis, 0 elsewhere: arg_max,
+// then one_hot in x's dtype (the axis moved last and back when it is not).
+// Before opset 13 the input is coerced to 2-D at the axis, as Softmax's.
+void Hardmax(const Node& n, Importer& imp) {
+  const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t axis = NormAxis(n, n.Int("axis", imp.Opset() >= 13 ? -1 : 1), std::max<int64_t>(rank, 1));
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  if (!IsFloating(dt) || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
+  auto hot = [&](const std::string& x, int64_t depth, const std::string& out) {
+    if (depth < 0) n.Unsupported("a dynamic size along the axis (fix it with --input-shape)");
+    const std::string idx = imp.Temp(n.Output(0));
+    imp.Emit("arg_max", {{"X", {x}}}, {{"Out", {idx}}}, {{"axis", -1}, {"keepdims", true}});
+    imp.Emit("one_hot", {{"X", {idx}}}, {{"Out", {out}}},
+             {{"depth", ToInt(n, depth, "depth")}, {"dtype", std::string(DTypeName(dt))}});
+  };
+  if (imp.Opset() < 13 && axis != rank - 1) {
+    int64_t cols = 1;
+    for (int64_t i = axis; i < rank; ++i) cols = shape[i] < 0 || cols < 0 ? -1 : cols * shape[i];
+    if (std::count(shape.begin(), shape.end(), -1) > 1) n.Unsupported("several dynamic dims (use --input-shape)");
+    const std::string flat = imp.Temp(n.Output(0)), h = imp.Temp(n.Output(0));
+    imp.Emit("flatten", {{"X", {imp.In(n, 0)}}}, {{"Out", {flat}}}, {{"axis", ToInt(n, axis, "axis")}});
+    hot(flat, cols, h);
+    imp.Emit("reshape", {{"X", {h}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, shape, "dim")}});
+    return;
+  }
+  if (axis == rank - 1) {
+    hot(imp.In(n, 0), shape[axis], n.Output(0));
+    return;
+  }
+  Ints perm;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != axis) perm.push_back(static_cast<int>(i));
+  }
+  perm.push_back(static_cast<int>(axis));
+  Ints back(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int>(i);
+  const std::string moved = imp.Temp(n.Output(0)), h = imp.Temp(n.Output(0));
+  imp.Emit("transpose", {{"X", {imp.In(n, 0)}}}, {{"Out", {moved}}}, {{"axis", perm}});
+  hot(moved, shape[axis], h);
+  imp.Emit("transpose", {{"X", {h}}}, {{"Out", {n.Output(0)}}}, {{"axis", back}});
+}
+
+// EyeLike: a constant (its input is read for its shape and dtype only).
+void EyeLike(const Node& n, Importer& imp) {
+  const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(0));
+  if (shape.size() != 2 || shape[0] < 0 || shape[1] < 0) n.Unsupported("an input that is not 2-D of known dims");
+  DType dt = imp.DTypeOf(n, n.Input(0));
+  if (n.HasAttr("dtype") && !OnnxToDType(static_cast<int>(n.Int("dtype", 1)), &dt)) {
+    n.Unsupported("dtype " + OnnxTypeName(static_cast<int>(n.Int("dtype", 1))) + ", which nabla lacks");
+  }
+  if (shape[0] * shape[1] > (int64_t(1) << 24)) n.Unsupported("an identity of more than 2^24 elements");
+  const int64_t k = n.Int("k", 0);
+  ConstValue c;
+  c.dtype = dt;
+  c.dims = shape;
+  c.data.assign(static_cast<size_t>(shape[0] * shape[1]), 0);
+  for (int64_t i = 0; i < shape[0]; ++i) {
+    const int64_t j = i + k;
+    if (j >= 0 && j < shape[1]) c.data[static_cast<size_t>(i * shape[1] + j)] = 1;
+  }
+  imp.SetConst(n.Output(0), ToTensor(c));
+}
+
+// IsNaN: x != x. IsInf: x == +inf or x == -inf (as detect_* ask). Exact.
+void IsNaN(const Node& n, Importer& imp) {
+  const std::string x = imp.In(n, 0), same = imp.Temp(n.Output(0));
+  imp.Emit("equal", {{"X", {x}}, {"Y", {x}}}, {{"Out", {same}}}, {{"axis", -1}});
+  imp.Emit("logical_not", {{"X", {same}}}, {{"Out", {n.Output(0)}}});
+}
+void IsInf(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  const std::string x = imp.In(n, 0);
+  std::vector<std::string> hits;
+  for (const auto& [attr, sign] : {std::pair{"detect_positive", 1.0L}, std::pair{"detect_negative", -1.0L}}) {
+    if (n.Int(attr, 1) == 0) continue;
+    const std::string hit = imp.Temp(n.Output(0));
+    imp.Emit("equal", {{"X", {x}}, {"Y", {ScalarVar(imp, dt, sign * HUGE_VALL, "inf")}}}, {{"Out", {hit}}},
+             {{"axis", -1}});
+    hits.push_back(hit);
+  }
+  if (hits.empty()) {
+    // Neither sign: all false, of x's shape.
+    const std::string same = imp.Temp(n.Output(0));
+    imp.Emit("equal", {{"X", {x}}, {"Y", {x}}}, {{"Out", {same}}}, {{"axis", -1}});
+    imp.Emit("logical_and", {{"X", {same}}, {"Y", {ScalarVar(imp, DType::kBool, 0, "false")}}},
+             {{"Out", {n.Output(0)}}});
+    return;
+  }
+  if (hits.size() == 1) {
+    imp.Emit("assign", {{"X", {hits[0]}}}, {{"Out", {n.Output(0)}}});
+    return;
+  }
+  imp.Emit("logical_or", {{"X", {hits[0]}}, {"Y", {hits[1]}}}, {{"Out", {n.Output(0)}}});
+}
+
+// Sign: (x > 0) - (x < 0) in x's dtype.
+void Sign(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  if (dt == DType::kBool || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
+  const std::string x = imp.In(n, 0), zero = ScalarVar(imp, dt, 0, "zero");
+  const std::string pos = imp.Temp(n.Output(0)), neg = imp.Temp(n.Output(0));
+  imp.Emit("greater_than", {{"X", {x}}, {"Y", {zero}}}, {{"Out", {pos}}}, {{"axis", -1}});
+  imp.Emit("less_than", {{"X", {x}}, {"Y", {zero}}}, {{"Out", {neg}}}, {{"axis", -1}});
+  imp.Emit("elementwise_sub",
+           {{"X", {CastTo(imp, pos, DType::kBool, dt, n.Output(0))}},
+            {"Y", {CastTo(imp, neg, DType::kBool, dt, n.Output(0))}}},
+           {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// DepthToSpace and SpaceToDepth: a reshape to 6-D, a transpose, a reshape
+// back (ONNX's own definition), on NCHW of known C, H, W.
+void BlockRearrange(const Node& n, Importer& imp, bool to_space) {
+  const std::vector<int64_t> s = imp.ShapeOf(n, n.Input(0));
+  const int64_t b = n.Int("blocksize", 0);
+  if (s.size() != 4 || s[1] < 0 || s[2] < 0 || s[3] < 0) n.Unsupported("an input other than NCHW of known C, H, W");
+  if (b <= 0) n.Fail(ErrorKind::kInvalidArgument, "blocksize " + std::to_string(b) + " is not positive");
+  const int64_t c = s[1], h = s[2], w = s[3];
+  std::vector<int64_t> first, last;
+  Ints perm;
+  if (to_space) {
+    if (c % (b * b)) n.Fail(ErrorKind::kInvalidArgument, "C is not a multiple of blocksize^2");
+    const bool crd = n.String("mode", "DCR") == "CRD";
+    first = crd ? std::vector<int64_t>{0, c / (b * b), b, b, h, w} : std::vector<int64_t>{0, b, b, c / (b * b), h, w};
+    perm = crd ? Ints{0, 1, 4, 2, 5, 3} : Ints{0, 3, 4, 1, 5, 2};
+    last = {0, c / (b * b), h * b, w * b};
+  } else {
+    if (h % b || w % b) n.Fail(ErrorKind::kInvalidArgument, "H or W is not a multiple of blocksize");
+    first = {0, c, h / b, b, w / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    last = {0, c * b * b, h / b, w / b};
+  }
+  const std::string a = imp.Temp(n.Output(0)), t = imp.Temp(n.Output(0));
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {a}}}, {{"shape", ToInts(n, first, "dim")}});
+  imp.Emit("transpose", {{"X", {a}}}, {{"Out", {t}}}, {{"axis", perm}});
+  imp.Emit("reshape", {{"X", {t}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, last, "dim")}});
+}
+void DepthToSpace(const Node& n, Importer& imp) { BlockRearrange(n, imp, true); }
+void SpaceToDepth(const Node& n, Importer& imp) { BlockRearrange(n, imp, false); }
+
+// InstanceNormalization: per sample and channel over the spatial dims,
+// (x - mean) / sqrt(var + eps) * scale + B, as reductions and elementwise
+// ops (so it differentiates and fine-tunes).
+void InstanceNormalization(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  if (rank < 3) n.Fail(ErrorKind::kInvalidArgument, "the input has rank " + std::to_string(rank) + " (needs >= 3)");
+  Ints axes;
+  for (int64_t i = 2; i < rank; ++i) axes.push_back(static_cast<int>(i));
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const AttributeMap mean_attrs{{"dim", axes}, {"keep_dim", true}, {"reduce_all", false}};
+  const std::string x = imp.In(n, 0), mean = tmp(), d = tmp(), sq = tmp(), var = tmp(), ve = tmp(), inv = tmp(),
+                    norm = tmp(), scaled = tmp();
+  imp.Emit("reduce_mean", {{"X", {x}}}, {{"Out", {mean}}}, mean_attrs);
+  imp.Emit("elementwise_sub", {{"X", {x}}, {"Y", {mean}}}, {{"Out", {d}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {d}}, {"Y", {d}}}, {{"Out", {sq}}}, {{"axis", -1}});
+  imp.Emit("reduce_mean", {{"X", {sq}}}, {{"Out", {var}}}, mean_attrs);
+  imp.Emit("scale", {{"X", {var}}}, {{"Out", {ve}}}, {{"scale", 1.0f}, {"bias", n.Float("epsilon", 1e-5f)}});
+  imp.Emit("rsqrt", {{"X", {ve}}}, {{"Out", {inv}}});
+  imp.Emit("elementwise_mul", {{"X", {d}}, {"Y", {inv}}}, {{"Out", {norm}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {norm}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {scaled}}}, {{"axis", 1}});
+  imp.Emit("elementwise_add", {{"X", {scaled}}, {"Y", {imp.In(n, 2)}}}, {{"Out", {n.Output(0)}}}, {{"axis", 1}});
+}
+
+// LRN over channels: the squares summed over a window of `size` channels
+// (zero padded: floor((size-1)/2) before, the rest after) as an average
+// pool of [N, 1, C, H*W] that counts the pads, times size; then
+// x / (bias + alpha / size * sum)^beta.
+void LRN(const Node& n, Importer& imp) {
+  const std::vector<int64_t> s = imp.ShapeOf(n, n.Input(0));
+  if (s.size() != 4 || s[1] < 0 || s[2] < 0 || s[3] < 0) n.Unsupported("an input other than NCHW of known C, H, W");
+  const int64_t size = n.Int("size", 0);
+  if (size <= 0) n.Fail(ErrorKind::kInvalidArgument, "size " + std::to_string(size) + " is not positive");
+  const float alpha = n.Float("alpha", 1e-4f), beta = n.Float("beta", 0.75f), bias = n.Float("bias", 1.0f);
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string x = imp.In(n, 0), sq = tmp(), flat = tmp(), avg = tmp(), back = tmp(), base = tmp(), den = tmp();
+  imp.Emit("elementwise_mul", {{"X", {x}}, {"Y", {x}}}, {{"Out", {sq}}}, {{"axis", -1}});
+  imp.Emit("reshape", {{"X", {sq}}}, {{"Out", {flat}}}, {{"shape", ToInts(n, {0, 1, s[1], s[2] * s[3]}, "dim")}});
+  const int before = ToInt(n, (size - 1) / 2, "size"), after = ToInt(n, size - 1 - (size - 1) / 2, "size");
+  imp.Emit("pool2d", {{"X", {flat}}}, {{"Out", {avg}}},
+           {{"pooling_type", std::string("avg")},
+            {"ksize", Ints{ToInt(n, size, "size"), 1}},
+            {"strides", Ints{1, 1}},
+            {"paddings", Ints{before, after, 0, 0}},
+            {"exclusive", false}});
+  imp.Emit("reshape", {{"X", {avg}}}, {{"Out", {back}}}, {{"shape", ToInts(n, {0, s[1], s[2], s[3]}, "dim")}});
+  // avg = sum / size, so alpha / size * sum = alpha * avg.
+  imp.Emit("scale", {{"X", {back}}}, {{"Out", {base}}}, {{"scale", alpha}, {"bias", bias}});
+  imp.Emit("pow", {{"X", {base}}}, {{"Out", {den}}}, {{"factor", beta}});
+  imp.Emit("elementwise_div", {{"X", {x}}, {"Y", {den}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// MeanVarianceNormalization as ONNX's own function body: (x - E[x]) /
+// (sqrt(E[x^2] - E[x]^2) + 1e-9) over `axes` (default N, H, W).
+void MeanVarianceNormalization(const Node& n, Importer& imp) {
+  const int64_t rank = imp.RankOf(n, n.Input(0));
+  Ints axes;
+  for (int64_t a : n.Ints("axes", {0, 2, 3})) axes.push_back(static_cast<int>(NormAxis(n, a, rank)));
+  const AttributeMap mean_attrs{{"dim", axes}, {"keep_dim", true}, {"reduce_all", false}};
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string x = imp.In(n, 0), mean = tmp(), mean_sq = tmp(), sq = tmp(), sq_mean = tmp(), var = tmp(),
+                    std_dev = tmp(), d = tmp(), den = tmp();
+  imp.Emit("reduce_mean", {{"X", {x}}}, {{"Out", {mean}}}, mean_attrs);
+  imp.Emit("elementwise_mul", {{"X", {mean}}, {"Y", {mean}}}, {{"Out", {mean_sq}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {x}}, {"Y", {x}}}, {{"Out", {sq}}}, {{"axis", -1}});
+  imp.Emit("reduce_mean", {{"X", {sq}}}, {{"Out", {sq_mean}}}, mean_attrs);
+  imp.Emit("elementwise_sub", {{"X", {sq_mean}}, {"Y", {mean_sq}}}, {{"Out", {var}}}, {{"axis", -1}});
+  imp.Emit("sqrt", {{"X", {var}}}, {{"Out", {std_dev}}});
+  imp.Emit("elementwise_sub", {{"X", {x}}, {"Y", {mean}}}, {{"Out", {d}}}, {{"axis", -1}});
+  imp.Emit("scale", {{"X", {std_dev}}}, {{"Out", {den}}}, {{"scale", 1.0f}, {"bias", 1e-9f}});
+  imp.Emit("elementwise_div", {{"X", {d}}, {"Y", {den}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// Mod of integers: r = a - trunc(a / b) * b (nabla's integer division
+// truncates, so this is C's %, ONNX's fmod=1); fmod=0 takes the divisor's
+// sign: r + b where r != 0 and r, b differ in sign. Exact. Floats have no
+// exact chain (a - trunc(a / b) * b rounds).
+void Mod(const Node& n, Importer& imp) {
+  const DType dt = imp.DTypeOf(n, n.Input(0));
+  if (dt != DType::kInt32 && dt != DType::kInt64) {
+    n.Unsupported(std::string("Mod of ") + DTypeName(dt) + " (no exact chain of nabla ops: needs elementwise_mod)");
+  }
+  const bool fmod = n.Int("fmod", 0) != 0;
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string a = BroadcastX(n, imp, imp.In(n, 0)), b = imp.In(n, 1);
+  const std::string q = tmp(), qb = tmp(), r = fmod ? n.Output(0) : tmp();
+  imp.Emit("elementwise_div", {{"X", {a}}, {"Y", {b}}}, {{"Out", {q}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {q}}, {"Y", {b}}}, {{"Out", {qb}}}, {{"axis", -1}});
+  imp.Emit("elementwise_sub", {{"X", {a}}, {"Y", {qb}}}, {{"Out", {r}}}, {{"axis", -1}});
+  if (fmod) return;
+  const std::string zero = ScalarVar(imp, dt, 0, "zero");
+  const std::string nonzero = tmp(), r_neg = tmp(), b_neg = tmp(), differ = tmp(), fix = tmp(), fixi = tmp(),
+                    shift = tmp();
+  imp.Emit("not_equal", {{"X", {r}}, {"Y", {zero}}}, {{"Out", {nonzero}}}, {{"axis", -1}});
+  imp.Emit("less_than", {{"X", {r}}, {"Y", {zero}}}, {{"Out", {r_neg}}}, {{"axis", -1}});
+  imp.Emit("less_than", {{"X", {b}}, {"Y", {zero}}}, {{"Out", {b_neg}}}, {{"axis", -1}});
+  imp.Emit("logical_xor", {{"X", {r_neg}}, {"Y", {b_neg}}}, {{"Out", {differ}}});
+  imp.Emit("logical_and", {{"X", {differ}}, {"Y", {nonzero}}}, {{"Out", {fix}}});
+  imp.Emit("cast", {{"X", {fix}}}, {{"Out", {fixi}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string(DTypeName(dt))}});
+  imp.Emit("elementwise_mul", {{"X", {fixi}}, {"Y", {b}}}, {{"Out", {shift}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {r}}, {"Y", {shift}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+}
+
+// ---- control flow: subgraphs as sub-blocks ---------------------------------
+
+// A bool [1] var holding `value` (a Loop's condition, when absent).
+std::string BoolConst(Importer& imp, bool value, const std::string& hint) {
+  const std::string v = imp.Temp(hint);
+  imp.Emit("fill_constant", {}, {{"Out", {v}}},
+           {{"shape", Ints{1}}, {"dtype", std::string("bool")}, {"value", value ? 1.0f : 0.0f}});
+  imp.AddVar(v);
+  return v;
+}
+
+// Binds a subgraph input to an outer var: a copy in the sub-block under the
+// input's own name, so the body's nodes convert unchanged.
+void BindInput(Importer& imp, const onnx::ValueInfoProto& input, const std::string& outer) {
+  if (input.name().empty()) return;
+  imp.Emit("assign", {{"X", {outer}}}, {{"Out", {input.name()}}});
+  imp.AddVar(input.name());
+}
+
+// Runs the current sub-block (made by BeginBlock) from `parent`: the op's
+// slots are what the block reads and writes outside it.
+void EmitBlockOp(Importer& imp, BlockDesc* parent, BlockDesc* block, const std::string& type, const std::string& cond) {
+  imp.EndBlock(parent);
+  std::vector<std::string> reads, writes;
+  imp.OuterVars(*block, &reads, &writes);
+  const std::string scopes = imp.Temp(type == "while" ? "loop_scopes" : "branch_scope");
+  VarDesc* sv = parent->Var(scopes);
+  sv->SetType(VarType::kStepScopes);
+  sv->SetDeclared(true);
+  imp.AddVar(scopes);
+  if (type == "while") {
+    imp.Emit("while", {{"X", reads}, {"Condition", {cond}}}, {{"Out", writes}, {"StepScopes", {scopes}}},
+             {{"sub_block", BlockRef{block->Idx()}}});
+  } else {
+    imp.Emit("conditional_block", {{"Cond", {cond}}, {"Input", reads}}, {{"Out", writes}, {"Scope", {scopes}}},
+             {{"sub_block", BlockRef{block->Idx()}}, {"is_scalar_condition", true}});
+  }
+}
+
+// Loop(M, cond, v...) as while: the carried values live in the Loop's output
+// vars (assigned their initial values first), an int64 counter i, and the
+// loop runs while i < M and cond. The body binds iter_num, cond_in and each
+// v_in to them, and at its end writes cond_out and v_out back, counts i up
+// and recomputes the condition.
+void Loop(const Node& n, Importer& imp) {
+  const onnx::GraphProto& body = n.GraphAttr("body");
+  const int carried = n.NumInputs() - 2;
+  if (carried < 0) n.Fail(ErrorKind::kInvalidArgument, "Loop needs the inputs M and cond (either may be empty)");
+  if (body.input_size() != carried + 2 || body.output_size() < carried + 1) {
+    n.Fail(ErrorKind::kInvalidArgument, "the body has " + std::to_string(body.input_size()) + " inputs and " +
+                                            std::to_string(body.output_size()) + " outputs for " +
+                                            std::to_string(carried) + " loop-carried values");
+  }
+  // Scan outputs go to tensor arrays, stacked after the loop entry by entry:
+  // that needs the number of iterations at import time, so a constant M and
+  // a condition that stays true (absent or constant true, and the body's
+  // cond_out its cond_in through Identity nodes).
+  const int scans = body.output_size() - carried - 1;
+  int64_t trips = 0;
+  if (scans > 0) {
+    const Tensor* m = imp.Const(n, 0);
+    const Tensor* c = imp.Const(n, 1);
+    std::string cond_out = body.output(0).name();
+    for (bool changed = true; changed && cond_out != body.input(1).name();) {
+      changed = false;
+      for (const auto& node : body.node()) {
+        if (node.op_type() == "Identity" && node.output_size() == 1 && node.output(0) == cond_out) {
+          cond_out = node.input(0);
+          changed = true;
+        }
+      }
+    }
+    if (!m || m->Numel() != 1 || (n.HasInput(1) && (!c || c->Numel() != 1 || ToConst(*c).data[0] == 0)) ||
+        cond_out != body.input(1).name()) {
+      n.Unsupported(
+          "scan outputs of a Loop whose number of iterations is not known at import time (a constant M "
+          "and a condition that stays true): nabla stacks them entry by entry");
+    }
+    trips = static_cast<int64_t>(ToConst(*m).data[0]);
+    if (trips <= 0 || trips > 4096) {
+      n.Unsupported("scan outputs of a Loop of " + std::to_string(trips) + " iterations (1 to 4096 are stacked)");
+    }
+    // An untrusted file must not make millions of ops.
+    if (trips * scans > (int64_t(1) << 16)) {
+      n.Unsupported(std::to_string(scans) + " scan outputs of " + std::to_string(trips) +
+                    " iterations (at most 65536 entries are stacked)");
+    }
+  }
+  std::vector<std::string> values;
+  for (int k = 0; k < carried; ++k) {
+    const std::string v = n.HasOutput(k) ? n.Output(k) : imp.Temp("loop_value");
+    imp.Emit("assign", {{"X", {imp.In(n, k + 2)}}}, {{"Out", {v}}});
+    imp.AddVar(v);
+    values.push_back(v);
+  }
+  const std::string i = imp.Temp("loop_i");
+  imp.Emit("fill_constant", {}, {{"Out", {i}}}, {{"shape", Ints{1}}, {"dtype", std::string("int64")}, {"value", 0.0f}});
+  imp.AddVar(i);
+  std::string limit;
+  if (n.HasInput(0)) {
+    limit = imp.In(n, 0);
+    if (imp.DTypeOf(n, n.Input(0)) != DType::kInt64) n.Fail(ErrorKind::kInvalidArgument, "M must be int64");
+  }
+  std::string cond;
+  if (n.HasInput(1)) {
+    cond = imp.Temp("loop_cond");
+    imp.Emit("assign", {{"X", {imp.In(n, 1)}}}, {{"Out", {cond}}});
+    imp.AddVar(cond);
+  } else {
+    cond = BoolConst(imp, true, "loop_cond");
+  }
+  const std::string keep = imp.Temp("loop_keep");
+  auto keep_going = [&] {
+    if (limit.empty()) {
+      imp.Emit("assign", {{"X", {cond}}}, {{"Out", {keep}}});
+      return;
+    }
+    const std::string below = imp.Temp("loop_below");
+    imp.Emit("less_than", {{"X", {i}}, {"Y", {limit}}}, {{"Out", {below}}});
+    imp.Emit("logical_and", {{"X", {below}}, {"Y", {cond}}}, {{"Out", {keep}}});
+  };
+  keep_going();
+  imp.AddVar(keep);
+
+  BlockDesc* parent = imp.BeginBlock();
+  BlockDesc* block = imp.CurrentBlock();
+  BindInput(imp, body.input(0), i);
+  BindInput(imp, body.input(1), cond);
+  for (int k = 0; k < carried; ++k) BindInput(imp, body.input(k + 2), values[k]);
+  imp.ConvertGraph(body);
+  auto body_out = [&](int k) {
+    const std::string& name = body.output(k).name();
+    if (imp.ConstOf(name)) return imp.ConstVar(*imp.ConstOf(name), name);
+    return name;
+  };
+  // Every new value first, then the writes: a body may return its inputs
+  // swapped, and each v_out must be the value before any write-back.
+  std::vector<std::string> outs;
+  for (int k = 0; k <= carried; ++k) {
+    const std::string t = imp.Temp("loop_next");
+    imp.Emit("assign", {{"X", {body_out(k)}}}, {{"Out", {t}}});
+    outs.push_back(t);
+  }
+  imp.Emit("assign", {{"X", {outs[0]}}}, {{"Out", {cond}}});
+  for (int k = 0; k < carried; ++k) imp.Emit("assign", {{"X", {outs[k + 1]}}}, {{"Out", {values[k]}}});
+  std::vector<std::string> arrays;
+  for (int k = 0; k < scans; ++k) {
+    const std::string& value = body.output(carried + 1 + k).name();
+    const std::string array = imp.Temp("scan_array");
+    VarDesc* av = parent->Var(array);
+    av->SetType(VarType::kTensorArray);
+    av->SetDType(imp.DTypeOf(n, value));
+    av->MarkDTypeKnown();
+    const std::vector<int64_t> shape = imp.HasShape(value) ? imp.ShapeOf(n, value) : std::vector<int64_t>{-1};
+    av->SetShape(shape.empty() ? Shape{1} : Shape(shape.begin(), shape.end()));
+    av->SetDeclared(true);
+    imp.AddVar(array);
+    imp.Emit("write_to_array", {{"X", {body_out(carried + 1 + k)}}, {"I", {i}}}, {{"Out", {array}}});
+    arrays.push_back(array);
+  }
+  imp.Emit("increment", {{"X", {i}}}, {{"Out", {i}}}, {{"step", 1.0f}});
+  keep_going();
+  EmitBlockOp(imp, parent, block, "while", keep);
+  for (int k = 0; k < scans; ++k) {
+    const std::string& value = body.output(carried + 1 + k).name();
+    std::vector<std::string> entries;
+    for (int64_t t = 0; t < trips; ++t) {
+      const std::string at = imp.Temp("scan_index"), entry = imp.Temp("scan_entry");
+      imp.Emit("fill_constant", {}, {{"Out", {at}}},
+               {{"shape", Ints{1}}, {"dtype", std::string("int64")}, {"value", static_cast<float>(t)}});
+      imp.Emit("read_from_array", {{"X", {arrays[k]}}, {"I", {at}}}, {{"Out", {entry}}});
+      entries.push_back(entry);
+    }
+    const std::string out = n.HasOutput(carried + k) ? n.Output(carried + k) : imp.Temp("scan_output");
+    // A scalar per step (nabla's [1]) stacks to ONNX's [trips]: a concat.
+    const bool scalar_steps = (imp.HasShape(value) && imp.ShapeOf(n, value).empty()) ||
+                              (n.HasOutput(carried + k) && imp.HasShape(out) && imp.RankOf(n, out) == 1);
+    if (scalar_steps) {
+      // stack, then [trips, 1] to [trips] (nabla's concat is float only).
+      const std::string stacked = imp.Temp("scan_stacked");
+      imp.Emit("stack", {{"X", entries}}, {{"Y", {stacked}}}, {{"axis", 0}});
+      imp.Emit("reshape", {{"X", {stacked}}}, {{"Out", {out}}}, {{"shape", Ints{ToInt(n, trips, "M")}}});
+    } else {
+      imp.Emit("stack", {{"X", entries}}, {{"Y", {out}}}, {{"axis", 0}});
+    }
+  }
+}
+
+// A copy of a subgraph whose own values (inputs, initializers, node
+// outputs) are renamed fresh, so it converts once per unrolled step; names
+// from outside stay. A body with subgraphs of its own is not renamed.
+onnx::GraphProto Renamed(const Node& n, Importer& imp, const onnx::GraphProto& g) {
+  std::map<std::string, std::string> to;
+  auto add = [&](const std::string& name) {
+    if (name.empty() || to.count(name)) return;
+    to[name] = imp.Temp(name);
+    imp.CopyInfo(name, to[name]);
+  };
+  for (const auto& i : g.input()) add(i.name());
+  for (const auto& i : g.initializer()) add(i.name());
+  for (const auto& node : g.node()) {
+    for (const auto& a : node.attribute()) {
+      if (a.has_g() || a.graphs_size() > 0) n.Unsupported("a Scan body with subgraphs of its own");
+    }
+    for (const auto& o : node.output()) add(o);
+  }
+  auto rename = [&](std::string* name) {
+    auto it = to.find(*name);
+    if (it != to.end()) *name = it->second;
+  };
+  onnx::GraphProto out = g;
+  for (auto& i : *out.mutable_input()) rename(i.mutable_name());
+  for (auto& i : *out.mutable_initializer()) rename(i.mutable_name());
+  for (auto& o : *out.mutable_output()) rename(o.mutable_name());
+  for (auto& node : *out.mutable_node()) {
+    for (auto& i : *node.mutable_input()) rename(&i);
+    for (auto& o : *node.mutable_output()) rename(&o);
+  }
+  return out;
+}
+
+// Scan (opset 9 on) unrolled over a sequence length known at import time, as
+// LSTM is: each step slices the scan inputs, converts a renamed copy of the
+// body, and the scan outputs stack the steps' values.
+void Scan(const Node& n, Importer& imp) {
+  if (imp.Opset() < 9) n.Unsupported("Scan before opset 9 (a batch axis and sequence_lens)");
+  const onnx::GraphProto& body = n.GraphAttr("body");
+  const int scan_in = static_cast<int>(n.Int("num_scan_inputs", 0));
+  const int states = n.NumInputs() - scan_in;
+  const int scan_out = n.NumOutputs() - states;
+  if (scan_in < 1 || states < 0 || scan_out < 0 || body.input_size() != n.NumInputs() ||
+      body.output_size() != n.NumOutputs()) {
+    n.Fail(ErrorKind::kInvalidArgument, "the body's inputs and outputs do not match the node's");
+  }
+  auto per = [&](const std::string& name, int count) {
+    std::vector<int64_t> v = n.Ints(name, std::vector<int64_t>(static_cast<size_t>(count), 0));
+    if (static_cast<int>(v.size()) != count) n.Fail(ErrorKind::kInvalidArgument, name + " has the wrong length");
+    return v;
+  };
+  std::vector<int64_t> in_axes = per("scan_input_axes", scan_in), in_dirs = per("scan_input_directions", scan_in);
+  const std::vector<int64_t> out_axes = per("scan_output_axes", scan_out),
+                             out_dirs = per("scan_output_directions", scan_out);
+  int64_t steps = -1;
+  for (int j = 0; j < scan_in; ++j) {
+    const std::vector<int64_t> shape = imp.ShapeOf(n, n.Input(states + j));
+    in_axes[j] = NormAxis(n, in_axes[j], static_cast<int64_t>(shape.size()));
+    const int64_t len = shape[static_cast<size_t>(in_axes[j])];
+    if (len < 0) n.Unsupported("a scan length that is not known at import time (fix it with --input-shape)");
+    if (steps >= 0 && len != steps) n.Fail(ErrorKind::kInvalidArgument, "scan inputs of different lengths");
+    steps = len;
+  }
+  if (steps <= 0 || steps > 4096) n.Unsupported("a Scan of " + std::to_string(steps) + " steps (1 to 4096 unroll)");
+  // An untrusted file must not make millions of ops.
+  if (steps * (body.node_size() + n.NumInputs()) > (int64_t(1) << 18)) {
+    n.Unsupported("a Scan of " + std::to_string(steps) + " steps over a body of " + std::to_string(body.node_size()) +
+                  " nodes (at most 2^18 unrolled nodes)");
+  }
+  std::vector<std::string> carried;
+  for (int k = 0; k < states; ++k) carried.push_back(imp.In(n, k));
+  std::vector<std::vector<std::string>> pieces(static_cast<size_t>(scan_out));
+  for (int64_t t = 0; t < steps; ++t) {
+    onnx::GraphProto g = Renamed(n, imp, body);
+    for (int k = 0; k < states; ++k) {
+      imp.Emit("assign", {{"X", {carried[k]}}}, {{"Out", {g.input(k).name()}}});
+      imp.AddVar(g.input(k).name());
+    }
+    for (int j = 0; j < scan_in; ++j) {
+      const int64_t at = in_dirs[j] ? steps - 1 - t : t;
+      const int axis = ToInt(n, in_axes[j], "axis");
+      const std::string& slice = g.input(states + j).name();
+      // A rank-1 scan input gives scalars: nabla keeps them [1].
+      const bool keep = imp.RankOf(n, n.Input(states + j)) == 1;
+      imp.Emit("slice", {{"Input", {imp.In(n, states + j)}}}, {{"Out", {slice}}},
+               {{"axes", Ints{axis}},
+                {"starts", Ints{ToInt(n, at, "step")}},
+                {"ends", Ints{ToInt(n, at + 1, "step")}},
+                {"decrease_axis", keep ? Ints{} : Ints{axis}}});
+      imp.AddVar(slice);
+    }
+    imp.ConvertGraph(g);
+    auto value = [&](int k) {
+      const std::string& name = g.output(k).name();
+      if (imp.ConstOf(name)) return imp.ConstVar(*imp.ConstOf(name), name);
+      return name;
+    };
+    for (int k = 0; k < states; ++k) carried[k] = value(k);
+    for (int k = 0; k < scan_out; ++k) pieces[k].push_back(value(states + k));
+  }
+  for (int k = 0; k < states; ++k) {
+    if (n.HasOutput(k)) imp.Emit("assign", {{"X", {carried[k]}}}, {{"Out", {n.Output(k)}}});
+  }
+  for (int k = 0; k < scan_out; ++k) {
+    if (!n.HasOutput(states + k)) continue;
+    std::vector<std::string> xs = pieces[k];
+    if (out_dirs[k]) std::reverse(xs.begin(), xs.end());
+    const std::string& piece = body.output(states + k).name();
+    const bool scalar = imp.HasShape(piece) && imp.ShapeOf(n, piece).empty();
+    const int64_t rank = (imp.HasShape(piece) ? static_cast<int64_t>(imp.ShapeOf(n, piece).size()) : 0) + 1;
+    const int axis = ToInt(n, NormAxis(n, out_axes[k], scalar ? 1 : rank), "axis");
+    if (scalar) {
+      const std::string stacked = imp.Temp("scan_stacked");
+      imp.Emit("stack", {{"X", xs}}, {{"Y", {stacked}}}, {{"axis", 0}});
+      imp.Emit("reshape", {{"X", {stacked}}}, {{"Out", {n.Output(states + k)}}},
+               {{"shape", Ints{ToInt(n, steps, "steps")}}});
+    } else {
+      imp.Emit("stack", {{"X", xs}}, {{"Y", {n.Output(states + k)}}}, {{"axis", axis}});
+    }
+  }
+}
+
+// If(cond): a constant cond inlines the branch taken; otherwise each branch
+// is a conditional_block (on cond and on not cond) writing the outputs.
+void If(const Node& n, Importer& imp) {
+  const onnx::GraphProto& then_g = n.GraphAttr("then_branch");
+  const onnx::GraphProto& else_g = n.GraphAttr("else_branch");
+  for (const onnx::GraphProto* g : {&then_g, &else_g}) {
+    if (g->output_size() != n.NumOutputs()) {
+      n.Fail(ErrorKind::kInvalidArgument, "branch '" + g->name() + "' has " + std::to_string(g->output_size()) +
+                                              " outputs for the node's " + std::to_string(n.NumOutputs()));
+    }
+  }
+  auto branch_out = [&](const onnx::GraphProto& g, int k) {
+    const std::string& name = g.output(k).name();
+    if (imp.ConstOf(name)) return imp.ConstVar(*imp.ConstOf(name), name);
+    return name;
+  };
+  if (const Tensor* c = imp.Const(n, 0)) {
+    if (c->Numel() != 1) n.Fail(ErrorKind::kInvalidArgument, "cond must have one element");
+    const onnx::GraphProto& g = ToConst(*c).data[0] != 0 ? then_g : else_g;
+    imp.ConvertGraph(g);
+    for (int k = 0; k < n.NumOutputs(); ++k) {
+      if (n.HasOutput(k)) imp.Emit("assign", {{"X", {branch_out(g, k)}}}, {{"Out", {n.Output(k)}}});
+    }
+    return;
+  }
+  if (imp.DTypeOf(n, n.Input(0)) != DType::kBool) n.Fail(ErrorKind::kInvalidArgument, "cond must be bool");
+  const std::string cond = imp.In(n, 0);
+  for (int k = 0; k < n.NumOutputs(); ++k) {
+    if (!n.HasOutput(k)) continue;
+    if (!imp.HasDType(n.Output(k))) {
+      for (const onnx::GraphProto* g : {&then_g, &else_g}) {
+        if (imp.HasDType(g->output(k).name())) {
+          imp.SetInfo(
+              n.Output(k),
+              imp.HasShape(g->output(k).name()) ? imp.ShapeOf(n, g->output(k).name()) : std::vector<int64_t>{-1},
+              imp.DTypeOf(n, g->output(k).name()));
+          break;
+        }
+      }
+    }
+    imp.DeclareVar(n, n.Output(k));
+    imp.AddVar(n.Output(k));
+  }
+  const std::string not_cond = imp.Temp("else_cond");
+  imp.Emit("logical_not", {{"X", {cond}}}, {{"Out", {not_cond}}});
+  imp.AddVar(not_cond);
+  for (const auto& [g, c] : {std::pair{&then_g, cond}, std::pair{&else_g, not_cond}}) {
+    BlockDesc* parent = imp.BeginBlock();
+    BlockDesc* block = imp.CurrentBlock();
+    imp.ConvertGraph(*g);
+    for (int k = 0; k < n.NumOutputs(); ++k) {
+      if (n.HasOutput(k)) imp.Emit("assign", {{"X", {branch_out(*g, k)}}}, {{"Out", {n.Output(k)}}});
+    }
+    EmitBlockOp(imp, parent, block, "conditional_block", c);
+  }
+}
+
 const std::map<std::string, Converter>& Table() {
   static const std::map<std::string, Converter> kTable = {
       {"Abs", Abs},
@@ -1496,6 +2218,17 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"Mod", Mod},
+      {"LRN", LRN},
+      {"MeanVarianceNormalization", MeanVarianceNormalization},
+      {"DepthToSpace", DepthToSpace},
+      {"EyeLike", EyeLike},
+      {"Hardmax", Hardmax},
+      {"InstanceNormalization", InstanceNormalization},
+      {"IsInf", IsInf},
+      {"IsNaN", IsNaN},
+      {"Sign", Sign},
+      {"SpaceToDepth", SpaceToDepth},
       {"Div", Div},
       {"Dropout", Dropout},
       {"Elu", Elu},
@@ -1515,7 +2248,9 @@ const std::map<std::string, Converter>& Table() {
       {"HardSigmoid", HardSigmoid},
       {"HardSwish", HardSwish},
       {"Identity", Identity},
+      {"If", If},
       {"LSTM", LSTM},
+      {"Loop", Loop},
       {"LayerNormalization", LayerNormalization},
       {"LeakyRelu", LeakyRelu},
       {"Less", [](const Node& n, Importer& imp) { Compare(n, imp, "less_than"); }},
@@ -1552,6 +2287,7 @@ const std::map<std::string, Converter>& Table() {
       {"Relu", Relu},
       {"Reshape", Reshape},
       {"Round", Round},
+      {"Scan", Scan},
       {"Selu", Selu},
       {"Shrink", Shrink},
       {"Sigmoid", Sigmoid},
@@ -1588,29 +2324,20 @@ const std::map<std::string, std::string>& Missing() {
       {"ConvTranspose", "needs nabla op conv2d_transpose"},
       {"Cosh", "needs nabla op cosh"},
       {"CumSum", "needs nabla op cumsum"},
-      {"DepthToSpace", "needs nabla op depth_to_space"},
       {"Einsum", "needs nabla op einsum"},
       {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
       {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
-      {"If", "needs the conditional_block lowering"},
-      {"InstanceNormalization", "needs nabla op instance_norm"},
-      {"LRN", "needs nabla op lrn"},
-      {"Loop", "needs the while lowering"},
       {"MaxUnpool", "needs nabla op unpool"},
-      {"Mod", "needs nabla op elementwise_mod"},
       {"NonZero", "data-dependent output shape (needs nabla op where_index)"},
       {"Range", "needs nabla op range (folded when its inputs are constants)"},
       {"Resize", "needs nabla op interpolate"},
-      {"Scan", "needs the while lowering"},
       {"ScatterElements", "needs nabla op put_along_axis"},
       {"ScatterND", "needs nabla op scatter_nd_add"},
       {"Shape", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
-      {"Sign", "needs nabla op sign"},
       {"Sinh", "needs nabla op sinh"},
       {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
-      {"SpaceToDepth", "needs nabla op space_to_depth"},
       {"Upsample", "needs nabla op interpolate"},
       {"Where", "needs nabla op where (folded when its inputs are constants)"},
   };

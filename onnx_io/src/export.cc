@@ -29,21 +29,35 @@ std::map<std::string, OpExporter>& ExporterTable();
 class Ctx : public ExportContext {
  public:
   Ctx(const ProgramDesc& program, onnx::GraphProto* graph, std::set<std::string>* names)
-      : program_(program), graph_(graph), names_(names) {}
+      : program_(program), graph_(graph), nodes_(graph), names_(names), block_(program.Root()) {}
   void SetOp(const OpDesc* op) { op_ = op; }
 
   const OpDesc& Op() const override { return *op_; }
-  Shape ShapeOf(const std::string& var) const override {
-    const VarDesc* v = program_.Root()->FindVar(var);
+  Shape ShapeOf(const std::string& value) const override {
+    const VarDesc* v = VarOf(value);
     return v ? v->GetShape() : Shape{};
   }
-  DType DTypeOf(const std::string& var) const override {
-    const VarDesc* v = program_.Root()->FindVar(var);
+  DType DTypeOf(const std::string& value) const override {
+    const VarDesc* v = VarOf(value);
     return v ? v->GetDType() : DType::kFloat32;
+  }
+  // The var an ONNX value is a version of (a var written twice is one ONNX
+  // value per write: ONNX graphs are SSA).
+  const VarDesc* VarOf(const std::string& value) const {
+    auto it = var_of_.find(value);
+    return block_->FindVarRecursive(it == var_of_.end() ? value : it->second);
+  }
+  std::string Current(const std::string& var) const {
+    auto it = current_.find(var);
+    return it == current_.end() ? var : it->second;
+  }
+  void SetCurrent(const std::string& var, const std::string& value) {
+    current_[var] = value;
+    if (value != var) var_of_[value] = var;
   }
   std::string AddNode(const std::string& op_type, const std::vector<std::string>& inputs,
                       const std::vector<std::string>& outputs, const std::map<std::string, OnnxAttr>& attrs) override {
-    onnx::NodeProto* node = graph_->add_node();
+    onnx::NodeProto* node = nodes_->add_node();
     node->set_op_type(op_type);
     const std::string name = Temp(op_->Type() + "/" + op_type);
     node->set_name(name);
@@ -100,11 +114,57 @@ class Ctx : public ExportContext {
     NABLA_THROW(kUnimplemented, "cannot export op ", op_->Type(), " to ONNX: ", what);
   }
   const std::set<std::string>& Produced() const { return produced_; }
+  void AddProduced(const std::string& value) { produced_.insert(value); }
+  // A Loop node: its body is moved in.
+  void AddLoop(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+               onnx::GraphProto* body) {
+    onnx::NodeProto* node = nodes_->add_node();
+    node->set_op_type("Loop");
+    node->set_name(Temp("while/Loop"));
+    for (const auto& i : inputs) node->add_input(i);
+    for (const auto& o : outputs) {
+      node->add_output(o);
+      produced_.insert(o);
+    }
+    onnx::AttributeProto* a = node->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->Swap(body);
+  }
+
+  const ProgramDesc& Program() const { return program_; }
+  const BlockDesc& Block() const { return *block_; }
+  onnx::GraphProto* Nodes() const { return nodes_; }
+  // Where nodes go and whose vars name values: a Loop body and its block.
+  struct Scope {
+    onnx::GraphProto* nodes;
+    const BlockDesc* block;
+    std::map<std::string, std::string> current;
+  };
+  Scope Enter(onnx::GraphProto* nodes, const BlockDesc* block) {
+    Scope saved{nodes_, block_, current_};
+    nodes_ = nodes;
+    block_ = block;
+    return saved;
+  }
+  void Leave(const Scope& saved) {
+    nodes_ = saved.nodes;
+    block_ = saved.block;
+    current_ = saved.current;
+  }
+  // Tensor arrays written at constant indices: their entries, and (once a
+  // loop reads one at a run-time index) the entries stacked on a new axis 0.
+  std::map<std::string, std::map<int64_t, std::string>> arrays;
+  std::map<std::string, std::string> stacked;
 
  private:
   const ProgramDesc& program_;
-  onnx::GraphProto* graph_;
+  onnx::GraphProto* graph_;  // initializers always go to the main graph
+  onnx::GraphProto* nodes_;  // nodes go to the graph being written
   std::set<std::string>* names_;
+  const BlockDesc* block_;
+  std::map<std::string, std::string> var_of_;
+  std::map<std::string, std::string> current_;
   const OpDesc* op_ = nullptr;
   std::set<std::string> produced_;
   int counter_ = 0;
@@ -163,14 +223,26 @@ void Binary(ExportContext& c, const std::string& type) {
   c.AddNode(type, {x, y}, {Out(c, "Out")});
 }
 
+// Paddle's mul flattens X to [prod(xs[:xn]), K] and Y to [K, prod(ys[yn:])]
+// and gives xs[:xn] + ys[yn:]. X reshaped to xs[:xn] + [K] lets MatMul keep
+// X's leading dims itself (dynamic ones too: Reshape's 0 copies them).
 void ExportMul(ExportContext& c) {
   std::string x = In(c, "X"), y = In(c, "Y");
   const int xn = A<int>(c, "x_num_col_dims"), yn = A<int>(c, "y_num_col_dims");
   const Shape xs = c.ShapeOf(x), ys = c.ShapeOf(y);
-  if (xn != 1) c.Fail("x_num_col_dims other than 1");
-  if (xs.size() > 2) {
+  if (xn < 1 || xn >= static_cast<int>(xs.size()))
+    c.Fail("x_num_col_dims " + std::to_string(xn) + " for X of rank " + std::to_string(xs.size()));
+  if (yn < 1 || yn >= static_cast<int>(ys.size()))
+    c.Fail("y_num_col_dims " + std::to_string(yn) + " for Y of rank " + std::to_string(ys.size()));
+  if (xn == 1 && xs.size() > 2) {
     const std::string f = c.Temp(x + "_flat");
     c.AddNode("Flatten", {x}, {f}, {{"axis", int64_t(1)}});
+    x = f;
+  } else if (xs.size() > static_cast<size_t>(xn) + 1) {
+    std::vector<int64_t> shape(static_cast<size_t>(xn), 0);
+    shape.push_back(-1);
+    const std::string f = c.Temp(x + "_rows");
+    c.AddNode("Reshape", {x, c.AddInt64s(shape, {static_cast<int64_t>(shape.size())})}, {f});
     x = f;
   }
   if (ys.size() != 2 || yn != 1) {
@@ -178,12 +250,14 @@ void ExportMul(ExportContext& c) {
     c.AddNode("Flatten", {y}, {f}, {{"axis", int64_t(yn)}});
     y = f;
   }
-  const Shape out = c.ShapeOf(Out(c, "Out"));
-  if (ys.size() > 2 && out.size() > 2) {
+  if (ys.size() - static_cast<size_t>(yn) > 1) {
     const std::string m = c.Temp("mul");
     c.AddNode("MatMul", {x, y}, {m});
-    std::vector<int64_t> shape{0};
-    shape.insert(shape.end(), ys.begin() + yn, ys.end());
+    std::vector<int64_t> shape(static_cast<size_t>(xn), 0);
+    for (size_t i = static_cast<size_t>(yn); i < ys.size(); ++i) {
+      if (ys[i] < 0) c.Fail("Y with a dynamic dim after y_num_col_dims");
+      shape.push_back(ys[i]);
+    }
     c.AddNode("Reshape", {m, c.AddInt64s(shape, {static_cast<int64_t>(shape.size())})}, {Out(c, "Out")});
     return;
   }
@@ -214,6 +288,63 @@ void ExportMatmul(ExportContext& c) {
   const std::string m = c.Temp("matmul");
   c.AddNode("MatMul", {x, y}, {m});
   c.AddNode("Mul", {m, ScalarLike(c, Out(c, "Out"), alpha)}, {Out(c, "Out")});
+}
+
+// A float constant of `like`'s dtype (float32, or float64 through a Cast).
+std::string FloatsLike(ExportContext& c, const std::string& like, const std::vector<float>& values,
+                       const std::vector<int64_t>& dims) {
+  const DType d = c.DTypeOf(like);
+  if (d == DType::kFloat32) return c.AddFloats(values, dims);
+  if (d != DType::kFloat64) c.Fail(std::string("a constant of dtype ") + DTypeName(d));
+  const std::string f = c.AddFloats(values, dims), out = c.Temp("const64");
+  c.AddNode("Cast", {f}, {out}, {{"to", int64_t(onnx::TensorProto::DOUBLE)}});
+  return out;
+}
+
+// flash_attn as the plain attention it computes (opset 17 has no Attention):
+// q, k, v [B, S, H, D] to heads first, softmax(q k^T / sqrt(D) + mask) v,
+// back to [B, S, H, Dv]. causal is a constant [Sq, Sk] mask of 0 and -inf
+// (bottom-right aligned as the op's). softmax_lse, like batch_norm's saved
+// statistics, is not computed: inference has no use for it.
+void ExportFlashAttn(ExportContext& c) {
+  const std::string q = In(c, "q"), k = In(c, "k"), v = In(c, "v");
+  const Shape qs = c.ShapeOf(q), ks = c.ShapeOf(k);
+  if (qs.size() != 4 || ks.size() != 4) c.Fail("q and k of rank other than 4");
+  if (qs[3] < 0) c.Fail("a dynamic head_dim");
+  const std::string qt = c.Temp(q + "_heads"), kt = c.Temp(k + "_heads_t"), vt = c.Temp(v + "_heads");
+  c.AddNode("Transpose", {q}, {qt}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  c.AddNode("Transpose", {k}, {kt}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  c.AddNode("Transpose", {v}, {vt}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  const std::string s = c.Temp("scores"), scaled = c.Temp("scaled_scores");
+  c.AddNode("MatMul", {qt, kt}, {s});
+  c.AddNode("Mul", {s, FloatsLike(c, q, {static_cast<float>(1.0 / std::sqrt(static_cast<double>(qs[3])))}, {})},
+            {scaled});
+  std::string logits = scaled;
+  if (!c.Op().Input("attn_mask").empty()) {
+    const std::string masked = c.Temp("masked_scores");
+    c.AddNode("Add", {logits, In(c, "attn_mask")}, {masked});
+    logits = masked;
+  }
+  if (A<bool>(c, "causal")) {
+    const int64_t sq = qs[1], sk = ks[1];
+    if (sq < 0 || sk < 0) c.Fail("causal with a dynamic sequence length (its mask is a constant)");
+    // A row that sees no key is zeros in flash_attn, NaN in a softmax.
+    if (sq > sk) c.Fail("causal with seq_q > seq_k (rows that see no key)");
+    std::vector<float> mask(static_cast<size_t>(sq * sk), 0.0f);
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t j = i + sk - sq + 1; j < sk; ++j) mask[static_cast<size_t>(i * sk + j)] = -INFINITY;
+    }
+    const std::string masked = c.Temp("causal_scores");
+    c.AddNode("Add", {logits, FloatsLike(c, q, mask, {sq, sk})}, {masked});
+    logits = masked;
+  }
+  const auto& softmax = c.Op().Output("softmax");
+  const std::string p =
+      A<bool>(c, "return_softmax") && !softmax.empty() && !softmax[0].empty() ? softmax[0] : c.Temp("probs");
+  c.AddNode("Softmax", {logits}, {p}, {{"axis", int64_t(-1)}});
+  const std::string o = c.Temp("attn_heads");
+  c.AddNode("MatMul", {p, vt}, {o});
+  c.AddNode("Transpose", {o}, {Out(c, "out")}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
 }
 
 // Paddle's [h, w] or [top, bottom, left, right] as ONNX's [top, left, bottom, right].
@@ -665,19 +796,29 @@ void ExportTopK(ExportContext& c) {
             {{"axis", int64_t(-1)}});
 }
 
-// Hard labels [N, 1] over classes on the last axis of [N, C] logits: ONNX's
-// SoftmaxCrossEntropyLoss wants labels [N] and gives [N].
+// Hard labels [..., 1] over classes on the last axis of [..., C] logits:
+// ONNX's SoftmaxCrossEntropyLoss wants classes on axis 1 ([N, C, d1, ...])
+// and labels without the class dim, and gives [N, d1, ...].
 void ExportSoftmaxCrossEntropy(ExportContext& c) {
-  const std::string logits = In(c, "Logits"), label = In(c, "Label");
+  std::string logits = In(c, "Logits");
+  const std::string label = In(c, "Label");
   if (A<bool>(c, "soft_label")) c.Fail("soft labels");
+  const int64_t rank = RankOf(c, logits);
   const int axis = A<int>(c, "axis");
-  if (RankOf(c, logits) != 2 || (axis != -1 && axis != 1)) c.Fail("logits other than [N, C] with classes last");
+  if (rank < 2 || (axis != -1 && axis != rank - 1)) c.Fail("classes on an axis other than the last");
   c.AddNode("Softmax", {logits}, {Out(c, "Softmax")}, {{"axis", int64_t(-1)}});
+  if (rank > 2) {
+    std::vector<int64_t> perm{0, rank - 1};
+    for (int64_t i = 1; i < rank - 1; ++i) perm.push_back(i);
+    const std::string t = c.Temp(logits + "_classes_second");
+    c.AddNode("Transpose", {logits}, {t}, {{"perm", perm}});
+    logits = t;
+  }
   const std::string flat = c.Temp(label + "_flat"), loss = c.Temp(Out(c, "Loss"));
-  c.AddNode("Squeeze", {label, c.AddInt64s({1}, {1})}, {flat});
+  c.AddNode("Squeeze", {label, c.AddInt64s({rank - 1}, {1})}, {flat});
   c.AddNode("SoftmaxCrossEntropyLoss", {logits, flat}, {loss},
             {{"reduction", std::string("none")}, {"ignore_index", int64_t(A<int>(c, "ignore_index"))}});
-  c.AddNode("Unsqueeze", {loss, c.AddInt64s({1}, {1})}, {Out(c, "Loss")});
+  c.AddNode("Unsqueeze", {loss, c.AddInt64s({rank - 1}, {1})}, {Out(c, "Loss")});
 }
 
 std::map<std::string, OpExporter>& ExporterTable() {
@@ -743,6 +884,7 @@ std::map<std::string, OpExporter>& ExporterTable() {
     };
     t["mul"] = ExportMul;
     t["matmul"] = ExportMatmul;
+    t["flash_attn"] = ExportFlashAttn;
     t["conv2d"] = ExportConv2d;
     t["pool2d"] = ExportPool2d;
     t["batch_norm"] = ExportBatchNorm;
@@ -803,6 +945,10 @@ std::map<std::string, OpExporter>& ExporterTable() {
       c.AddNode("Clip", {x, ScalarLike(c, x, 0.0), ScalarLike(c, x, A<float>(c, "threshold"))}, {Out(c, "Out")});
     };
     t["top_k"] = ExportTopK;
+    t["increment"] = [](ExportContext& c) {
+      const std::string x = In(c, "X");
+      c.AddNode("Add", {x, ScalarLike(c, x, A<float>(c, "step"))}, {Out(c, "Out")});
+    };
     t["softmax_with_cross_entropy"] = ExportSoftmaxCrossEntropy;
     return t;
   }();
@@ -825,6 +971,17 @@ void SetValueInfo(onnx::ValueInfoProto* vi, const std::string& name, const VarDe
   }
 }
 
+void BodyValue(onnx::ValueInfoProto* vi, const std::string& name, const VarDesc* var, bool scalar) {
+  if (scalar) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::INT64);
+    tt->mutable_shape();
+    return;
+  }
+  SetValueInfo(vi, name, var);
+}
+
 void AddInitializer(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
   onnx::TensorProto* p = g->add_initializer();
   p->set_name(name);
@@ -833,6 +990,207 @@ void AddInitializer(onnx::GraphProto* g, const std::string& name, const Tensor& 
   std::string raw(t.Bytes(), '\0');
   if (t.Bytes()) t.GetDevice()->CopyToHost(raw.data(), t.RawData(), t.Bytes());
   p->set_raw_data(raw);
+}
+
+// What an op reads of block 0: its inputs, and for an op with a sub-block
+// the block 0 vars the sub-block's ops read (int and bool vars may be left
+// out of a while's X).
+std::vector<std::string> ReadsOf(const ProgramDesc& program, const OpDesc& op) {
+  std::vector<std::string> out = op.InputArgumentNames();
+  for (const auto& [name, attr] : op.Attrs()) {
+    if (TypeOf(attr) != AttrType::kBlock) continue;
+    const BlockDesc* b = program.Block(static_cast<size_t>(std::get<BlockRef>(attr).idx));
+    for (const auto& sub : b->AllOps()) {
+      for (const auto& n : ReadsOf(program, *sub)) {
+        if (!b->FindVar(n) && program.Root()->FindVar(n)) out.push_back(n);
+      }
+    }
+  }
+  return out;
+}
+
+// A var that one fill_constant of the block writes: its value.
+bool ConstIndex(const BlockDesc& block, const std::string& var, int64_t* out) {
+  int writers = 0;
+  bool ok = false;
+  for (const auto& op : block.AllOps()) {
+    const auto names = op->OutputArgumentNames();
+    if (std::find(names.begin(), names.end(), var) == names.end()) continue;
+    ++writers;
+    ok = op->Type() == "fill_constant" && op->Input("ShapeTensor").empty() && op->Input("ShapeTensorList").empty() &&
+         op->Input("ValueTensor").empty();
+    if (ok) *out = static_cast<int64_t>(op->Attr<float>("value"));
+  }
+  return writers == 1 && ok;
+}
+
+void ExportOps(Ctx& ctx, const std::vector<const OpDesc*>& ops, bool top, const std::set<std::string>& inputs);
+
+// A tensor array's entries [0, n) stacked on a new axis 0, in the graph
+// being written (a Loop's body reads it at a run-time index).
+std::string Stacked(Ctx& ctx, const std::string& array) {
+  auto done = ctx.stacked.find(array);
+  if (done != ctx.stacked.end()) return done->second;
+  const auto& entries = ctx.arrays[array];
+  std::vector<std::string> parts;
+  for (const auto& [i, value] : entries) {
+    if (i != static_cast<int64_t>(parts.size()))
+      ctx.Fail("tensor array '" + array + "' has no entry " + std::to_string(parts.size()) + " written in block 0");
+    const std::string u = ctx.Temp(value + "_entry");
+    ctx.AddNode("Unsqueeze", {value, ctx.AddInt64s({0}, {1})}, {u}, {});
+    parts.push_back(u);
+  }
+  if (parts.empty()) ctx.Fail("tensor array '" + array + "' is read but no entry of it is written in block 0");
+  const std::string out = ctx.Temp(array + "_stacked");
+  ctx.AddNode("Concat", parts, {out}, {{"axis", int64_t(0)}});
+  ctx.stacked[array] = out;
+  return out;
+}
+
+// Tensor arrays exist at export time only: block 0 writes entries at
+// constant indices (fill_constant), which become the ONNX values themselves.
+void ExportWriteToArray(Ctx& ctx, const OpDesc& op) {
+  if (&ctx.Block() != ctx.Program().Root()) ctx.Fail("a tensor array written inside a loop (ONNX has none)");
+  int64_t i = 0;
+  if (!ConstIndex(ctx.Block(), op.Input("I").at(0), &i)) ctx.Fail("an index I that no single fill_constant gives");
+  ctx.arrays[op.Output("Out").at(0)][i] = op.Input("X").at(0);
+}
+
+void ExportReadFromArray(Ctx& ctx, const OpDesc& renamed, const OpDesc& op) {
+  const std::string array = op.Input("X").at(0), out = renamed.Output("Out").at(0);
+  int64_t i = 0;
+  if (ConstIndex(ctx.Block(), op.Input("I").at(0), &i)) {
+    auto it = ctx.arrays[array].find(i);
+    if (it == ctx.arrays[array].end()) ctx.Fail("entry " + std::to_string(i) + " of '" + array + "' is never written");
+    ctx.AddNode("Identity", {it->second}, {out}, {});
+    return;
+  }
+  auto stacked = ctx.stacked.find(array);
+  const std::string all = stacked != ctx.stacked.end() ? stacked->second : Stacked(ctx, array);
+  const std::string index = AsInt64(ctx, renamed.Input("I").at(0)), row = ctx.Temp(out + "_row");
+  ctx.AddNode("Gather", {all, index}, {row}, {{"axis", int64_t(0)}});
+  ctx.AddNode("Squeeze", {row, ctx.AddInt64s({0}, {1})}, {out}, {});
+}
+
+void BodyValue(onnx::ValueInfoProto* vi, const std::string& name, const VarDesc* var, bool scalar = false);
+
+// while as Loop: no trip count, the Condition as cond, and every var the op
+// writes loop-carried (the Condition as well, for its final value). Arrays the body reads are
+// stacked first, in the enclosing graph.
+void ExportWhile(Ctx& ctx, const OpDesc& renamed, const OpDesc& op) {
+  const BlockDesc& sub = *ctx.Program().Block(static_cast<size_t>(op.Attr<BlockRef>("sub_block").idx));
+  const std::string cond = op.Input("Condition").at(0);
+  for (const auto& x : op.Input("X")) {
+    const VarDesc* v = ctx.Block().FindVarRecursive(x);
+    if (v && v->Type() == VarType::kTensorArray) Stacked(ctx, x);
+  }
+  std::vector<std::string> carried, finals;
+  const auto& outs = op.Output("Out");
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const VarDesc* v = ctx.Block().FindVarRecursive(outs[j]);
+    if (!v || v->Type() != VarType::kDense) ctx.Fail("output '" + outs[j] + "' is not a dense tensor");
+    if (outs[j] == cond) continue;
+    if (!ctx.Produced().count(ctx.Current(outs[j])) && !v->Persistable() && ctx.Current(outs[j]) == outs[j] &&
+        std::find(op.Input("X").begin(), op.Input("X").end(), outs[j]) == op.Input("X").end()) {
+      ctx.Fail("'" + outs[j] + "' is written by the loop but has no value before it (ONNX's Loop carries values)");
+    }
+    carried.push_back(outs[j]);
+    finals.push_back(renamed.Output("Out").at(j));
+  }
+  std::string cond_final = ctx.Temp(cond + "_final");
+  for (size_t j = 0; j < outs.size(); ++j) {
+    if (outs[j] == cond) cond_final = renamed.Output("Out").at(j);
+  }
+  onnx::GraphProto body;
+  body.set_name(ctx.Temp("while_body"));
+  const std::string iter = ctx.Temp("iteration"), cond_in = ctx.Temp(cond + "_in");
+  BodyValue(body.add_input(), iter, nullptr, true);
+  BodyValue(body.add_input(), cond_in, ctx.Block().FindVarRecursive(cond));
+  // The condition is carried too (ONNX's Loop does not output its final cond).
+  const std::string cond_carried = ctx.Temp(cond + "_carried");
+  BodyValue(body.add_input(), cond_carried, ctx.Block().FindVarRecursive(cond));
+  std::vector<std::string> loop_inputs{"", ctx.Current(cond), ctx.Current(cond)};
+  std::vector<std::string> ins;
+  for (const auto& c : carried) {
+    ins.push_back(ctx.Temp(c + "_in"));
+    BodyValue(body.add_input(), ins.back(), ctx.Block().FindVarRecursive(c));
+    loop_inputs.push_back(ctx.Current(c));
+  }
+  Ctx::Scope saved = ctx.Enter(&body, &sub);
+  ctx.SetCurrent(cond, cond_in);
+  for (size_t k = 0; k < carried.size(); ++k) ctx.SetCurrent(carried[k], ins[k]);
+  std::vector<const OpDesc*> body_ops;
+  for (const auto& o : sub.AllOps()) body_ops.push_back(o.get());
+  ExportOps(ctx, body_ops, false, {});
+  ctx.SetOp(&renamed);
+  std::vector<std::string> results{cond, cond};
+  results.insert(results.end(), carried.begin(), carried.end());
+  for (const auto& r : results) {
+    const std::string out = ctx.Temp(r + "_out");
+    ctx.AddNode("Identity", {ctx.Current(r)}, {out}, {});
+    BodyValue(body.add_output(), out, sub.FindVarRecursive(r));
+  }
+  ctx.Leave(saved);
+  ctx.SetOp(&renamed);
+  std::vector<std::string> loop_outputs{cond_final};
+  loop_outputs.insert(loop_outputs.end(), finals.begin(), finals.end());
+  ctx.AddLoop(loop_inputs, loop_outputs, &body);
+}
+
+void ExportOps(Ctx& ctx, const std::vector<const OpDesc*>& ops, bool top, const std::set<std::string>& inputs) {
+  // SSA: a read sees the latest write; each write is a fresh value but the
+  // last write of a block 0 var that is no graph input, which keeps the
+  // var's name (a graph output is the var's final value).
+  std::map<std::string, int> writes;
+  for (const OpDesc* op : ops) {
+    for (const auto& n : op->OutputArgumentNames()) ++writes[n];
+  }
+  for (const OpDesc* op : ops) {
+    NABLA_ENFORCE(op->Type().size() < 5 || op->Type().substr(op->Type().size() - 5) != "_grad", kInvalidArgument,
+                  "cannot export op ", op->Type(), ": ONNX export takes a forward program (no backward part)");
+    VarNameMap in, out;
+    for (const auto& [slot, args] : op->Inputs()) {
+      auto& v = in[slot];
+      for (const auto& a : args) v.push_back(ctx.Current(a));
+    }
+    std::vector<std::pair<std::string, std::string>> updates;
+    for (const auto& [slot, args] : op->Outputs()) {
+      auto& v = out[slot];
+      for (const auto& a : args) {
+        const VarDesc* var = ctx.Block().FindVarRecursive(a);
+        const bool dense = !var || var->Type() == VarType::kDense;
+        const bool last = --writes[a] == 0;
+        std::string name = a;
+        if (dense && !(top && last && !inputs.count(a))) name = ctx.Temp(a + "_v");
+        v.push_back(name);
+        if (dense) updates.emplace_back(a, name);
+      }
+    }
+    OpDesc renamed(op->Type(), in, out, op->Attrs());
+    ctx.SetOp(&renamed);
+    if (op->Type() == "while") {
+      ExportWhile(ctx, renamed, *op);
+    } else if (op->Type() == "write_to_array") {
+      ExportWriteToArray(ctx, renamed);
+    } else if (op->Type() == "read_from_array") {
+      ExportReadFromArray(ctx, renamed, *op);
+    } else {
+      for (const auto& [name, attr] : op->Attrs()) {
+        NABLA_ENFORCE(TypeOf(attr) != AttrType::kBlock, kUnimplemented, "cannot export op ", op->Type(),
+                      ": ops with sub-blocks other than while (Loop) have no exporter");
+      }
+      OpExporter exporter;
+      {
+        std::lock_guard<std::mutex> lock(TableMutex());
+        auto it = ExporterTable().find(op->Type());
+        NABLA_ENFORCE(it != ExporterTable().end(), kUnimplemented, "cannot export op ", op->Type(),
+                      ": it has no ONNX exporter (its plugin registers none)");
+        exporter = it->second;
+      }
+      exporter(ctx);
+    }
+    for (const auto& [var, name] : updates) ctx.SetCurrent(var, name);
+  }
 }
 
 }  // namespace
@@ -866,7 +1224,8 @@ std::string ExportOnnxBytes(const ProgramDesc& program, const NamedTensors& weig
     for (const auto& op : root.AllOps()) {
       for (const auto& n : op->OutputArgumentNames()) {
         const VarDesc* v = root.FindVar(n);
-        if (!read.count(n) && v && !v->Persistable() && std::find(outputs.begin(), outputs.end(), n) == outputs.end()) {
+        if (!read.count(n) && v && !v->Persistable() && v->Type() == VarType::kDense &&
+            std::find(outputs.begin(), outputs.end(), n) == outputs.end()) {
           outputs.push_back(n);
         }
       }
@@ -884,7 +1243,7 @@ std::string ExportOnnxBytes(const ProgramDesc& program, const NamedTensors& weig
     for (const auto& n : op.OutputArgumentNames()) use = use || needed.count(n);
     if (!use) continue;
     ops.push_back(&op);
-    for (const auto& n : op.InputArgumentNames()) needed.insert(n);
+    for (const auto& n : ReadsOf(program, op)) needed.insert(n);
   }
   std::reverse(ops.begin(), ops.end());
 
@@ -901,13 +1260,14 @@ std::string ExportOnnxBytes(const ProgramDesc& program, const NamedTensors& weig
   for (const auto& v : root.AllVars()) names.insert(v->Name());
 
   // Inputs and initializers: what the ops read that no earlier op wrote.
-  std::set<std::string> defined;
+  std::set<std::string> defined, graph_inputs;
   for (const OpDesc* op : ops) {
     NABLA_ENFORCE(op->Type().size() < 5 || op->Type().substr(op->Type().size() - 5) != "_grad", kInvalidArgument,
                   "cannot export op ", op->Type(), ": ONNX export takes a forward program (no backward part)");
-    for (const auto& n : op->InputArgumentNames()) {
+    for (const auto& n : ReadsOf(program, *op)) {
       if (defined.count(n)) continue;
       defined.insert(n);
+      graph_inputs.insert(n);
       const VarDesc* v = root.FindVar(n);
       NABLA_ENFORCE(v, kNotFound, "cannot export op ", op->Type(), ": var '", n, "' is not declared in block 0");
       if (v->Persistable()) {
@@ -922,22 +1282,7 @@ std::string ExportOnnxBytes(const ProgramDesc& program, const NamedTensors& weig
     for (const auto& n : op->OutputArgumentNames()) defined.insert(n);
   }
   Ctx ctx(program, g, &names);
-  for (const OpDesc* op : ops) {
-    OpExporter exporter;
-    {
-      std::lock_guard<std::mutex> lock(TableMutex());
-      auto it = ExporterTable().find(op->Type());
-      NABLA_ENFORCE(it != ExporterTable().end(), kUnimplemented, "cannot export op ", op->Type(),
-                    ": it has no ONNX exporter (its plugin registers none)");
-      exporter = it->second;
-    }
-    for (const auto& [name, attr] : op->Attrs()) {
-      NABLA_ENFORCE(TypeOf(attr) != AttrType::kBlock, kUnimplemented, "cannot export op ", op->Type(),
-                    ": ops with sub-blocks (control flow) have no exporter");
-    }
-    ctx.SetOp(op);
-    exporter(ctx);
-  }
+  ExportOps(ctx, ops, true, graph_inputs);
   for (const auto& o : outputs) {
     if (!ctx.Produced().count(o)) {
       // An auxiliary output (SavedMean, Mask, ...) inference has no value for.

@@ -477,6 +477,15 @@ const std::map<std::string, Folder>& Table() {
        [](const Node& n, const Args& a, const Importer&) { return Unary(n, a, [](long double x) { return -x; }); }},
       {"Sqrt", [](const Node& n, const Args& a,
                   const Importer&) { return Unary(n, a, [](long double x) { return std::sqrt(x); }); }},
+      // Range's expansion (a trip count from ceil((limit - start) / delta)).
+      {"Ceil", [](const Node& n, const Args& a,
+                  const Importer&) { return Unary(n, a, [](long double x) { return std::ceil(x); }); }},
+      {"Floor", [](const Node& n, const Args& a,
+                   const Importer&) { return Unary(n, a, [](long double x) { return std::floor(x); }); }},
+      {"Relu", [](const Node& n, const Args& a,
+                  const Importer&) { return Unary(n, a, [](long double x) { return x > 0 ? x : 0; }); }},
+      {"Abs", [](const Node& n, const Args& a,
+                 const Importer&) { return Unary(n, a, [](long double x) { return std::fabs(x); }); }},
   };
   return kTable;
 }

@@ -48,6 +48,25 @@ std::string ModelDir(const std::string& path) {
 // fuzz_onnx). An ONNX file is untrusted, so inference runs in a forked child
 // that sends back only the value_info it found; a child that dies is a
 // malformed model, reported as such, and never takes the importer with it.
+// What inference found inside subgraphs (Loop's body, If's branches), with
+// their inputs and outputs: ONNX's names are unique across nested graphs, so
+// they join the main graph's value_info.
+static void CollectSubgraphInfo(const onnx::GraphProto& g, onnx::GraphProto* out) {
+  for (const auto& node : g.node()) {
+    for (const auto& a : node.attribute()) {
+      std::vector<const onnx::GraphProto*> subs;
+      if (a.has_g()) subs.push_back(&a.g());
+      for (const auto& sg : a.graphs()) subs.push_back(&sg);
+      for (const onnx::GraphProto* sub : subs) {
+        for (const auto& vi : sub->input()) *out->add_value_info() = vi;
+        for (const auto& vi : sub->value_info()) *out->add_value_info() = vi;
+        for (const auto& vi : sub->output()) *out->add_value_info() = vi;
+        CollectSubgraphInfo(*sub, out);
+      }
+    }
+  }
+}
+
 static void InferShapesIsolated(onnx::ModelProto& model, const std::string& path) {
   int fds[2];
   NABLA_ENFORCE(::pipe(fds) == 0, kExternal, path, ": cannot create a pipe for shape inference");
@@ -72,6 +91,7 @@ static void InferShapesIsolated(onnx::ModelProto& model, const std::string& path
       onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), opts);
       *out.mutable_value_info() = model.graph().value_info();
       *out.mutable_output() = model.graph().output();
+      CollectSubgraphInfo(model.graph(), &out);
     } catch (...) {
       // Nothing inferred: the importer goes on with the shapes it has.
     }
@@ -106,13 +126,14 @@ static void InferShapesIsolated(onnx::ModelProto& model, const std::string& path
 }
 
 Importer::Importer(const onnx::ModelProto& model, const std::string& path, const ImportOptions& options)
-    : model_(model), path_(path), options_(options) {}
+    : model_(model), path_(path), options_(options), block_(program_.Root()) {}
 
 void Importer::RecordValueInfo(const onnx::ValueInfoProto& vi) {
   if (!vi.has_type() || !vi.type().has_tensor_type()) return;
   const auto& tt = vi.type().tensor_type();
   Info& info = info_[vi.name()];
   DType d;
+  if (tt.has_elem_type()) info.onnx_type = tt.elem_type();
   if (tt.has_elem_type() && OnnxToDType(tt.elem_type(), &d)) {
     info.dtype = d;
     info.has_dtype = true;
@@ -155,8 +176,18 @@ void Importer::ReadGraphInputs() {
                   "' is not a tensor (sequences, maps and optionals have no converter)");
     const auto& tt = in.type().tensor_type();
     DType d;
-    NABLA_ENFORCE(OnnxToDType(tt.elem_type(), &d), kUnimplemented, path_, ": graph input '", in.name(), "' has dtype ",
-                  OnnxTypeName(tt.elem_type()), ", which nabla lacks (float32, float64, int32, int64, bool)");
+    if (!OnnxToDType(tt.elem_type(), &d)) {
+      // Named with the node that reads it: that is what has no converter.
+      std::string reader;
+      for (const auto& node : model_.graph().node()) {
+        if (!reader.empty()) break;
+        for (const auto& i : node.input()) {
+          if (i == in.name()) reader = " (read by " + Node(node).Describe() + ")";
+        }
+      }
+      NABLA_THROW(kUnimplemented, path_, ": graph input '", in.name(), "'", reader, " has dtype ",
+                  OnnxTypeName(tt.elem_type()), ", which nabla lacks (it has ", kNablaDTypes, ")");
+    }
     Info& info = info_[in.name()];
     info.dtype = d;
     info.has_dtype = true;
@@ -183,7 +214,9 @@ void Importer::ReadGraphInputs() {
     VarDesc* var = root.Var(in.name());
     var->SetDType(d);
     var->MarkDTypeKnown();
-    var->SetShape(Shape(info.shape.begin(), info.shape.end()));
+    // A scalar input is fed as [1] (nabla's vars have rank >= 1); the
+    // converters still see ONNX's rank 0.
+    var->SetShape(info.has_shape && info.shape.empty() ? Shape{1} : Shape(info.shape.begin(), info.shape.end()));
     var->SetDeclared(true);
     // Graph inputs are data: gradients stop there unless a float input is
     // meant to be trained (an ONNX graph cannot say so).
@@ -777,12 +810,16 @@ bool Importer::HasDType(const std::string& value) const {
 
 DType Importer::DTypeOf(const Node& n, const std::string& value) const {
   auto it = info_.find(value);
+  if (it != info_.end() && !it->second.has_dtype && it->second.onnx_type != 0) {
+    n.Unsupported("'" + value + "' has dtype " + OnnxTypeName(it->second.onnx_type) + ", which nabla lacks (it has " +
+                  kNablaDTypes + ")");
+  }
   if (it == info_.end() || !it->second.has_dtype) n.Unsupported("the dtype of '" + value + "' is unknown");
   return it->second.dtype;
 }
 
 void Importer::Emit(const std::string& type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs) {
-  program_.Root()->AppendOp(OpDesc(type, std::move(inputs), std::move(outputs), std::move(attrs)));
+  block_->AppendOp(OpDesc(type, std::move(inputs), std::move(outputs), std::move(attrs)));
 }
 
 std::string Importer::Temp(const std::string& hint) {
@@ -814,6 +851,72 @@ void Importer::SetInfo(const std::string& value, std::vector<int64_t> shape, DTy
   info.has_dtype = true;
 }
 
+void Importer::DeclareVar(const Node& n, const std::string& value) {
+  VarDesc* var = block_->Var(value);
+  var->SetDType(DTypeOf(n, value));
+  var->MarkDTypeKnown();
+  const std::vector<int64_t> shape = HasShape(value) ? info_.at(value).shape : std::vector<int64_t>{-1};
+  var->SetShape(shape.empty() ? Shape{1} : Shape(shape.begin(), shape.end()));
+  var->SetDeclared(true);
+}
+
+BlockDesc* Importer::BeginBlock() {
+  BlockDesc* previous = block_;
+  block_ = program_.AppendBlock(previous->Idx());
+  return previous;
+}
+
+void Importer::ConvertGraph(const onnx::GraphProto& g) {
+  const std::string dir = ModelDir(path_);
+  for (const auto& init : g.initializer()) {
+    const std::string where = path_ + ": initializer '" + init.name() + "' of subgraph '" + g.name() + "'";
+    NABLA_ENFORCE(!consts_.count(init.name()) && !vars_.count(init.name()), kAlreadyExists, where,
+                  " names a value defined before");
+    SetConst(init.name(), ReadTensorProto(init, dir, where));
+  }
+  NABLA_ENFORCE(g.sparse_initializer_size() == 0, kUnimplemented, path_, ": subgraph '", g.name(),
+                "' has sparse initializers, which are not supported");
+  for (size_t i = 0; i < static_cast<size_t>(g.node_size()); ++i) {
+    const onnx::NodeProto& proto = g.node(static_cast<int>(i));
+    Node n(proto);
+    bool known = proto.domain().empty() || proto.domain() == "ai.onnx";
+    for (int k = 0; k < n.NumInputs(); ++k) {
+      if (n.HasInput(k) && !consts_.count(n.Input(k)) && !(FoldsFromShape(n.OpType()) && k == 0)) known = false;
+    }
+    try {
+      if (known && TryFold(n)) continue;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      n.Fail(ErrorKind::kInvalidArgument, std::string("malformed node: ") + e.what());
+    }
+    ConvertNode(proto, i);
+  }
+}
+
+void Importer::OuterVars(const BlockDesc& block, std::vector<std::string>* reads,
+                         std::vector<std::string>* writes) const {
+  // A var is local when an op of this block (or a block inside it) first
+  // defines it; everything else comes from outside.
+  std::set<std::string> outer;
+  for (const BlockDesc* b = block.Parent(); b; b = b->Parent()) {
+    for (const auto& v : b->AllVars()) outer.insert(v->Name());
+    for (const auto& op : b->AllOps()) {
+      for (const auto& name : op->OutputArgumentNames()) outer.insert(name);
+    }
+  }
+  std::set<std::string> seen_r, seen_w;
+  for (const auto& op : block.AllOps()) {
+    for (const auto& name : op->InputArgumentNames()) {
+      if (outer.count(name) && seen_r.insert(name).second) reads->push_back(name);
+    }
+    for (const auto& name : op->OutputArgumentNames()) {
+      if (outer.count(name) && seen_w.insert(name).second) writes->push_back(name);
+    }
+    // A block inside this one: what its op reads and writes is this block's.
+  }
+}
+
 ImportResult Importer::Run() {
   for (const auto& op : model_.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = static_cast<int>(op.version());
@@ -822,6 +925,9 @@ ImportResult Importer::Run() {
   NABLA_ENFORCE(opset_ >= kMinOpset && opset_ <= kMaxOpset, kUnimplemented, path_, ": opset ", opset_,
                 " of the default domain is outside what the importer converts (", kMinOpset, " to ", kMaxOpset, ")");
   const auto& g = model_.graph();
+  onnx::GraphProto nested;
+  CollectSubgraphInfo(g, &nested);
+  for (const auto& vi : nested.value_info()) names_.insert(vi.name());
   for (const auto& n : g.node()) {
     for (const auto& o : n.output()) names_.insert(o);
   }

@@ -31,6 +31,9 @@ struct ConstValue {
 ConstValue ToConst(const Tensor& t);
 Tensor ToTensor(const ConstValue& c);
 
+// The dtypes nabla has, for messages about the ones it lacks.
+inline constexpr const char* kNablaDTypes = "float32, float64, bfloat16, int32, int64, bool";
+
 // ONNX's TensorProto element type as a nabla dtype; false when nabla has none.
 bool OnnxToDType(int onnx_type, DType* out);
 int DTypeToOnnx(DType d);
@@ -59,6 +62,8 @@ class Node {
   std::vector<int64_t> Ints(const std::string& name, const std::vector<int64_t>& def = {}) const;
   std::vector<float> Floats(const std::string& name) const;
   const onnx::TensorProto* TensorAttr(const std::string& name) const;
+  // A graph attribute (Loop's body, If's branches); error when absent.
+  const onnx::GraphProto& GraphAttr(const std::string& name) const;
 
   [[noreturn]] void Fail(ErrorKind kind, const std::string& what) const;
   // kUnimplemented: "no converter for ... : what".
@@ -132,6 +137,28 @@ class Importer {
   void Freeze(const std::string& var) { program_.Root()->Var(var)->SetStopGradient(true); }
   // Records a shape/dtype for a value a converter made (for later converters).
   void SetInfo(const std::string& value, std::vector<int64_t> shape, DType dtype);
+  // Declares `value` as a var of the current block with its inferred dtype
+  // and shape (a value only a sub-block writes needs it declared outside).
+  void DeclareVar(const Node& n, const std::string& value);
+  // `to` is a copy of `from` (an unrolled step's value): same shape and dtype.
+  void CopyInfo(const std::string& from, const std::string& to) {
+    auto it = info_.find(from);
+    if (it != info_.end()) info_[to] = it->second;
+  }
+
+  // Sub-blocks (Loop, If) ---------------------------------------------------
+  // Ops go to the current block; BeginBlock makes a child of it current and
+  // returns the block it replaced, for EndBlock.
+  BlockDesc* CurrentBlock() const { return block_; }
+  BlockDesc* BeginBlock();
+  void EndBlock(BlockDesc* previous) { block_ = previous; }
+  // A subgraph's nodes into the current block: its initializers and the nodes
+  // whose inputs are constants fold, the rest convert. The caller binds the
+  // subgraph's inputs (AddVar) first.
+  void ConvertGraph(const onnx::GraphProto& g);
+  // The vars of outer blocks that `block`'s ops read and write (the slots of
+  // the op that runs it), in first-use order.
+  void OuterVars(const BlockDesc& block, std::vector<std::string>* reads, std::vector<std::string>* writes) const;
 
  private:
   void ReadInitializers();
@@ -152,6 +179,7 @@ class Importer {
   ImportOptions options_;
   int opset_ = 0;
   ProgramDesc program_;
+  BlockDesc* block_ = nullptr;  // where Emit appends
   NamedTensors weights_;
   std::map<std::string, Tensor> consts_;  // host tensors
   std::set<std::string> initializers_;    // trainable constants
@@ -163,6 +191,7 @@ class Importer {
     bool has_shape = false;
     DType dtype = DType::kFloat32;
     bool has_dtype = false;
+    int onnx_type = 0;  // the element type as ONNX gives it (one nabla may lack)
   };
   std::map<std::string, Info> info_;
   std::map<std::string, PartialDims> partials_;

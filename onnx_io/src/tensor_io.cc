@@ -98,6 +98,9 @@ bool OnnxToDType(int onnx_type, DType* out) {
     case onnx::TensorProto::BOOL:
       *out = DType::kBool;
       return true;
+    case onnx::TensorProto::BFLOAT16:
+      *out = DType::kBFloat16;
+      return true;
     default:
       return false;
   }
@@ -131,7 +134,7 @@ std::string OnnxTypeName(int onnx_type) {
 Tensor ReadTensorProto(const onnx::TensorProto& t, const std::string& model_dir, const std::string& where) {
   DType dtype;
   NABLA_ENFORCE(OnnxToDType(t.data_type(), &dtype), kUnimplemented, where, ": dtype ", OnnxTypeName(t.data_type()),
-                " has no nabla dtype (float32, float64, int32, int64, bool)");
+                " has no nabla dtype (", kNablaDTypes, ")");
   NABLA_ENFORCE(!t.has_segment(), kUnimplemented, where, ": segmented tensors are not supported");
   const size_t elem = DTypeSize(dtype);
   const int64_t n = CheckedNumel(t.dims(), elem, where);
@@ -185,8 +188,15 @@ Tensor ReadTensorProto(const onnx::TensorProto& t, const std::string& model_dir,
     case DType::kBool:
       CopyTyped<bool>(t.int32_data(), n, dst, where, "int32_data");
       break;
-    case DType::kBFloat16:
+    case DType::kBFloat16: {
+      // ONNX keeps bfloat16 as its 16 bits in int32_data.
+      bfloat16* dst16 = static_cast<bfloat16*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t bits = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
+        std::memcpy(&dst16[i], &bits, sizeof bits);
+      }
       break;
+    }
   }
   return out;
 }
@@ -326,6 +336,14 @@ std::vector<float> Node::Floats(const std::string& name) const {
     Fail(ErrorKind::kInvalidArgument, "attribute " + name + " is not floats");
   }
   return {a->floats().begin(), a->floats().end()};
+}
+
+const onnx::GraphProto& Node::GraphAttr(const std::string& name) const {
+  const auto* a = Find(name);
+  if (!a || a->type() != onnx::AttributeProto::GRAPH || !a->has_g()) {
+    Fail(ErrorKind::kInvalidArgument, "attribute " + name + " (a graph) is missing");
+  }
+  return a->g();
 }
 
 const onnx::TensorProto* Node::TensorAttr(const std::string& name) const {

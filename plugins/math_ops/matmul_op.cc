@@ -20,6 +20,16 @@ MatmulDims KernelDims(const ExecutionContext& ctx, const Tensor& x, const Tensor
                            StrCat("op '", ctx.Op().Type(), "'"));
 }
 
+// X's batches stacked are one [batch * M, K] matrix when X is not
+// transposed and Y has no batch of its own (a linear layer on [B, T, D], the
+// logits against a tied embedding): one GEMM instead of a loop of `batch`
+// small ones, and Y@GRAD one GEMM over K = batch * M instead of `batch`
+// accumulations over M.
+bool StacksIntoOneGemm(const MatmulDims& d, bool tx) {
+  return !tx && ProductOf(d.y_batch, 0, d.y_batch.size()) == 1 &&
+         ProductOf(d.x_batch, 0, d.x_batch.size()) == ProductOf(d.out_batch, 0, d.out_batch.size());
+}
+
 template <typename T>
 struct MatmulKernel {
   void operator()(const ExecutionContext& ctx) const {
@@ -32,6 +42,11 @@ struct MatmulKernel {
     const T* yd = y.Data<T>();
     T* o = AllocOutput<T>(ctx, ctx.Output("Out"), d.out);
     int64_t m = d.m, k = d.k, n = d.n;
+    if (StacksIntoOneGemm(d, tx)) {
+      const int64_t rows = ProductOf(d.out_batch, 0, d.out_batch.size()) * m;
+      cpu::Gemm(false, ty, rows, n, k, alpha, xd, k, yd, ty ? k : n, T(0), o, n);
+      return;
+    }
     BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
       cpu::Gemm(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, T(0), o + io * m * n,
                 n);
@@ -56,18 +71,27 @@ struct MatmulGradKernel {
     const T* dod = ctx.Input("Out@GRAD").Data<T>();
     Tensor* dx = ctx.Output("X@GRAD");
     Tensor* dy = ctx.Output("Y@GRAD");
+    const bool stacked = StacksIntoOneGemm(d, tx);
     T* gx = dx ? AllocOutput<T>(ctx, dx, x.GetShape()) : nullptr;
-    if (gx) std::fill(gx, gx + dx->Numel(), T(0));
+    if (gx && !stacked) std::fill(gx, gx + dx->Numel(), T(0));
     // Y@GRAD starts from AccumulateY where given (FuseGradOps's chain).
     const bool accumulate = dy && ctx.HasInput(kAccumulateY);
     T* gy = !dy          ? nullptr
             : accumulate ? StartAccumulation<T>(ctx, dy, y.GetShape())
                          : AllocOutput<T>(ctx, dy, y.GetShape());
-    if (gy && !accumulate) std::fill(gy, gy + dy->Numel(), T(0));
+    if (gy && !accumulate && !stacked) std::fill(gy, gy + dy->Numel(), T(0));
     // -LearningRate * alpha where the op applies sgd (FuseGradOps); X@GRAD
     // reads Y before any part of Y@GRAD is written.
     const T alpha_y = alpha * static_cast<T>(YGradScale(ctx));
     int64_t m = d.m, k = d.k, n = d.n, ldx = tx ? m : k, ldy = ty ? k : n;
+    if (stacked) {  // one GEMM each, written (or accumulated) in place: no zero fill first
+      const int64_t rows = ProductOf(d.out_batch, 0, d.out_batch.size()) * m;
+      if (gx) cpu::Gemm(false, !ty, rows, k, n, alpha, dod, n, yd, ldy, T(0), gx, k);
+      const T beta = accumulate ? T(1) : T(0);
+      if (gy && !ty) cpu::Gemm(true, false, k, n, rows, alpha_y, xd, k, dod, n, beta, gy, n);
+      if (gy && ty) cpu::Gemm(true, false, n, k, rows, alpha_y, dod, n, xd, k, beta, gy, k);
+      return;
+    }
     const BroadcastIndexer batches(d.out_batch, d.x_batch, d.y_batch);
     // Every X@GRAD before any Y@GRAD: applying sgd, Y@GRAD is Y itself.
     if (gx)

@@ -4,11 +4,35 @@
 // buffer exists. q, k, v and out are [batch, seq, heads, dim].
 //   D: batch, seq_q, seq_k, heads, dim, dim_v, offset (seq_k - seq_q), causal
 //   M: attn_mask's strides over [batch, heads, seq_q, seq_k], then 1 if there is a mask
+//   R: dropout: 1 if on, seed, offset, keep threshold (a word w keeps iff w >> 8 >= it); Z its 1 / (1 - p)
+// Dropout draws the words of AttnDropout (flash_attn.h) with the rounds of
+// opkit's Philox4x32, so the CPU and this device drop the same probabilities.
 
 #define QROW(D, b, i, h) ((((b) * (D).s1 + (i)) * (D).s3 + (h)) * (D).s4)
 #define KROW(D, b, j, h) ((((b) * (D).s2 + (j)) * (D).s3 + (h)) * (D).s4)
 #define VROW(D, b, j, h) ((((b) * (D).s2 + (j)) * (D).s3 + (h)) * (D).s5)
 #define OROW(D, b, i, h) ((((b) * (D).s1 + (i)) * (D).s3 + (h)) * (D).s5)
+
+uint4 philox4x32(ulong key, uint4 c) {
+  uint k0 = (uint)key, k1 = (uint)(key >> 32);
+  for (int r = 0; r < 10; ++r) {
+    uint hi0 = mul_hi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+    uint hi1 = mul_hi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+    c = (uint4)(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+
+// The dropout factor of probability (bh, i, j): 0 or Z (1 without dropout).
+T drop(long8 R, T Z, long bh, long i, long j) {
+  if (!R.s0) return (T)1;
+  uint4 w = philox4x32((ulong)R.s1, (uint4)((uint)(j >> 2), (uint)i, (uint)bh, (uint)R.s2));
+  long lane = j & 3;
+  uint x = lane == 0 ? w.x : lane == 1 ? w.y : lane == 2 ? w.z : w.w;
+  return (long)(x >> 8) >= R.s3 ? Z : (T)0;
+}
 
 // Keys [0, end) are visible to query i.
 long key_end(long8 D, long i) { return D.s7 ? clamp(i + D.s6 + 1, (long)0, D.s2) : D.s2; }
@@ -27,7 +51,7 @@ T score(__global const T* q, __global const T* k, __global const T* mask, long8 
 // Row r = (b * heads + h) * seq_q + i: the layout of softmax_lse.
 __kernel void flash_attn_fwd(__global const T* q, __global const T* k, __global const T* v,
                              __global const T* mask, __global T* out, __global T* lse, long rows, long8 D, long8 M,
-                             T scale) {
+                             T scale, long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
   long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
@@ -39,14 +63,16 @@ __kernel void flash_attn_fwd(__global const T* q, __global const T* k, __global 
     T s = score(q, k, mask, D, M, scale, b, h, i, j);
     if (s == -INFINITY) continue;
     __global const T* vr = v + VROW(D, b, j, h);
+    // l sums the probabilities before dropout, o those after.
+    T z = drop(R, Z, r / D.s1, i, j);
     if (s > m) {
       T alpha = m == -INFINITY ? (T)0 : exp(m - s);
-      for (long c = 0; c < D.s5; ++c) o[c] = o[c] * alpha + vr[c];
+      for (long c = 0; c < D.s5; ++c) o[c] = o[c] * alpha + z * vr[c];
       l = l * alpha + (T)1;
       m = s;
     } else {
       T p = exp(s - m);
-      for (long c = 0; c < D.s5; ++c) o[c] += p * vr[c];
+      for (long c = 0; c < D.s5; ++c) o[c] += p * z * vr[c];
       l += p;
     }
   }
@@ -61,13 +87,15 @@ __kernel void flash_attn_fwd(__global const T* q, __global const T* k, __global 
 
 // The probabilities [batch, heads, seq_q, seq_k] (return_softmax), from lse.
 __kernel void flash_attn_probs(__global const T* q, __global const T* k, __global const T* mask,
-                               __global const T* lse, __global T* probs, long rows, long8 D, long8 M, T scale) {
+                               __global const T* lse, __global T* probs, long rows, long8 D, long8 M, T scale,
+                               long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
   long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
   long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
   __global T* p = probs + r * D.s2;
-  for (long j = 0; j < D.s2; ++j) p[j] = j < end ? exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[r]) : (T)0;
+  for (long j = 0; j < D.s2; ++j)
+    p[j] = j < end ? exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[r]) * drop(R, Z, r / D.s1, i, j) : (T)0;
 }
 
 // Per query row: dot = rowsum(dO * O) (kept for the key pass) and
@@ -75,7 +103,7 @@ __kernel void flash_attn_probs(__global const T* q, __global const T* k, __globa
 __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __global const T* v,
                                 __global const T* mask, __global const T* out, __global const T* lse,
                                 __global const T* dout, __global T* dq, __global T* dot, long rows, long8 D, long8 M,
-                                T scale) {
+                                T scale, long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
   long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
@@ -92,7 +120,7 @@ __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __glob
     __global const T* vr = v + VROW(D, b, j, h);
     T dp = (T)0;
     for (long c = 0; c < D.s5; ++c) dp += g[c] * vr[c];
-    T ds = p * (dp - d) * scale;
+    T ds = p * (dp * drop(R, Z, r / D.s1, i, j) - d) * scale;
     __global const T* kr = k + KROW(D, b, j, h);
     for (long c = 0; c < D.s4; ++c) dqr[c] += ds * kr[c];
   }
@@ -103,7 +131,7 @@ __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __glob
 __kernel void flash_attn_bwd_dkv(__global const T* q, __global const T* k, __global const T* v,
                                  __global const T* mask, __global const T* lse, __global const T* dout,
                                  __global const T* dot, __global T* dk, __global T* dv, long rows, long8 D, long8 M,
-                                 T scale) {
+                                 T scale, long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
   long j = r % D.s2, h = (r / D.s2) % D.s3, b = r / (D.s2 * D.s3);
@@ -118,13 +146,14 @@ __kernel void flash_attn_bwd_dkv(__global const T* q, __global const T* k, __glo
     long row = (b * D.s3 + h) * D.s1 + i;
     if (lse[row] == -INFINITY) continue;
     T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[row]);
+    T z = drop(R, Z, b * D.s3 + h, i, j);
     __global const T* g = dout + OROW(D, b, i, h);
     T dp = (T)0;
     for (long c = 0; c < D.s5; ++c) {
-      dvr[c] += p * g[c];
+      dvr[c] += p * z * g[c];
       dp += g[c] * vr[c];
     }
-    T ds = p * (dp - dot[row]) * scale;
+    T ds = p * (dp * z - dot[row]) * scale;
     __global const T* qr = q + QROW(D, b, i, h);
     for (long c = 0; c < D.s4; ++c) dkr[c] += ds * qr[c];
   }

@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "nabla/op_registry.h"
 #include "nabla/program.h"
 #include "nabla/types.h"
 
@@ -15,8 +16,31 @@ namespace nabla::nn {
 // Throws kInvalidArgument naming `where` otherwise.
 void AttnMaskStrides(const Shape& mask, const Shape& target, int64_t* strides, const std::string& where);
 
+// flash_attn's dropout (attribute dropout with is_test false), applied to the
+// probabilities as Paddle's and FlashAttention's are: a kept probability is
+// scaled by 1 / (1 - dropout), a dropped one is 0, softmax_lse is that of
+// the scores before dropout. Probability (b * heads + h, i, j) is kept iff
+// PhiloxUniform(word j % 4 of Philox4x32(seed, {j / 4, i, b * heads + h,
+// offset})) >= dropout (nabla/opkit/philox.h): a function of its position,
+// so backward draws the same mask again from seed_offset and nothing of
+// size [seq_q, seq_k] is stored. flash_attn.cl draws the same words.
+struct AttnDropout {
+  bool on = false;
+  float p = 0.0f;
+  double scale = 1.0;  // 1 / (1 - p)
+  uint64_t seed = 0;
+  uint32_t offset = 0;
+};
+
+// The forward's dropout: seed and offset from fixed_seed_offset when given,
+// else the op's seed for this run (ExecutionContext::Seed) and offset 0.
+AttnDropout ForwardDropout(const ExecutionContext& ctx);
+// The grad op's: the forward's seed_offset (or fixed_seed_offset) read back.
+AttnDropout BackwardDropout(const ExecutionContext& ctx);
+
 // The fusion pass's rewrite of attention written with transpose, matmul and
-// softmax into flash_attn (flash_attn_fusion.cc); a ForwardFusionFn.
+// softmax into flash_attn (flash_attn_fusion.cc), flash_attn's
+// OpBuilder::RewritesBeforeBackward.
 size_t FuseAttention(ProgramDesc& program, const std::unordered_set<std::string>& keep);
 
 }  // namespace nabla::nn

@@ -1,4 +1,5 @@
-// The fusion pass's attention rewrite (RegisterForwardFusion, nabla/fusion.h):
+// The fusion pass's attention rewrite (flash_attn's RewritesBeforeBackward,
+// run by FuseOps of nabla/fusion.h):
 // attention written as
 //
 //   qt = transpose(q, [0, 2, 1, 3])   (and kt, vt alike; q, k, v [B, T, H, D])
@@ -15,6 +16,15 @@
 // transposes permute [0, 2, 1, 3], alpha is 1/sqrt(D) to float precision,
 // softmax runs over the keys, and no gradient flows into the mask (flash_attn
 // has none for it). Transposes left without readers go too.
+//
+// A mask that ops of the program compute from constants alone (no feed, no
+// parameter, nothing random: fill_constant and tril_triu, say) is evaluated
+// here once. When it is the causal pattern, 0 where key j <= i + seq_k -
+// seq_q and <= -1e9 (or -inf) elsewhere, in every [seq_q, seq_k] slice,
+// flash_attn gets causal: true and no mask: exp of a score minus 1e9
+// underflows to exactly 0, so the probabilities are the same, and the
+// hidden scores are then never computed. The ops that made the mask go when
+// nothing else reads it. Other masks stay as attn_mask.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -24,8 +34,11 @@
 #include <vector>
 
 #include "flash_attn.h"
+#include "nabla/device.h"
+#include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/plugin.h"
+#include "nabla/scope.h"
 
 namespace nabla::nn {
 namespace {
@@ -59,6 +72,38 @@ int Count(const std::unordered_map<std::string, int>& m, const std::string& n) {
 bool HasPerm0213(const OpDesc& op) {
   return op.Type() == "transpose" && op.HasAttr("axis") &&
          op.Attr<std::vector<int>>("axis") == std::vector<int>{0, 2, 1, 3};
+}
+
+// Hidden entries of a causal mask: exp(s - 1e9 - max) is 0 in float32 and
+// float64 for any score a softmax meets short of 1e9 - 745.
+constexpr double kHiddenAtMost = -1e9;
+
+// Whether `mask` (rank 2 to 4, broadcast over batch and heads) is 0 exactly
+// where a causal flash_attn shows a key and <= kHiddenAtMost elsewhere.
+bool IsCausalMask(const Tensor& mask, int64_t seq_q, int64_t seq_k) {
+  const Shape& shape = mask.GetShape();
+  const size_t r = shape.size();
+  // seq_k >= seq_q: every query sees key 0, as every row of the softmax does.
+  if (r < 2 || shape[r - 2] != seq_q || shape[r - 1] != seq_k || seq_k < seq_q) return false;
+  const int64_t offset = seq_k - seq_q;
+  auto value = [&](int64_t at) -> double {
+    switch (mask.GetDType()) {
+      case DType::kFloat32:
+        return mask.Data<float>()[at];
+      case DType::kFloat64:
+        return mask.Data<double>()[at];
+      case DType::kBFloat16:
+        return Bf16ToFloat(mask.Data<bfloat16>()[at]);
+      default:
+        return std::nan("");
+    }
+  };
+  for (int64_t at = 0, n = mask.Numel(); at < n; ++at) {
+    const int64_t j = at % seq_k, i = (at / seq_k) % seq_q;
+    const double x = value(at);
+    if (j <= i + offset ? x != 0.0 : !(x <= kHiddenAtMost)) return false;
+  }
+  return true;
 }
 
 bool BoolAttr(const OpDesc& op, const char* name) { return op.HasAttr(name) && op.Attr<bool>(name); }
@@ -130,6 +175,7 @@ class AttentionFusion {
       const int axis = softmax.Attr<int>("axis");
       if (axis != -1 && axis != 3) return false;
     }
+    bool causal = false;
     if (add) {
       const int axis = add->HasAttr("axis") ? add->Attr<int>("axis") : -1;
       const VarDesc* mv = block.FindVarRecursive(mask);
@@ -142,6 +188,8 @@ class AttentionFusion {
       } catch (const Error&) {
         return false;
       }
+      const Tensor value = ConstantValue(block, mask);
+      causal = value.IsInitialized() && IsCausalMask(value, shapes[0][1], shapes[1][1]);
     }
     // The output: straight into the back-transpose's result when that is
     // o's only reader, else into a new var transposed into o.
@@ -165,9 +213,9 @@ class AttentionFusion {
     if (back && Count(uses_.writers, out) != 1) return false;
     const std::string lse = UniqueName(block, o + "@softmax_lse");
     VarNameMap ins{{"q", {qkv[0]}}, {"k", {qkv[1]}}, {"v", {qkv[2]}}};
-    if (add) ins["attn_mask"] = {mask};
+    if (add && !causal) ins["attn_mask"] = {mask};
     auto fused = std::make_unique<OpDesc>("flash_attn", ins, VarNameMap{{"out", {out}}, {"softmax_lse", {lse}}},
-                                          AttributeMap{{"causal", false}});
+                                          AttributeMap{{"causal", causal}});
     FillDefaultAttrs(*fused, *CurrentRegistry(), &program_);
     fused->SetPos(pv->Pos());
     // The new vars, typed as flash_attn's inference will type them.
@@ -219,10 +267,78 @@ class AttentionFusion {
       if (v && !v->Declared()) block.RemoveVar(n);
     }
     uses_ = CountUses(program_);
+    if (causal) DropUnread(block, mask);
     return true;
   }
 
  private:
+  // The value of `var` when ops of `block` compute it from constants alone,
+  // evaluated once on the host; an empty tensor when they do not (a feed, a
+  // persistable var, a random op, control flow, more than a few ops) or an
+  // op fails.
+  Tensor ConstantValue(const BlockDesc& block, const std::string& var) const {
+    constexpr size_t kMaxOps = 16;
+    const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+    std::vector<size_t> ops;
+    std::unordered_set<std::string> seen;
+    std::vector<std::string> todo{var};
+    while (!todo.empty()) {
+      const std::string n = todo.back();
+      todo.pop_back();
+      if (n == kEmptyVarName || !seen.insert(n).second) continue;
+      if (Count(uses_.writers, n) != 1 || IsPersistable(block, n)) return {};
+      const OpDesc* w = Writer(block, n);
+      const OpInfo* info = w ? registry->Find(w->Type()) : nullptr;
+      if (!info || info->traits.random || info->traits.has_sub_block || info->traits.control_flow) return {};
+      ops.push_back(Index(block, w));
+      if (ops.size() > kMaxOps) return {};
+      for (const auto& in : w->InputArgumentNames()) todo.push_back(in);
+    }
+    std::sort(ops.begin(), ops.end());
+    ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+    Scope scope;
+    const RunContext run;
+    try {
+      for (size_t i : ops) {
+        for (const auto& n : block.Op(i)->OutputArgumentNames()) scope.Var(n);
+        RunOp(*block.Op(i), scope, HostDevice(), run);
+      }
+    } catch (const Error&) {
+      return {};
+    }
+    const Variable* v = scope.FindVar(var);
+    if (!v || v->Type() != VarType::kDense || !v->GetTensor().IsInitialized()) return {};
+    Tensor host;
+    host.CopyFrom(v->GetTensor(), HostDevice());
+    return host;
+  }
+
+  // Removes the ops that computed `var`, and then those that computed only
+  // their inputs, once nothing reads what they write.
+  void DropUnread(BlockDesc& block, const std::string& var) {
+    std::vector<std::string> todo{var};
+    while (!todo.empty()) {
+      const std::string n = todo.back();
+      todo.pop_back();
+      const OpDesc* w = Writer(block, n);
+      if (!w) continue;
+      for (const auto& out : w->OutputArgumentNames())
+        if (Count(uses_.readers, out) > 0 || Count(uses_.writers, out) != 1 || keep_.count(out) ||
+            IsPersistable(block, out))
+          return;
+      const std::vector<std::string> ins = w->InputArgumentNames();
+      const std::vector<std::string> outs = w->OutputArgumentNames();
+      const size_t at = Index(block, w);
+      block.RemoveOps(at, at + 1);
+      for (const auto& out : outs) {
+        const VarDesc* v = block.FindVar(out);
+        if (v && !v->Declared()) block.RemoveVar(out);
+      }
+      uses_ = CountUses(program_);
+      todo.insert(todo.end(), ins.begin(), ins.end());
+    }
+  }
+
   const OpDesc* Writer(const BlockDesc& block, const std::string& var) const {
     auto it = uses_.writer.find(var);
     if (it == uses_.writer.end() || it->second.first != &block) return nullptr;

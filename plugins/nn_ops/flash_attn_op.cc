@@ -17,7 +17,12 @@
 // when seq_q == seq_k. Tiles wholly above the diagonal are skipped and, inside
 // a diagonal tile, hidden scores never reach exp. A row that sees no key
 // (all masked) gives zeros and softmax_lse -inf.
+// dropout (is_test false) scales each probability by a factor drawn again
+// in backward from seed_offset (AttnDropout, flash_attn.h): with Z that
+// factor, O = (P * Z) V, so dV = (P * Z)^T dO and dS = P * (dP * Z - D);
+// D = rowsum(dO * O) = rowsum(P * Z * (dO V^T)) still holds.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -25,7 +30,7 @@
 
 #include "flash_attn.h"
 #include "nabla/cpu/vmath.h"
-#include "nabla/fusion.h"
+#include "nabla/opkit/philox.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
@@ -49,6 +54,58 @@ void AttnMaskStrides(const Shape& mask, const Shape& target, int64_t* strides, c
 }
 
 namespace {
+
+AttnDropout DropoutFrom(const ExecutionContext& ctx, const char* slot) {
+  AttnDropout d;
+  d.p = ctx.Attr<float>("dropout");
+  d.on = d.p > 0.0f && !ctx.Attr<bool>("is_test");
+  if (!d.on) return d;
+  d.scale = 1.0 / (1.0 - static_cast<double>(d.p));
+  if (slot) {
+    const Tensor so = ctx.InputHostTensor(slot);
+    NABLA_ENFORCE(so.GetDType() == DType::kInt64 && so.Numel() == 2, kInvalidArgument, "op '", ctx.Op().Type(),
+                  "': ", slot, " must be int64 [seed, offset], but received ", DTypeName(so.GetDType()), " ",
+                  ShapeToString(so.GetShape()));
+    d.seed = static_cast<uint64_t>(so.Data<int64_t>()[0]);
+    d.offset = static_cast<uint32_t>(so.Data<int64_t>()[1]);
+  } else {
+    d.seed = ctx.Seed();
+  }
+  return d;
+}
+
+}  // namespace
+
+AttnDropout ForwardDropout(const ExecutionContext& ctx) {
+  return DropoutFrom(ctx, ctx.HasInput("fixed_seed_offset") ? "fixed_seed_offset" : nullptr);
+}
+
+AttnDropout BackwardDropout(const ExecutionContext& ctx) {
+  const char* slot = ctx.HasInput("seed_offset")         ? "seed_offset"
+                     : ctx.HasInput("fixed_seed_offset") ? "fixed_seed_offset"
+                                                         : nullptr;
+  const float p = ctx.Attr<float>("dropout");
+  NABLA_ENFORCE(slot || p == 0.0f || ctx.Attr<bool>("is_test"), kInvalidArgument, "op '", ctx.Op().Type(),
+                "': dropout ", p,
+                " needs the forward's seed_offset (or fixed_seed_offset) to draw its mask again, "
+                "but neither is an input");
+  return DropoutFrom(ctx, slot);
+}
+
+namespace {
+
+// The dropout factors (0 or 1 / (1 - p)) of row i, keys [j0, j0 + n), of
+// head bh: four keys per Philox draw.
+template <typename A>
+void DropoutFactors(const AttnDropout& dr, int64_t bh, int64_t i, int64_t j0, int64_t n, A* z) {
+  const A scale = static_cast<A>(dr.scale);
+  for (int64_t j = j0; j < j0 + n;) {
+    const std::array<uint32_t, 4> w = opkit::Philox4x32(
+        dr.seed, {static_cast<uint32_t>(j >> 2), static_cast<uint32_t>(i), static_cast<uint32_t>(bh), dr.offset});
+    for (int64_t lane = j & 3; lane < 4 && j < j0 + n; ++lane, ++j)
+      z[j - j0] = opkit::PhiloxUniform(w[lane]) >= dr.p ? scale : A(0);
+  }
+}
 
 // 128 x 128 tiles: a tile of scores (64 KiB in float32) and the q, k, v
 // rows it reads stay in L2, and each GEMM is large enough that the library's
@@ -192,6 +249,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const T* k = tk.Data<T>();
   const T* v = tv.Data<T>();
   const T* mask = MaskData<T>(ctx);
+  const AttnDropout dropout = ForwardDropout(ctx);
   Device& dev = ctx.GetDevice();
   T* out = ctx.Output("out")->Allocate<T>(dev, {d.batch, d.seq_q, d.heads, d.dim_v});
   A* lse = ctx.Output("softmax_lse")->Allocate<A>(dev, {d.batch, d.heads, d.seq_q});
@@ -202,14 +260,15 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   else if (softmax)
     softmax->Allocate<T>(dev, {0});  // Paddle's empty softmax without return_softmax
   if (Tensor* seed_offset = ctx.Output("seed_offset")) {
-    // No dropout ever runs (InferFlashAttn refuses it), so no seed was drawn.
+    // What backward draws the mask from; [0, 0] when no dropout runs.
     int64_t* so = seed_offset->Allocate<int64_t>(dev, {2});
-    so[0] = so[1] = 0;
+    so[0] = static_cast<int64_t>(dropout.seed);
+    so[1] = dropout.offset;
   }
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v);
+    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v), z(kBlockK);
     std::vector<T> s_op;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
@@ -237,6 +296,10 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           std::fill(srow + len, srow + nk, A(0));
           A sum = 0;
           for (int64_t c = 0; c < len; ++c) sum += srow[c];
+          if (dropout.on) {  // l sums the probabilities before dropout, the output those after
+            DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
+            for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
+          }
           if (m_new != m[r]) {
             const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new);
             A* arow = acc.data() + r * d.dim_v;
@@ -269,6 +332,10 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
           ExpRow(srow, row_lse, srow, len);
           std::fill(srow + len, srow + nk, A(0));
+          if (dropout.on) {  // the probabilities out was made of
+            DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
+            for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
+          }
           Store(srow, probs + (bh * d.seq_q + i0 + r) * d.seq_k + j0, nk);
         }
       }
@@ -305,6 +372,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   const A* lse = ctx.Input("softmax_lse").Data<A>();
   const T* dout = ctx.Input(GradVarName("out")).Data<T>();
   const T* mask = MaskData<T>(ctx);
+  const AttnDropout dropout = BackwardDropout(ctx);
   Device& dev = ctx.GetDevice();
   auto grad_out = [&](const char* slot, const Tensor& like) -> T* {
     Tensor* t = ctx.Output(GradVarName(slot));
@@ -331,7 +399,9 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // One task per (batch, head): it owns that head's rows of dq, dk and dv,
   // so the sweep over key tiles accumulates without locks.
   cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q), orow(d.dim_v), grow(d.dim_v);
+    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q);
+    // With dropout: its factors and the dropped probabilities P * Z.
+    std::vector<A> z(dropout.on ? kBlockQ * kBlockK : 0), pz(dropout.on ? kBlockQ * kBlockK : 0);
     std::vector<T> p_op, dp_op;
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
@@ -358,9 +428,15 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
             const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
             ExpRow(prow, row_lse[i0 + r], prow, len);
             std::fill(prow + len, prow + nk, A(0));
+            if (dropout.on) {
+              A* zrow = z.data() + r * kBlockK;
+              DropoutFactors(dropout, bh, i0 + r, j0, nk, zrow);
+              for (int64_t c = 0; c < nk; ++c) pz[r * kBlockK + c] = prow[c] * zrow[c];
+            }
           }
           const T* dout_blk = dout + d.ORow(b, i0, h);
-          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p.data(), nq, nk, kBlockK, p_op), kBlockK, dout_blk,
+          const A* p_used = dropout.on ? pz.data() : p.data();
+          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, nk, kBlockK, p_op), kBlockK, dout_blk,
                    d.LdV(), A(1), gv + d.VRow(b, j0, h), d.LdV());
           TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
                    dp.data(), kBlockK);
@@ -368,7 +444,12 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
             const A* prow = p.data() + r * kBlockK;
             A* drow = dp.data() + r * kBlockK;
             const A dot = row_dot[i0 + r];
-            for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
+            if (dropout.on) {
+              const A* zrow = z.data() + r * kBlockK;
+              for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
+            } else {
+              for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
+            }
           }
           const A scale = static_cast<A>(d.scale);
           const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
@@ -406,10 +487,12 @@ void InferFlashAttn(InferShapeContext& c) {
   NABLA_ENFORCE(ok, kInvalidArgument, c.Where(),
                 ": k must be [batch, seq_k, heads, head_dim] and v [batch, seq_k, heads, head_dim_v] for q ",
                 ShapeToString(q), ", but received k ", ShapeToString(k), " and v ", ShapeToString(v));
-  const float dropout = c.Attr<float>("dropout");
-  NABLA_ENFORCE(dropout == 0.0f || c.Attr<bool>("is_test"), kUnimplemented, c.Where(),
-                ": attention dropout is not implemented; dropout must be 0 unless is_test is true, but received ",
-                dropout);
+  if (c.HasInput("fixed_seed_offset")) {
+    const Shape so = c.InputShape("fixed_seed_offset");
+    NABLA_ENFORCE(c.InputDType("fixed_seed_offset") == DType::kInt64 && so.size() == 1 && DimsCompatible(so[0], 2),
+                  kInvalidArgument, c.Where(), ": fixed_seed_offset must be int64 [2] (seed, offset), but received ",
+                  DTypeName(c.InputDType("fixed_seed_offset")), " ", ShapeToString(so));
+  }
   if (c.HasInput("attn_mask")) {
     int64_t strides[4];
     AttnMaskStrides(c.InputShape("attn_mask"), {q[0], q[2], q[1], k[1]}, strides, c.Where());
@@ -441,6 +524,16 @@ class FlashAttnGradMaker : public GradOpDescMakerBase {
                   {"softmax_lse", Output("softmax_lse")},
                   {GradVarName("out"), OutputGrad("out")}};
     if (ForwardOp().HasInput("attn_mask")) in["attn_mask"] = Input("attn_mask");
+    // Dropout's mask is drawn again from the seed the forward used.
+    if (ForwardOp().HasOutput("seed_offset")) in["seed_offset"] = Output("seed_offset");
+    if (ForwardOp().HasInput("fixed_seed_offset")) in["fixed_seed_offset"] = Input("fixed_seed_offset");
+    const OpDesc& fwd = ForwardOp();
+    const float p = fwd.HasAttr("dropout") ? Attr<float>("dropout") : 0.0f;
+    NABLA_ENFORCE(p == 0.0f || (fwd.HasAttr("is_test") && Attr<bool>("is_test")) || in.count("seed_offset") ||
+                      in.count("fixed_seed_offset"),
+                  kInvalidArgument, "op 'flash_attn': dropout ", p,
+                  " in training needs the output seed_offset (or the input fixed_seed_offset) for its gradient to "
+                  "draw the same mask, but it has neither");
     VarNameMap out{
         {GradVarName("q"), InputGrad("q")}, {GradVarName("k"), InputGrad("k")}, {GradVarName("v"), InputGrad("v")}};
     return OneOp("flash_attn_grad", std::move(in), std::move(out), Attrs());
@@ -468,8 +561,27 @@ NABLA_REGISTER_OPS(flash_attn) {
   GradCheckSpec tiled = AttnCase("causal_tiles_cross_len", {1, 140, 1, 2}, {1, 150, 1, 2}, {1, 150, 1, 2}, true);
   tiled.inputs.push_back(NoCheck(CheckInput("attn_mask", {140, 150}, -1.0, 0.0)));
   GradCheckSpec tiled_full = AttnCase("tiles_not_causal", {1, 130, 1, 2}, {1, 135, 1, 2}, {1, 135, 1, 2}, false);
-  registrar.Op("flash_attn", __FILE__, __LINE__)
-      .Precision(OpPrecision::kFloat32)
+  // Dropout with a fixed seed: the mask is drawn again in backward, so the
+  // differences and the gradient see the same one. Across tiles, causal, a
+  // mask; and once with the seed the run gives (seed_offset carries it).
+  GradCheckSpec drop = AttnCase("dropout_causal_tiles_mask", {1, 140, 2, 3}, {1, 150, 2, 3}, {1, 150, 2, 3}, true);
+  drop.inputs.push_back(NoCheck(CheckInput("attn_mask", {1, 2, 140, 150}, -1.0, 0.0)));
+  GradCheckInput fixed = NoCheck(CheckInput("fixed_seed_offset", {2}));
+  fixed.dtype = DType::kInt64;
+  fixed.values = {1234567, 3};
+  drop.inputs.push_back(fixed);
+  drop.attrs["dropout"] = 0.3f;
+  drop.outputs.emplace_back("seed_offset", 1);
+  drop.no_grad_outputs.push_back("seed_offset");
+  GradCheckSpec drop_run = AttnCase("dropout_run_seed", {2, 5, 2, 4}, {2, 6, 2, 4}, {2, 6, 2, 3}, false);
+  drop_run.attrs["dropout"] = 0.5f;
+  drop_run.outputs.emplace_back("seed_offset", 1);
+  drop_run.no_grad_outputs.push_back("seed_offset");
+  registrar
+      .Op("flash_attn", __FILE__, __LINE__)
+      // GEMM-bound: bfloat16 under mixed precision; softmax_lse stays
+      // float32 there (InferFlashAttn), which the pass leaves uncast.
+      .Precision(OpPrecision::kLow)
       .Doc(
           "Scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + attn_mask) v per batch and head, "
           "computed tile by tile with an online softmax (FlashAttention-2): memory linear in the sequence length. "
@@ -477,20 +589,29 @@ NABLA_REGISTER_OPS(flash_attn) {
       .Input("q", "(Tensor) queries, [batch, seq_q, heads, head_dim], float32, float64 or bfloat16")
       .Input("k", "(Tensor) keys, [batch, seq_k, heads, head_dim], dtype of q")
       .Input("v", "(Tensor) values, [batch, seq_k, heads, head_dim_v], dtype of q")
-      .Input("fixed_seed_offset", "(Tensor, optional) dropout's seed and offset; unused, as dropout is not implemented",
+      .Input("fixed_seed_offset",
+             "(Tensor, optional) int64 [2]: dropout's seed and offset, fixing its mask; without it the seed is "
+             "drawn per run from the run's seed",
              kDispensable)
       .Input("attn_mask",
              "(Tensor, optional) added to the scaled scores, broadcast to [batch, heads, seq_q, seq_k] "
              "(-inf or a large negative value hides a key); dtype of q; gets no gradient",
              kDispensable)
       .Output("out", "(Tensor) the attention output, [batch, seq_q, heads, head_dim_v]")
-      .Output("softmax", "(Tensor, optional) the probabilities [batch, heads, seq_q, seq_k] when return_softmax",
+      .Output("softmax",
+              "(Tensor, optional) the probabilities [batch, heads, seq_q, seq_k] when return_softmax, as out "
+              "used them: after dropout, kept ones scaled by 1 / (1 - dropout)",
               kDispensable)
       .Output("softmax_lse",
               "(Tensor) log-sum-exp of each row's scaled scores, [batch, heads, seq_q]; float32 for bfloat16 q")
-      .Output("seed_offset", "(Tensor, optional) int64 [2], dropout's seed and offset: [0, 0] (no dropout)",
+      .Output("seed_offset",
+              "(Tensor, optional) int64 [2], the seed and offset dropout drew its mask from ([0, 0] without "
+              "dropout); the gradient reads it to draw the same mask again",
               kDispensable)
-      .Attr<float>("dropout", 0.0f, "(float, default 0.0) attention dropout; only 0 (or any value with is_test)",
+      .Attr<float>("dropout", 0.0f,
+                   "(float, default 0.0) probability of dropping an attention probability in training (is_test "
+                   "false); kept ones are scaled by 1 / (1 - dropout). The mask is drawn from a counter-based "
+                   "generator (Philox), never stored",
                    [](const float& p) {
                      NABLA_ENFORCE(p >= 0.0f && p < 1.0f, kInvalidArgument,
                                    "attribute dropout must be in [0, 1), but received ", p);
@@ -499,15 +620,19 @@ NABLA_REGISTER_OPS(flash_attn) {
       .Attr<bool>("return_softmax", false,
                   "(bool, default false) also write the [batch, heads, seq_q, seq_k] probabilities to softmax")
       .Attr<bool>("is_test", false, "(bool, default false) inference: dropout is not applied")
-      .Attr<std::string>("rng_name", "", "(string, default \"\") the dropout generator's name; unused")
+      .Attr<std::string>("rng_name", "",
+                         "(string, default \"\") Paddle's name of the dropout generator; nabla draws from the "
+                         "run's seed (or fixed_seed_offset) whatever it says")
       .InferShape(InferFlashAttn)
       .GradMaker<FlashAttnGradMaker>()
       .GradCheck(cross)
       .GradCheck(causal)
       .GradCheck(masked)
       .GradCheck(tiled)
-      .GradCheck(tiled_full);
-  RegisterForwardFusion("flash_attn", "attention_from_matmul_softmax", &FuseAttention);
+      .GradCheck(tiled_full)
+      .GradCheck(drop)
+      .GradCheck(drop_run)
+      .RewritesBeforeBackward({"attention_from_matmul_softmax", &FuseAttention});
   OpBuilder& grad = registrar.DefaultGradOp("flash_attn", __FILE__, __LINE__);
   grad.Doc("Gradient of flash_attn: q, k and v gradients from probabilities recomputed tile by tile from softmax_lse.")
       .InferShape([](InferShapeContext& c) {

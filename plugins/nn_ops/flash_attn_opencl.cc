@@ -3,6 +3,7 @@
 // straight into the row of out; backward, one pass per query row (dq and
 // rowsum(dO * O)) and one per key row (dk, dv), the probabilities recomputed
 // from softmax_lse. Memory stays linear in the sequence, as on the CPU.
+// Dropout draws the CPU kernel's mask, word for word.
 #include "flash_attn.h"
 #include "flash_attn_cl.h"
 #include "nabla/opencl/kernel.h"
@@ -39,8 +40,19 @@ struct ClAttn {
     return Long8({mask_stride[0], mask_stride[1], mask_stride[2], mask_stride[3], has_mask ? 1 : 0});
   }
   int64_t QueryRows() const { return batch * heads * seq_q; }
+
   int64_t KeyRows() const { return batch * heads * seq_k; }
 };
+
+// Dropout as flash_attn.cl's R and Z, appended to a kernel's arguments.
+template <typename T>
+std::vector<KernelArg> WithDropout(std::vector<KernelArg> args, const AttnDropout& d) {
+  // The least 24-bit w with w / 2^24 >= p: the CPU's float test, on words.
+  const int64_t threshold = static_cast<int64_t>(std::ceil(static_cast<double>(d.p) * 16777216.0));
+  args.push_back(Long8({d.on ? 1 : 0, static_cast<int64_t>(d.seed), d.offset, threshold}));
+  args.push_back(KernelArg(static_cast<T>(d.scale)));
+  return args;
+}
 
 template <typename T>
 struct FlashAttnKernel {
@@ -51,6 +63,7 @@ struct FlashAttnKernel {
     const Tensor& k = ctx.Input("k");
     const Tensor& v = ctx.Input("v");
     const ClAttn a(ctx, q, k, v);
+    const AttnDropout dropout = ForwardDropout(ctx);
     KernelArg qa = s.Arg(q), ka = s.Arg(k), va = s.Arg(v);
     // Without a mask the kernels never read this argument; q stands in.
     KernelArg ma = a.has_mask ? s.Arg(ctx.Input("attn_mask")) : qa;
@@ -58,24 +71,26 @@ struct FlashAttnKernel {
     void* lse = AllocateOutput<T>(ctx, ctx.Output("softmax_lse"), {a.batch, a.heads, a.seq_q});
     const KernelArg scale(static_cast<T>(a.scale));
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_fwd",
-           {qa, ka, va, ma, KernelArg::Buffer(out), KernelArg::Buffer(lse), KernelArg(a.QueryRows()), a.Dims(),
-            a.Mask(), scale},
+           WithDropout<T>({qa, ka, va, ma, KernelArg::Buffer(out), KernelArg::Buffer(lse), KernelArg(a.QueryRows()),
+                           a.Dims(), a.Mask(), scale},
+                          dropout),
            a.QueryRows());
     Tensor* softmax = ctx.Output("softmax");
     if (softmax && ctx.Attr<bool>("return_softmax")) {
       void* probs = AllocateOutput<T>(ctx, softmax, {a.batch, a.heads, a.seq_q, a.seq_k});
       Run<T>(dev, cl_source::flash_attn(), "flash_attn_probs",
-             {qa, ka, ma, KernelArg::Buffer(lse), KernelArg::Buffer(probs), KernelArg(a.QueryRows()), a.Dims(),
-              a.Mask(), scale},
+             WithDropout<T>({qa, ka, ma, KernelArg::Buffer(lse), KernelArg::Buffer(probs), KernelArg(a.QueryRows()),
+                             a.Dims(), a.Mask(), scale},
+                            dropout),
              a.QueryRows());
     } else if (softmax) {
       AllocateOutput<T>(ctx, softmax, {0});  // Paddle's empty softmax without return_softmax
     }
     if (Tensor* seed_offset = ctx.Output("seed_offset")) {
-      // No dropout runs (shape inference refuses it), so no seed was drawn.
+      // What backward draws the mask from; [0, 0] when no dropout runs.
       void* so = seed_offset->Allocate(dev, DType::kInt64, {2});
-      const int64_t zero = 0;
-      dev.Fill(so, 0, 2 * sizeof zero, &zero, sizeof zero);
+      const int64_t values[2] = {static_cast<int64_t>(dropout.seed), dropout.offset};
+      dev.CopyFromHost(so, values, sizeof values);
     }
   }
 };
@@ -89,6 +104,7 @@ struct FlashAttnGradKernel {
     const Tensor& k = ctx.Input("k");
     const Tensor& v = ctx.Input("v");
     const ClAttn a(ctx, q, k, v);
+    const AttnDropout dropout = BackwardDropout(ctx);
     KernelArg qa = s.Arg(q), ka = s.Arg(k), va = s.Arg(v);
     KernelArg ma = a.has_mask ? s.Arg(ctx.Input("attn_mask")) : qa;
     KernelArg oa = s.Arg(ctx.Input("out")), la = s.Arg(ctx.Input("softmax_lse"));
@@ -105,12 +121,14 @@ struct FlashAttnGradKernel {
     void* dots = Scratch<T>(dev, dot, std::max<int64_t>(1, a.QueryRows()));
     const KernelArg scale(static_cast<T>(a.scale));
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dq",
-           {qa, ka, va, ma, oa, la, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots), KernelArg(a.QueryRows()),
-            a.Dims(), a.Mask(), scale},
+           WithDropout<T>({qa, ka, va, ma, oa, la, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots),
+                           KernelArg(a.QueryRows()), a.Dims(), a.Mask(), scale},
+                          dropout),
            a.QueryRows());
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dkv",
-           {qa, ka, va, ma, la, ga, KernelArg::Buffer(dots), KernelArg::Buffer(dk), KernelArg::Buffer(dv),
-            KernelArg(a.KeyRows()), a.Dims(), a.Mask(), scale},
+           WithDropout<T>({qa, ka, va, ma, la, ga, KernelArg::Buffer(dots), KernelArg::Buffer(dk),
+                           KernelArg::Buffer(dv), KernelArg(a.KeyRows()), a.Dims(), a.Mask(), scale},
+                          dropout),
            a.KeyRows());
   }
 };

@@ -4,7 +4,10 @@
 // (per row, the biased variance as in Paddle) are saved for the gradient.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
+#include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
@@ -28,6 +31,14 @@ void LayerNormKernel(const ExecutionContext& ctx) {
   T* py = ctx.Output("Y")->Allocate<T>(ctx.GetDevice(), x.GetShape());
   T* pmean = ctx.Output("Mean")->Allocate<T>(ctx.GetDevice(), {left});
   T* pvar = ctx.Output("Variance")->Allocate<T>(ctx.GetDevice(), {left});
+  if constexpr (std::is_same_v<T, float>) {
+    const float epsf = static_cast<float>(eps);
+    cpu::ParallelFor(left, cpu::GrainForRows(right), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        cpu::LayerNormRow(px + r * right, right, scale, bias, epsf, py + r * right, pmean + r, pvar + r);
+    });
+    return;
+  }
   for (int64_t r = 0; r < left; ++r) {
     const T* row = px + r * right;
     // Two passes in double: a one-pass E[x^2] - E[x]^2 cancels badly when
@@ -73,6 +84,33 @@ void LayerNormGradKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   const T* pdy = dy.Data<T>();
   T* pdx = dx ? dx->Allocate<T>(ctx.GetDevice(), x.GetShape()) : nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    // Rows in blocks of a fixed size, whatever the thread count: each block
+    // sums its own partial Scale and Bias gradients, and the blocks' partials
+    // are added in block order, so the bits never depend on --threads.
+    const int64_t block = std::max<int64_t>(1, 8192 / std::max<int64_t>(right, 1));
+    const int64_t blocks = (left + block - 1) / block;
+    std::vector<float> part_scale(dscale ? blocks * right : 0, 0.0f), part_bias(dbias ? blocks * right : 0, 0.0f);
+    cpu::ParallelFor(blocks, cpu::GrainForRows(block * right), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t r = b * block; r < std::min(left, (b + 1) * block); ++r) {
+          const float rstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(pvar[r]) + eps));
+          cpu::LayerNormGradRow(px + r * right, pdy + r * right, right, pmean[r], rstd, scale,
+                                pdx ? pdx + r * right : nullptr, dscale ? &part_scale[b * right] : nullptr,
+                                dbias ? &part_bias[b * right] : nullptr);
+        }
+    });
+    for (auto [grad, part] : {std::pair{dscale, &part_scale}, std::pair{dbias, &part_bias}}) {
+      if (!grad) continue;
+      float* p = grad->template Allocate<float>(ctx.GetDevice(), {right});
+      for (int64_t j = 0; j < right; ++j) {
+        double sum = 0.0;
+        for (int64_t b = 0; b < blocks; ++b) sum += (*part)[b * right + j];
+        p[j] = static_cast<float>(sum);
+      }
+    }
+    return;
+  }
   std::vector<double> acc_scale(dscale ? right : 0, 0.0), acc_bias(dbias ? right : 0, 0.0);
   std::vector<double> xhat(right), g(right);
   for (int64_t r = 0; r < left; ++r) {

@@ -2,7 +2,9 @@
 // gradient reads Out: dX = Out * (dOut - sum(dOut * Out)) along the axis.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
@@ -17,6 +19,16 @@ void SoftmaxKernel(const ExecutionContext& ctx) {
   const AxisView v = ViewAround(x.GetShape(), axis);
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (v.inner == 1) {  // contiguous rows (the last axis): the vector row kernels
+      ForEachAxisRow(v, [&](int64_t, int64_t base) {
+        const float m = cpu::RowMax(px + base, v.dim);
+        const float sum = cpu::ExpShiftedSum(px + base, m, po + base, v.dim);
+        cpu::ScaleRow(po + base, 1.0f / sum, v.dim);
+      });
+      return;
+    }
+  }
   // Rows (one per outer x inner position) are independent: split over them.
   ForEachAxisRow(v, [&](int64_t, int64_t base) {
     const T* xs = px + base;
@@ -44,6 +56,12 @@ void SoftmaxGradKernel(const ExecutionContext& ctx) {
   const T* py = out.Data<T>();
   const T* pdy = dout.Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), out.GetShape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (v.inner == 1) {
+      ForEachAxisRow(v, [&](int64_t, int64_t base) { cpu::SoftmaxGradRow(py + base, pdy + base, pdx + base, v.dim); });
+      return;
+    }
+  }
   ForEachAxisRow(v, [&](int64_t, int64_t base) {
     double dot = 0.0;
     for (int64_t d = 0; d < v.dim; ++d)

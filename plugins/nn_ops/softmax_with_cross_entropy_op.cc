@@ -7,7 +7,9 @@
 // along `axis`, Softmax a copy of Logits.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
@@ -59,6 +61,19 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
       pl[row] = l == ignore ? T(0) : -ClippedLog(px[base + l * v.inner]);
     });
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (v.inner == 1 && !soft) {  // contiguous rows, hard labels: the vector row kernels
+      ForEachAxisRow(v, [&](int64_t row, int64_t base) {
+        const float m = cpu::RowMax(px + base, v.dim);
+        const float sum = cpu::ExpShiftedSum(px + base, m, ps + base, v.dim);
+        cpu::ScaleRow(ps + base, 1.0f / sum, v.dim);
+        const int64_t l = IndexAt(label, row);
+        pl[row] =
+            l == ignore ? 0.0f : static_cast<float>(static_cast<double>(m - px[base + l]) + std::log(double{sum}));
+      });
+      return;
+    }
   }
   ForEachAxisRow(v, [&](int64_t row, int64_t base) {
     T m = px[base];
@@ -124,6 +139,11 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
     const int64_t l = IndexAt(label, row);
     if (l == ignore) {
       for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
+      return;
+    }
+    if (use_softmax && v.inner == 1) {  // contiguous: a loop the compiler vectorizes
+      for (int64_t d = 0; d < v.dim; ++d) pdx[base + d] = g * ps[base + d];
+      pdx[base + l] = g * (ps[base + l] - T(1));
       return;
     }
     for (int64_t d = 0; d < v.dim; ++d) {

@@ -122,6 +122,17 @@ class SplitGradMaker : public GradOpDescMakerBase {
   }
 };
 
+// One part per tensor of SectionsTensorList, else per section, else `num`:
+// the precedence InferSplit reads them in. -1 (unknown) when none is set, so
+// inference reports that.
+int SplitCount(const OpDesc& op) {
+  if (const size_t n = op.Input("SectionsTensorList").size()) return static_cast<int>(n);
+  const auto& sections = op.Attr<std::vector<int>>("sections");
+  const int num = op.Attr<int>("num");
+  if (num > 0) return num;
+  return sections.empty() ? -1 : static_cast<int>(sections.size());
+}
+
 }  // namespace
 
 NABLA_REGISTER_OPS(split) {
@@ -144,6 +155,7 @@ NABLA_REGISTER_OPS(split) {
       .Attr<int>("num", 0, "(int, default 0) the number of equal parts; 0 means use sections")
       .Attr<std::vector<int>>("sections", {}, "(int[], default []) the size of each part along the axis; one may be -1")
       .Attr<int>("axis", 0, "(int, default 0) the axis to split; negative counts from the end")
+      .OutputCount("Out", SplitCount)
       .InferShape(InferSplit)
       .GradMaker<SplitGradMaker>()
       .GradCheck(num)

@@ -212,6 +212,39 @@ TEST_F(Bf16Pass, CastsAroundEveryLowPrecisionOpOnly) {
   EXPECT_EQ(Ops(p).size(), 16u);
 }
 
+// flash_attn is GEMM-bound (kLow): q, k, v and the mask go in as bfloat16,
+// out comes back through a cast, and softmax_lse, which its inference keeps
+// float32, is written as it is: no rounding to 8 bits, no cast.
+TEST_F(Bf16Pass, FlashAttnKeepsSoftmaxLseFloat32) {
+  if (!CurrentRegistry()->FindKernel("flash_attn", DeviceType::kCPU, DType::kBFloat16))
+    GTEST_SKIP() << "no bfloat16 flash_attn kernel";
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      q: {shape: [-1, 6, 2, 4], dtype: float32}
+      k: {shape: [-1, 6, 2, 4], dtype: float32}
+      v: {shape: [-1, 6, 2, 4], dtype: float32}
+      mask: {shape: [6, 6], dtype: float32, stop_gradient: true}
+    ops:
+      - {type: flash_attn, inputs: {q: [q], k: [k], v: [v], attn_mask: [mask]}, outputs: {out: [out], softmax_lse: [lse]}}
+      - {type: mean, inputs: {X: [out]}, outputs: {Out: [loss]}}
+)",
+                               "attention.yaml");
+  const MixedPrecisionStats s = ApplyBf16MixedPrecision(p);
+  EXPECT_EQ(s.low_ops, 1u);
+  EXPECT_EQ(s.casts, 5u);
+  const std::vector<std::string> got = Ops(p);
+  ASSERT_EQ(got.size(), 7u) << ::testing::PrintToString(got);
+  EXPECT_EQ(got[4], "flash_attn(mask@BF16@0 k@BF16@1 q@BF16@2 v@BF16@3 -> out@BF16 lse)") << got[4];
+  EXPECT_EQ(got[5], "cast(out@BF16 -> out)");
+  EXPECT_EQ(DTypeOf(p, "lse"), DType::kFloat32);
+  EXPECT_EQ(DTypeOf(p, "out@BF16"), DType::kBFloat16);
+  EXPECT_FALSE(p.Root()->HasVar("lse@BF16"));
+  EXPECT_EQ(ApplyBf16MixedPrecision(p).casts, 0u);  // idempotent
+}
+
 TEST_F(Bf16Pass, GradientsReachTheParametersInFloat32) {
   ProgramDesc p = Mlp();
   ApplyBf16MixedPrecision(p);
@@ -354,7 +387,7 @@ TEST_F(Bf16Pass, NoGradWeightCostsNoGemmAndKeepsTheFold) {
 
 TEST_F(Bf16Pass, OpsDeclareTheirPrecision) {
   const OpRegistry& r = *CurrentRegistry();
-  for (const char* op : {"mul", "matmul", "conv2d"}) {
+  for (const char* op : {"mul", "matmul", "conv2d", "flash_attn"}) {
     EXPECT_EQ(r.Get(op).traits.precision, OpPrecision::kLow) << op;
     EXPECT_NE(r.FindKernel(op, DeviceType::kCPU, DType::kBFloat16), nullptr) << op;
     EXPECT_NE(r.FindKernel(std::string(op) + "_grad", DeviceType::kCPU, DType::kBFloat16), nullptr) << op;
@@ -543,11 +576,14 @@ blocks:
   const std::vector<std::string> fetched = {"out", "lse", "q@GRAD", "k@GRAD", "v@GRAD"};
   std::string fetch;
   for (const auto& v : fetched) fetch += (fetch.empty() ? "" : ",") + v;
-  for (const char* precision : {"fp32", "bf16"}) {
-    const std::string cmd = std::string(NABLA_BIN_PATH) + " exec " +
-                            Quote((dir / (std::string(precision) + ".yaml")).string()) +
+  // "pass": the float32 program under --precision bf16, which must insert
+  // the casts written by hand in bf16.yaml, softmax_lse left float32.
+  for (const char* precision : {"fp32", "bf16", "pass"}) {
+    const std::string program = std::string(precision) == "pass" ? "fp32" : precision;
+    const std::string cmd = std::string(NABLA_BIN_PATH) + " exec " + Quote((dir / (program + ".yaml")).string()) +
                             " --backward loss --threads 2" + feeds + " --fetch " + Quote(fetch) + " --out " +
-                            Quote((dir / precision).string()) + " 2>&1";
+                            Quote((dir / precision).string()) +
+                            (std::string(precision) == "pass" ? " --precision bf16" : "") + " 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   for (const auto& v : fetched) {
@@ -562,6 +598,10 @@ blocks:
     }
     EXPECT_LE(worst, 2e-2 * scale) << v << ": max error " << worst << " of max " << scale;
     EXPECT_GT(worst, 0.0) << v << " is float32-exact: the bf16 kernel did not run";
+    Tensor pass = ReadNpy((dir / "pass" / (v + ".npy")).string(), HostDevice());
+    ASSERT_EQ(pass.GetDType(), DType::kFloat32) << v;
+    for (int64_t i = 0; i < got.Numel(); ++i)
+      ASSERT_EQ(pass.Data<float>()[i], got.Data<float>()[i]) << v << " at " << i << ": the pass differs from the casts";
   }
 }
 

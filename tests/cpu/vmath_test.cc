@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/vmath.h"
 
 namespace nabla::cpu {
 namespace {
@@ -105,6 +106,96 @@ TEST(Gelu, MatchesTheFloat64FormulasTailsIncluded) {
   Gelu(z.data(), zy.data(), 2, false);
   EXPECT_EQ(zy[0], 0.0f);
   EXPECT_EQ(zy[1], 0.0f);
+}
+
+// The row kernels of softmax and layer_norm against float64 loops, on row
+// lengths below, at and around the 16 lanes (the tails), with rows far from
+// zero and masked (-1e9) entries.
+std::vector<float> RandomRow(std::mt19937& gen, int64_t n, float center, float spread) {
+  std::normal_distribution<float> d(center, spread);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(gen);
+  return x;
+}
+
+const int64_t kRowLengths[] = {1, 5, 15, 16, 17, 33, 128, 300};
+
+TEST(RowKernels, SoftmaxPiecesMatchFloat64) {
+  std::mt19937 gen(3);
+  for (int64_t n : kRowLengths) {
+    std::vector<float> x = RandomRow(gen, n, 0.0f, 3.0f);
+    if (n > 4) x[n / 2] = -1e9f;  // a masked score: exactly 0 after exp
+    const float m = RowMax(x.data(), n);
+    double want_max = x[0];
+    for (float v : x) want_max = std::max<double>(want_max, v);
+    ASSERT_EQ(m, static_cast<float>(want_max)) << n;
+    std::vector<float> y(n);
+    const float sum = ExpShiftedSum(x.data(), m, y.data(), n);
+    double want_sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double e = std::exp(static_cast<double>(x[i]) - m);
+      want_sum += e;
+      EXPECT_NEAR(y[i], e, 2e-7 * std::max(1.0, e)) << n << ", " << i;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << n;
+    if (n > 4) EXPECT_EQ(y[n / 2], 0.0f);
+    ScaleRow(y.data(), 1.0f / sum, n);
+    std::vector<float> dy = RandomRow(gen, n, 0.0f, 1.0f), dx(n);
+    double dot = 0.0;
+    for (int64_t i = 0; i < n; ++i) dot += static_cast<double>(y[i]) * dy[i];
+    EXPECT_NEAR(DotRow(y.data(), dy.data(), n), dot, 1e-6 * (1.0 + std::abs(dot))) << n;
+    SoftmaxGradRow(y.data(), dy.data(), dx.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(dx[i], y[i] * (dy[i] - dot), 1e-6) << n << ", " << i;
+  }
+}
+
+TEST(RowKernels, LayerNormMatchesFloat64) {
+  std::mt19937 gen(5);
+  for (float center : {0.0f, 1000.0f})
+    for (int64_t n : kRowLengths) {
+      const std::vector<float> x = RandomRow(gen, n, center, 1.5f), scale = RandomRow(gen, n, 1.0f, 0.3f),
+                               bias = RandomRow(gen, n, 0.0f, 1.0f), dy = RandomRow(gen, n, 0.0f, 1.0f);
+      const float eps = 1e-5f;
+      double mean = 0.0, var = 0.0;
+      for (float v : x) mean += v;
+      mean /= n;
+      for (float v : x) var += (v - mean) * (v - mean);
+      var /= n;
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (bool affine : {false, true}) {
+        std::vector<float> y(n);
+        float m = 0, v = 0;
+        LayerNormRow(x.data(), n, affine ? scale.data() : nullptr, affine ? bias.data() : nullptr, eps, y.data(), &m,
+                     &v);
+        EXPECT_NEAR(m, mean, 1e-6 * std::max(1.0, std::abs(mean))) << n << " at " << center;
+        EXPECT_NEAR(v, var, 1e-5 * std::max(1.0, var)) << n << " at " << center;
+        for (int64_t i = 0; i < n; ++i) {
+          double want = (x[i] - mean) * rstd;
+          if (affine) want = want * scale[i] + bias[i];
+          // x - mean in float32 is off by x's rounding, about 1e-4 at 1000.
+          EXPECT_NEAR(y[i], want, (center == 0.0f ? 2e-6 : 2e-4) * (1.0 + std::abs(want))) << n << ", " << i;
+        }
+        // The gradient from the saved mean and rstd.
+        std::vector<float> dx(n), dscale(n, 0.5f), dbias(n, 0.25f);
+        LayerNormGradRow(x.data(), dy.data(), n, m, static_cast<float>(rstd), affine ? scale.data() : nullptr,
+                         dx.data(), dscale.data(), dbias.data());
+        double mg = 0.0, mgx = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double g = affine ? static_cast<double>(dy[i]) * scale[i] : dy[i];
+          mg += g;
+          mgx += g * (x[i] - m) * rstd;
+        }
+        mg /= n;
+        mgx /= n;
+        for (int64_t i = 0; i < n; ++i) {
+          const double xhat = (x[i] - m) * rstd;
+          const double g = affine ? static_cast<double>(dy[i]) * scale[i] : dy[i];
+          EXPECT_NEAR(dx[i], rstd * (g - mg - xhat * mgx), 2e-5 * rstd * (1.0 + std::abs(g))) << n << ", " << i;
+          EXPECT_NEAR(dscale[i], 0.5 + dy[i] * xhat, 1e-5 * (1.0 + std::abs(dy[i] * xhat))) << n << ", " << i;
+          EXPECT_EQ(dbias[i], 0.25f + dy[i]) << n << ", " << i;
+        }
+      }
+    }
 }
 
 }  // namespace

@@ -51,7 +51,106 @@ void ToyOpWithoutGradMaker() {
   ASSERT_TRUE(registered);
 }
 
+// A toy op with a duplicable output and no OutputCount trait: only
+// output_counts can size it.
+void ToyOpWithUnsizedOutputs() {
+  static bool registered = [] {
+    RegisterOps("eager_test_unsized", [](Registrar& r) {
+      r.Op("eager_test_copies")
+          .Input("X", "(Tensor) input")
+          .Output("Out", "(Tensor[]) copies of X", kDuplicable)
+          .Attr<int>("n", 1, "(int, default 1) how many copies")
+          .InferShape([](InferShapeContext& c) {
+            const int n = c.Attr<int>("n");
+            NABLA_ENFORCE(c.OutputSize("Out") == static_cast<size_t>(n), kInvalidArgument, c.Where(), ": n = ", n,
+                          " needs ", n, " outputs in Out, but received ", c.OutputSize("Out"));
+            for (int i = 0; i < n; ++i) c.ShareShapeAndDType("X", "Out", i, 0);
+          });
+      r.Kernel("eager_test_copies", DeviceType::kCPU, DType::kFloat32, [](const ExecutionContext& ctx) {
+        const nabla::Tensor& x = ctx.Input("X");
+        for (nabla::Tensor* o : ctx.MultiOutput("Out")) {
+          float* p = o->Allocate<float>(ctx.GetDevice(), x.GetShape());
+          std::copy(x.Data<float>(), x.Data<float>() + x.Numel(), p);
+        }
+      });
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+}
+
 class Eager : public EagerTest {};
+
+TEST_F(Eager, OutputCountsFollowFromAttributesThroughTheOpsTrait) {
+  Tensor x = Vec({0, 1, 2, 3, 4, 5}, {2, 3}, true, "x");
+  // split's OutputCount: num, else sections, else SectionsTensorList.
+  eager::Outputs by_num = Call("split", {{"X", {x}}}, {{"num", 3}, {"axis", 1}});
+  ASSERT_EQ(by_num.List("Out").size(), 3u);
+  EXPECT_EQ(by_num.List("Out")[2].ToVector<float>(), (std::vector<float>{2, 5}));
+  eager::Outputs by_sections = Call("split", {{"X", {x}}}, {{"sections", std::vector<int>{1, -1}}, {"axis", 1}});
+  ASSERT_EQ(by_sections.List("Out").size(), 2u);
+  EXPECT_EQ(by_sections.List("Out")[1].GetShape(), (Shape{2, 2}));
+  Tensor one = Tensor::FromVector<int32_t>({1}, {1}), two = Tensor::FromVector<int32_t>({2}, {1});
+  eager::Outputs by_list = Call("split", {{"X", {x}}, {"SectionsTensorList", {two, one}}}, {{"axis", 1}});
+  ASSERT_EQ(by_list.List("Out").size(), 2u);
+  EXPECT_EQ(by_list.List("Out")[0].ToVector<float>(), (std::vector<float>{0, 1, 3, 4}));
+  // The parts are recorded: the gradient reaches x through all of them.
+  Tensor parts = Call("concat", {{"X", by_num.List("Out")}}, {{"axis", 1}})["Out"];
+  Mean(parts).Backward();
+  EXPECT_EQ(x.Grad().ToVector<float>(), std::vector<float>(6, 1.0f / 6));
+  // A grad op made by DefaultGradOp sizes its duplicable gradient from its input.
+  Tensor y = Vec({1, 2}, {1, 2}, false), dout = Vec({1, 1, 1, 1}, {1, 4}, false);
+  eager::Outputs grads = Call("concat_grad", {{"X", {y, y}}, {"Out@GRAD", {dout}}}, {{"axis", 1}});
+  EXPECT_EQ(grads.List("X@GRAD").size(), 2u);
+  // A count given that the attributes contradict is an error naming output_counts.
+  std::string msg = ErrorOf([&] { Call("split", {{"X", {x}}}, {{"num", 3}, {"axis", 1}}, {{"Out", 2}}); });
+  EXPECT_NE(msg.find("output_counts gives output slot 'Out' 2 tensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("make it 3"), std::string::npos) << msg;
+  EXPECT_EQ(Call("split", {{"X", {x}}}, {{"num", 3}, {"axis", 1}}, {{"Out", 3}}).List("Out").size(), 3u);
+}
+
+TEST_F(Eager, AnOpWithoutOutputCountTraitNeedsOutputCountsAndSaysSo) {
+  ToyOpWithUnsizedOutputs();
+  Tensor x = Vec({1, 2}, {2}, false, "x");
+  std::string msg = ErrorOf([&] { Call("eager_test_copies", {{"X", {x}}}, {{"n", 2}}); });
+  EXPECT_NE(msg.find("n = 2 needs 2 outputs in Out, but received 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("give the count with output_counts"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  eager::Outputs out = Call("eager_test_copies", {{"X", {x}}}, {{"n", 2}}, {{"Out", 2}});
+  ASSERT_EQ(out.List("Out").size(), 2u);
+  EXPECT_EQ(out.List("Out")[1].ToVector<float>(), (std::vector<float>{1, 2}));
+}
+
+TEST_F(Eager, OpRunTakesSlotsWithoutAMapAndChecksTheirOrder) {
+  Tensor x = Vec({1, 2}, {2}, true, "x"), y = Vec({3, 4}, {2}, false, "y");
+  eager::Op add("elementwise_add");
+  const std::string kX = "X", kY = "Y";
+  const eager::SlotInput slots[2] = {{&kX, &x, 1}, {&kY, &y, 1}};
+  eager::Outputs out = add.Run(slots, 2);
+  EXPECT_EQ(out.NumSlots(), 1u);
+  EXPECT_EQ(out.SlotName(0), "Out");
+  ASSERT_EQ(out.SlotSize(0), 1u);
+  EXPECT_EQ(out.SlotData(0)[0].ToVector<float>(), (std::vector<float>{4, 6}));
+  EXPECT_TRUE(out["Out"].RequiresGrad());
+  EXPECT_EQ(out.Slots().at("Out").size(), 1u);
+  const eager::SlotInput reversed[2] = {{&kY, &y, 1}, {&kX, &x, 1}};
+  std::string msg = ErrorOf([&] { eager::Op("elementwise_add").Run(reversed, 2); });
+  EXPECT_NE(msg.find("ascending name order"), std::string::npos) << msg;
+}
+
+TEST_F(Eager, RepeatedShapesSkipInferenceButNewShapesAndBadShapesStillInfer) {
+  eager::Op add("elementwise_add");
+  Tensor a = Vec({1, 2}, {2}, false), b = Vec({3, 4}, {2}, false);
+  EXPECT_EQ(add({{"X", {a}}, {"Y", {b}}})["Out"].GetShape(), (Shape{2}));
+  EXPECT_EQ(add({{"X", {a}}, {"Y", {b}}})["Out"].ToVector<float>(), (std::vector<float>{4, 6}));
+  Tensor c = Vec({1, 2, 3, 4, 5, 6}, {3, 2}, false);
+  EXPECT_EQ(add({{"X", {c}}, {"Y", {b}}})["Out"].GetShape(), (Shape{3, 2}));  // a new signature infers again
+  Tensor d = Vec({1, 2, 3}, {3}, false);
+  EXPECT_FALSE(ErrorOf([&] { add({{"X", {a}}, {"Y", {d}}}); }).empty());  // and still checks
+  EXPECT_EQ(add({{"X", {a}}, {"Y", {b}}})["Out"].ToVector<float>(), (std::vector<float>{4, 6}));
+  Tensor i = Tensor::FromVector<int64_t>({1, 2}, {2});
+  EXPECT_EQ(add({{"X", {i}}, {"Y", {i}}})["Out"].GetDType(), DType::kInt64);  // the dtype is part of the memo
+}
 
 TEST_F(Eager, CallRunsTheRegisteredKernelAndRecordsOnlyWhenAnInputRequiresGrad) {
   Tensor x = Vec({-1, 0, 0.5f, 2}, {2, 2}, false, "x");

@@ -41,18 +41,50 @@ def test_op_without_converter_names_node_and_op(tmp_path):
 
 
 def test_attribute_value_without_converter(tmp_path):
-    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk", largest=0)],
-              [f32("x", [2, 5])], [f32("v", [2, 2]), helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
+    m = model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk", axis=0)],
+              [f32("x", [5, 2])], [f32("v", [2, 2]), helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
               [numpy_helper.from_array(np.array([2], dtype=np.int64), "k")])
     onnx.save(m, tmp_path / "m.onnx")
-    assert "node 'tk' (TopK)" in import_fails(tmp_path, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "node 'tk' (TopK)" in err and "an axis other than the last" in err, err
 
 
 def test_dtype_without_converter(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.UINT8, [3])
-    m = model([helper.make_node("Identity", ["x"], ["y"])], [x], [x])
+    m = model([helper.make_node("Identity", ["x"], ["y"], name="ident")], [x], [x])
     onnx.save(m, tmp_path / "m.onnx")
-    assert "UINT8" in import_fails(tmp_path, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "graph input 'x' (read by node 'ident' (Identity)) has dtype UINT8" in err, err
+
+
+@pytest.mark.parametrize("to", [TensorProto.FLOAT16, TensorProto.INT8])
+def test_cast_to_a_dtype_nabla_lacks_names_node_and_dtype(tmp_path, to):
+    m = model([helper.make_node("Cast", ["x"], ["h"], to=to, name="narrow"), helper.make_node("Cast", ["h"], ["y"], to=1)],
+              [f32("x", [3])], [f32("y", [3])])
+    onnx.save(m, tmp_path / "m.onnx")
+    err = import_fails(tmp_path, tmp_path / "m.onnx")
+    assert "node 'narrow' (Cast)" in err and TensorProto.DataType.Name(to) in err, err
+
+
+def test_bfloat16_initializers_and_casts(tmp_path):
+    """bfloat16 (nabla has it): an initializer in raw bytes and one in
+    int32_data (ONNX's typed form: the 16 bits), and casts both ways."""
+    values = np.array([1.0, -2.5, 0.15625, 2.0**18], np.float32)
+    bits = (values.view(np.uint32) >> 16).astype(np.uint16)  # exact: these values fit bfloat16
+    raw = helper.make_tensor("braw", TensorProto.BFLOAT16, [4], bits.tobytes(), raw=True)
+    typed = helper.make_tensor("btyped", TensorProto.BFLOAT16, [4], values.tolist())  # helper stores the bits
+    assert list(typed.int32_data) == bits.tolist()
+    m = model([helper.make_node("Cast", ["braw"], ["a"], to=1), helper.make_node("Cast", ["btyped"], ["b"], to=1),
+               helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16),
+               helper.make_node("Cast", ["xb"], ["c"], to=1)],
+              [f32("x", [4])], [f32("a", [4]), f32("b", [4]), f32("c", [4])], [raw, typed])
+    onnx.save(m, tmp_path / "m.onnx")
+    program, weights = onnx_util.import_model(tmp_path / "m.onnx", tmp_path)
+    x = np.array([1.0, 1.00390625, -7.0, 0.5], np.float32)  # 1 + 2^-8 rounds to 1 in bfloat16
+    got = onnx_util.exec_program(program, {"x": x}, ["a", "b", "c"], tmp_path / "run", weights=weights)
+    np.testing.assert_array_equal(got["a"], values)
+    np.testing.assert_array_equal(got["b"], values)
+    np.testing.assert_array_equal(got["c"], [1.0, 1.0, -7.0, 0.5])
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.9])

@@ -19,7 +19,7 @@ import pytest
 import onnx_util
 
 # Passing cases at the last change of the importer (raise it, never lower it).
-PASS_FLOOR = 533
+PASS_FLOOR = 580
 
 
 def collect_cases():
@@ -38,6 +38,17 @@ def convertible_ops():
     return {line.split()[0] for line in lines if "not converted" not in line}, {
         line.split()[0]: line.split("(not converted: ", 1)[1].rstrip(")") for line in lines if "not converted" in line
     }
+
+
+def op_types(graph):
+    """The op types of a graph's nodes and of its subgraphs' (Loop's body, If's branches)."""
+    out = set()
+    for n in graph.node:
+        out.add(n.op_type)
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out |= op_types(g)
+    return out
 
 
 def scalars_as_initializers(model, inputs, feeds_in):
@@ -73,10 +84,13 @@ def run_case(case, index, root, scalars_constant=False):
     inputs = [i.name for i in model.graph.input if i.name not in inits]
     outputs = [o.name for o in model.graph.output]
     feeds = {}
+    types = {i.name: i.type.tensor_type.elem_type for i in [*model.graph.input, *model.graph.output]}
     for name, value in zip(inputs, feeds_in):
         value = np.asarray(value)
+        if types.get(name) == onnx.TensorProto.BFLOAT16:
+            return "a bfloat16 input: numpy (and so .npy, nabla exec's feeds) has no bfloat16"
         if value.ndim == 0:
-            return "a scalar (rank-0) input: nabla vars have rank >= 1"
+            value = value.reshape(1)  # nabla's scalars are [1], inputs as outputs
         feeds[name] = value
     try:
         program, weights = onnx_util.import_model(d / "model.onnx", d)
@@ -87,6 +101,9 @@ def run_case(case, index, root, scalars_constant=False):
         return re.sub(r"\S*/model\.onnx( \(imported\))?(:\d+:\d+)?:? ?", "", message)
     for name, want in zip(outputs, expected):
         want = np.asarray(want)
+        if types.get(name) == onnx.TensorProto.BFLOAT16 and want.dtype == np.uint16:
+            # ONNX's expected bfloat16 values are their bits; nabla writes bfloat16 widened to float32.
+            want = (want.astype(np.uint32) << 16).view(np.float32)
         have = got[name]
         if want.shape == () and have.shape == (1,):
             have = have.reshape(())  # nabla's scalars are [1]
@@ -111,7 +128,7 @@ def test_onnx_node_cases(tmp_path):
     # A few generators emit one name twice (opset variants).
     seen = collections.Counter(c.name for c in cases)
     for case in cases:
-        lacking = sorted({n.op_type for n in case.model.graph.node if n.op_type not in ops})
+        lacking = sorted(t for t in op_types(case.model.graph) if t not in ops)
         if lacking:
             op = lacking[0]
             results[case.name] = f"no converter for ONNX op {op}" + (f" ({missing[op]})" if op in missing else "")
@@ -150,6 +167,10 @@ SCALAR_CASES_NOT_PASSING = {
     "test_training_dropout_zero_ratio_mask": "the mask output",
     "test_training_dropout": "random: ONNX's expected values come from numpy's generator",
     "test_training_dropout_default": "random: ONNX's expected values come from numpy's generator",
+    # Range's expansion: the Loop's trip count comes from float initializers
+    # here, which are parameters (never folded), so its scan output cannot
+    # be stacked at import time.
+    "test_range_float_type_positive_delta_expanded": "a trip count computed from float initializers",
 }
 
 
@@ -158,7 +179,7 @@ def test_onnx_node_cases_with_scalar_inputs_as_constants(tmp_path):
     ops, _ = convertible_ops()
     picked = []
     for case in cases:
-        if any(n.op_type not in ops for n in case.model.graph.node):
+        if any(t not in ops for t in op_types(case.model.graph)):
             continue
         if any(np.asarray(v).ndim == 0 for v in case.data_sets[0][0]):
             picked.append(case)

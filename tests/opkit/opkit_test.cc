@@ -11,6 +11,7 @@
 
 #include "nabla/error.h"
 #include "nabla/opkit/opkit.h"
+#include "nabla/opkit/philox.h"
 #include "nabla/program.h"
 
 namespace nabla::opkit {
@@ -137,6 +138,18 @@ TEST(OpkitGradCheck, BuildersFillTheSpec) {
   EXPECT_FALSE(s.inputs[1].check);
   EXPECT_EQ(s.inputs[1].dtype, DType::kInt64);
   EXPECT_EQ(s.outputs, (std::vector<std::pair<std::string, int>>{{"Out", 1}}));
+}
+
+// Random123's known-answer vectors for Philox4x32-10: the OpenCL kernels
+// spell the rounds out again, and both must draw the same masks.
+TEST(OpkitPhilox, MatchesTheKnownAnswers) {
+  using W = std::array<uint32_t, 4>;
+  EXPECT_EQ(Philox4x32(0, {0, 0, 0, 0}), (W{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(Philox4x32(~uint64_t{0}, {~0u, ~0u, ~0u, ~0u}), (W{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(Philox4x32(0x299f31d0a4093822ull, {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}),
+            (W{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+  EXPECT_EQ(PhiloxUniform(0xffffffffu), 16777215.0f / 16777216.0f);
+  EXPECT_EQ(PhiloxUniform(0xffu), 0.0f);
 }
 
 }  // namespace

@@ -366,6 +366,60 @@ TEST(Fusion, AttentionOutputReadAsItIsGetsATransposeBack) {
   ExpectSameResults(Attention(DType::kFloat64), fused, DType::kFloat64, {"o"});
 }
 
+// The mask made in the program from constants: fill_constant -1e9, its
+// upper triangle above the diagonal (tril_triu). The exact causal pattern
+// becomes causal: true and its ops go; any other stays a mask.
+const std::pair<std::string, std::string> kMaskFromTrilTriu(std::string value, int diagonal) {
+  return {
+      "      - {type: elementwise_add, inputs: {X: [s], Y: [mask]}",
+      "      - {type: fill_constant, outputs: {Out: [big]}, attrs: {shape: [5, 5], dtype: float64, value: " + value +
+          "}}\n      - {type: tril_triu, inputs: {X: [big]}, outputs: {Out: [mask]}, attrs: {lower: false, "
+          "diagonal: " +
+          std::to_string(diagonal) + "}}\n      - {type: elementwise_add, inputs: {X: [s], Y: [mask]}"};
+}
+
+TEST(Fusion, ConstantCausalMaskBecomesCausalFlashAttn) {
+  for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+    for (const char* value : {"-1e9", "-3e38"}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + value);
+      if (dtype == DType::kFloat64 && std::string(value) == "-3e38") continue;
+      const std::vector<std::pair<std::string, std::string>> edits = {kMaskFromTrilTriu(value, 1)};
+      ProgramDesc fused = Attention(dtype, edits);
+      ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
+      EXPECT_EQ(OpTypes(fused), (std::vector<std::string>{"mul", "reshape", "mul", "reshape", "mul", "reshape",
+                                                          "flash_attn", "reshape", "mul", "elementwise_mul", "mean"}));
+      const OpDesc& fa = *fused.Root()->Op(6);
+      EXPECT_TRUE(fa.Attr<bool>("causal"));
+      EXPECT_FALSE(fa.HasInput("attn_mask"));
+      ExpectSameResults(Attention(dtype, edits), fused, dtype);
+    }
+  }
+  // The mask read elsewhere too: causal all the same, its ops stay.
+  ProgramDesc kept = Attention(DType::kFloat64, {kMaskFromTrilTriu("-1e9", 1)});
+  ASSERT_EQ(FuseOps(kept, {"loss", "mask"}), 1u);
+  EXPECT_EQ(CountTypes(kept, "tril_triu"), 1u);
+  EXPECT_EQ(CountTypes(kept, "flash_attn"), 1u);
+  for (const auto& op : kept.Root()->AllOps())
+    if (op->Type() == "flash_attn") EXPECT_TRUE(op->Attr<bool>("causal"));
+}
+
+TEST(Fusion, ConstantMaskThatIsNotCausalStaysAMask) {
+  // Showing the next key too, and a hidden value too small to vanish in exp.
+  for (const auto& [value, diagonal] : std::vector<std::pair<std::string, int>>{{"-1e9", 2}, {"-30", 1}}) {
+    SCOPED_TRACE(value + " diagonal " + std::to_string(diagonal));
+    const std::vector<std::pair<std::string, std::string>> edits = {kMaskFromTrilTriu(value, diagonal)};
+    ProgramDesc fused = Attention(DType::kFloat64, edits);
+    ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
+    EXPECT_EQ(CountTypes(fused, "tril_triu"), 1u);
+    for (const auto& op : fused.Root()->AllOps()) {
+      if (op->Type() != "flash_attn") continue;
+      EXPECT_FALSE(op->Attr<bool>("causal"));
+      EXPECT_EQ(op->Input("attn_mask"), std::vector<std::string>{"mask"});
+    }
+    ExpectSameResults(Attention(DType::kFloat64, edits), fused, DType::kFloat64);
+  }
+}
+
 TEST(Fusion, AttentionIsLeftAloneWhereTheRewriteWouldNotBeExact) {
   struct Case {
     std::string name;

@@ -1,9 +1,11 @@
 // Large kernels split their work with tbb::parallel_for (cpu::ParallelFor):
-// elementwise ops, reductions, softmax, softmax_with_cross_entropy and the
-// optimizers must give the same bits with one thread as with two, on every
+// elementwise ops, reductions, softmax, softmax_with_cross_entropy,
+// layer_norm and the optimizers must give the same bits with one thread as with two, on every
 // executor, because each output element is computed (and each sum added up)
 // in one fixed order whatever the split. Sizes are well above the parallel
 // threshold; no timing here (speed lives in bench/).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -42,7 +44,11 @@ blocks:
       - {type: softmax_with_cross_entropy, inputs: {Logits: [hs], Label: [label]}, outputs: {Softmax: [sm], Loss: [ce]}}
       - {type: mean, inputs: {X: [ce]}, outputs: {Out: [ce_mean]}}
       - {type: mean, inputs: {X: [hf]}, outputs: {Out: [hf_mean]}}
-      - {type: elementwise_add, inputs: {X: [ce_mean], Y: [hf_mean]}, outputs: {Out: [loss]}}
+      - {type: layer_norm, inputs: {X: [hs], Scale: [b], Bias: [b]}, outputs: {Y: [ln], Mean: [ln_m], Variance: [ln_v]}}
+      - {type: elementwise_mul, inputs: {X: [ln], Y: [h]}, outputs: {Out: [lnh]}}
+      - {type: mean, inputs: {X: [lnh]}, outputs: {Out: [ln_mean]}}
+      - {type: elementwise_add, inputs: {X: [ce_mean], Y: [hf_mean]}, outputs: {Out: [loss0]}}
+      - {type: elementwise_add, inputs: {X: [loss0], Y: [ln_mean]}, outputs: {Out: [loss]}}
 )";
 
 std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& executor, int threads) {
@@ -65,8 +71,8 @@ std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& exec
   auto exec = CreateExecutor(executor, HostDevice(), options);
   exec->Run(program, 0, scope);
   std::map<std::string, std::vector<char>> bits;
-  for (const char* name : {"s", "h", "f", "hf", "p_rows", "p_cols", "col_sums", "row_means", "total", "hs", "sum3",
-                           "sm", "ce", "loss", "x@GRAD", "b@GRAD", "x_new"}) {
+  for (const char* name : {"s",    "h",  "f",  "hf", "p_rows", "p_cols", "col_sums", "row_means", "total",  "hs",
+                           "sum3", "sm", "ce", "ln", "ln_m",   "ln_v",   "loss",     "x@GRAD",    "b@GRAD", "x_new"}) {
     const Variable* var = scope.FindVar(name);
     EXPECT_NE(var, nullptr) << name;
     if (!var) continue;
@@ -143,6 +149,74 @@ blocks:
     const Tensor& dx = scope.FindVar("x@GRAD")->GetTensor();
     for (int64_t i = 0; i < dx.Numel(); ++i)
       ASSERT_EQ(dx.Data<float>()[i], static_cast<float>(g.v[i])) << i << ", " << threads << " threads";
+  }
+}
+
+// The float32 row kernels of softmax, softmax_with_cross_entropy and
+// layer_norm (cpu::RowMax, ExpShiftedSum, LayerNormRow, ... in 16 float
+// lanes) against the float64 kernels (plain double loops) on the same
+// values, forward and every gradient: rows of 300 (not a multiple of the
+// lanes), a layer_norm row with a large mean, and enough rows for the
+// layer_norm gradient's several blocks of partial sums.
+TEST(ParallelKernels, Float32RowKernelsMatchFloat64) {
+  LoadStandardPlugins();
+  const std::string text = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [64, 300], dtype: DT, persistable: true}
+      g: {shape: [300], dtype: DT, persistable: true}
+      b: {shape: [300], dtype: DT, persistable: true}
+      w: {shape: [64, 300], dtype: DT, stop_gradient: true}
+      label: {shape: [64, 1], dtype: int64}
+    ops:
+      - {type: layer_norm, inputs: {X: [x], Scale: [g], Bias: [b]}, outputs: {Y: [y], Mean: [m], Variance: [v]}}
+      - {type: softmax, inputs: {X: [y]}, outputs: {Out: [p]}}
+      - {type: elementwise_mul, inputs: {X: [p], Y: [w]}, outputs: {Out: [pw]}}
+      - {type: softmax_with_cross_entropy, inputs: {Logits: [y], Label: [label]}, outputs: {Softmax: [sm], Loss: [ce]}}
+      - {type: mean, inputs: {X: [ce]}, outputs: {Out: [ce_mean]}}
+      - {type: reduce_sum, inputs: {X: [pw]}, outputs: {Out: [pw_sum]}, attrs: {reduce_all: true}}
+      - {type: elementwise_add, inputs: {X: [ce_mean], Y: [pw_sum]}, outputs: {Out: [loss]}}
+)";
+  std::mt19937_64 rng(3);
+  HostTensor x = RandomTensor({64, 300}, DType::kFloat64, -2, 2, rng);
+  for (int64_t i = 0; i < 300; ++i) x.v[i] = static_cast<float>(x.v[i] + 1000.0);  // a row far from zero
+  for (double& e : x.v) e = static_cast<float>(e);
+  const HostTensor g = RandomTensor({300}, DType::kFloat32, 0.5, 1.5, rng);
+  const HostTensor b = RandomTensor({300}, DType::kFloat32, -1, 1, rng);
+  const HostTensor w = RandomTensor({64, 300}, DType::kFloat32, -30, 30, rng);
+  HostTensor label{{64, 1}, {}};
+  for (int i = 0; i < 64; ++i) label.v.push_back((i * 37) % 300);
+  std::map<std::string, std::vector<double>> got[2];
+  for (int f64 = 0; f64 < 2; ++f64) {
+    const DType dt = f64 ? DType::kFloat64 : DType::kFloat32;
+    std::string t = text;
+    for (size_t at; (at = t.find("DT")) != std::string::npos;) t.replace(at, 2, f64 ? "float64" : "float32");
+    ProgramDesc program = ParseProgram(t, "rows.yaml");
+    AppendBackward(program, "loss");
+    Scope scope;
+    ToTensor(x, dt, scope.Var("x")->GetTensor());
+    ToTensor(g, dt, scope.Var("g")->GetTensor());
+    ToTensor(b, dt, scope.Var("b")->GetTensor());
+    ToTensor(w, dt, scope.Var("w")->GetTensor());
+    ToTensor(label, DType::kInt64, scope.Var("label")->GetTensor());
+    ExecutorOptions options;
+    options.threads = 2;
+    CreateExecutor("taskgraph", HostDevice(), options)->Run(program, 0, scope);
+    for (const char* name : {"y", "m", "v", "p", "sm", "ce", "x@GRAD", "g@GRAD", "b@GRAD"})
+      got[f64][name] = FromTensor(scope.FindVar(name)->GetTensor()).v;
+  }
+  for (const auto& [name, want] : got[1]) {
+    const std::vector<double>& f32 = got[0].at(name);
+    ASSERT_EQ(f32.size(), want.size()) << name;
+    double scale = 0.0;
+    for (double e : want) scale = std::max(scale, std::abs(e));
+    // Mean's values are ~1000 in one row: relative to each value there.
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double ref = std::string(name) == "m" ? std::max(1.0, std::abs(want[i])) : scale;
+      EXPECT_NEAR(f32[i], want[i], 2e-5 * ref) << name << "[" << i << "]";
+    }
   }
 }
 

@@ -549,12 +549,17 @@ TEST_F(NnBuild, AttentionOpsShapesAndErrors) {
                      {{"out", {"o2"}}, {"softmax_lse", {"l2"}}}, {}));
       },
       ErrorKind::kInvalidArgument, "attn_mask of shape [3, 5, 7] does not broadcast to [batch, heads, seq_q, seq_k]");
+  // Dropout's seed and offset: int64 [2].
+  Declare("seed32", {2}, DType::kInt32);
+  Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}},
+               {{"out", {"o3"}}, {"softmax_lse", {"l3"}}, {"seed_offset", {"so3"}}}, {{"dropout", 0.1f}}));
+  EXPECT_EQ(ShapeOfVar("so3"), (Shape{2}));
   ExpectError(
       [&] {
-        Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}},
+        Infer(OpDesc("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}, {"fixed_seed_offset", {"seed32"}}},
                      {{"out", {"o2"}}, {"softmax_lse", {"l2"}}}, {{"dropout", 0.1f}}));
       },
-      ErrorKind::kUnimplemented, "attention dropout is not implemented");
+      ErrorKind::kInvalidArgument, "fixed_seed_offset must be int64 [2] (seed, offset), but received int32 [2]");
 
   Declare("w", {100, 8});
   Declare("ids", {-1, 5}, DType::kInt64);

@@ -190,3 +190,43 @@ def test_errors_leave_the_interpreter_alive():
     with pytest.raises(nabla.Error, match="matmul|shape"):
         x @ x
     assert (x + x).shape == (2, 3)
+
+
+def test_split_infers_its_output_count_from_num_and_sections():
+    x = nabla.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+    parts = nabla.ops.split(x, num=3, axis=1)
+    assert isinstance(parts, list) and len(parts) == 3
+    np.testing.assert_array_equal(parts[1].numpy(), [[1], [4]])
+    halves = nabla.ops.split(x, sections=[2, -1], axis=1)
+    assert [p.shape for p in halves] == [(2, 2), (2, 1)]
+    out = nabla.call("split", {"X": x}, {"num": 3, "axis": 1})
+    assert len(out["Out"]) == 3
+    nabla.ops.mean(nabla.ops.concat(parts, axis=1)).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 1 / 6))
+    with pytest.raises(nabla.Error, match="output_counts gives output slot 'Out' 2 tensors, but .* make it 3"):
+        nabla.ops.split(x, num=3, axis=1, output_counts={"Out": 2})
+
+
+def test_ops_fast_path_matches_the_general_path():
+    a = np.array([[1.0, -2.0], [0.5, 3.0]], dtype=np.float32)
+    x = nabla.tensor(a, requires_grad=True)
+    y = nabla.tensor(a * 2)
+    # Positional tensors take the fast path; ndarrays, keywords and None the general one.
+    for z in (nabla.ops.elementwise_add(x, y), nabla.ops.elementwise_add(x, a * 2), nabla.ops.elementwise_add(X=x, Y=y),
+              nabla.ops.elementwise_add(x, y, axis=-1), x + y, x + a * 2, a * 2 + x):
+        np.testing.assert_allclose(z.numpy(), a * 3)
+        assert z.requires_grad
+    np.testing.assert_allclose((x @ y).numpy(), a @ (a * 2), rtol=1e-6)
+    np.testing.assert_allclose((a @ y).numpy(), a @ (a * 2), rtol=1e-6)
+    np.testing.assert_allclose((x - y).numpy(), -a)
+    np.testing.assert_allclose((x / y).numpy(), np.full_like(a, 0.5))
+    np.testing.assert_allclose((x * y).numpy(), a * a * 2)
+    loss = nabla.ops.softmax_with_cross_entropy(x, nabla.tensor(np.array([[0], [1]], dtype=np.int64)))
+    assert {"Loss", "Softmax"} <= set(loss.keys())
+    with pytest.raises(nabla.Error, match="elementwise_add"):
+        nabla.ops.elementwise_add(x, nabla.tensor(np.ones(3, dtype=np.float32)))
+    with pytest.raises(TypeError, match="takes 2 input"):
+        nabla.ops.elementwise_add(x, y, y)
+    with pytest.raises((TypeError, nabla.Error)):
+        x + "text"
+    assert nabla.ops.tanh.__call__(x).shape == (2, 2)

@@ -59,7 +59,7 @@ std::string GenerateText(const RunConfig& c, const GenerateOptions& o, const std
                 "generate: --temperature must be >= 0, but received ", o.temperature);
   NABLA_ENFORCE(o.top_k >= 0, kInvalidArgument, "generate: --top-k must be >= 0, but received ", o.top_k);
   Device& device = ResolveDevice(c.device);
-  for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
+  LoadConfigPlugins(c);
   TrainPrograms tp = BuildTrainPrograms(c);
   NABLA_ENFORCE(!tp.logits.empty(), kInvalidArgument, c.path,
                 ": generate needs the model's scores, but no op reads the label through a Label slot");

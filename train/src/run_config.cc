@@ -14,6 +14,7 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
+#include "nabla/plugin.h"
 
 namespace nabla::train {
 
@@ -486,6 +487,7 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
   try {
     if (root["plugins"]) {
       for (const auto& p : r.StringList(root["plugins"], "plugins")) c.plugins.push_back(r.InputPath(p));
+      for (size_t i = 0; i < c.plugins.size(); ++i) c.plugin_where.push_back(r.Where(root["plugins"][i]));
     }
     if (root["device"]) c.device = r.Device(root["device"]);
     if (root["executor"]) c.executor = r.NonEmptyString(root["executor"], "executor");
@@ -549,6 +551,17 @@ RunConfig LoadRunConfig(const std::string& path) {
   ss << in.rdbuf();
   std::string base = fs::path(path).parent_path().string();
   return ParseRunConfig(ss.str(), path, base);
+}
+
+void LoadConfigPlugins(const RunConfig& c) {
+  for (size_t i = 0; i < c.plugins.size(); ++i) {
+    try {
+      PluginManager::Instance().Load(c.plugins[i]);
+    } catch (const Error& e) {
+      ThrowError(e.kind(),
+                 StrCat(i < c.plugin_where.size() ? c.plugin_where[i] : c.path, ": plugins[", i, "]: ", e.what()));
+    }
+  }
 }
 
 }  // namespace nabla::train

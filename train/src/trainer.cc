@@ -428,7 +428,7 @@ TrainingRun::TrainingRun(const RunConfig& config, const RunOverrides& overrides,
   // An embedding program may not have set up the host yet (idempotent).
   cpu::InitCpuBackend();
   device = &ResolveDevice(c.device);
-  for (const auto& p : c.plugins) PluginManager::Instance().Load(p);
+  LoadConfigPlugins(c);
 
   tp = BuildTrainPrograms(c, world.size);
   std::pair<Split, std::optional<Split>> splits = LoadSplits(c, *tp.main.Root(), tp);
@@ -558,6 +558,17 @@ void TrainingRun::OpenOutputs(bool out_is_tty) {
   progress = std::make_unique<Progress>(out, mode, c.logging.every_steps);
 }
 
+// The plugins the program's ops come from, as `plugins:` records them in a
+// program file: "acme 1.0: acme_linear acme_swish; math_ops 0.1.0: mul".
+std::string PluginsUsed(const ProgramDesc& program) {
+  std::string used;
+  for (const PluginRequirement& p : PluginsOf(program)) {
+    used += StrCat(used.empty() ? "" : "; ", p.name, p.version.empty() ? "" : " " + p.version, ":");
+    for (const std::string& op : p.ops) used += " " + op;
+  }
+  return used;
+}
+
 void TrainingRun::Save(int64_t done_epochs, int64_t done_batches) {
   if (!world.Leader()) return;
   NamedTensors tensors;
@@ -565,8 +576,10 @@ void TrainingRun::Save(int64_t done_epochs, int64_t done_batches) {
     Variable* v = scope.FindVar(name);
     if (v && v->GetTensor().IsInitialized()) tensors.emplace_back(name, v->GetTensor());
   }
-  last_checkpoint = SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
-                                   {{"batch", std::to_string(done_batches)}, {"loss", c.loss}}, c.checkpoint.keep_last);
+  last_checkpoint =
+      SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
+                     {{"batch", std::to_string(done_batches)}, {"loss", c.loss}, {"plugins", PluginsUsed(tp.main)}},
+                     c.checkpoint.keep_last);
 }
 
 int64_t TrainingRun::ReadCorrect(Scope& s) {

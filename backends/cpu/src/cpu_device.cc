@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "nabla/c_api_host.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
@@ -87,6 +88,8 @@ void InitCpuBackend() {
       return HostDevice();
     };
     RegisterDeviceBackend("cpu", std::move(backend));
+    // C ABI plugins' parallel loops share the executor's arena with the C++ plugins' ones.
+    SetCApiParallelFor(&ParallelForRange);
   });
 }
 

@@ -173,4 +173,134 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void SumArrays(cons
   }
 }
 
+namespace {
+constexpr int kLanes = 16;
+
+// The lanes added in a fixed order (pairwise), the same on every clone.
+inline float AddLanes(const float* acc) {
+  float t[kLanes / 2];
+  for (int l = 0; l < kLanes / 2; ++l) t[l] = acc[l] + acc[l + kLanes / 2];
+  for (int w = kLanes / 4; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) t[l] += t[l + w];
+  return t[0];
+}
+}  // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float RowMax(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], x[i + l]);
+  float m = acc[0];
+  for (int l = 1; l < kLanes; ++l) m = std::max(m, acc[l]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float ExpShiftedSum(const float* x, float shift, float* y,
+                                                                                 int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = x[i + l] - shift;
+      const float e = v < -87.0f ? 0.0f : FastExp(v);
+      y[i + l] = e;
+      acc[l] += e;
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float v = x[i] - shift;
+    const float e = v < -87.0f ? 0.0f : FastExp(v);
+    y[i] = e;
+    acc[l] += e;
+  }
+  return AddLanes(acc);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ScaleRow(float* y, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float DotRow(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return AddLanes(acc);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void SoftmaxGradRow(const float* y, const float* dy,
+                                                                                 float* dx, int64_t n) {
+  const float dot = DotRow(y, dy, n);
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - dot);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormRow(const float* x, int64_t n,
+                                                                               const float* scale, const float* bias,
+                                                                               float eps, float* y, float* mean,
+                                                                               float* var) {
+  // The mean as x[0] plus the mean of x - x[0]: the lanes then sum values
+  // of the spread's size, not the mean's (rows far from zero keep their digits).
+  const float x0 = x[0];
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l] - x0;
+  for (int l = 0; i < n; ++i, ++l) acc[l] += x[i] - x0;
+  const float mu = x0 + AddLanes(acc) / static_cast<float>(n);
+  float sq[kLanes] = {};
+  for (i = 0; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float d = x[i + l] - mu;
+      sq[l] += d * d;
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float d = x[i] - mu;
+    sq[l] += d * d;
+  }
+  const float v = AddLanes(sq) / static_cast<float>(n);
+  const float rstd = 1.0f / std::sqrt(v + eps);
+  *mean = mu;
+  *var = v;
+  if (scale && bias)
+    for (i = 0; i < n; ++i) y[i] = (x[i] - mu) * rstd * scale[i] + bias[i];
+  else if (scale)
+    for (i = 0; i < n; ++i) y[i] = (x[i] - mu) * rstd * scale[i];
+  else if (bias)
+    for (i = 0; i < n; ++i) y[i] = (x[i] - mu) * rstd + bias[i];
+  else
+    for (i = 0; i < n; ++i) y[i] = (x[i] - mu) * rstd;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormGradRow(const float* x, const float* dy,
+                                                                                   int64_t n, float mean, float rstd,
+                                                                                   const float* scale, float* dx,
+                                                                                   float* dscale, float* dbias) {
+  if (dscale)
+    for (int64_t i = 0; i < n; ++i) dscale[i] += dy[i] * ((x[i] - mean) * rstd);
+  if (dbias)
+    for (int64_t i = 0; i < n; ++i) dbias[i] += dy[i];
+  if (!dx) return;
+  float sg[kLanes] = {}, sgx[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float g = scale ? dy[i + l] * scale[i + l] : dy[i + l];
+      sg[l] += g;
+      sgx[l] += g * ((x[i + l] - mean) * rstd);
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float g = scale ? dy[i] * scale[i] : dy[i];
+    sg[l] += g;
+    sgx[l] += g * ((x[i] - mean) * rstd);
+  }
+  const float mg = AddLanes(sg) / static_cast<float>(n), mgx = AddLanes(sgx) / static_cast<float>(n);
+  for (i = 0; i < n; ++i) {
+    const float g = scale ? dy[i] * scale[i] : dy[i];
+    dx[i] = rstd * (g - mg - ((x[i] - mean) * rstd) * mgx);
+  }
+}
+
 }  // namespace nabla::cpu

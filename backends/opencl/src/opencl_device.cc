@@ -251,9 +251,11 @@ void ClBlastGemm(OpenClDevice& dev, OpenClDevice::Impl& impl, bool trans_a, bool
                  int64_t ldb, T beta, void* c, int64_t c_offset, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    // CLBlast rejects k == 0; the product is beta * C. Only beta == 0 occurs
-    // here (grad kernels zero-fill first), so write zeros row by row.
-    NABLA_ENFORCE(beta == T(0), kUnimplemented, "OpenCL GEMM with k == 0 and beta != 0");
+    // CLBlast rejects k == 0; the product is beta * C. Grad kernels zero-fill
+    // (beta 0) or accumulate (beta 1, batched matmul_grad over an empty
+    // batch: C stays as it is); no caller scales.
+    if (beta == T(1)) return;
+    NABLA_ENFORCE(beta == T(0), kUnimplemented, "OpenCL GEMM with k == 0 and beta ", beta, " (only 0 and 1)");
     const T zero = T(0);
     for (int64_t i = 0; i < m; ++i) dev.Fill(c, (c_offset + i * ldc) * sizeof(T), n * sizeof(T), &zero, sizeof zero);
     return;

@@ -42,6 +42,7 @@ namespace detail {
 struct TensorImpl;
 struct Node;
 struct TapeImpl;
+struct OutputLayout;
 class PreparedCall;
 }  // namespace detail
 
@@ -165,25 +166,51 @@ using TensorMap = std::map<std::string, std::vector<Tensor>>;
 // Outputs of a call: every output slot of the op, by slot name.
 class NABLA_API Outputs {
  public:
+  Outputs();
+  ~Outputs();
+  Outputs(const Outputs&);
+  Outputs& operator=(const Outputs&);
+  Outputs(Outputs&&) noexcept;
+  Outputs& operator=(Outputs&&) noexcept;
+
   // The only tensor of `slot`; an error naming the slot when it is absent or holds several.
   const Tensor& operator[](const std::string& slot) const;
   const std::vector<Tensor>& List(const std::string& slot) const;
-  bool Has(const std::string& slot) const { return slots_.count(slot) != 0; }
+  bool Has(const std::string& slot) const;
   // Duplicable in the op's schema (the Python module returns a list for it).
   bool IsDuplicable(const std::string& slot) const;
-  const std::map<std::string, std::vector<Tensor>>& Slots() const { return slots_; }
-  const std::string& OpType() const { return type_; }
+  // Built at the first call (a call's outputs are kept flat: most callers
+  // take one tensor by name), so the first call must not race with another.
+  const std::map<std::string, std::vector<Tensor>>& Slots() const;
+  const std::string& OpType() const;
+
+  // The slots by index, in the op desc's (sorted) order, without maps.
+  size_t NumSlots() const;
+  const std::string& SlotName(size_t i) const;
+  // The tensors of slot i: SlotSize(i) of them from SlotData(i).
+  const Tensor* SlotData(size_t i) const;
+  size_t SlotSize(size_t i) const;
+  // The index of `slot`, or NumSlots() when the op has no such output slot.
+  size_t SlotIndex(const std::string& slot) const;
 
  private:
   friend class detail::PreparedCall;
-  std::string type_;
-  std::map<std::string, std::vector<Tensor>> slots_;
-  std::vector<std::string> duplicable_;
+  std::shared_ptr<const detail::OutputLayout> layout_;
+  std::vector<Tensor> tensors_;  // every slot's tensors, slot after slot
+  mutable std::unique_ptr<std::map<std::string, std::vector<Tensor>>> slots_;
 };
 
 // How many tensors a duplicable output slot gets (split's Out); every other
 // output slot gets one.
 using OutputCounts = std::map<std::string, int>;
+
+// One input slot of a call made without a TensorMap (Op::Run): `size`
+// tensors from `tensors`. Pointers only: nothing is copied or allocated.
+struct SlotInput {
+  const std::string* slot;
+  const Tensor* tensors;
+  size_t size;
+};
 
 // Runs op `type` now: the executors' dispatch path (run-time shape
 // inference, kernel by (device, dtype)) on the inputs' device. Attributes
@@ -213,6 +240,10 @@ class NABLA_API Op {
   Op(Op&&) noexcept;
   Op& operator=(Op&&) noexcept;
   Outputs operator()(const TensorMap& inputs) const;
+  // The same call with the slots given as an array in ascending slot-name
+  // order (the order a TensorMap keeps): the path for bindings and hot
+  // loops, with no map built per call.
+  Outputs Run(const SlotInput* slots, size_t n) const;
   const std::string& Type() const;
 
  private:

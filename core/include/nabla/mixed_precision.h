@@ -8,7 +8,9 @@
 // Placement, chosen so every other op keeps seeing float32: a kLow op with a
 // bfloat16 kernel on the device gets a `cast` to bfloat16 before each of its
 // float32 inputs (one per input and consumer) and writes bfloat16 outputs
-// that a `cast` turns back into the original float32 vars at once. Run it
+// that a `cast` turns back into the original float32 vars at once; an output
+// the op's inference keeps float32 for bfloat16 inputs (a statistic such as
+// flash_attn's softmax_lse) it writes into the original var itself. Run it
 // before AppendBackward: the casts' own gradients then carry gradients back
 // to float32, so parameters (master weights), optimizer state and the
 // gradients the optimizer reads all stay float32, and gradient sums happen

@@ -16,6 +16,13 @@
 //         .GradMaker<ScaleGradMaker>();
 //     registrar.Kernel("scale", DeviceType::kCPU, DType::kFloat32, ScaleKernel<float>, __FILE__, __LINE__);
 //   }
+//
+// Split by concern; this header is the registry and includes the parts:
+//   nabla/op_schema.h       slots, attributes, traits, origin
+//   nabla/infer_shape.h     InferShapeContext
+//   nabla/grad_maker.h      GradOpDescMakerBase and the standard makers
+//   nabla/kernel_context.h  ExecutionContext, KernelFn, KernelInfo
+// Plugins on the C ABI see none of these: nabla/c_api.h and nabla/sdk/.
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,7 +38,11 @@
 #include "nabla/attribute.h"
 #include "nabla/error.h"
 #include "nabla/export.h"
+#include "nabla/grad_maker.h"
 #include "nabla/gradcheck.h"
+#include "nabla/infer_shape.h"
+#include "nabla/kernel_context.h"
+#include "nabla/op_schema.h"
 #include "nabla/program.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
@@ -43,285 +54,13 @@ class Executor;
 class Scope;
 class Variable;
 
-// ---------------------------------------------------------------- schema
-
-enum SlotFlags : unsigned {
-  kNone = 0,
-  kDuplicable = 1u << 0,   // the slot takes a list of vars (sum's X)
-  kDispensable = 1u << 1,  // the slot may be absent or empty
-  kNoBuffer = 1u << 2,     // the kernel reads only the shape/dtype (grad ops)
-  // The input gives an attribute's value at run time (a tensor-valued
-  // attribute: reshape's Shape, scale's ScaleTensor). It never gets a
-  // gradient: grad makers give it @EMPTY@ (GradOpDescMakerBase::InputGrad),
-  // whatever its dtype, and DefaultGradOp declares no gradient slot for it.
-  kNoGrad = 1u << 3,
-};
-
-struct SlotDef {
-  std::string name;
-  std::string doc;
-  bool duplicable = false;
-  bool dispensable = false;
-  bool no_buffer = false;
-  bool no_grad = false;  // kNoGrad
-};
-
-struct AttrDef {
-  std::string name;
-  AttrType type = AttrType::kInt;
-  std::optional<Attribute> default_value;         // nullopt: the attribute is required
-  std::function<void(const Attribute&)> checker;  // throws Error on a bad value
-  std::string doc;
-};
-
-struct NABLA_API OpSchema {
-  std::string type;
-  std::string doc;
-  std::vector<SlotDef> inputs;
-  std::vector<SlotDef> outputs;
-  std::vector<AttrDef> attrs;
-
-  const SlotDef* FindInput(const std::string& name) const;
-  const SlotDef* FindOutput(const std::string& name) const;
-  const AttrDef* FindAttr(const std::string& name) const;
-};
-
-// How an op takes part in mixed precision (nabla/mixed_precision.h): the
-// op declares it, so the pass that inserts casts names no op.
-enum class OpPrecision {
-  kFollowInputs,  // runs in the dtype its inputs come in (elementwise, shape ops)
-  kLow,           // GEMM-bound, worth bfloat16 inputs (mul, matmul, conv2d); needs a bf16 kernel
-  kFloat32,       // accuracy needs float32 (reductions, softmax, losses, norms, optimizers)
-};
-NABLA_API const char* OpPrecisionName(OpPrecision p);  // "follow_inputs", "low", "float32"
-
-// What the backward builder and executors need to know about an op without
-// knowing its name.
-struct OpTraits {
-  bool has_sub_block = false;  // set automatically when the schema has a block attr
-  bool control_flow = false;   // runs blocks itself through ExecutionContext::RunBlock
-  bool random = false;         // output depends on a seed
-  // Reads or writes a tensor_array: a GradCheck case feeds dense tensors to
-  // one op, so these ops have their gradients checked through programs.
-  bool array_io = false;
-  // A collective (allreduce, broadcast): every rank must run these in the
-  // same order, so executors keep them in program order relative to each
-  // other even where no var orders them (two collectives started in
-  // different orders on two ranks deadlock).
-  bool collective = false;
-  // Writes an output that is also one of its inputs on purpose (an optimizer's
-  // ParamOut, batch_norm's MeanOut): the backward builder's overwrite pass
-  // leaves such writes alone instead of versioning or rejecting them.
-  bool updates_in_place = false;
-  // Converts X into Out of attribute out_dtype (from in_dtype): the op the
-  // mixed-precision pass (nabla/mixed_precision.h) inserts.
-  bool dtype_cast = false;
-  OpPrecision precision = OpPrecision::kFollowInputs;
-};
-
-// A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op
-// types in program order, each linked to the next through the one of its
-// outputs that the next reads and nothing else reads (its other outputs the
-// fused op writes as it did). `fuse` builds the replacing op from the matched
-// ops (same order), or returns null to leave that match alone. The op that
-// declares the pattern knows the names; the core only matches them.
-struct FusionPattern {
-  std::vector<std::string> chain;
-  std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)> fuse;
-};
-
-// A rewrite an op brings for programs that already hold their backward part
-// and optimizer (FuseGradOps, nabla/fusion.h), for what a chain cannot
-// express: grad ops of several forward ops that share work, say one operand
-// computed once for all of them, or a grad op taking over the update of the
-// weight it differentiates. `run` rewrites `program` in place and returns
-// how many places it changed; it must leave every var in `keep`, every
-// updated parameter and every other result the program computed as it was
-// (a gradient only its update reads may go), and only change how the
-// program computes them.
-struct ProgramPass {
-  std::string name;
-  std::function<size_t(ProgramDesc& program, const std::unordered_set<std::string>& keep)> run;
-};
-
-struct NABLA_API Origin {
-  std::string plugin;  // plugin name ("" for ops registered in-process)
-  std::string path;    // plugin file
-  std::string file;    // source file of the registration
-  int line = 0;
-  std::string ToString() const;  // "math_ops (…/libmath_ops.so) at mul_op.cc:42"
-};
-
-// ---------------------------------------------------------- inference
-
-// Shape and dtype inference, at build time (over VarDescs, dims may be -1)
-// and at run time (over tensors). One function serves both.
-class NABLA_API InferShapeContext {
- public:
-  virtual ~InferShapeContext();
-  virtual const OpDesc& Op() const = 0;
-  virtual bool IsRuntime() const = 0;
-  // A slot is present when it has at least one argument that is not @EMPTY@.
-  virtual bool HasInput(const std::string& slot) const = 0;
-  virtual bool HasOutput(const std::string& slot) const = 0;
-  virtual size_t InputSize(const std::string& slot) const = 0;
-  virtual size_t OutputSize(const std::string& slot) const = 0;
-  virtual Shape InputShape(const std::string& slot, size_t i = 0) const = 0;
-  virtual DType InputDType(const std::string& slot, size_t i = 0) const = 0;
-  virtual VarType InputVarType(const std::string& slot, size_t i = 0) const = 0;
-  // Setting an @EMPTY@ output is a no-op.
-  virtual void SetOutputShape(const std::string& slot, const Shape& shape, size_t i = 0) = 0;
-  virtual void SetOutputDType(const std::string& slot, DType dtype, size_t i = 0) = 0;
-  // Tensor-valued attributes: input slot[i] on the host (HostCopy), for a
-  // shape function whose result depends on the values of a small input (a
-  // shape, a count). Only at run time (IsRuntime()): at build time the value
-  // is unknown and this throws, so callers leave the dims it decides at -1.
-  // A run-time inference that reads values is never memoized.
-  virtual Tensor InputHostTensor(const std::string& slot, size_t i = 0) const;
-
-  template <typename T>
-  const T& Attr(const std::string& name) const {
-    return Op().Attr<T>(name);
-  }
-  // Out[i] gets the shape and dtype of In[j].
-  void ShareShapeAndDType(const std::string& in, const std::string& out, size_t i = 0, size_t j = 0);
-  // "op 'mul' (prog.yaml:3:7)": for messages.
-  std::string Where() const;
-  // The program the op belongs to, when known; lets Where() name the file.
-  virtual const ProgramDesc* Program() const { return nullptr; }
-};
-
-using InferShapeFn = std::function<void(InferShapeContext&)>;
-// Sets the VarType (and dtype where it is not a shape question) of outputs.
-using InferVarTypeFn = std::function<void(const OpDesc& op, BlockDesc& block)>;
-
-// ---------------------------------------------------------- grad makers
-
-// Builds the grad ops of one forward op (seed 003). Helpers give the names a
-// maker needs; a maker may return zero, one or several ops of any type.
-class NABLA_API GradOpDescMakerBase {
- public:
-  GradOpDescMakerBase(const OpDesc& fwd, const std::unordered_set<std::string>& no_grad_set,
-                      std::unordered_map<std::string, std::string>* grad_to_var,
-                      const std::vector<BlockDesc*>& grad_blocks);
-  virtual ~GradOpDescMakerBase();
-  virtual std::vector<std::unique_ptr<OpDesc>> operator()() const = 0;
-
- protected:
-  const std::vector<std::string>& Input(const std::string& slot) const { return fwd_.Input(slot); }
-  const std::vector<std::string>& Output(const std::string& slot) const { return fwd_.Output(slot); }
-  // x@GRAD for every arg of the slot; @EMPTY@ for args in the no-grad set
-  // and for every arg of a kNoGrad slot. Records grad -> forward var names
-  // for the builder.
-  std::vector<std::string> InputGrad(const std::string& slot) const;
-  std::vector<std::string> OutputGrad(const std::string& slot) const;
-  std::vector<std::string> InputSlots() const;
-  std::vector<std::string> OutputSlots() const;
-  // Whether the forward op's schema declares input `slot` kNoGrad.
-  bool IsNoGradInput(const std::string& slot) const;
-  const AttributeMap& Attrs() const { return fwd_.Attrs(); }
-  template <typename T>
-  const T& Attr(const std::string& name) const {
-    return fwd_.Attr<T>(name);
-  }
-  const OpDesc& ForwardOp() const { return fwd_; }
-  // The grad block built for the forward op's i-th sub-block (non-owning).
-  BlockDesc* GradBlock(size_t i = 0) const;
-
- private:
-  std::vector<std::string> GradNames(const std::vector<std::string>& names, bool is_input) const;
-
-  const OpDesc& fwd_;
-  const std::unordered_set<std::string>& no_grad_set_;
-  std::unordered_map<std::string, std::string>* grad_to_var_;  // non-owning, may be null
-  std::vector<BlockDesc*> grad_blocks_;
-};
-
-// `<type>_grad` with every forward input, output and output gradient as
-// inputs (`X`, `Out`, `Out@GRAD`) and every input gradient as output (`X@GRAD`).
-class NABLA_API DefaultGradOpDescMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override;
-};
-
-// For ops that deliberately have no gradient (accuracy, fill_constant, ...).
-class NABLA_API EmptyGradOpDescMaker : public GradOpDescMakerBase {
- public:
-  using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override { return {}; }
-};
-
-using GradOpMakerFn = std::function<std::vector<std::unique_ptr<OpDesc>>(
-    const OpDesc& fwd, const std::unordered_set<std::string>& no_grad_set,
-    std::unordered_map<std::string, std::string>* grad_to_var, const std::vector<BlockDesc*>& grad_blocks)>;
-
-// ---------------------------------------------------------- kernels
-
-struct RunContext;
-struct PreparedOp;
-
-// What a kernel sees: its op, its tensors, its device.
-class NABLA_API ExecutionContext {
- public:
-  ExecutionContext(const OpDesc& op, Scope& scope, Device& device, const RunContext* run);
-  // Variables come from `prepared` (resolved once per scope), not from names.
-  ExecutionContext(const PreparedOp& prepared, Scope& scope, Device& device, const RunContext* run);
-
-  const OpDesc& Op() const { return op_; }
-  bool HasInput(const std::string& slot) const;
-  bool HasOutput(const std::string& slot) const;
-  size_t InputSize(const std::string& slot) const;
-  size_t OutputSize(const std::string& slot) const;
-  // The tensor of input `slot`[i]; an absent input is an error naming it.
-  const Tensor& Input(const std::string& slot, size_t i = 0) const;
-  // Null when the slot is absent or the arg is @EMPTY@ (a gradient nobody needs).
-  Tensor* Output(const std::string& slot, size_t i = 0) const;
-  std::vector<const Tensor*> MultiInput(const std::string& slot) const;
-  std::vector<Tensor*> MultiOutput(const std::string& slot) const;
-  // Input slot[i] readable on the host (HostCopy): tensor-valued
-  // attributes, read by kernels of any device as shape inference reads them.
-  Tensor InputHostTensor(const std::string& slot, size_t i = 0) const;
-  Variable* InputVar(const std::string& slot, size_t i = 0) const;
-  Variable* OutputVar(const std::string& slot, size_t i = 0) const;
-  template <typename T>
-  const T& Attr(const std::string& name) const {
-    // A prepared op's attributes without the map's string compares (a
-    // kernel reads some on every call); a miss or a wrong type takes the
-    // OpDesc's path, which reports it.
-    if (const Attribute* a = PreparedAttr(name))
-      if (const T* v = std::get_if<T>(a)) return *v;
-    return op_.Attr<T>(name);
-  }
-
-  Device& GetDevice() const { return device_; }
-  Scope& GetScope() const { return scope_; }
-  const RunContext* Run() const { return run_; }
-  // Runs block `block_idx` of the running program in `scope` (control flow).
-  void RunBlock(int block_idx, Scope& scope) const;
-  // The op's `seed` attribute when non-zero, else one derived from the run's
-  // seed and this op, so seeded runs are reproducible.
-  uint64_t Seed() const;
-
- private:
-  const OpDesc& op_;
-  Scope& scope_;
-  Device& device_;
-  const RunContext* run_;                 // non-owning, may be null
-  const PreparedOp* prepared_ = nullptr;  // non-owning, may be null
-
-  const Attribute* PreparedAttr(const std::string& name) const;
-};
-
-using KernelFn = std::function<void(const ExecutionContext&)>;
-// Picks the dtype a kernel is looked up by; default: the first input tensor.
-using KernelDTypeFn = std::function<DType(const ExecutionContext&)>;
-
-struct KernelInfo {
-  KernelFn fn;
-  Origin origin;
-  std::shared_ptr<void> library;  // keeps the plugin mapped while callable
-};
+// How many tensors a duplicable output slot holds, decided from the op desc
+// before it runs: its attributes (schema defaults filled in) and the args of
+// its input slots (split: `num`, `sections` or one part per tensor of
+// SectionsTensorList). -1 when they do not tell. Front-ends that are not
+// given the outputs (eager calls, Python's nabla.ops) size the slot with it
+// unless the caller passed output_counts.
+using OutputCountFn = std::function<int(const OpDesc& op)>;
 
 struct OpInfo {
   OpSchema schema;
@@ -334,10 +73,12 @@ struct OpInfo {
   KernelDTypeFn kernel_dtype;
   OpTraits traits;
   Origin origin;
-  std::shared_ptr<void> library;           // keeps the plugin mapped while callable
-  std::vector<GradCheckSpec> grad_checks;  // cases for `nabla gradcheck`
-  std::vector<FusionPattern> fusions;      // chains this op replaces (FuseOps)
-  std::vector<ProgramPass> grad_passes;    // rewrites after the backward part (FuseGradOps)
+  std::shared_ptr<void> library;                       // keeps the plugin mapped while callable
+  std::vector<GradCheckSpec> grad_checks;              // cases for `nabla gradcheck`
+  std::vector<FusionPattern> fusions;                  // chains this op replaces (FuseOps)
+  std::vector<ProgramPass> forward_passes;             // rewrites before the backward part (FuseOps)
+  std::vector<ProgramPass> grad_passes;                // rewrites after the backward part (FuseGradOps)
+  std::map<std::string, OutputCountFn> output_counts;  // by duplicable output slot
 
   // A maker was registered (possibly the empty one): the backward builder may pass the op.
   bool HasGradMaker() const { return static_cast<bool>(grad_maker); }
@@ -441,6 +182,12 @@ class NABLA_API OpBuilder {
   // This op brings a rewrite for programs with their backward part (see
   // ProgramPass and FuseGradOps).
   OpBuilder& RewritesAfterBackward(ProgramPass pass);
+  // This op brings a rewrite for programs without their backward part, run by
+  // FuseOps after the chains (see ProgramPass).
+  OpBuilder& RewritesBeforeBackward(ProgramPass pass);
+  // How many tensors the duplicable output `slot` (declared before) holds,
+  // from the attributes and inputs (see OutputCountFn).
+  OpBuilder& OutputCount(const std::string& slot, OutputCountFn fn);
   OpInfo& Info() { return *info_; }
 
  private:

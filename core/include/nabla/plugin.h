@@ -55,8 +55,14 @@ class NABLA_API PluginManager {
   // there is one), and leave the registry exactly as it was.
   void Load(const std::string& path);
   // The standard plugins (next to the binary: ../lib/nabla/plugins) and every
-  // lib*.so in the folders of NABLA_PLUGIN_PATH.
-  void LoadDefaults();
+  // lib*.so in the folders of NABLA_PLUGIN_PATH. A file found there that does
+  // not load (stale, broken, a clash) is skipped with one warning on stderr
+  // naming it and why, so one bad file does not stop every command; with
+  // `strict` it is an error, as a file asked for by name (Load) always is.
+  // A folder of NABLA_PLUGIN_PATH that does not exist is an error.
+  void LoadDefaults(bool strict = false);
+  // The warnings of the files LoadDefaults skipped, in order.
+  std::vector<std::string> Skipped() const;
   // Folder of the standard plugins.
   static std::string DefaultPluginDir();
 

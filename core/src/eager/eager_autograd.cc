@@ -125,6 +125,7 @@ std::vector<TapeImpl*>& ActiveTapes() {
 void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Tensor*>& in_tensors,
             const std::vector<std::shared_ptr<TensorImpl>>& outputs) {
   auto node = std::make_shared<Node>();
+  node->inputs.reserve(in_tensors.size());
   node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
   node->tmpl = std::move(tmpl);
   const GradTemplate& t = *node->tmpl;
@@ -134,13 +135,13 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
     auto same =
         std::find_if(node->inputs.begin(), node->inputs.end(), [&](const InputEdge& e) { return e.id == impl->id; });
     if (same != node->inputs.end()) {
-      same->args.push_back(static_cast<int>(a));
+      same->more_args.push_back(static_cast<int>(a));
       continue;
     }
     InputEdge e;
     e.id = impl->id;
-    e.args.push_back(static_cast<int>(a));
-    e.shape = impl->data.GetShape();
+    e.first_arg = static_cast<int>(a);
+    if (!impl->grad_fn) e.shape = impl->data.GetShape();
     e.dtype = impl->data.GetDType();
     e.device = impl->data.GetDevice();
     if (impl->grad_fn) {
@@ -158,7 +159,7 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
   node->saved.reserve(t.saved.size());
   for (int a : t.saved) {
     const auto& impl = a < static_cast<int>(t.n_inputs) ? TensorImpl::Of(*in_tensors[a]) : outputs[a - t.n_inputs];
-    node->saved.push_back(SavedVar{a, impl->data, impl->version, impl->version->load(), impl, impl->name});
+    node->saved.push_back(SavedVar{a, impl->data, impl->SharedVersion(), impl->version->load(), impl, impl->name});
   }
   for (const auto& o : outputs)
     if (o->requires_grad) o->grad_fn = node;
@@ -181,7 +182,7 @@ void Accumulate(TensorImpl& target, const nabla::Tensor& grad, Device& device) {
     return;
   }
   target.grad->data = SumInOrder({target.grad->data, grad}, device);
-  target.grad->version->fetch_add(1);
+  target.grad->SharedVersion()->fetch_add(1);
 }
 
 struct LaterFirst {
@@ -205,18 +206,26 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   }
 
   // Dependency counts: how many reachable consumers each node still waits for.
-  std::unordered_map<Node*, int> deps;
-  deps.reserve(64);
+  static std::atomic<uint64_t> next_walk{1};
+  const uint64_t walk = next_walk.fetch_add(1, std::memory_order_relaxed);
+  size_t reachable = 1;
   {
     std::vector<Node*> stack{root->grad_fn.get()};
-    std::unordered_set<Node*> seen{root->grad_fn.get()};
+    root->grad_fn->walk = walk;
+    root->grad_fn->waiting = 0;
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       for (const auto& e : n->inputs) {
-        if (!e.producer) continue;
-        ++deps[e.producer.get()];
-        if (seen.insert(e.producer.get()).second) stack.push_back(e.producer.get());
+        Node* p = e.producer.get();
+        if (p == nullptr) continue;
+        if (p->walk != walk) {
+          p->walk = walk;
+          p->waiting = 0;
+          stack.push_back(p);
+          ++reachable;
+        }
+        ++p->waiting;
       }
     }
   }
@@ -224,7 +233,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   // Gradient parts per tensor id, in the order they were made (the fixed
   // summation order that makes the result the same bit for bit every run).
   std::unordered_map<uint64_t, std::vector<nabla::Tensor>> pending;
-  pending.reserve(deps.size() * 2 + 8);
+  pending.reserve(reachable * 2 + 8);
   pending[root->id].push_back(seed);
   std::vector<const InputEdge*> leaves;  // leaves a traversed node feeds, first-seen order
   std::unordered_set<const TensorImpl*> leaf_seen;
@@ -284,15 +293,18 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
       // part, so a producer none of whose outputs gets one is skipped, as
       // the static builder prunes grad ops whose gradient inputs are all zero.
       for (const auto& e : node.inputs) {
-        for (int a : e.args)
+        auto add_parts = [&](int a) {
           for (int slot : t.input_grads[a])
             if (env[slot].IsInitialized()) pending[e.id].push_back(std::move(env[slot]));
+        };
+        add_parts(e.first_arg);
+        for (int a : e.more_args) add_parts(a);
         if (e.leaf && leaf_seen.insert(e.leaf.get()).second) leaves.push_back(&e);
       }
     }
     for (const auto& e : node.inputs) {
       if (!e.producer) continue;
-      if (--deps[e.producer.get()] == 0) ready.push(e.producer.get());
+      if (--e.producer->waiting == 0) ready.push(e.producer.get());
     }
     traversed.push_back(&node);
   }

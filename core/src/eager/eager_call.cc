@@ -23,28 +23,38 @@ thread_local Device* t_default_device = nullptr;
 
 std::atomic<uint64_t> g_next_tensor_id{0};
 
-SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
+SlotArgs InputArgs(const SlotInput* slots, size_t n, const std::string& type) {
   SlotArgs args;
-  args.reserve(inputs.size());
-  for (const auto& [slot, tensors] : inputs) {
-    for (size_t i = 0; i < tensors.size(); ++i)
-      NABLA_ENFORCE(tensors[i].Defined(), kInvalidArgument, "eager: op '", type, "': input ", slot, "[", i,
+  args.reserve(n);
+  for (size_t s = 0; s < n; ++s) {
+    const SlotInput& in = slots[s];
+    for (size_t i = 0; i < in.size; ++i)
+      NABLA_ENFORCE(in.tensors[i].Defined(), kInvalidArgument, "eager: op '", type, "': input ", *in.slot, "[", i,
                     "] is an undefined tensor");
-    args.emplace_back(slot, std::vector<bool>(tensors.size(), true));
+    NABLA_ENFORCE(s == 0 || *slots[s - 1].slot < *in.slot, kInvalidArgument, "eager: op '", type, "': input slot '",
+                  *in.slot, "' given after '", *slots[s - 1].slot,
+                  "'; Op::Run takes the slots once each, in ascending name order");
+    args.emplace_back(*in.slot, std::vector<bool>(in.size, true));
   }
   return args;
+}
+
+SlotArgs InputArgs(const TensorMap& inputs, const std::string& type) {
+  detail::SlotInputs slots(inputs);
+  return InputArgs(slots.data(), slots.size(), type);
 }
 
 // The device of the first input, else the default. A kernel reads every
 // input as memory of its own device, so inputs elsewhere are refused here
 // rather than handed to it.
-Device& CallDevice(const std::string& type, const TensorMap& inputs) {
+Device& CallDevice(const std::string& type, const SlotInput* slots, size_t n) {
   Device* device = nullptr;
   const std::string* first_slot = nullptr;  // no string built unless it is an error: this is every call
   size_t first_index = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const Tensor& t = tensors[i];
+  for (size_t s = 0; s < n; ++s) {
+    const std::string& slot = *slots[s].slot;
+    for (size_t i = 0; i < slots[s].size; ++i) {
+      const Tensor& t = slots[s].tensors[i];
       if (!t.Defined() || !t.Data().IsInitialized()) continue;
       if (device == nullptr) {
         device = &t.GetDevice();
@@ -58,6 +68,11 @@ Device& CallDevice(const std::string& type, const TensorMap& inputs) {
     }
   }
   return device != nullptr ? *device : DefaultDevice();
+}
+
+Device& CallDevice(const std::string& type, const TensorMap& inputs) {
+  detail::SlotInputs slots(inputs);
+  return CallDevice(type, slots.data(), slots.size());
 }
 
 std::string CallKey(const std::string& type, const SlotArgs& in, const SlotArgs& out, const AttributeMap& attrs) {
@@ -198,6 +213,9 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
     NABLA_ENFORCE(n >= 0 && (def->duplicable || n <= 1), kInvalidArgument, where, ": output slot '", slot,
                   "' cannot hold ", n, " tensors");
   }
+  // Before the outputs: an op's output counts follow from its attributes.
+  desc_.MutableAttrs() = attrs;
+  FillDefaultAttrs(desc_, *registry_);
   if (out_args) {
     for (const auto& [slot, present] : *out_args) {
       NABLA_ENFORCE(info.schema.FindOutput(slot), kInvalidArgument, where, ": unknown output slot '", slot, "'");
@@ -209,16 +227,24 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
   } else {
     for (const auto& def : info.schema.outputs) {
       auto it = counts.find(def.name);
-      int n = it == counts.end() ? 1 : it->second;
+      auto trait = info.output_counts.find(def.name);
+      const int inferred = trait != info.output_counts.end() ? trait->second(desc_) : -1;
+      int n = 1;
+      if (it != counts.end()) {
+        n = it->second;
+        NABLA_ENFORCE(inferred < 0 || inferred == n, kInvalidArgument, where, ": output_counts gives output slot '",
+                      def.name, "' ", n, " tensors, but the op's attributes and inputs make it ", inferred, "; leave '",
+                      def.name, "' out of output_counts");
+      } else if (inferred >= 0) {
+        n = inferred;
+      } else if (def.duplicable) {
+        unsized_outputs_ += StrCat(unsized_outputs_.empty() ? "" : ", ", "'", def.name, "'");
+      }
       std::vector<std::string> args;
       for (int i = 0; i < n; ++i) args.push_back(StrCat("out.", def.name, ".", i));
       desc_.SetOutput(def.name, std::move(args));
     }
   }
-  for (const auto& def : info.schema.outputs)
-    if (def.duplicable) duplicable_outputs_.push_back(def.name);
-  desc_.MutableAttrs() = attrs;
-  FillDefaultAttrs(desc_, *registry_);
 
   // Slots in the desc's (sorted) order: callers pass tensors in that order.
   prepared_.op = &desc_;
@@ -235,20 +261,28 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
   prepared_.inputs = resolve(desc_.Inputs());
   prepared_.outputs = resolve(desc_.Outputs());
   prepared_.CacheKernels(*registry_);
+  prepared_.memo_sets_outputs = true;
+  auto layout = std::make_shared<OutputLayout>();
+  layout->type = type;
+  for (const auto& slot : prepared_.outputs) {
+    const SlotDef* def = info.schema.FindOutput(slot.name);
+    layout->slots.push_back({slot.name, layout->total, slot.vars.size(), def != nullptr && def->duplicable});
+    layout->total += slot.vars.size();
+  }
+  layout_ = std::move(layout);
 }
 
-bool PreparedCall::MatchesSlots(const TensorMap& inputs) const {
-  if (inputs.size() != key_inputs_.size()) return false;
-  size_t s = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    if (slot != key_inputs_[s].first || tensors.size() != key_inputs_[s].second) return false;
-    ++s;
-  }
+bool PreparedCall::MatchesSlots(const SlotInput* slots, size_t n) const {
+  if (n != key_inputs_.size()) return false;
+  for (size_t s = 0; s < n; ++s)
+    if (slots[s].size != key_inputs_[s].second || !PreparedOp::SameName(*slots[s].slot, key_inputs_[s].first))
+      return false;
   return true;
 }
 
-bool PreparedCall::Matches(const TensorMap& inputs, const AttributeMap& attrs, const OutputCounts& counts) const {
-  return MatchesSlots(inputs) && attrs == key_attrs_ && counts == key_counts_;
+bool PreparedCall::Matches(const SlotInput* slots, size_t n, const AttributeMap& attrs,
+                           const OutputCounts& counts) const {
+  return MatchesSlots(slots, n) && attrs == key_attrs_ && counts == key_counts_;
 }
 
 void PreparedCall::Unbind() {
@@ -308,58 +342,69 @@ void PreparedCall::RunEnv(std::vector<nabla::Tensor>& env, const std::vector<std
 }
 
 std::shared_ptr<const GradTemplate> PreparedCall::Template(const std::vector<bool>& no_grad) {
+  if (last_template_ && no_grad == last_no_grad_) return last_template_;
   auto it = templates_.find(no_grad);
-  if (it != templates_.end()) return it->second;
-  auto t = BuildGradTemplate(desc_, Info(), no_grad);
-  templates_.emplace(no_grad, t);
-  return t;
+  if (it == templates_.end()) it = templates_.emplace(no_grad, BuildGradTemplate(desc_, Info(), no_grad)).first;
+  last_no_grad_ = no_grad;
+  last_template_ = it->second;
+  return it->second;
 }
 
-Outputs PreparedCall::Invoke(const TensorMap& inputs) {
-  Device& device = CallDevice(desc_.Type(), inputs);
+Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
+  Device& device = CallDevice(desc_.Type(), slots, n);
   UnbindOnExit unbind{this};
   bool any_requires_grad = false;
-  size_t s = 0;
-  for (const auto& [slot, tensors] : inputs) {
-    auto& vars = prepared_.inputs[s++].vars;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      vars[i]->GetTensor() = tensors[i].Data();
-      any_requires_grad = any_requires_grad || tensors[i].RequiresGrad();
+  for (size_t s = 0; s < n; ++s) {
+    auto& vars = prepared_.inputs[s].vars;
+    for (size_t i = 0; i < slots[s].size; ++i) {
+      const Tensor& t = slots[s].tensors[i];
+      vars[i]->GetTensor() = t.Data();
+      any_requires_grad = any_requires_grad || t.RequiresGrad();
+    }
+  }
+  const bool record = any_requires_grad && GradEnabled();
+  if (unsized_outputs_.empty()) {
+    Dispatch(device);
+  } else {
+    try {
+      Dispatch(device);
+    } catch (const Error& e) {
+      throw Error(e.kind(), StrCat(e.what(), " (eager: the op declares no count for duplicable output ",
+                                   unsized_outputs_, ", so it got 1 tensor; give the count with output_counts)"));
     }
   }
   Outputs result;
-  result.type_ = desc_.Type();
-  result.duplicable_ = duplicable_outputs_;
-  const bool record = any_requires_grad && GradEnabled();
-  std::vector<std::shared_ptr<TensorImpl>> out_impls;
-  {
-    Dispatch(device);
-    for (auto& slot : prepared_.outputs) {
-      auto& list = result.slots_[slot.name];
-      for (Variable* v : slot.vars) {
-        nabla::Tensor& data = v->GetTensor();
-        bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
-        auto impl = TensorImpl::Make(std::move(data), "", false);
-        impl->requires_grad = grad;
-        if (record) out_impls.push_back(impl);
-        list.push_back(Tensor(std::move(impl)));
-      }
+  result.layout_ = layout_;
+  result.tensors_.reserve(layout_->total);
+  for (auto& slot : prepared_.outputs) {
+    for (Variable* v : slot.vars) {
+      nabla::Tensor& data = v->GetTensor();
+      const bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
+      auto impl = std::make_shared<TensorImpl>();
+      impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
+      impl->data = std::move(data);
+      impl->requires_grad = grad;
+      result.tensors_.push_back(Tensor(std::move(impl)));
     }
   }
   if (record) {
     // Which args get no gradient: inputs that do not require it, outputs
     // that cannot have one (integer results).
-    std::vector<bool> no_grad;
-    std::vector<const Tensor*> in_handles;
-    no_grad.reserve(out_impls.size() + 4);
-    in_handles.reserve(4);
-    for (const auto& [slot, tensors] : inputs)
-      for (const auto& t : tensors) {
-        no_grad.push_back(!t.RequiresGrad());
-        in_handles.push_back(&t);
+    no_grad_.clear();
+    in_handles_.clear();
+    out_impls_.clear();
+    for (size_t s = 0; s < n; ++s)
+      for (size_t i = 0; i < slots[s].size; ++i) {
+        const Tensor& t = slots[s].tensors[i];
+        no_grad_.push_back(!t.RequiresGrad());
+        in_handles_.push_back(&t);
       }
-    for (const auto& o : out_impls) no_grad.push_back(!o->requires_grad);
-    detail::Record(Template(no_grad), in_handles, out_impls);
+    for (const Tensor& o : result.tensors_) {
+      no_grad_.push_back(!o.impl_->requires_grad);
+      out_impls_.push_back(o.impl_);
+    }
+    detail::Record(Template(no_grad_), in_handles_, out_impls_);
+    out_impls_.clear();  // holds no result past the call
   }
   return result;
 }
@@ -506,10 +551,10 @@ void Tensor::Backward(bool retain_graph) const {
 Tensor Tensor::Detach() const {
   const TensorImpl& impl = Impl("Detach");
   auto d = TensorImpl::Make(impl.data, impl.name, false);
-  d->version = impl.version;  // same data, same version counter
+  d->version = impl_->SharedVersion();  // same data, same version counter
   return Tensor(d);
 }
-uint64_t Tensor::Version() const { return Impl("Version").version->load(); }
+uint64_t Tensor::Version() const { return Impl("Version").VersionNow(); }
 
 namespace {
 void CheckInPlaceAllowed(const TensorImpl& impl, const char* what) {
@@ -534,7 +579,7 @@ void Tensor::CopyFrom(const Tensor& src) {
     if (!host.empty()) s.data.GetDevice()->CopyToHost(host.data(), s.data.RawData(), host.size());
     if (!host.empty()) dev.CopyFromHost(impl.data.RawData(), host.data(), host.size());
   }
-  impl.version->fetch_add(1);
+  impl.SharedVersion()->fetch_add(1);
 }
 
 void Tensor::CopyFromHost(const void* data, DType dtype, const Shape& shape) {
@@ -544,45 +589,97 @@ void Tensor::CopyFromHost(const void* data, DType dtype, const Shape& shape) {
                 "eager: CopyFromHost into '", impl.name, "' ", impl.data.DebugString(), " of ", DTypeName(dtype),
                 ShapeToString(shape), ": shape and dtype must match");
   if (impl.data.Bytes()) impl.data.GetDevice()->CopyFromHost(impl.data.RawData(), data, impl.data.Bytes());
-  impl.version->fetch_add(1);
+  impl.SharedVersion()->fetch_add(1);
 }
 
 // ------------------------------------------------------------ Outputs
 
+Outputs::Outputs() = default;
+Outputs::~Outputs() = default;
+Outputs::Outputs(const Outputs& o) : layout_(o.layout_), tensors_(o.tensors_) {}
+Outputs& Outputs::operator=(const Outputs& o) {
+  if (this != &o) {
+    layout_ = o.layout_;
+    tensors_ = o.tensors_;
+    slots_.reset();
+  }
+  return *this;
+}
+Outputs::Outputs(Outputs&&) noexcept = default;
+Outputs& Outputs::operator=(Outputs&&) noexcept = default;
+
+size_t Outputs::NumSlots() const { return layout_ ? layout_->slots.size() : 0; }
+const std::string& Outputs::SlotName(size_t i) const { return layout_->slots.at(i).name; }
+const Tensor* Outputs::SlotData(size_t i) const { return tensors_.data() + layout_->slots.at(i).begin; }
+size_t Outputs::SlotSize(size_t i) const { return layout_->slots.at(i).size; }
+size_t Outputs::SlotIndex(const std::string& slot) const {
+  const size_t n = NumSlots();
+  for (size_t i = 0; i < n; ++i)
+    if (layout_->slots[i].name == slot) return i;
+  return n;
+}
+
+const std::string& Outputs::OpType() const {
+  static const std::string none;
+  return layout_ ? layout_->type : none;
+}
+
+bool Outputs::Has(const std::string& slot) const { return SlotIndex(slot) != NumSlots(); }
+
+namespace {
+[[noreturn]] void ThrowNoOutputSlot(const Outputs& out, const std::string& slot) {
+  std::string names;
+  for (size_t i = 0; i < out.NumSlots(); ++i) names += (names.empty() ? "" : ", ") + out.SlotName(i);
+  NABLA_THROW(kNotFound, "eager: op '", out.OpType(), "' has no output slot '", slot, "'; it has: ", names);
+}
+}  // namespace
+
 const Tensor& Outputs::operator[](const std::string& slot) const {
-  const auto& list = List(slot);
-  NABLA_ENFORCE(list.size() == 1, kInvalidArgument, "eager: output slot '", slot, "' of op '", type_, "' holds ",
-                list.size(), " tensors; use List(\"", slot, "\")");
-  return list[0];
+  const size_t i = SlotIndex(slot);
+  if (i == NumSlots()) ThrowNoOutputSlot(*this, slot);
+  const size_t n = layout_->slots[i].size;
+  NABLA_ENFORCE(n == 1, kInvalidArgument, "eager: output slot '", slot, "' of op '", OpType(), "' holds ", n,
+                " tensors; use List(\"", slot, "\")");
+  return tensors_[layout_->slots[i].begin];
+}
+
+const std::map<std::string, std::vector<Tensor>>& Outputs::Slots() const {
+  if (!slots_) {
+    auto m = std::make_unique<std::map<std::string, std::vector<Tensor>>>();
+    for (size_t i = 0; i < NumSlots(); ++i) {
+      const Tensor* d = SlotData(i);
+      (*m)[SlotName(i)].assign(d, d + SlotSize(i));
+    }
+    slots_ = std::move(m);
+  }
+  return *slots_;
 }
 
 const std::vector<Tensor>& Outputs::List(const std::string& slot) const {
-  auto it = slots_.find(slot);
-  if (it == slots_.end()) {
-    std::string names;
-    for (const auto& [s, t] : slots_) names += (names.empty() ? "" : ", ") + s;
-    NABLA_THROW(kNotFound, "eager: op '", type_, "' has no output slot '", slot, "'; it has: ", names);
-  }
-  return it->second;
+  if (!Has(slot)) ThrowNoOutputSlot(*this, slot);
+  return Slots().at(slot);
 }
 
 bool Outputs::IsDuplicable(const std::string& slot) const {
-  return std::find(duplicable_.begin(), duplicable_.end(), slot) != duplicable_.end();
+  const size_t i = SlotIndex(slot);
+  return i != NumSlots() && layout_->slots[i].duplicable;
 }
 
 // ------------------------------------------------------------ calls
 
 Outputs Call(const std::string& type, const TensorMap& inputs, const AttributeMap& attrs,
              const OutputCounts& output_counts) {
+  detail::SlotInputs slots(inputs);
   auto& entries = detail_cache::Forward()[type];
   for (auto it = entries.begin(); it != entries.end(); ++it) {
-    if (!(*it)->Matches(inputs, attrs, output_counts)) continue;
-    if (!(*it)->Stale()) return (*it)->Invoke(inputs);
+    if (!(*it)->Matches(slots.data(), slots.size(), attrs, output_counts)) continue;
+    if (!(*it)->Stale()) return (*it)->Invoke(slots.data(), slots.size());
     entries.erase(it);  // the registry changed: prepare again
     break;
   }
-  entries.push_back(std::make_unique<PreparedCall>(type, InputArgs(inputs, type), nullptr, attrs, output_counts));
-  return entries.back()->Invoke(inputs);
+  entries.push_back(
+      std::make_unique<PreparedCall>(type, InputArgs(slots.data(), slots.size(), type), nullptr, attrs, output_counts));
+  return entries.back()->Invoke(slots.data(), slots.size());
 }
 
 void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorMap& outputs,
@@ -617,7 +714,7 @@ void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorM
     for (size_t i = 0; i < tensors.size(); ++i) {
       auto& impl = *TensorImpl::Of(tensors[i]);
       impl.data = std::move(out_data[s][i]);
-      impl.version->fetch_add(1);
+      impl.SharedVersion()->fetch_add(1);
     }
     ++s;
   }
@@ -635,11 +732,14 @@ Op& Op::operator=(Op&&) noexcept = default;
 const std::string& Op::Type() const { return type_; }
 
 Outputs Op::operator()(const TensorMap& inputs) const {
-  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->MatchesSlots(inputs);
-  if (rebuild) {
-    prepared_ = std::make_unique<PreparedCall>(type_, InputArgs(inputs, type_), nullptr, attrs_, counts_);
-  }
-  return prepared_->Invoke(inputs);
+  detail::SlotInputs slots(inputs);
+  return Run(slots.data(), slots.size());
+}
+
+Outputs Op::Run(const SlotInput* slots, size_t n) const {
+  bool rebuild = !prepared_ || prepared_->Stale() || !prepared_->MatchesSlots(slots, n);
+  if (rebuild) prepared_ = std::make_unique<PreparedCall>(type_, InputArgs(slots, n, type_), nullptr, attrs_, counts_);
+  return prepared_->Invoke(slots, n);
 }
 
 }  // namespace nabla::eager

@@ -32,13 +32,38 @@ namespace nabla::eager::detail {
 using VersionCounter = std::shared_ptr<std::atomic<uint64_t>>;
 using SlotArgs = std::vector<std::pair<std::string, std::vector<bool>>>;
 
+// A TensorMap as SlotInputs (pointers into it), on the stack for the usual
+// handful of slots.
+class SlotInputs {
+ public:
+  explicit SlotInputs(const TensorMap& map) {
+    SlotInput* out = map.size() <= kInline ? inline_ : (heap_.resize(map.size()), heap_.data());
+    size_t i = 0;
+    for (const auto& [slot, tensors] : map) out[i++] = SlotInput{&slot, tensors.data(), tensors.size()};
+    data_ = out;
+    size_ = map.size();
+  }
+  const SlotInput* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  SlotInput inline_[kInline];
+  std::vector<SlotInput> heap_;
+  const SlotInput* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct TensorImpl {
   nabla::Tensor data;
   uint64_t id = 0;           // unique in the process
   mutable std::string name;  // the user's name; "t<id>" once asked for when none was given
   bool requires_grad = false;
   bool retain_grad = false;
-  VersionCounter version = std::make_shared<std::atomic<uint64_t>>(0);
+  // Null until something must share it (Detach, a saved tensor, an
+  // in-place write): null reads as version 0. Most results are never
+  // written or saved, and one allocation less per call shows.
+  VersionCounter version;
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::shared_ptr<TensorImpl> grad;
 
@@ -46,6 +71,11 @@ struct TensorImpl {
     if (name.empty()) name = "t" + std::to_string(id);
     return name;
   }
+  const VersionCounter& SharedVersion() {
+    if (!version) version = std::make_shared<std::atomic<uint64_t>>(0);
+    return version;
+  }
+  uint64_t VersionNow() const { return version ? version->load() : 0; }
   static std::shared_ptr<TensorImpl> Make(nabla::Tensor data, const std::string& name, bool requires_grad);
   // Tensor's private parts (TensorImpl is its friend).
   static Tensor Wrap(std::shared_ptr<TensorImpl> impl) { return Tensor(std::move(impl)); }
@@ -53,6 +83,19 @@ struct TensorImpl {
 };
 
 class PreparedCall;
+
+// What Outputs needs to find a call's tensors by slot: the same for every
+// call of a PreparedCall, so shared, not rebuilt.
+struct OutputLayout {
+  std::string type;
+  struct Slot {
+    std::string name;
+    size_t begin = 0, size = 0;
+    bool duplicable = false;
+  };
+  std::vector<Slot> slots;  // the desc's (sorted) order
+  size_t total = 0;
+};
 
 // The grad ops of one forward signature. Env layout: [0, n_args) the forward
 // args (inputs then outputs, each in the op desc's slot order), then one
@@ -89,8 +132,9 @@ struct SavedVar {
 // Where the gradient of one distinct input tensor that requires grad goes.
 struct InputEdge {
   uint64_t id = 0;
-  std::vector<int> args;  // its input arg indices (mul(x, x): two)
-  Shape shape;
+  int first_arg = 0;           // its first input arg index
+  std::vector<int> more_args;  // any further ones (mul(x, x)): rare, so not in the first allocation
+  Shape shape;                 // leaves only (their zero gradient)
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::shared_ptr<Node> producer;    // the node that made it, or null
@@ -112,6 +156,12 @@ struct Node {
   std::vector<OutputInfo> outputs;  // one per output arg
   std::vector<SavedVar> saved;
   bool released = false;  // saved tensors freed by a Backward without retain_graph
+  // Backward's scratch, instead of a hash map of nodes per Backward: the walk
+  // that counted this node last, and how many of that walk's consumers it
+  // still waits for. Two Backwards through one graph at once were never
+  // supported (each frees the saved tensors and accumulates the leaves).
+  uint64_t walk = 0;
+  int waiting = 0;
   const std::string& Type() const { return tmpl->fwd.Type(); }
 };
 
@@ -127,8 +177,8 @@ class PreparedCall {
   const OpInfo& Info() const { return *prepared_.info; }
   bool Stale() const { return CurrentRegistry() != registry_; }
   // Whether a Call with these arguments is this prepared call.
-  bool Matches(const TensorMap& inputs, const AttributeMap& attrs, const OutputCounts& counts) const;
-  bool MatchesSlots(const TensorMap& inputs) const;
+  bool Matches(const SlotInput* slots, size_t n, const AttributeMap& attrs, const OutputCounts& counts) const;
+  bool MatchesSlots(const SlotInput* slots, size_t n) const;
   // inputs[s][i] / outputs[s][i] in the desc's slot order; null entries
   // stand for @EMPTY@. An output that holds a tensor is written in place
   // when the kernel's allocation fits it (CallInPlace); else it gets a fresh
@@ -140,7 +190,8 @@ class PreparedCall {
   void RunEnv(std::vector<nabla::Tensor>& env, const std::vector<std::vector<int>>& in,
               const std::vector<std::vector<int>>& out, Device& device);
   // Call's path: eager tensors in, new eager tensors out, recorded when needed.
-  Outputs Invoke(const TensorMap& inputs);
+  // `slots` in ascending name order, as MatchesSlots accepted them.
+  Outputs Invoke(const SlotInput* slots, size_t n);
 
   void Unbind();  // drops the bound tensors
 
@@ -152,7 +203,18 @@ class PreparedCall {
   Scope scope_;
   PreparedOp prepared_;
   std::shared_ptr<const OpRegistry> registry_;
-  std::vector<std::string> duplicable_outputs_;
+  std::shared_ptr<const OutputLayout> layout_;
+  // Duplicable output slots that got one tensor for want of a count (no
+  // output_counts entry, no OutputCount trait), for error messages.
+  std::string unsized_outputs_;
+  // Invoke's scratch, kept for its capacity (a PreparedCall runs on one
+  // thread at a time: Call's cache is per thread, an Op is not shared).
+  std::vector<bool> no_grad_;
+  std::vector<const Tensor*> in_handles_;
+  std::vector<std::shared_ptr<TensorImpl>> out_impls_;
+  // The last template Template() gave, for the common repeat.
+  std::vector<bool> last_no_grad_;
+  std::shared_ptr<const GradTemplate> last_template_;
   // What Call matched on.
   std::vector<std::pair<std::string, size_t>> key_inputs_;
   AttributeMap key_attrs_;

@@ -269,21 +269,29 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
     });
     return;
   }
+  // A bias's gradient (the operand broadcast over leading rows): spans of
+  // contiguous elements, one loop per output, which the compiler vectorizes
+  // (one loop storing through two pointers stayed scalar: 3 % of the GPT
+  // block step). The reduced operand's loop goes first, so an input that
+  // shares the full gradient's buffer is read before it is overwritten, as
+  // the per-element loop did.
   if (x_full && MakeReduceView(s.out, s.y, &v)) {
     if (gyd) std::fill(gyd, gyd + v.outer * v.inner, T(0));
-    ParallelReduceWalk(v, [&](int64_t io, int64_t iy) {
-      const auto g = d(io, io, iy);
-      if (gxd) gxd[io] = T(0) + g.first;
-      if (gyd) gyd[iy] += g.second;
+    ParallelReduceWalkSpans(v, [&](int64_t io, int64_t iy, int64_t i0, int64_t i1) {
+      if (gyd)
+        for (int64_t i = i0; i < i1; ++i) gyd[iy + i] += d(io + i, io + i, iy + i).second;
+      if (gxd)
+        for (int64_t i = i0; i < i1; ++i) gxd[io + i] = T(0) + d(io + i, io + i, iy + i).first;
     });
     return;
   }
   if (y_full && MakeReduceView(s.out, s.x, &v)) {
     if (gxd) std::fill(gxd, gxd + v.outer * v.inner, T(0));
-    ParallelReduceWalk(v, [&](int64_t io, int64_t ix) {
-      const auto g = d(io, ix, io);
-      if (gxd) gxd[ix] += g.first;
-      if (gyd) gyd[io] = T(0) + g.second;
+    ParallelReduceWalkSpans(v, [&](int64_t io, int64_t ix, int64_t i0, int64_t i1) {
+      if (gxd)
+        for (int64_t i = i0; i < i1; ++i) gxd[ix + i] += d(io + i, ix + i, io + i).first;
+      if (gyd)
+        for (int64_t i = i0; i < i1; ++i) gyd[io + i] = T(0) + d(io + i, ix + i, io + i).second;
     });
     return;
   }

@@ -64,6 +64,23 @@ void ParallelReduceWalk(const ReduceView& v, F&& f) {
   });
 }
 
+// ParallelReduceWalk by contiguous spans, for loops that vectorize: calls
+// f(io, ia, i0, i1) for the elements io + i of out and ia + i of the operand,
+// i in [i0, i1), in the same order and split as ParallelReduceWalk visits
+// them (so the same sums, bit for bit).
+template <typename F>
+void ParallelReduceWalkSpans(const ReduceView& v, F&& f) {
+  const int64_t positions = v.outer * v.inner;
+  const int64_t r = v.r, inner = v.inner;
+  cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
+    for (int64_t o = p0 / inner; o * inner < p1; ++o) {
+      const int64_t i0 = std::max(p0, o * inner) - o * inner;
+      const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
+      for (int64_t k = 0; k < r; ++k) f((o * r + k) * inner, o * inner, i0, i1);
+    }
+  });
+}
+
 // A sum of n terms term(i) in Acc, in fixed blocks: the blocks' partial sums
 // are added in block order, so the result depends on n only, never on the
 // number of threads. Within a block, term(i) goes to lane i % 8 and the lanes

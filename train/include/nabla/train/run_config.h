@@ -112,6 +112,7 @@ struct RunConfig {
   std::string path;      // the config file
   std::string base_dir;  // its folder: inputs are relative to it
   std::vector<std::string> plugins;
+  std::vector<std::string> plugin_where;  // "run.yaml:3:5" of each plugins entry
   std::string device = "cpu";
   std::string executor = "taskgraph";
   int threads = 0;
@@ -146,5 +147,8 @@ struct RunConfig {
 // (checkpoint dir, metrics file, plot) against the working directory.
 RunConfig LoadRunConfig(const std::string& path);
 RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source_name, const std::string& base_dir);
+// Loads the config's `plugins:`; asked for by name, each that fails is an
+// error naming the config's file and line.
+void LoadConfigPlugins(const RunConfig& c);
 
 }  // namespace nabla::train

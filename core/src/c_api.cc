@@ -1,0 +1,698 @@
+// The core's side of nabla/c_api.h: the function table handed to C ABI
+// plugins, and the wrappers that turn a plugin's C callbacks into the
+// std::functions the registry holds. Handles are the core's own objects
+// seen through opaque pointer types; every table function catches what the
+// core throws and records it on the calling thread instead, because nothing
+// may unwind into plugin code.
+#include "c_api_internal.h"
+
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nabla/device.h"
+#include "nabla/op_registry.h"
+#include "nabla/tensor.h"
+
+// The enumerations of c_api.h are nabla's own, number for number.
+static_assert(static_cast<int>(nabla::ErrorKind::kRuntime) == NABLA_C_RUNTIME);
+static_assert(static_cast<int>(nabla::DType::kBFloat16) == NABLA_C_BFLOAT16);
+static_assert(static_cast<int>(nabla::DeviceType::kOpenCL) == NABLA_C_DEVICE_OPENCL);
+static_assert(static_cast<int>(nabla::AttrType::kBools) == NABLA_C_ATTR_BOOLS);
+static_assert(unsigned{nabla::kDuplicable} == unsigned{NABLA_C_SLOT_DUPLICABLE} &&
+              unsigned{nabla::kDispensable} == unsigned{NABLA_C_SLOT_DISPENSABLE} &&
+              unsigned{nabla::kNoBuffer} == unsigned{NABLA_C_SLOT_NO_BUFFER} &&
+              unsigned{nabla::kNoGrad} == unsigned{NABLA_C_SLOT_NO_GRAD});
+
+namespace nabla {
+namespace {
+
+struct ThreadError {
+  int32_t kind = NABLA_C_RUNTIME;
+  std::string message;
+  bool set = false;
+};
+
+ThreadError& LastError() {
+  thread_local ThreadError error;
+  return error;
+}
+
+void SetError(int32_t kind, const std::string& message) {
+  ThreadError& e = LastError();
+  e.kind = kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME;
+  e.message = message;
+  e.set = true;
+}
+
+// Runs `f`, turning anything it throws into the thread's error and `fail`.
+template <typename R, typename F>
+R Guard(R fail, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const Error& e) {
+    SetError(static_cast<int32_t>(e.kind()), e.what());
+  } catch (const std::exception& e) {
+    SetError(NABLA_C_RUNTIME, e.what());
+  } catch (...) {
+    SetError(NABLA_C_RUNTIME, "an exception that is not a std::exception");
+  }
+  return fail;
+}
+
+template <typename F>
+int32_t GuardStatus(F&& f) noexcept {
+  return Guard<int32_t>(NABLA_C_ERROR, [&] {
+    f();
+    return NABLA_C_OK;
+  });
+}
+
+// What the table hands out for the length of a callback: strings and the
+// lists of attribute values. Emptied when a plugin callback begins (not
+// when a nested one does), so everything handed to the callback lives until
+// it returns.
+struct Scratch {
+  std::deque<std::string> strings;
+  std::deque<std::vector<const char*>> string_lists;
+  std::deque<std::vector<int32_t>> bool_lists;
+  int depth = 0;
+};
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+const char* Keep(std::string s) {
+  auto& strings = ThreadScratch().strings;
+  strings.push_back(std::move(s));
+  return strings.back().c_str();
+}
+
+// Around every call into plugin code: a fresh error slot, and scratch that
+// outlives the call.
+class CallbackScope {
+ public:
+  CallbackScope() {
+    Scratch& s = ThreadScratch();
+    if (s.depth++ == 0) {
+      s.strings.clear();
+      s.string_lists.clear();
+      s.bool_lists.clear();
+    }
+    LastError().set = false;
+  }
+  ~CallbackScope() { --ThreadScratch().depth; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+};
+
+std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
+
+ErrorKind KindOf(int32_t kind) {
+  return static_cast<ErrorKind>(kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME);
+}
+
+// After a callback returned NABLA_C_ERROR: the error it left, as an Error.
+[[noreturn]] void RaisePluginError(const char* what) {
+  ThreadError& e = LastError();
+  if (!e.set) NABLA_THROW(kRuntime, "the plugin's ", what, " failed without setting an error");
+  e.set = false;
+  ThrowError(KindOf(e.kind), e.message);
+}
+
+Registrar& R(nabla_registrar* r) { return *reinterpret_cast<Registrar*>(r); }
+OpBuilder& B(nabla_op_builder* b) { return *reinterpret_cast<OpBuilder*>(b); }
+const OpDesc& Op(const nabla_op* op) { return *reinterpret_cast<const OpDesc*>(op); }
+const nabla_op* COp(const OpDesc& op) { return reinterpret_cast<const nabla_op*>(&op); }
+InferShapeContext& I(nabla_infer_context* c) { return *reinterpret_cast<InferShapeContext*>(c); }
+const ExecutionContext& K(nabla_kernel_context* c) { return *reinterpret_cast<const ExecutionContext*>(c); }
+const Tensor& T(const nabla_tensor* t) { return *reinterpret_cast<const Tensor*>(t); }
+
+void CheckDType(int32_t dtype) {
+  NABLA_ENFORCE(dtype >= NABLA_C_FLOAT32 && dtype <= NABLA_C_BFLOAT16, kInvalidArgument,
+                "expected a dtype between 0 and 5 but received ", dtype);
+}
+
+Attribute FromC(const nabla_attr_value& v) {
+  switch (v.type) {
+    case NABLA_C_ATTR_INT:
+      return static_cast<int>(v.i);
+    case NABLA_C_ATTR_FLOAT:
+      return static_cast<float>(v.f);
+    case NABLA_C_ATTR_STRING:
+      return Str(v.s);
+    case NABLA_C_ATTR_BOOL:
+      return v.b != 0;
+    case NABLA_C_ATTR_INTS: {
+      const auto* p = static_cast<const int32_t*>(v.list);
+      return std::vector<int>(p, p + (p ? v.count : 0));
+    }
+    case NABLA_C_ATTR_FLOATS: {
+      const auto* p = static_cast<const float*>(v.list);
+      return std::vector<float>(p, p + (p ? v.count : 0));
+    }
+    case NABLA_C_ATTR_STRINGS: {
+      const auto* p = static_cast<const char* const*>(v.list);
+      std::vector<std::string> out;
+      for (size_t i = 0; p && i < v.count; ++i) out.push_back(Str(p[i]));
+      return out;
+    }
+    case NABLA_C_ATTR_BOOLS: {
+      const auto* p = static_cast<const int32_t*>(v.list);
+      std::vector<bool> out;
+      for (size_t i = 0; p && i < v.count; ++i) out.push_back(p[i] != 0);
+      return out;
+    }
+    default:
+      NABLA_THROW(kInvalidArgument, "expected an attribute type between 0 (int) and 7 (bools) but received ", v.type);
+  }
+}
+
+// The value of `a` as C; lists of strings and bools live in the thread's
+// scratch (until the plugin callback that asked returns).
+void ToC(const Attribute& a, nabla_attr_value* out) {
+  *out = nabla_attr_value{};
+  out->type = static_cast<int32_t>(a.index());
+  std::visit(
+      [&](const auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, int>) {
+          out->i = x;
+        } else if constexpr (std::is_same_v<X, float>) {
+          out->f = x;
+        } else if constexpr (std::is_same_v<X, bool>) {
+          out->b = x ? 1 : 0;
+        } else if constexpr (std::is_same_v<X, std::string>) {
+          out->s = x.c_str();
+        } else if constexpr (std::is_same_v<X, std::vector<int>>) {
+          static_assert(sizeof(int) == sizeof(int32_t));
+          out->list = x.data();
+          out->count = x.size();
+        } else if constexpr (std::is_same_v<X, std::vector<float>>) {
+          out->list = x.data();
+          out->count = x.size();
+        } else if constexpr (std::is_same_v<X, std::vector<std::string>>) {
+          auto& lists = ThreadScratch().string_lists;
+          std::vector<const char*> ptrs;
+          for (const std::string& s : x) ptrs.push_back(s.c_str());
+          lists.push_back(std::move(ptrs));
+          out->list = lists.back().data();
+          out->count = x.size();
+        } else if constexpr (std::is_same_v<X, std::vector<bool>>) {
+          auto& lists = ThreadScratch().bool_lists;
+          lists.emplace_back(x.begin(), x.end());
+          out->list = lists.back().data();
+          out->count = x.size();
+        } else {
+          NABLA_THROW(kUnimplemented, "block attributes are not part of the C ABI");
+        }
+      },
+      a);
+}
+
+// Grad makers through the C ABI: the base class's helpers, made public for
+// the table, and the ops the plugin appended.
+class CGradContext : public GradOpDescMakerBase {
+ public:
+  using GradOpDescMakerBase::GradOpDescMakerBase;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override { return {}; }
+  std::vector<std::string> Names(bool output, const std::string& slot) const {
+    return output ? OutputGrad(slot) : InputGrad(slot);
+  }
+  bool NoGradInput(const std::string& slot) const { return IsNoGradInput(slot); }
+  const OpDesc& Forward() const { return ForwardOp(); }
+  std::vector<std::unique_ptr<OpDesc>> ops;
+};
+CGradContext& G(nabla_grad_context* c) { return *reinterpret_cast<CGradContext*>(c); }
+
+// --------------------------------------------------------------- the table
+
+void ApiSetError(int32_t kind, const char* message) { SetError(kind, Str(message)); }
+
+const char* ApiLastError(int32_t* kind) {
+  const ThreadError& e = LastError();
+  if (kind) *kind = e.kind;
+  return e.message.c_str();
+}
+
+nabla_op_builder* ApiOpNew(nabla_registrar* r, const char* type, const char* file, int32_t line) {
+  return Guard<nabla_op_builder*>(
+      nullptr, [&] { return reinterpret_cast<nabla_op_builder*>(&R(r).Op(Str(type), file ? file : "", line)); });
+}
+
+nabla_op_builder* ApiOpNewDefaultGrad(nabla_registrar* r, const char* fwd, const char* file, int32_t line) {
+  return Guard<nabla_op_builder*>(nullptr, [&] {
+    return reinterpret_cast<nabla_op_builder*>(&R(r).DefaultGradOp(Str(fwd), file ? file : "", line));
+  });
+}
+
+int32_t ApiOpDoc(nabla_op_builder* b, const char* doc) {
+  return GuardStatus([&] { B(b).Doc(Str(doc)); });
+}
+
+int32_t ApiOpInput(nabla_op_builder* b, const char* name, const char* doc, uint32_t flags) {
+  return GuardStatus([&] { B(b).Input(Str(name), Str(doc), flags); });
+}
+
+int32_t ApiOpOutput(nabla_op_builder* b, const char* name, const char* doc, uint32_t flags) {
+  return GuardStatus([&] { B(b).Output(Str(name), Str(doc), flags); });
+}
+
+int32_t ApiOpAttr(nabla_op_builder* b, const char* name, int32_t type, const nabla_attr_value* def, const char* doc,
+                  nabla_attr_check_fn checker, void* user) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(type >= NABLA_C_ATTR_INT && type <= NABLA_C_ATTR_BOOLS, kInvalidArgument, "attribute '", Str(name),
+                  "' of op '", B(b).Info().schema.type,
+                  "': expected a type between 0 (int) and 7 (bools) but received ", type);
+    std::optional<Attribute> value;
+    if (def) {
+      NABLA_ENFORCE(def->type == type, kInvalidArgument, "attribute '", Str(name), "' of op '", B(b).Info().schema.type,
+                    "': the default's type ", def->type, " is not the declared type ", type);
+      value = FromC(*def);
+    }
+    AttrDef attr;
+    attr.name = Str(name);
+    attr.type = static_cast<AttrType>(type);
+    attr.default_value = std::move(value);
+    attr.doc = Str(doc);
+    if (checker) {
+      const nabla_api* api = CoreCApi();
+      attr.checker = [api, checker, user](const Attribute& a) {
+        CallbackScope scope;
+        nabla_attr_value v;
+        ToC(a, &v);
+        if (checker(api, user, &v) != NABLA_C_OK) RaisePluginError("attribute checker");
+      };
+    }
+    // As OpBuilder::Attr stores it: the commit checks duplicates and defaults alike for both paths.
+    B(b).Info().schema.attrs.push_back(std::move(attr));
+  });
+}
+
+int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type,
+                  "': expected an inference function but received NULL");
+    const nabla_api* api = CoreCApi();
+    B(b).InferShape([api, fn, user](InferShapeContext& c) {
+      CallbackScope scope;
+      if (fn(api, user, reinterpret_cast<nabla_infer_context*>(&c)) != NABLA_C_OK) RaisePluginError("shape inference");
+    });
+  });
+}
+
+int32_t ApiOpGradMaker(nabla_op_builder* b, nabla_grad_fn fn, void* user) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type, "': expected a grad maker but received NULL");
+    const nabla_api* api = CoreCApi();
+    B(b).GradMaker([api, fn, user](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
+                                   std::unordered_map<std::string, std::string>* g2v,
+                                   const std::vector<BlockDesc*>& blocks) {
+      CGradContext g(fwd, no_grad, g2v, blocks);
+      CallbackScope scope;
+      if (fn(api, user, reinterpret_cast<nabla_grad_context*>(&g)) != NABLA_C_OK) RaisePluginError("grad maker");
+      return std::move(g.ops);
+    });
+  });
+}
+
+int32_t ApiOpGradMakerDefault(nabla_op_builder* b) {
+  return GuardStatus([&] { B(b).GradMaker<DefaultGradOpDescMaker>(); });
+}
+
+int32_t ApiOpGradMakerNone(nabla_op_builder* b) {
+  return GuardStatus([&] { B(b).GradMaker<EmptyGradOpDescMaker>(); });
+}
+
+int32_t ApiOpTraits(nabla_op_builder* b, uint32_t traits, int32_t precision) {
+  return GuardStatus([&] {
+    constexpr uint32_t kKnown = NABLA_C_TRAIT_RANDOM | NABLA_C_TRAIT_UPDATES_IN_PLACE | NABLA_C_TRAIT_ARRAY_IO |
+                                NABLA_C_TRAIT_COLLECTIVE | NABLA_C_TRAIT_DTYPE_CAST;
+    NABLA_ENFORCE((traits & ~kKnown) == 0, kInvalidArgument, "op '", B(b).Info().schema.type,
+                  "': expected trait bits of nabla_c_traits but received ", traits);
+    NABLA_ENFORCE(precision >= NABLA_C_PRECISION_FOLLOW_INPUTS && precision <= NABLA_C_PRECISION_FLOAT32,
+                  kInvalidArgument, "op '", B(b).Info().schema.type, "': expected a precision 0..2 but received ",
+                  precision);
+    OpBuilder& builder = B(b);
+    if (traits & NABLA_C_TRAIT_RANDOM) builder.Random();
+    if (traits & NABLA_C_TRAIT_UPDATES_IN_PLACE) builder.UpdatesInPlace();
+    if (traits & NABLA_C_TRAIT_ARRAY_IO) builder.ArrayIO();
+    if (traits & NABLA_C_TRAIT_COLLECTIVE) builder.Collective();
+    if (traits & NABLA_C_TRAIT_DTYPE_CAST) builder.DTypeCast();
+    builder.Precision(static_cast<OpPrecision>(precision));
+  });
+}
+
+int32_t ApiOpGradCheck(nabla_op_builder* b, const nabla_grad_check* c) {
+  return GuardStatus([&] {
+    const std::string op = B(b).Info().schema.type;
+    NABLA_ENFORCE(c && c->struct_size >= sizeof(nabla_grad_check), kInvalidArgument, "op '", op,
+                  "': expected a nabla_grad_check of ", sizeof(nabla_grad_check), " bytes but received ",
+                  c ? c->struct_size : 0);
+    GradCheckSpec spec;
+    spec.name = Str(c->name);
+    for (size_t k = 0; k < c->input_count; ++k) {
+      const nabla_grad_check_input& in = c->inputs[k];
+      NABLA_ENFORCE(in.struct_size >= sizeof(nabla_grad_check_input), kInvalidArgument, "op '", op, "' check '",
+                    spec.name, "': expected nabla_grad_check_input of ", sizeof(nabla_grad_check_input),
+                    " bytes but received ", in.struct_size);
+      CheckDType(in.dtype);
+      GradCheckInput g;
+      g.slot = Str(in.slot);
+      g.shape.assign(in.dims, in.dims + (in.dims ? in.rank : 0));
+      g.dtype = static_cast<DType>(in.dtype);
+      g.low = in.low;
+      g.high = in.high;
+      if (in.kinks) g.kinks.assign(in.kinks, in.kinks + in.kink_count);
+      g.kink_margin = in.kink_margin;
+      if (in.values) g.values.assign(in.values, in.values + in.value_count);
+      g.check = in.check != 0;
+      g.count = in.count > 0 ? in.count : 1;
+      spec.inputs.push_back(std::move(g));
+    }
+    for (size_t k = 0; k < c->output_count; ++k)
+      spec.outputs.emplace_back(Str(c->output_slots[k]), c->output_counts ? c->output_counts[k] : 1);
+    for (size_t k = 0; k < c->no_grad_output_count; ++k) spec.no_grad_outputs.push_back(Str(c->no_grad_outputs[k]));
+    for (size_t k = 0; k < c->attr_count; ++k) spec.attrs[Str(c->attr_names[k])] = FromC(c->attr_values[k]);
+    if (c->max_relative_error > 0) spec.max_relative_error = c->max_relative_error;
+    if (c->abs_threshold > 0) spec.abs_threshold = c->abs_threshold;
+    if (c->delta > 0) spec.delta = c->delta;
+    B(b).GradCheck(std::move(spec));
+  });
+}
+
+int32_t ApiKernel(nabla_registrar* r, const char* type, int32_t device_type, int32_t dtype, nabla_kernel_fn fn,
+                  void* user, const char* file, int32_t line) {
+  return GuardStatus([&] {
+    CheckDType(dtype);
+    NABLA_ENFORCE(device_type == NABLA_C_DEVICE_CPU || device_type == NABLA_C_DEVICE_OPENCL, kInvalidArgument,
+                  "kernel of op '", Str(type), "': expected device type 0 (cpu) or 1 (opencl) but received ",
+                  device_type);
+    NABLA_ENFORCE(fn, kInvalidArgument, "kernel of op '", Str(type), "': expected a function but received NULL");
+    const nabla_api* api = CoreCApi();
+    R(r).Kernel(
+        Str(type), static_cast<DeviceType>(device_type), static_cast<DType>(dtype),
+        [api, fn, user](const ExecutionContext& ctx) {
+          CallbackScope scope;
+          if (fn(api, user, reinterpret_cast<nabla_kernel_context*>(const_cast<ExecutionContext*>(&ctx))) != NABLA_C_OK)
+            RaisePluginError("kernel");
+        },
+        file ? file : "", line);
+  });
+}
+
+const VarNameMap& Slots(const OpDesc& op, int32_t output) { return output ? op.Outputs() : op.Inputs(); }
+
+const char* ApiOpType(const nabla_op* op) {
+  return Guard<const char*>(nullptr, [&] { return Op(op).Type().c_str(); });
+}
+
+size_t ApiOpSlotCount(const nabla_op* op, int32_t output) {
+  return Guard<size_t>(0, [&] { return Slots(Op(op), output).size(); });
+}
+
+const char* ApiOpSlotName(const nabla_op* op, int32_t output, size_t i) {
+  return Guard<const char*>(nullptr, [&] {
+    const VarNameMap& slots = Slots(Op(op), output);
+    NABLA_ENFORCE(i < slots.size(), kOutOfRange, "op '", Op(op).Type(), "': asked for ", output ? "output" : "input",
+                  " slot ", i, " but it has ", slots.size());
+    return std::next(slots.begin(), static_cast<std::ptrdiff_t>(i))->first.c_str();
+  });
+}
+
+size_t ApiOpArgCount(const nabla_op* op, int32_t output, const char* slot) {
+  return Guard<size_t>(0, [&] {
+    const VarNameMap& slots = Slots(Op(op), output);
+    auto it = slots.find(Str(slot));
+    return it == slots.end() ? size_t{0} : it->second.size();
+  });
+}
+
+const char* ApiOpArg(const nabla_op* op, int32_t output, const char* slot, size_t i) {
+  return Guard<const char*>(nullptr, [&] {
+    const VarNameMap& slots = Slots(Op(op), output);
+    auto it = slots.find(Str(slot));
+    const size_t n = it == slots.end() ? 0 : it->second.size();
+    NABLA_ENFORCE(i < n, kOutOfRange, "op '", Op(op).Type(), "': asked for argument ", i, " of ",
+                  output ? "output" : "input", " slot '", Str(slot), "' but it has ", n);
+    return it->second[i].c_str();
+  });
+}
+
+size_t ApiOpAttrCount(const nabla_op* op) {
+  return Guard<size_t>(0, [&] { return Op(op).Attrs().size(); });
+}
+
+const char* ApiOpAttrName(const nabla_op* op, size_t i) {
+  return Guard<const char*>(nullptr, [&] {
+    const AttributeMap& attrs = Op(op).Attrs();
+    NABLA_ENFORCE(i < attrs.size(), kOutOfRange, "op '", Op(op).Type(), "': asked for attribute ", i, " but it has ",
+                  attrs.size());
+    return std::next(attrs.begin(), static_cast<std::ptrdiff_t>(i))->first.c_str();
+  });
+}
+
+int32_t ApiOpGetAttr(const nabla_op* op, const char* name, nabla_attr_value* out) {
+  return GuardStatus([&] { ToC(Op(op).GetAttr(Str(name)), out); });
+}
+
+const nabla_op* ApiInferOp(nabla_infer_context* c) {
+  return Guard<const nabla_op*>(nullptr, [&] { return COp(I(c).Op()); });
+}
+
+int32_t ApiInferIsRuntime(nabla_infer_context* c) {
+  return Guard<int32_t>(-1, [&] { return I(c).IsRuntime() ? 1 : 0; });
+}
+
+int32_t ApiInferHas(nabla_infer_context* c, int32_t output, const char* slot) {
+  return Guard<int32_t>(-1, [&] { return (output ? I(c).HasOutput(Str(slot)) : I(c).HasInput(Str(slot))) ? 1 : 0; });
+}
+
+size_t ApiInferCount(nabla_infer_context* c, int32_t output, const char* slot) {
+  return Guard<size_t>(0, [&] { return output ? I(c).OutputSize(Str(slot)) : I(c).InputSize(Str(slot)); });
+}
+
+int64_t ApiInferInputRank(nabla_infer_context* c, const char* slot, size_t i) {
+  return Guard<int64_t>(-1, [&] { return static_cast<int64_t>(I(c).InputShape(Str(slot), i).size()); });
+}
+
+int32_t ApiInferInputDims(nabla_infer_context* c, const char* slot, size_t i, int64_t* dims) {
+  return GuardStatus([&] {
+    const Shape s = I(c).InputShape(Str(slot), i);
+    if (!s.empty()) std::memcpy(dims, s.data(), s.size() * sizeof(int64_t));
+  });
+}
+
+int32_t ApiInferInputDType(nabla_infer_context* c, const char* slot, size_t i) {
+  return Guard<int32_t>(-1, [&] { return static_cast<int32_t>(I(c).InputDType(Str(slot), i)); });
+}
+
+int32_t ApiInferSetOutputShape(nabla_infer_context* c, const char* slot, size_t i, const int64_t* dims, size_t rank) {
+  return GuardStatus([&] { I(c).SetOutputShape(Str(slot), Shape(dims, dims + (dims ? rank : 0)), i); });
+}
+
+int32_t ApiInferSetOutputDType(nabla_infer_context* c, const char* slot, size_t i, int32_t dtype) {
+  return GuardStatus([&] {
+    CheckDType(dtype);
+    I(c).SetOutputDType(Str(slot), static_cast<DType>(dtype), i);
+  });
+}
+
+const char* ApiInferWhere(nabla_infer_context* c) {
+  return Guard<const char*>(nullptr, [&] { return Keep(I(c).Where()); });
+}
+
+const nabla_op* ApiGradForwardOp(nabla_grad_context* c) {
+  return Guard<const nabla_op*>(nullptr, [&] { return COp(G(c).Forward()); });
+}
+
+const char* ApiGradName(nabla_grad_context* c, int32_t output, const char* slot, size_t i) {
+  return Guard<const char*>(nullptr, [&] {
+    const std::vector<std::string> names = G(c).Names(output != 0, Str(slot));
+    NABLA_ENFORCE(i < names.size(), kOutOfRange, "grad maker of '", G(c).Forward().Type(), "': asked for gradient ", i,
+                  " of ", output ? "output" : "input", " slot '", Str(slot), "' but it has ", names.size());
+    return Keep(names[i]);
+  });
+}
+
+int32_t ApiGradIsNoGradInput(nabla_grad_context* c, const char* slot) {
+  return Guard<int32_t>(-1, [&] { return G(c).NoGradInput(Str(slot)) ? 1 : 0; });
+}
+
+nabla_new_op* ApiGradNewOp(nabla_grad_context* c, const char* type) {
+  return Guard<nabla_new_op*>(nullptr, [&] {
+    auto op = std::make_unique<OpDesc>();
+    op->SetType(Str(type));
+    G(c).ops.push_back(std::move(op));
+    return reinterpret_cast<nabla_new_op*>(G(c).ops.back().get());
+  });
+}
+
+int32_t ApiNewOpSetArgs(nabla_new_op* op, int32_t output, const char* slot, const char* const* names, size_t n) {
+  return GuardStatus([&] {
+    std::vector<std::string> args;
+    for (size_t i = 0; i < n; ++i) args.push_back(Str(names[i]));
+    OpDesc& d = *reinterpret_cast<OpDesc*>(op);
+    if (output)
+      d.SetOutput(Str(slot), std::move(args));
+    else
+      d.SetInput(Str(slot), std::move(args));
+  });
+}
+
+int32_t ApiNewOpSetAttr(nabla_new_op* op, const char* name, const nabla_attr_value* value) {
+  return GuardStatus([&] { reinterpret_cast<OpDesc*>(op)->SetAttr(Str(name), FromC(*value)); });
+}
+
+const nabla_op* ApiKernelOp(nabla_kernel_context* c) {
+  return Guard<const nabla_op*>(nullptr, [&] { return COp(K(c).Op()); });
+}
+
+size_t ApiKernelCount(nabla_kernel_context* c, int32_t output, const char* slot) {
+  return Guard<size_t>(0, [&] { return output ? K(c).OutputSize(Str(slot)) : K(c).InputSize(Str(slot)); });
+}
+
+const nabla_tensor* ApiKernelInput(nabla_kernel_context* c, const char* slot, size_t i) {
+  return Guard<const nabla_tensor*>(nullptr,
+                                    [&] { return reinterpret_cast<const nabla_tensor*>(&K(c).Input(Str(slot), i)); });
+}
+
+nabla_tensor* ApiKernelOutput(nabla_kernel_context* c, const char* slot, size_t i) {
+  return Guard<nabla_tensor*>(nullptr, [&] { return reinterpret_cast<nabla_tensor*>(K(c).Output(Str(slot), i)); });
+}
+
+nabla_device* ApiKernelDevice(nabla_kernel_context* c) {
+  return Guard<nabla_device*>(nullptr, [&] { return reinterpret_cast<nabla_device*>(&K(c).GetDevice()); });
+}
+
+uint64_t ApiKernelSeed(nabla_kernel_context* c) {
+  return Guard<uint64_t>(0, [&] { return K(c).Seed(); });
+}
+
+int32_t ApiTensorDType(const nabla_tensor* t) { return static_cast<int32_t>(T(t).GetDType()); }
+size_t ApiTensorRank(const nabla_tensor* t) { return T(t).Rank(); }
+const int64_t* ApiTensorDims(const nabla_tensor* t) { return T(t).GetShape().data(); }
+int64_t ApiTensorNumel(const nabla_tensor* t) {
+  return Guard<int64_t>(-1, [&] { return T(t).Numel(); });
+}
+
+void* ApiTensorData(const nabla_tensor* t, int32_t dtype) {
+  return Guard<void*>(nullptr, [&] {
+    CheckDType(dtype);
+    const Tensor& tensor = T(t);
+    NABLA_ENFORCE(tensor.GetDType() == static_cast<DType>(dtype), kInvalidArgument, "expected a tensor of ",
+                  DTypeName(static_cast<DType>(dtype)), " but received ", tensor.DebugString());
+    NABLA_ENFORCE(tensor.IsInitialized() || tensor.Numel() == 0, kPreconditionNotMet,
+                  "expected an allocated tensor but received ", tensor.DebugString(), " without memory");
+    return tensor.RawData();
+  });
+}
+
+void* ApiTensorAllocate(nabla_tensor* t, nabla_device* d, int32_t dtype, const int64_t* dims, size_t rank) {
+  return Guard<void*>(nullptr, [&] {
+    CheckDType(dtype);
+    NABLA_ENFORCE(d, kInvalidArgument, "tensor_allocate: expected a device but received NULL");
+    return reinterpret_cast<Tensor*>(t)->Allocate(*reinterpret_cast<Device*>(d), static_cast<DType>(dtype),
+                                                  Shape(dims, dims + (dims ? rank : 0)));
+  });
+}
+
+int32_t ApiDeviceType(const nabla_device* d) {
+  return static_cast<int32_t>(reinterpret_cast<const Device*>(d)->Type());
+}
+
+CApiParallelFor& ParallelHook() {
+  static CApiParallelFor hook = nullptr;
+  return hook;
+}
+
+void ApiParallelFor(int64_t n, int64_t grain, nabla_range_fn body, void* user) {
+  if (n <= 0) return;
+  if (CApiParallelFor hook = ParallelHook()) {
+    hook(n, grain, body, user);
+  } else {
+    body(user, 0, n);
+  }
+}
+
+nabla_api MakeTable() {
+  nabla_api api{};
+  api.api_version = NABLA_C_API_VERSION;
+  api.struct_size = sizeof(nabla_api);
+  api.set_error = ApiSetError;
+  api.last_error = ApiLastError;
+  api.op_new = ApiOpNew;
+  api.op_new_default_grad = ApiOpNewDefaultGrad;
+  api.op_doc = ApiOpDoc;
+  api.op_input = ApiOpInput;
+  api.op_output = ApiOpOutput;
+  api.op_attr = ApiOpAttr;
+  api.op_infer_shape = ApiOpInferShape;
+  api.op_grad_maker = ApiOpGradMaker;
+  api.op_grad_maker_default = ApiOpGradMakerDefault;
+  api.op_grad_maker_none = ApiOpGradMakerNone;
+  api.op_traits = ApiOpTraits;
+  api.op_grad_check = ApiOpGradCheck;
+  api.kernel = ApiKernel;
+  api.op_type = ApiOpType;
+  api.op_slot_count = ApiOpSlotCount;
+  api.op_slot_name = ApiOpSlotName;
+  api.op_arg_count = ApiOpArgCount;
+  api.op_arg = ApiOpArg;
+  api.op_attr_count = ApiOpAttrCount;
+  api.op_attr_name = ApiOpAttrName;
+  api.op_get_attr = ApiOpGetAttr;
+  api.infer_op = ApiInferOp;
+  api.infer_is_runtime = ApiInferIsRuntime;
+  api.infer_has = ApiInferHas;
+  api.infer_count = ApiInferCount;
+  api.infer_input_rank = ApiInferInputRank;
+  api.infer_input_dims = ApiInferInputDims;
+  api.infer_input_dtype = ApiInferInputDType;
+  api.infer_set_output_shape = ApiInferSetOutputShape;
+  api.infer_set_output_dtype = ApiInferSetOutputDType;
+  api.infer_where = ApiInferWhere;
+  api.grad_forward_op = ApiGradForwardOp;
+  api.grad_name = ApiGradName;
+  api.grad_is_no_grad_input = ApiGradIsNoGradInput;
+  api.grad_new_op = ApiGradNewOp;
+  api.new_op_set_args = ApiNewOpSetArgs;
+  api.new_op_set_attr = ApiNewOpSetAttr;
+  api.kernel_op = ApiKernelOp;
+  api.kernel_count = ApiKernelCount;
+  api.kernel_input = ApiKernelInput;
+  api.kernel_output = ApiKernelOutput;
+  api.kernel_device = ApiKernelDevice;
+  api.kernel_seed = ApiKernelSeed;
+  api.tensor_dtype = ApiTensorDType;
+  api.tensor_rank = ApiTensorRank;
+  api.tensor_dims = ApiTensorDims;
+  api.tensor_numel = ApiTensorNumel;
+  api.tensor_data = ApiTensorData;
+  api.tensor_allocate = ApiTensorAllocate;
+  api.device_type = ApiDeviceType;
+  api.parallel_for = ApiParallelFor;
+  return api;
+}
+
+}  // namespace
+
+const nabla_api* CoreCApi() {
+  static const nabla_api table = MakeTable();
+  return &table;
+}
+
+void SetCApiParallelFor(CApiParallelFor fn) { ParallelHook() = fn; }
+
+std::string TakeCApiError() {
+  ThreadError& e = LastError();
+  if (!e.set) return "";
+  e.set = false;
+  return e.message;
+}
+
+}  // namespace nabla

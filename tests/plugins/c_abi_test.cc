@@ -1,0 +1,199 @@
+// The C ABI (nabla/c_api.h, docs/plugin-abi.md): its first table's layout,
+// pinned here so that a reordered, removed or inserted function fails the
+// build; plugins written in C load, run and train; plugins built for a newer
+// core, or missing their entry point, are refused on one line naming the
+// plugin and both versions; a failing registration leaves nothing behind.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/cli_runner.h"
+#include "common/op_case.h"
+#include "common/temp_dir.h"
+#include "nabla/c_api.h"
+#include "nabla/cpu/cpu.h"
+#include "nabla/op_registry.h"
+#include "nabla/plugin.h"
+
+namespace nabla {
+namespace {
+
+// Version 1 of the table: two uint32_t, then one function pointer per slot.
+constexpr size_t Slot(size_t i) { return 8 + i * sizeof(void*); }
+static_assert(NABLA_C_API_VERSION >= 1);
+static_assert(offsetof(nabla_api, api_version) == 0);
+static_assert(offsetof(nabla_api, struct_size) == 4);
+static_assert(offsetof(nabla_api, set_error) == Slot(0));
+static_assert(offsetof(nabla_api, last_error) == Slot(1));
+static_assert(offsetof(nabla_api, op_new) == Slot(2));
+static_assert(offsetof(nabla_api, op_new_default_grad) == Slot(3));
+static_assert(offsetof(nabla_api, op_doc) == Slot(4));
+static_assert(offsetof(nabla_api, op_input) == Slot(5));
+static_assert(offsetof(nabla_api, op_output) == Slot(6));
+static_assert(offsetof(nabla_api, op_attr) == Slot(7));
+static_assert(offsetof(nabla_api, op_infer_shape) == Slot(8));
+static_assert(offsetof(nabla_api, op_grad_maker) == Slot(9));
+static_assert(offsetof(nabla_api, op_grad_maker_default) == Slot(10));
+static_assert(offsetof(nabla_api, op_grad_maker_none) == Slot(11));
+static_assert(offsetof(nabla_api, op_traits) == Slot(12));
+static_assert(offsetof(nabla_api, op_grad_check) == Slot(13));
+static_assert(offsetof(nabla_api, kernel) == Slot(14));
+static_assert(offsetof(nabla_api, op_type) == Slot(15));
+static_assert(offsetof(nabla_api, op_slot_count) == Slot(16));
+static_assert(offsetof(nabla_api, op_slot_name) == Slot(17));
+static_assert(offsetof(nabla_api, op_arg_count) == Slot(18));
+static_assert(offsetof(nabla_api, op_arg) == Slot(19));
+static_assert(offsetof(nabla_api, op_attr_count) == Slot(20));
+static_assert(offsetof(nabla_api, op_attr_name) == Slot(21));
+static_assert(offsetof(nabla_api, op_get_attr) == Slot(22));
+static_assert(offsetof(nabla_api, infer_op) == Slot(23));
+static_assert(offsetof(nabla_api, infer_is_runtime) == Slot(24));
+static_assert(offsetof(nabla_api, infer_has) == Slot(25));
+static_assert(offsetof(nabla_api, infer_count) == Slot(26));
+static_assert(offsetof(nabla_api, infer_input_rank) == Slot(27));
+static_assert(offsetof(nabla_api, infer_input_dims) == Slot(28));
+static_assert(offsetof(nabla_api, infer_input_dtype) == Slot(29));
+static_assert(offsetof(nabla_api, infer_set_output_shape) == Slot(30));
+static_assert(offsetof(nabla_api, infer_set_output_dtype) == Slot(31));
+static_assert(offsetof(nabla_api, infer_where) == Slot(32));
+static_assert(offsetof(nabla_api, grad_forward_op) == Slot(33));
+static_assert(offsetof(nabla_api, grad_name) == Slot(34));
+static_assert(offsetof(nabla_api, grad_is_no_grad_input) == Slot(35));
+static_assert(offsetof(nabla_api, grad_new_op) == Slot(36));
+static_assert(offsetof(nabla_api, new_op_set_args) == Slot(37));
+static_assert(offsetof(nabla_api, new_op_set_attr) == Slot(38));
+static_assert(offsetof(nabla_api, kernel_op) == Slot(39));
+static_assert(offsetof(nabla_api, kernel_count) == Slot(40));
+static_assert(offsetof(nabla_api, kernel_input) == Slot(41));
+static_assert(offsetof(nabla_api, kernel_output) == Slot(42));
+static_assert(offsetof(nabla_api, kernel_device) == Slot(43));
+static_assert(offsetof(nabla_api, kernel_seed) == Slot(44));
+static_assert(offsetof(nabla_api, tensor_dtype) == Slot(45));
+static_assert(offsetof(nabla_api, tensor_rank) == Slot(46));
+static_assert(offsetof(nabla_api, tensor_dims) == Slot(47));
+static_assert(offsetof(nabla_api, tensor_numel) == Slot(48));
+static_assert(offsetof(nabla_api, tensor_data) == Slot(49));
+static_assert(offsetof(nabla_api, tensor_allocate) == Slot(50));
+static_assert(offsetof(nabla_api, device_type) == Slot(51));
+static_assert(offsetof(nabla_api, parallel_for) == Slot(52));
+// Version 1 has 53 functions; later versions only add after them.
+static_assert(sizeof(nabla_api) >= Slot(53));
+static_assert(offsetof(nabla_plugin_manifest, name) == 16 && offsetof(nabla_plugin_manifest, version) == 24);
+static_assert(sizeof(nabla_attr_value) == 48 && offsetof(nabla_attr_value, count) == 40);
+static_assert(offsetof(nabla_grad_check_input, slot) == 8 && offsetof(nabla_grad_check_input, count) == 92 &&
+              sizeof(nabla_grad_check_input) == 96);
+static_assert(offsetof(nabla_grad_check, max_relative_error) == 96 && sizeof(nabla_grad_check) == 120);
+
+std::string LoadError(const std::string& path) {
+  const std::vector<std::string> before = CurrentRegistry()->OpTypes();
+  try {
+    PluginManager::Instance().Load(path);
+  } catch (const Error& e) {
+    EXPECT_EQ(CurrentRegistry()->OpTypes(), before) << "a refused plugin changed the registry";
+    EXPECT_TRUE(e.IsBadInput()) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "loading " << path << " succeeded";
+  return "";
+}
+
+TEST(CApi, NewerApiVersionIsRefusedNamingBothVersions) {
+  const std::string m = LoadError(TOY_C_NEWER);
+  EXPECT_NE(m.find("plugin 'toy_c_newer' 0.9 was built for the nabla C API version 2 but this core provides version 1"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos);
+}
+
+TEST(CApi, TableTooShortIsRefused) {
+  const std::string m = LoadError(TOY_C_LONG_TABLE);
+  EXPECT_NE(m.find("plugin 'toy_c_long_table' 0.9 (C API version 1) needs a function table of"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("this core's table (C API version 1)"), std::string::npos) << m;
+}
+
+TEST(CApi, MissingEntryPointIsRefused) {
+  const std::string m = LoadError(TOY_C_NO_INIT);
+  EXPECT_NE(m.find("plugin 'toy_c_no_init' 0.9 (C API version 1, core version 1) exports nabla_plugin_manifest_v1 "
+                   "but not its entry point nabla_plugin_init"),
+            std::string::npos)
+      << m;
+}
+
+TEST(CApi, FailingRegistrationLeavesNothing) {
+  const std::string m = LoadError(TOY_C_HALF);
+  EXPECT_NE(m.find("the registration of plugin 'toy_c_half' failed: toy_c_half gives up after its first op"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(CurrentRegistry()->Find("toy_c_half"), nullptr);
+}
+
+TEST(CApi, CPluginRegistersRunsAndChecksItsGradient) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(C_MINIMAL);
+  std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  const OpInfo& info = registry->Get("c_minimal_softsign");
+  EXPECT_EQ(info.origin.plugin, "c_minimal");
+  EXPECT_TRUE(info.HasGradient());
+  const auto* plugin = [&]() -> const OpRegistry::PluginRecord* {
+    for (const auto& p : registry->Plugins())
+      if (p.name == "c_minimal") return &p;
+    return nullptr;
+  }();
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->abi, "nabla_c_api_v1");
+  EXPECT_NE(registry->FindKernel("c_minimal_softsign_grad", DeviceType::kCPU, DType::kFloat32), nullptr);
+  const std::vector<GradCheckResult> results = CheckOpGradients("c_minimal_softsign", HostDevice());
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].ok) << (results[0].failures.empty() ? "" : results[0].failures[0]);
+  EXPECT_LT(results[0].max_error, 1e-6);
+}
+
+// What an SDK plugin's kernel throws reaches the caller as one nabla::Error
+// with its message and (for nabla::Error) its kind.
+TEST(CApi, SdkExceptionsBecomeErrors) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_THROWS);
+  const std::vector<std::tuple<int, ErrorKind, std::string>> cases = {
+      {1, ErrorKind::kOutOfRange, "toy_sdk_throw: mode 1 is out of range"},
+      {2, ErrorKind::kRuntime, "an exception that is not a std::exception"},
+      {3, ErrorKind::kRuntime, "toy_sdk_throw: a runtime_error"},
+  };
+  for (const auto& [mode, kind, message] : cases) {
+    OpDesc op("toy_sdk_throw", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"mode", mode}});
+    try {
+      op_case::RunOps({op}, {{"x", DType::kFloat32, {2}, {1.0, 2.0}}}, HostDevice());
+      ADD_FAILURE() << "mode " << mode << " did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), kind) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  OpDesc copy("toy_sdk_throw", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"mode", 0}});
+  EXPECT_EQ(op_case::RunOps({copy}, {{"x", DType::kFloat32, {2}, {1.0, 2.0}}}, HostDevice()).values["y"],
+            (std::vector<double>{1.0, 2.0}));
+}
+
+// The CLI's contract for each refused plugin: exit 2, one line naming the
+// plugin file, the plugin and the versions.
+TEST(CApi, RefusedPluginsExitTwoWithOneLine) {
+  test_util::TempDir dir("c_abi_cli");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {TOY_C_NEWER, {"libtoy_c_newer.so", "plugin 'toy_c_newer' 0.9", "version 2", "provides version 1"}},
+      {TOY_C_LONG_TABLE, {"libtoy_c_long_table.so", "plugin 'toy_c_long_table' 0.9", "table is too short"}},
+      {TOY_C_NO_INIT, {"libtoy_c_no_init.so", "plugin 'toy_c_no_init' 0.9", "core version 1", "nabla_plugin_init"}},
+      {TOY_C_HALF, {"libtoy_c_half.so", "toy_c_half gives up after its first op"}},
+  };
+  for (const auto& [path, fragments] : cases) {
+    const testing_cli::Result r = testing_cli::RunBinary(
+        NABLA_BIN_PATH, "ops --only-plugin --plugin " + testing_cli::Quote(path), "", dir.Path("captured"));
+    testing_cli::ExpectOneLineError(r, path, fragments);
+  }
+}
+
+}  // namespace
+}  // namespace nabla
