@@ -22,7 +22,8 @@ NABLA_BUILD_DIR=$BUILD_DIR PIP_DISABLE_PIP_VERSION_CHECK=1 "$WORK/venv/bin/pip" 
 
 SITE=$("$WORK/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 PKG=$SITE/nabla
-for f in __init__.pyi _nabla.pyi py.typed bin/nabla lib/libnabla_core.so lib/nabla/plugins/libmath_ops.so; do
+for f in __init__.pyi _nabla.pyi py.typed train.py bin/nabla lib/libnabla_core.so lib/libnabla_train.so \
+         lib/nabla/plugins/libmath_ops.so; do
   [ -e "$PKG/$f" ] || { echo "pip-install: FAILED: the install lacks nabla/$f" >&2; exit 1; }
 done
 "$WORK/venv/bin/nabla" --version
