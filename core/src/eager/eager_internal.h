@@ -138,6 +138,7 @@ struct InputEdge {
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::shared_ptr<Node> producer;    // the node that made it, or null
+  size_t producer_output = 0;        // which of producer->outputs it is
   std::shared_ptr<TensorImpl> leaf;  // a leaf, or null
 };
 
@@ -147,6 +148,24 @@ struct OutputInfo {
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::weak_ptr<TensorImpl> tensor;  // for RetainGrad; weak: the tensor owns this node
+  // Backward's scratch: the gradient parts of this output made so far, in
+  // order (the first inline: most tensors get one), so no hash map by
+  // tensor id is kept per Backward.
+  nabla::Tensor first_part;
+  std::vector<nabla::Tensor> more_parts;
+  size_t n_parts = 0;
+  void ClearParts() {
+    first_part = nabla::Tensor();
+    more_parts.clear();
+    n_parts = 0;
+  }
+  void AddPart(nabla::Tensor part) {
+    if (n_parts++ == 0) {
+      first_part = std::move(part);
+    } else {
+      more_parts.push_back(std::move(part));
+    }
+  }
 };
 
 struct Node {
