@@ -119,6 +119,42 @@ struct GradTemplate {
   int OutputGradIndex(size_t j) const { return static_cast<int>(NArgs() + j); }
 };
 
+// A vector whose first element lives inline: a node is made per recorded
+// call and nearly every one has one input edge and one output, so its lists
+// cost no allocation of their own. Contiguous either way (one element
+// inline, or all of them on the heap).
+template <typename T>
+class OneInlineVector {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* begin() { return n_ > 1 ? heap_.data() : &one_; }
+  T* end() { return begin() + n_; }
+  const T* begin() const { return n_ > 1 ? heap_.data() : &one_; }
+  const T* end() const { return begin() + n_; }
+  T& operator[](size_t i) { return begin()[i]; }
+  const T& operator[](size_t i) const { return begin()[i]; }
+  T& front() { return *begin(); }
+  const T& front() const { return *begin(); }
+  void reserve(size_t n) {
+    if (n > 1) heap_.reserve(n);
+  }
+  void push_back(T value) {
+    if (n_ == 0) {
+      one_ = std::move(value);
+    } else {
+      if (n_ == 1) heap_.push_back(std::move(one_));
+      heap_.push_back(std::move(value));
+    }
+    ++n_;
+  }
+
+ private:
+  T one_{};
+  std::vector<T> heap_;
+  size_t n_ = 0;
+};
+
 // A core tensor a grad op reads, with the version it had when saved.
 struct SavedVar {
   int arg = 0;
@@ -171,8 +207,8 @@ struct OutputInfo {
 struct Node {
   uint64_t seq = 0;  // call order: reverse seq is a reverse topological order
   std::shared_ptr<const GradTemplate> tmpl;
-  std::vector<InputEdge> inputs;
-  std::vector<OutputInfo> outputs;  // one per output arg
+  OneInlineVector<InputEdge> inputs;
+  OneInlineVector<OutputInfo> outputs;  // one per output arg
   std::vector<SavedVar> saved;
   bool released = false;  // saved tensors freed by a Backward without retain_graph
   // Backward's scratch, instead of a hash map of nodes per Backward: the walk
