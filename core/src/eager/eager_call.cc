@@ -375,7 +375,7 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
   }
   Outputs result;
   result.layout_ = layout_;
-  result.tensors_.reserve(layout_->total);
+  if (layout_->total > 1) result.many_.reserve(layout_->total);
   for (auto& slot : prepared_.outputs) {
     for (Variable* v : slot.vars) {
       nabla::Tensor& data = v->GetTensor();
@@ -384,7 +384,7 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
       impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
       impl->data = std::move(data);
       impl->requires_grad = grad;
-      result.tensors_.push_back(Tensor(std::move(impl)));
+      result.Add(Tensor(std::move(impl)));
     }
   }
   if (record) {
@@ -399,7 +399,8 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
         no_grad_.push_back(!t.RequiresGrad());
         in_handles_.push_back(&t);
       }
-    for (const Tensor& o : result.tensors_) {
+    for (size_t k = 0; k < result.n_; ++k) {
+      const Tensor& o = result.Data()[k];
       no_grad_.push_back(!o.impl_->requires_grad);
       out_impls_.push_back(o.impl_);
     }
@@ -596,11 +597,13 @@ void Tensor::CopyFromHost(const void* data, DType dtype, const Shape& shape) {
 
 Outputs::Outputs() = default;
 Outputs::~Outputs() = default;
-Outputs::Outputs(const Outputs& o) : layout_(o.layout_), tensors_(o.tensors_) {}
+Outputs::Outputs(const Outputs& o) : layout_(o.layout_), one_(o.one_), many_(o.many_), n_(o.n_) {}
 Outputs& Outputs::operator=(const Outputs& o) {
   if (this != &o) {
     layout_ = o.layout_;
-    tensors_ = o.tensors_;
+    one_ = o.one_;
+    many_ = o.many_;
+    n_ = o.n_;
     slots_.reset();
   }
   return *this;
@@ -610,7 +613,17 @@ Outputs& Outputs::operator=(Outputs&&) noexcept = default;
 
 size_t Outputs::NumSlots() const { return layout_ ? layout_->slots.size() : 0; }
 const std::string& Outputs::SlotName(size_t i) const { return layout_->slots.at(i).name; }
-const Tensor* Outputs::SlotData(size_t i) const { return tensors_.data() + layout_->slots.at(i).begin; }
+const Tensor* Outputs::SlotData(size_t i) const { return Data() + layout_->slots.at(i).begin; }
+
+void Outputs::Add(Tensor t) {
+  if (n_ == 0 && many_.capacity() == 0) {
+    one_ = std::move(t);
+  } else {
+    if (n_ == 1 && many_.empty()) many_.push_back(std::move(one_));
+    many_.push_back(std::move(t));
+  }
+  ++n_;
+}
 size_t Outputs::SlotSize(size_t i) const { return layout_->slots.at(i).size; }
 size_t Outputs::SlotIndex(const std::string& slot) const {
   const size_t n = NumSlots();
@@ -640,7 +653,7 @@ const Tensor& Outputs::operator[](const std::string& slot) const {
   const size_t n = layout_->slots[i].size;
   NABLA_ENFORCE(n == 1, kInvalidArgument, "eager: output slot '", slot, "' of op '", OpType(), "' holds ", n,
                 " tensors; use List(\"", slot, "\")");
-  return tensors_[layout_->slots[i].begin];
+  return Data()[layout_->slots[i].begin];
 }
 
 const std::map<std::string, std::vector<Tensor>>& Outputs::Slots() const {
