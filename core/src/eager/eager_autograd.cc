@@ -124,7 +124,7 @@ std::vector<TapeImpl*>& ActiveTapes() {
 
 void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Tensor*>& in_tensors,
             const std::vector<std::shared_ptr<TensorImpl>>& outputs) {
-  auto node = std::make_shared<Node>();
+  auto node = MakePooled<Node>();
   node->inputs.reserve(in_tensors.size());
   node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
   node->tmpl = std::move(tmpl);

@@ -118,10 +118,79 @@ NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
 namespace detail {
 
+// ------------------------------------------------------------ pool
+
+namespace {
+constexpr size_t kPoolSizes = 4;     // distinct block sizes kept (a node's, a tensor's)
+constexpr size_t kMaxBlocks = 4096;  // per size and thread: a few MiB at most
+
+struct Pool {
+  size_t bytes[kPoolSizes] = {};
+  std::vector<void*> free[kPoolSizes];
+  ~Pool();
+};
+
+// Trivially destructible: still readable while thread-exit destructors run
+// after the pool's, which then free straight to the C allocator.
+thread_local bool t_pool_gone = false;
+
+Pool& ThreadPool() {
+  thread_local Pool pool;
+  return pool;
+}
+
+Pool::~Pool() {
+  t_pool_gone = true;
+  for (auto& list : free)
+    for (void* p : list) ::operator delete(p);
+}
+
+std::vector<void*>* ListFor(Pool& pool, size_t bytes) {
+  for (size_t i = 0; i < kPoolSizes; ++i) {
+    if (pool.bytes[i] == bytes) return &pool.free[i];
+    if (pool.bytes[i] == 0) {
+      pool.bytes[i] = bytes;
+      return &pool.free[i];
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+
+// Sanitizer builds allocate every block afresh, so a use after free is caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPooling = false;
+#else
+constexpr bool kPooling = true;
+#endif
+
+void* PoolAllocate(size_t bytes) {
+  if (kPooling && !t_pool_gone) {
+    std::vector<void*>* list = ListFor(ThreadPool(), bytes);
+    if (list != nullptr && !list->empty()) {
+      void* p = list->back();
+      list->pop_back();
+      return p;
+    }
+  }
+  return ::operator new(bytes);
+}
+
+void PoolFree(void* p, size_t bytes) {
+  if (kPooling && !t_pool_gone) {
+    std::vector<void*>* list = ListFor(ThreadPool(), bytes);
+    if (list != nullptr && list->size() < kMaxBlocks) {
+      list->push_back(p);
+      return;
+    }
+  }
+  ::operator delete(p);
+}
+
 // ------------------------------------------------------------ TensorImpl
 
 std::shared_ptr<TensorImpl> TensorImpl::Make(nabla::Tensor data, const std::string& name, bool requires_grad) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = MakePooled<TensorImpl>();
   impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
   impl->data = std::move(data);
   impl->name = name;
@@ -380,7 +449,7 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
     for (Variable* v : slot.vars) {
       nabla::Tensor& data = v->GetTensor();
       const bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
-      auto impl = std::make_shared<TensorImpl>();
+      auto impl = MakePooled<TensorImpl>();
       impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
       impl->data = std::move(data);
       impl->requires_grad = grad;

@@ -29,6 +29,38 @@
 
 namespace nabla::eager::detail {
 
+// Blocks of one size kept per thread for reuse. A recorded chain frees its
+// nodes and tensors all at once when its loss goes, thousands of blocks of
+// two sizes, which overflows the C allocator's per-thread cache and sends
+// every free down its slow path; these lists take them instead. A block may
+// be freed on another thread (it joins that thread's list). Bounded: past
+// kMaxBlocks blocks go back to the C allocator.
+void* PoolAllocate(size_t bytes);
+void PoolFree(void* p, size_t bytes);
+
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(PoolAllocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { PoolFree(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const PoolAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const PoolAllocator<U>&) const {
+    return false;
+  }
+};
+
+template <typename T>
+std::shared_ptr<T> MakePooled() {
+  return std::allocate_shared<T>(PoolAllocator<T>());
+}
+
 using VersionCounter = std::shared_ptr<std::atomic<uint64_t>>;
 using SlotArgs = std::vector<std::pair<std::string, std::vector<bool>>>;
 
