@@ -63,6 +63,24 @@ void BM_EagerCall(benchmark::State& state) {
 }
 BENCHMARK(BM_EagerCall)->ArgNames({"held", "grad"})->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1});
 
+// The binding's path: a held eager::Op called with an array of slots
+// (Op::Run), no TensorMap built; what nabla.ops.<type> and `x + y` cost in
+// the core.
+void BM_EagerOpRun(benchmark::State& state) {
+  Setup();
+  const bool grad = state.range(0) != 0;
+  Tensor x = Tensor::FromVector<float>(std::vector<float>(kWidth, 0.25f), {1, kWidth}, grad, "x");
+  Tensor y = Tensor::FromVector<float>(std::vector<float>(kWidth, 0.5f), {1, kWidth}, false, "y");
+  nabla::eager::Op add("elementwise_add");
+  const std::string kX = "X", kY = "Y";
+  const nabla::eager::SlotInput slots[2] = {{&kX, &x, 1}, {&kY, &y, 1}};
+  for (auto _ : state) {
+    nabla::eager::Outputs out = add.Run(slots, 2);
+    benchmark::DoNotOptimize(out.SlotData(0)->Data().RawData());
+  }
+}
+BENCHMARK(BM_EagerOpRun)->ArgNames({"grad"})->Arg(0)->Arg(1);
+
 // compare_torch's case (b) model, 784-512-512-10 tanh, batch 128, as an
 // eager training step: forward, Backward, sgd on every parameter (in place,
 // under NoGradGuard). With NABLA_EAGER_BENCH_TRACE=DIR one step's tape is

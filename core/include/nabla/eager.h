@@ -196,7 +196,14 @@ class NABLA_API Outputs {
  private:
   friend class detail::PreparedCall;
   std::shared_ptr<const detail::OutputLayout> layout_;
-  std::vector<Tensor> tensors_;  // every slot's tensors, slot after slot
+  // Every slot's tensors, slot after slot: the only one in one_ (most ops
+  // have one output, and a call should not allocate for the list), else all
+  // of them in many_.
+  const Tensor* Data() const { return many_.empty() ? &one_ : many_.data(); }
+  void Add(Tensor t);
+  Tensor one_;
+  std::vector<Tensor> many_;
+  size_t n_ = 0;
   mutable std::unique_ptr<std::map<std::string, std::vector<Tensor>>> slots_;
 };
 

@@ -124,7 +124,7 @@ std::vector<TapeImpl*>& ActiveTapes() {
 
 void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Tensor*>& in_tensors,
             const std::vector<std::shared_ptr<TensorImpl>>& outputs) {
-  auto node = std::make_shared<Node>();
+  auto node = MakePooled<Node>();
   node->inputs.reserve(in_tensors.size());
   node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
   node->tmpl = std::move(tmpl);
@@ -146,6 +146,10 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
     e.device = impl->data.GetDevice();
     if (impl->grad_fn) {
       e.producer = impl->grad_fn;
+      const auto& outs = impl->grad_fn->outputs;
+      while (e.producer_output < outs.size() && outs[e.producer_output].id != impl->id) ++e.producer_output;
+      NABLA_ENFORCE(e.producer_output < outs.size(), kPreconditionNotMet, "eager: tensor '", impl->Name(),
+                    "' is not among the outputs of the call that produced it");
     } else {
       e.leaf = impl;
     }
@@ -208,7 +212,6 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   // Dependency counts: how many reachable consumers each node still waits for.
   static std::atomic<uint64_t> next_walk{1};
   const uint64_t walk = next_walk.fetch_add(1, std::memory_order_relaxed);
-  size_t reachable = 1;
   {
     std::vector<Node*> stack{root->grad_fn.get()};
     root->grad_fn->walk = walk;
@@ -216,6 +219,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
+      for (auto& o : n->outputs) o.ClearParts();  // what a failed Backward left
       for (const auto& e : n->inputs) {
         Node* p = e.producer.get();
         if (p == nullptr) continue;
@@ -223,18 +227,26 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
           p->walk = walk;
           p->waiting = 0;
           stack.push_back(p);
-          ++reachable;
         }
         ++p->waiting;
       }
     }
   }
 
-  // Gradient parts per tensor id, in the order they were made (the fixed
-  // summation order that makes the result the same bit for bit every run).
+  // Gradient parts, in the order they were made (the fixed summation order
+  // that makes the result the same bit for bit every run): on the producing
+  // node's outputs, and here for leaves, by tensor id.
   std::unordered_map<uint64_t, std::vector<nabla::Tensor>> pending;
-  pending.reserve(reachable * 2 + 8);
-  pending[root->id].push_back(seed);
+  {
+    bool found = false;
+    for (auto& o : root->grad_fn->outputs)
+      if (o.id == root->id) {
+        o.AddPart(seed);
+        found = true;
+      }
+    NABLA_ENFORCE(found, kPreconditionNotMet, "eager: Backward from '", root->Name(),
+                  "', which is not among the outputs of the call that produced it");
+  }
   std::vector<const InputEdge*> leaves;  // leaves a traversed node feeds, first-seen order
   std::unordered_set<const TensorImpl*> leaf_seen;
   std::vector<nabla::Tensor> env;
@@ -253,14 +265,22 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     env.assign(t.n_env, nabla::Tensor());
     bool any = false;
     for (size_t j = 0; j < node.outputs.size(); ++j) {
-      const OutputInfo& o = node.outputs[j];
-      auto it = pending.find(o.id);
-      if (it == pending.end()) {
+      OutputInfo& o = node.outputs[j];
+      if (o.n_parts == 0) {
         if (t.output_grad_read[j]) env[t.OutputGradIndex(j)] = Filled(o.shape, o.dtype, *o.device, 0.0);
         continue;
       }
-      nabla::Tensor g = SumInOrder(it->second, *o.device);
-      pending.erase(it);
+      nabla::Tensor g;
+      if (o.n_parts == 1) {
+        g = std::move(o.first_part);
+      } else {
+        std::vector<nabla::Tensor> parts;
+        parts.reserve(o.n_parts);
+        parts.push_back(std::move(o.first_part));
+        for (auto& p : o.more_parts) parts.push_back(std::move(p));
+        g = SumInOrder(parts, *o.device);
+      }
+      o.ClearParts();
       if (auto out = o.tensor.lock(); out && out->retain_grad) Accumulate(*out, g, *o.device);
       env[t.OutputGradIndex(j)] = std::move(g);
       any = true;
@@ -294,8 +314,14 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
       // the static builder prunes grad ops whose gradient inputs are all zero.
       for (const auto& e : node.inputs) {
         auto add_parts = [&](int a) {
-          for (int slot : t.input_grads[a])
-            if (env[slot].IsInitialized()) pending[e.id].push_back(std::move(env[slot]));
+          for (int slot : t.input_grads[a]) {
+            if (!env[slot].IsInitialized()) continue;
+            if (e.producer) {
+              e.producer->outputs[e.producer_output].AddPart(std::move(env[slot]));
+            } else {
+              pending[e.id].push_back(std::move(env[slot]));
+            }
+          }
         };
         add_parts(e.first_arg);
         for (int a : e.more_args) add_parts(a);

@@ -118,10 +118,79 @@ NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
 namespace detail {
 
+// ------------------------------------------------------------ pool
+
+namespace {
+constexpr size_t kPoolSizes = 4;     // distinct block sizes kept (a node's, a tensor's)
+constexpr size_t kMaxBlocks = 4096;  // per size and thread: a few MiB at most
+
+struct Pool {
+  size_t bytes[kPoolSizes] = {};
+  std::vector<void*> free[kPoolSizes];
+  ~Pool();
+};
+
+// Trivially destructible: still readable while thread-exit destructors run
+// after the pool's, which then free straight to the C allocator.
+thread_local bool t_pool_gone = false;
+
+Pool& ThreadPool() {
+  thread_local Pool pool;
+  return pool;
+}
+
+Pool::~Pool() {
+  t_pool_gone = true;
+  for (auto& list : free)
+    for (void* p : list) ::operator delete(p);
+}
+
+std::vector<void*>* ListFor(Pool& pool, size_t bytes) {
+  for (size_t i = 0; i < kPoolSizes; ++i) {
+    if (pool.bytes[i] == bytes) return &pool.free[i];
+    if (pool.bytes[i] == 0) {
+      pool.bytes[i] = bytes;
+      return &pool.free[i];
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+
+// Sanitizer builds allocate every block afresh, so a use after free is caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPooling = false;
+#else
+constexpr bool kPooling = true;
+#endif
+
+void* PoolAllocate(size_t bytes) {
+  if (kPooling && !t_pool_gone) {
+    std::vector<void*>* list = ListFor(ThreadPool(), bytes);
+    if (list != nullptr && !list->empty()) {
+      void* p = list->back();
+      list->pop_back();
+      return p;
+    }
+  }
+  return ::operator new(bytes);
+}
+
+void PoolFree(void* p, size_t bytes) {
+  if (kPooling && !t_pool_gone) {
+    std::vector<void*>* list = ListFor(ThreadPool(), bytes);
+    if (list != nullptr && list->size() < kMaxBlocks) {
+      list->push_back(p);
+      return;
+    }
+  }
+  ::operator delete(p);
+}
+
 // ------------------------------------------------------------ TensorImpl
 
 std::shared_ptr<TensorImpl> TensorImpl::Make(nabla::Tensor data, const std::string& name, bool requires_grad) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = MakePooled<TensorImpl>();
   impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
   impl->data = std::move(data);
   impl->name = name;
@@ -375,16 +444,16 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
   }
   Outputs result;
   result.layout_ = layout_;
-  result.tensors_.reserve(layout_->total);
+  if (layout_->total > 1) result.many_.reserve(layout_->total);
   for (auto& slot : prepared_.outputs) {
     for (Variable* v : slot.vars) {
       nabla::Tensor& data = v->GetTensor();
       const bool grad = record && data.IsInitialized() && IsFloating(data.GetDType());
-      auto impl = std::make_shared<TensorImpl>();
+      auto impl = MakePooled<TensorImpl>();
       impl->id = g_next_tensor_id.fetch_add(1, std::memory_order_relaxed);
       impl->data = std::move(data);
       impl->requires_grad = grad;
-      result.tensors_.push_back(Tensor(std::move(impl)));
+      result.Add(Tensor(std::move(impl)));
     }
   }
   if (record) {
@@ -399,7 +468,8 @@ Outputs PreparedCall::Invoke(const SlotInput* slots, size_t n) {
         no_grad_.push_back(!t.RequiresGrad());
         in_handles_.push_back(&t);
       }
-    for (const Tensor& o : result.tensors_) {
+    for (size_t k = 0; k < result.n_; ++k) {
+      const Tensor& o = result.Data()[k];
       no_grad_.push_back(!o.impl_->requires_grad);
       out_impls_.push_back(o.impl_);
     }
@@ -596,11 +666,13 @@ void Tensor::CopyFromHost(const void* data, DType dtype, const Shape& shape) {
 
 Outputs::Outputs() = default;
 Outputs::~Outputs() = default;
-Outputs::Outputs(const Outputs& o) : layout_(o.layout_), tensors_(o.tensors_) {}
+Outputs::Outputs(const Outputs& o) : layout_(o.layout_), one_(o.one_), many_(o.many_), n_(o.n_) {}
 Outputs& Outputs::operator=(const Outputs& o) {
   if (this != &o) {
     layout_ = o.layout_;
-    tensors_ = o.tensors_;
+    one_ = o.one_;
+    many_ = o.many_;
+    n_ = o.n_;
     slots_.reset();
   }
   return *this;
@@ -610,7 +682,17 @@ Outputs& Outputs::operator=(Outputs&&) noexcept = default;
 
 size_t Outputs::NumSlots() const { return layout_ ? layout_->slots.size() : 0; }
 const std::string& Outputs::SlotName(size_t i) const { return layout_->slots.at(i).name; }
-const Tensor* Outputs::SlotData(size_t i) const { return tensors_.data() + layout_->slots.at(i).begin; }
+const Tensor* Outputs::SlotData(size_t i) const { return Data() + layout_->slots.at(i).begin; }
+
+void Outputs::Add(Tensor t) {
+  if (n_ == 0 && many_.capacity() == 0) {
+    one_ = std::move(t);
+  } else {
+    if (n_ == 1 && many_.empty()) many_.push_back(std::move(one_));
+    many_.push_back(std::move(t));
+  }
+  ++n_;
+}
 size_t Outputs::SlotSize(size_t i) const { return layout_->slots.at(i).size; }
 size_t Outputs::SlotIndex(const std::string& slot) const {
   const size_t n = NumSlots();
@@ -640,7 +722,7 @@ const Tensor& Outputs::operator[](const std::string& slot) const {
   const size_t n = layout_->slots[i].size;
   NABLA_ENFORCE(n == 1, kInvalidArgument, "eager: output slot '", slot, "' of op '", OpType(), "' holds ", n,
                 " tensors; use List(\"", slot, "\")");
-  return tensors_[layout_->slots[i].begin];
+  return Data()[layout_->slots[i].begin];
 }
 
 const std::map<std::string, std::vector<Tensor>>& Outputs::Slots() const {

@@ -29,6 +29,38 @@
 
 namespace nabla::eager::detail {
 
+// Blocks of one size kept per thread for reuse. A recorded chain frees its
+// nodes and tensors all at once when its loss goes, thousands of blocks of
+// two sizes, which overflows the C allocator's per-thread cache and sends
+// every free down its slow path; these lists take them instead. A block may
+// be freed on another thread (it joins that thread's list). Bounded: past
+// kMaxBlocks blocks go back to the C allocator.
+void* PoolAllocate(size_t bytes);
+void PoolFree(void* p, size_t bytes);
+
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(PoolAllocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { PoolFree(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const PoolAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const PoolAllocator<U>&) const {
+    return false;
+  }
+};
+
+template <typename T>
+std::shared_ptr<T> MakePooled() {
+  return std::allocate_shared<T>(PoolAllocator<T>());
+}
+
 using VersionCounter = std::shared_ptr<std::atomic<uint64_t>>;
 using SlotArgs = std::vector<std::pair<std::string, std::vector<bool>>>;
 
@@ -119,6 +151,42 @@ struct GradTemplate {
   int OutputGradIndex(size_t j) const { return static_cast<int>(NArgs() + j); }
 };
 
+// A vector whose first element lives inline: a node is made per recorded
+// call and nearly every one has one input edge and one output, so its lists
+// cost no allocation of their own. Contiguous either way (one element
+// inline, or all of them on the heap).
+template <typename T>
+class OneInlineVector {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* begin() { return n_ > 1 ? heap_.data() : &one_; }
+  T* end() { return begin() + n_; }
+  const T* begin() const { return n_ > 1 ? heap_.data() : &one_; }
+  const T* end() const { return begin() + n_; }
+  T& operator[](size_t i) { return begin()[i]; }
+  const T& operator[](size_t i) const { return begin()[i]; }
+  T& front() { return *begin(); }
+  const T& front() const { return *begin(); }
+  void reserve(size_t n) {
+    if (n > 1) heap_.reserve(n);
+  }
+  void push_back(T value) {
+    if (n_ == 0) {
+      one_ = std::move(value);
+    } else {
+      if (n_ == 1) heap_.push_back(std::move(one_));
+      heap_.push_back(std::move(value));
+    }
+    ++n_;
+  }
+
+ private:
+  T one_{};
+  std::vector<T> heap_;
+  size_t n_ = 0;
+};
+
 // A core tensor a grad op reads, with the version it had when saved.
 struct SavedVar {
   int arg = 0;
@@ -138,6 +206,7 @@ struct InputEdge {
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::shared_ptr<Node> producer;    // the node that made it, or null
+  size_t producer_output = 0;        // which of producer->outputs it is
   std::shared_ptr<TensorImpl> leaf;  // a leaf, or null
 };
 
@@ -147,13 +216,31 @@ struct OutputInfo {
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::weak_ptr<TensorImpl> tensor;  // for RetainGrad; weak: the tensor owns this node
+  // Backward's scratch: the gradient parts of this output made so far, in
+  // order (the first inline: most tensors get one), so no hash map by
+  // tensor id is kept per Backward.
+  nabla::Tensor first_part;
+  std::vector<nabla::Tensor> more_parts;
+  size_t n_parts = 0;
+  void ClearParts() {
+    first_part = nabla::Tensor();
+    more_parts.clear();
+    n_parts = 0;
+  }
+  void AddPart(nabla::Tensor part) {
+    if (n_parts++ == 0) {
+      first_part = std::move(part);
+    } else {
+      more_parts.push_back(std::move(part));
+    }
+  }
 };
 
 struct Node {
   uint64_t seq = 0;  // call order: reverse seq is a reverse topological order
   std::shared_ptr<const GradTemplate> tmpl;
-  std::vector<InputEdge> inputs;
-  std::vector<OutputInfo> outputs;  // one per output arg
+  OneInlineVector<InputEdge> inputs;
+  OneInlineVector<OutputInfo> outputs;  // one per output arg
   std::vector<SavedVar> saved;
   bool released = false;  // saved tensors freed by a Backward without retain_graph
   // Backward's scratch, instead of a hash map of nodes per Backward: the walk
