@@ -1830,6 +1830,80 @@ void Mod(const Node& n, Importer& imp) {
   imp.Emit("elementwise_add", {{"X", {r}}, {"Y", {shift}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
 }
 
+// Where(c, a, b) exactly, as a gather: a and b broadcast to the result's
+// shape and stacked into one [2N] vector, read at i + N * (1 - c[i]). A
+// copy, so infinities and NaN pass unchanged (c * a + (1 - c) * b would
+// make them NaN), and the gradient reaches a and b through gather's and
+// stack's. Needs the dims at import time.
+void Where(const Node& n, Importer& imp) {
+  std::vector<std::vector<int64_t>> shapes;
+  size_t rank = 0;
+  for (int i = 0; i < 3; ++i) {
+    shapes.push_back(imp.ShapeOf(n, n.Input(i)));
+    rank = std::max(rank, shapes.back().size());
+  }
+  std::vector<int64_t> out(rank, 1);
+  for (auto& sh : shapes) {
+    sh.insert(sh.begin(), rank - sh.size(), 1);
+    for (size_t d = 0; d < rank; ++d) {
+      if (sh[d] < 0) n.Unsupported("dynamic dims (fix them with --input-shape)");
+      if (sh[d] != 1) {
+        if (out[d] != 1 && out[d] != sh[d]) n.Fail(ErrorKind::kInvalidArgument, "inputs that do not broadcast");
+        out[d] = sh[d];
+      }
+    }
+  }
+  int64_t count = 1;
+  for (int64_t d : out) count *= d;
+  if (count > (int64_t(1) << 22)) n.Unsupported("more than 2^22 elements (the gather's index is a constant)");
+  const DType dt = imp.DTypeOf(n, n.Input(1));
+  if (dt == DType::kBool || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const Ints flat{ToInt(n, count, "size")};
+  // Input i broadcast to the result's shape, as [N].
+  auto full = [&](int i) {
+    std::string x = imp.In(n, i);
+    const std::vector<int64_t>& sh = shapes[static_cast<size_t>(i)];
+    if (imp.RankOf(n, n.Input(i)) != static_cast<int64_t>(rank)) {
+      const std::string r = tmp();
+      imp.Emit("reshape", {{"X", {x}}}, {{"Out", {r}}}, {{"shape", ToInts(n, sh, "dim")}});
+      x = r;
+    }
+    Ints times;
+    bool tile = false;
+    for (size_t d = 0; d < rank; ++d) {
+      times.push_back(sh[d] == out[d] ? 1 : ToInt(n, out[d], "dim"));
+      tile = tile || sh[d] != out[d];
+    }
+    if (tile) {
+      const std::string e = tmp();
+      imp.Emit("expand", {{"X", {x}}}, {{"Out", {e}}}, {{"expand_times", times}});
+      x = e;
+    }
+    const std::string f = tmp();
+    imp.Emit("reshape", {{"X", {x}}}, {{"Out", {f}}}, {{"shape", flat}});
+    return f;
+  };
+  const std::string cond = full(0), a = full(1), b = full(2);
+  const std::string both = tmp(), pool = tmp(), ci = tmp(), off = tmp(), idx = tmp(), picked = tmp();
+  imp.Emit("stack", {{"X", {a, b}}}, {{"Y", {both}}}, {{"axis", 0}});
+  imp.Emit("reshape", {{"X", {both}}}, {{"Out", {pool}}}, {{"shape", Ints{ToInt(n, 2 * count, "size")}}});
+  imp.Emit("cast", {{"X", {cond}}}, {{"Out", {ci}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string("int64")}});
+  // N * (1 - c): exact in scale's float arithmetic for N <= 2^22.
+  imp.Emit("scale", {{"X", {ci}}}, {{"Out", {off}}},
+           {{"scale", -static_cast<float>(count)}, {"bias", static_cast<float>(count)}});
+  ConstValue iota;
+  iota.dtype = DType::kInt64;
+  iota.dims = {count};
+  for (int64_t i = 0; i < count; ++i) iota.data.push_back(static_cast<long double>(i));
+  imp.Emit("elementwise_add", {{"X", {off}}, {"Y", {imp.ConstVar(ToTensor(iota), "where_index")}}}, {{"Out", {idx}}},
+           {{"axis", -1}});
+  imp.Emit("gather", {{"X", {pool}}, {"Index", {idx}}}, {{"Out", {picked}}}, {{"axis", 0}});
+  imp.Emit("reshape", {{"X", {picked}}}, {{"Out", {n.Output(0)}}},
+           {{"shape", rank == 0 ? Ints{1} : ToInts(n, out, "dim")}});
+}
+
 // ---- control flow: subgraphs as sub-blocks ---------------------------------
 
 // A bool [1] var holding `value` (a Loop's condition, when absent).
@@ -2218,6 +2292,7 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"Where", Where},
       {"Mod", Mod},
       {"LRN", LRN},
       {"MeanVarianceNormalization", MeanVarianceNormalization},
@@ -2339,7 +2414,6 @@ const std::map<std::string, std::string>& Missing() {
       {"Sinh", "needs nabla op sinh"},
       {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
       {"Upsample", "needs nabla op interpolate"},
-      {"Where", "needs nabla op where (folded when its inputs are constants)"},
   };
   return kMissing;
 }
