@@ -1904,6 +1904,63 @@ void Where(const Node& n, Importer& imp) {
            {{"shape", rank == 0 ? Ints{1} : ToInts(n, out, "dim")}});
 }
 
+// GatherElements (PyTorch's torch.gather) as a gather from the flattened
+// data: element p of the result reads data at base[p] + index[p] *
+// stride[axis], base[p] the flat position of p's other coordinates (a
+// constant of the known dims); negative indices wrap. A copy, exact, and
+// the gradient scatters back through gather's.
+void GatherElements(const Node& n, Importer& imp) {
+  const std::vector<int64_t> ds = imp.ShapeOf(n, n.Input(0)), is = imp.ShapeOf(n, n.Input(1));
+  const int64_t rank = static_cast<int64_t>(ds.size());
+  if (rank == 0 || static_cast<int64_t>(is.size()) != rank) {
+    n.Fail(ErrorKind::kInvalidArgument, "data and indices must have one rank >= 1");
+  }
+  const int64_t axis = NormAxis(n, n.Int("axis", 0), rank);
+  int64_t dn = 1, in = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (ds[i] < 0 || is[i] < 0) n.Unsupported("dynamic dims (fix them with --input-shape)");
+    dn *= ds[i];
+    in *= is[i];
+  }
+  if (dn > (int64_t(1) << 26) || in > (int64_t(1) << 22))
+    n.Unsupported("data or indices too large for a constant base");
+  std::vector<int64_t> stride(static_cast<size_t>(rank), 1);
+  for (int64_t i = rank - 2; i >= 0; --i) stride[i] = stride[i + 1] * ds[i + 1];
+  ConstValue base;
+  base.dtype = DType::kInt64;
+  base.dims = {in};
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  for (int64_t p = 0; p < in; ++p) {
+    int64_t pos = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis) pos += at[d] * stride[d];
+    }
+    base.data.push_back(static_cast<long double>(pos));
+    for (int64_t d = rank - 1; d >= 0 && ++at[d] == is[d]; --d) at[d] = 0;
+  }
+  const DType it = imp.DTypeOf(n, n.Input(1));
+  if (it != DType::kInt32 && it != DType::kInt64) n.Fail(ErrorKind::kInvalidArgument, "indices must be int32 or int64");
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string idx = tmp(), neg = tmp(), negi = tmp(), wrap = tmp(), wrapped = tmp(), off = tmp(),
+                    flat_idx = tmp(), flat = tmp(), picked = tmp();
+  imp.Emit("reshape", {{"X", {CastTo(imp, imp.In(n, 1), it, DType::kInt64, n.Output(0))}}}, {{"Out", {idx}}},
+           {{"shape", Ints{ToInt(n, in, "size")}}});
+  imp.Emit("less_than", {{"X", {idx}}, {"Y", {ScalarVar(imp, DType::kInt64, 0, "zero")}}}, {{"Out", {neg}}},
+           {{"axis", -1}});
+  imp.Emit("cast", {{"X", {neg}}}, {{"Out", {negi}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string("int64")}});
+  imp.Emit("elementwise_mul", {{"X", {negi}}, {"Y", {ScalarVar(imp, DType::kInt64, ds[axis], "dim")}}},
+           {{"Out", {wrap}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {idx}}, {"Y", {wrap}}}, {{"Out", {wrapped}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {wrapped}}, {"Y", {ScalarVar(imp, DType::kInt64, stride[axis], "stride")}}},
+           {{"Out", {off}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {off}}, {"Y", {imp.ConstVar(ToTensor(base), "gather_base")}}},
+           {{"Out", {flat_idx}}}, {{"axis", -1}});
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {flat}}}, {{"shape", Ints{ToInt(n, dn, "size")}}});
+  imp.Emit("gather", {{"X", {flat}}, {"Index", {flat_idx}}}, {{"Out", {picked}}}, {{"axis", 0}});
+  imp.Emit("reshape", {{"X", {picked}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, is, "dim")}});
+}
+
 // ---- control flow: subgraphs as sub-blocks ---------------------------------
 
 // A bool [1] var holding `value` (a Loop's condition, when absent).
@@ -2292,6 +2349,7 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"GatherElements", GatherElements},
       {"Where", Where},
       {"Mod", Mod},
       {"LRN", LRN},
@@ -2401,7 +2459,6 @@ const std::map<std::string, std::string>& Missing() {
       {"CumSum", "needs nabla op cumsum"},
       {"Einsum", "needs nabla op einsum"},
       {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
-      {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
       {"MaxUnpool", "needs nabla op unpool"},
