@@ -4,6 +4,7 @@
 // them yet, are reported. Ops that have no converter yet are listed in
 // kMissing with the nabla op they wait for, so a new op is one row here.
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -1249,9 +1250,47 @@ void ArgMax(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_max"); }
 void ArgMin(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_min"); }
 
 // Trilu's k is tril_triu's diagonal (a constant: tril_triu has no tensor input for it).
+void SelectExact(const Node& n, Importer& imp, const std::array<std::pair<std::string, std::vector<int64_t>>, 3>& in,
+                 DType dt, const std::string& result);
+std::string ScalarVar(Importer& imp, DType dtype, long double v, const std::string& hint);
+std::string CastTo(Importer& imp, const std::string& x, DType from, DType to, const std::string& hint);
+
+// A k known at import time is tril_triu's diagonal; one computed at run
+// time selects x or 0 by (j - i <= k) (>= k for upper) with SelectExact
+// (Where's exact gather), on known dims.
 void Trilu(const Node& n, Importer& imp) {
-  const int64_t k = n.HasInput(1) ? imp.ConstInts(n, 1, "k").at(0) : 0;
-  Unary(n, imp, "tril_triu", {{"diagonal", ToInt(n, k, "k")}, {"lower", n.Int("upper", 1) == 0}});
+  const bool upper = n.Int("upper", 1) != 0;
+  if (!n.HasInput(1) || imp.Const(n, 1)) {
+    const int64_t k = n.HasInput(1) ? imp.ConstInts(n, 1, "k").at(0) : 0;
+    Unary(n, imp, "tril_triu", {{"diagonal", ToInt(n, k, "k")}, {"lower", !upper}});
+    return;
+  }
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  if (xs.size() < 2 || xs[xs.size() - 2] < 0 || xs.back() < 0) {
+    n.Unsupported("k computed at run time for an input whose last two dims are not known");
+  }
+  const int64_t rows = xs[xs.size() - 2], cols = xs.back();
+  if (std::count(xs.begin(), xs.end(), 0) > 0) {
+    Unary(n, imp, "assign");  // empty: nothing to select
+    return;
+  }
+  if (rows * cols > (int64_t(1) << 22)) n.Unsupported("k computed at run time for a matrix of over 2^22 elements");
+  ConstValue diff;
+  diff.dtype = DType::kInt64;
+  diff.dims = {rows, cols};
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) diff.data.push_back(static_cast<long double>(j - i));
+  }
+  const DType kt = imp.DTypeOf(n, n.Input(1)), dt = imp.DTypeOf(n, n.Input(0));
+  const std::string k = CastTo(imp, imp.In(n, 1), kt, DType::kInt64, n.Output(0));
+  const std::string keep = imp.Temp(n.Output(0));
+  imp.Emit(upper ? "greater_equal" : "less_equal", {{"X", {imp.ConstVar(ToTensor(diff), "trilu_offsets")}}, {"Y", {k}}},
+           {{"Out", {keep}}}, {{"axis", -1}});
+  std::array<std::pair<std::string, std::vector<int64_t>>, 3> in;
+  in[0] = {keep, {rows, cols}};
+  in[1] = {imp.In(n, 0), xs};
+  in[2] = {ScalarVar(imp, dt, 0, "zero"), {}};
+  SelectExact(n, imp, in, dt, n.Output(0));
 }
 
 // Expand to a shape computed at run time, for an input whose dims are known:
@@ -1834,16 +1873,15 @@ void Mod(const Node& n, Importer& imp) {
 // shape and stacked into one [2N] vector, read at i + N * (1 - c[i]). A
 // copy, so infinities and NaN pass unchanged (c * a + (1 - c) * b would
 // make them NaN), and the gradient reaches a and b through gather's and
-// stack's. Needs the dims at import time.
-void Where(const Node& n, Importer& imp) {
-  std::vector<std::vector<int64_t>> shapes;
+// stack's. Needs the dims at import time. Operands are (var, ONNX shape).
+using Operand3 = std::array<std::pair<std::string, std::vector<int64_t>>, 3>;
+void SelectExact(const Node& n, Importer& imp, const Operand3& in, DType dt, const std::string& result) {
   size_t rank = 0;
-  for (int i = 0; i < 3; ++i) {
-    shapes.push_back(imp.ShapeOf(n, n.Input(i)));
-    rank = std::max(rank, shapes.back().size());
-  }
+  for (const auto& op : in) rank = std::max(rank, op.second.size());
+  std::vector<std::vector<int64_t>> shapes;
   std::vector<int64_t> out(rank, 1);
-  for (auto& sh : shapes) {
+  for (const auto& op : in) {
+    std::vector<int64_t> sh = op.second;
     sh.insert(sh.begin(), rank - sh.size(), 1);
     for (size_t d = 0; d < rank; ++d) {
       if (sh[d] < 0) n.Unsupported("dynamic dims (fix them with --input-shape)");
@@ -1852,21 +1890,22 @@ void Where(const Node& n, Importer& imp) {
         out[d] = sh[d];
       }
     }
+    shapes.push_back(sh);
   }
   int64_t count = 1;
   for (int64_t d : out) count *= d;
   if (count > (int64_t(1) << 22)) n.Unsupported("more than 2^22 elements (the gather's index is a constant)");
-  const DType dt = imp.DTypeOf(n, n.Input(1));
+  if (count == 0) n.Unsupported("an empty result");
   if (dt == DType::kBool || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
-  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  auto tmp = [&] { return imp.Temp(result); };
   const Ints flat{ToInt(n, count, "size")};
-  // Input i broadcast to the result's shape, as [N].
-  auto full = [&](int i) {
-    std::string x = imp.In(n, i);
-    const std::vector<int64_t>& sh = shapes[static_cast<size_t>(i)];
-    if (imp.RankOf(n, n.Input(i)) != static_cast<int64_t>(rank)) {
+  // Operand i broadcast to the result's shape, as [N].
+  auto full = [&](size_t i) {
+    std::string x = in[i].first;
+    const std::vector<int64_t>& sh = shapes[i];
+    if (in[i].second.size() != rank) {
       const std::string r = tmp();
-      imp.Emit("reshape", {{"X", {x}}}, {{"Out", {r}}}, {{"shape", ToInts(n, sh, "dim")}});
+      imp.Emit("reshape", {{"X", {x}}}, {{"Out", {r}}}, {{"shape", rank == 0 ? Ints{1} : ToInts(n, sh, "dim")}});
       x = r;
     }
     Ints times;
@@ -1900,8 +1939,13 @@ void Where(const Node& n, Importer& imp) {
   imp.Emit("elementwise_add", {{"X", {off}}, {"Y", {imp.ConstVar(ToTensor(iota), "where_index")}}}, {{"Out", {idx}}},
            {{"axis", -1}});
   imp.Emit("gather", {{"X", {pool}}, {"Index", {idx}}}, {{"Out", {picked}}}, {{"axis", 0}});
-  imp.Emit("reshape", {{"X", {picked}}}, {{"Out", {n.Output(0)}}},
-           {{"shape", rank == 0 ? Ints{1} : ToInts(n, out, "dim")}});
+  imp.Emit("reshape", {{"X", {picked}}}, {{"Out", {result}}}, {{"shape", rank == 0 ? Ints{1} : ToInts(n, out, "dim")}});
+}
+
+void Where(const Node& n, Importer& imp) {
+  Operand3 in;
+  for (int i = 0; i < 3; ++i) in[static_cast<size_t>(i)] = {imp.In(n, i), imp.ShapeOf(n, n.Input(i))};
+  SelectExact(n, imp, in, imp.DTypeOf(n, n.Input(1)), n.Output(0));
 }
 
 // GatherElements (PyTorch's torch.gather) as a gather from the flattened
