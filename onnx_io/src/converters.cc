@@ -4,6 +4,7 @@
 // them yet, are reported. Ops that have no converter yet are listed in
 // kMissing with the nabla op they wait for, so a new op is one row here.
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -1249,9 +1250,47 @@ void ArgMax(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_max"); }
 void ArgMin(const Node& n, Importer& imp) { ArgExtremum(n, imp, "arg_min"); }
 
 // Trilu's k is tril_triu's diagonal (a constant: tril_triu has no tensor input for it).
+void SelectExact(const Node& n, Importer& imp, const std::array<std::pair<std::string, std::vector<int64_t>>, 3>& in,
+                 DType dt, const std::string& result);
+std::string ScalarVar(Importer& imp, DType dtype, long double v, const std::string& hint);
+std::string CastTo(Importer& imp, const std::string& x, DType from, DType to, const std::string& hint);
+
+// A k known at import time is tril_triu's diagonal; one computed at run
+// time selects x or 0 by (j - i <= k) (>= k for upper) with SelectExact
+// (Where's exact gather), on known dims.
 void Trilu(const Node& n, Importer& imp) {
-  const int64_t k = n.HasInput(1) ? imp.ConstInts(n, 1, "k").at(0) : 0;
-  Unary(n, imp, "tril_triu", {{"diagonal", ToInt(n, k, "k")}, {"lower", n.Int("upper", 1) == 0}});
+  const bool upper = n.Int("upper", 1) != 0;
+  if (!n.HasInput(1) || imp.Const(n, 1)) {
+    const int64_t k = n.HasInput(1) ? imp.ConstInts(n, 1, "k").at(0) : 0;
+    Unary(n, imp, "tril_triu", {{"diagonal", ToInt(n, k, "k")}, {"lower", !upper}});
+    return;
+  }
+  const std::vector<int64_t> xs = imp.ShapeOf(n, n.Input(0));
+  if (xs.size() < 2 || xs[xs.size() - 2] < 0 || xs.back() < 0) {
+    n.Unsupported("k computed at run time for an input whose last two dims are not known");
+  }
+  const int64_t rows = xs[xs.size() - 2], cols = xs.back();
+  if (std::count(xs.begin(), xs.end(), 0) > 0) {
+    Unary(n, imp, "assign");  // empty: nothing to select
+    return;
+  }
+  if (rows * cols > (int64_t(1) << 22)) n.Unsupported("k computed at run time for a matrix of over 2^22 elements");
+  ConstValue diff;
+  diff.dtype = DType::kInt64;
+  diff.dims = {rows, cols};
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) diff.data.push_back(static_cast<long double>(j - i));
+  }
+  const DType kt = imp.DTypeOf(n, n.Input(1)), dt = imp.DTypeOf(n, n.Input(0));
+  const std::string k = CastTo(imp, imp.In(n, 1), kt, DType::kInt64, n.Output(0));
+  const std::string keep = imp.Temp(n.Output(0));
+  imp.Emit(upper ? "greater_equal" : "less_equal", {{"X", {imp.ConstVar(ToTensor(diff), "trilu_offsets")}}, {"Y", {k}}},
+           {{"Out", {keep}}}, {{"axis", -1}});
+  std::array<std::pair<std::string, std::vector<int64_t>>, 3> in;
+  in[0] = {keep, {rows, cols}};
+  in[1] = {imp.In(n, 0), xs};
+  in[2] = {ScalarVar(imp, dt, 0, "zero"), {}};
+  SelectExact(n, imp, in, dt, n.Output(0));
 }
 
 // Expand to a shape computed at run time, for an input whose dims are known:
@@ -1830,6 +1869,142 @@ void Mod(const Node& n, Importer& imp) {
   imp.Emit("elementwise_add", {{"X", {r}}, {"Y", {shift}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
 }
 
+// Where(c, a, b) exactly, as a gather: a and b broadcast to the result's
+// shape and stacked into one [2N] vector, read at i + N * (1 - c[i]). A
+// copy, so infinities and NaN pass unchanged (c * a + (1 - c) * b would
+// make them NaN), and the gradient reaches a and b through gather's and
+// stack's. Needs the dims at import time. Operands are (var, ONNX shape).
+using Operand3 = std::array<std::pair<std::string, std::vector<int64_t>>, 3>;
+void SelectExact(const Node& n, Importer& imp, const Operand3& in, DType dt, const std::string& result) {
+  size_t rank = 0;
+  for (const auto& op : in) rank = std::max(rank, op.second.size());
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> out(rank, 1);
+  for (const auto& op : in) {
+    std::vector<int64_t> sh = op.second;
+    sh.insert(sh.begin(), rank - sh.size(), 1);
+    for (size_t d = 0; d < rank; ++d) {
+      if (sh[d] < 0) n.Unsupported("dynamic dims (fix them with --input-shape)");
+      if (sh[d] != 1) {
+        if (out[d] != 1 && out[d] != sh[d]) n.Fail(ErrorKind::kInvalidArgument, "inputs that do not broadcast");
+        out[d] = sh[d];
+      }
+    }
+    shapes.push_back(sh);
+  }
+  int64_t count = 1;
+  for (int64_t d : out) count *= d;
+  if (count > (int64_t(1) << 22)) n.Unsupported("more than 2^22 elements (the gather's index is a constant)");
+  if (count == 0) n.Unsupported("an empty result");
+  if (dt == DType::kBool || dt == DType::kBFloat16) n.Unsupported(std::string("dtype ") + DTypeName(dt));
+  auto tmp = [&] { return imp.Temp(result); };
+  const Ints flat{ToInt(n, count, "size")};
+  // Operand i broadcast to the result's shape, as [N].
+  auto full = [&](size_t i) {
+    std::string x = in[i].first;
+    const std::vector<int64_t>& sh = shapes[i];
+    if (in[i].second.size() != rank) {
+      const std::string r = tmp();
+      imp.Emit("reshape", {{"X", {x}}}, {{"Out", {r}}}, {{"shape", rank == 0 ? Ints{1} : ToInts(n, sh, "dim")}});
+      x = r;
+    }
+    Ints times;
+    bool tile = false;
+    for (size_t d = 0; d < rank; ++d) {
+      times.push_back(sh[d] == out[d] ? 1 : ToInt(n, out[d], "dim"));
+      tile = tile || sh[d] != out[d];
+    }
+    if (tile) {
+      const std::string e = tmp();
+      imp.Emit("expand", {{"X", {x}}}, {{"Out", {e}}}, {{"expand_times", times}});
+      x = e;
+    }
+    const std::string f = tmp();
+    imp.Emit("reshape", {{"X", {x}}}, {{"Out", {f}}}, {{"shape", flat}});
+    return f;
+  };
+  const std::string cond = full(0), a = full(1), b = full(2);
+  const std::string both = tmp(), pool = tmp(), ci = tmp(), off = tmp(), idx = tmp(), picked = tmp();
+  imp.Emit("stack", {{"X", {a, b}}}, {{"Y", {both}}}, {{"axis", 0}});
+  imp.Emit("reshape", {{"X", {both}}}, {{"Out", {pool}}}, {{"shape", Ints{ToInt(n, 2 * count, "size")}}});
+  imp.Emit("cast", {{"X", {cond}}}, {{"Out", {ci}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string("int64")}});
+  // N * (1 - c): exact in scale's float arithmetic for N <= 2^22.
+  imp.Emit("scale", {{"X", {ci}}}, {{"Out", {off}}},
+           {{"scale", -static_cast<float>(count)}, {"bias", static_cast<float>(count)}});
+  ConstValue iota;
+  iota.dtype = DType::kInt64;
+  iota.dims = {count};
+  for (int64_t i = 0; i < count; ++i) iota.data.push_back(static_cast<long double>(i));
+  imp.Emit("elementwise_add", {{"X", {off}}, {"Y", {imp.ConstVar(ToTensor(iota), "where_index")}}}, {{"Out", {idx}}},
+           {{"axis", -1}});
+  imp.Emit("gather", {{"X", {pool}}, {"Index", {idx}}}, {{"Out", {picked}}}, {{"axis", 0}});
+  imp.Emit("reshape", {{"X", {picked}}}, {{"Out", {result}}}, {{"shape", rank == 0 ? Ints{1} : ToInts(n, out, "dim")}});
+}
+
+void Where(const Node& n, Importer& imp) {
+  Operand3 in;
+  for (int i = 0; i < 3; ++i) in[static_cast<size_t>(i)] = {imp.In(n, i), imp.ShapeOf(n, n.Input(i))};
+  SelectExact(n, imp, in, imp.DTypeOf(n, n.Input(1)), n.Output(0));
+}
+
+// GatherElements (PyTorch's torch.gather) as a gather from the flattened
+// data: element p of the result reads data at base[p] + index[p] *
+// stride[axis], base[p] the flat position of p's other coordinates (a
+// constant of the known dims); negative indices wrap. A copy, exact, and
+// the gradient scatters back through gather's.
+void GatherElements(const Node& n, Importer& imp) {
+  const std::vector<int64_t> ds = imp.ShapeOf(n, n.Input(0)), is = imp.ShapeOf(n, n.Input(1));
+  const int64_t rank = static_cast<int64_t>(ds.size());
+  if (rank == 0 || static_cast<int64_t>(is.size()) != rank) {
+    n.Fail(ErrorKind::kInvalidArgument, "data and indices must have one rank >= 1");
+  }
+  const int64_t axis = NormAxis(n, n.Int("axis", 0), rank);
+  int64_t dn = 1, in = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (ds[i] < 0 || is[i] < 0) n.Unsupported("dynamic dims (fix them with --input-shape)");
+    dn *= ds[i];
+    in *= is[i];
+  }
+  if (dn > (int64_t(1) << 26) || in > (int64_t(1) << 22))
+    n.Unsupported("data or indices too large for a constant base");
+  std::vector<int64_t> stride(static_cast<size_t>(rank), 1);
+  for (int64_t i = rank - 2; i >= 0; --i) stride[i] = stride[i + 1] * ds[i + 1];
+  ConstValue base;
+  base.dtype = DType::kInt64;
+  base.dims = {in};
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  for (int64_t p = 0; p < in; ++p) {
+    int64_t pos = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis) pos += at[d] * stride[d];
+    }
+    base.data.push_back(static_cast<long double>(pos));
+    for (int64_t d = rank - 1; d >= 0 && ++at[d] == is[d]; --d) at[d] = 0;
+  }
+  const DType it = imp.DTypeOf(n, n.Input(1));
+  if (it != DType::kInt32 && it != DType::kInt64) n.Fail(ErrorKind::kInvalidArgument, "indices must be int32 or int64");
+  auto tmp = [&] { return imp.Temp(n.Output(0)); };
+  const std::string idx = tmp(), neg = tmp(), negi = tmp(), wrap = tmp(), wrapped = tmp(), off = tmp(),
+                    flat_idx = tmp(), flat = tmp(), picked = tmp();
+  imp.Emit("reshape", {{"X", {CastTo(imp, imp.In(n, 1), it, DType::kInt64, n.Output(0))}}}, {{"Out", {idx}}},
+           {{"shape", Ints{ToInt(n, in, "size")}}});
+  imp.Emit("less_than", {{"X", {idx}}, {"Y", {ScalarVar(imp, DType::kInt64, 0, "zero")}}}, {{"Out", {neg}}},
+           {{"axis", -1}});
+  imp.Emit("cast", {{"X", {neg}}}, {{"Out", {negi}}},
+           {{"in_dtype", std::string("bool")}, {"out_dtype", std::string("int64")}});
+  imp.Emit("elementwise_mul", {{"X", {negi}}, {"Y", {ScalarVar(imp, DType::kInt64, ds[axis], "dim")}}},
+           {{"Out", {wrap}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {idx}}, {"Y", {wrap}}}, {{"Out", {wrapped}}}, {{"axis", -1}});
+  imp.Emit("elementwise_mul", {{"X", {wrapped}}, {"Y", {ScalarVar(imp, DType::kInt64, stride[axis], "stride")}}},
+           {{"Out", {off}}}, {{"axis", -1}});
+  imp.Emit("elementwise_add", {{"X", {off}}, {"Y", {imp.ConstVar(ToTensor(base), "gather_base")}}},
+           {{"Out", {flat_idx}}}, {{"axis", -1}});
+  imp.Emit("reshape", {{"X", {imp.In(n, 0)}}}, {{"Out", {flat}}}, {{"shape", Ints{ToInt(n, dn, "size")}}});
+  imp.Emit("gather", {{"X", {flat}}, {"Index", {flat_idx}}}, {{"Out", {picked}}}, {{"axis", 0}});
+  imp.Emit("reshape", {{"X", {picked}}}, {{"Out", {n.Output(0)}}}, {{"shape", ToInts(n, is, "dim")}});
+}
+
 // ---- control flow: subgraphs as sub-blocks ---------------------------------
 
 // A bool [1] var holding `value` (a Loop's condition, when absent).
@@ -2218,6 +2393,8 @@ const std::map<std::string, Converter>& Table() {
       {"ConstantOfShape", ConstantOfShape},
       {"Conv", Conv},
       {"Cos", Cos},
+      {"GatherElements", GatherElements},
+      {"Where", Where},
       {"Mod", Mod},
       {"LRN", LRN},
       {"MeanVarianceNormalization", MeanVarianceNormalization},
@@ -2326,7 +2503,6 @@ const std::map<std::string, std::string>& Missing() {
       {"CumSum", "needs nabla op cumsum"},
       {"Einsum", "needs nabla op einsum"},
       {"Erf", "needs nabla op erf (the erf-based GELU pattern is converted to gelu)"},
-      {"GatherElements", "needs nabla op take_along_axis"},
       {"GatherND", "needs nabla op gather_nd"},
       {"GroupNormalization", "needs nabla op group_norm"},
       {"MaxUnpool", "needs nabla op unpool"},
@@ -2339,7 +2515,6 @@ const std::map<std::string, std::string>& Missing() {
       {"Sinh", "needs nabla op sinh"},
       {"Size", "folded at import time when the input's dims are known: fix dynamic ones with --input-shape"},
       {"Upsample", "needs nabla op interpolate"},
-      {"Where", "needs nabla op where (folded when its inputs are constants)"},
   };
   return kMissing;
 }

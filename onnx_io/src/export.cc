@@ -874,6 +874,18 @@ std::map<std::string, OpExporter>& ExporterTable() {
       c.AddNode("Concat", c.Op().Input("X"), {Out(c, "Out")}, {{"axis", int64_t(A<int>(c, "axis"))}});
     };
     t["sum"] = [](ExportContext& c) { c.AddNode("Sum", c.Op().Input("X"), {Out(c, "Out")}); };
+    t["stack"] = [](ExportContext& c) {
+      const auto& xs = c.Op().Input("X");
+      if (xs.empty()) c.Fail("input X is empty");
+      int64_t axis = A<int>(c, "axis");
+      if (axis < 0) axis += RankOf(c, xs[0]) + 1;
+      std::vector<std::string> parts;
+      for (const auto& x : xs) {
+        parts.push_back(c.Temp(x + "_unsqueezed"));
+        c.AddNode("Unsqueeze", {x, c.AddInt64s({axis}, {1})}, {parts.back()});
+      }
+      c.AddNode("Concat", parts, {Out(c, "Y")}, {{"axis", axis}});
+    };
     t["expand"] = [](ExportContext& c) {
       std::string times = IntListInput(c, "ExpandTimes", "expand_times_tensor");
       if (times.empty()) {

@@ -269,3 +269,32 @@ def test_mul_and_flash_attn_round_trip(tmp_path):
     assert got["xw"].shape == (2, 5, 2, 8) and got["xw1"].shape == (2, 2, 4)
     for name in outputs:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_exported_rnn_loop_fine_tunes_after_import(tmp_path):
+    """fashion_mnist_rnn's while loop, exported as a Loop and imported back
+    as a while, trains with `nabla run --weights`: 20 Adam steps bring the
+    loss below chance (ln 10), gradients through every step of the loop."""
+    src = onnx_util.REPO / "examples" / "models" / "fashion_mnist_rnn.yaml"
+    onnx_util.run("export", src, "-o", tmp_path / "rnn.onnx", "--output", "loss")
+    program, weights = onnx_util.import_model(tmp_path / "rnn.onnx", tmp_path)
+    assert "type: while" in program.read_text()
+    data = "/usr/share/datasets/fashion-mnist/t10k-%s-idx%d-ubyte.gz"
+    if not pathlib.Path(data % ("images", 3)).exists():
+        pytest.skip("dataset-fashion-mnist is not installed")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"""seed: 1
+program: {program}
+loss: loss
+optimizer: {{type: adam, lr: 0.001}}
+data:
+  format: idx
+  train:
+    files: {{images: {data % ('images', 3)}, labels: {data % ('labels', 1)}}}
+    feeds: {{image: images, label: labels}}
+  batch_size: 32
+steps: 20
+""")
+    p = onnx_util.run("run", config, "--weights", weights, "--progress", "none")
+    loss = float(next(line for line in p.stdout.splitlines() if line.startswith("train loss")).split()[2])
+    assert loss < np.log(10), p.stdout

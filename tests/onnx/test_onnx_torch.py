@@ -122,7 +122,35 @@ def activations():
     return Activations(), (4, 10)
 
 
-@pytest.mark.parametrize("build", [mlp, cnn, conv1d, padded_pools, transformer, lstm, gru, activations])
+class GatherMask(torch.nn.Module):
+    """torch.gather (GatherElements), masked_fill with -inf before a softmax
+    (Where, its condition a Not of a bool buffer: computed at run time),
+    InstanceNorm2d and pixel_shuffle (DepthToSpace)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.conv = torch.nn.Conv2d(2, 8, 3, padding=1)
+        self.norm = torch.nn.InstanceNorm2d(8, affine=True)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+        self.register_buffer("idx", torch.randint(0, 8, (4, 8)))
+        self.register_buffer("causal", torch.tril(torch.ones(8, 8, dtype=torch.bool)))
+
+    def forward(self, x):
+        h = self.fc(x)
+        g = torch.gather(h, 1, self.idx)
+        s = (h.unsqueeze(2) * g.unsqueeze(1)).masked_fill(~self.causal, float("-inf")).softmax(-1)
+        c = self.norm(self.conv(s.reshape(4, 2, 8, 4)))
+        return torch.nn.functional.pixel_shuffle(c, 2).reshape(4, -1)
+
+
+def gather_mask():
+    return GatherMask(), (4, 8)
+
+
+@pytest.mark.parametrize("build", [mlp, cnn, conv1d, padded_pools, transformer, lstm, gru, activations, gather_mask])
 def test_torch_model(build, tmp_path):
     torch.manual_seed(7)
     model, shape = build()
