@@ -164,6 +164,11 @@ def test_dropout_with_a_fixed_seed_matches_torch(causal, rng):
                      None, causal, factors)
     got = run_nabla(q, k, v, w, None, causal, attrs={"dropout": p}, fixed_seed_offset=[seed, 1])
     assert_close(got, want, 2e-5, ("dropout", causal))
+    # The bfloat16 kernel drops the same probabilities.
+    bf = lambda a: torch.tensor(a, dtype=torch.float32).bfloat16().double().numpy()  # noqa: E731
+    got = run_nabla(q, k, v, w, None, causal, dtype="bfloat16", attrs={"dropout": p}, fixed_seed_offset=[seed, 1])
+    assert_close(got, reference(bf(q), bf(k), bf(v), w.astype(np.float32), None, causal, factors), 2e-2,
+                 ("dropout bf16", causal))
     # is_test: no dropout at all.
     got = run_nabla(q, k, v, w, None, causal, attrs={"dropout": p, "is_test": True}, fixed_seed_offset=[seed, 1])
     assert_close(got, reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
