@@ -74,10 +74,6 @@ AttnDropout DropoutFrom(const ExecutionContext& ctx, const char* slot) {
   return d;
 }
 
-}  // namespace
-
-namespace {
-
 inline double ToDouble(float x) { return x; }
 inline double ToDouble(double x) { return x; }
 inline double ToDouble(bfloat16 x) { return Bf16ToFloat(x); }
