@@ -74,38 +74,6 @@ bool HasPerm0213(const OpDesc& op) {
          op.Attr<std::vector<int>>("axis") == std::vector<int>{0, 2, 1, 3};
 }
 
-// Hidden entries of a causal mask: exp(s - 1e9 - max) is 0 in float32 and
-// float64 for any score a softmax meets short of 1e9 - 745.
-constexpr double kHiddenAtMost = -1e9;
-
-// Whether `mask` (rank 2 to 4, broadcast over batch and heads) is 0 exactly
-// where a causal flash_attn shows a key and <= kHiddenAtMost elsewhere.
-bool IsCausalMask(const Tensor& mask, int64_t seq_q, int64_t seq_k) {
-  const Shape& shape = mask.GetShape();
-  const size_t r = shape.size();
-  // seq_k >= seq_q: every query sees key 0, as every row of the softmax does.
-  if (r < 2 || shape[r - 2] != seq_q || shape[r - 1] != seq_k || seq_k < seq_q) return false;
-  const int64_t offset = seq_k - seq_q;
-  auto value = [&](int64_t at) -> double {
-    switch (mask.GetDType()) {
-      case DType::kFloat32:
-        return mask.Data<float>()[at];
-      case DType::kFloat64:
-        return mask.Data<double>()[at];
-      case DType::kBFloat16:
-        return Bf16ToFloat(mask.Data<bfloat16>()[at]);
-      default:
-        return std::nan("");
-    }
-  };
-  for (int64_t at = 0, n = mask.Numel(); at < n; ++at) {
-    const int64_t j = at % seq_k, i = (at / seq_k) % seq_q;
-    const double x = value(at);
-    if (j <= i + offset ? x != 0.0 : !(x <= kHiddenAtMost)) return false;
-  }
-  return true;
-}
-
 bool BoolAttr(const OpDesc& op, const char* name) { return op.HasAttr(name) && op.Attr<bool>(name); }
 float FloatAttr(const OpDesc& op, const char* name, float dflt) {
   return op.HasAttr(name) ? op.Attr<float>(name) : dflt;

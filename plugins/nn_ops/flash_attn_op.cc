@@ -74,7 +74,41 @@ AttnDropout DropoutFrom(const ExecutionContext& ctx, const char* slot) {
   return d;
 }
 
+inline double ToDouble(float x) { return x; }
+inline double ToDouble(double x) { return x; }
+inline double ToDouble(bfloat16 x) { return Bf16ToFloat(x); }
+
+template <typename T>
+bool CausalPattern(const T* mask, int64_t n, int64_t seq_q, int64_t seq_k) {
+  const int64_t offset = seq_k - seq_q;
+  for (int64_t at = 0; at < n; at += seq_k) {
+    const int64_t i = (at / seq_k) % seq_q;
+    const int64_t visible = std::min(seq_k, i + offset + 1);
+    for (int64_t j = 0; j < visible; ++j)
+      if (ToDouble(mask[at + j]) != 0.0) return false;
+    for (int64_t j = visible; j < seq_k; ++j)
+      if (!(ToDouble(mask[at + j]) <= -1e9)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool IsCausalMask(const Tensor& mask, int64_t seq_q, int64_t seq_k) {
+  const Shape& shape = mask.GetShape();
+  const size_t r = shape.size();
+  if (r < 2 || r > 4 || shape[r - 2] != seq_q || shape[r - 1] != seq_k || seq_k < seq_q || seq_q <= 0) return false;
+  switch (mask.GetDType()) {
+    case DType::kFloat32:
+      return CausalPattern(mask.Data<float>(), mask.Numel(), seq_q, seq_k);
+    case DType::kFloat64:
+      return CausalPattern(mask.Data<double>(), mask.Numel(), seq_q, seq_k);
+    case DType::kBFloat16:
+      return CausalPattern(mask.Data<bfloat16>(), mask.Numel(), seq_q, seq_k);
+    default:
+      return false;
+  }
+}
 
 AttnDropout ForwardDropout(const ExecutionContext& ctx) {
   return DropoutFrom(ctx, ctx.HasInput("fixed_seed_offset") ? "fixed_seed_offset" : nullptr);
@@ -118,6 +152,9 @@ struct AttnDims {
   int64_t batch = 0, seq_q = 0, seq_k = 0, heads = 0, dim = 0, dim_v = 0;
   int64_t offset = 0;  // causal: key j is visible to query i iff j <= i + offset
   bool causal = false;
+  // attn_mask is the causal pattern (IsCausalMask): causal runs instead and
+  // the mask is not read, so hidden scores are never computed.
+  bool mask_is_causal = false;
   double scale = 1.0;
   // attn_mask's strides over [batch, heads, seq_q, seq_k]; 0 where it broadcasts.
   int64_t mask_stride[4] = {0, 0, 0, 0};
@@ -149,9 +186,16 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   d.offset = d.seq_k - d.seq_q;
   d.causal = ctx.Attr<bool>("causal");
   d.scale = 1.0 / std::sqrt(static_cast<double>(d.dim));
-  if (ctx.HasInput("attn_mask"))
-    AttnMaskStrides(ctx.Input("attn_mask").GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
+  if (ctx.HasInput("attn_mask")) {
+    const Tensor& mask = ctx.Input("attn_mask");
+    AttnMaskStrides(mask.GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
                     "op '" + ctx.Op().Type() + "'");
+    // A causal mask fed as data (the fusion pass turns one computed from
+    // constants into causal: true itself): a scan of the mask, cheap next to
+    // the attention, halves the work and keeps -1e9 scores from exp.
+    d.mask_is_causal = IsCausalMask(mask, d.seq_q, d.seq_k);
+    d.causal = d.causal || d.mask_is_causal;
+  }
   return d;
 }
 
@@ -225,8 +269,8 @@ void Scores(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b,
 }
 
 template <typename T>
-const T* MaskData(const ExecutionContext& ctx) {
-  return ctx.HasInput("attn_mask") ? ctx.Input("attn_mask").Data<T>() : nullptr;
+const T* MaskData(const ExecutionContext& ctx, const AttnDims& d) {
+  return ctx.HasInput("attn_mask") && !d.mask_is_causal ? ctx.Input("attn_mask").Data<T>() : nullptr;
 }
 
 // Writes n accumulators as storage type.
@@ -248,7 +292,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const T* q = tq.Data<T>();
   const T* k = tk.Data<T>();
   const T* v = tv.Data<T>();
-  const T* mask = MaskData<T>(ctx);
+  const T* mask = MaskData<T>(ctx, d);
   const AttnDropout dropout = ForwardDropout(ctx);
   Device& dev = ctx.GetDevice();
   T* out = ctx.Output("out")->Allocate<T>(dev, {d.batch, d.seq_q, d.heads, d.dim_v});
@@ -371,7 +415,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   const T* o = ctx.Input("out").Data<T>();
   const A* lse = ctx.Input("softmax_lse").Data<A>();
   const T* dout = ctx.Input(GradVarName("out")).Data<T>();
-  const T* mask = MaskData<T>(ctx);
+  const T* mask = MaskData<T>(ctx, d);
   const AttnDropout dropout = BackwardDropout(ctx);
   Device& dev = ctx.GetDevice();
   auto grad_out = [&](const char* slot, const Tensor& like) -> T* {

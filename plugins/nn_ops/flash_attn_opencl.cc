@@ -40,7 +40,6 @@ struct ClAttn {
     return Long8({mask_stride[0], mask_stride[1], mask_stride[2], mask_stride[3], has_mask ? 1 : 0});
   }
   int64_t QueryRows() const { return batch * heads * seq_q; }
-
   int64_t KeyRows() const { return batch * heads * seq_k; }
 };
 

@@ -621,5 +621,47 @@ TEST(GradMakers, SplitGradientZeroFillsUnusedParts) {
   EXPECT_EQ(FromTensor(scope.FindVar("x@GRAD")->GetTensor()).v, (std::vector<double>{0, 4, 6, 0, 10, 12}));
 }
 
+// flash_attn's dropout mask is drawn again in backward from the seed the
+// forward used: a training program must carry it (seed_offset, or a fed
+// fixed_seed_offset), else the gradient could not see the same mask.
+TEST(GradMakers, FlashAttnDropoutNeedsItsSeedForTheGradient) {
+  for (const bool with_seed : {false, true}) {
+    SCOPED_TRACE(with_seed ? "seed_offset written" : "no seed_offset");
+    ProgramDesc prog;
+    BlockDesc* b = prog.Root();
+    for (const char* n : {"q", "k", "v"}) {
+      VarDesc* x = b->Var(n);
+      x->SetShape({1, 4, 2, 3});
+      x->SetDType(DType::kFloat64);
+      x->MarkDTypeKnown();
+      x->SetPersistable(true);
+      x->SetDeclared(true);
+    }
+    VarNameMap outs{{"out", {"o"}}, {"softmax_lse", {"lse"}}};
+    if (with_seed) outs["seed_offset"] = {"so"};
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>("flash_attn", VarNameMap{{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}}, outs,
+                                           AttributeMap{{"dropout", 0.1f}}));
+    ops.push_back(
+        std::make_unique<OpDesc>("mean", VarNameMap{{"X", {"o"}}}, VarNameMap{{"Out", {"loss"}}}, AttributeMap{}));
+    for (auto& op : ops) {
+      FillDefaultAttrs(*op, *CurrentRegistry());
+      InferOpAtBuildTime(*op, *b, *CurrentRegistry());
+      b->AppendOp(std::move(op));
+    }
+    if (with_seed) {
+      AppendBackward(prog, "loss", {}, {});
+      const OpDesc* grad = nullptr;
+      for (const auto& op : b->AllOps())
+        if (op->Type() == "flash_attn_grad") grad = op.get();
+      ASSERT_NE(grad, nullptr);
+      EXPECT_EQ(grad->Input("seed_offset"), std::vector<std::string>{"so"});
+    } else {
+      ExpectError([&] { AppendBackward(prog, "loss", {}, {}); }, ErrorKind::kInvalidArgument,
+                  "dropout 0.1 in training needs the output seed_offset (or the input fixed_seed_offset)");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nabla::op_test

@@ -85,6 +85,8 @@ def mask_of(rng, kind, b, h, tq, tk):
         hide[..., np.arange(min(tq, tk)), np.arange(min(tq, tk))] = False
         m[hide] = -1e9
         return m
+    if kind == "causal_fed":  # [tq, tk]: -1e9 above the bottom-right diagonal, fed as data
+        return np.triu(np.full((tq, tk), -1e9), tk - tq + 1)
     raise ValueError(kind)
 
 
@@ -97,6 +99,9 @@ CONFIGS = [
     (2, 150, 140, 2, 32, False, "padding"),
     (1, 77, 77, 2, 80, True, "per_head"),
     (2, 1, 50, 2, 64, True, None),  # one query (decoding): sees every key
+    # A causal mask fed as data: the kernel sees the pattern and runs causal.
+    (2, 150, 150, 2, 64, False, "causal_fed"),
+    (1, 90, 140, 2, 32, False, "causal_fed"),
 ]
 
 
@@ -111,7 +116,7 @@ def test_float32_matches_torch(cfg, rng):
     assert_close(run_nabla(q, k, v, w, mask, causal), want, 2e-5, cfg)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: "q{}_k{}_d{}_{}_{}".format(
+@pytest.mark.parametrize("cfg", CONFIGS[:6] + CONFIGS[7:8], ids=lambda c: "q{}_k{}_d{}_{}_{}".format(
     c[1], c[2], c[4], "causal" if c[5] else "full", c[6] or "nomask"))
 def test_bfloat16_matches_torch_within_bf16_rounding(cfg, rng):
     b, tq, tk, h, d, causal, kind = cfg
@@ -159,6 +164,11 @@ def test_dropout_with_a_fixed_seed_matches_torch(causal, rng):
                      None, causal, factors)
     got = run_nabla(q, k, v, w, None, causal, attrs={"dropout": p}, fixed_seed_offset=[seed, 1])
     assert_close(got, want, 2e-5, ("dropout", causal))
+    # The bfloat16 kernel drops the same probabilities.
+    bf = lambda a: torch.tensor(a, dtype=torch.float32).bfloat16().double().numpy()  # noqa: E731
+    got = run_nabla(q, k, v, w, None, causal, dtype="bfloat16", attrs={"dropout": p}, fixed_seed_offset=[seed, 1])
+    assert_close(got, reference(bf(q), bf(k), bf(v), w.astype(np.float32), None, causal, factors), 2e-2,
+                 ("dropout bf16", causal))
     # is_test: no dropout at all.
     got = run_nabla(q, k, v, w, None, causal, attrs={"dropout": p, "is_test": True}, fixed_seed_offset=[seed, 1])
     assert_close(got, reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),

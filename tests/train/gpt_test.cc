@@ -4,6 +4,8 @@
 // from them, the same text for the same seed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "run_util.h"
@@ -20,13 +22,22 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The held-out loss of the run's summary line ("eval loss        2.1234 ...").
+double SummaryEvalLoss(const std::string& out) {
+  const size_t at = out.rfind("eval loss");
+  return at == std::string::npos ? -1.0 : std::strtod(out.c_str() + at + 9, nullptr);
+}
+
 class GptTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string text;
     for (int i = 0; i < 120; ++i) text += "the quick brown fox jumps over the lazy dog. ";
     dir_.Write("corpus.txt", text);
-    dir_.Write("run.yaml", std::string("seed: 3\nprogram: ") + NABLA_SOURCE_DIR + R"(/examples/gpt/gpt.yaml
+    WriteConfig("run.yaml", "");
+  }
+  void WriteConfig(const std::string& name, const std::string& extra) {
+    dir_.Write(name, extra + "seed: 3\nprogram: " + NABLA_SOURCE_DIR + R"(/examples/gpt/gpt.yaml
 loss: loss
 optimizer: {type: adamw, lr: 0.01, weight_decay: 0.01, clip_global_norm: 1.0}
 data:
@@ -43,6 +54,23 @@ logging: {progress: lines}
   }
   TempDir dir_;
 };
+
+// precision: bf16 (flash_attn and the GEMMs in bfloat16, softmax_lse and
+// the master weights float32) trains to the float32 run's held-out loss.
+TEST_F(GptTest, TrainsInBf16LikeFloat32) {
+  WriteConfig("bf16.yaml", "precision: bf16\n");
+  Result f = Nabla(dir_, "run run.yaml");
+  ASSERT_EQ(f.rc, 0) << f.out << f.err;
+  std::filesystem::remove_all(dir_.Path("ckpt"));  // a fresh run, not a resumed one
+  Result b = Nabla(dir_, "run bf16.yaml");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  if (b.err.find("no bf16 instructions") != std::string::npos) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  EXPECT_NE(b.out.find("bf16 mixed precision"), std::string::npos) << b.out;
+  const double lf = SummaryEvalLoss(f.out), lb = SummaryEvalLoss(b.out);
+  ASSERT_GT(lf, 0.0) << f.out;
+  EXPECT_NE(lb, lf);  // bfloat16 ran
+  EXPECT_NEAR(lb, lf, 0.02 * lf) << "float32 " << lf << ", bf16 " << lb;
+}
 
 TEST_F(GptTest, TrainsAndGenerates) {
   Result r = Nabla(dir_, "run run.yaml");
