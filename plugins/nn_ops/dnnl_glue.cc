@@ -360,8 +360,10 @@ namespace {
 // cost a primitive call each.
 constexpr int64_t kMostImageBlocks = 16;
 // Weight gradient: every block past the first needs a partial result the
-// size of Filter, so fewer.
+// size of Filter, so fewer, and all partials together hold at most
+// kMostPartialFloats floats.
 constexpr int64_t kMostWeightBlocks = 8;
+constexpr int64_t kMostPartialFloats = int64_t{16} << 20;  // 64 MiB
 
 struct BatchBlocks {
   int64_t n, count;
@@ -446,8 +448,9 @@ bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const f
     });
   }
   if (dw) {
-    const BatchBlocks blocks(g.n, kMostWeightBlocks);
     const int64_t size = g.m * g.ColRows();
+    const BatchBlocks blocks(
+        g.n, std::clamp(kMostPartialFloats / std::max<int64_t>(size, 1) + 1, int64_t{1}, kMostWeightBlocks));
     // Block 0 writes dw itself; the others their partial results, which
     // are then added to it in block order.
     thread_local std::vector<float> partial;
