@@ -378,6 +378,9 @@ struct BatchBlocks {
 
 // The primitives for one block, made for one thread: oneDNN sizes its
 // split by omp_get_max_threads() of the thread that creates and runs it.
+// That is left at one: every other oneDNN call sets its own count first
+// (cpu::DnnlThreadBudget, the cpu backend's one-thread GEMM), and nothing
+// else in nabla runs OpenMP.
 const ConvPrims& OneThreadConvPrims(const ConvGeom& g) {
   omp_set_dynamic(0);
   omp_set_num_threads(1);
