@@ -7,6 +7,7 @@
 
 #ifdef NABLA_WITH_DNNL
 
+#include <omp.h>
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <vector>
 #include "nabla/cpu/dnnl.h"
 #endif
 
@@ -343,12 +345,135 @@ bool ConvBackward(const ConvGeom& g, memory::data_type dt, memory::data_type out
 
 }  // namespace
 
+namespace {
+
+// float32 conv2d gives the same bits at every --threads: a oneDNN primitive
+// made for several threads splits its reductions by thread count (the
+// weight gradient sums per-thread partial results over the batch), and the
+// budget a call is granted varies with what runs beside it. So the batch is
+// cut into a fixed number of blocks (at most `most`, never depending on the
+// thread count), each block runs a primitive made for one thread on an arena
+// thread, and the weight gradient adds the blocks' partial results in block
+// order. One-thread primitives also start no OpenMP team, so no arena worker
+// spins beside one (see dnnl_glue.h).
+// Forward and data gradient: images are independent, so more blocks only
+// cost a primitive call each.
+constexpr int64_t kMostImageBlocks = 16;
+// Weight gradient: every block past the first needs a partial result the
+// size of Filter, so fewer, and all partials together hold at most
+// kMostPartialFloats floats.
+constexpr int64_t kMostWeightBlocks = 8;
+constexpr int64_t kMostPartialFloats = int64_t{16} << 20;  // 64 MiB
+
+struct BatchBlocks {
+  int64_t n, count;
+  BatchBlocks(int64_t n, int64_t most) : n(n), count(std::min(n, most)) {}
+  int64_t Begin(int64_t b) const { return b * n / count; }
+  ConvGeom Geom(const ConvGeom& g, int64_t b) const {
+    ConvGeom bg = g;
+    bg.n = Begin(b + 1) - Begin(b);
+    return bg;
+  }
+};
+
+// The primitives for one block, made for one thread: oneDNN sizes its
+// split by omp_get_max_threads() of the thread that creates and runs it.
+// That is left at one: every other oneDNN call sets its own count first
+// (cpu::DnnlThreadBudget, the cpu backend's one-thread GEMM), and nothing
+// else in nabla runs OpenMP.
+const ConvPrims& OneThreadConvPrims(const ConvGeom& g) {
+  omp_set_dynamic(0);
+  omp_set_num_threads(1);
+  return ConvCache().Get(ConvKey(g, 1, kF32, kF32), [&] { return MakeConvPrims(g, kF32, kF32); });
+}
+
+void ForwardBlock(const ConvGeom& g, const float* x, const float* w, float* y) {
+  const ConvPrims& p = OneThreadConvPrims(g);
+  dnnl::stream& s = DnnlStream();
+  memory src = p.src.In(s, x), weights = p.weights.In(s, w), dst = p.dst.Out(y);
+  p.fwd.execute(s, {{DNNL_ARG_SRC, src},
+                    {DNNL_ARG_WEIGHTS, weights},
+                    {DNNL_ARG_DST, dst},
+                    {DNNL_ARG_SCRATCHPAD, Scratchpad(p.fwd_scratch)}});
+  p.dst.Finish(s, dst, y);
+  s.wait();
+}
+
+void DataGradBlock(const ConvGeom& g, const float* w, const float* dy, float* dx) {
+  const ConvPrims& p = OneThreadConvPrims(g);
+  dnnl::stream& s = DnnlStream();
+  memory diff_dst = p.bd_diff_dst.In(s, dy), weights = p.bd_weights.In(s, w), diff_src = p.bd_diff_src.Out(dx);
+  p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
+                         {DNNL_ARG_WEIGHTS, weights},
+                         {DNNL_ARG_DIFF_SRC, diff_src},
+                         {DNNL_ARG_SCRATCHPAD, Scratchpad(p.bd_scratch)}});
+  p.bd_diff_src.Finish(s, diff_src, dx);
+  s.wait();
+}
+
+void WeightGradBlock(const ConvGeom& g, const float* x, const float* dy, float* dw) {
+  const ConvPrims& p = OneThreadConvPrims(g);
+  dnnl::stream& s = DnnlStream();
+  memory src = p.bw_src.In(s, x), diff_dst = p.bw_diff_dst.In(s, dy), diff_w = p.bw_diff_weights.Out(dw);
+  p.bwd_weights.execute(s, {{DNNL_ARG_SRC, src},
+                            {DNNL_ARG_DIFF_DST, diff_dst},
+                            {DNNL_ARG_DIFF_WEIGHTS, diff_w},
+                            {DNNL_ARG_SCRATCHPAD, Scratchpad(p.bw_scratch)}});
+  p.bw_diff_weights.Finish(s, diff_w, dw);
+  s.wait();
+}
+
+}  // namespace
+
 bool DnnlConvForward(const ConvGeom& g, const float* x, const float* w, float* y) {
-  return ConvForward(g, kF32, x, w, y);
+  if (g.n == 0 || !Enabled()) return false;
+  const BatchBlocks blocks(g.n, kMostImageBlocks);
+  const int64_t x_image = g.c * g.h.in * g.w.in, y_image = g.m * g.OutPlane();
+  cpu::ParallelFor(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i = blocks.Begin(b);
+      ForwardBlock(blocks.Geom(g, b), x + i * x_image, w, y + i * y_image);
+    }
+  });
+  return true;
 }
 
 bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const float* dy, float* dx, float* dw) {
-  return ConvBackward(g, kF32, kF32, x, w, dy, dx, dw);
+  if (g.n == 0 || !Enabled()) return false;
+  const int64_t x_image = g.c * g.h.in * g.w.in, y_image = g.m * g.OutPlane();
+  if (dx) {
+    const BatchBlocks blocks(g.n, kMostImageBlocks);
+    cpu::ParallelFor(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i = blocks.Begin(b);
+        DataGradBlock(blocks.Geom(g, b), w, dy + i * y_image, dx + i * x_image);
+      }
+    });
+  }
+  if (dw) {
+    const int64_t size = g.m * g.ColRows();
+    const BatchBlocks blocks(
+        g.n, std::clamp(kMostPartialFloats / std::max<int64_t>(size, 1) + 1, int64_t{1}, kMostWeightBlocks));
+    // Block 0 writes dw itself; the others their partial results, which
+    // are then added to it in block order.
+    thread_local std::vector<float> partial;
+    partial.resize(static_cast<size_t>((blocks.count - 1) * size));
+    float* parts = partial.data();
+    cpu::ParallelFor(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i = blocks.Begin(b);
+        WeightGradBlock(blocks.Geom(g, b), x + i * x_image, dy + i * y_image, b == 0 ? dw : parts + (b - 1) * size);
+      }
+    });
+    if (blocks.count > 1)
+      cpu::ParallelFor(size, cpu::GrainForRows(blocks.count), [&](int64_t e0, int64_t e1) {
+        for (int64_t b = 1; b < blocks.count; ++b) {
+          const float* part = parts + (b - 1) * size;
+          for (int64_t e = e0; e < e1; ++e) dw[e] += part[e];
+        }
+      });
+  }
+  return true;
 }
 
 bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bfloat16* y) {

@@ -6,14 +6,17 @@
 // caller then runs its im2col/loop reference. Private to this plugin: no
 // oneDNN type appears here, so no other file includes dnnl.hpp.
 //
-// Threads: every call runs oneDNN's OpenMP team with at most as many
+// Threads: float32 conv2d cuts the batch into a fixed number of blocks and
+// runs one-thread primitives on the executor's arena (cpu::ParallelFor), so
+// its bits do not depend on --threads (dnnl_glue.cc says how). Every other
+// call runs oneDNN's OpenMP team with at most as many
 // threads as the calling executor's task arena allows (--threads), minus
 // those other oneDNN calls of the same process hold at that moment, and at
 // most OMP_THREAD_LIMIT (cpu::DnnlThreadBudget). The team's threads are not
 // the arena's: an arena worker that has just finished a parallel loop
 // spins for a while before it sleeps, beside the team (perf: about 9 % of
-// a 2-thread CNN backward's samples). Splitting each call by batch over the
-// arena, one-thread primitives per chunk, would remove that; not done.
+// a 2-thread CNN backward's samples). float32 conv2d's batch split removes
+// that for the convolutions; bfloat16 conv2d and pool2d still have it.
 //
 // Primitives are cached by shape and attributes: a training step creates
 // none after its first run.

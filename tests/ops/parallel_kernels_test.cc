@@ -1,9 +1,8 @@
 // Large kernels split their work with tbb::parallel_for (cpu::ParallelFor):
 // elementwise ops, reductions, softmax, softmax_with_cross_entropy,
-// layer_norm and the optimizers must give the same bits with one thread as with two, on every
-// executor, because each output element is computed (and each sum added up)
-// in one fixed order whatever the split. Sizes are well above the parallel
-// threshold; no timing here (speed lives in bench/).
+// layer_norm, conv2d (float32 on oneDNN too) and the optimizers must give the same bits with one thread as with two, on
+// every executor, because each output element is computed (and each sum added up) in one fixed order whatever the
+// split. Sizes are well above the parallel threshold; no timing here (speed lives in bench/).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -28,6 +27,9 @@ blocks:
       label: {shape: [512, 1], dtype: int64}
       lr: {shape: [1], dtype: float32, persistable: true}
       x_new: {shape: [512, 300], dtype: float32}
+      img: {shape: [16, 8, 12, 12], dtype: float32, persistable: true}
+      filt: {shape: [16, 8, 3, 3], dtype: float32, persistable: true}
+      dfilt: {shape: [8, 1, 3, 3], dtype: float32, persistable: true}
     ops:
       - {type: elementwise_add, inputs: {X: [x], Y: [b]}, outputs: {Out: [s]}, attrs: {axis: 1}}
       - {type: tanh, inputs: {X: [s]}, outputs: {Out: [h]}}
@@ -48,7 +50,16 @@ blocks:
       - {type: elementwise_mul, inputs: {X: [ln], Y: [h]}, outputs: {Out: [lnh]}}
       - {type: mean, inputs: {X: [lnh]}, outputs: {Out: [ln_mean]}}
       - {type: elementwise_add, inputs: {X: [ce_mean], Y: [hf_mean]}, outputs: {Out: [loss0]}}
-      - {type: elementwise_add, inputs: {X: [loss0], Y: [ln_mean]}, outputs: {Out: [loss]}}
+      - {type: conv2d, inputs: {Input: [img], Filter: [filt]}, outputs: {Output: [conv]}, attrs: {paddings: [1, 1]}}
+      - {type: conv2d, inputs: {Input: [img], Filter: [dfilt]}, outputs: {Output: [dconv]},
+         attrs: {strides: [2, 2], paddings: [1, 1], groups: 8}}
+      - {type: elementwise_mul, inputs: {X: [conv], Y: [conv]}, outputs: {Out: [conv_sq]}}
+      - {type: mean, inputs: {X: [conv_sq]}, outputs: {Out: [conv_mean]}}
+      - {type: elementwise_mul, inputs: {X: [dconv], Y: [dconv]}, outputs: {Out: [dconv_sq]}}
+      - {type: mean, inputs: {X: [dconv_sq]}, outputs: {Out: [dconv_mean]}}
+      - {type: elementwise_add, inputs: {X: [loss0], Y: [ln_mean]}, outputs: {Out: [loss1]}}
+      - {type: elementwise_add, inputs: {X: [conv_mean], Y: [dconv_mean]}, outputs: {Out: [loss2]}}
+      - {type: elementwise_add, inputs: {X: [loss1], Y: [loss2]}, outputs: {Out: [loss]}}
 )";
 
 std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& executor, int threads) {
@@ -63,6 +74,10 @@ std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& exec
   ToTensor(RandomTensor({512, 300}, DType::kFloat32, -3, 3, rng), DType::kFloat32, scope.Var("x")->GetTensor());
   ToTensor(RandomTensor({300}, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var("b")->GetTensor());
   ToTensor(HostTensor{{1}, {0.1}}, DType::kFloat32, scope.Var("lr")->GetTensor());
+  // Batch 16: more than one block of the conv2d's fixed batch split.
+  ToTensor(RandomTensor({16, 8, 12, 12}, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var("img")->GetTensor());
+  ToTensor(RandomTensor({16, 8, 3, 3}, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var("filt")->GetTensor());
+  ToTensor(RandomTensor({8, 1, 3, 3}, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var("dfilt")->GetTensor());
   HostTensor label{{512, 1}, {}};
   for (int i = 0; i < 512; ++i) label.v.push_back((i * 37) % 300);
   ToTensor(label, DType::kInt64, scope.Var("label")->GetTensor());
@@ -71,8 +86,10 @@ std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& exec
   auto exec = CreateExecutor(executor, HostDevice(), options);
   exec->Run(program, 0, scope);
   std::map<std::string, std::vector<char>> bits;
-  for (const char* name : {"s",    "h",  "f",  "hf", "p_rows", "p_cols", "col_sums", "row_means", "total",  "hs",
-                           "sum3", "sm", "ce", "ln", "ln_m",   "ln_v",   "loss",     "x@GRAD",    "b@GRAD", "x_new"}) {
+  for (const char* name :
+       {"s",      "h",     "f",    "hf",    "p_rows",   "p_cols",    "col_sums",  "row_means", "total",
+        "hs",     "sum3",  "sm",   "ce",    "ln",       "ln_m",      "ln_v",      "loss",      "x@GRAD",
+        "b@GRAD", "x_new", "conv", "dconv", "img@GRAD", "filt@GRAD", "dfilt@GRAD"}) {
     const Variable* var = scope.FindVar(name);
     EXPECT_NE(var, nullptr) << name;
     if (!var) continue;

@@ -251,12 +251,7 @@ TEST_F(OpcheckCli, ProgramsNameTheirPlugins) {
 // What CI runs on the standard plugins. A problem listed here is known and
 // said why; any other fails. A listed one that went away is printed (take it
 // off the list): oneDNN is optional, and without it it never shows.
-const std::map<std::string, std::string> kKnownProblems = {
-    {"op 'conv2d' (nn_ops) on cpu/float32, case 'plain_pad1': not the same bits with 2 threads",
-     "float32 conv2d runs on oneDNN, whose weight gradient sums its OpenMP team's partial results"},
-    {"op 'conv2d' (nn_ops) on cpu/float32, case 'depthwise_stride2': not the same bits with 2 threads",
-     "float32 conv2d runs on oneDNN, whose weight gradient sums its OpenMP team's partial results"},
-};
+const std::map<std::string, std::string> kKnownProblems = {};
 
 TEST_F(OpcheckCli, StandardPluginsPass) {
   const Result r = Nabla("opcheck --all");
