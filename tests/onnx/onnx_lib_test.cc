@@ -52,7 +52,7 @@ TEST(OnnxExport, AnOpWithoutExporterIsNamedThenAPluginRegistersOne) {
 }
 
 TEST(OnnxImport, BytesThatAreNoModelAreOneLineErrors) {
-  for (const std::string bytes : {std::string("\x08\x07\x12\xff\xff", 5), std::string("not a model at all")}) {
+  for (const std::string& bytes : {std::string("\x08\x07\x12\xff\xff", 5), std::string("not a model at all")}) {
     try {
       onnx_io::ImportOnnxBytes(bytes, "m.onnx");
       FAIL() << "read garbage";

@@ -399,8 +399,11 @@ TEST(Fusion, ConstantCausalMaskBecomesCausalFlashAttn) {
   ASSERT_EQ(FuseOps(kept, {"loss", "mask"}), 1u);
   EXPECT_EQ(CountTypes(kept, "tril_triu"), 1u);
   EXPECT_EQ(CountTypes(kept, "flash_attn"), 1u);
-  for (const auto& op : kept.Root()->AllOps())
-    if (op->Type() == "flash_attn") EXPECT_TRUE(op->Attr<bool>("causal"));
+  for (const auto& op : kept.Root()->AllOps()) {
+    if (op->Type() == "flash_attn") {
+      EXPECT_TRUE(op->Attr<bool>("causal"));
+    }
+  }
 }
 
 TEST(Fusion, ConstantMaskThatIsNotCausalStaysAMask) {

@@ -156,8 +156,15 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
     node->inputs.push_back(std::move(e));
   }
   node->outputs.reserve(outputs.size());
-  for (const auto& o : outputs)
-    node->outputs.push_back(OutputInfo{o->id, o->data.GetShape(), o->data.GetDType(), o->data.GetDevice(), o});
+  for (const auto& o : outputs) {
+    OutputInfo info;
+    info.id = o->id;
+    info.shape = o->data.GetShape();
+    info.dtype = o->data.GetDType();
+    info.device = o->data.GetDevice();
+    info.tensor = o;
+    node->outputs.push_back(std::move(info));
+  }
   // Save exactly what the grad ops read of the forward call, as Paddle's
   // dygraph does: the buffers, not the tensors, with their versions.
   node->saved.reserve(t.saved.size());
