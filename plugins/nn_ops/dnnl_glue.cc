@@ -476,17 +476,23 @@ bool DnnlConvBackward(const ConvGeom& g, const float* x, const float* w, const f
   return true;
 }
 
+// bfloat16 convolutions only where oneDNN runs them natively (HasBf16Gemm):
+// on AVX2 it has no bf16 convolution at all (primitive creation throws), and
+// emulated ones would be slower than the float32 path the callers fall back to.
 bool DnnlConvForward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, bfloat16* y) {
+  if (!cpu::HasBf16Gemm()) return false;
   return ConvForward(g, memory::data_type::bf16, x, w, y);
 }
 
 bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, bfloat16* dx,
                       bfloat16* dw) {
+  if (!cpu::HasBf16Gemm()) return false;
   return ConvBackward(g, memory::data_type::bf16, memory::data_type::bf16, x, w, dy, dx, dw);
 }
 
 bool DnnlConvBackward(const ConvGeom& g, const bfloat16* x, const bfloat16* w, const bfloat16* dy, float* dx,
                       float* dw) {
+  if (!cpu::HasBf16Gemm()) return false;
   return ConvBackward(g, memory::data_type::bf16, kF32, x, w, dy, dx, dw);
 }
 

@@ -192,10 +192,38 @@ const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a
   return *it->second;
 }
 
+// The stored rows x cols matrix at `x` (leading dimension ld) widened to a
+// dense float32 one: bfloat16 -> float32 is exact.
+std::vector<float> Widened(const bfloat16* x, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<float> f(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) ConvertFromBf16(x + r * ld, f.data() + r * cols, cols);
+  return f;
+}
+
+// Where oneDNN has no native bfloat16 matmul (AVX2 CPUs: it refuses to make
+// one; avx512_core without bf16: emulated), the product runs as float32 on
+// the operands widened exactly, with float32 accumulation as oneDNN's, so
+// a bfloat16 program gives the same kind of result on every CPU.
+template <typename C>
+void WidenedGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                     const bfloat16* b, int64_t ldb, float beta, C* c, int64_t ldc) {
+  const std::vector<float> af = ta ? Widened(a, k, m, lda) : Widened(a, m, k, lda);
+  const std::vector<float> bf = tb ? Widened(b, n, k, ldb) : Widened(b, k, n, ldb);
+  const int64_t lda_f = ta ? m : k, ldb_f = tb ? k : n;
+  if constexpr (std::is_same_v<C, float>) {
+    Gemm(ta, tb, m, n, k, alpha, af.data(), lda_f, bf.data(), ldb_f, beta, c, ldc);
+  } else {
+    std::vector<float> cf(static_cast<size_t>(m * n));
+    Gemm(ta, tb, m, n, k, alpha, af.data(), lda_f, bf.data(), ldb_f, 0.0f, cf.data(), n);
+    for (int64_t i = 0; i < m; ++i) ConvertToBf16(cf.data() + i * n, c + i * ldc, n);
+  }
+}
+
 template <typename C>
 void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
                  const bfloat16* b, int64_t ldb, float beta, C* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k > 0 && !HasBf16Gemm()) return WidenedGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   using dt = dnnl::memory::data_type;
   constexpr dt kC = std::is_same_v<C, float> ? dt::f32 : dt::bf16;
   if (k == 0) {  // an empty sum: C = beta * C
@@ -274,9 +302,12 @@ dnnl::stream& DnnlStream() {
 }
 
 bool HasBf16Gemm() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-  return (isa & want) == want;
+  static const bool has = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & want) == want;
+  }();
+  return has;
 }
 
 DnnlThreadBudget::DnnlThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {
