@@ -37,6 +37,7 @@ using c_api_detail::Guard;
 using c_api_detail::GuardStatus;
 using c_api_detail::RaisePluginError;
 using c_api_detail::SetError;
+using c_api_detail::Str;
 
 struct ThreadError {
   int32_t kind = NABLA_C_RUNTIME;
@@ -69,7 +70,6 @@ const char* Keep(std::string s) {
   return strings.back().c_str();
 }
 
-std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
 
 ErrorKind KindOf(int32_t kind) {
   return static_cast<ErrorKind>(kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME);

@@ -2,7 +2,6 @@
 // plugin's nabla_device_backend becomes a DeviceBackend of the registry
 // (nabla/device_registry.h) whose devices call the plugin's callbacks, so
 // the executors, tensors and `--device` treat it like a built-in device.
-#include <cctype>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,8 +16,6 @@
 namespace nabla {
 namespace c_api_detail {
 namespace {
-
-std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
 
 // What a plugin handed device_backend, copied (its strings included).
 struct CBackend {
@@ -131,18 +128,10 @@ DeviceBackend Wrap(const std::shared_ptr<CBackend>& b, const std::string& none_f
   return d;
 }
 
-// Device and backend names are what `--device NAME:N` and YAML carry.
-bool IsValidName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
-}
-
 int32_t ApiDeviceTypeId(const char* name) {
   return Guard<int32_t>(-1, [&] {
     const std::string n = Str(name);
-    NABLA_ENFORCE(IsValidName(n), kInvalidArgument,
+    NABLA_ENFORCE(IsIdentifier(n), kInvalidArgument,
                   "device_type_id: expected a device type name of letters, digits and '_' but received '", n, "'");
     return static_cast<int32_t>(RegisterDeviceType(n));
   });
@@ -169,7 +158,7 @@ int32_t ApiDeviceBackend(nabla_registrar* r, const nabla_device_backend* desc) {
                     ": device_backend: expected a nabla_device_backend of ", sizeof(nabla_device_backend),
                     " bytes (struct_size) but received ", desc->struct_size);
       const std::string name = Str(desc->name);
-      NABLA_ENFORCE(IsValidName(name), kInvalidArgument, plugin,
+      NABLA_ENFORCE(IsIdentifier(name), kInvalidArgument, plugin,
                     ": expected a device backend name of letters, digits and '_' but received '", name, "'");
       const std::string what = StrCat("device backend '", name, "' of ", plugin);
       NABLA_ENFORCE((desc->flags & ~uint32_t{NABLA_C_DEVICE_HOST_FALLBACK}) == 0, kInvalidArgument, what,

@@ -21,6 +21,9 @@ std::string TakeCApiError();
 
 namespace c_api_detail {
 
+// A string the plugin passed; NULL is "".
+inline std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
+
 // Records the calling thread's error (what last_error returns).
 void SetError(int32_t kind, const std::string& message);
 

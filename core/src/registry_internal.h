@@ -35,6 +35,9 @@ struct Registrar::Impl {
   Origin MakeOrigin(const char* file, int line) const;
 };
 
+// Letters, digits and '_', not starting with a digit: op types and device names.
+bool IsIdentifier(const std::string& name);
+
 // Validates the batch against the live registry; on success publishes a new
 // snapshot in one swap and returns. On any problem throws one Error listing
 // every problem, and the live registry is untouched.
