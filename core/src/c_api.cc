@@ -70,7 +70,6 @@ const char* Keep(std::string s) {
   return strings.back().c_str();
 }
 
-
 ErrorKind KindOf(int32_t kind) {
   return static_cast<ErrorKind>(kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME);
 }
