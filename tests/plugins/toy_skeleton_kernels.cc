@@ -14,6 +14,9 @@ void Triple(const nabla::ExecutionContext& ctx) {
   NABLA_ENFORCE((ctx.GetDevice().Type() == nabla::RegisterDeviceType("skeleton")) == kOnSkeleton, kRuntime,
                 "toy_triple: the ", kOnSkeleton ? "skeleton" : "cpu", " kernel ran on device type ",
                 nabla::DeviceTypeName(ctx.GetDevice().Type()));
+  // The skeleton's device object belongs to the skeleton plugin: not ours to use.
+  NABLA_ENFORCE(ctx.GetDevice().As<nabla::BackendDevice>() == nullptr, kRuntime,
+                "toy_triple: Device::As gave another plugin's device object");
   const nabla::Tensor& x = ctx.Input("X");
   const float* px = x.Data<float>();
   float* out = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), x.GetShape());
