@@ -302,7 +302,7 @@ set +e
   >/dev/null 2>"$WORK/sk_no_kernel.err"
 rc=$?
 set -e
-[ "$rc" = 1 ] && [ "$(wc -l <"$WORK/sk_no_kernel.err")" = 1 ] && grep -q "op 'exp'.*skeleton" "$WORK/sk_no_kernel.err" \
+[ "$rc" = 2 ] && [ "$(wc -l <"$WORK/sk_no_kernel.err")" = 1 ] && grep -q "op 'exp'.*skeleton" "$WORK/sk_no_kernel.err" \
   || { cat "$WORK/sk_no_kernel.err"; fail "an op without a skeleton kernel did not fail in one line (exit $rc)"; }
 (cd "$SK/build" && ctest --output-on-failure >"$WORK/sk_ctest.log") || { cat "$WORK/sk_ctest.log"; fail "skeleton's ctest"; }
 echo "plugin-sdk: the skeleton device plugin runs add_relu.yaml with the CPU's bits"
