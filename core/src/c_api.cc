@@ -663,14 +663,6 @@ void RaisePluginError(const char* what) {
   ThrowError(KindOf(e.kind), e.message);
 }
 
-bool TakePluginError(std::string* message) {
-  ThreadError& e = LastError();
-  if (!e.set) return false;
-  e.set = false;
-  *message = e.message;
-  return true;
-}
-
 }  // namespace c_api_detail
 
 const nabla_api* CoreCApi() {

@@ -41,8 +41,8 @@ class CDevice final : public Device {
     // Never 0 bytes: malloc(0) may give NULL, which would read as a failure.
     void* p = b_.desc.allocate(CoreCApi(), b_.desc.user, state_, bytes ? bytes : 1);
     if (p) return p;
-    std::string why;
-    if (!TakePluginError(&why)) why = "the plugin returned no memory and no reason";
+    std::string why = TakeCApiError();
+    if (why.empty()) why = "the plugin returned no memory and no reason";
     NABLA_THROW(kExternal, "device ", name_, " could not allocate ", bytes, " bytes: ", why);
   }
 
@@ -79,8 +79,8 @@ class CDevice final : public Device {
       Fail(StrCat(what, " of ", bytes, " bytes"));
   }
   [[noreturn]] void Fail(const std::string& what) const {
-    std::string why;
-    if (!TakePluginError(&why)) why = "the plugin failed without setting an error";
+    std::string why = TakeCApiError();
+    if (why.empty()) why = "the plugin failed without setting an error";
     NABLA_THROW(kExternal, "device ", name_, ": ", what, " failed: ", why);
   }
 
@@ -116,8 +116,8 @@ DeviceBackend Wrap(const std::shared_ptr<CBackend>& b, const std::string& none_f
       CallbackScope scope;
       state = b->desc.open(CoreCApi(), b->desc.user, i);
       if (!state) {
-        std::string why;
-        if (!TakePluginError(&why)) why = "the backend opened nothing";
+        std::string why = TakeCApiError();
+        if (why.empty()) why = "the backend opened nothing";
         NABLA_THROW(kNotFound, "no device ", b->name, ":", i, ": ", why);
       }
     }

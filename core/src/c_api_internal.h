@@ -63,8 +63,6 @@ class CallbackScope {
 
 // After a callback returned NABLA_C_ERROR: the error it left, as an Error.
 [[noreturn]] void RaisePluginError(const char* what);
-// The error a callback left (and clears it); false when it left none.
-bool TakePluginError(std::string* message);
 
 // Fills the device plugins' slots of the table (c_api_device.cc).
 void FillDeviceTable(nabla_api* api);
