@@ -10,9 +10,7 @@
 # default. Third-party plugins use nabla's C ABI (docs/plugin-abi.md): acme
 # must need no C++ symbol of nabla, build with clang++ and still train in the
 # GCC-built nabla, and examples/plugins/c_minimal (written in C) must build
-# with the C compiler, pass gradcheck and train; examples/devices/skeleton, a
-# device plugin, must list its device and run a program with the CPU's
-# results. Called by scripts/test.sh
+# with the C compiler, pass gradcheck and train. Called by scripts/test.sh
 # after the Release tests.
 set -eu
 cd "$(dirname "$0")/.."
@@ -278,6 +276,8 @@ echo "plugin-sdk: c_minimal final eval accuracy $ACC %"
 "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 90 else 1)" "${ACC:-0}" \
   || { cat "$WORK/cm_run.log"; fail "the c_minimal network did not learn (eval accuracy '$ACC', expected >= 90 %)"; }
 
+# A device plugin on the C ABI, as a third party would write it: it must
+# list its device and run a program there with the CPU's bits.
 step "examples/devices/skeleton, a device plugin: built against the install, listed, and gives the CPU's results"
 cp -r examples/devices/skeleton "$WORK/skeleton"
 rm -rf "$WORK/skeleton/build"
