@@ -276,6 +276,37 @@ echo "plugin-sdk: c_minimal final eval accuracy $ACC %"
 "$PY" -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 90 else 1)" "${ACC:-0}" \
   || { cat "$WORK/cm_run.log"; fail "the c_minimal network did not learn (eval accuracy '$ACC', expected >= 90 %)"; }
 
+# A device plugin on the C ABI, as a third party would write it: it must
+# list its device and run a program there with the CPU's bits.
+step "examples/devices/skeleton, a device plugin: built against the install, listed, and gives the CPU's results"
+cp -r examples/devices/skeleton "$WORK/skeleton"
+rm -rf "$WORK/skeleton/build"
+SK=$WORK/skeleton
+cmake -S "$SK" -B "$SK/build" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$P" >"$WORK/sk_configure.log" \
+  || { cat "$WORK/sk_configure.log"; fail "configuring the skeleton device"; }
+cmake --build "$SK/build" >"$WORK/sk_build.log" || { cat "$WORK/sk_build.log"; fail "building the skeleton device"; }
+SKLIB=$SK/build/libskeleton.so
+if nm -D --undefined-only -C "$SKLIB" | grep -i 'nabla'; then fail "libskeleton.so needs nabla symbols"; fi
+"$NABLA" devices --plugin "$SKLIB" | grep -q '^skeleton:0 ' || fail "nabla devices --plugin does not list skeleton:0"
+NABLA_PLUGIN_PATH="$SK/build" "$NABLA" devices | grep -q '^skeleton:0 ' \
+  || fail "nabla devices does not list skeleton:0 from NABLA_PLUGIN_PATH"
+"$PY" -c "import sys, numpy as np; np.save(sys.argv[1], np.linspace(-2, 2, 12, dtype=np.float32).reshape(4, 3))" \
+  "$WORK/sk_x.npy"
+for d in cpu skeleton; do
+  "$NABLA" exec "$SK/programs/add_relu.yaml" --plugin "$SKLIB" --device "$d" --feed "x=$WORK/sk_x.npy" --fetch y \
+    --out "$WORK/sk_$d" >/dev/null || fail "nabla exec add_relu.yaml --device $d"
+done
+cmp "$WORK/sk_cpu/y.npy" "$WORK/sk_skeleton/y.npy" || fail "y on the skeleton device differs from y on the CPU"
+set +e
+"$NABLA" exec "$SK/programs/no_kernel.yaml" --plugin "$SKLIB" --device skeleton --feed "x=$WORK/sk_x.npy" \
+  >/dev/null 2>"$WORK/sk_no_kernel.err"
+rc=$?
+set -e
+[ "$rc" = 2 ] && [ "$(wc -l <"$WORK/sk_no_kernel.err")" = 1 ] && grep -q "op 'exp'.*skeleton" "$WORK/sk_no_kernel.err" \
+  || { cat "$WORK/sk_no_kernel.err"; fail "an op without a skeleton kernel did not fail in one line (exit $rc)"; }
+(cd "$SK/build" && ctest --output-on-failure >"$WORK/sk_ctest.log") || { cat "$WORK/sk_ctest.log"; fail "skeleton's ctest"; }
+echo "plugin-sdk: the skeleton device plugin runs add_relu.yaml with the CPU's bits"
+
 if command -v clang++ >/dev/null 2>&1; then
   step "acme built with clang++ loads into the GCC-built nabla and trains"
   cmake -S "$ACME" -B "$WORK/acme-clang" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \

@@ -1,5 +1,6 @@
 // `nabla devices`: what --device can name, backend by backend, as each
-// registered device backend lists itself.
+// registered device backend lists itself (the built-in ones and those of
+// device plugins).
 #include <iostream>
 #include <string>
 
@@ -43,7 +44,7 @@ std::string RegisteredDeviceNames() {
 Command DevicesCommand() {
   Command c("devices", "List the devices --device can name, backend by backend (registered backends: " +
                            RegisteredDeviceNames() + ")");
-  c.WithoutPlugins();
+  // Plugins load first: a device plugin (--plugin, NABLA_PLUGIN_PATH) adds its backend.
   c.SetRun([](const GlobalOptions&) { return RunDevices(); });
   return c;
 }

@@ -76,7 +76,7 @@ class Command {
     options_.back().choices = std::move(choices);
     return *this;
   }
-  // Commands that never look at ops (devices, plot, plugin new) skip plugin loading.
+  // Commands that never look at ops or devices (plot, plugin new) skip plugin loading.
   Command& WithoutPlugins() {
     needs_plugins_ = false;
     return *this;

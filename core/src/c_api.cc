@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/op_registry.h"
 #include "nabla/tensor.h"
 
@@ -31,6 +32,13 @@ static_assert(unsigned{nabla::kDuplicable} == unsigned{NABLA_C_SLOT_DUPLICABLE} 
 namespace nabla {
 namespace {
 
+using c_api_detail::CallbackScope;
+using c_api_detail::Guard;
+using c_api_detail::GuardStatus;
+using c_api_detail::RaisePluginError;
+using c_api_detail::SetError;
+using c_api_detail::Str;
+
 struct ThreadError {
   int32_t kind = NABLA_C_RUNTIME;
   std::string message;
@@ -40,36 +48,6 @@ struct ThreadError {
 ThreadError& LastError() {
   thread_local ThreadError error;
   return error;
-}
-
-void SetError(int32_t kind, const std::string& message) {
-  ThreadError& e = LastError();
-  e.kind = kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME;
-  e.message = message;
-  e.set = true;
-}
-
-// Runs `f`, turning anything it throws into the thread's error and `fail`.
-template <typename R, typename F>
-R Guard(R fail, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const Error& e) {
-    SetError(static_cast<int32_t>(e.kind()), e.what());
-  } catch (const std::exception& e) {
-    SetError(NABLA_C_RUNTIME, e.what());
-  } catch (...) {
-    SetError(NABLA_C_RUNTIME, "an exception that is not a std::exception");
-  }
-  return fail;
-}
-
-template <typename F>
-int32_t GuardStatus(F&& f) noexcept {
-  return Guard<int32_t>(NABLA_C_ERROR, [&] {
-    f();
-    return NABLA_C_OK;
-  });
 }
 
 // What the table hands out for the length of a callback: strings and the
@@ -92,36 +70,8 @@ const char* Keep(std::string s) {
   return strings.back().c_str();
 }
 
-// Around every call into plugin code: a fresh error slot, and scratch that
-// outlives the call.
-class CallbackScope {
- public:
-  CallbackScope() {
-    Scratch& s = ThreadScratch();
-    if (s.depth++ == 0) {
-      s.strings.clear();
-      s.string_lists.clear();
-      s.bool_lists.clear();
-    }
-    LastError().set = false;
-  }
-  ~CallbackScope() { --ThreadScratch().depth; }
-  CallbackScope(const CallbackScope&) = delete;
-  CallbackScope& operator=(const CallbackScope&) = delete;
-};
-
-std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
-
 ErrorKind KindOf(int32_t kind) {
   return static_cast<ErrorKind>(kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME);
-}
-
-// After a callback returned NABLA_C_ERROR: the error it left, as an Error.
-[[noreturn]] void RaisePluginError(const char* what) {
-  ThreadError& e = LastError();
-  if (!e.set) NABLA_THROW(kRuntime, "the plugin's ", what, " failed without setting an error");
-  e.set = false;
-  ThrowError(KindOf(e.kind), e.message);
 }
 
 Registrar& R(nabla_registrar* r) { return *reinterpret_cast<Registrar*>(r); }
@@ -389,9 +339,12 @@ int32_t ApiKernel(nabla_registrar* r, const char* type, int32_t device_type, int
                   void* user, const char* file, int32_t line) {
   return GuardStatus([&] {
     CheckDType(dtype);
-    NABLA_ENFORCE(device_type == NABLA_C_DEVICE_CPU || device_type == NABLA_C_DEVICE_OPENCL, kInvalidArgument,
-                  "kernel of op '", Str(type), "': expected device type 0 (cpu) or 1 (opencl) but received ",
-                  device_type);
+    // Any type that has a name (a device plugin's, from device_type_id), but
+    // not the null device's: it runs no kernels.
+    NABLA_ENFORCE(
+        device_type >= 0 && device_type < DeviceTypeCount() && static_cast<DeviceType>(device_type) != NullDeviceType(),
+        kInvalidArgument, "kernel of op '", Str(type),
+        "': expected device type 0 (cpu), 1 (opencl) or an id from device_type_id but received ", device_type);
     NABLA_ENFORCE(fn, kInvalidArgument, "kernel of op '", Str(type), "': expected a function but received NULL");
     const nabla_api* api = CoreCApi();
     R(r).Kernel(
@@ -676,10 +629,41 @@ nabla_api MakeTable() {
   api.tensor_allocate = ApiTensorAllocate;
   api.device_type = ApiDeviceType;
   api.parallel_for = ApiParallelFor;
+  c_api_detail::FillDeviceTable(&api);
   return api;
 }
 
 }  // namespace
+
+namespace c_api_detail {
+
+void SetError(int32_t kind, const std::string& message) {
+  ThreadError& e = LastError();
+  e.kind = kind >= NABLA_C_INVALID_ARGUMENT && kind <= NABLA_C_RUNTIME ? kind : NABLA_C_RUNTIME;
+  e.message = message;
+  e.set = true;
+}
+
+CallbackScope::CallbackScope() {
+  Scratch& s = ThreadScratch();
+  if (s.depth++ == 0) {
+    s.strings.clear();
+    s.string_lists.clear();
+    s.bool_lists.clear();
+  }
+  LastError().set = false;
+}
+
+CallbackScope::~CallbackScope() { --ThreadScratch().depth; }
+
+void RaisePluginError(const char* what) {
+  ThreadError& e = LastError();
+  if (!e.set) NABLA_THROW(kRuntime, "the plugin's ", what, " failed without setting an error");
+  e.set = false;
+  ThrowError(KindOf(e.kind), e.message);
+}
+
+}  // namespace c_api_detail
 
 const nabla_api* CoreCApi() {
   static const nabla_api table = MakeTable();

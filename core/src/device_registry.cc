@@ -1,5 +1,6 @@
 #include "nabla/device_registry.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -15,6 +16,7 @@ namespace {
 struct TypeTable {
   std::mutex mutex;
   std::deque<std::string> names{"cpu", "opencl", "null"};  // the ids of kCPU, kOpenCL, NullDeviceType()
+  std::vector<DeviceType> no_host_fallback;                // few: a linear scan
 };
 TypeTable& Types() {
   static TypeTable* t = new TypeTable();  // leaked: kernels may be looked up during exit
@@ -83,6 +85,20 @@ int DeviceTypeCount() {
   TypeTable& t = Types();
   std::lock_guard<std::mutex> lock(t.mutex);
   return static_cast<int>(t.names.size());
+}
+
+void SetHostFallback(DeviceType type, bool allowed) {
+  TypeTable& t = Types();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto& off = t.no_host_fallback;
+  off.erase(std::remove(off.begin(), off.end(), type), off.end());
+  if (!allowed) off.push_back(type);
+}
+
+bool HostFallback(DeviceType type) {
+  TypeTable& t = Types();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return std::find(t.no_host_fallback.begin(), t.no_host_fallback.end(), type) == t.no_host_fallback.end();
 }
 
 const char* DeviceTypeName(DeviceType type) {

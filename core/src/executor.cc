@@ -183,8 +183,12 @@ std::string Where(const OpDesc& op, const RunContext& run) {
   std::string have;
   for (const auto& [d, t] : registry.KernelsOf(op.Type()))
     have += StrCat(have.empty() ? "" : ", ", DeviceTypeName(d), "/", DTypeName(t));
+  // A device that runs no CPU kernels on host copies says so: the CPU
+  // kernel listed is no use there.
+  const bool cpu_only_elsewhere = device.Type() != DeviceType::kCPU && !HostFallback(device.Type());
   NABLA_THROW(kUnimplemented, "no kernel for (", DeviceTypeName(device.Type()), ", ", DTypeName(dtype),
-              "); registered kernels: ", have.empty() ? "none" : have);
+              "); registered kernels: ", have.empty() ? "none" : have,
+              cpu_only_elsewhere ? StrCat(" (device ", device.Name(), " runs no cpu kernels on host copies)") : "");
 }
 
 // An op with no kernel for an accelerator but one for the CPU runs there,
@@ -580,7 +584,7 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     }
     const KernelInfo* kernel = prepared ? prepared->Kernel(registry, device.Type(), dtype)
                                         : registry.FindKernel(op.Type(), device.Type(), dtype);
-    if (!kernel && device.Type() != DeviceType::kCPU) {
+    if (!kernel && device.Type() != DeviceType::kCPU && HostFallback(device.Type())) {
       const KernelInfo* host = prepared ? prepared->Kernel(registry, DeviceType::kCPU, dtype)
                                         : registry.FindKernel(op.Type(), DeviceType::kCPU, dtype);
       if (host) {

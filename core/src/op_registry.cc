@@ -176,13 +176,31 @@ class RegistryTransaction {
           problems.push_back(StrCat("attribute '", a.name, "' of op '", type, "' is declared ", AttrTypeName(a.type),
                                     " but its default is ", AttrTypeName(TypeOf(*a.default_value))));
     }
+    // Device backends: one name, one backend. A plugin with a backend may
+    // carry kernels for other plugins' ops on its own device type.
+    std::set<DeviceType> own_devices;
+    {
+      const std::vector<std::string> live_backends = DeviceBackendNames();
+      std::set<std::string> staged;
+      for (const StagedDeviceBackend& b : batch.device_backends) {
+        if (std::find(live_backends.begin(), live_backends.end(), b.name) != live_backends.end())
+          problems.push_back(
+              StrCat("device backend '", b.name, "' is already registered (a device backend name is registered once)"));
+        if (!staged.insert(b.name).second)
+          problems.push_back(StrCat("device backend '", b.name, "' registered twice in the same plugin"));
+        own_devices.insert(RegisterDeviceType(b.name));
+      }
+    }
     std::set<std::tuple<std::string, DeviceType, DType>> seen;
     for (const auto& [key, k] : batch.kernels) {
       const std::string& type = std::get<0>(key);
       // A kernel lives beside its op, in the plugin that defines it: one
       // for another plugin's op would depend on that plugin's load order and
       // slot names, so it is refused like one for an op nobody defines.
-      if (!batch.ops.count(type)) {
+      // The exception is a device plugin's kernels on its own device, for
+      // ops already loaded: a device vendor writes those.
+      const bool device_vendor = own_devices.count(std::get<1>(key)) && live->Find(type);
+      if (!batch.ops.count(type) && !device_vendor) {
         const OpInfo* owner = live->Find(type);
         problems.push_back(StrCat(owner ? "kernel for op '" : "kernel for unknown op '", type, "' (",
                                   DeviceTypeName(std::get<1>(key)), ", ", DTypeName(std::get<2>(key)), ") at ",
@@ -216,6 +234,11 @@ class RegistryTransaction {
     }
     next->plugins_.push_back(std::move(record));
     std::atomic_store(&LiveRegistry(), std::shared_ptr<const OpRegistry>(std::move(next)));
+    // Validated above: neither call throws.
+    for (StagedDeviceBackend& b : batch.device_backends) {
+      SetHostFallback(RegisterDeviceType(b.name), b.host_fallback);
+      RegisterDeviceBackend(b.name, std::move(b.backend));
+    }
   }
 };
 

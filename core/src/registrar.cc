@@ -12,21 +12,18 @@ Origin Registrar::Impl::MakeOrigin(const char* file, int line) const {
 Registrar::Registrar() : impl_(std::make_unique<Impl>()) {}
 Registrar::~Registrar() = default;
 
-namespace {
-
 // Op types are identifiers (Paddle's names: conv2d, lookup_table_v2): they
-// key programs, `nabla.ops.<type>` in Python and generated code.
-bool IsValidOpType(const std::string& type) {
-  if (type.empty() || std::isdigit(static_cast<unsigned char>(type[0]))) return false;
-  for (char c : type)
+// key programs, `nabla.ops.<type>` in Python and generated code. So do
+// device names, in `--device NAME:N`.
+bool IsIdentifier(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   return true;
 }
 
-}  // namespace
-
 OpBuilder& Registrar::Op(const std::string& type, const char* file, int line) {
-  if (!IsValidOpType(type))
+  if (!IsIdentifier(type))
     impl_->problems.push_back(StrCat("op type '", type, "' (", impl_->MakeOrigin(file, line).ToString(),
                                      ") is not a valid op name: expected letters, digits and '_', not starting ",
                                      "with a digit (like conv2d or lookup_table_v2)"));

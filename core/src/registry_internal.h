@@ -7,9 +7,18 @@
 #include <unordered_map>
 #include <vector>
 
+#include "nabla/device_registry.h"
 #include "nabla/op_registry.h"
 
 namespace nabla {
+
+// A device backend a plugin registers (the C ABI's device_backend),
+// published with the plugin's ops or not at all.
+struct StagedDeviceBackend {
+  std::string name;  // the backend's and its device type's
+  DeviceBackend backend;
+  bool host_fallback = true;
+};
 
 struct Registrar::Impl {
   std::string plugin_name;  // origin name ("test" for in-process batches)
@@ -19,11 +28,15 @@ struct Registrar::Impl {
   std::vector<std::string> op_order;
   std::unordered_map<std::string, std::unique_ptr<OpInfo>> ops;
   std::vector<std::pair<std::tuple<std::string, DeviceType, DType>, KernelInfo>> kernels;
+  std::vector<StagedDeviceBackend> device_backends;
   std::vector<std::string> problems;  // found while staging
   std::string registration_error;     // what the plugin's registration threw
 
   Origin MakeOrigin(const char* file, int line) const;
 };
+
+// Letters, digits and '_', not starting with a digit: op types and device names.
+bool IsIdentifier(const std::string& name);
 
 // Validates the batch against the live registry; on success publishes a new
 // snapshot in one swap and returns. On any problem throws one Error listing

@@ -82,6 +82,18 @@ static_assert(offsetof(nabla_api, device_type) == Slot(51));
 static_assert(offsetof(nabla_api, parallel_for) == Slot(52));
 // Version 1 has 53 functions; later versions only add after them.
 static_assert(sizeof(nabla_api) >= Slot(53));
+// Version 2 appends the device plugins' functions.
+static_assert(NABLA_C_API_VERSION >= 2);
+static_assert(offsetof(nabla_api, device_type_id) == Slot(53));
+static_assert(offsetof(nabla_api, device_type_name) == Slot(54));
+static_assert(offsetof(nabla_api, device_backend) == Slot(55));
+static_assert(offsetof(nabla_api, device_list_add) == Slot(56));
+static_assert(offsetof(nabla_api, device_state) == Slot(57));
+static_assert(sizeof(nabla_api) >= Slot(58));
+static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
+              offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
+              sizeof(nabla_device_backend) == 96);
+static_assert(NABLA_C_DEVICE_HOST_FALLBACK == 1);
 static_assert(offsetof(nabla_plugin_manifest, name) == 16 && offsetof(nabla_plugin_manifest, version) == 24);
 static_assert(sizeof(nabla_attr_value) == 48 && offsetof(nabla_attr_value, count) == 40);
 static_assert(offsetof(nabla_grad_check_input, slot) == 8 && offsetof(nabla_grad_check_input, count) == 92 &&
@@ -101,9 +113,14 @@ std::string LoadError(const std::string& path) {
   return "";
 }
 
+// This core's C API version, and the one after it, as messages spell them.
+const std::string kVersion = std::to_string(NABLA_C_API_VERSION);
+const std::string kNextVersion = std::to_string(NABLA_C_API_VERSION + 1);
+
 TEST(CApi, NewerApiVersionIsRefusedNamingBothVersions) {
   const std::string m = LoadError(TOY_C_NEWER);
-  EXPECT_NE(m.find("plugin 'toy_c_newer' 0.9 was built for the nabla C API version 2 but this core provides version 1"),
+  EXPECT_NE(m.find("plugin 'toy_c_newer' 0.9 was built for the nabla C API version " + kNextVersion +
+                   " but this core provides version " + kVersion),
             std::string::npos)
       << m;
   EXPECT_EQ(m.find('\n'), std::string::npos);
@@ -111,15 +128,16 @@ TEST(CApi, NewerApiVersionIsRefusedNamingBothVersions) {
 
 TEST(CApi, TableTooShortIsRefused) {
   const std::string m = LoadError(TOY_C_LONG_TABLE);
-  EXPECT_NE(m.find("plugin 'toy_c_long_table' 0.9 (C API version 1) needs a function table of"), std::string::npos)
+  EXPECT_NE(m.find("plugin 'toy_c_long_table' 0.9 (C API version " + kVersion + ") needs a function table of"),
+            std::string::npos)
       << m;
-  EXPECT_NE(m.find("this core's table (C API version 1)"), std::string::npos) << m;
+  EXPECT_NE(m.find("this core's table (C API version " + kVersion + ")"), std::string::npos) << m;
 }
 
 TEST(CApi, MissingEntryPointIsRefused) {
   const std::string m = LoadError(TOY_C_NO_INIT);
-  EXPECT_NE(m.find("plugin 'toy_c_no_init' 0.9 (C API version 1, core version 1) exports nabla_plugin_manifest_v1 "
-                   "but not its entry point nabla_plugin_init"),
+  EXPECT_NE(m.find("plugin 'toy_c_no_init' 0.9 (C API version " + kVersion + ", core version " + kVersion +
+                   ") exports nabla_plugin_manifest_v1 but not its entry point nabla_plugin_init"),
             std::string::npos)
       << m;
 }
@@ -145,7 +163,7 @@ TEST(CApi, CPluginRegistersRunsAndChecksItsGradient) {
     return nullptr;
   }();
   ASSERT_NE(plugin, nullptr);
-  EXPECT_EQ(plugin->abi, "nabla_c_api_v1");
+  EXPECT_EQ(plugin->abi, "nabla_c_api_v" + kVersion);
   EXPECT_NE(registry->FindKernel("c_minimal_softsign_grad", DeviceType::kCPU, DType::kFloat32), nullptr);
   const std::vector<GradCheckResult> results = CheckOpGradients("c_minimal_softsign", HostDevice());
   ASSERT_EQ(results.size(), 1u);
@@ -183,9 +201,11 @@ TEST(CApi, SdkExceptionsBecomeErrors) {
 TEST(CApi, RefusedPluginsExitTwoWithOneLine) {
   test_util::TempDir dir("c_abi_cli");
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
-      {TOY_C_NEWER, {"libtoy_c_newer.so", "plugin 'toy_c_newer' 0.9", "version 2", "provides version 1"}},
+      {TOY_C_NEWER,
+       {"libtoy_c_newer.so", "plugin 'toy_c_newer' 0.9", "version " + kNextVersion, "provides version " + kVersion}},
       {TOY_C_LONG_TABLE, {"libtoy_c_long_table.so", "plugin 'toy_c_long_table' 0.9", "table is too short"}},
-      {TOY_C_NO_INIT, {"libtoy_c_no_init.so", "plugin 'toy_c_no_init' 0.9", "core version 1", "nabla_plugin_init"}},
+      {TOY_C_NO_INIT,
+       {"libtoy_c_no_init.so", "plugin 'toy_c_no_init' 0.9", "core version " + kVersion, "nabla_plugin_init"}},
       {TOY_C_HALF, {"libtoy_c_half.so", "toy_c_half gives up after its first op"}},
   };
   for (const auto& [path, fragments] : cases) {

@@ -41,8 +41,9 @@
 extern "C" {
 #endif
 
-/* The version of this header. Raised by one with every function appended. */
-#define NABLA_C_API_VERSION 1
+/* The version of this header. Raised by one with every release that appends
+ * functions (version 2: device plugins). */
+#define NABLA_C_API_VERSION 2
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -59,6 +60,7 @@ typedef struct nabla_grad_context nabla_grad_context;     /* one grad maker call
 typedef struct nabla_kernel_context nabla_kernel_context; /* one kernel call */
 typedef struct nabla_tensor nabla_tensor;
 typedef struct nabla_device nabla_device;
+typedef struct nabla_device_list nabla_device_list; /* what a device backend's enumerate fills (version 2) */
 
 /* Enumerations are int32_t values; these numbers never change. */
 enum nabla_c_error_kind {
@@ -81,6 +83,8 @@ enum nabla_c_dtype {
   NABLA_C_BFLOAT16 = 5
 };
 
+/* Device type ids: cpu and opencl are fixed; any other type (a device
+ * plugin's) gets its id from its name through device_type_id (version 2). */
 enum nabla_c_device_type { NABLA_C_DEVICE_CPU = 0, NABLA_C_DEVICE_OPENCL = 1 };
 
 enum nabla_c_attr_type {
@@ -179,6 +183,56 @@ typedef int32_t (*nabla_kernel_fn)(const struct nabla_api* api, void* user, nabl
 typedef int32_t (*nabla_attr_check_fn)(const struct nabla_api* api, void* user, const nabla_attr_value* value);
 typedef void (*nabla_range_fn)(void* user, int64_t begin, int64_t end);
 
+/* ---- device plugins (version 2)
+ *
+ * A device backend is what `--device NAME[:N]` resolves to: how to list its
+ * devices, open one, and manage that device's memory. Its devices have the
+ * device type NAME; kernels for them are registered like any other, with the
+ * id of that type. `device` below is what open returned for the device.
+ * Callbacks may be called from several threads at once. */
+
+/* Flags of a device backend. */
+enum nabla_c_device_flags {
+  /* An op with no kernel for this device runs its CPU kernel on host copies
+   * of its inputs (as on OpenCL). Without it, such an op is an error naming
+   * the op and the device. */
+  NABLA_C_DEVICE_HOST_FALLBACK = 1u << 0
+};
+
+/* Lists the devices: device_list_add once per device, in index order. */
+typedef int32_t (*nabla_device_enumerate_fn)(const struct nabla_api* api, void* user, nabla_device_list* list);
+/* Opens device `index` (0 when --device named no index), once per process:
+ * the device's own state, NULL (after set_error) when there is no such
+ * device. The core never closes it. */
+typedef void* (*nabla_device_open_fn)(const struct nabla_api* api, void* user, int32_t index);
+/* bytes of device memory (bytes > 0); NULL on failure (after set_error). */
+typedef void* (*nabla_device_allocate_fn)(const struct nabla_api* api, void* user, void* device, size_t bytes);
+typedef void (*nabla_device_deallocate_fn)(const struct nabla_api* api, void* user, void* device, void* ptr,
+                                           size_t bytes);
+/* Copies bytes: host to device, device to host, or within the device. */
+typedef int32_t (*nabla_device_copy_fn)(const struct nabla_api* api, void* user, void* device, void* dst,
+                                        const void* src, size_t bytes);
+/* Waits until everything queued on the device has finished. */
+typedef int32_t (*nabla_device_synchronize_fn)(const struct nabla_api* api, void* user, void* device);
+
+/* A device backend (device_backend). Every callback is required.
+ * struct_size = sizeof(nabla_device_backend); later versions append fields. */
+typedef struct nabla_device_backend {
+  uint32_t struct_size;
+  uint32_t flags;         /* nabla_c_device_flags */
+  const char* name;       /* what --device takes: letters, digits and '_' (copied) */
+  const char* none_found; /* why an empty listing is empty ("no skeleton card found"); may be NULL */
+  void* user;             /* passed to every callback */
+  nabla_device_enumerate_fn enumerate;
+  nabla_device_open_fn open;
+  nabla_device_allocate_fn allocate;
+  nabla_device_deallocate_fn deallocate;
+  nabla_device_copy_fn copy_from_host;
+  nabla_device_copy_fn copy_to_host;
+  nabla_device_copy_fn copy_on_device;
+  nabla_device_synchronize_fn synchronize;
+} nabla_device_backend;
+
 /* The table. Append only (docs/plugin-abi.md). `output` arguments pick
  * output slots (1) or input slots (0). Indices are 0-based. */
 typedef struct nabla_api {
@@ -273,6 +327,27 @@ typedef struct nabla_api {
   int32_t (*device_type)(const nabla_device* d);
   /* body(user, begin, end) over chunks of [0, n) on the executor's threads. */
   void (*parallel_for)(int64_t n, int64_t grain, nabla_range_fn body, void* user);
+
+  /* ---- version 2: device plugins */
+  /* The id of device type `name` (letters, digits and '_'), which it gets
+   * when first named: an op plugin registers kernels for a device plugin's
+   * type with it, whichever of the two loads first. -1 on error. */
+  int32_t (*device_type_id)(const char* name);
+  /* The name of device type `id` ("cpu", "skeleton"); NULL for an id no one named. */
+  const char* (*device_type_name)(int32_t id);
+  /* Registers a device backend (staged like ops: published when the plugin's
+   * init succeeds). Refused: a name already registered (by any plugin or
+   * built in) or twice in one plugin, a NULL callback, unknown flags. Returns
+   * the id of its device type (the backend's name), -1 on error. A plugin
+   * with a backend may register kernels for ops of other plugins on that
+   * device type (the standard ops on its device). */
+  int32_t (*device_backend)(nabla_registrar* r, const nabla_device_backend* backend);
+  /* Inside enumerate: the next device, NAME:<its index>, described by lines
+   * (the first is its summary); fp64: float64 kernels can run there. */
+  int32_t (*device_list_add)(nabla_device_list* list, const char* const* lines, size_t line_count, int32_t fp64);
+  /* What the backend's open returned for device d; NULL for a device no C
+   * ABI backend opened (the CPU). Only the backend's plugin knows its type. */
+  void* (*device_state)(const nabla_device* d);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

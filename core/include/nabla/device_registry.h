@@ -49,6 +49,12 @@ NABLA_API bool FindDeviceListing(const std::string& spec, DeviceListing* out);
 NABLA_API DeviceType RegisterDeviceType(const std::string& name);
 NABLA_API int DeviceTypeCount();
 
+// What an op with no kernel for a device of `type` does: run its CPU kernel
+// on host copies (the default, as on OpenCL), or, when a device plugin turns
+// that off, fail naming the op and the device.
+NABLA_API void SetHostFallback(DeviceType type, bool allowed);
+NABLA_API bool HostFallback(DeviceType type);
+
 // The `null` device: every allocation is one sentinel address, copies do
 // nothing. Runs on it are dry runs: runtime shape inference through every op,
 // no kernels (see RunOp).

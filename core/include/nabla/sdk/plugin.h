@@ -11,6 +11,7 @@
 //
 // Everything lives in the inline namespace nabla::c_sdk: spelled nabla::X in
 // source, mangled apart from the core's own nabla::X.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -165,8 +166,20 @@ struct DTypeOf<bfloat16> {
   static constexpr DType value = DType::kBFloat16;
 };
 
+// kCPU and kOpenCL are fixed; a device plugin's type is another value, from
+// RegisterDeviceType("name") or Registrar::DeviceBackend.
 enum class DeviceType { kCPU, kOpenCL };
-inline const char* DeviceTypeName(DeviceType t) { return t == DeviceType::kCPU ? "cpu" : "opencl"; }
+inline const char* DeviceTypeName(DeviceType t) {
+  const char* name = sdk_detail::ApiSlot() ? Api().device_type_name(static_cast<int32_t>(t)) : nullptr;
+  return name ? name : t == DeviceType::kCPU ? "cpu" : t == DeviceType::kOpenCL ? "opencl" : "unregistered-device";
+}
+// The device type named `name` (a device plugin's, loaded yet or not): an op
+// plugin registers kernels for another plugin's device with it.
+inline DeviceType RegisterDeviceType(const std::string& name) {
+  const int32_t id = Api().device_type_id(name.c_str());
+  if (id < 0) sdk_detail::ThrowApiError();
+  return static_cast<DeviceType>(id);
+}
 
 using Shape = std::vector<int64_t>;
 inline int64_t NumElements(const Shape& shape) {
@@ -390,6 +403,90 @@ T ReadAttr(const nabla_op* op, const std::string& name) {
 }
 }  // namespace sdk_detail
 
+// ---------------------------------------------------------------- device backends
+
+// One device of this plugin's device backend (Registrar::DeviceBackend),
+// opened once and never closed: its memory and copies. A method reports
+// failure by throwing (the core prints one error line); a device may be used
+// from several threads at once.
+class BackendDevice {
+ public:
+  virtual ~BackendDevice() = default;
+  virtual void* Allocate(size_t bytes) = 0;  // bytes > 0; never nullptr: throw instead
+  virtual void Free(void* ptr, size_t bytes) = 0;
+  virtual void CopyFromHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void Synchronize() {}
+};
+
+// One device as `nabla devices` lists it (as NAME:<its index>).
+struct DeviceInfo {
+  std::vector<std::string> detail;  // the first line is its summary
+  bool fp64 = true;                 // float64 kernels can run there
+};
+
+// What `--device NAME[:N]` resolves to. Its devices have the device type NAME.
+struct DeviceBackendSpec {
+  std::string name;
+  std::function<std::vector<DeviceInfo>()> enumerate;
+  // Device `index` (0 for a bare NAME); nullptr or a throw: no such device.
+  std::function<std::unique_ptr<BackendDevice>(int index)> open;
+  std::string none_found;      // why an empty listing is empty
+  bool host_fallback = false;  // ops without a kernel here run their CPU kernel on host copies
+};
+
+namespace sdk_detail {
+// The device types of this plugin's backends: the devices whose state is ours.
+inline std::vector<int32_t>& OwnDeviceTypes() {
+  static std::vector<int32_t> types;
+  return types;
+}
+inline BackendDevice& Dev(void* device) { return *static_cast<BackendDevice*>(device); }
+inline const DeviceBackendSpec& Spec(void* user) { return *static_cast<const DeviceBackendSpec*>(user); }
+inline int32_t EnumerateTrampoline(const nabla_api*, void* user, nabla_device_list* list) {
+  return Guard([&] {
+    for (const DeviceInfo& d : Spec(user).enumerate()) {
+      std::vector<const char*> lines;
+      for (const std::string& line : d.detail) lines.push_back(line.c_str());
+      Check(Api().device_list_add(list, lines.data(), lines.size(), d.fp64 ? 1 : 0));
+    }
+  });
+}
+inline void* OpenTrampoline(const nabla_api*, void* user, int32_t index) {
+  void* device = nullptr;
+  Guard([&] {
+    std::unique_ptr<BackendDevice> d = Spec(user).open(index);
+    NABLA_ENFORCE(d, kNotFound, "the ", Spec(user).name, " backend has no device ", index);
+    device = d.release();  // the core never closes a device
+  });
+  return device;
+}
+inline void* AllocateTrampoline(const nabla_api*, void*, void* device, size_t bytes) {
+  void* p = nullptr;
+  Guard([&] {
+    p = Dev(device).Allocate(bytes);
+    NABLA_ENFORCE(p, kExternal, "the device returned no memory");
+  });
+  return p;
+}
+inline void DeallocateTrampoline(const nabla_api*, void*, void* device, void* ptr, size_t bytes) {
+  Guard([&] { Dev(device).Free(ptr, bytes); });
+}
+inline int32_t FromHostTrampoline(const nabla_api*, void*, void* device, void* dst, const void* src, size_t n) {
+  return Guard([&] { Dev(device).CopyFromHost(dst, src, n); });
+}
+inline int32_t ToHostTrampoline(const nabla_api*, void*, void* device, void* dst, const void* src, size_t n) {
+  return Guard([&] { Dev(device).CopyToHost(dst, src, n); });
+}
+inline int32_t OnDeviceTrampoline(const nabla_api*, void*, void* device, void* dst, const void* src, size_t n) {
+  return Guard([&] { Dev(device).CopyOnDevice(dst, src, n); });
+}
+inline int32_t SynchronizeTrampoline(const nabla_api*, void*, void* device) {
+  return Guard([&] { Dev(device).Synchronize(); });
+}
+}  // namespace sdk_detail
+
 // ---------------------------------------------------------------- tensors
 
 // A device of the core, seen through its handle.
@@ -399,6 +496,14 @@ class Device {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
   DeviceType Type() const { return static_cast<DeviceType>(Api().device_type(Handle())); }
+  // The device object this plugin's backend opened, as D (a BackendDevice);
+  // nullptr for any other device.
+  template <typename D>
+  D* As() const {
+    const std::vector<int32_t>& own = sdk_detail::OwnDeviceTypes();
+    if (std::find(own.begin(), own.end(), Api().device_type(Handle())) == own.end()) return nullptr;
+    return dynamic_cast<D*>(static_cast<BackendDevice*>(Api().device_state(Handle())));
+  }
   const nabla_device* Handle() const { return reinterpret_cast<const nabla_device*>(this); }
   nabla_device* Handle() { return reinterpret_cast<nabla_device*>(this); }
 };
@@ -850,6 +955,31 @@ class Registrar {
               int line = 0) {
     sdk_detail::Check(Api().kernel(r_, type.c_str(), static_cast<int32_t>(device), static_cast<int32_t>(dtype),
                                    sdk_detail::KernelTrampoline, sdk_detail::Keep(std::move(fn)), file, line));
+  }
+  // Registers a device backend; returns its device type, for kernels. A
+  // plugin may register kernels on it for the ops of other plugins too.
+  DeviceType DeviceBackend(DeviceBackendSpec spec) {
+    NABLA_ENFORCE(spec.enumerate && spec.open, kInvalidArgument, "device backend '", spec.name,
+                  "': expected enumerate and open functions");
+    const auto* kept = static_cast<const DeviceBackendSpec*>(sdk_detail::Keep(std::move(spec)));
+    nabla_device_backend b{};
+    b.struct_size = sizeof b;
+    b.flags = kept->host_fallback ? uint32_t{NABLA_C_DEVICE_HOST_FALLBACK} : 0u;
+    b.name = kept->name.c_str();
+    b.none_found = kept->none_found.c_str();
+    b.user = const_cast<DeviceBackendSpec*>(kept);
+    b.enumerate = sdk_detail::EnumerateTrampoline;
+    b.open = sdk_detail::OpenTrampoline;
+    b.allocate = sdk_detail::AllocateTrampoline;
+    b.deallocate = sdk_detail::DeallocateTrampoline;
+    b.copy_from_host = sdk_detail::FromHostTrampoline;
+    b.copy_to_host = sdk_detail::ToHostTrampoline;
+    b.copy_on_device = sdk_detail::OnDeviceTrampoline;
+    b.synchronize = sdk_detail::SynchronizeTrampoline;
+    const int32_t id = Api().device_backend(r_, &b);
+    if (id < 0) sdk_detail::ThrowApiError();
+    sdk_detail::OwnDeviceTypes().push_back(id);
+    return static_cast<DeviceType>(id);
   }
 
  private:
