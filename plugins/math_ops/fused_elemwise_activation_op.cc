@@ -101,6 +101,40 @@ void FusedForward(const ExecutionContext& ctx) {
       [&](int64_t io, int64_t ix, int64_t iy) { o[io] = Forward<T>(act, static_cast<T>(xd[ix] + yd[iy])); });
 }
 
+// A layer's bias (Y [n] added to the rows of X [m, n]) with both gradients
+// wanted: one pass computes d, writes X@GRAD and adds d into Y@GRAD, where
+// AccumulateBroadcastGrads takes two (the sums, then X@GRAD, each computing
+// d): a third of the memory traffic of an MLP layer's activation gradient
+// goes. Split over blocks of whole columns, each summed over the rows in
+// row order from 0 (AccumulateBroadcastGrads' order, so the bits are the
+// same, at any --threads); within a block the rows' runs stay contiguous.
+// Each element of X@GRAD is written after its Out and Out@GRAD are read,
+// so X@GRAD may share either's buffer. False (nothing done) for any other
+// broadcast.
+template <typename T, Act act>
+bool BiasGradInOnePass(const BroadcastShapes& s, const T* od, const T* dod, T* gxd, T* gyd) {
+  ReduceView v;
+  if (s.x != s.out || !MakeReduceView(s.out, s.y, &v) || v.outer != 1) return false;
+  const int64_t m = v.r, n = v.inner;
+  // At least 64 columns a block: 256-byte runs of each row in float32.
+  cpu::ParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
+    T* __restrict gy = gyd + j0;
+    const int64_t w = j1 - j0;
+    std::fill(gy, gy + w, T(0));
+    for (int64_t i = 0; i < m; ++i) {
+      const T* o = od + i * n + j0;
+      const T* g = dod + i * n + j0;
+      T* gx = gxd + i * n + j0;
+      for (int64_t j = 0; j < w; ++j) {
+        const T d = Backward<T>(act, o[j], g[j]);
+        gx[j] = T(0) + d;  // as the serial sum from 0 (keeps -0 out)
+        gy[j] += d;
+      }
+    }
+  });
+  return true;
+}
+
 // As tanh_grad (say) then elementwise_add_grad: d = act'(Out) * dOut per
 // element, accumulated into X@GRAD and Y@GRAD along the broadcast dims.
 template <typename T, Act act>
@@ -139,6 +173,7 @@ void FusedBackward(const ExecutionContext& ctx) {
     AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) { return std::make_pair(d[io], d[io]); });
     return;
   }
+  if (gxd && gyd && BiasGradInOnePass<T, act>(s, od, dod, gxd, gyd)) return;
   AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) {
     const T d = Backward<T>(act, od[io], dod[io]);
     return std::make_pair(d, d);
