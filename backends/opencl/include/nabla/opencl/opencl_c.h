@@ -73,8 +73,10 @@ typedef struct nabla_opencl_api {
  * is not loaded (no OpenCL device was ever opened) or is older than this
  * header. Cached after the first success. */
 static inline const nabla_opencl_api* nabla_opencl_get_api(const nabla_api* api) {
+  /* Atomic: kernels may run on several threads at once. */
   static const nabla_opencl_api* table = NULL;
-  if (table) return table;
+  const nabla_opencl_api* cached = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+  if (cached) return cached;
   void* library = dlopen(NABLA_OPENCL_LIBRARY, RTLD_LAZY | RTLD_NOLOAD);
   const nabla_opencl_api* found = NULL;
   if (library) found = (const nabla_opencl_api*)dlsym(library, NABLA_OPENCL_API_SYMBOL);
@@ -90,8 +92,8 @@ static inline const nabla_opencl_api* nabla_opencl_get_api(const nabla_api* api)
                    ") is older than this plugin's nabla/opencl/opencl_c.h: its table is too short; use a newer nabla");
     return NULL;
   }
-  table = found;
-  return table;
+  __atomic_store_n(&table, found, __ATOMIC_RELEASE);
+  return found;
 }
 
 #ifdef __cplusplus
