@@ -239,9 +239,8 @@ std::vector<std::string> SearchFolders() {
 
 // Looks once (DeviceLoadMutex held) through NABLA_PLUGIN_PATH's folders,
 // then the standard device folder, for device plugins, reading symbol
-// tables only. A file there that
-// cannot be read is left to LoadDefaults (NABLA_PLUGIN_PATH) or warned
-// about once (the device folder).
+// tables only. A file there that cannot be read is left to LoadDefaults
+// (NABLA_PLUGIN_PATH) or warned about once (the device folder).
 void ScanDevicePlugins() {
   ManagerState& state = State();
   {
@@ -268,7 +267,7 @@ void ScanDevicePlugins() {
         if (backends.empty()) continue;
         std::lock_guard<std::mutex> lock(state.mutex);
         NoteDevicePlugin(state, file, symbols, backends, false);
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         if (standard) std::cerr << "nabla: warning: skipped " << e.what() << " (found in the device plugin folder)\n";
       }
     }
