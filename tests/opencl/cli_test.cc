@@ -94,18 +94,19 @@ TEST_F(OpenClCli, DevicesListsTheOpenClDevice) {
 }
 
 // The backend is a device plugin the core loads on demand: the dynamic
-// loader's own log (LD_DEBUG=files) of a CPU run names no OpenCL library,
-// and that of an OpenCL run shows the plugin, the ICD loader and CLBlast.
+// loader's own log (LD_DEBUG=files) of a CPU run names neither it, CLBlast
+// nor PoCL, and that of an OpenCL run shows the plugin and CLBlast. (The ICD
+// loader libOpenCL.so.1 is left out: Debian's oneDNN links it.)
 TEST_F(OpenClCli, OnlyAnOpenClRunLoadsTheOpenClLibraries) {
   const std::string args = "exec " + Path("prog.yaml") + " --feed x=" + Path("x.npy") + " --fetch loss";
   Result cpu = Run(args + " --device cpu", "LD_DEBUG=files");
   ASSERT_EQ(cpu.code, 0) << cpu.err;
   ASSERT_NE(cpu.err.find("libnabla_core.so"), std::string::npos) << "LD_DEBUG logged nothing: " << cpu.err;
-  for (const char* lib : {"libnabla_opencl", "libOpenCL", "libclblast", "libpocl"})
+  for (const char* lib : {"libnabla_opencl", "libclblast", "libpocl"})
     EXPECT_EQ(cpu.err.find(lib), std::string::npos) << "a CPU run loaded " << lib;
   Result cl = Run(args + " --device opencl", "LD_DEBUG=files");
   ASSERT_EQ(cl.code, 0) << cl.err;
-  for (const char* lib : {"libnabla_opencl", "libOpenCL", "libclblast"})
+  for (const char* lib : {"libnabla_opencl", "libclblast"})
     EXPECT_NE(cl.err.find(lib), std::string::npos) << "an OpenCL run did not load " << lib;
 }
 
