@@ -22,19 +22,6 @@ function(nabla_add_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST PROPERTIES ${T_PROPERTIES})
 endfunction()
 
-# Device backends other than the CPU register themselves from a static
-# initializer when their shared library loads (see nabla/device_registry.h),
-# so an app names no backend in its code: it calls nabla_link_device_backends
-# and --device resolves to whatever was built. The link is kept with
-# --no-as-needed because the app references no symbol of the backend.
-set(CMAKE_LINK_LIBRARY_USING_NABLA_KEEP "LINKER:--push-state,--no-as-needed" "<LINK_ITEM>" "LINKER:--pop-state")
-set(CMAKE_LINK_LIBRARY_USING_NABLA_KEEP_SUPPORTED TRUE)
-function(nabla_register_device_backend target)
-  set_property(GLOBAL APPEND PROPERTY NABLA_DEVICE_BACKENDS ${target})
-endfunction()
-function(nabla_link_device_backends target scope)
-  get_property(backends GLOBAL PROPERTY NABLA_DEVICE_BACKENDS)
-  foreach(b ${backends})
-    target_link_libraries(${target} ${scope} "$<LINK_LIBRARY:NABLA_KEEP,${b}>")
-  endforeach()
-endfunction()
+# nabla_add_opencl_kernels(): an op plugin's OpenCL kernels, shared with
+# third-party plugins through the installed package.
+include(${CMAKE_CURRENT_LIST_DIR}/nabla_opencl.cmake)

@@ -28,7 +28,16 @@ install(FILES
   ${PROJECT_BINARY_DIR}/package/nablaConfig.cmake
   ${PROJECT_BINARY_DIR}/package/nablaConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/nabla_plugin.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/nabla_opencl.cmake
   DESTINATION ${NABLA_INSTALL_CMAKEDIR})
+# OpenCL kernels in a plugin built against the install: the headers
+# (nabla/opencl/kernel.h for the C++ ABI, sdk_kernel.h and opencl_c.h for the
+# C ABI), and the prelude nabla_add_opencl_kernels() puts before each .cl.
+# Header-only: whether this nabla was built with OpenCL or not, a plugin may
+# carry OpenCL kernels; they run where the OpenCL device plugin is installed.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/backends/opencl/include/nabla DESTINATION ${NABLA_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/backends/opencl/cl/prelude.cl DESTINATION ${NABLA_INSTALL_CMAKEDIR}
+  RENAME nabla_opencl_prelude.cl)
 
 # The guides an installed nabla's users and plugin authors read (the README
 # `nabla plugin new` writes points here).

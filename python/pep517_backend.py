@@ -12,6 +12,7 @@ install prefix so that every relative path the binaries use holds:
     nabla/__init__.py ... _nabla.*.so  *.pyi  py.typed     the module
     nabla/lib/libnabla_*.so                                 the core, backends
     nabla/lib/nabla/plugins/lib*.so                         the standard plugins
+    nabla/lib/nabla/devices/lib*.so                         device plugins (OpenCL), loaded on demand
     nabla/bin/nabla                                         the CLI (python3 -m nabla)
 
 The module's RUNPATH starts with $ORIGIN/lib, and the core finds the plugins
@@ -225,6 +226,11 @@ def _package_files(stage):
     for entry in sorted(os.listdir(plugins)):
         if entry.endswith(".so"):
             files[f"nabla/lib/nabla/plugins/{entry}"] = os.path.join(plugins, entry)
+    # Absent when nabla was built without OpenCL.
+    devices = os.path.join(lib, "nabla", "devices")
+    for entry in sorted(os.listdir(devices)) if os.path.isdir(devices) else []:
+        if entry.endswith(".so"):
+            files[f"nabla/lib/nabla/devices/{entry}"] = os.path.join(devices, entry)
     bindir = os.path.join(stage, "bin")
     for entry in sorted(os.listdir(bindir)) if os.path.isdir(bindir) else []:
         files[f"nabla/bin/{entry}"] = os.path.join(bindir, entry)

@@ -27,6 +27,13 @@ for f in __init__.pyi _nabla.pyi py.typed train.py bin/nabla lib/libnabla_core.s
   [ -e "$PKG/$f" ] || { echo "pip-install: FAILED: the install lacks nabla/$f" >&2; exit 1; }
 done
 "$WORK/venv/bin/nabla" --version
+# The OpenCL backend ships as a device plugin, loaded on demand by the wheel's core.
+if [ -f "$BUILD_DIR/lib/nabla/devices/libnabla_opencl.so" ]; then
+  [ -f "$PKG/lib/nabla/devices/libnabla_opencl.so" ] \
+    || { echo "pip-install: FAILED: the install lacks nabla/lib/nabla/devices/libnabla_opencl.so" >&2; exit 1; }
+  "$WORK/venv/bin/nabla" devices | grep -q '^opencl' \
+    || { echo "pip-install: FAILED: the installed nabla lists no OpenCL backend" >&2; exit 1; }
+fi
 
 # A third-party plugin of the build (tests/e2e), for load_plugin and nabla.ops.
 TEST_PLUGIN=$(find "$BUILD_DIR/test_plugins" -name 'libacme_grad*.so' 2>/dev/null | head -n 1)

@@ -10,7 +10,10 @@
 # default. Third-party plugins use nabla's C ABI (docs/plugin-abi.md): acme
 # must need no C++ symbol of nabla, build with clang++ and still train in the
 # GCC-built nabla, and examples/plugins/c_minimal (written in C) must build
-# with the C compiler, pass gradcheck and train. Called by scripts/test.sh
+# with the C compiler, pass gradcheck and train. acme carries OpenCL kernels
+# built against the installed helpers (nabla/opencl/sdk_kernel.h,
+# nabla_add_opencl_kernels), checked with gradcheck, opcheck and exec on the
+# OpenCL device where there is one (PoCL in CI). Called by scripts/test.sh
 # after the Release tests.
 set -eu
 cd "$(dirname "$0")/.."
@@ -37,9 +40,21 @@ for f in bin/nabla lib/libnabla_core.so lib/libnabla_cpu.so lib/nabla/plugins/li
          lib/cmake/nabla/nablaTargets.cmake lib/cmake/nabla/nabla_plugin.cmake \
          lib/libnabla_opkit.a include/nabla/opkit/opkit.h include/nabla/cpu/cpu.h lib/libnabla_train.so \
          include/nabla/train.h include/nabla/train/trainer.h include/nabla/train/pipeline.h include/nabla/c_api.h \
-         include/nabla/sdk/plugin.h include/nabla/sdk/opkit.h; do
+         include/nabla/sdk/plugin.h include/nabla/sdk/opkit.h include/nabla/opencl/kernel.h \
+         include/nabla/opencl/sdk_kernel.h include/nabla/opencl/opencl_c.h lib/cmake/nabla/nabla_opencl.cmake \
+         lib/cmake/nabla/nabla_opencl_prelude.cl; do
   [ -e "$P/$f" ] || fail "the install has no $f"
 done
+# The OpenCL backend is a device plugin beside the standard plugins, loaded
+# on demand: nothing installed links it.
+if [ -f "$BUILD_DIR/lib/nabla/devices/libnabla_opencl.so" ]; then
+  [ -f "$P/lib/nabla/devices/libnabla_opencl.so" ] || fail "the install has no lib/nabla/devices/libnabla_opencl.so"
+  for f in "$P"/bin/nabla "$P"/lib/*.so "$P"/lib/nabla/plugins/*.so; do
+    if readelf -d "$f" | grep -E 'NEEDED.*(libnabla_opencl|libOpenCL|libclblast)'; then
+      fail "$f links the OpenCL backend or OpenCL, which must load only when a run asks for opencl"
+    fi
+  done
+fi
 # The public headers stand alone: no TBB, yaml-cpp or Boost.
 if grep -rnE '#include *[<"](tbb|oneapi|yaml-cpp|boost)/' "$P/include/nabla"; then
   fail "a public header includes TBB, yaml-cpp or Boost"
@@ -68,7 +83,7 @@ nm -D --defined-only "$LIB" | grep -q ' nabla_plugin_manifest_v1$' || fail "liba
 if nm -D --defined-only "$LIB" | grep -q ' u '; then fail "libacme.so has STB_GNU_UNIQUE symbols"; fi
 if nm -D --undefined-only -C "$LIB" | grep -i 'nabla'; then fail "libacme.so needs nabla symbols"; fi
 if nm -D "$LIB" | grep -E 'nabla_abi_|_gcc[0-9]'; then fail "libacme.so carries a compiler-specific ABI tag"; fi
-if readelf -d "$LIB" | grep -E 'NEEDED.*libnabla'; then fail "libacme.so links a nabla library"; fi
+if readelf -d "$LIB" | grep -E 'NEEDED.*(libnabla|libOpenCL)'; then fail "libacme.so links a nabla library or OpenCL"; fi
 echo "plugin-sdk: libacme.so needs no nabla symbol ($(nm -D --undefined-only "$LIB" | wc -l) undefined, all libc/libstdc++)"
 
 step "nabla ops --plugin libacme.so --only-plugin"
@@ -86,6 +101,23 @@ step "nabla gradcheck --all --only-plugin --plugin libacme.so"
 grep -q "^PASS  acme_swish " "$WORK/acme_gradcheck.txt" || fail "gradcheck did not check acme_swish"
 grep -q "^PASS  acme_linear " "$WORK/acme_gradcheck.txt" || fail "gradcheck did not check acme_linear"
 
+step "acme's OpenCL kernels (built against the install's nabla/opencl/sdk_kernel.h)"
+grep -q "^acme_swish .*opencl: float32 float64" "$WORK/acme_ops.txt" || fail "acme_swish is not listed with OpenCL kernels"
+grep -q "^acme_swish_grad .*opencl: float32 float64" "$WORK/acme_ops.txt" \
+  || fail "acme_swish_grad is not listed with OpenCL kernels"
+if "$NABLA" devices | grep -q '^opencl:0'; then
+  "$NABLA" gradcheck --all --only-plugin --plugin "$LIB" --device opencl >"$WORK/acme_gradcheck_cl.txt" \
+    || { cat "$WORK/acme_gradcheck_cl.txt"; fail "gradcheck --device opencl of acme's ops"; }
+  # acme_swish's check cases on the device: its forward kernel, and its grad op's kernel in the backward run.
+  grep "^PASS  acme_swish .*opencl" "$WORK/acme_gradcheck_cl.txt" \
+    || { cat "$WORK/acme_gradcheck_cl.txt"; fail "gradcheck --device opencl did not check acme_swish on OpenCL"; }
+  "$NABLA" opcheck --plugin "$LIB" --op acme_swish --device opencl >"$WORK/acme_opcheck_cl.txt" \
+    || { cat "$WORK/acme_opcheck_cl.txt"; fail "opcheck --device opencl of acme_swish"; }
+  cat "$WORK/acme_opcheck_cl.txt"
+else
+  echo "plugin-sdk: no OpenCL device here: acme's OpenCL kernels are built and registered but not run"
+fi
+
 step "nabla exec with --plugin: acme_swish and its gradient against NumPy"
 "$PY" - "$WORK/x.npy" <<'PY'
 import sys, numpy as np
@@ -93,15 +125,25 @@ np.save(sys.argv[1], np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4))
 PY
 "$NABLA" exec "$ACME/programs/swish.yaml" --plugin "$LIB" --feed "x=$WORK/x.npy" --backward loss \
   --fetch y,x@GRAD --out "$WORK/swish"
-"$PY" - "$WORK" <<'PY'
+SWISH_DIRS=swish
+if "$NABLA" devices | grep -q '^opencl:0'; then
+  # The same on OpenCL: acme's kernels, fed from the host.
+  "$NABLA" exec "$ACME/programs/swish.yaml" --plugin "$LIB" --feed "x=$WORK/x.npy" --backward loss \
+    --fetch y,x@GRAD --out "$WORK/swish_cl" --device opencl 2>"$WORK/swish_cl.err" \
+    || { cat "$WORK/swish_cl.err"; fail "exec of acme_swish on OpenCL"; }
+  if grep -q "acme_swish.*no opencl kernel" "$WORK/swish_cl.err"; then cat "$WORK/swish_cl.err"; fail "acme_swish fell back to the CPU"; fi
+  SWISH_DIRS="swish swish_cl"
+fi
+"$PY" - "$WORK" $SWISH_DIRS <<'PY'
 import sys, numpy as np
 d = sys.argv[1]
 x = np.load(d + "/x.npy").astype(np.float64)
 s = 1 / (1 + np.exp(-1.5 * x))
-y, dx = np.load(d + "/swish/y.npy"), np.load(d + "/swish/x@GRAD.npy")
-assert np.allclose(y, x * s, rtol=1e-5, atol=1e-6), (y, x * s)
-assert np.allclose(dx, s + 1.5 * x * s * (1 - s), rtol=1e-5, atol=1e-6), dx
-print("plugin-sdk: exec matches NumPy (y and x@GRAD, 12 values each)")
+for out in sys.argv[2:]:
+    y, dx = np.load(f"{d}/{out}/y.npy"), np.load(f"{d}/{out}/x@GRAD.npy")
+    assert np.allclose(y, x * s, rtol=1e-5, atol=1e-6), (out, y, x * s)
+    assert np.allclose(dx, s + 1.5 * x * s * (1 - s), rtol=1e-5, atol=1e-6), (out, dx)
+    print(f"plugin-sdk: exec ({out}) matches NumPy (y and x@GRAD, 12 values each)")
 PY
 
 step "nabla run with the run config's plugins: list (3 classes, 300 samples)"

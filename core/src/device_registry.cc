@@ -5,7 +5,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 
+#include "device_plugins.h"
 #include "nabla/error.h"
 
 namespace nabla {
@@ -135,20 +137,36 @@ void RegisterDeviceBackend(const std::string& name, DeviceBackend backend) {
 }
 
 std::vector<std::string> DeviceBackendNames() {
+  // Device plugins not loaded yet count: their names come from their files.
+  std::set<std::string> names;
+  for (const std::string& n : internal::DevicePluginBackends()) names.insert(n);
   BackendTable& t = Backends();
   std::lock_guard<std::mutex> lock(t.mutex);
-  std::vector<std::string> names;
-  for (const auto& [n, b] : t.backends) names.push_back(n);
-  return names;
+  for (const auto& [n, b] : t.backends) names.insert(n);
+  return {names.begin(), names.end()};
 }
 
 namespace {
+bool FindRegistered(const std::string& name, DeviceBackend* out) {
+  BackendTable& t = Backends();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto it = t.backends.find(name);
+  if (it == t.backends.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+// A registered backend, or the device plugin that provides it, loaded now:
+// the only place a device plugin is loaded, so a run that never names its
+// device never maps it (nor the driver it links).
 DeviceBackend FindBackend(const std::string& name, const std::string& spec) {
-  {
-    BackendTable& t = Backends();
-    std::lock_guard<std::mutex> lock(t.mutex);
-    auto it = t.backends.find(name);
-    if (it != t.backends.end()) return it->second;
+  DeviceBackend backend;
+  if (FindRegistered(name, &backend)) return backend;
+  const std::string path = internal::LoadDevicePlugin(name);
+  if (!path.empty()) {
+    if (FindRegistered(name, &backend)) return backend;
+    NABLA_THROW(kInvalidArgument, "device plugin '", path, "' declares device '", name,
+                "' (NABLA_DEVICE_PLUGIN) but registered no such backend when it loaded");
   }
   NABLA_THROW(kInvalidArgument, "unknown device '", spec, "'; registered devices: ", Names(),
               " (written NAME or NAME:N)");

@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -27,6 +29,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "c_api_internal.h"
+#include "device_plugins.h"
 #include "nabla/plugin_version.h"
 #include "registry_internal.h"
 
@@ -38,6 +41,7 @@ namespace fs = std::filesystem;
 constexpr char kTagPrefix[] = "nabla_abi_";
 constexpr char kEntryPoint[] = "nabla_plugin_register_v1";
 constexpr char kPathVariable[] = "NABLA_PLUGIN_PATH";
+constexpr char kDeviceMarkerPrefix[] = "nabla_device_backend_";  // NABLA_DEVICE_PLUGIN
 
 using EntryPoint = int(Registrar*);
 
@@ -54,7 +58,20 @@ struct ManagerState {
   std::vector<LoadedPlugin> loaded;
   std::vector<std::string> skipped;  // warnings of LoadDefaults
   std::vector<std::string> tried;    // files LoadDefaults skipped: warned once
+  // Device plugins: backend name -> file, noted without loading; the files
+  // loaded so far and their libraries (kept, as op plugins' are).
+  std::map<std::string, std::string> device_plugins;
+  std::map<std::string, std::shared_ptr<void>> loaded_devices;
+  bool devices_scanned = false;
 };
+
+// Serialises the look through the folders and device plugin loads. Held
+// while a plugin's static initializers run, which register with the device
+// registry; recursive in case one asks the registry for its names.
+std::recursive_mutex& DeviceLoadMutex() {
+  static std::recursive_mutex* mutex = new std::recursive_mutex;
+  return *mutex;
+}
 
 // Deliberately leaked: plugins are never unloaded, not even at exit, because
 // registry snapshots destroyed during static destruction still hold
@@ -187,6 +204,76 @@ std::vector<std::string> PluginFilesIn(const fs::path& dir) {
   return files;
 }
 
+// The backends a device plugin declares (NABLA_DEVICE_PLUGIN); none for an
+// op plugin.
+std::vector<std::string> DeviceBackendsOf(const std::vector<std::string>& symbols) {
+  std::set<std::string> names;
+  for (const std::string& s : symbols) {
+    if (StartsWith(s, kDeviceMarkerPrefix) && s.size() > sizeof(kDeviceMarkerPrefix) - 1)
+      names.insert(s.substr(sizeof(kDeviceMarkerPrefix) - 1));
+  }
+  return {names.begin(), names.end()};
+}
+
+// Notes device plugin `path` (state.mutex held): its ABI tag must be this
+// core's, since it links the core's C++ classes. `replace`: a file named to
+// Load or found by LoadDefaults takes a name over; the on-demand look
+// through the folders only fills in names not yet known.
+void NoteDevicePlugin(ManagerState& state, const std::string& path, const std::vector<std::string>& symbols,
+                      const std::vector<std::string>& backends, bool replace);
+
+std::vector<std::string> SearchFolders() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv(kPathVariable)) {
+    const std::string value = env;
+    size_t begin = 0;
+    while (begin <= value.size()) {
+      size_t end = value.find(':', begin);
+      if (end == std::string::npos) end = value.size();
+      if (end > begin) dirs.push_back(value.substr(begin, end - begin));
+      begin = end + 1;
+    }
+  }
+  return dirs;
+}
+
+// Looks once (DeviceLoadMutex held) through NABLA_PLUGIN_PATH's folders,
+// then the standard device folder, for device plugins, reading symbol
+// tables only. A file there that cannot be read is left to LoadDefaults
+// (NABLA_PLUGIN_PATH) or warned about once (the device folder).
+void ScanDevicePlugins() {
+  ManagerState& state = State();
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.devices_scanned) return;
+    state.devices_scanned = true;
+  }
+  std::vector<std::pair<std::string, bool>> dirs;  // folder, is the standard one
+  for (const std::string& d : SearchFolders()) dirs.emplace_back(d, false);
+  dirs.emplace_back(internal::DefaultDevicePluginDir(), true);
+  for (const auto& [dir, standard] : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<std::string> files;
+    try {
+      files = PluginFilesIn(dir);
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (const std::string& file : files) {
+      try {
+        const std::vector<std::string> symbols = ReadSymbols(file);
+        const std::vector<std::string> backends = DeviceBackendsOf(symbols);
+        if (backends.empty()) continue;
+        std::lock_guard<std::mutex> lock(state.mutex);
+        NoteDevicePlugin(state, file, symbols, backends, false);
+      } catch (const std::exception& e) {
+        if (standard) std::cerr << "nabla: warning: skipped " << e.what() << " (found in the device plugin folder)\n";
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string ExpectedAbiTag() {
@@ -194,6 +281,23 @@ std::string ExpectedAbiTag() {
   // ABI version: a plugin's NABLA_PLUGIN_ABI_VERSION override must not leak in.
   return StrCat(kTagPrefix, "v", NABLA_ABI_VERSION, "_gcc", __GNUC__, "_cxx11abi", _GLIBCXX_USE_CXX11_ABI);
 }
+
+namespace {
+void NoteDevicePlugin(ManagerState& state, const std::string& path, const std::vector<std::string>& symbols,
+                      const std::vector<std::string>& backends, bool replace) {
+  const std::string tag = ReadAbiTag(path, symbols);
+  NABLA_ENFORCE(tag == ExpectedAbiTag(), kPreconditionNotMet, Prefix(path), "device plugin for '", backends.front(),
+                "': ABI tag mismatch: expected ", ExpectedAbiTag(), " but received ", tag,
+                "; rebuild it against this nabla");
+  for (const std::string& b : backends) {
+    if (replace) {
+      state.device_plugins[b] = path;
+    } else {
+      state.device_plugins.emplace(b, path);
+    }
+  }
+}
+}  // namespace
 
 PluginManager& PluginManager::Instance() {
   static PluginManager manager;
@@ -218,6 +322,13 @@ void PluginManager::Load(const std::string& requested_path) {
   }
 
   const std::vector<std::string> symbols = ReadSymbols(path);
+  // A device plugin is noted, not loaded: the device registry loads it when
+  // its device is first asked for, so a CPU run never maps it.
+  const std::vector<std::string> device_backends = DeviceBackendsOf(symbols);
+  if (!device_backends.empty()) {
+    NoteDevicePlugin(state, path, symbols, device_backends, true);
+    return;
+  }
   const bool c_abi = std::find(symbols.begin(), symbols.end(), NABLA_C_MANIFEST_SYMBOL) != symbols.end();
   std::string tag;
   if (!c_abi) {
@@ -369,6 +480,50 @@ std::vector<std::string> PluginManager::Skipped() const {
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.skipped;
 }
+
+namespace internal {
+
+std::string DefaultDevicePluginDir() {
+  const fs::path lib = boost::dll::this_line_location();
+  return (lib.parent_path() / "nabla" / "devices").lexically_normal().string();
+}
+
+std::vector<std::string> DevicePluginBackends() {
+  std::lock_guard<std::recursive_mutex> device_lock(DeviceLoadMutex());
+  ScanDevicePlugins();
+  ManagerState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, path] : state.device_plugins) names.push_back(name);
+  return names;
+}
+
+std::string LoadDevicePlugin(const std::string& name) {
+  std::lock_guard<std::recursive_mutex> device_lock(DeviceLoadMutex());
+  ScanDevicePlugins();
+  ManagerState& state = State();
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto it = state.device_plugins.find(name);
+    if (it == state.device_plugins.end()) return "";
+    path = it->second;
+    if (state.loaded_devices.count(path)) return path;
+  }
+  // Its static initializers register the backend (RegisterDeviceBackend).
+  auto library = std::make_shared<boost::dll::shared_library>();
+  try {
+    library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    NABLA_THROW(kInvalidArgument, "cannot load device plugin '", path, "' for device '", name,
+                "': the dynamic loader refused it: ", DescribeLoadFailure(path, e.what()));
+  }
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.loaded_devices[path] = library;
+  return path;
+}
+
+}  // namespace internal
 
 std::string PluginManager::DefaultPluginDir() {
   // Plugins are in <prefix>/lib/nabla/plugins beside this library

@@ -1,4 +1,5 @@
-// `nabla` with OpenCL: `nabla devices`, `nabla exec --device opencl` giving
+// `nabla` with OpenCL: `nabla devices`, the backend loaded only by a run
+// that asks for it, `nabla exec --device opencl` giving
 // the CPU's fetches (forward and gradients), and a machine without any
 // OpenCL platform (OCL_ICD_VENDORS pointing nowhere): asking for opencl is a
 // one-line error with exit code 2, while cpu keeps working.
@@ -90,6 +91,23 @@ TEST_F(OpenClCli, DevicesListsTheOpenClDevice) {
   EXPECT_NE(r.out.find("opencl:0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("compute units"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GiB global memory"), std::string::npos) << r.out;
+}
+
+// The backend is a device plugin the core loads on demand: the dynamic
+// loader's own log (LD_DEBUG=files) of a CPU run names neither it, CLBlast
+// nor PoCL, and that of an OpenCL run shows the plugin and CLBlast. (The ICD
+// loader libOpenCL.so.1 is left out: Debian's oneDNN links it.)
+TEST_F(OpenClCli, OnlyAnOpenClRunLoadsTheOpenClLibraries) {
+  const std::string args = "exec " + Path("prog.yaml") + " --feed x=" + Path("x.npy") + " --fetch loss";
+  Result cpu = Run(args + " --device cpu", "LD_DEBUG=files");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_NE(cpu.err.find("libnabla_core.so"), std::string::npos) << "LD_DEBUG logged nothing: " << cpu.err;
+  for (const char* lib : {"libnabla_opencl", "libclblast", "libpocl"})
+    EXPECT_EQ(cpu.err.find(lib), std::string::npos) << "a CPU run loaded " << lib;
+  Result cl = Run(args + " --device opencl", "LD_DEBUG=files");
+  ASSERT_EQ(cl.code, 0) << cl.err;
+  for (const char* lib : {"libnabla_opencl", "libclblast"})
+    EXPECT_NE(cl.err.find(lib), std::string::npos) << "an OpenCL run did not load " << lib;
 }
 
 TEST_F(OpenClCli, ExecOnOpenClFetchesWhatTheCpuFetches) {

@@ -155,3 +155,31 @@ def test_ndarray_inputs_of_a_call_go_to_its_tensors_device(rng):
     # ...and with OpenCL the default, onto a CPU tensor's device.
     nabla.set_default_device("opencl")
     assert nabla.ops.softmax_with_cross_entropy(cpu, labels).Loss.device == "cpu"
+
+
+def test_a_cpu_session_never_loads_opencl():
+    """The OpenCL backend is a device plugin loaded when a device asks for it:
+    a fresh interpreter that imports nabla and computes on the CPU maps
+    neither it, CLBlast nor PoCL (the ICD loader comes with Debian's oneDNN);
+    asking for `opencl` loads the plugin (where it exists)."""
+    import subprocess
+    import sys
+
+    code = r"""
+import numpy as np, nabla
+def mapped():
+    text = open("/proc/self/maps").read()
+    return [lib for lib in ("libnabla_opencl", "libclblast", "libpocl") if lib in text]
+t = nabla.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+nabla.ops.mean(t * 2.0).backward()
+print("cpu", mapped())
+try:
+    nabla.tensor(np.zeros(1, np.float32), device="opencl")
+    print("opencl", mapped())
+except nabla.Error as e:
+    print("opencl unavailable", e)
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert "cpu []" in out, out
+    if opencl_available():
+        assert "libnabla_opencl" in out.split("opencl", 1)[1], out

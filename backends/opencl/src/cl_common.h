@@ -4,7 +4,9 @@
 // compile definitions, before any CL header.
 #include <CL/cl.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "nabla/error.h"
 #include "nabla/opencl/opencl.h"
@@ -29,5 +31,45 @@ struct DeviceIds {
   cl_device_id device;
 };
 std::vector<DeviceIds> AllDeviceIds();
+
+// The backend's OpenClDevice (nabla/opencl/opencl.h): a context, one
+// in-order queue, the buffer pool and the program cache.
+class ClDevice final : public OpenClDevice {
+ public:
+  // Opens device `info` (a context and an in-order queue). Prefer GetDevice.
+  explicit ClDevice(const DeviceInfo& info);
+  ~ClDevice() override;
+  ClDevice(const ClDevice&) = delete;
+  ClDevice& operator=(const ClDevice&) = delete;
+
+  int Id() const override;
+  std::string Name() const override;
+  const DeviceInfo& Info() const override;
+  void* Allocate(size_t bytes) override;
+  void Free(void* ptr, size_t bytes) override;
+  void CopyFromHost(void* dst, const void* src, size_t bytes) override;
+  void CopyToHost(void* dst, const void* src, size_t bytes) override;
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  void CopyRegion(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t bytes) override;
+  void Fill(void* dst, size_t offset, size_t bytes, const void* pattern, size_t pattern_bytes) override;
+  void Synchronize() override;
+  void Launch(const std::string& source, const std::string& options, const std::string& kernel,
+              const std::vector<KernelArg>& args, size_t global, size_t local = 0) override;
+  bool IsProgramCached(const std::string& source, const std::string& options) const override;
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t a_offset,
+            int64_t lda, const void* b, int64_t b_offset, int64_t ldb, float beta, void* c, int64_t c_offset,
+            int64_t ldc) override;
+  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t a_offset,
+            int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta, void* c, int64_t c_offset,
+            int64_t ldc) override;
+  size_t LiveBytes() const override;
+  size_t PooledBytes() const override;
+  void ReleasePool() override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace nabla::opencl

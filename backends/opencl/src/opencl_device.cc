@@ -13,12 +13,6 @@
 
 namespace nabla::opencl {
 
-KernelArg::KernelArg(Kind kind, const void* data, size_t size) : kind_(kind), size_(size), data_{} {
-  NABLA_ENFORCE(size <= sizeof data_, kInvalidArgument, "an OpenCL kernel argument may be at most ", sizeof data_,
-                " bytes, but received ", size);
-  if (size) std::memcpy(data_, data, size);
-}
-
 namespace {
 
 constexpr size_t kDefaultLocal = 64;
@@ -40,7 +34,7 @@ std::string MiB(uint64_t bytes) { return StrCat(bytes / (1024 * 1024), " MiB"); 
 
 }  // namespace
 
-struct OpenClDevice::Impl {
+struct ClDevice::Impl {
   DeviceInfo info;
   cl_platform_id platform = nullptr;
   cl_device_id device = nullptr;
@@ -100,7 +94,7 @@ struct OpenClDevice::Impl {
   }
 };
 
-OpenClDevice::OpenClDevice(const DeviceInfo& info) : impl_(std::make_unique<Impl>()) {
+ClDevice::ClDevice(const DeviceInfo& info) : impl_(std::make_unique<Impl>()) {
   impl_->info = info;
   std::vector<DeviceIds> ids = AllDeviceIds();
   NABLA_ENFORCE(info.index >= 0 && static_cast<size_t>(info.index) < ids.size(), kNotFound,
@@ -117,7 +111,7 @@ OpenClDevice::OpenClDevice(const DeviceInfo& info) : impl_(std::make_unique<Impl
   impl_->local = std::min(kDefaultLocal, std::max<size_t>(1, info.max_work_group_size));
 }
 
-OpenClDevice::~OpenClDevice() {
+ClDevice::~ClDevice() {
   if (!impl_->queue) return;
   clFinish(impl_->queue);
   impl_->DrainPool();
@@ -127,11 +121,11 @@ OpenClDevice::~OpenClDevice() {
   clReleaseContext(impl_->context);
 }
 
-int OpenClDevice::Id() const { return impl_->info.index; }
-std::string OpenClDevice::Name() const { return StrCat("opencl:", impl_->info.index, " (", impl_->info.name, ")"); }
-const DeviceInfo& OpenClDevice::Info() const { return impl_->info; }
+int ClDevice::Id() const { return impl_->info.index; }
+std::string ClDevice::Name() const { return StrCat("opencl:", impl_->info.index, " (", impl_->info.name, ")"); }
+const DeviceInfo& ClDevice::Info() const { return impl_->info; }
 
-void* OpenClDevice::Allocate(size_t bytes) {
+void* ClDevice::Allocate(size_t bytes) {
   const size_t size = SizeClass(bytes);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->pool.find(size);
@@ -167,7 +161,7 @@ void* OpenClDevice::Allocate(size_t bytes) {
   return mem;
 }
 
-void OpenClDevice::Free(void* ptr, size_t bytes) {
+void ClDevice::Free(void* ptr, size_t bytes) {
   if (!ptr) return;
   const size_t size = SizeClass(bytes);
   std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -178,56 +172,56 @@ void OpenClDevice::Free(void* ptr, size_t bytes) {
   impl_->pooled_bytes += size;
 }
 
-size_t OpenClDevice::LiveBytes() const {
+size_t ClDevice::LiveBytes() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->live_bytes;
 }
 
-size_t OpenClDevice::PooledBytes() const {
+size_t ClDevice::PooledBytes() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->pooled_bytes;
 }
 
-void OpenClDevice::ReleasePool() {
+void ClDevice::ReleasePool() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->DrainPool();
 }
 
-void OpenClDevice::CopyFromHost(void* dst, const void* src, size_t bytes) {
+void ClDevice::CopyFromHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   CheckCl(clEnqueueWriteBuffer(impl_->queue, AsMem(dst), CL_TRUE, 0, bytes, src, 0, nullptr, nullptr),
           "clEnqueueWriteBuffer", StrCat(" (", bytes, " bytes)", impl_->Where()));
 }
 
-void OpenClDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
+void ClDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   CheckCl(clEnqueueReadBuffer(impl_->queue, AsMem(src), CL_TRUE, 0, bytes, dst, 0, nullptr, nullptr),
           "clEnqueueReadBuffer", StrCat(" (", bytes, " bytes)", impl_->Where()));
 }
 
-void OpenClDevice::CopyOnDevice(void* dst, const void* src, size_t bytes) { CopyRegion(dst, 0, src, 0, bytes); }
+void ClDevice::CopyOnDevice(void* dst, const void* src, size_t bytes) { CopyRegion(dst, 0, src, 0, bytes); }
 
-void OpenClDevice::CopyRegion(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t bytes) {
+void ClDevice::CopyRegion(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t bytes) {
   if (bytes == 0 || (dst == src && dst_offset == src_offset)) return;
   CheckCl(clEnqueueCopyBuffer(impl_->queue, AsMem(src), AsMem(dst), src_offset, dst_offset, bytes, 0, nullptr, nullptr),
           "clEnqueueCopyBuffer", StrCat(" (", bytes, " bytes)", impl_->Where()));
 }
 
-void OpenClDevice::Fill(void* dst, size_t offset, size_t bytes, const void* pattern, size_t pattern_bytes) {
+void ClDevice::Fill(void* dst, size_t offset, size_t bytes, const void* pattern, size_t pattern_bytes) {
   if (bytes == 0) return;
   CheckCl(clEnqueueFillBuffer(impl_->queue, AsMem(dst), pattern, pattern_bytes, offset, bytes, 0, nullptr, nullptr),
           "clEnqueueFillBuffer", StrCat(" (", bytes, " bytes)", impl_->Where()));
 }
 
-void OpenClDevice::Synchronize() { CheckCl(clFinish(impl_->queue), "clFinish", impl_->Where()); }
+void ClDevice::Synchronize() { CheckCl(clFinish(impl_->queue), "clFinish", impl_->Where()); }
 
-bool OpenClDevice::IsProgramCached(const std::string& source, const std::string& options) const {
+bool ClDevice::IsProgramCached(const std::string& source, const std::string& options) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->programs.count(options + '\n' + source) > 0;
 }
 
-void OpenClDevice::Launch(const std::string& source, const std::string& options, const std::string& kernel_name,
-                          const std::vector<KernelArg>& args, size_t global, size_t local) {
+void ClDevice::Launch(const std::string& source, const std::string& options, const std::string& kernel_name,
+                      const std::vector<KernelArg>& args, size_t global, size_t local) {
   if (global == 0) return;
   if (local == 0) local = impl_->local;
   const size_t rounded = (global + local - 1) / local * local;
@@ -246,9 +240,9 @@ void OpenClDevice::Launch(const std::string& source, const std::string& options,
 namespace {
 
 template <typename T>
-void ClBlastGemm(OpenClDevice& dev, OpenClDevice::Impl& impl, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                 int64_t k, T alpha, const void* a, int64_t a_offset, int64_t lda, const void* b, int64_t b_offset,
-                 int64_t ldb, T beta, void* c, int64_t c_offset, int64_t ldc) {
+void ClBlastGemm(ClDevice& dev, ClDevice::Impl& impl, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 T alpha, const void* a, int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb,
+                 T beta, void* c, int64_t c_offset, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     // CLBlast rejects k == 0; the product is beta * C. Grad kernels zero-fill
@@ -274,16 +268,16 @@ void ClBlastGemm(OpenClDevice& dev, OpenClDevice::Impl& impl, bool trans_a, bool
 
 }  // namespace
 
-void OpenClDevice::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
-                        int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, float beta,
-                        void* c, int64_t c_offset, int64_t ldc) {
+void ClDevice::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+                    int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, float beta, void* c,
+                    int64_t c_offset, int64_t ldc) {
   ClBlastGemm<float>(*this, *impl_, trans_a, trans_b, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta, c,
                      c_offset, ldc);
 }
 
-void OpenClDevice::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-                        int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta,
-                        void* c, int64_t c_offset, int64_t ldc) {
+void ClDevice::Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+                    int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta, void* c,
+                    int64_t c_offset, int64_t ldc) {
   NABLA_ENFORCE(impl_->info.fp64, kUnimplemented, "float64 GEMM", impl_->Where(),
                 ": the device has no cl_khr_fp64; use float32 or --device cpu");
   ClBlastGemm<double>(*this, *impl_, trans_a, trans_b, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb, beta, c,

@@ -7,6 +7,7 @@
 
 #include "cl_common.h"
 #include "nabla/device_registry.h"
+#include "nabla/plugin.h"
 
 namespace nabla::opencl {
 
@@ -122,7 +123,7 @@ OpenClDevice& GetDevice(int index) {
   static std::mutex mutex;
   // Leaked on purpose: tensors in static storage may free into a device
   // during exit, and the driver may already be gone by then.
-  static auto& devices = *new std::vector<std::unique_ptr<OpenClDevice>>();
+  static auto& devices = *new std::vector<std::unique_ptr<ClDevice>>();
   std::lock_guard<std::mutex> lock(mutex);
   if (index >= 0 && static_cast<size_t>(index) < devices.size() && devices[index]) return *devices[index];
   std::vector<PlatformInfo> platforms = ListPlatforms();
@@ -136,7 +137,7 @@ OpenClDevice& GetDevice(int index) {
   NABLA_ENFORCE(found != nullptr, kNotFound, "no OpenCL device opencl:", index,
                 "; available: ", Available(platforms).empty() ? std::string("none") : Available(platforms));
   if (devices.size() <= static_cast<size_t>(index)) devices.resize(index + 1);
-  devices[index] = std::make_unique<OpenClDevice>(*found);
+  devices[index] = std::make_unique<ClDevice>(*found);
   return *devices[index];
 }
 
@@ -150,10 +151,9 @@ std::string GiB(uint64_t bytes) {
   return s;
 }
 
-// Registered when this library loads (a static initializer): an app or a
-// Python module that links nabla_opencl gets `--device opencl[:N]` without
-// naming the backend in its code; its CMake keeps the link (--no-as-needed)
-// even though nothing references a symbol here.
+// Registered when this library loads (a static initializer): the core loads
+// it as a device plugin when `opencl` is first asked for, and the tests that
+// link it get it at start.
 const bool registered = [] {
   DeviceBackend backend;
   backend.enumerate = [] {
@@ -180,3 +180,7 @@ const bool registered = [] {
 }  // namespace
 
 }  // namespace nabla::opencl
+
+// This library is the device plugin of backend `opencl` (read from the file
+// by the core before it loads it).
+NABLA_DEVICE_PLUGIN(opencl);

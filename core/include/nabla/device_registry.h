@@ -32,7 +32,16 @@ struct DeviceBackend {
 };
 
 // Later registrations of a name replace earlier ones.
+//
+// A backend in a library of its own is a device plugin (NABLA_DEVICE_PLUGIN
+// below) that registers from a static initializer. The core finds such
+// files in the standard device folder (lib/nabla/devices, beside the
+// standard plugins' lib/nabla/plugins), in NABLA_PLUGIN_PATH and among the
+// files given to PluginManager::Load, reading only their symbol tables, and
+// loads one the first time ResolveDevice or EnumerateDevices names its
+// backend: a run that never names it never maps it or its driver.
 NABLA_API void RegisterDeviceBackend(const std::string& name, DeviceBackend backend);
+// The registered backends and the device plugins' (not loaded by this).
 NABLA_API std::vector<std::string> DeviceBackendNames();
 // "NAME" or "NAME:N". An unknown NAME or a malformed spec throws
 // kInvalidArgument listing the registered names.
@@ -64,3 +73,11 @@ NABLA_API Device& NullDevice();
 inline bool IsDryRun(const Device& device) { return device.Type() == NullDeviceType(); }
 
 }  // namespace nabla
+
+// Says once, in a device plugin's library, that it registers device backend
+// `backend_name` (an identifier) when it loads; needs nabla/plugin.h (the
+// ABI tag, which must be the core's: the library links its C++ classes).
+// The loader reads both symbols from the file without running it.
+#define NABLA_DEVICE_PLUGIN(backend_name)                                                              \
+  extern "C" NABLA_API const char NABLA_PP_CAT(nabla_device_backend_, backend_name)[] = #backend_name; \
+  extern "C" NABLA_API const char NABLA_ABI_SYMBOL[] = "device " #backend_name

@@ -1,9 +1,12 @@
 #pragma once
 // Helpers for writing an op's OpenCL kernels beside the op, in the plugin
 // that defines it (plugins/<plugin>/<family>_opencl.cc + <family>.cl), so
-// that an op and all its kernels are one unit. The plugin's CMakeLists
-// embeds its .cl files with nabla_add_opencl_kernels()
-// (backends/opencl/CMakeLists.txt): `<family>.cl` becomes the generated
+// that an op and all its kernels are one unit; for plugins on nabla's C++
+// ABI (the standard ones). Plugins on the C ABI use nabla/opencl/sdk_kernel.h.
+// Everything here is inline or virtual: the plugin links nothing of the
+// OpenCL backend, which the core loads only when a device asks for it. The
+// plugin's CMakeLists embeds its .cl files with nabla_add_opencl_kernels()
+// (cmake/nabla_opencl.cmake): `<family>.cl` becomes the generated
 // header `<family>_cl.h` declaring
 // `const std::string& nabla::cl_source::<family>()`.
 //
@@ -41,12 +44,14 @@
 namespace nabla::opencl {
 
 // The OpenCL device a kernel runs on; a kernel registered for kOpenCL that
-// somehow runs elsewhere is a one-line error rather than a bad cast.
+// somehow runs elsewhere is a one-line error rather than a bad cast. By
+// type, not dynamic_cast: the plugin and the backend each have their own
+// copy of OpenClDevice's type info (nabla/opencl/opencl.h).
 inline OpenClDevice& DeviceOf(const ExecutionContext& ctx) {
-  auto* dev = dynamic_cast<OpenClDevice*>(&ctx.GetDevice());
-  NABLA_ENFORCE(dev != nullptr, kPreconditionNotMet, "op '", ctx.Op().Type(), "': an OpenCL kernel ran on device ",
-                ctx.GetDevice().Name(), ", which is not an OpenCL device");
-  return *dev;
+  Device& dev = ctx.GetDevice();
+  NABLA_ENFORCE(dev.Type() == DeviceType::kOpenCL, kPreconditionNotMet, "op '", ctx.Op().Type(),
+                "': an OpenCL kernel ran on device ", dev.Name(), ", which is not an OpenCL device");
+  return static_cast<OpenClDevice&>(dev);
 }
 
 // Build options for element type T. Float64 needs cl_khr_fp64; a device

@@ -3,6 +3,15 @@
 // context and one in-order queue, pooled buffers, explicit copies), a
 // program cache, kernel launches and GEMM through CLBlast.
 //
+// The backend is a device plugin (libnabla_opencl.so in lib/nabla/devices):
+// the core loads it when something asks for an `opencl` device, so a CPU run
+// maps neither it nor OpenCL. Op plugins' OpenCL kernels therefore must not
+// link it: they reach the device through OpenClDevice below, an interface
+// whose functions are all inline or virtual, so a kernel needs no symbol of
+// the backend. The free functions at the end (GetDevice, ListPlatforms, ...)
+// are the backend's own and only for programs that link nabla::opencl (its
+// tests and benchmarks).
+//
 // No OpenCL header is included here: kernel plugins launch their OpenCL C
 // through OpenClDevice::Launch and never touch cl_* types.
 //
@@ -23,6 +32,7 @@
 #include <vector>
 
 #include "nabla/device.h"
+#include "nabla/error.h"
 #include "nabla/export.h"
 
 namespace nabla::opencl {
@@ -50,8 +60,9 @@ struct PlatformInfo {
 NABLA_API std::vector<PlatformInfo> ListPlatforms();
 
 // One kernel argument: a device buffer (what Allocate returned), a scalar,
-// or the size of a __local array.
-class NABLA_API KernelArg {
+// or the size of a __local array. Inline: kernels build them without
+// linking the backend.
+class KernelArg {
  public:
   enum class Kind { kBuffer, kValue, kLocal };
   KernelArg(int32_t v) : KernelArg(Kind::kValue, &v, sizeof v) {}
@@ -72,42 +83,42 @@ class NABLA_API KernelArg {
   const void* Data() const { return data_; }
 
  private:
-  KernelArg(Kind kind, const void* data, size_t size);
+  KernelArg(Kind kind, const void* data, size_t size) : kind_(kind), size_(size), data_{} {
+    NABLA_ENFORCE(size <= sizeof data_, kInvalidArgument, "an OpenCL kernel argument may be at most ", sizeof data_,
+                  " bytes, but received ", size);
+    if (size) std::memcpy(data_, data, size);
+  }
   Kind kind_;
   size_t size_;
   alignas(16) unsigned char data_[64];
 };
 
-class NABLA_API OpenClDevice final : public Device {
+// An OpenCL device (opencl:N): what op kernels call. Every device whose
+// Type() is DeviceType::kOpenCL is one, so a kernel registered for kOpenCL
+// may static_cast its ExecutionContext's device to it (nabla/opencl/kernel.h's
+// DeviceOf). Abstract and without out-of-line members, so plugins call it
+// through its vtable; the backend implements it.
+class OpenClDevice : public Device {
  public:
-  // Opens device `info` (a context and an in-order queue). Prefer GetDevice.
-  explicit OpenClDevice(const DeviceInfo& info);
-  ~OpenClDevice() override;
-  OpenClDevice(const OpenClDevice&) = delete;
-  OpenClDevice& operator=(const OpenClDevice&) = delete;
+  ~OpenClDevice() override = default;
 
   DeviceType Type() const override { return DeviceType::kOpenCL; }
-  int Id() const override;
-  std::string Name() const override;  // "opencl:0 (pthread-skylake-avx512-...)"
-  const DeviceInfo& Info() const;
+  // Name(): "opencl:0 (pthread-skylake-avx512-...)"
+  virtual const DeviceInfo& Info() const = 0;
 
-  // Returns a cl_mem (as void*) of at least `bytes`, reused from the pool
-  // when one of a fitting size is free. Out of device memory throws an Error
-  // (kExternal) naming the size, the device and what is in use.
-  void* Allocate(size_t bytes) override;
-  // Back to the pool (not to the driver): freed buffers are reused.
-  void Free(void* ptr, size_t bytes) override;
-  // Blocking copies (the host side may be reused as soon as they return).
-  void CopyFromHost(void* dst, const void* src, size_t bytes) override;
-  void CopyToHost(void* dst, const void* src, size_t bytes) override;
-  // Enqueued on the in-order queue; later commands see the result.
-  void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  // Allocate returns a cl_mem (as void*) of at least `bytes`, reused from
+  // the pool when one of a fitting size is free. Out of device memory throws
+  // an Error (kExternal) naming the size, the device and what is in use.
+  // Free returns it to the pool (not to the driver). CopyFromHost and
+  // CopyToHost block (the host side may be reused as soon as they return);
+  // CopyOnDevice is enqueued on the in-order queue, so later commands see
+  // the result.
+
   // Copies with byte offsets into the buffers.
-  void CopyRegion(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t bytes);
+  virtual void CopyRegion(void* dst, size_t dst_offset, const void* src, size_t src_offset, size_t bytes) = 0;
   // Sets `bytes` of `dst` from `offset` to repetitions of `pattern`
   // (`pattern_bytes` of 1, 2, 4, 8, ... 128).
-  void Fill(void* dst, size_t offset, size_t bytes, const void* pattern, size_t pattern_bytes);
-  void Synchronize() override;
+  virtual void Fill(void* dst, size_t offset, size_t bytes, const void* pattern, size_t pattern_bytes) = 0;
 
   // Runs kernel `kernel` of the program built from `source` with build
   // `options` (compiled once per process and device, then cached) over
@@ -115,33 +126,30 @@ class NABLA_API OpenClDevice final : public Device {
   // to a multiple of 64 and groups are 64 wide, so PoCL compiles one work
   // group size per kernel). A failed build throws an Error carrying the
   // build log.
-  void Launch(const std::string& source, const std::string& options, const std::string& kernel,
-              const std::vector<KernelArg>& args, size_t global, size_t local = 0);
+  virtual void Launch(const std::string& source, const std::string& options, const std::string& kernel,
+                      const std::vector<KernelArg>& args, size_t global, size_t local = 0) = 0;
   // Whether the program built from (source, options) is already compiled.
-  bool IsProgramCached(const std::string& source, const std::string& options) const;
+  virtual bool IsProgramCached(const std::string& source, const std::string& options) const = 0;
 
   // Row-major C = alpha * op(A) op(B) + beta * C through CLBlast; a, b, c are
   // buffers from Allocate and the offsets count elements. m, n or k of 0 are
   // handled (k == 0 gives beta * C).
-  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t a_offset,
-            int64_t lda, const void* b, int64_t b_offset, int64_t ldb, float beta, void* c, int64_t c_offset,
-            int64_t ldc);
-  void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t a_offset,
-            int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta, void* c, int64_t c_offset,
-            int64_t ldc);
+  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+                    int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, float beta, void* c,
+                    int64_t c_offset, int64_t ldc) = 0;
+  virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+                    int64_t a_offset, int64_t lda, const void* b, int64_t b_offset, int64_t ldb, double beta, void* c,
+                    int64_t c_offset, int64_t ldc) = 0;
 
   // The pool: bytes in buffers handed out, bytes held free for reuse.
-  size_t LiveBytes() const;
-  size_t PooledBytes() const;
+  virtual size_t LiveBytes() const = 0;
+  virtual size_t PooledBytes() const = 0;
   // Returns the free buffers to the driver.
-  void ReleasePool();
-
-  struct Impl;
-
- private:
-  std::unique_ptr<Impl> impl_;
+  virtual void ReleasePool() = 0;
 };
 
+// The backend's own functions (link nabla::opencl; plugins must not).
+//
 // The process-wide device opencl:`index`, opened on first use. Throws a
 // one-line Error (kNotFound) when there is no OpenCL platform or no such
 // device, listing what exists.
@@ -149,7 +157,8 @@ NABLA_API OpenClDevice& GetDevice(int index = 0);
 
 // nabla::ResolveDevice (the device registry), kept for callers of this
 // header: "opencl" and "opencl:N" are GetDevice(0) and GetDevice(N), which
-// this library registers as the `opencl` device backend when it loads.
+// this library registers as the `opencl` device backend when it loads
+// (NABLA_DEVICE_PLUGIN, nabla/plugin.h).
 NABLA_API Device& ResolveDevice(const std::string& spec);
 
 // "CL_OUT_OF_RESOURCES" for -5 and so on; "CL_UNKNOWN_ERROR(-1234)" for codes
