@@ -154,6 +154,12 @@ std::shared_ptr<const OpRegistry>& LiveRegistry() {
 
 std::shared_ptr<const OpRegistry> CurrentRegistry() { return std::atomic_load(&LiveRegistry()); }
 
+namespace {
+std::atomic<uint64_t> g_registry_generation{0};
+}  // namespace
+
+uint64_t RegistryGeneration() { return g_registry_generation.load(std::memory_order_acquire); }
+
 class RegistryTransaction {
  public:
   static void Commit(Registrar::Impl& batch) {
@@ -216,6 +222,7 @@ class RegistryTransaction {
     }
     next->plugins_.push_back(std::move(record));
     std::atomic_store(&LiveRegistry(), std::shared_ptr<const OpRegistry>(std::move(next)));
+    g_registry_generation.fetch_add(1, std::memory_order_release);
   }
 };
 

@@ -138,7 +138,7 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
       same->more_args.push_back(static_cast<int>(a));
       continue;
     }
-    InputEdge e;
+    InputEdge& e = node->inputs.emplace_back();
     e.id = impl->id;
     e.first_arg = static_cast<int>(a);
     if (!impl->grad_fn) e.shape = impl->data.GetShape();
@@ -153,17 +153,15 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
     } else {
       e.leaf = impl;
     }
-    node->inputs.push_back(std::move(e));
   }
   node->outputs.reserve(outputs.size());
   for (const auto& o : outputs) {
-    OutputInfo info;
+    OutputInfo& info = node->outputs.emplace_back();
     info.id = o->id;
     info.shape = o->data.GetShape();
     info.dtype = o->data.GetDType();
     info.device = o->data.GetDevice();
     info.tensor = o;
-    node->outputs.push_back(std::move(info));
   }
   // Save exactly what the grad ops read of the forward call, as Paddle's
   // dygraph does: the buffers, not the tensors, with their versions.
@@ -269,12 +267,15 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
                   "Backward to run another");
     const GradTemplate& t = *node.tmpl;
     // Its output gradients are complete: every consumer has run.
-    env.assign(t.n_env, nabla::Tensor());
+    // Emptied, then sized: what the last node left is dropped without
+    // copying an empty tensor into every entry.
+    env.clear();
+    env.resize(t.n_env);
     bool any = false;
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       OutputInfo& o = node.outputs[j];
       if (o.n_parts == 0) {
-        if (t.output_grad_read[j]) env[t.OutputGradIndex(j)] = Filled(o.shape, o.dtype, *o.device, 0.0);
+        if (t.output_grad_read[j]) env[t.OutputGradIndex(j)] = Filled(o.shape.Get(), o.dtype, *o.device, 0.0);
         continue;
       }
       nabla::Tensor g;
@@ -349,7 +350,7 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
       // A leaf the loss reads but gets no gradient from: zeros (the static builder's
       // fill_zeros_like), not "none", so Grad() is defined for it.
       e->leaf->grad =
-          TensorImpl::Make(Filled(e->shape, e->dtype, *e->device, 0.0), e->leaf->Name() + kGradSuffix, false);
+          TensorImpl::Make(Filled(e->shape.Get(), e->dtype, *e->device, 0.0), e->leaf->Name() + kGradSuffix, false);
     }
   }
   // Freed only once Backward succeeded: a failed one leaves the graph as it was.
