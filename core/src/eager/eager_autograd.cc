@@ -168,7 +168,13 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
   node->saved.reserve(t.saved.size());
   for (int a : t.saved) {
     const auto& impl = a < static_cast<int>(t.n_inputs) ? TensorImpl::Of(*in_tensors[a]) : outputs[a - t.n_inputs];
-    node->saved.push_back(SavedVar{a, impl->data, impl->SharedVersion(), impl->version->load(), impl, impl->name});
+    SavedVar& v = node->saved.emplace_back();
+    v.arg = a;
+    v.data = impl->data;
+    v.version = impl->SharedVersion();
+    v.saved_version = v.version->load();
+    v.tensor = impl;
+    v.name = impl->name;
   }
   for (const auto& o : outputs)
     if (o->requires_grad) o->grad_fn = node;
@@ -357,7 +363,6 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   if (!retain_graph)
     for (Node* n : traversed) {
       n->saved.clear();
-      n->saved.shrink_to_fit();
       n->released = true;
     }
 }

@@ -154,6 +154,12 @@ class OneInlineVector {
     if (n_ == 2) heap_.push_back(std::move(one_));
     return heap_.emplace_back();
   }
+  // Drops every element and the heap list's memory.
+  void clear() {
+    one_ = T{};
+    std::vector<T>().swap(heap_);
+    n_ = 0;
+  }
   void push_back(T value) {
     if (n_ == 0) {
       one_ = std::move(value);
@@ -247,8 +253,8 @@ struct Node {
   std::shared_ptr<const GradTemplate> tmpl;
   OneInlineVector<InputEdge> inputs;
   OneInlineVector<OutputInfo> outputs;  // one per output arg
-  std::vector<SavedVar> saved;
-  bool released = false;  // saved tensors freed by a Backward without retain_graph
+  OneInlineVector<SavedVar> saved;      // most grad ops read one forward tensor
+  bool released = false;                // saved tensors freed by a Backward without retain_graph
   // Backward's scratch, instead of a hash map of nodes per Backward: the walk
   // that counted this node last, and how many of that walk's consumers it
   // still waits for. Two Backwards through one graph at once were never
