@@ -24,7 +24,7 @@ constexpr bool kPooling = true;
 constexpr size_t kAlign = 64;
 constexpr size_t kClasses = kMaxPooledBytes / kAlign;
 constexpr size_t kMaxBlocksPerClass = 4096;
-constexpr size_t kMaxBytes = size_t{16} << 20;  // kept per thread, all classes together
+constexpr size_t kMaxBytes = size_t{8} << 20;  // kept per thread, all classes together
 
 void* Fresh(size_t bytes) { return ::operator new(bytes, std::align_val_t(kAlign)); }
 void Release(void* p) noexcept { ::operator delete(p, std::align_val_t(kAlign)); }
