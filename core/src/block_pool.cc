@@ -23,7 +23,6 @@ constexpr bool kPooling = true;
 
 constexpr size_t kAlign = 64;
 constexpr size_t kClasses = kMaxPooledBytes / kAlign;
-constexpr size_t kMaxBlocksPerClass = 4096;
 constexpr size_t kMaxBytes = size_t{8} << 20;  // kept per thread, all classes together
 
 void* Fresh(size_t bytes) { return ::operator new(bytes, std::align_val_t(kAlign)); }
@@ -40,7 +39,6 @@ struct FreeBlock {
 
 struct Pool {
   FreeBlock* head[kClasses] = {};
-  size_t count[kClasses] = {};
   size_t bytes = 0;
   ~Pool() {
     for (FreeBlock* b : head)
@@ -82,7 +80,6 @@ void* PoolAllocate(size_t bytes) {
   if (Pool* pool = t_pool) {
     if (FreeBlock* b = pool->head[c]) {
       pool->head[c] = b->next;
-      --pool->count[c];
       pool->bytes -= ClassBytes(c);
       return b;
     }
@@ -106,11 +103,10 @@ void PoolFree(void* p, size_t bytes) noexcept {
     } catch (...) {  // no memory for the pool: free the block instead
     }
   }
-  if (pool != nullptr && pool->count[c] < kMaxBlocksPerClass && pool->bytes + ClassBytes(c) <= kMaxBytes) {
+  if (pool != nullptr && pool->bytes + ClassBytes(c) <= kMaxBytes) {
     FreeBlock* b = static_cast<FreeBlock*>(p);
     b->next = pool->head[c];
     pool->head[c] = b;
-    ++pool->count[c];
     pool->bytes += ClassBytes(c);
     return;
   }

@@ -8,7 +8,7 @@
 //
 // Blocks are grouped by size, rounded up to 64 bytes, up to kMaxPooledBytes;
 // every block is 64-byte aligned. A block may be freed on another thread (it
-// joins that thread's list). Bounded: past a few MiB per thread, blocks go
+// joins that thread's list). Bounded: past 8 MiB per thread, blocks go
 // back to the C allocator. Sanitizer builds allocate every block afresh
 // (plain new and delete), so a use after free or a leak is still caught.
 #include <cstddef>
