@@ -154,6 +154,12 @@ std::shared_ptr<const OpRegistry>& LiveRegistry() {
 
 std::shared_ptr<const OpRegistry> CurrentRegistry() { return std::atomic_load(&LiveRegistry()); }
 
+namespace {
+std::atomic<uint64_t> g_registry_generation{0};
+}  // namespace
+
+uint64_t RegistryGeneration() { return g_registry_generation.load(std::memory_order_acquire); }
+
 class RegistryTransaction {
  public:
   static void Commit(Registrar::Impl& batch) {
@@ -239,6 +245,7 @@ class RegistryTransaction {
       SetHostFallback(RegisterDeviceType(b.name), b.host_fallback);
       RegisterDeviceBackend(b.name, std::move(b.backend));
     }
+    g_registry_generation.fetch_add(1, std::memory_order_release);
   }
 };
 

@@ -43,4 +43,10 @@ bool IsIdentifier(const std::string& name);
 // every problem, and the live registry is untouched.
 void CommitRegistrar(Registrar& registrar);
 
+// Counts the snapshots published so far: a registry read after the
+// generation was G is current while the generation is still G. Cheaper
+// than CurrentRegistry() (no shared_ptr copy under its lock), for checks on
+// every call.
+uint64_t RegistryGeneration();
+
 }  // namespace nabla

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "checked_internal.h"
+#include "nabla/block_pool.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
 
@@ -46,17 +47,20 @@ int64_t Tensor::Numel() const {
 }
 
 void* Tensor::Allocate(Device& device) {
-  NABLA_ENFORCE(NumElements(shape_) >= 0, kInvalidArgument, "cannot allocate a tensor of unknown shape ",
-                ShapeToString(shape_));
-  NABLA_ENFORCE(static_cast<uint64_t>(Numel()) <= SIZE_MAX / DTypeSize(dtype_), kOutOfRange, "a ", DTypeName(dtype_),
+  // The element count once: every op output comes through here.
+  const int64_t numel = NumElements(shape_);
+  NABLA_ENFORCE(numel >= 0, kInvalidArgument, "cannot allocate a tensor of unknown shape ", ShapeToString(shape_));
+  NABLA_ENFORCE(static_cast<uint64_t>(numel) <= SIZE_MAX / DTypeSize(dtype_), kOutOfRange, "a ", DTypeName(dtype_),
                 ShapeToString(shape_), " tensor needs more bytes than memory can address");
-  size_t need = Bytes();
+  const size_t need = static_cast<size_t>(numel) * DTypeSize(dtype_);
   if (buffer_ && buffer_->GetDevice() == &device && buffer_.use_count() == 1 && buffer_->Bytes() >= need &&
       (!checked::kAddressSanitizer || buffer_->Bytes() == need) && (!checked::On() || Guarded(*buffer_, need))) {
     offset_ = 0;
     return buffer_->Data();
   }
-  buffer_ = std::make_shared<Buffer>(&device, need);
+  // The Buffer and its count from the per-thread block lists: one per op
+  // output, freed as fast as made.
+  buffer_ = std::allocate_shared<Buffer>(PoolAllocator<Buffer>(), &device, need);
   offset_ = 0;
   return buffer_->Data();
 }

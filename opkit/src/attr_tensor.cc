@@ -29,6 +29,14 @@ std::vector<int64_t> Ints(const Tensor& t) {
   return v;
 }
 
+// "attribute scale": built in place (kernels ask on every call, and
+// operator+ on a literal measures and reallocates more than it needs to).
+template <size_t N>
+void SetSource(std::string& source, const char (&what)[N], const std::string& name) {
+  source.reserve(N - 1 + name.size());
+  source.append(what, N - 1).append(name);
+}
+
 bool IsInt(DType d) { return d == DType::kInt32 || d == DType::kInt64; }
 
 // The int32/int64 tensor of input slot[i]; `one` asks for exactly one
@@ -50,7 +58,7 @@ AttrValue<std::vector<int64_t>> IntListImpl(const Ctx& c, const std::string& ten
   const bool has_list = !list_slot.empty() && c.HasInput(list_slot);
   AttrValue<std::vector<int64_t>> r;
   if (has_tensor && (!has_list || order == ListOrder::kTensorFirst)) {
-    r.source = "input " + tensor_slot;
+    SetSource(r.source, "input ", tensor_slot);
     if (Runtime(c)) {
       r.value = ReadInts(c, tensor_slot, 0, false, false);
     } else {
@@ -58,7 +66,7 @@ AttrValue<std::vector<int64_t>> IntListImpl(const Ctx& c, const std::string& ten
       if (s.size() == 1 && s[0] >= 0) r.size = s[0];
     }
   } else if (has_list) {
-    r.source = "input " + list_slot;
+    SetSource(r.source, "input ", list_slot);
     const size_t n = c.InputSize(list_slot);
     if (Runtime(c)) {
       std::vector<int64_t> v;
@@ -67,8 +75,8 @@ AttrValue<std::vector<int64_t>> IntListImpl(const Ctx& c, const std::string& ten
     }
     r.size = static_cast<int64_t>(n);
   } else {
-    r.source = "attribute " + attr;
-    const auto& a = c.Op().template Attr<std::vector<int>>(attr);
+    SetSource(r.source, "attribute ", attr);
+    const auto& a = c.template Attr<std::vector<int>>(attr);
     r.value = std::vector<int64_t>(a.begin(), a.end());
   }
   if (r.value) r.size = static_cast<int64_t>(r.value->size());
@@ -79,11 +87,11 @@ template <typename Ctx>
 AttrValue<int64_t> IntImpl(const Ctx& c, const std::string& slot, const std::string& attr) {
   AttrValue<int64_t> r;
   if (c.HasInput(slot)) {
-    r.source = "input " + slot;
+    SetSource(r.source, "input ", slot);
     if (Runtime(c)) r.value = ReadInts(c, slot, 0, true, false)[0];
   } else {
-    r.source = "attribute " + attr;
-    r.value = c.Op().template Attr<int>(attr);
+    SetSource(r.source, "attribute ", attr);
+    r.value = c.template Attr<int>(attr);
   }
   return r;
 }
@@ -92,7 +100,7 @@ template <typename Ctx>
 AttrValue<double> FloatImpl(const Ctx& c, const std::string& slot, const std::string& attr) {
   AttrValue<double> r;
   if (c.HasInput(slot)) {
-    r.source = "input " + slot;
+    SetSource(r.source, "input ", slot);
     if (Runtime(c)) {
       Tensor t = c.InputHostTensor(slot, 0);
       const DType d = t.GetDType();
@@ -102,8 +110,8 @@ AttrValue<double> FloatImpl(const Ctx& c, const std::string& slot, const std::st
       r.value = d == DType::kFloat32 ? static_cast<double>(t.Data<float>()[0]) : t.Data<double>()[0];
     }
   } else {
-    r.source = "attribute " + attr;
-    r.value = c.Op().template Attr<float>(attr);
+    SetSource(r.source, "attribute ", attr);
+    r.value = c.template Attr<float>(attr);
   }
   return r;
 }

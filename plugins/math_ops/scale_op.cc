@@ -5,18 +5,23 @@
 namespace nabla::math_ops {
 namespace {
 
+// Names the kernel reads on every call, built once: a literal would build
+// a std::string per read, on the heap for "bias_after_scale".
+const std::string kScaleTensor = "ScaleTensor", kScale = "scale", kBias = "bias", kAfter = "bias_after_scale", kX = "X",
+                  kOut = "Out";
+
 template <typename T>
 struct ScaleKernel {
   void operator()(const ExecutionContext& ctx) const {
     // Integers scale in double and round toward zero, so scale 0.5 halves them
     // instead of zeroing them.
     using Acc = std::conditional_t<std::is_integral_v<T>, double, T>;
-    Acc scale = static_cast<Acc>(*FloatAttrOrTensor(ctx, "ScaleTensor", "scale"));
-    Acc bias = static_cast<Acc>(ctx.Attr<float>("bias"));
-    bool after = ctx.Attr<bool>("bias_after_scale");
-    const Tensor& x = ctx.Input("X");
+    Acc scale = static_cast<Acc>(*FloatAttrOrTensor(ctx, kScaleTensor, kScale));
+    Acc bias = static_cast<Acc>(ctx.Attr<float>(kBias));
+    bool after = ctx.Attr<bool>(kAfter);
+    const Tensor& x = ctx.Input(kX);
     const T* xd = x.Data<T>();
-    T* o = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
+    T* o = AllocOutput<T>(ctx, ctx.Output(kOut), x.GetShape());
     int64_t n = x.Numel();
     cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
       if (after) {

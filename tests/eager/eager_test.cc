@@ -429,6 +429,35 @@ TEST_F(Eager, BranchesWhoseGradientIsZeroAreSkippedAndReachedLeavesGetZeros) {
   EXPECT_NEAR(x2.Grad().ToVector<float>()[1], -1 / 0.3f, 1e-5);
 }
 
+TEST_F(Eager, ZeroGradientsOfUnusedOutputsKeepTheirShapeAtHighRank) {
+  // split's grad op (concat) reads the gradient of every part, so the part
+  // the loss never reads gets zeros of its recorded shape; rank 7 is past
+  // what a node keeps inline.
+  Tensor x = Vec({1, 2, 3, 4}, {1, 1, 1, 1, 1, 2, 2}, true, "x");
+  auto parts = Call("split", {{"X", {x}}}, {{"num", 2}, {"axis", 6}}).List("Out");
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].GetShape(), (Shape{1, 1, 1, 1, 1, 2, 1}));
+  Mean(parts[0]).Backward();
+  ASSERT_TRUE(x.Grad().Defined());
+  EXPECT_EQ(x.Grad().GetShape(), x.GetShape());
+  EXPECT_EQ(x.Grad().ToVector<float>(), (std::vector<float>{0.5f, 0, 0.5f, 0}));
+}
+
+TEST_F(Eager, SmallResultsReuseTheirBuffersAndStayIndependent) {
+  // Results of tiny ops come from per-thread block lists: buffers freed by
+  // one call are handed to the next, never while a tensor still holds them.
+  Tensor x = Vec({1, 2, 3}, {3}, false, "x");
+  std::vector<Tensor> kept;
+  for (int i = 0; i < 64; ++i) {
+    Tensor y = Call("scale", {{"X", {x}}}, {{"scale", static_cast<float>(i)}})["Out"];
+    if (i % 2 == 0) kept.push_back(y);  // the odd ones are freed at once
+  }
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const float s = static_cast<float>(2 * k);
+    EXPECT_EQ(kept[k].ToVector<float>(), (std::vector<float>{s, 2 * s, 3 * s})) << k;
+  }
+}
+
 TEST_F(Eager, OnlyLeavesAndRetainedResultsKeepGradients) {
   Tensor x = Vec({0.5f, 1}, {2}, true, "x");
   Tensor a = Tanh(x), b = Tanh(a);

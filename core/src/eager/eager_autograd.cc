@@ -138,7 +138,7 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
       same->more_args.push_back(static_cast<int>(a));
       continue;
     }
-    InputEdge e;
+    InputEdge& e = node->inputs.emplace_back();
     e.id = impl->id;
     e.first_arg = static_cast<int>(a);
     if (!impl->grad_fn) e.shape = impl->data.GetShape();
@@ -153,24 +153,28 @@ void Record(std::shared_ptr<const GradTemplate> tmpl, const std::vector<const Te
     } else {
       e.leaf = impl;
     }
-    node->inputs.push_back(std::move(e));
   }
   node->outputs.reserve(outputs.size());
   for (const auto& o : outputs) {
-    OutputInfo info;
+    OutputInfo& info = node->outputs.emplace_back();
     info.id = o->id;
     info.shape = o->data.GetShape();
     info.dtype = o->data.GetDType();
     info.device = o->data.GetDevice();
     info.tensor = o;
-    node->outputs.push_back(std::move(info));
   }
   // Save exactly what the grad ops read of the forward call, as Paddle's
   // dygraph does: the buffers, not the tensors, with their versions.
   node->saved.reserve(t.saved.size());
   for (int a : t.saved) {
     const auto& impl = a < static_cast<int>(t.n_inputs) ? TensorImpl::Of(*in_tensors[a]) : outputs[a - t.n_inputs];
-    node->saved.push_back(SavedVar{a, impl->data, impl->SharedVersion(), impl->version->load(), impl, impl->name});
+    SavedVar& v = node->saved.emplace_back();
+    v.arg = a;
+    v.data = impl->data;
+    v.version = impl->SharedVersion();
+    v.saved_version = v.version->load();
+    v.tensor = impl;
+    v.name = impl->name;
   }
   for (const auto& o : outputs)
     if (o->requires_grad) o->grad_fn = node;
@@ -269,12 +273,15 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
                   "Backward to run another");
     const GradTemplate& t = *node.tmpl;
     // Its output gradients are complete: every consumer has run.
-    env.assign(t.n_env, nabla::Tensor());
+    // Emptied, then sized: what the last node left is dropped without
+    // copying an empty tensor into every entry.
+    env.clear();
+    env.resize(t.n_env);
     bool any = false;
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       OutputInfo& o = node.outputs[j];
       if (o.n_parts == 0) {
-        if (t.output_grad_read[j]) env[t.OutputGradIndex(j)] = Filled(o.shape, o.dtype, *o.device, 0.0);
+        if (t.output_grad_read[j]) env[t.OutputGradIndex(j)] = Filled(o.shape.Get(), o.dtype, *o.device, 0.0);
         continue;
       }
       nabla::Tensor g;
@@ -349,14 +356,13 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
       // A leaf the loss reads but gets no gradient from: zeros (the static builder's
       // fill_zeros_like), not "none", so Grad() is defined for it.
       e->leaf->grad =
-          TensorImpl::Make(Filled(e->shape, e->dtype, *e->device, 0.0), e->leaf->Name() + kGradSuffix, false);
+          TensorImpl::Make(Filled(e->shape.Get(), e->dtype, *e->device, 0.0), e->leaf->Name() + kGradSuffix, false);
     }
   }
   // Freed only once Backward succeeded: a failed one leaves the graph as it was.
   if (!retain_graph)
     for (Node* n : traversed) {
       n->saved.clear();
-      n->saved.shrink_to_fit();
       n->released = true;
     }
 }

@@ -118,75 +118,6 @@ NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
 namespace detail {
 
-// ------------------------------------------------------------ pool
-
-namespace {
-constexpr size_t kPoolSizes = 4;     // distinct block sizes kept (a node's, a tensor's)
-constexpr size_t kMaxBlocks = 4096;  // per size and thread: a few MiB at most
-
-struct Pool {
-  size_t bytes[kPoolSizes] = {};
-  std::vector<void*> free[kPoolSizes];
-  ~Pool();
-};
-
-// Trivially destructible: still readable while thread-exit destructors run
-// after the pool's, which then free straight to the C allocator.
-thread_local bool t_pool_gone = false;
-
-Pool& ThreadPool() {
-  thread_local Pool pool;
-  return pool;
-}
-
-Pool::~Pool() {
-  t_pool_gone = true;
-  for (auto& list : free)
-    for (void* p : list) ::operator delete(p);
-}
-
-std::vector<void*>* ListFor(Pool& pool, size_t bytes) {
-  for (size_t i = 0; i < kPoolSizes; ++i) {
-    if (pool.bytes[i] == bytes) return &pool.free[i];
-    if (pool.bytes[i] == 0) {
-      pool.bytes[i] = bytes;
-      return &pool.free[i];
-    }
-  }
-  return nullptr;
-}
-}  // namespace
-
-// Sanitizer builds allocate every block afresh, so a use after free is caught.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPooling = false;
-#else
-constexpr bool kPooling = true;
-#endif
-
-void* PoolAllocate(size_t bytes) {
-  if (kPooling && !t_pool_gone) {
-    std::vector<void*>* list = ListFor(ThreadPool(), bytes);
-    if (list != nullptr && !list->empty()) {
-      void* p = list->back();
-      list->pop_back();
-      return p;
-    }
-  }
-  return ::operator new(bytes);
-}
-
-void PoolFree(void* p, size_t bytes) {
-  if (kPooling && !t_pool_gone) {
-    std::vector<void*>* list = ListFor(ThreadPool(), bytes);
-    if (list != nullptr && list->size() < kMaxBlocks) {
-      list->push_back(p);
-      return;
-    }
-  }
-  ::operator delete(p);
-}
-
 // ------------------------------------------------------------ TensorImpl
 
 std::shared_ptr<TensorImpl> TensorImpl::Make(nabla::Tensor data, const std::string& name, bool requires_grad) {
@@ -247,7 +178,7 @@ struct UnbindOnExit {
 
 PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, const SlotArgs* out_args,
                            const AttributeMap& attrs, const OutputCounts& counts)
-    : registry_(CurrentRegistry()), key_attrs_(attrs), key_counts_(counts) {
+    : generation_(RegistryGeneration()), registry_(CurrentRegistry()), key_attrs_(attrs), key_counts_(counts) {
   const OpInfo& info = registry_->Get(type);
   const std::string where = StrCat("eager: op '", type, "'");
   NABLA_ENFORCE(!info.traits.control_flow && !info.traits.has_sub_block, kInvalidArgument, where,

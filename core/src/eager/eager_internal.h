@@ -22,40 +22,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "nabla/block_pool.h"
 #include "nabla/eager.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
 #include "prepared_op.h"
+#include "registry_internal.h"
 
 namespace nabla::eager::detail {
 
-// Blocks of one size kept per thread for reuse. A recorded chain frees its
-// nodes and tensors all at once when its loss goes, thousands of blocks of
-// two sizes, which overflows the C allocator's per-thread cache and sends
-// every free down its slow path; these lists take them instead. A block may
-// be freed on another thread (it joins that thread's list). Bounded: past
-// kMaxBlocks blocks go back to the C allocator.
-void* PoolAllocate(size_t bytes);
-void PoolFree(void* p, size_t bytes);
-
-template <typename T>
-struct PoolAllocator {
-  using value_type = T;
-  PoolAllocator() = default;
-  template <typename U>
-  PoolAllocator(const PoolAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(PoolAllocate(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) { PoolFree(p, n * sizeof(T)); }
-  template <typename U>
-  bool operator==(const PoolAllocator<U>&) const {
-    return true;
-  }
-  template <typename U>
-  bool operator!=(const PoolAllocator<U>&) const {
-    return false;
-  }
-};
-
+// Nodes and tensors, made and freed by the thousand (nabla/block_pool.h).
 template <typename T>
 std::shared_ptr<T> MakePooled() {
   return std::allocate_shared<T>(PoolAllocator<T>());
@@ -104,7 +80,7 @@ struct TensorImpl {
     return name;
   }
   const VersionCounter& SharedVersion() {
-    if (!version) version = std::make_shared<std::atomic<uint64_t>>(0);
+    if (!version) version = std::allocate_shared<std::atomic<uint64_t>>(PoolAllocator<std::atomic<uint64_t>>(), 0);
     return version;
   }
   uint64_t VersionNow() const { return version ? version->load() : 0; }
@@ -171,6 +147,19 @@ class OneInlineVector {
   void reserve(size_t n) {
     if (n > 1) heap_.reserve(n);
   }
+  // A default element added in place (filled by the caller: no move of a
+  // node's large entries).
+  T& emplace_back() {
+    if (n_++ == 0) return one_;
+    if (n_ == 2) heap_.push_back(std::move(one_));
+    return heap_.emplace_back();
+  }
+  // Drops every element and the heap list's memory.
+  void clear() {
+    one_ = T{};
+    std::vector<T>().swap(heap_);
+    n_ = 0;
+  }
   void push_back(T value) {
     if (n_ == 0) {
       one_ = std::move(value);
@@ -185,6 +174,29 @@ class OneInlineVector {
   T one_{};
   std::vector<T> heap_;
   size_t n_ = 0;
+};
+
+// A shape a node keeps for a zero gradient it may have to make: inline up
+// to kInline dims, so recording a call allocates no vector per output.
+class SmallShape {
+ public:
+  SmallShape& operator=(const Shape& shape) {
+    rank_ = shape.size();
+    if (rank_ <= kInline) {
+      for (size_t i = 0; i < rank_; ++i) dims_[i] = shape[i];
+      more_.clear();
+    } else {
+      more_ = shape;
+    }
+    return *this;
+  }
+  Shape Get() const { return rank_ <= kInline ? Shape(dims_, dims_ + rank_) : more_; }
+
+ private:
+  static constexpr size_t kInline = 6;
+  int64_t dims_[kInline] = {};
+  size_t rank_ = 0;
+  Shape more_;
 };
 
 // A core tensor a grad op reads, with the version it had when saved.
@@ -202,7 +214,7 @@ struct InputEdge {
   uint64_t id = 0;
   int first_arg = 0;           // its first input arg index
   std::vector<int> more_args;  // any further ones (mul(x, x)): rare, so not in the first allocation
-  Shape shape;                 // leaves only (their zero gradient)
+  SmallShape shape;            // leaves only (their zero gradient)
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::shared_ptr<Node> producer;    // the node that made it, or null
@@ -212,7 +224,7 @@ struct InputEdge {
 
 struct OutputInfo {
   uint64_t id = 0;
-  Shape shape;
+  SmallShape shape;
   DType dtype = DType::kFloat32;
   Device* device = nullptr;
   std::weak_ptr<TensorImpl> tensor;  // for RetainGrad; weak: the tensor owns this node
@@ -241,8 +253,8 @@ struct Node {
   std::shared_ptr<const GradTemplate> tmpl;
   OneInlineVector<InputEdge> inputs;
   OneInlineVector<OutputInfo> outputs;  // one per output arg
-  std::vector<SavedVar> saved;
-  bool released = false;  // saved tensors freed by a Backward without retain_graph
+  OneInlineVector<SavedVar> saved;      // most grad ops read one forward tensor
+  bool released = false;                // saved tensors freed by a Backward without retain_graph
   // Backward's scratch, instead of a hash map of nodes per Backward: the walk
   // that counted this node last, and how many of that walk's consumers it
   // still waits for. Two Backwards through one graph at once were never
@@ -262,7 +274,8 @@ class PreparedCall {
                const OutputCounts& counts);
   const OpDesc& Desc() const { return desc_; }
   const OpInfo& Info() const { return *prepared_.info; }
-  bool Stale() const { return CurrentRegistry() != registry_; }
+  // Asked on every call: the generation, not a copy of the registry.
+  bool Stale() const { return RegistryGeneration() != generation_; }
   // Whether a Call with these arguments is this prepared call.
   bool Matches(const SlotInput* slots, size_t n, const AttributeMap& attrs, const OutputCounts& counts) const;
   bool MatchesSlots(const SlotInput* slots, size_t n) const;
@@ -289,6 +302,7 @@ class PreparedCall {
   OpDesc desc_;
   Scope scope_;
   PreparedOp prepared_;
+  uint64_t generation_;  // read before registry_: a publish in between only makes it stale early
   std::shared_ptr<const OpRegistry> registry_;
   std::shared_ptr<const OutputLayout> layout_;
   // Duplicable output slots that got one tensor for want of a count (no
