@@ -110,6 +110,14 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {256, 256, 2048, 1, 0},
     {256, 1024, 2048, 1, 0},
     {1024, 256, 2048, 1, 0},
+    // The same with the q, k and v projections as one product of N = 3D
+    // (the fusion pass's packed attention): forward, dX over K = 3D and dW.
+    {1024, 384, 128, 0, 0},
+    {1024, 128, 384, 0, 1},
+    {128, 384, 1024, 1, 0},
+    {2048, 768, 256, 0, 0},
+    {2048, 256, 768, 0, 1},
+    {256, 768, 2048, 1, 0},
 };
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
