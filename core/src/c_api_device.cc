@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "c_api_internal.h"
+#include "device_plugins.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
 #include "registry_internal.h"
@@ -180,7 +181,7 @@ int32_t ApiDeviceBackend(nabla_registrar* r, const nabla_device_backend* desc) {
                     missing);
       for (const StagedDeviceBackend& s : impl.device_backends)
         NABLA_ENFORCE(s.name != name, kAlreadyExists, what, " is registered twice in the same plugin");
-      for (const std::string& live : DeviceBackendNames())
+      for (const std::string& live : internal::RegisteredDeviceBackendNames())
         NABLA_ENFORCE(live != name, kAlreadyExists, what,
                       ": a device backend of that name is already registered (a name is registered once)");
       auto backend = std::make_shared<CBackend>();

@@ -19,4 +19,9 @@ std::vector<std::string> DevicePluginBackends();
 // `name`. Throws a one-line Error naming the file when it does not load.
 std::string LoadDevicePlugin(const std::string& name);
 
+// The backends registered so far, without looking for device plugins: what
+// a plugin's registration checks its names against. It runs under the plugin
+// loader's lock, which looking for device plugins takes (a deadlock).
+std::vector<std::string> RegisteredDeviceBackendNames();
+
 }  // namespace nabla::internal

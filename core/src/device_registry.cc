@@ -146,6 +146,16 @@ std::vector<std::string> DeviceBackendNames() {
   return {names.begin(), names.end()};
 }
 
+namespace internal {
+std::vector<std::string> RegisteredDeviceBackendNames() {
+  BackendTable& t = Backends();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  std::vector<std::string> names;
+  for (const auto& [n, b] : t.backends) names.push_back(n);
+  return names;
+}
+}  // namespace internal
+
 namespace {
 bool FindRegistered(const std::string& name, DeviceBackend* out) {
   BackendTable& t = Backends();

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <set>
 
+#include "device_plugins.h"
 #include "nabla/op_registry.h"
 #include "registry_internal.h"
 
@@ -186,7 +187,7 @@ class RegistryTransaction {
     // carry kernels for other plugins' ops on its own device type.
     std::set<DeviceType> own_devices;
     {
-      const std::vector<std::string> live_backends = DeviceBackendNames();
+      const std::vector<std::string> live_backends = internal::RegisteredDeviceBackendNames();
       std::set<std::string> staged;
       for (const StagedDeviceBackend& b : batch.device_backends) {
         if (std::find(live_backends.begin(), live_backends.end(), b.name) != live_backends.end())
