@@ -166,6 +166,7 @@ TEST_F(DevicePlugin, BadBackendsAreRefusedWithOneLine) {
 // --device skeleton` writes what --device cpu writes, and failures are one
 // line each.
 TEST(DevicePluginCli, ListsRunsAndFailsInOneLine) {
+  cpu::InitCpuBackend();  // x.npy below is written from a host tensor
   test_util::TempDir dir("device_plugin_cli");
   const std::string plugin = std::string("--plugin ") + testing_cli::Quote(SKELETON);
   testing_cli::Result r = testing_cli::RunBinary(NABLA_BIN_PATH, "devices " + plugin, "", dir.Path("c"));
