@@ -12,6 +12,7 @@
 #include "command.h"
 #include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/error.h"
 #include "nabla/plugin.h"
 
@@ -29,7 +30,8 @@ constexpr CommandFactory kCommands[] = {
 std::string VersionString() {
   return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", gemm: ", cpu::GemmPolicy(),
                 ", bf16: ", cpu::HasBf16Gemm() ? "onednn" : "none on this CPU (precision bf16 runs fp32)",
-                ", plugin C API ", NABLA_C_API_VERSION, ", plugin ABI ", ExpectedAbiTag(), ")");
+                ", vector kernels: ", cpu::SimdLevelName(cpu::ActiveSimdLevel()), ", plugin C API ",
+                NABLA_C_API_VERSION, ", plugin ABI ", ExpectedAbiTag(), ")");
 }
 
 void AddOption(CLI::App& sub, const OptionSpec& spec) {

@@ -88,7 +88,9 @@ void FusedForward(const ExecutionContext& ctx) {
     // in place, chunk by chunk while the chunk is in cache.
     const int64_t inner = indexer.Inner();
     cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
-      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      cpu::RunSimd([&] {
+        indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      });
       float* chunk = reinterpret_cast<float*>(o) + b * inner;
       if constexpr (act == Act::kTanh)
         cpu::Tanh(chunk, chunk, (e - b) * inner);
@@ -128,7 +130,9 @@ void FusedBackward(const ExecutionContext& ctx) {
     std::vector<T> d(static_cast<size_t>(indexer.Total()));
     const int64_t inner = indexer.Inner();
     cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
-      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { d[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      cpu::RunSimd([&] {
+        indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { d[io] = static_cast<T>(xd[ix] + yd[iy]); });
+      });
       T* chunk = d.data() + b * inner;
       if constexpr (std::is_same_v<T, float>) {
         cpu::GeluGrad(chunk, dod + b * inner, chunk, (e - b) * inner, false);

@@ -19,11 +19,13 @@ struct ScaleKernel {
     T* o = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
     int64_t n = x.Numel();
     cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-      if (after) {
-        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(scale * static_cast<Acc>(xd[i]) + bias);
-      } else {
-        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(scale * (static_cast<Acc>(xd[i]) + bias));
-      }
+      cpu::RunSimd([&] {
+        if (after) {
+          for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(scale * static_cast<Acc>(xd[i]) + bias);
+        } else {
+          for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(scale * (static_cast<Acc>(xd[i]) + bias));
+        }
+      });
     });
   }
 };

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/cpu/vmath.h"
 
 namespace nabla::cpu {
@@ -196,6 +198,133 @@ TEST(RowKernels, LayerNormMatchesFloat64) {
         }
       }
     }
+}
+
+// ---------------------------------------------------------------- vector levels
+
+// Sets a vector level for one scope, then restores the one before.
+class SimdLevelScope {
+ public:
+  explicit SimdLevelScope(SimdLevel level) : saved_(ActiveSimdLevel()) { SetSimdLevel(level); }
+  ~SimdLevelScope() { SetSimdLevel(saved_); }
+
+ private:
+  SimdLevel saved_;
+};
+
+// The levels this CPU runs, baseline first.
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> out;
+  for (SimdLevel l : {SimdLevel::kBaseline, SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (static_cast<int>(l) <= static_cast<int>(SupportedSimdLevel())) out.push_back(l);
+  return out;
+}
+
+TEST(SimdLevel, SetClampsToWhatTheCpuRuns) {
+  SimdLevelScope scope(SimdLevel::kBaseline);
+  EXPECT_EQ(ActiveSimdLevel(), SimdLevel::kBaseline);
+  EXPECT_EQ(SetSimdLevel(SimdLevel::kAvx512), SupportedSimdLevel());
+  EXPECT_EQ(ActiveSimdLevel(), SupportedSimdLevel());
+  EXPECT_STREQ(SimdLevelName(SimdLevel::kAvx2), "avx2");
+#if defined(__x86_64__)
+  EXPECT_EQ(SupportedSimdLevel() >= SimdLevel::kAvx2, static_cast<bool>(__builtin_cpu_supports("avx2")));
+#endif
+}
+
+// Values every kernel below meets: normal, huge, tiny, subnormal, signed
+// zeros, infinities, NaN, at a length that leaves a remainder after every
+// vector width.
+std::vector<float> EdgeValues(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = d(gen);
+  const float special[] = {0.0f,    -0.0f, 1e-40f,   -1e-42f,   1e-30f, 88.5f,
+                           -100.0f, 3e38f, INFINITY, -INFINITY, NAN,    0.0003f};
+  for (size_t i = 0; i < sizeof special / sizeof *special && i < x.size(); ++i) x[i * 7 % x.size()] = special[i];
+  return x;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Each vector level computes every kernel of vmath.h and cpu.h to the
+// baseline's bits (no FMA contraction, fixed lane orders).
+TEST(SimdLevel, EveryLevelGivesTheBaselinesBits) {
+  const int64_t n = 1000 + 37;
+  const std::vector<float> x = EdgeValues(n, 1), dy = EdgeValues(n, 2), scale = EdgeValues(n, 3);
+  std::vector<float> xs_pos(n);  // finite inputs for the row kernels
+  for (int64_t i = 0; i < n; ++i) xs_pos[i] = std::isfinite(x[i]) && std::abs(x[i]) < 1e3f ? x[i] : 0.5f;
+  auto run = [&](SimdLevel level) {
+    SimdLevelScope scope(level);
+    std::vector<std::vector<float>> out;
+    auto buf = [&] { return std::vector<float>(n, 0.0f); };
+    for (bool approximate : {false, true}) {
+      auto y = buf(), g = buf();
+      Gelu(x.data(), y.data(), n, approximate);
+      GeluGrad(x.data(), dy.data(), g.data(), n, approximate);
+      out.push_back(y);
+      out.push_back(g);
+    }
+    auto t = buf(), e = buf(), es = buf(), sm = buf(), ln = buf(), lg = buf(), ds = buf(), db = buf();
+    Tanh(x.data(), t.data(), n);
+    ExpShifted(x.data(), 1.5f, e.data(), n);
+    const float m = RowMax(xs_pos.data(), n);
+    const float sum = ExpShiftedSum(xs_pos.data(), m, es.data(), n);
+    ScaleRow(es.data(), 1.0f / sum, n);
+    SoftmaxGradRow(es.data(), xs_pos.data(), sm.data(), n);
+    float mean = 0, var = 0;
+    LayerNormRow(xs_pos.data(), n, scale.data(), xs_pos.data(), 1e-5f, ln.data(), &mean, &var);
+    LayerNormGradRow(xs_pos.data(), xs_pos.data(), n, mean, 1.0f / std::sqrt(var + 1e-5f), scale.data(), lg.data(),
+                     ds.data(), db.data());
+    const float* xs[] = {x.data(), dy.data(), scale.data(), x.data(), dy.data()};
+    auto summed = buf();
+    SumArrays(xs, 5, summed.data(), n);
+    out.insert(out.end(), {t, e, es, sm, ln, lg, ds, db, summed});
+    out.push_back({m, sum, DotRow(x.data(), dy.data(), n), mean, var});
+    std::vector<bfloat16> b(n);
+    ConvertToBf16(x.data(), b.data(), n);
+    auto back = buf();
+    ConvertFromBf16(b.data(), back.data(), n);
+    out.push_back(back);
+    return out;
+  };
+  const auto base = run(SimdLevel::kBaseline);
+  for (SimdLevel level : Levels()) {
+    const auto got = run(level);
+    ASSERT_EQ(got.size(), base.size());
+    for (size_t k = 0; k < base.size(); ++k)
+      EXPECT_TRUE(SameBits(got[k], base[k])) << "output " << k << " at " << SimdLevelName(level);
+  }
+}
+
+// float32 -> bfloat16 at every level is FloatToBf16 bit for bit: ties to
+// even, NaNs quiet, subnormals rounded (AVX512-BF16's own instruction reads
+// them as zero and is bypassed for them), every length's remainder.
+TEST(SimdLevel, Bf16ConversionsRoundToNearestEvenAtEveryLevel) {
+  std::vector<float> x = EdgeValues(4099, 5);
+  const uint32_t patterns[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00008000u, 0x00018000u,
+                               0x7f7fffffu, 0xff800001u, 0x7fc00001u, 0x80000001u, 0x007fffffu};
+  for (size_t i = 0; i < sizeof patterns / sizeof *patterns; ++i) std::memcpy(&x[100 + 33 * i], &patterns[i], 4);
+  for (SimdLevel level : Levels()) {
+    SimdLevelScope scope(level);
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{4099}}) {
+      std::vector<bfloat16> got(n);
+      ConvertToBf16(x.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const bfloat16 want = FloatToBf16(x[i]);
+        ASSERT_EQ(std::memcmp(&got[i], &want, sizeof want), 0)
+            << "element " << i << " of " << n << " at " << SimdLevelName(level);
+      }
+      std::vector<float> back(n);
+      ConvertFromBf16(got.data(), back.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = Bf16ToFloat(got[i]);
+        ASSERT_EQ(std::memcmp(&back[i], &want, sizeof want), 0) << i;
+      }
+    }
+  }
 }
 
 }  // namespace

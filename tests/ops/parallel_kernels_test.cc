@@ -9,6 +9,7 @@
 #include <map>
 
 #include "nabla/backward.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/program_io.h"
 #include "op_test_util.h"
 
@@ -59,7 +60,15 @@ blocks:
       - {type: mean, inputs: {X: [dconv_sq]}, outputs: {Out: [dconv_mean]}}
       - {type: elementwise_add, inputs: {X: [loss0], Y: [ln_mean]}, outputs: {Out: [loss1]}}
       - {type: elementwise_add, inputs: {X: [conv_mean], Y: [dconv_mean]}, outputs: {Out: [loss2]}}
-      - {type: elementwise_add, inputs: {X: [loss1], Y: [loss2]}, outputs: {Out: [loss]}}
+      - {type: gelu, inputs: {X: [hs]}, outputs: {Out: [ge]}}
+      - {type: gelu, inputs: {X: [hs]}, outputs: {Out: [gt]}, attrs: {approximate: true}}
+      - {type: relu, inputs: {X: [ge]}, outputs: {Out: [gr]}}
+      - {type: elementwise_sub, inputs: {X: [gr], Y: [gt]}, outputs: {Out: [gd]}}
+      - {type: cast, inputs: {X: [gd]}, outputs: {Out: [gb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: cast, inputs: {X: [gb]}, outputs: {Out: [gf]}, attrs: {in_dtype: bfloat16, out_dtype: float32}}
+      - {type: mean, inputs: {X: [gf]}, outputs: {Out: [g_mean]}}
+      - {type: elementwise_add, inputs: {X: [loss2], Y: [g_mean]}, outputs: {Out: [loss3]}}
+      - {type: elementwise_add, inputs: {X: [loss1], Y: [loss3]}, outputs: {Out: [loss]}}
 )";
 
 std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& executor, int threads) {
@@ -86,10 +95,10 @@ std::map<std::string, std::vector<char>> RunAndFetchBits(const std::string& exec
   auto exec = CreateExecutor(executor, HostDevice(), options);
   exec->Run(program, 0, scope);
   std::map<std::string, std::vector<char>> bits;
-  for (const char* name :
-       {"s",      "h",     "f",    "hf",    "p_rows",   "p_cols",    "col_sums",  "row_means", "total",
-        "hs",     "sum3",  "sm",   "ce",    "ln",       "ln_m",      "ln_v",      "loss",      "x@GRAD",
-        "b@GRAD", "x_new", "conv", "dconv", "img@GRAD", "filt@GRAD", "dfilt@GRAD"}) {
+  for (const char* name : {"s",          "h",      "f",      "hf",    "p_rows", "p_cols", "col_sums", "row_means",
+                           "total",      "hs",     "sum3",   "sm",    "ce",     "ln",     "ln_m",     "ln_v",
+                           "loss",       "x@GRAD", "b@GRAD", "x_new", "conv",   "dconv",  "img@GRAD", "filt@GRAD",
+                           "dfilt@GRAD", "ge",     "gt",     "gr",    "gd",     "gb",     "gf",       "hs@GRAD"}) {
     const Variable* var = scope.FindVar(name);
     EXPECT_NE(var, nullptr) << name;
     if (!var) continue;
@@ -121,6 +130,24 @@ TEST(ParallelKernels, ExecutorsAgreeBitForBit) {
   const auto seq = RunAndFetchBits("sequential", 2);
   const auto graph = RunAndFetchBits("taskgraph", 2);
   for (const auto& [name, bits] : seq) EXPECT_TRUE(bits == graph.at(name)) << name;
+}
+
+// The kernels' loops run compiled for the CPU's widest vectors
+// (nabla/cpu/simd.h): every level this CPU has gives the baseline's bits
+// (a CPU without AVX-512 checks the levels it has).
+TEST(ParallelKernels, EverySimdLevelGivesTheBaselinesBits) {
+  LoadStandardPlugins();
+  const cpu::SimdLevel saved = cpu::ActiveSimdLevel();
+  cpu::SetSimdLevel(cpu::SimdLevel::kBaseline);
+  const auto baseline = RunAndFetchBits("sequential", 1);
+  for (cpu::SimdLevel level : {cpu::SimdLevel::kAvx2, cpu::SimdLevel::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(cpu::SupportedSimdLevel())) continue;
+    ASSERT_EQ(cpu::SetSimdLevel(level), level);
+    const auto wide = RunAndFetchBits("sequential", 1);
+    for (const auto& [name, bits] : baseline)
+      EXPECT_TRUE(bits == wide.at(name)) << name << " differs between " << cpu::SimdLevelName(level) << " and baseline";
+  }
+  cpu::SetSimdLevel(saved);
 }
 
 // A conv's bias: [C] broadcast onto [N, C, H, W] at axis 1, summed over

@@ -12,6 +12,7 @@
 #endif
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/error.h"
 
 #ifdef NABLA_WITH_DNNL
@@ -67,8 +68,6 @@ inline __attribute__((always_inline)) void ConvertToBf16Body(const float* x, bfl
   }
 }
 
-using ConvertToBf16Fn = void (*)(const float*, bfloat16*, int64_t);
-
 void ConvertToBf16Portable(const float* x, bfloat16* y, int64_t n) { ConvertToBf16Body(x, y, n); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -103,33 +102,44 @@ __attribute__((target("avx512bf16,avx512vl,avx512bw,avx512f"))) void ConvertToBf
   ConvertToBf16Avx512(x + i, y + i, n - i);
 }
 
-// Chosen once at run time, not by target_clones: the ifunc of a function
-// with internal linkage is resolved while the library is relocated, before
-// ThreadSanitizer's runtime is up, and crashed every TSan binary at load.
-ConvertToBf16Fn PickConvertToBf16() {
-  if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw")) return ConvertToBf16Avx512Bf16;
-  if (__builtin_cpu_supports("avx512bw")) return ConvertToBf16Avx512;
-  if (__builtin_cpu_supports("avx2")) return ConvertToBf16Avx2;
-  return ConvertToBf16Portable;
-}
-#else
-ConvertToBf16Fn PickConvertToBf16() { return ConvertToBf16Portable; }
-#endif
-
 }  // namespace
 
+// Chosen at each call by the active vector level (nabla/cpu/simd.h), not by
+// target_clones: the ifunc of a function with internal linkage is resolved
+// while the library is relocated, before ThreadSanitizer's runtime is up,
+// and crashed every TSan binary at load.
 void ConvertToBf16(const float* x, bfloat16* y, int64_t n) {
-  static const ConvertToBf16Fn convert = PickConvertToBf16();
-  convert(x, y, n);
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf16(const bfloat16* x, float* y,
-                                                                                  int64_t n) {
-  const auto* in = reinterpret_cast<const uint16_t*>(x);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
-    std::memcpy(y + i, &u, sizeof u);
+  switch (ActiveSimdLevel()) {
+    case SimdLevel::kAvx512: {
+      static const bool native = __builtin_cpu_supports("avx512bf16");
+      if (native)
+        ConvertToBf16Avx512Bf16(x, y, n);
+      else
+        ConvertToBf16Avx512(x, y, n);
+      return;
+    }
+    case SimdLevel::kAvx2:
+      ConvertToBf16Avx2(x, y, n);
+      return;
+    case SimdLevel::kBaseline:
+      break;
   }
+  ConvertToBf16Portable(x, y, n);
+}
+#else
+}  // namespace
+
+void ConvertToBf16(const float* x, bfloat16* y, int64_t n) { ConvertToBf16Portable(x, y, n); }
+#endif
+
+void ConvertFromBf16(const bfloat16* x, float* y, int64_t n) {
+  RunSimd([=] {
+    const auto* in = reinterpret_cast<const uint16_t*>(x);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t u = static_cast<uint32_t>(in[i]) << 16;
+      std::memcpy(y + i, &u, sizeof u);
+    }
+  });
 }
 
 #ifndef NABLA_WITH_DNNL

@@ -2,13 +2,14 @@
 // quarter of an MLP step, perf); this one is a clamped rational
 // approximation (Eigen's generic_fast_tanh_float, a few ulp from the exact
 // value) that the compiler vectorizes, built for AVX-512, AVX2 and the
-// baseline with the best picked at load time.
+// baseline with the best picked at run time (cpu::RunSimd).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/cpu/vmath.h"
 
 namespace nabla::cpu {
@@ -101,8 +102,7 @@ inline float TanhFormCdf(float x) {
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void Gelu(const float* x, float* y, int64_t n,
-                                                                       bool approximate) {
+static inline void GeluImpl(const float* x, float* y, int64_t n, bool approximate) {
   if (approximate) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * TanhFormCdf(x[i]);
   } else {
@@ -113,8 +113,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void Gelu(const flo
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void GeluGrad(const float* x, const float* dy, float* dx,
-                                                                           int64_t n, bool approximate) {
+static inline void GeluGradImpl(const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
   if (approximate) {
     for (int64_t i = 0; i < n; ++i) {
       const float v = x[i];
@@ -134,15 +133,14 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void GeluGrad(const
 // Scores of attention rows sit far below their row max wherever a mask
 // (-1e9, -inf) hides a key: those give exactly 0 here, where FastExp's clamp
 // would give 1.6e-38 and libm's expf takes its slow underflow path.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ExpShifted(const float* x, float shift, float* y,
-                                                                             int64_t n) {
+static inline void ExpShiftedImpl(const float* x, float shift, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] - shift;
     y[i] = v < -87.0f ? 0.0f : FastExp(v);
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void Tanh(const float* x, float* y, int64_t n) {
+static inline void TanhImpl(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = FastTanh(x[i]);
 }
 
@@ -150,8 +148,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void Tanh(const flo
 // written a quarter as often, and the inputs stream in four at a time (an
 // unrolled RNN's 32 weight gradients, 2 MiB, come from L3). 2.3x the
 // one-input-per-pass loop for 32 x 16K floats (AVX2, cold inputs).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void SumArrays(const float* const* xs, int64_t count,
-                                                                            float* y, int64_t n) {
+static inline void SumArraysImpl(const float* const* xs, int64_t count, float* y, int64_t n) {
   constexpr int64_t kBlock = 1024;
   for (int64_t lo = 0; lo < n; lo += kBlock) {
     const int64_t len = std::min(kBlock, n - lo);
@@ -186,7 +183,7 @@ inline float AddLanes(const float* acc) {
 }
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float RowMax(const float* x, int64_t n) {
+static inline float RowMaxImpl(const float* x, int64_t n) {
   float acc[kLanes];
   for (int l = 0; l < kLanes; ++l) acc[l] = x[0];
   int64_t i = 0;
@@ -198,8 +195,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float RowMax(const 
   return m;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float ExpShiftedSum(const float* x, float shift, float* y,
-                                                                                 int64_t n) {
+static inline float ExpShiftedSumImpl(const float* x, float shift, float* y, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -218,11 +214,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float ExpShiftedSum
   return AddLanes(acc);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ScaleRow(float* y, float s, int64_t n) {
+static inline void ScaleRowImpl(float* y, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float DotRow(const float* a, const float* b, int64_t n) {
+static inline float DotRowImpl(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -231,16 +227,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float DotRow(const 
   return AddLanes(acc);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void SoftmaxGradRow(const float* y, const float* dy,
-                                                                                 float* dx, int64_t n) {
-  const float dot = DotRow(y, dy, n);
+static inline void SoftmaxGradRowImpl(const float* y, const float* dy, float* dx, int64_t n) {
+  const float dot = DotRowImpl(y, dy, n);
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - dot);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormRow(const float* x, int64_t n,
-                                                                               const float* scale, const float* bias,
-                                                                               float eps, float* y, float* mean,
-                                                                               float* var) {
+static inline void LayerNormRowImpl(const float* x, int64_t n, const float* scale, const float* bias, float eps,
+                                    float* y, float* mean, float* var) {
   // The mean as x[0] plus the mean of x - x[0]: the lanes then sum values
   // of the spread's size, not the mean's (rows far from zero keep their digits).
   const float x0 = n > 0 ? x[0] : 0.0f;  // a row of no elements reads nothing
@@ -274,10 +267,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormRow(c
     for (i = 0; i < n; ++i) y[i] = (x[i] - mu) * rstd;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormGradRow(const float* x, const float* dy,
-                                                                                   int64_t n, float mean, float rstd,
-                                                                                   const float* scale, float* dx,
-                                                                                   float* dscale, float* dbias) {
+static inline void LayerNormGradRowImpl(const float* x, const float* dy, int64_t n, float mean, float rstd,
+                                        const float* scale, float* dx, float* dscale, float* dbias) {
   if (dscale)
     for (int64_t i = 0; i < n; ++i) dscale[i] += dy[i] * ((x[i] - mean) * rstd);
   if (dbias)
@@ -301,6 +292,53 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void LayerNormGradR
     const float g = scale ? dy[i] * scale[i] : dy[i];
     dx[i] = rstd * (g - mg - ((x[i] - mean) * rstd) * mgx);
   }
+}
+
+// The entry points: each runs its body compiled for the active vector level
+// (nabla/cpu/simd.h), so NABLA_SIMD and tests can pick any of them.
+void Gelu(const float* x, float* y, int64_t n, bool approximate) {
+  RunSimd([=] { GeluImpl(x, y, n, approximate); });
+}
+void GeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
+  RunSimd([=] { GeluGradImpl(x, dy, dx, n, approximate); });
+}
+void ExpShifted(const float* x, float shift, float* y, int64_t n) {
+  RunSimd([=] { ExpShiftedImpl(x, shift, y, n); });
+}
+void Tanh(const float* x, float* y, int64_t n) {
+  RunSimd([=] { TanhImpl(x, y, n); });
+}
+void SumArrays(const float* const* xs, int64_t count, float* y, int64_t n) {
+  RunSimd([=] { SumArraysImpl(xs, count, y, n); });
+}
+float RowMax(const float* x, int64_t n) {
+  float r = 0;
+  RunSimd([&] { r = RowMaxImpl(x, n); });
+  return r;
+}
+float ExpShiftedSum(const float* x, float shift, float* y, int64_t n) {
+  float r = 0;
+  RunSimd([&] { r = ExpShiftedSumImpl(x, shift, y, n); });
+  return r;
+}
+void ScaleRow(float* y, float s, int64_t n) {
+  RunSimd([=] { ScaleRowImpl(y, s, n); });
+}
+float DotRow(const float* a, const float* b, int64_t n) {
+  float r = 0;
+  RunSimd([&] { r = DotRowImpl(a, b, n); });
+  return r;
+}
+void SoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n) {
+  RunSimd([=] { SoftmaxGradRowImpl(y, dy, dx, n); });
+}
+void LayerNormRow(const float* x, int64_t n, const float* scale, const float* bias, float eps, float* y, float* mean,
+                  float* var) {
+  RunSimd([=] { LayerNormRowImpl(x, n, scale, bias, eps, y, mean, var); });
+}
+void LayerNormGradRow(const float* x, const float* dy, int64_t n, float mean, float rstd, const float* scale, float* dx,
+                      float* dscale, float* dbias) {
+  RunSimd([=] { LayerNormGradRowImpl(x, dy, n, mean, rstd, scale, dx, dscale, dbias); });
 }
 
 }  // namespace nabla::cpu

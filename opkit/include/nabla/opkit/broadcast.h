@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/types.h"
 
 namespace nabla {
@@ -78,7 +79,12 @@ class BroadcastIndexer {
       ib += idx[d] * b_strides_[d];
     }
     for (int64_t row = row_begin; row < row_end; ++row) {
-      for (int64_t k = 0; k < inner; ++k) f(io + k, ia + k * ia_step, ib + k * ib_step);
+      // Unit strides (no broadcast along the last dim) get their own loop,
+      // which vectorizes.
+      if (ia_step == 1 && ib_step == 1)
+        for (int64_t k = 0; k < inner; ++k) f(io + k, ia + k, ib + k);
+      else
+        for (int64_t k = 0; k < inner; ++k) f(io + k, ia + k * ia_step, ib + k * ib_step);
       io += inner;
       for (size_t d = last; d-- > 0;) {
         ia += a_strides_[d];
@@ -91,11 +97,13 @@ class BroadcastIndexer {
     }
   }
 
-  // Runs ForEach's calls split over rows with cpu::ParallelFor; f must only
-  // write output-indexed (or otherwise disjoint) elements.
+  // Runs ForEach's calls split over rows with cpu::ParallelFor, at the CPU's
+  // vector width (cpu::RunSimd); f must only write output-indexed (or
+  // otherwise disjoint) elements.
   template <typename F>
   void ParallelForEach(F&& f) const {
-    cpu::ParallelFor(Rows(), cpu::GrainForRows(Inner()), [&](int64_t b, int64_t e) { ForEachRows(b, e, f); });
+    cpu::ParallelFor(Rows(), cpu::GrainForRows(Inner()),
+                     [&](int64_t b, int64_t e) { cpu::RunSimd([&] { ForEachRows(b, e, f); }); });
   }
 
  private:

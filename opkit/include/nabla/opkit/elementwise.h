@@ -4,6 +4,7 @@
 // binary ops with Paddle's `axis` broadcasting whose gradients sum over the
 // broadcast dims in a fixed order (bit-for-bit the same with any thread
 // count). fwd/bwd are generic lambdas, instantiated for float and double.
+// The kernels' loops run at the CPU's vector width (cpu::RunSimd).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
 #include "nabla/opkit/axis.h"
@@ -65,7 +67,9 @@ OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const 
           const T* xd = x.Data<T>();
           T* o = AllocOutput<T>(ctx, out, x.GetShape());
           cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(fwd(xd[i]));
+            cpu::RunSimd([&] {
+              for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(fwd(xd[i]));
+            });
           });
         },
         file, line);
@@ -80,7 +84,9 @@ OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const 
           const T* dod = ctx.Input("Out@GRAD").Data<T>();
           T* g = AllocOutput<T>(ctx, dx, x.GetShape());
           cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) g[i] = static_cast<T>(bwd(xd[i], od[i], dod[i]));
+            cpu::RunSimd([&] {
+              for (int64_t i = b; i < e; ++i) g[i] = static_cast<T>(bwd(xd[i], od[i], dod[i]));
+            });
           });
         },
         file, line);
@@ -115,10 +121,12 @@ OpBuilder& RegisterGradFromOut(Registrar& registrar, const std::string& type, co
           // Pointers captured by value and both operands loaded
           // unconditionally, so a select in bwd compiles branch-free.
           cpu::ParallelFor(out.Numel(), cpu::kParallelGrain, [po, pd, pdx, bwd](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
-              const T o = po[i], d = pd[i];
-              pdx[i] = static_cast<T>(bwd(o, d));
-            }
+            cpu::RunSimd([po, pd, pdx, bwd, b, e] {
+              for (int64_t i = b; i < e; ++i) {
+                const T o = po[i], d = pd[i];
+                pdx[i] = static_cast<T>(bwd(o, d));
+              }
+            });
           });
         },
         file, line);
@@ -196,7 +204,9 @@ OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, con
           const T* px = x.Data<T>();
           T* po = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
           cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) po[i] = static_cast<T>(fwd(px[i], a));
+            cpu::RunSimd([&] {
+              for (int64_t i = b; i < e; ++i) po[i] = static_cast<T>(fwd(px[i], a));
+            });
           });
         },
         file, line);
@@ -215,7 +225,9 @@ OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, con
           const T* pd = dout.Data<T>();
           T* pdx = AllocOutput<T>(ctx, dx, v.GetShape());
           cpu::ParallelFor(v.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) pdx[i] = static_cast<T>(bwd(pv[i], pd[i], a));
+            cpu::RunSimd([&] {
+              for (int64_t i = b; i < e; ++i) pdx[i] = static_cast<T>(bwd(pv[i], pd[i], a));
+            });
           });
         },
         file, line);
@@ -255,17 +267,19 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
     const int64_t n = ProductOf(s.out, 0, s.out.size());
     // One loop per pair of outputs wanted, so each vectorizes.
     cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-      if (gxd && gyd) {
-        for (int64_t i = b; i < e; ++i) {
-          const auto g = d(i, i, i);
-          gxd[i] = T(0) + g.first;  // as the serial sum from 0 (keeps -0 out)
-          gyd[i] = T(0) + g.second;
+      cpu::RunSimd([&] {
+        if (gxd && gyd) {
+          for (int64_t i = b; i < e; ++i) {
+            const auto g = d(i, i, i);
+            gxd[i] = T(0) + g.first;  // as the serial sum from 0 (keeps -0 out)
+            gyd[i] = T(0) + g.second;
+          }
+        } else if (gxd) {
+          for (int64_t i = b; i < e; ++i) gxd[i] = T(0) + d(i, i, i).first;
+        } else if (gyd) {
+          for (int64_t i = b; i < e; ++i) gyd[i] = T(0) + d(i, i, i).second;
         }
-      } else if (gxd) {
-        for (int64_t i = b; i < e; ++i) gxd[i] = T(0) + d(i, i, i).first;
-      } else if (gyd) {
-        for (int64_t i = b; i < e; ++i) gyd[i] = T(0) + d(i, i, i).second;
-      }
+      });
     });
     return;
   }
@@ -313,19 +327,21 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
     T* g_full = y_spans ? gxd : gyd;
     T* g_span = y_spans ? gyd : gxd;
     cpu::ParallelFor(m.span, cpu::GrainForRows(m.before * m.after), [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        T acc = T(0);
-        for (int64_t b = 0; b < m.before; ++b) {
-          const int64_t base = (b * m.span + c) * m.after;
-          for (int64_t i = base; i < base + m.after; ++i) {
-            const auto g = y_spans ? d(i, i, c) : d(i, c, i);
-            const T full = y_spans ? g.first : g.second;
-            if (g_full) g_full[i] = T(0) + full;
-            acc += y_spans ? g.second : g.first;
+      cpu::RunSimd([&] {
+        for (int64_t c = c0; c < c1; ++c) {
+          T acc = T(0);
+          for (int64_t b = 0; b < m.before; ++b) {
+            const int64_t base = (b * m.span + c) * m.after;
+            for (int64_t i = base; i < base + m.after; ++i) {
+              const auto g = y_spans ? d(i, i, c) : d(i, c, i);
+              const T full = y_spans ? g.first : g.second;
+              if (g_full) g_full[i] = T(0) + full;
+              acc += y_spans ? g.second : g.first;
+            }
           }
+          if (g_span) g_span[c] = acc;
         }
-        if (g_span) g_span[c] = acc;
-      }
+      });
     });
     return;
   }

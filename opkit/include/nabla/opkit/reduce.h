@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/types.h"
 
 namespace nabla::opkit {
@@ -52,15 +53,17 @@ void ParallelReduceWalk(const ReduceView& v, F&& f) {
   const int64_t positions = v.outer * v.inner;
   const int64_t r = v.r, inner = v.inner;
   cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
-    for (int64_t o = p0 / inner; o * inner < p1; ++o) {
-      const int64_t i0 = std::max(p0, o * inner) - o * inner;
-      const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
-      const int64_t ia0 = o * inner;
-      for (int64_t k = 0; k < r; ++k) {
-        const int64_t base = (o * r + k) * inner;
-        for (int64_t i = i0; i < i1; ++i) f(base + i, ia0 + i);
+    cpu::RunSimd([&] {
+      for (int64_t o = p0 / inner; o * inner < p1; ++o) {
+        const int64_t i0 = std::max(p0, o * inner) - o * inner;
+        const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
+        const int64_t ia0 = o * inner;
+        for (int64_t k = 0; k < r; ++k) {
+          const int64_t base = (o * r + k) * inner;
+          for (int64_t i = i0; i < i1; ++i) f(base + i, ia0 + i);
+        }
       }
-    }
+    });
   });
 }
 
@@ -73,11 +76,13 @@ void ParallelReduceWalkSpans(const ReduceView& v, F&& f) {
   const int64_t positions = v.outer * v.inner;
   const int64_t r = v.r, inner = v.inner;
   cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
-    for (int64_t o = p0 / inner; o * inner < p1; ++o) {
-      const int64_t i0 = std::max(p0, o * inner) - o * inner;
-      const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
-      for (int64_t k = 0; k < r; ++k) f((o * r + k) * inner, o * inner, i0, i1);
-    }
+    cpu::RunSimd([&] {
+      for (int64_t o = p0 / inner; o * inner < p1; ++o) {
+        const int64_t i0 = std::max(p0, o * inner) - o * inner;
+        const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
+        for (int64_t k = 0; k < r; ++k) f((o * r + k) * inner, o * inner, i0, i1);
+      }
+    });
   });
 }
 
@@ -89,7 +94,9 @@ template <typename F>
 void ForEachReducedRow(const ReduceView& v, F&& f) {
   const int64_t rows = v.outer * v.r;
   cpu::ParallelFor(rows, cpu::GrainForRows(v.inner), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) f(row * v.inner, (row / v.r) * v.inner);
+    cpu::RunSimd([&] {
+      for (int64_t row = r0; row < r1; ++row) f(row * v.inner, (row / v.r) * v.inner);
+    });
   });
 }
 
@@ -108,8 +115,10 @@ Acc DeterministicSum(int64_t n, Term&& term) {
     Acc lane[kLanes] = {};
     int64_t i = b * kBlock;
     const int64_t e = std::min(n, (b + 1) * kBlock);
-    for (; i + kLanes <= e; i += kLanes)
-      for (int64_t k = 0; k < kLanes; ++k) lane[k] += term(i + k);
+    cpu::RunSimd([&] {
+      for (; i + kLanes <= e; i += kLanes)
+        for (int64_t k = 0; k < kLanes; ++k) lane[k] += term(i + k);
+    });
     for (int64_t k = 0; i < e; ++i, ++k) lane[k] += term(i);
     Acc acc = Acc(0);
     for (Acc a : lane) acc += a;
