@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "flash_attn.h"
+#include "nabla/cpu/simd.h"
 #include "nabla/cpu/vmath.h"
 #include "nabla/opkit/philox.h"
 #include "nabla/plugin.h"
@@ -314,76 +315,78 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v), z(kBlockK);
     std::vector<T> s_op;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t bh = task / q_blocks;
-      const int64_t b = bh / d.heads, h = bh % d.heads;
-      const int64_t i0 = (task % q_blocks) * kBlockQ;
-      const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
-      std::fill(m.begin(), m.end(), kNegInf);
-      std::fill(l.begin(), l.end(), A(0));
-      std::fill(acc.begin(), acc.end(), A(0));
-      const int64_t key_end = d.KeyEnd(i0, nq);
-      for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
-        const int64_t nk = std::min(kBlockK, key_end - j0);
-        Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
-        for (int64_t r = 0; r < nq; ++r) {
-          A* srow = s.data() + r * kBlockK;
-          const int64_t len = d.Visible(i0 + r, j0, nk);
-          A mx = kNegInf;
-          for (int64_t c = 0; c < len; ++c) mx = std::max(mx, srow[c]);
-          const A m_new = std::max(m[r], mx);
-          if (m_new == kNegInf) {  // nothing visible to this row yet
-            std::fill(srow, srow + nk, A(0));
-            continue;
+    cpu::RunSimd([&] {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t bh = task / q_blocks;
+        const int64_t b = bh / d.heads, h = bh % d.heads;
+        const int64_t i0 = (task % q_blocks) * kBlockQ;
+        const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
+        std::fill(m.begin(), m.end(), kNegInf);
+        std::fill(l.begin(), l.end(), A(0));
+        std::fill(acc.begin(), acc.end(), A(0));
+        const int64_t key_end = d.KeyEnd(i0, nq);
+        for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+          const int64_t nk = std::min(kBlockK, key_end - j0);
+          Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
+          for (int64_t r = 0; r < nq; ++r) {
+            A* srow = s.data() + r * kBlockK;
+            const int64_t len = d.Visible(i0 + r, j0, nk);
+            A mx = kNegInf;
+            for (int64_t c = 0; c < len; ++c) mx = std::max(mx, srow[c]);
+            const A m_new = std::max(m[r], mx);
+            if (m_new == kNegInf) {  // nothing visible to this row yet
+              std::fill(srow, srow + nk, A(0));
+              continue;
+            }
+            ExpRow(srow, m_new, srow, len);
+            std::fill(srow + len, srow + nk, A(0));
+            A sum = 0;
+            for (int64_t c = 0; c < len; ++c) sum += srow[c];
+            if (dropout.on) {  // l sums the probabilities before dropout, the output those after
+              DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
+              for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
+            }
+            if (m_new != m[r]) {
+              const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new);
+              A* arow = acc.data() + r * d.dim_v;
+              for (int64_t c = 0; c < d.dim_v; ++c) arow[c] *= alpha;
+              l[r] *= alpha;
+              m[r] = m_new;
+            }
+            l[r] += sum;
           }
-          ExpRow(srow, m_new, srow, len);
-          std::fill(srow + len, srow + nk, A(0));
-          A sum = 0;
-          for (int64_t c = 0; c < len; ++c) sum += srow[c];
-          if (dropout.on) {  // l sums the probabilities before dropout, the output those after
-            DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
-            for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
-          }
-          if (m_new != m[r]) {
-            const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new);
-            A* arow = acc.data() + r * d.dim_v;
-            for (int64_t c = 0; c < d.dim_v; ++c) arow[c] *= alpha;
-            l[r] *= alpha;
-            m[r] = m_new;
-          }
-          l[r] += sum;
+          TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK,
+                   v + d.VRow(b, j0, h), d.LdV(), A(1), acc.data(), d.dim_v);
         }
-        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK,
-                 v + d.VRow(b, j0, h), d.LdV(), A(1), acc.data(), d.dim_v);
-      }
-      for (int64_t r = 0; r < nq; ++r) {
-        T* orow = out + d.ORow(b, i0 + r, h);
-        const A* arow = acc.data() + r * d.dim_v;
-        A& row_lse = lse[bh * d.seq_q + i0 + r];
-        const A inv = l[r] == A(0) ? A(0) : A(1) / l[r];
-        for (int64_t c = 0; c < d.dim_v; ++c) row[c] = arow[c] * inv;
-        Store(row.data(), orow, d.dim_v);
-        row_lse = l[r] == A(0) ? kNegInf : m[r] + std::log(l[r]);
-      }
-      if (!probs) continue;
-      // The [seq_q, seq_k] probabilities only when asked for (return_softmax).
-      for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
-        const int64_t nk = std::min(kBlockK, d.seq_k - j0);
-        if (j0 < key_end) Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
-          A* srow = s.data() + r * kBlockK;
-          const A row_lse = lse[bh * d.seq_q + i0 + r];
-          const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
-          ExpRow(srow, row_lse, srow, len);
-          std::fill(srow + len, srow + nk, A(0));
-          if (dropout.on) {  // the probabilities out was made of
-            DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
-            for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
+          T* orow = out + d.ORow(b, i0 + r, h);
+          const A* arow = acc.data() + r * d.dim_v;
+          A& row_lse = lse[bh * d.seq_q + i0 + r];
+          const A inv = l[r] == A(0) ? A(0) : A(1) / l[r];
+          for (int64_t c = 0; c < d.dim_v; ++c) row[c] = arow[c] * inv;
+          Store(row.data(), orow, d.dim_v);
+          row_lse = l[r] == A(0) ? kNegInf : m[r] + std::log(l[r]);
+        }
+        if (!probs) continue;
+        // The [seq_q, seq_k] probabilities only when asked for (return_softmax).
+        for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
+          const int64_t nk = std::min(kBlockK, d.seq_k - j0);
+          if (j0 < key_end) Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
+          for (int64_t r = 0; r < nq; ++r) {
+            A* srow = s.data() + r * kBlockK;
+            const A row_lse = lse[bh * d.seq_q + i0 + r];
+            const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
+            ExpRow(srow, row_lse, srow, len);
+            std::fill(srow + len, srow + nk, A(0));
+            if (dropout.on) {  // the probabilities out was made of
+              DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
+              for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
+            }
+            Store(srow, probs + (bh * d.seq_q + i0 + r) * d.seq_k + j0, nk);
           }
-          Store(srow, probs + (bh * d.seq_q + i0 + r) * d.seq_k + j0, nk);
         }
       }
-    }
+    });
   });
 }
 
@@ -447,68 +450,70 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * kBlockK : 0), pz(dropout.on ? kBlockQ * kBlockK : 0);
     std::vector<T> p_op, dp_op;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / d.heads, h = bh % d.heads;
-      const A* row_lse = lse + bh * d.seq_q;
-      for (int64_t i = 0; i < d.seq_q; ++i) {
-        const T* op = o + d.ORow(b, i, h);
-        const T* gp = dout + d.ORow(b, i, h);
-        A acc = 0;
-        for (int64_t c = 0; c < d.dim_v; ++c) acc += ToAcc(op[c]) * ToAcc(gp[c]);
-        row_dot[i] = acc;
-      }
-      ZeroHead(gq, b, h, d.seq_q, d.heads, d.dim);
-      ZeroHead(gk, b, h, d.seq_k, d.heads, d.dim);
-      ZeroHead(gv, b, h, d.seq_k, d.heads, d.dim_v);
-      for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
-        const int64_t nk = std::min(kBlockK, d.seq_k - j0);
-        // Causal: the first query that sees key j0 is j0 - offset.
-        const int64_t first = d.causal ? std::max<int64_t>(0, j0 - d.offset) / kBlockQ * kBlockQ : 0;
-        for (int64_t i0 = first; i0 < d.seq_q; i0 += kBlockQ) {
-          const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
-          Scores(d, q, k, mask, b, h, i0, nq, j0, nk, p.data());
-          for (int64_t r = 0; r < nq; ++r) {
-            A* prow = p.data() + r * kBlockK;
-            const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
-            ExpRow(prow, row_lse[i0 + r], prow, len);
-            std::fill(prow + len, prow + nk, A(0));
-            if (dropout.on) {
-              A* zrow = z.data() + r * kBlockK;
-              DropoutFactors(dropout, bh, i0 + r, j0, nk, zrow);
-              for (int64_t c = 0; c < nk; ++c) pz[r * kBlockK + c] = prow[c] * zrow[c];
+    cpu::RunSimd([&] {
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / d.heads, h = bh % d.heads;
+        const A* row_lse = lse + bh * d.seq_q;
+        for (int64_t i = 0; i < d.seq_q; ++i) {
+          const T* op = o + d.ORow(b, i, h);
+          const T* gp = dout + d.ORow(b, i, h);
+          A acc = 0;
+          for (int64_t c = 0; c < d.dim_v; ++c) acc += ToAcc(op[c]) * ToAcc(gp[c]);
+          row_dot[i] = acc;
+        }
+        ZeroHead(gq, b, h, d.seq_q, d.heads, d.dim);
+        ZeroHead(gk, b, h, d.seq_k, d.heads, d.dim);
+        ZeroHead(gv, b, h, d.seq_k, d.heads, d.dim_v);
+        for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
+          const int64_t nk = std::min(kBlockK, d.seq_k - j0);
+          // Causal: the first query that sees key j0 is j0 - offset.
+          const int64_t first = d.causal ? std::max<int64_t>(0, j0 - d.offset) / kBlockQ * kBlockQ : 0;
+          for (int64_t i0 = first; i0 < d.seq_q; i0 += kBlockQ) {
+            const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
+            Scores(d, q, k, mask, b, h, i0, nq, j0, nk, p.data());
+            for (int64_t r = 0; r < nq; ++r) {
+              A* prow = p.data() + r * kBlockK;
+              const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
+              ExpRow(prow, row_lse[i0 + r], prow, len);
+              std::fill(prow + len, prow + nk, A(0));
+              if (dropout.on) {
+                A* zrow = z.data() + r * kBlockK;
+                DropoutFactors(dropout, bh, i0 + r, j0, nk, zrow);
+                for (int64_t c = 0; c < nk; ++c) pz[r * kBlockK + c] = prow[c] * zrow[c];
+              }
             }
-          }
-          const T* dout_blk = dout + d.ORow(b, i0, h);
-          const A* p_used = dropout.on ? pz.data() : p.data();
-          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, nk, kBlockK, p_op), kBlockK, dout_blk,
-                   d.LdV(), A(1), gv + d.VRow(b, j0, h), d.LdV());
-          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
-                   dp.data(), kBlockK);
-          for (int64_t r = 0; r < nq; ++r) {
-            const A* prow = p.data() + r * kBlockK;
-            A* drow = dp.data() + r * kBlockK;
-            const A dot = row_dot[i0 + r];
-            if (dropout.on) {
-              const A* zrow = z.data() + r * kBlockK;
-              for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
-            } else {
-              for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
+            const T* dout_blk = dout + d.ORow(b, i0, h);
+            const A* p_used = dropout.on ? pz.data() : p.data();
+            TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, nk, kBlockK, p_op), kBlockK, dout_blk,
+                     d.LdV(), A(1), gv + d.VRow(b, j0, h), d.LdV());
+            TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
+                     dp.data(), kBlockK);
+            for (int64_t r = 0; r < nq; ++r) {
+              const A* prow = p.data() + r * kBlockK;
+              A* drow = dp.data() + r * kBlockK;
+              const A dot = row_dot[i0 + r];
+              if (dropout.on) {
+                const A* zrow = z.data() + r * kBlockK;
+                for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
+              } else {
+                for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
+              }
             }
+            const A scale = static_cast<A>(d.scale);
+            const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
+            TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), A(1),
+                     gq + d.QRow(b, i0, h), d.LdQK());
+            TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), A(1),
+                     gk + d.KRow(b, j0, h), d.LdQK());
           }
-          const A scale = static_cast<A>(d.scale);
-          const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
-          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), A(1),
-                   gq + d.QRow(b, i0, h), d.LdQK());
-          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), A(1),
-                   gk + d.KRow(b, j0, h), d.LdQK());
+        }
+        if constexpr (!std::is_same_v<T, A>) {
+          if (dq) StoreHead(gq, dq, b, h, d.seq_q, d.heads, d.dim);
+          if (dk) StoreHead(gk, dk, b, h, d.seq_k, d.heads, d.dim);
+          if (dv) StoreHead(gv, dv, b, h, d.seq_k, d.heads, d.dim_v);
         }
       }
-      if constexpr (!std::is_same_v<T, A>) {
-        if (dq) StoreHead(gq, dq, b, h, d.seq_q, d.heads, d.dim);
-        if (dk) StoreHead(gk, dk, b, h, d.seq_k, d.heads, d.dim);
-        if (dv) StoreHead(gv, dv, b, h, d.seq_k, d.heads, d.dim_v);
-      }
-    }
+    });
   });
 }
 
