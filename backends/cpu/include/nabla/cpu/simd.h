@@ -39,7 +39,14 @@ NABLA_API const char* SimdLevelName(SimdLevel level);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define NABLA_SIMD_DISPATCH 1
+// GCC vectorizes for 256-bit registers under AVX-512 unless told otherwise
+// (clang uses 512 and has no such attribute option).
+#if defined(__clang__)
 #define NABLA_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), flatten))
+#else
+#define NABLA_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512"), flatten))
+#endif
 #define NABLA_TARGET_AVX2 __attribute__((target("avx2"), flatten))
 #define NABLA_TARGET_BASELINE __attribute__((flatten))
 #else
