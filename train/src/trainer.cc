@@ -424,11 +424,12 @@ TrainingRun::TrainingRun(const RunConfig& config, const RunOverrides& overrides,
       if (!p->empty()) out << " " << *p;
     out << " (--resume continues the newest run)" << std::endl;
   }
-  // Resolved first, so a machine without OpenCL fails before any data loads.
-  // An embedding program may not have set up the host yet (idempotent).
+  // The device is resolved first, so a machine without OpenCL fails before
+  // any data loads, but after the config's plugins: `device:` may name a
+  // device plugin's backend that `plugins:` loads. An embedding program may
+  // not have set up the host yet (idempotent).
   cpu::InitCpuBackend();
-  device = &ResolveDevice(c.device);
-  LoadConfigPlugins(c);
+  device = &OpenConfigDevice(c);
 
   tp = BuildTrainPrograms(c, world.size);
   std::pair<Split, std::optional<Split>> splits = LoadSplits(c, *tp.main.Root(), tp);
