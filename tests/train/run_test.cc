@@ -266,6 +266,16 @@ TEST_F(RunTest, ADevicePluginOfTheConfigTrainsCheckpointsAndResumes) {
     EXPECT_EQ(std::memcmp(t.RawData(), u.RawData(), t.Bytes()), 0) << name << " differs from the cpu run";
   }
 
+  // The device plugin given as --plugin instead, before the config: each
+  // --plugin takes one file, so the config stays the command's.
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+  dir_.Write("run.yaml", Config("{type: adam, lr: 0.01}", "device: toy_cdev\n" + common + ckpt));
+  r = Nabla(dir_, std::string("run --plugin '") + TOY_CDEV + "' run.yaml --steps 6");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto straight = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 6));
+  for (const auto& [name, t] : on_cpu.tensors)
+    EXPECT_EQ(std::memcmp(t.RawData(), straight.tensors.at(name).RawData(), t.Bytes()), 0) << name;
+
   // An unknown device still names the key and lists what the plugins added.
   dir_.Write("run.yaml", plugin + Config("{type: sgd, lr: 0.1}", "device: toy_cdv\n"));
   r = Nabla(dir_, "run run.yaml");
