@@ -277,7 +277,8 @@ Command ExecCommand() {
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
   c.Option("--device", &opts->device,
            "Device to run on, a registered one (" + RegisteredDeviceNames() +
-               ") with an optional index; `nabla devices` lists them; null: a dry run printing fetched shapes",
+               ", or a device plugin's given with --plugin) with an optional index; `nabla devices` lists them; null: "
+               "a dry run printing fetched shapes",
            "NAME[:N]");
   c.Option("--executor", &opts->executor, "Executor: taskgraph (default) or sequential (the reference)", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");
