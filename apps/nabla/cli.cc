@@ -83,9 +83,12 @@ int RunCli(int argc, char** argv) {
   app.set_version_flag("--version", VersionString, "Print the version, the BLAS kernels in use and the plugin ABI");
 
   GlobalOptions global;
+  // One FILE per --plugin: CLI11 lets a list option take every word after it,
+  // so `nabla run --plugin P run.yaml` lost the config to --plugin.
   app.add_option("--plugin", global.plugins,
                  "Load this plugin after the standard ones (repeatable; NABLA_PLUGIN_PATH adds folders)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->allow_extra_args(false);
   app.add_flag("--strict-plugins", global.strict_plugins,
                "A plugin in the standard folder or NABLA_PLUGIN_PATH that does not load is an error (default: "
                "skipped with a warning)");

@@ -77,9 +77,11 @@ float ParseLearningRate(const std::string& text) {
 
 // --backward LOSS [--params P,...] [--no-grad V,...]: appends the backward
 // part before anything runs, so gradients can be fetched like any var.
-void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts) {
+void AppendBackwardIfRequested(ProgramDesc& program, const ExecOptions& opts, const Device& device) {
   train::PassPipelineOptions po;
-  ParseDeviceType(opts.device.substr(0, opts.device.find(':')), &po.device);
+  // The opened device's type: a device plugin that loads on first use has
+  // no type by its name before (fusion would have taken it for the cpu).
+  po.device = device.Type();
   po.fuse = opts.fuse;
   // Fetched vars (and the loss) must survive fusion.
   po.keep.insert(opts.fetches.begin(), opts.fetches.end());
@@ -183,8 +185,8 @@ int RunExec(const ExecOptions& opts) {
   NABLA_ENFORCE(opts.threads >= 0, kInvalidArgument, "--threads must be non-negative but received ", opts.threads);
 
   ProgramDesc program = LoadProgram(opts.program);
-  AppendBackwardIfRequested(program, opts);
   Device& device = ResolveDevice(opts.device);
+  AppendBackwardIfRequested(program, opts, device);
   const bool dry = IsDryRun(device);
   NABLA_ENFORCE(!dry || (opts.out_dir.empty() && opts.repeat == 0), kInvalidArgument, "--device ", opts.device,
                 " is a dry run (shapes and dtypes, no data): --out and --repeat do not apply");
@@ -277,7 +279,8 @@ Command ExecCommand() {
   c.Option("--out", &opts->out_dir, "Write each fetch to DIR/NAME.npy (DIR is created) instead of printing it", "DIR");
   c.Option("--device", &opts->device,
            "Device to run on, a registered one (" + RegisteredDeviceNames() +
-               ") with an optional index; `nabla devices` lists them; null: a dry run printing fetched shapes",
+               ", or a device plugin's given with --plugin) with an optional index; `nabla devices` lists them; null: "
+               "a dry run printing fetched shapes",
            "NAME[:N]");
   c.Option("--executor", &opts->executor, "Executor: taskgraph (default) or sequential (the reference)", "NAME");
   c.Option("--threads", &opts->threads, "Worker threads (0: all cores)", "N");

@@ -286,7 +286,8 @@ Command GradcheckCommand() {
   c.Flag("--only-plugin", &opts->only_plugin, "With --all: only the ops that the --plugin files registered");
   c.Option("--device", &opts->device,
            "Check on this device only, a registered one (" + RegisteredDeviceNames() +
-               ") with an optional index (default: every device the op has float64 kernels for)",
+               ", or a device plugin's given with --plugin) with an optional index (default: every device the op has "
+               "float64 kernels for)",
            "NAME[:N]");
   c.SetRun([opts](const GlobalOptions& global) { return RunGradcheck(*opts, global); });
   return c;

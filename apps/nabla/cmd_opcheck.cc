@@ -103,8 +103,11 @@ Command OpcheckCommand() {
   c.Flag("--all", &opts->all, "Check every loaded op (default with --plugin: the ops of the --plugin files)");
   c.Option("--threads", &opts->threads, "Thread counts to compare, the first the reference (default 1,2)", "N,...")
       .Delimiter(',');
-  c.Option("--device", &opts->device, "Check on this device only (default: every device the op has kernels for)",
-           "cpu|opencl[:N]");
+  c.Option("--device", &opts->device,
+           "Check on this device only, a registered one (" + RegisteredDeviceNames() +
+               ", or a device plugin's given with --plugin) with an optional index (default: every device the op has "
+               "kernels for)",
+           "NAME[:N]");
   c.Flag("--notes", &opts->notes, "Also print what was not checked and why");
   c.SetRun([opts](const GlobalOptions& global) { return RunOpcheck(*opts, global); });
   return c;

@@ -163,12 +163,24 @@ void CreateVar(ProgramDesc& program, const std::string& name, const std::vector<
 }
 
 // The device type a device spec ("cpu", "opencl:1") runs kernels of, for
-// the passes that depend on it (fusion and bf16 run on the cpu only).
+// the passes that depend on it (fusion and bf16 run on the cpu only). Any
+// backend `nabla devices` could list is a name here: those registered, the
+// core's, those of the device plugins loaded (load_plugin) and those found
+// but not loaded yet (a type's id comes from its name, so it is the one the
+// plugin will get).
 DeviceType PassDevice(const std::string& device, const char* where) {
+  const std::string name = device.substr(0, device.find(':'));
   DeviceType type = DeviceType::kCPU;
-  NABLA_ENFORCE(ParseDeviceType(device.substr(0, device.find(':')), &type), kInvalidArgument, where,
-                ": device must be a registered device NAME or NAME:N, but received '", device, "'");
-  return type;
+  if (ParseDeviceType(name, &type)) return type;
+  cpu::InitCpuBackend();  // the host registers "cpu" (idempotent)
+  const std::vector<std::string> names = DeviceBackendNames();
+  std::string known;
+  for (const std::string& n : names) {
+    if (n == name) return RegisterDeviceType(name);
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  NABLA_THROW(kInvalidArgument, where, ": device must be a registered device NAME or NAME:N (", known,
+              "; load_plugin adds a device plugin's), but received '", device, "'");
 }
 
 // append_backward runs the pass pipeline (nabla/train/pipeline.h) up to the

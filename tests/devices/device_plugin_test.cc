@@ -1,7 +1,9 @@
 // Device plugins (NABLA_DEVICE_PLUGIN): found in NABLA_PLUGIN_PATH by their
 // symbol tables and listed without being loaded, loaded the first time their
 // device is resolved, and a plugin that declares a backend it does not
-// register is a one-line error naming the file.
+// register is a one-line error naming the file. `nabla exec --backward
+// --fuse` on such a device runs the program unfused, as on any device but
+// the cpu.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,9 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_runner.h"
+#include "common/temp_dir.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
+#include "nabla/npy.h"
+#include "nabla/tensor.h"
 
 namespace nabla {
 namespace {
@@ -50,6 +56,42 @@ TEST(DevicePlugins, ListedUnloadedThenLoadedOnFirstUse) {
     EXPECT_NE(msg.find("libmute_device.so' declares device 'mute'"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
+}
+
+// The fusion pass runs on the cpu only (fused ops have cpu kernels alone).
+// The pass pipeline took its device from --device's name before the device
+// was opened, and a device plugin loaded on first use has no type by that
+// name until then: fusion ran for tick, whose host fallback then ran the
+// fused op's cpu kernel (its note said so).
+TEST(DevicePlugins, ExecDoesNotFuseForADevicePluginLoadedOnFirstUse) {
+  test_util::TempDir dir("nabla_device_plugin_test");
+  const std::string program = dir.Write("p.yaml", R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 3], dtype: float32, stop_gradient: true}
+      b: {shape: [3], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.5}}
+    ops:
+      - {type: elementwise_add, inputs: {X: [x], Y: [b]}, outputs: {Out: [h]}, attrs: {axis: 1}}
+      - {type: relu, inputs: {X: [h]}, outputs: {Out: [r]}}
+      - {type: mean, inputs: {X: [r]}, outputs: {Out: [loss]}}
+)");
+  cpu::InitCpuBackend();
+  Tensor t;
+  float* px = t.Allocate<float>(HostDevice(), {2, 3});
+  std::fill(px, px + t.Numel(), -1.0f);
+  const std::string x = dir.Path("x.npy");
+  WriteNpy(x, t);
+  const std::string args = "exec " + testing_cli::Quote(program) +
+                           " --backward loss --fuse --feed x=" + testing_cli::Quote(x) + " --fetch loss --plugin " +
+                           testing_cli::Quote(std::string(NABLA_DEVICE_PLUGIN_DIR) + "/libtick_device.so");
+  testing_cli::Result r =
+      testing_cli::RunBinary(NABLA_BIN_PATH, args + " --device tick", "NABLA_PLUGIN_PATH=", dir.Path("c"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("loss: float32[1]\n[0]"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("op 'relu' has no tick kernel for float32"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("fused"), std::string::npos) << r.err;
 }
 
 }  // namespace

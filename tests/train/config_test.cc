@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/train/run_config.h"
 #include "test_util.h"
 
@@ -133,20 +135,38 @@ TEST(RunConfig, UnknownNestedKeyPointsAtTheKey) {
   EXPECT_NE(e.find("run.yaml:7:22: unknown key 'every' in checkpoint"), std::string::npos) << e;
 }
 
-// device: names any backend of the registry, with an index or without; the
-// error lists what this process registered.
+// device: names any backend of the registry, with an index or without. The
+// parser checks the form; whether the name is registered is known after the
+// config's plugins load (a device plugin adds its backend), so
+// OpenConfigDevice checks it, at the key, listing what this process
+// registered.
 TEST(RunConfig, DevicesComeFromTheRegistry) {
   EXPECT_EQ(Parse(std::string(kMinimal) + "device: null\n").device, "null");
+  EXPECT_EQ(OpenConfigDevice(Parse(std::string(kMinimal) + "device: null\n")).Type(), NullDeviceType());
   EXPECT_EQ(Parse(std::string(kMinimal) + "device: cpu:0\n").device, "cpu:0");
-  std::string e = ParseError(std::string(kMinimal) + "device: gpu\n");
+  EXPECT_EQ(OpenConfigDevice(Parse(std::string(kMinimal) + "device: cpu:0\n")).Type(), DeviceType::kCPU);
+
+  const RunConfig gpu = Parse(std::string(kMinimal) + "device: gpu\n");  // a plugin could still add it
+  EXPECT_EQ(gpu.device, "gpu");
+  std::string e = ErrorOf([&] { OpenConfigDevice(gpu); });
   EXPECT_NE(e.find("run.yaml:7:9: device must be a registered device, NAME or NAME:N with N an index ("),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("cpu"), std::string::npos) << e;
   EXPECT_NE(e.find("null"), std::string::npos) << e;
   EXPECT_NE(e.find("but received 'gpu'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+
+  // A backend's own refusal names the key too.
+  e = ErrorOf([&] { OpenConfigDevice(Parse(std::string(kMinimal) + "device: null:3\n")); });
+  EXPECT_EQ(e.rfind("run.yaml:7:9: device 'null:3': ", 0), 0u) << e;
+
+  // A malformed spec is the parser's error.
   e = ParseError(std::string(kMinimal) + "device: 'cpu:x'\n");
+  EXPECT_NE(e.find("run.yaml:7:9: device must be a registered device"), std::string::npos) << e;
   EXPECT_NE(e.find("but received 'cpu:x'"), std::string::npos) << e;
+  e = ParseError(std::string(kMinimal) + "device: ':0'\n");
+  EXPECT_NE(e.find("but received ':0'"), std::string::npos) << e;
 }
 
 TEST(RunConfig, IllTypedValuesPointAtTheValue) {

@@ -232,6 +232,106 @@ TEST_F(RunTest, TheNullDeviceIsADryRunThatWritesNothing) {
   EXPECT_NE(r.err.find("but received 'tpu:1'"), std::string::npos) << r.err;
 }
 
+// Device plugins loaded through the C ABI, named by the config's own
+// `plugins:`: they load before `device:` is resolved, so the device may be
+// one they add. toy_cdev (a device written in C whose ops run their CPU
+// kernels on host copies) trains the linear classifier, checkpoints and
+// resumes, bit for bit what the CPU gives.
+TEST_F(RunTest, ADevicePluginOfTheConfigTrainsCheckpointsAndResumes) {
+  const std::string plugin = std::string("plugins: ['") + TOY_CDEV + "']\n";
+  // toy_cdev counts its memory without a lock: one thread.
+  const std::string common = "executor: sequential\nthreads: 1\nepochs: 3\n";
+  const std::string ckpt = "checkpoint: {dir: ckpt, every_steps: 2, keep_last: 0}\n";
+  dir_.Write("run.yaml", plugin + Config("{type: adam, lr: 0.01}", "device: cpu\n" + common + ckpt));
+  Result r = Nabla(dir_, "run run.yaml --steps 6");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto on_cpu = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 6));
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+
+  dir_.Write("run.yaml", plugin + Config("{type: adam, lr: 0.01}", "device: toy_cdev\n" + common + ckpt));
+  r = Nabla(dir_, "run run.yaml --steps 2");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("op 'mul' has no toy_cdev kernel for float32; running its cpu kernel on host copies"),
+            std::string::npos)
+      << r.err;
+  r = Nabla(dir_, "run run.yaml --steps 6 --resume");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resumed from ckpt/ckpt-00000002.safetensors (step 2"), std::string::npos) << r.out;
+  auto resumed = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 6));
+  ASSERT_EQ(on_cpu.tensors.size(), resumed.tensors.size());
+  EXPECT_TRUE(resumed.tensors.count("w@moment1"));
+  for (const auto& [name, t] : on_cpu.tensors) {
+    const Tensor& u = resumed.tensors.at(name);
+    ASSERT_EQ(t.Bytes(), u.Bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.RawData(), u.RawData(), t.Bytes()), 0) << name << " differs from the cpu run";
+  }
+
+  // The device plugin given as --plugin instead, before the config: each
+  // --plugin takes one file, so the config stays the command's.
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+  dir_.Write("run.yaml", Config("{type: adam, lr: 0.01}", "device: toy_cdev\n" + common + ckpt));
+  r = Nabla(dir_, std::string("run --plugin '") + TOY_CDEV + "' run.yaml --steps 6");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto straight = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 6));
+  for (const auto& [name, t] : on_cpu.tensors)
+    EXPECT_EQ(std::memcmp(t.RawData(), straight.tensors.at(name).RawData(), t.Bytes()), 0) << name;
+
+  // An unknown device still names the key and lists what the plugins added.
+  dir_.Write("run.yaml", plugin + Config("{type: sgd, lr: 0.1}", "device: toy_cdv\n"));
+  r = Nabla(dir_, "run run.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("nabla: error: run.yaml:29:9: device must be a registered device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("toy_cdev), but received 'toy_cdv'"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // So does a device the backend does not have.
+  dir_.Write("run.yaml", plugin + Config("{type: sgd, lr: 0.1}", "device: toy_cdev:1\n"));
+  r = Nabla(dir_, "run run.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(
+      r.err.find("nabla: error: run.yaml:29:9: device 'toy_cdev:1': no device toy_cdev:1: toy_cdev has one device, "
+                 "toy_cdev:0"),
+      std::string::npos)
+      << r.err;
+}
+
+// The skeleton device frozen at C ABI version 2 (tests/plugins/abi_v2), named
+// by `device:` and loaded by `plugins:`, is opened and runs what it has
+// kernels for (fill_constant for the startup program and the loss's
+// gradient, elementwise_add, relu). It runs no CPU kernels on host copies,
+// so training stops at the first op it lacks, relu_grad: one line, exit 2,
+// no checkpoint.
+TEST_F(RunTest, TheFrozenSkeletonDeviceOfTheConfigRunsUpToAnOpItLacks) {
+  dir_.Write("x.csv", "x\n1\n-2\n");
+  dir_.Write("run.yaml", std::string("plugins: ['") + ABI_V2_PLUGIN + R"(']
+device: skeleton
+program:
+  format: nabla-program/1
+  blocks:
+    - idx: 0
+      parent: -1
+      vars:
+        x: {shape: [1, 1], dtype: float32}
+        b: {shape: [1, 1], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.5}}
+      ops:
+        - {type: elementwise_add, inputs: {X: [x], Y: [b]}, outputs: {Out: [h]}}
+        - {type: relu, inputs: {X: [h]}, outputs: {Out: [loss]}}
+loss: loss
+optimizer: {type: sgd, lr: 0.1}
+data:
+  format: csv
+  train: {path: x.csv, feeds: {x: x}}
+  batch_size: 1
+checkpoint: {dir: ckpt}
+)");
+  Result r = Nabla(dir_, "run run.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("training run.yaml: 2 samples"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("op 'relu_grad': no kernel for (skeleton, float32)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(device skeleton:0 runs no cpu kernels on host copies)"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(ListCheckpoints(dir_.Path("ckpt")).empty());
+}
+
 TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
   struct Case {
     std::string config, expected;

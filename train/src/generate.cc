@@ -58,8 +58,7 @@ std::string GenerateText(const RunConfig& c, const GenerateOptions& o, const std
   NABLA_ENFORCE(o.temperature >= 0 && std::isfinite(o.temperature), kInvalidArgument,
                 "generate: --temperature must be >= 0, but received ", o.temperature);
   NABLA_ENFORCE(o.top_k >= 0, kInvalidArgument, "generate: --top-k must be >= 0, but received ", o.top_k);
-  Device& device = ResolveDevice(c.device);
-  LoadConfigPlugins(c);
+  Device& device = OpenConfigDevice(c);  // plugins first: one may add the device's backend
   TrainPrograms tp = BuildTrainPrograms(c);
   NABLA_ENFORCE(!tp.logits.empty(), kInvalidArgument, c.path,
                 ": generate needs the model's scores, but no op reads the label through a Label slot");

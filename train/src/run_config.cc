@@ -33,6 +33,13 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
+// The backends a `device:` may name now: the host's, the core's, and those
+// of the device plugins loaded or found so far.
+std::vector<std::string> KnownDevices() {
+  cpu::InitCpuBackend();  // the host registers "cpu" (idempotent)
+  return DeviceBackendNames();
+}
+
 // Reads typed values out of YAML nodes, turning every problem into one
 // Error that names file:line:col (yaml-cpp marks are 0-based; a missing
 // key has a null mark, so messages about it point at the parent mapping).
@@ -143,23 +150,21 @@ class Reader {
     return out;
   }
 
-  // A device of the registry (nabla/device_registry.h), NAME or NAME:N:
-  // whatever backends this build registered, checked here so a typo names
-  // the config's line rather than failing when the run starts.
+  // NAME or NAME:N. Only the form is checked here: whether NAME is a
+  // registered backend is known once the config's `plugins:` have loaded (a
+  // device plugin among them adds its backend), so OpenConfigDevice checks
+  // it, at this key's position.
   std::string Device(const YAML::Node& node) const {
     // `device: null` is YAML's null, not the string: it can only mean the
     // null device.
     if (node.IsNull()) return "null";
     const std::string s = String(node, "device");
     const size_t colon = s.find(':');
-    cpu::InitCpuBackend();  // the host registers "cpu" (idempotent)
-    const std::vector<std::string> names = DeviceBackendNames();
-    const bool known = std::find(names.begin(), names.end(), s.substr(0, colon)) != names.end();
-    bool index_ok = colon == std::string::npos || (colon + 1 < s.size() && s.size() - colon - 1 <= 6);
+    bool ok = colon != 0 && (colon == std::string::npos || (colon + 1 < s.size() && s.size() - colon - 1 <= 6));
     for (size_t i = colon == std::string::npos ? s.size() : colon + 1; i < s.size(); ++i)
-      index_ok = index_ok && s[i] >= '0' && s[i] <= '9';
-    NABLA_ENFORCE(known && index_ok, kInvalidArgument, Where(node),
-                  ": device must be a registered device, NAME or NAME:N with N an index (", Join(names),
+      ok = ok && s[i] >= '0' && s[i] <= '9';
+    NABLA_ENFORCE(ok, kInvalidArgument, Where(node),
+                  ": device must be a registered device, NAME or NAME:N with N an index (", Join(KnownDevices()),
                   "), but received '", s, "'");
     return s;
   }
@@ -489,7 +494,10 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
       for (const auto& p : r.StringList(root["plugins"], "plugins")) c.plugins.push_back(r.InputPath(p));
       for (size_t i = 0; i < c.plugins.size(); ++i) c.plugin_where.push_back(r.Where(root["plugins"][i]));
     }
-    if (root["device"]) c.device = r.Device(root["device"]);
+    if (root["device"]) {
+      c.device = r.Device(root["device"]);
+      c.device_pos = r.Pos(root["device"]);
+    }
     if (root["executor"]) c.executor = r.NonEmptyString(root["executor"], "executor");
     if (root["threads"]) c.threads = static_cast<int>(r.Int(root["threads"], "threads", 0));
     if (root["fuse"]) c.fuse = r.Bool(root["fuse"], "fuse");
@@ -561,6 +569,22 @@ void LoadConfigPlugins(const RunConfig& c) {
       ThrowError(e.kind(),
                  StrCat(i < c.plugin_where.size() ? c.plugin_where[i] : c.path, ": plugins[", i, "]: ", e.what()));
     }
+  }
+}
+
+Device& OpenConfigDevice(const RunConfig& c) {
+  LoadConfigPlugins(c);
+  const std::string where = c.device_pos.line > 0 ? c.device_pos.Where() : c.path;
+  const std::string name = c.device.substr(0, c.device.find(':'));
+  const std::vector<std::string> names = KnownDevices();
+  NABLA_ENFORCE(std::find(names.begin(), names.end(), name) != names.end(), kInvalidArgument, where,
+                ": device must be a registered device, NAME or NAME:N with N an index (", Join(names),
+                "), but received '", c.device, "'");
+  try {
+    return ResolveDevice(c.device);
+  } catch (const Error& e) {
+    // A backend's own refusal (no such index, no driver): at the key too.
+    ThrowError(e.kind(), StrCat(where, ": device '", c.device, "': ", e.what()));
   }
 }
 

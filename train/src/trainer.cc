@@ -418,17 +418,19 @@ TrainingRun::TrainingRun(const RunConfig& config, const RunOverrides& overrides,
       resume(overrides.resume || config.checkpoint.resume),
       run(world.Leader() ? ChooseRun(config, resume) : 1),
       c(ForRun(config, run)) {
+  // The device is resolved first, so a machine without OpenCL (or a
+  // misspelt device) fails before anything is said or loaded, but after the
+  // config's plugins: `device:` may name a device plugin's backend that
+  // `plugins:` loads. An embedding program may not have set up the host yet
+  // (idempotent).
+  cpu::InitCpuBackend();
+  device = &OpenConfigDevice(c);
   if (run > 1 && !resume) {
     out << "run " << run << ": the configured outputs hold an earlier run, so this one writes to";
     for (const std::string* p : {&c.checkpoint.dir, &c.logging.metrics_file, &c.logging.plot})
       if (!p->empty()) out << " " << *p;
     out << " (--resume continues the newest run)" << std::endl;
   }
-  // Resolved first, so a machine without OpenCL fails before any data loads.
-  // An embedding program may not have set up the host yet (idempotent).
-  cpu::InitCpuBackend();
-  device = &ResolveDevice(c.device);
-  LoadConfigPlugins(c);
 
   tp = BuildTrainPrograms(c, world.size);
   std::pair<Split, std::optional<Split>> splits = LoadSplits(c, *tp.main.Root(), tp);

@@ -11,6 +11,10 @@
 #include "nabla/program.h"
 #include "nabla/train.h"
 
+namespace nabla {
+class Device;
+}
+
 namespace nabla::train {
 
 // A position in the config file, for messages that come after parsing
@@ -113,7 +117,8 @@ struct RunConfig {
   std::string base_dir;  // its folder: inputs are relative to it
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_where;  // "run.yaml:3:5" of each plugins entry
-  std::string device = "cpu";
+  std::string device = "cpu";             // NAME[:N], checked against the registry by OpenConfigDevice
+  ConfigPos device_pos;                   // of the `device:` value; line 0 when the config has none
   std::string executor = "taskgraph";
   int threads = 0;
   bool fuse = true;  // run the fusion pass (nabla/fusion.h) on the cpu device
@@ -150,5 +155,11 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
 // Loads the config's `plugins:`; asked for by name, each that fails is an
 // error naming the config's file and line.
 void LoadConfigPlugins(const RunConfig& c);
+// Loads the config's `plugins:` (LoadConfigPlugins), then opens its device:
+// plugins first, so `device:` may name a device plugin's backend that
+// `plugins:` loads. A name no loaded backend registered, or a device the
+// backend refuses (an index past its devices), is an error at the `device:`
+// key listing the known backends.
+Device& OpenConfigDevice(const RunConfig& c);
 
 }  // namespace nabla::train
