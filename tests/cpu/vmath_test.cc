@@ -108,6 +108,37 @@ TEST(Gelu, MatchesTheFloat64FormulasTailsIncluded) {
   EXPECT_EQ(zy[1], 0.0f);
 }
 
+// gelu runs in blocks of elements, a stage of its formula at a time: an
+// element's bits must not depend on where the blocks fall (the length, an
+// offset start) nor on writing over the input.
+TEST(Gelu, SameBitsForEveryLengthAndInPlace) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> x(1000), dy(1000);
+  for (auto& v : x) v = d(gen);
+  for (auto& v : dy) v = d(gen);
+  for (bool approximate : {false, true}) {
+    std::vector<float> y(x.size()), dx(x.size());
+    Gelu(x.data(), y.data(), 1000, approximate);
+    GeluGrad(x.data(), dy.data(), dx.data(), 1000, approximate);
+    for (int64_t start : {0, 1, 63, 64, 65}) {
+      for (int64_t n : {1, 7, 63, 64, 65, 130, 600}) {
+        std::vector<float> part(x.begin() + start, x.begin() + start + n);
+        std::vector<float> grad(dy.begin() + start, dy.begin() + start + n);
+        std::vector<float> in_place = part;
+        Gelu(in_place.data(), in_place.data(), n, approximate);
+        GeluGrad(part.data(), grad.data(), grad.data(), n, approximate);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::memcmp(&in_place[i], &y[start + i], sizeof(float)), 0)
+              << "approximate " << approximate << ", start " << start << ", n " << n << ", element " << i;
+          ASSERT_EQ(std::memcmp(&grad[i], &dx[start + i], sizeof(float)), 0)
+              << "approximate " << approximate << ", start " << start << ", n " << n << ", element " << i;
+        }
+      }
+    }
+  }
+}
+
 // The row kernels of softmax and layer_norm against float64 loops, on row
 // lengths below, at and around the 16 lanes (the tails), with rows far from
 // zero and masked (-1e9) entries.
