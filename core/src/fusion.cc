@@ -102,6 +102,7 @@ size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep
         if (!Match(block, i, *c.pattern, readers, writers, keep, &at)) continue;
         std::vector<const OpDesc*> matched;
         for (size_t k : at) matched.push_back(block.Op(k));
+        if (c.pattern->applies && !c.pattern->applies(block, matched)) continue;
         std::unique_ptr<OpDesc> op = c.pattern->fuse(matched);
         if (!op) continue;
         NABLA_ENFORCE(op->Type() == *c.fused_type, kRuntime, "the fusion pattern of op '", *c.fused_type,
