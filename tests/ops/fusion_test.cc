@@ -377,6 +377,14 @@ TEST(FcFusion, MulAndFusedBiasActivationBecomeFc) {
   EXPECT_EQ(FuseOps(gelu, {"loss"}), 0u);
 }
 
+// A program the bfloat16 pass runs on next keeps its mul for it (fc has no
+// bfloat16 kernel, mul does): only the bias add and activation fuse.
+TEST(FcFusion, LeavesMulToTheBf16Pass) {
+  ProgramDesc p = FcLayer("[6, 5]", 1, 5, 4, "tanh");
+  EXPECT_EQ(FuseOps(p, {"loss"}, /*bf16_next=*/true), 1u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"mul", "fused_elemwise_activation", "elementwise_mul", "mean"}));
+}
+
 // Only where fc computes what the chain computes: W 2-D and not flattened,
 // the bias a row [N] over the product's last dim and the add's Y, one
 // float dtype.
