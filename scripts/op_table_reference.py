@@ -1315,6 +1315,26 @@ def gpt_cases(rng):
              {"axis": axis, "functor_list": ["gelu", "elementwise_add"]}, [("Out", "", out)])
 
 
+def fc_cases(rng):
+    # fc: act(Input flattened at in_num_col_dims @ W + Bias); MLP-sized rows
+    # run the GEMM in several tiles, rank 3 flattens Input, no Bias skips it.
+    acts = {"": lambda v: v, "relu": lambda v: np.maximum(v, 0.0), "tanh": np.tanh,
+            "sigmoid": lambda v: 1 / (1 + np.exp(-v))}
+    for name, xs, ws, xn, act, bias in (("fc_tanh", (3, 4), (4, 5), 1, "tanh", True),
+                                        ("fc_relu", (4, 3), (3, 6), 1, "relu", True),
+                                        ("fc_sigmoid", (2, 5), (5, 3), 1, "sigmoid", True),
+                                        ("fc_no_act", (3, 4), (4, 2), 1, "", True),
+                                        ("fc_rank3", (2, 3, 4), (4, 5), 2, "tanh", True),
+                                        ("fc_rank3_flatten", (2, 3, 4), (12, 5), 1, "relu", True),
+                                        ("fc_no_bias", (3, 4), (4, 5), 1, "", False),
+                                        ("fc_layer", (48, 70), (70, 33), 1, "tanh", True)):
+        x, w, b = fl(rng, xs), fl(rng, ws, -0.3, 0.3), fl(rng, (ws[1],))
+        pre = x.reshape(int(np.prod(xs[:xn])), -1) @ w + (b if bias else 0.0)
+        inputs = [("Input", "", x), ("W", "", w)] + ([("Bias", "", b)] if bias else [])
+        case(name, "fc", inputs, {"in_num_col_dims": xn, "activation_type": act},
+             [("Out", "", acts[act](pre).reshape(xs[:xn] + (ws[1],)))], tol=(1e-5, 1e-12))
+
+
 def philox4x32(key, ctr):
     """Philox4x32-10 (nabla/opkit/philox.h) on arrays of counters: ctr is 4 uint64 arrays of 32-bit words."""
     m0, m1, w0, w1, mask = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85, 0xFFFFFFFF
@@ -1379,6 +1399,7 @@ def main():
     sweep_cases(np.random.default_rng(20261134))
     gpt_cases(np.random.default_rng(20261135))
     transformer_cases(np.random.default_rng(20261136))
+    fc_cases(np.random.default_rng(20261137))
     write_inc()
     return 0
 

@@ -73,9 +73,22 @@ bool Match(const BlockDesc& block, size_t first, const FusionPattern& pattern,
   return true;
 }
 
+// Whether fusing `matched` into an op of `fused_type` would keep one of
+// them in float32 that the bfloat16 pass would have run in bfloat16.
+bool LosesLowPrecision(const OpRegistry& registry, const std::string& fused_type,
+                       const std::vector<const OpDesc*>& matched) {
+  auto low = [&](const std::string& type) {
+    const OpInfo* info = registry.Find(type);
+    return info && info->traits.precision == OpPrecision::kLow &&
+           registry.FindKernel(type, DeviceType::kCPU, DType::kBFloat16) != nullptr;
+  };
+  if (low(fused_type)) return false;
+  return std::any_of(matched.begin(), matched.end(), [&](const OpDesc* op) { return low(op->Type()); });
+}
+
 }  // namespace
 
-size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep) {
+size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep, bool bf16_next) {
   auto registry = CurrentRegistry();
   std::unordered_map<std::string, std::vector<Candidate>> by_first;  // chain[0] -> patterns
   for (const std::string& type : registry->OpTypes()) {
@@ -102,6 +115,8 @@ size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep
         if (!Match(block, i, *c.pattern, readers, writers, keep, &at)) continue;
         std::vector<const OpDesc*> matched;
         for (size_t k : at) matched.push_back(block.Op(k));
+        if (c.pattern->applies && !c.pattern->applies(block, matched)) continue;
+        if (bf16_next && LosesLowPrecision(*registry, *c.fused_type, matched)) continue;
         std::unique_ptr<OpDesc> op = c.pattern->fuse(matched);
         if (!op) continue;
         NABLA_ENFORCE(op->Type() == *c.fused_type, kRuntime, "the fusion pattern of op '", *c.fused_type,

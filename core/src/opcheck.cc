@@ -140,6 +140,9 @@ class CaseRunner {
     Phase("grad maker", [&] { grad_ops = info.grad_maker(fwd, no_grad, &grad_to_var, {}); });
     ProgramDesc backward;
     bool valid = true;
+    // Vars an earlier grad op of the maker writes (a gradient passed from one
+    // grad op to the next, as fc's maker passes its product's).
+    std::unordered_set<std::string> written;
     for (size_t i = 0; i < grad_ops.size(); ++i) {
       OpDesc& g = *grad_ops[i];
       const std::string where = StrCat("grad op #", i, " '", g.Type(), "' from the grad maker of '", type_, "' (",
@@ -161,7 +164,7 @@ class CaseRunner {
       // Gradients of outputs that get no dOut read as zeros, as the backward
       // builder's fill_zeros_like would make them.
       for (const std::string& name : g.InputArgumentNames()) {
-        if (name == kEmptyVarName || scope.FindVar(name)) continue;
+        if (name == kEmptyVarName || scope.FindVar(name) || written.count(name)) continue;
         Variable* fwd_var = IsGradVarName(name) ? scope.FindVar(StripGradSuffix(name)) : nullptr;
         if (fwd_var == nullptr || !fwd_var->GetTensor().IsInitialized()) {
           result.problems.push_back(
@@ -173,6 +176,8 @@ class CaseRunner {
         WriteTensor(scope.Var(name)->GetTensor(), device_, f.GetDType(), f.GetShape(),
                     std::vector<double>(static_cast<size_t>(f.Numel()), 0.0));
       }
+      for (const std::string& name : g.OutputArgumentNames())
+        if (name != kEmptyVarName) written.insert(name);
       backward.Root()->AppendOp(g);
     }
     if (!valid) return result;

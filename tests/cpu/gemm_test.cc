@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <random>
@@ -97,6 +99,94 @@ TEST(CpuGemm, DoubleAcceptsEmptyMatrices) {
   EXPECT_EQ(c, (std::vector<double>{3.5, 4.0, kSentinel}));
   Gemm(false, false, 0, 2, 3, 1.0, &x, 3, &x, 2, 0.0, c.data(), 2);
   EXPECT_EQ(c, (std::vector<double>{3.5, 4.0, kSentinel}));
+}
+
+// GemmBiasAct: C = act(A B + bias). On OpenBLAS the epilogue sees every
+// element of C exactly once, right after C's block was computed, with C's
+// bits those of Gemm (float32 and float64, whole products and runs of
+// rows); on oneDNN (forced: this machine's policy may keep float32 on
+// OpenBLAS) bias and activation are its post-ops, within float32 rounding of
+// the reference.
+struct BiasActCall {
+  std::vector<float>* c;
+  std::vector<int>* seen;          // per element of C: how many times the epilogue saw it
+  const std::vector<float>* gemm;  // Gemm's C, for the bits before the epilogue
+  const float* bias;
+  GemmAct act;
+  int64_t ldc;
+  bool bits_ok = true;
+  static void Run(void* self, int64_t row, int64_t col, int64_t rows, int64_t cols) {
+    auto& e = *static_cast<BiasActCall*>(self);
+    for (int64_t i = row; i < row + rows; ++i)
+      for (int64_t j = col; j < col + cols; ++j) {
+        float& v = (*e.c)[i * e.ldc + j];
+        if (std::memcmp(&v, &(*e.gemm)[i * e.ldc + j], sizeof v) != 0) e.bits_ok = false;
+        ++(*e.seen)[i * e.ldc + j];
+        v += e.bias[j];
+        if (e.act == GemmAct::kRelu) v = v > 0 ? v : 0;
+        if (e.act == GemmAct::kTanh) v = std::tanh(v);
+        if (e.act == GemmAct::kSigmoid) v = 1 / (1 + std::exp(-v));
+      }
+  }
+};
+
+TEST(CpuGemm, BiasActivationAsPostOps) {
+  // 600 x 700 x 40 is one OpenBLAS call per thread; 129 x 65 x 257 splits
+  // across two threads by rows, 40 x 300 x 64 by columns.
+  const Case cases[] = {{3, 5, 7}, {129, 65, 257}, {40, 300, 64}, {600, 700, 40}, {2, 3, 0}};
+  for (GemmLib lib : Libs())
+    for (GemmAct act : {GemmAct::kIdentity, GemmAct::kRelu, GemmAct::kTanh, GemmAct::kSigmoid})
+      for (const Case& s : cases)
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(testing::Message()
+                       << (lib == GemmLib::kOneDnn ? "onednn" : "openblas") << " act " << static_cast<int>(act) << " "
+                       << s.m << "x" << s.n << "x" << s.k << " threads=" << threads);
+          const int64_t lda = s.k + 1, ldb = s.n, ldc = s.n;
+          const std::vector<float> a = Random(s.m * lda + 1, 4), b = Random(s.k * ldb + 1, 5), bias = Random(s.n, 6);
+          std::vector<float> gemm(s.m * ldc), c(s.m * ldc, std::numeric_limits<float>::quiet_NaN());
+          std::vector<int> seen(s.m * ldc, 0);
+          BiasActCall call{&c, &seen, &gemm, bias.data(), act, ldc};
+          tbb::task_arena arena(threads);
+          arena.execute([&] {
+            GemmWith(GemmLib::kOpenBlas, false, false, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
+                     gemm.data(), ldc);
+            GemmBiasAct(&lib, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, bias.data(), act, c.data(), ldc,
+                        &BiasActCall::Run, &call);
+          });
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              double want = gemm[i * ldc + j] + static_cast<double>(bias[j]);
+              if (act == GemmAct::kRelu) want = std::max(want, 0.0);
+              if (act == GemmAct::kTanh) want = std::tanh(want);
+              if (act == GemmAct::kSigmoid) want = 1 / (1 + std::exp(-want));
+              ASSERT_NEAR(c[i * ldc + j], want, 2e-5 * (s.k + 1)) << "C[" << i << "][" << j << "]";
+              if (lib == GemmLib::kOpenBlas) {
+                ASSERT_EQ(seen[i * ldc + j], 1) << "C[" << i << "][" << j << "]";
+              }
+            }
+          if (lib == GemmLib::kOpenBlas) {
+            EXPECT_TRUE(call.bits_ok) << "C before the epilogue is not Gemm's";
+          }
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST(CpuGemm, BiasActivationInDoubleIsGemmThenEpilogue) {
+  const int64_t m = 300, n = 50, k = 30;
+  std::vector<double> a(m * k), b(k * n), want(m * n), c(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.1 * static_cast<double>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.3 * static_cast<double>(i));
+  Gemm(false, false, m, n, k, 1.0, a.data(), k, b.data(), n, 0.0, want.data(), n);
+  struct Count {
+    int64_t elements = 0;
+    static void Run(void* self, int64_t, int64_t, int64_t rows, int64_t cols) {
+      static_cast<Count*>(self)->elements += rows * cols;
+    }
+  } count;
+  GemmBiasAct(nullptr, m, n, k, a.data(), k, b.data(), n, static_cast<const double*>(nullptr), GemmAct::kIdentity,
+              c.data(), n, &Count::Run, &count);
+  EXPECT_EQ(count.elements, m * n);
+  EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(double)), 0);
 }
 
 // GemmPolicy says "onednn for float32 from NM multiply-adds" on AVX-512

@@ -57,6 +57,11 @@ std::vector<std::string> OpTypes(const ProgramDesc& p) {
   return types;
 }
 
+size_t CountTypes(const ProgramDesc& p, const std::string& type) {
+  const auto types = OpTypes(p);
+  return static_cast<size_t>(std::count(types.begin(), types.end(), type));
+}
+
 // Runs forward + backward on fixed random inputs (the same for every call)
 // and returns the loss and every parameter gradient.
 std::map<std::string, HostTensor> LossAndGrads(ProgramDesc program, DType dtype, Shape label_shape = {8, 1}) {
@@ -91,15 +96,18 @@ ProgramDesc Net(DType dtype) {
 
 TEST(Fusion, FusesBiasActivationAndSoftmaxCrossEntropy) {
   ProgramDesc p = Net(DType::kFloat64);
-  EXPECT_EQ(FuseOps(p, {"loss"}), 4u);
-  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"mul", "fused_elemwise_activation", "mul",
-                                                  "fused_elemwise_activation", "mul", "fused_elemwise_activation",
-                                                  "mul", "elementwise_add", "softmax_with_cross_entropy", "mean"}));
-  const OpDesc& relu = *p.Root()->Op(3);
-  EXPECT_EQ(relu.Attr<std::vector<std::string>>("functor_list"), (std::vector<std::string>{"relu", "elementwise_add"}));
-  EXPECT_EQ(relu.Input("X"), std::vector<std::string>{"xw1"});
+  // Each layer's mul, bias add and activation become one fc.
+  EXPECT_EQ(FuseOps(p, {"loss"}), 5u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"fc", "fc", "fc", "fc", "softmax_with_cross_entropy", "mean"}));
+  const OpDesc& relu = *p.Root()->Op(1);
+  EXPECT_EQ(relu.Attr<std::string>("activation_type"), "relu");
+  EXPECT_EQ(relu.Input("Input"), std::vector<std::string>{"h0"});
+  EXPECT_EQ(relu.Input("W"), std::vector<std::string>{"w1"});
+  EXPECT_EQ(relu.Input("Bias"), std::vector<std::string>{"b1"});
   EXPECT_EQ(relu.Output("Out"), std::vector<std::string>{"h1"});
+  EXPECT_EQ(p.Root()->Op(3)->Attr<std::string>("activation_type"), "");
   EXPECT_FALSE(p.Root()->HasVar("pre1"));
+  EXPECT_FALSE(p.Root()->HasVar("xw1"));
   VerifyProgram(p, *CurrentRegistry());
   EXPECT_EQ(FuseOps(p, {"loss"}), 0u);  // nothing left to fuse
 }
@@ -109,10 +117,13 @@ TEST(Fusion, LeavesKeptAndSharedIntermediatesAlone) {
   // pre0 is fetched; pre1 gets a second reader; prob is kept.
   p.Root()->AppendOp(OpDesc("scale", {{"X", {"pre1"}}}, {{"Out", {"pre1_copy"}}}, {}));
   FillDefaultAttrs(*p.Root()->Op(p.Root()->OpSize() - 1), *CurrentRegistry());
-  EXPECT_EQ(FuseOps(p, {"loss", "pre0", "prob"}), 1u);  // only the sigmoid layer
-  const auto types = OpTypes(p);
-  EXPECT_EQ(std::count(types.begin(), types.end(), "fused_elemwise_activation"), 1);
-  EXPECT_EQ(std::count(types.begin(), types.end(), "softmax"), 1);
+  // Every mul + bias add becomes an fc; only the sigmoid layer's takes its
+  // activation along. tanh and relu stay.
+  EXPECT_EQ(FuseOps(p, {"loss", "pre0", "prob"}), 4u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"fc", "tanh", "fc", "relu", "fc", "fc", "softmax", "cross_entropy",
+                                                  "mean", "scale"}));
+  EXPECT_EQ(p.Root()->Op(0)->Output("Out"), std::vector<std::string>{"pre0"});
+  EXPECT_EQ(p.Root()->Op(4)->Attr<std::string>("activation_type"), "sigmoid");
 }
 
 TEST(Fusion, DoesNotFuseAfterBackwardWasAppended) {
@@ -124,7 +135,7 @@ TEST(Fusion, DoesNotFuseAfterBackwardWasAppended) {
 void ExpectSameLossAndGrads(DType dtype, double rtol, double atol) {
   ProgramDesc unfused = Net(dtype);
   ProgramDesc fused = Net(dtype);
-  ASSERT_EQ(FuseOps(fused, {"loss"}), 4u);
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 5u);
   auto want = LossAndGrads(unfused, dtype);
   auto got = LossAndGrads(fused, dtype);
   ASSERT_EQ(want.size(), 9u);
@@ -145,7 +156,7 @@ TEST(Fusion, SoftmaxCrossEntropyKeepsALabelOfRankOneLess) {
     return ParseProgram(text, "net.yaml");
   };
   ProgramDesc unfused = net(), fused = net();
-  ASSERT_EQ(FuseOps(fused, {"loss"}), 4u);
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 5u);
   VerifyProgram(fused, *CurrentRegistry());
   EXPECT_EQ(fused.Root()->FindVar("ce")->GetShape(), (Shape{-1}));
   auto want = LossAndGrads(unfused, DType::kFloat64, {8});
@@ -161,8 +172,9 @@ TEST(Fusion, SoftmaxCrossEntropyKeepsALabelOfRankOneLess) {
 TEST(Fusion, SameLossAndGradientsFloat64) { ExpectSameLossAndGrads(DType::kFloat64, 1e-12, 1e-14); }
 TEST(Fusion, SameLossAndGradientsFloat32) { ExpectSameLossAndGrads(DType::kFloat32, 1e-5, 1e-6); }
 
-// Without the softmax pair, the bias-add + activation fusion is exact: the
-// fused kernels evaluate the unfused formulas in the same order.
+// Without the softmax pair, the fc fusion is exact: the fused kernels
+// evaluate the unfused formulas in the same order, on the same GEMMs
+// (OpenBLAS: what float32 runs on here).
 TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
   auto strip = [](DType dtype) {
     ProgramDesc p = Net(dtype);
@@ -177,7 +189,8 @@ TEST(Fusion, BiasActivationGradientsAreBitIdentical) {
   };
   ProgramDesc unfused = strip(DType::kFloat32);
   ProgramDesc fused = strip(DType::kFloat32);
-  ASSERT_EQ(FuseOps(fused, {"loss"}), 3u);
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 4u);
+  ASSERT_EQ(CountTypes(fused, "fc"), 4u);
   auto want = LossAndGrads(unfused, DType::kFloat32);
   auto got = LossAndGrads(fused, DType::kFloat32);
   for (const auto& [name, w] : want) {
@@ -215,7 +228,8 @@ TEST(Fusion, BiasGeluIsFusedAndBitIdentical) {
     SCOPED_TRACE(DTypeName(dtype));
     ProgramDesc unfused = NetWithFirstActivation(dtype, gelu);
     ProgramDesc fused = NetWithFirstActivation(dtype, gelu);
-    ASSERT_EQ(FuseOps(fused, {"loss"}), 3u);
+    ASSERT_EQ(FuseOps(fused, {"loss"}), 4u);  // and the other three layers' fc
+    EXPECT_EQ(fused.Root()->Op(0)->Type(), "mul");
     const OpDesc& op = *fused.Root()->Op(1);
     ASSERT_EQ(op.Type(), "fused_elemwise_activation");
     EXPECT_EQ(op.Attr<std::vector<std::string>>("functor_list"), (std::vector<std::string>{"gelu", "elementwise_add"}));
@@ -234,17 +248,164 @@ TEST(Fusion, BiasGeluIsFusedAndBitIdentical) {
 TEST(Fusion, LeavesTheTanhFormOfGeluAlone) {
   ProgramDesc p = NetWithFirstActivation(DType::kFloat32,
                                          "gelu, inputs: {X: [pre0]}, outputs: {Out: [h0]}, attrs: {approximate: true}");
-  EXPECT_EQ(FuseOps(p, {"loss"}), 2u);
-  EXPECT_EQ(OpTypes(p)[1], "elementwise_add");
-  EXPECT_EQ(OpTypes(p)[2], "gelu");
+  EXPECT_EQ(FuseOps(p, {"loss"}), 4u);
+  EXPECT_EQ(OpTypes(p)[0], "fc");  // bias only
+  EXPECT_EQ(p.Root()->Op(0)->Attr<std::string>("activation_type"), "");
+  EXPECT_EQ(OpTypes(p)[1], "gelu");
+}
+
+// ----------------------------------------------------------- mul + bias + activation -> fc
+
+// A layer of `rows` x `in` -> `out` in float32: mul (x_num_col_dims `xn`
+// over x of shape `xs`), a bias add and `act` ("" for none), then a loss
+// that reads every output element.
+std::string FcLayerText(const std::string& xs, int xn, int in, int out, const std::string& act,
+                        const std::string& dtype = "float32") {
+  std::string text =
+      "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n      x: {shape: " + xs +
+      ", dtype: " + dtype + "}\n      w: {shape: [" + std::to_string(in) + ", " + std::to_string(out) +
+      "], dtype: " + dtype + ", persistable: true}\n      b: {shape: [" + std::to_string(out) + "], dtype: " + dtype +
+      ", persistable: true}\n    ops:\n      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: "
+      "[xw]}, attrs: {x_num_col_dims: " +
+      std::to_string(xn) + "}}\n      - {type: elementwise_add, inputs: {X: [xw], Y: [b]}, outputs: {Out: [" +
+      (act.empty() ? "h" : "pre") + "]}}\n";
+  if (!act.empty()) text += "      - {type: " + act + ", inputs: {X: [pre]}, outputs: {Out: [h]}}\n";
+  text += "      - {type: elementwise_mul, inputs: {X: [h], Y: [h]}, outputs: {Out: [h2]}}\n";
+  text += "      - {type: mean, inputs: {X: [h2]}, outputs: {Out: [loss]}}\n";
+  return text;
+}
+
+ProgramDesc FcLayer(const std::string& xs, int xn, int in, int out, const std::string& act,
+                    const std::string& dtype = "float32") {
+  return ParseProgram(FcLayerText(xs, xn, in, out, act, dtype), "fc_layer.yaml");
+}
+
+// h, the loss and the gradients of x, w and b, on fixed inputs, run with
+// `threads` threads.
+std::map<std::string, HostTensor> FcLayerRun(ProgramDesc program, const Shape& xs, int in, int out, int threads,
+                                             DType dtype = DType::kFloat32) {
+  program.Root()->FindVar("x")->SetStopGradient(false);
+  AppendBackward(program, "loss");
+  VerifyProgram(program, *CurrentRegistry());
+  Scope scope;
+  std::mt19937_64 rng(3);
+  ToTensor(RandomTensor(xs, dtype, -1, 1, rng), dtype, scope.Var("x")->GetTensor());
+  ToTensor(RandomTensor({in, out}, dtype, -0.3, 0.3, rng), dtype, scope.Var("w")->GetTensor());
+  ToTensor(RandomTensor({out}, dtype, -0.5, 0.5, rng), dtype, scope.Var("b")->GetTensor());
+  ExecutorOptions options;
+  options.threads = threads;
+  CreateExecutor("sequential", HostDevice(), options)->Run(program, 0, scope);
+  std::map<std::string, HostTensor> r;
+  for (const char* name : {"h", "loss", "x@GRAD", "w@GRAD", "b@GRAD"})
+    r[name] = FromTensor(scope.FindVar(name)->GetTensor());
+  return r;
+}
+
+// Every activation fc takes, float32 and float64, rank 2 and rank 3 with
+// in_num_col_dims 2, and a product large enough to split across two
+// threads (300 x 700 x 64): the fused program's output and gradients are
+// the unfused one's bit for bit.
+TEST(FcFusion, OutputAndGradientsAreBitIdentical) {
+  struct Layer {
+    std::string xs;
+    Shape shape;
+    int xn, in, out;
+  };
+  const Layer layers[] = {
+      {"[6, 5]", {6, 5}, 1, 5, 4}, {"[2, 3, 5]", {2, 3, 5}, 2, 5, 4}, {"[300, 64]", {300, 64}, 1, 64, 700}};
+  for (const std::string act : {"", "relu", "tanh", "sigmoid"})
+    for (const Layer& l : layers)
+      for (DType dtype : {DType::kFloat32, DType::kFloat64})
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE("act '" + act + "' x " + l.xs + " " + DTypeName(dtype) + " threads " + std::to_string(threads));
+          const std::string dt = DTypeName(dtype);
+          ProgramDesc fused = FcLayer(l.xs, l.xn, l.in, l.out, act, dt);
+          ASSERT_EQ(FuseOps(fused, {"loss", "h"}), 1u);
+          ASSERT_EQ(OpTypes(fused), (std::vector<std::string>{"fc", "elementwise_mul", "mean"}));
+          const OpDesc& fc = *fused.Root()->Op(0);
+          EXPECT_EQ(fc.Attr<int>("in_num_col_dims"), l.xn);
+          EXPECT_EQ(fc.Attr<std::string>("activation_type"), act);
+          const auto want = FcLayerRun(FcLayer(l.xs, l.xn, l.in, l.out, act, dt), l.shape, l.in, l.out, threads, dtype);
+          const auto got = FcLayerRun(fused, l.shape, l.in, l.out, threads, dtype);
+          for (const auto& [name, w] : want) {
+            SCOPED_TRACE(name);
+            ASSERT_EQ(got.at(name).shape, w.shape);
+            EXPECT_TRUE(got.at(name).v == w.v);
+          }
+        }
+}
+
+// The backward part of an fc is the unfused program's grad ops: the bias
+// and activation's, then mul_grad (which FuseGradOps' rewrites know); the
+// product is never stored.
+TEST(FcFusion, GradientIsTheUnfusedGradOps) {
+  for (const std::string act : {"", "tanh"}) {
+    ProgramDesc p = FcLayer("[6, 5]", 1, 5, 4, act);
+    ASSERT_EQ(FuseOps(p, {"loss"}), 1u);
+    AppendBackward(p, "loss");
+    const auto types = OpTypes(p);
+    EXPECT_EQ(CountTypes(p, act.empty() ? "elementwise_add_grad" : "fused_elemwise_activation_grad"), 1u);
+    EXPECT_EQ(CountTypes(p, "mul_grad"), 1u);
+    EXPECT_EQ(CountTypes(p, "fc_grad"), 0u);
+    EXPECT_FALSE(p.Root()->HasVar("xw"));
+  }
+  // Bias not trained, w trained: the bias grad op still gives mul_grad its
+  // input; x, w and b all frozen: no grad op at all.
+  ProgramDesc frozen_b = FcLayer("[6, 5]", 1, 5, 4, "relu");
+  frozen_b.Root()->FindVar("b")->SetStopGradient(true);
+  ASSERT_EQ(FuseOps(frozen_b, {"loss"}), 1u);
+  AppendBackward(frozen_b, "loss");
+  EXPECT_EQ(CountTypes(frozen_b, "mul_grad"), 1u);
+  EXPECT_EQ(CountTypes(frozen_b, "fused_elemwise_activation_grad"), 1u);
+}
+
+// mul followed by a fused_elemwise_activation already in the program (a
+// Paddle program, or FuseOps run twice) becomes fc too; gelu stays.
+TEST(FcFusion, MulAndFusedBiasActivationBecomeFc) {
+  ProgramDesc p = FcLayer("[6, 5]", 1, 5, 4, "tanh");
+  BlockDesc& b = *p.Root();
+  b.RemoveOps(1, 3);
+  b.InsertOp(1, std::make_unique<OpDesc>(
+                    "fused_elemwise_activation", VarNameMap{{"X", {"xw"}}, {"Y", {"b"}}}, VarNameMap{{"Out", {"h"}}},
+                    AttributeMap{{"functor_list", std::vector<std::string>{"tanh", "elementwise_add"}}}));
+  FillDefaultAttrs(*b.Op(1), *CurrentRegistry());
+  ProgramDesc gelu = p;
+  gelu.Root()->Op(1)->SetAttr("functor_list", std::vector<std::string>{"gelu", "elementwise_add"});
+  EXPECT_EQ(FuseOps(p, {"loss"}), 1u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"fc", "elementwise_mul", "mean"}));
+  EXPECT_EQ(p.Root()->Op(0)->Attr<std::string>("activation_type"), "tanh");
+  EXPECT_EQ(FuseOps(gelu, {"loss"}), 0u);
+}
+
+// A program the bfloat16 pass runs on next keeps its mul for it (fc has no
+// bfloat16 kernel, mul does): only the bias add and activation fuse.
+TEST(FcFusion, LeavesMulToTheBf16Pass) {
+  ProgramDesc p = FcLayer("[6, 5]", 1, 5, 4, "tanh");
+  EXPECT_EQ(FuseOps(p, {"loss"}, /*bf16_next=*/true), 1u);
+  EXPECT_EQ(OpTypes(p), (std::vector<std::string>{"mul", "fused_elemwise_activation", "elementwise_mul", "mean"}));
+}
+
+// Only where fc computes what the chain computes: W 2-D and not flattened,
+// the bias a row [N] over the product's last dim and the add's Y, one
+// float dtype.
+TEST(FcFusion, OnlyWhereExact) {
+  auto fuses = [](const std::string& from, const std::string& to) {
+    std::string text = FcLayerText("[6, 5]", 1, 5, 4, "tanh");
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    ProgramDesc p = ParseProgram(text, "edited.yaml");
+    FuseOps(p, {"loss"});
+    return CountTypes(p, "fc") == 1;
+  };
+  EXPECT_TRUE(fuses("b: {shape: [4]", "b: {shape: [1, 4]"));
+  EXPECT_FALSE(fuses("b: {shape: [4]", "b: {shape: [6, 4]"));  // a bias per element
+  EXPECT_FALSE(fuses("b: {shape: [4]", "b: {shape: [1]"));     // broadcast from one element
+  EXPECT_FALSE(fuses("inputs: {X: [xw], Y: [b]}", "inputs: {X: [b], Y: [xw]}"));
+  EXPECT_FALSE(fuses("dtype: float32, persistable: true}", "dtype: float64, persistable: true}"));
 }
 
 // ----------------------------------------------------------- attention -> flash_attn
-
-size_t CountTypes(const ProgramDesc& p, const std::string& type) {
-  const auto types = OpTypes(p);
-  return static_cast<size_t>(std::count(types.begin(), types.end(), type));
-}
 
 // One attention layer written with the ops a user has: projections, heads
 // split by reshape + transpose, scores by matmul with transpose_Y and alpha

@@ -230,3 +230,22 @@ def test_ops_fast_path_matches_the_general_path():
     with pytest.raises((TypeError, nabla.Error)):
         x + "text"
     assert nabla.ops.tanh.__call__(x).shape == (2, 2)
+
+
+@pytest.mark.parametrize("act", ["", "relu", "tanh", "sigmoid"])
+def test_fc_and_its_gradient_through_the_unfused_grad_ops(act):
+    # fc's grad maker emits the bias/activation grad op, then mul_grad, which
+    # pass the product's gradient through a var of their own: eager runs them
+    # as the backward builder does.
+    rng = np.random.default_rng(1)
+    xa, wa, ba = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((4, 2, 3), (3, 5), (5,)))
+    x, w, b = (nabla.tensor(v, requires_grad=True) for v in (xa, wa, ba))
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (xa, wa, ba))
+    out = nabla.ops.fc(x, w, b, in_num_col_dims=2, activation_type=act)
+    fns = {"": lambda v: v, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+    tout = fns[act](tx @ tw + tb)
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
+    nabla.ops.mean(out * out).backward()
+    (tout * tout).mean().backward()
+    for got, want in ((x, tx), (w, tw), (b, tb)):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-6)

@@ -1,5 +1,6 @@
 #include "nabla/train/pipeline.h"
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/fusion.h"
 #include "nabla/mixed_precision.h"
@@ -17,7 +18,9 @@ PassPipelineResult ApplyPassPipeline(ProgramDesc& program, const PassPipelineOpt
   if (!o.loss.empty()) keep.insert(o.loss);
 
   if (o.stages != Stages::kFromOptimizer) {
-    if (fuse) FuseOps(program, keep);
+    // bf16 runs where ApplyPrecision below will convert the program.
+    const bool bf16_next = o.precision == "bf16" && o.device == DeviceType::kCPU && cpu::HasBf16Gemm();
+    if (fuse) FuseOps(program, keep, bf16_next);
     result.bf16 = ApplyPrecision(program, o.precision, o.device, *o.note, o.precision_where);
     if (o.before_backward) o.before_backward(program);
     if (!o.loss.empty()) result.param_grads = AppendBackward(program, o.loss, o.params, o.no_grad);

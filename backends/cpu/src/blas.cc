@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <type_traits>
 
 #include "gemm_dnnl.h"
 #include "nabla/cpu/cpu.h"
@@ -77,7 +78,57 @@ void SgemmOn(std::optional<GemmLib> forced, bool trans_a, bool trans_b, int64_t 
             });
 }
 
+// One block of C (rows and columns of the full C at `c`): the OpenBLAS
+// product Gemm computes for it, then the epilogue while the block is in the
+// core's cache. Never cut further into runs of rows: OpenBLAS's bits change
+// with the shape of a call (a 600 x 700 x 40 product in runs of 256 rows
+// differed from the whole one, tests/cpu/gemm_test.cc), and the epilogue
+// must see Gemm's bits.
+template <typename T>
+void ProductThenEpilogue(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* block,
+                         int64_t ldc, const T* c, GemmEpilogue epilogue, void* ctx) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, block, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, block, ldc);
+  const int64_t offset = block - c;
+  epilogue(ctx, offset / ldc, offset % ldc, m, n);
+}
+
+template <typename T>
+void BiasActOn(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+               const T* bias, GemmAct act, T* c, int64_t ldc, GemmEpilogue epilogue, void* ctx) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // act(bias): the epilogue on zeros
+    ScaleOnly(m, n, T(0), c, ldc);
+    epilogue(ctx, 0, 0, m, n);
+    return;
+  }
+  SplitGemm(false, false, m, n, k, a, lda, b, ldb, c, ldc,
+            [&](bool, bool, int64_t mm, int64_t nn, int64_t kk, const T* aa, int64_t la, const T* bb, int64_t lb, T* cc,
+                int64_t lc) {
+              if constexpr (std::is_same_v<T, float>) {
+                // oneDNN declines a product it has only its reference kernel for.
+                if (bias != nullptr && (forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn &&
+                    DnnlSgemmBiasAct(mm, nn, kk, aa, la, bb, lb, bias + (cc - c) % ldc, act, cc, lc))
+                  return;
+              }
+              ProductThenEpilogue(mm, nn, kk, aa, la, bb, lb, cc, lc, c, epilogue, ctx);
+            });
+}
+
 }  // namespace
+
+void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, const float* bias, GemmAct act, float* c, int64_t ldc, GemmEpilogue epilogue, void* ctx) {
+  BiasActOn(forced, m, n, k, a, lda, b, ldb, bias, act, c, ldc, epilogue, ctx);
+}
+
+void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                 int64_t ldb, const double* bias, GemmAct act, double* c, int64_t ldc, GemmEpilogue epilogue,
+                 void* ctx) {
+  BiasActOn(forced, m, n, k, a, lda, b, ldb, bias, act, c, ldc, epilogue, ctx);
+}
 
 GemmLib GemmLibFor(int64_t m, int64_t n, int64_t k) {
   // The size first: small products (the RNN's ~190 a step) skip getenv.

@@ -32,6 +32,10 @@ bool DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64
                float*, int64_t) {
   NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
 }
+bool DnnlSgemmBiasAct(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, const float*, GemmAct,
+                      float*, int64_t) {
+  NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
+}
 #else
 
 OneOmpThread::OneOmpThread() : before_(omp_get_max_threads()) {
@@ -45,21 +49,24 @@ namespace {
 
 using dnnl::memory;
 
-// Whether alpha != 1, not alpha: see AlphaBy (dnnl_matmul.h).
+// Whether alpha != 1, not alpha: see AlphaBy (dnnl_matmul.h). post: 0
+// for a plain product, 1 + GemmAct for a bias and that activation as
+// post-ops (DnnlSgemmBiasAct: alpha 1, beta 0).
 struct Key {
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   bool scaled;
   float beta;
+  int post = 0;
   bool operator==(const Key& o) const {
-    return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, scaled, beta) ==
-           std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.scaled, o.beta);
+    return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, scaled, beta, post) ==
+           std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.scaled, o.beta, o.post);
   }
 };
 
 struct KeyHash {
   size_t operator()(const Key& key) const {
-    size_t h = (key.trans_a ? 1 : 0) | (key.trans_b ? 2 : 0);
+    size_t h = (key.trans_a ? 1 : 0) | (key.trans_b ? 2 : 0) | static_cast<size_t>(key.post) << 2;
     for (int64_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -67,10 +74,41 @@ struct KeyHash {
 
 struct Prim {
   memory::desc a, b, c, scratchpad;
+  memory::desc bias;  // zero desc for a plain product
   dnnl::matmul matmul;
   AlphaBy alpha = AlphaBy::kOne;
   bool reference = false;  // not made: the caller uses OpenBLAS
 };
+
+// C = act(A * B + bias): the bias through the matmul's own bias argument
+// ([1, N], broadcast over the rows), the activation as an eltwise post-op,
+// so the product's block is finished while it is in the kernel's registers
+// and cache.
+Prim MakeBiasActPrim(const Key& key, const memory::desc& a, const memory::desc& b, const memory::desc& c) {
+  const memory::desc bias({1, key.n}, memory::data_type::f32, memory::dims{key.n, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see cpu::DnnlScratchpad
+  dnnl::post_ops ops;
+  switch (static_cast<GemmAct>(key.post - 1)) {
+    case GemmAct::kIdentity:
+      break;
+    case GemmAct::kRelu:
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case GemmAct::kTanh:
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+      break;
+    case GemmAct::kSigmoid:
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+      break;
+  }
+  attr.set_post_ops(ops);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, DnnlEngine());
+  Prim p{a, b, c, pd.scratchpad_desc(), bias, {}, AlphaBy::kOne, false};
+  p.reference = std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+  if (!p.reference) p.matmul = dnnl::matmul(pd);
+  return p;
+}
 
 Prim MakePrim(const Key& key) {
   constexpr auto kF32 = memory::data_type::f32;
@@ -78,8 +116,9 @@ Prim MakePrim(const Key& key) {
   const memory::desc a({key.m, key.k}, kF32, key.trans_a ? memory::dims{1, key.lda} : memory::dims{key.lda, 1});
   const memory::desc b({key.k, key.n}, kF32, key.trans_b ? memory::dims{1, key.ldb} : memory::dims{key.ldb, 1});
   const memory::desc c({key.m, key.n}, kF32, memory::dims{key.ldc, 1});
+  if (key.post != 0) return MakeBiasActPrim(key, a, b, c);
   MatmulChoice choice = ChooseMatmul(a, b, c, key.scaled, key.beta);
-  Prim p{a, b, c, choice.pd.scratchpad_desc(), {}, choice.alpha, choice.reference};
+  Prim p{a, b, c, choice.pd.scratchpad_desc(), {}, {}, choice.alpha, choice.reference};
   if (!p.reference) p.matmul = dnnl::matmul(choice.pd);
   return p;
 }
@@ -192,12 +231,12 @@ namespace {
 // 128 x 64 x 128 product's tenth (flash_attn's tiles, hundreds a step).
 struct Bound {
   std::shared_ptr<const Prim> prim;
-  memory a, b, c, scratchpad;
+  memory a, b, c, scratchpad, bias;
   std::unordered_map<int, memory> args;
   std::unique_ptr<float> alpha;  // the run-time alpha's one element, stable across rehashes
 };
 
-Bound& BoundFor(const Key& key, const float* a, const float* b, float* c) {
+Bound& BoundFor(const Key& key, const float* a, const float* b, float* c, const float* bias = nullptr) {
   // Per thread, so no lock; bounded like the shared cache (cleared whole
   // when a run's shapes keep changing).
   thread_local std::unordered_map<Key, Bound, KeyHash> bound;
@@ -218,6 +257,10 @@ Bound& BoundFor(const Key& key, const float* a, const float* b, float* c) {
                   {DNNL_ARG_SCRATCHPAD, entry.scratchpad}};
     entry.alpha = std::make_unique<float>(1.0f);
     AddAlphaArg(p.alpha, entry.alpha.get(), entry.args);
+    if (key.post != 0) {
+      entry.bias = memory(p.bias, DnnlEngine(), const_cast<float*>(bias));
+      entry.args.emplace(DNNL_ARG_BIAS, entry.bias);
+    }
   }
   return bound.emplace(key, std::move(entry)).first->second;
 }
@@ -240,6 +283,27 @@ bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   // The thread's scratchpad may have grown (and moved) for another primitive.
   bound->scratchpad.set_data_handle(DnnlScratchpad(bound->prim->scratchpad.get_size()));
   *bound->alpha = alpha;
+  dnnl::stream& s = DnnlStream();
+  bound->prim->matmul.execute(s, bound->args);
+  s.wait();
+  return true;
+}
+
+bool DnnlSgemmBiasAct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      const float* bias, GemmAct act, float* c, int64_t ldc) {
+  OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
+  Bound* bound;
+  try {
+    bound = &BoundFor(Key{false, false, m, n, k, lda, ldb, ldc, false, 0.0f, 1 + static_cast<int>(act)}, a, b, c, bias);
+  } catch (const dnnl::error& e) {
+    NABLA_THROW(kExternal, "oneDNN matmul with bias and activation ", m, "x", n, "x", k, ": ", e.what());
+  }
+  if (bound->prim->reference) return false;
+  bound->a.set_data_handle(const_cast<float*>(a));
+  bound->b.set_data_handle(const_cast<float*>(b));
+  bound->c.set_data_handle(c);
+  bound->bias.set_data_handle(const_cast<float*>(bias));
+  bound->scratchpad.set_data_handle(DnnlScratchpad(bound->prim->scratchpad.get_size()));
   dnnl::stream& s = DnnlStream();
   bound->prim->matmul.execute(s, bound->args);
   s.wait();

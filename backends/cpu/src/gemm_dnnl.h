@@ -3,6 +3,8 @@
 // blas.cc's policy. Private to the CPU backend: no oneDNN type appears here.
 #include <cstdint>
 
+#include "nabla/cpu/cpu.h"
+
 namespace nabla::cpu {
 
 // Whether nabla_cpu was built with oneDNN (sanitizer builds and machines
@@ -30,6 +32,13 @@ bool DnnlBrgemmSgemm();
 // oneDNN was not built in or rejects the product.
 bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Row-major C = act(A * B + bias) (neither transposed, bias [N] added to
+// every row) on the calling thread alone, bias and activation as post-ops
+// of one cached matmul primitive (cpu::GemmBiasAct's oneDNN path). Returns
+// false, computing nothing, where oneDNN has only its reference kernel.
+bool DnnlSgemmBiasAct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      const float* bias, GemmAct act, float* c, int64_t ldc);
 
 // Holds the calling thread's OpenMP team to one thread while oneDNN creates
 // or runs a primitive (oneDNN sizes a primitive's split by the count it sees

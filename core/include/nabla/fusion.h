@@ -22,7 +22,13 @@ namespace nabla {
 // AppendBackward: the fused op brings its own gradient. Then runs every op's
 // before-backward rewrite (OpBuilder::RewritesBeforeBackward), ops in name
 // order. Returns how many chains and places were fused.
-NABLA_API size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep = {});
+//
+// `bf16_next`: the bfloat16 mixed-precision pass (nabla/mixed_precision.h)
+// runs on the program next. A chain with a GEMM-bound op (OpPrecision::kLow)
+// is then fused only into an op that runs in bfloat16 too (kLow, with a cpu
+// bfloat16 kernel): otherwise the fusion would keep that GEMM in float32.
+NABLA_API size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::string>& keep = {},
+                         bool bf16_next = false);
 
 // Runs every op's after-backward rewrite (OpBuilder::RewritesAfterBackward),
 // ops in name order, each pass once: after AppendBackward (and the bf16

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "nabla/attribute.h"
@@ -98,8 +99,17 @@ struct OpTraits {
 // ops (same order), or returns null to leave that match alone. The op that
 // declares the pattern knows the names; the core only matches them.
 struct FusionPattern {
+  using Fuse = std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)>;
+  using Applies = std::function<bool(const BlockDesc& block, const std::vector<const OpDesc*>& matched)>;
+  FusionPattern(std::vector<std::string> chain, Fuse fuse, Applies applies = nullptr)
+      : chain(std::move(chain)), fuse(std::move(fuse)), applies(std::move(applies)) {}
   std::vector<std::string> chain;
-  std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)> fuse;
+  Fuse fuse;
+  // Optional, asked before `fuse`: whether the matched chain may be fused,
+  // for a fused op that is exact only for some shapes of the chain's vars
+  // (fc: a 2-D weight, a bias over the last dim), looked up in `block`, the
+  // block of the chain. Unset: every match may be fused.
+  Applies applies;
 };
 
 // A rewrite an op brings for programs without their backward part (FuseOps,

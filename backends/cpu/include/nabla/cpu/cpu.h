@@ -55,6 +55,29 @@ NABLA_API bool OneDnnGemmBuilt();
 NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// A fully connected layer's forward with no pass over memory between the
+// product and its bias and activation: C = act(A * B + bias), A M x K, B
+// K x N (neither transposed), bias [N] added to every row of C. C is cut
+// into the blocks Gemm cuts it into (one per thread). Where GemmLibFor (or
+// `forced`, for tests and benchmarks) picks oneDNN for a block, oneDNN
+// computes it whole, bias and activation as post-ops of its matmul
+// (primitives cached like Gemm's; not without a bias). Elsewhere (OpenBLAS,
+// float64) the block is the OpenBLAS product Gemm computes for it, handed at
+// once, on the same thread, while it is in that core's cache, to
+// `epilogue(ctx, row, col, rows, cols)`, which adds the bias and applies the
+// activation to C's rows [row, row + rows) x columns [col, col + cols): the
+// caller's own elementwise code, so a fused op can keep the bits of the ops
+// it replaces (C's bits before the epilogue are Gemm's). m, n, k may be 0
+// (k == 0: the epilogue on zeros).
+enum class GemmAct { kIdentity, kRelu, kTanh, kSigmoid };
+using GemmEpilogue = void (*)(void* ctx, int64_t row, int64_t col, int64_t rows, int64_t cols);
+NABLA_API void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                           const float* b, int64_t ldb, const float* bias, GemmAct act, float* c, int64_t ldc,
+                           GemmEpilogue epilogue, void* ctx);
+NABLA_API void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                           const double* b, int64_t ldb, const double* bias, GemmAct act, double* c, int64_t ldc,
+                           GemmEpilogue epilogue, void* ctx);
+
 // y = tanh(x) elementwise, float32, vectorized (a few ulp from std::tanh);
 // x and y may be the same buffer. Kernels that compute tanh call this so
 // fused and unfused programs agree bit for bit.
