@@ -391,6 +391,19 @@ TEST_F(TrainLibTest, ThePipelineInOneCallOrTwoGivesTheSameProgram) {
   EXPECT_TRUE(ApplyPassPipeline(fwd, forward_only).param_grads.empty());
   EXPECT_FALSE(fwd.Backward().has_value());
   EXPECT_EQ(fwd.Root()->OpSize(), unfused_ops - 2);
+  // A no_grad var stays a var, where the gradient stops: fusing it into fc
+  // would let the gradient flow on into the weights.
+  ProgramDesc stop = ParseProgram(text, "linear.yaml");
+  PassPipelineOptions stopped = o;
+  stopped.no_grad = {"pre"};
+  stopped.optimizer.reset();
+  EXPECT_TRUE(ApplyPassPipeline(stop, stopped).param_grads.empty());
+  EXPECT_NE(stop.Root()->FindVar("pre"), nullptr);
+  bool relu_reads_pre = false;  // mul + add may become fc, writing pre
+  for (size_t i = 0; i < stop.Root()->OpSize(); ++i)
+    relu_reads_pre |=
+        stop.Root()->Op(i)->Type() == "relu" && stop.Root()->Op(i)->Input("X") == std::vector<std::string>{"pre"};
+  EXPECT_TRUE(relu_reads_pre);
   // An unknown precision names where it came from.
   PassPipelineOptions bad = o;
   bad.precision = "fp16";

@@ -16,6 +16,9 @@ PassPipelineResult ApplyPassPipeline(ProgramDesc& program, const PassPipelineOpt
   const bool fuse = o.fuse && o.device == DeviceType::kCPU;
   std::unordered_set<std::string> keep = o.keep;
   if (!o.loss.empty()) keep.insert(o.loss);
+  // A var no gradient may pass through must stay a var for the gradient to
+  // stop there: fusing it into an op would let the gradient flow on.
+  keep.insert(o.no_grad.begin(), o.no_grad.end());
 
   if (o.stages != Stages::kFromOptimizer) {
     // bf16 runs where ApplyPrecision below will convert the program.

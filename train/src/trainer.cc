@@ -267,6 +267,20 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
                   label, "' is not a var of the program");
     tp.accuracy = AppendAccuracy(program, logits, label, c.accuracy.k).correct;
   }
+  // Checked on the program as written, before the fusion pass replaces
+  // intermediates a config may name.
+  {
+    const BlockDesc* b = program.Root();
+    for (const auto& [names, pos, key] :
+         {std::tuple{&c.params, &c.params_pos, "params"}, std::tuple{&c.no_grad, &c.no_grad_pos, "no_grad"}})
+      for (const auto& n : *names)
+        NABLA_ENFORCE(b->FindVarRecursive(n) != nullptr, kNotFound, pos->Where(), ": ", key, " names '", n,
+                      "', which is not a var of the program");
+    // The optimizer keeps state beside each parameter across steps.
+    for (const auto& n : c.params)
+      NABLA_ENFORCE(b->FindVarRecursive(n)->Persistable(), kInvalidArgument, c.params_pos.Where(), ": params names '",
+                    n, "', which is not persistable: only a parameter (persistable: true) can be trained");
+  }
   PassPipelineOptions po;
   // CPU kernels alone have the fused ops' kernels: fusion on the cpu only.
   ParseDeviceType(c.device.substr(0, c.device.find(':')), &po.device);
@@ -284,16 +298,6 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     // example's eval read the last training batch's accuracy for every eval
     // batch).
     tp.eval = MakeEvalProgram(p, p.Root()->OpSize());
-    const BlockDesc* b = p.Root();
-    for (const auto& [names, pos, key] :
-         {std::tuple{&c.params, &c.params_pos, "params"}, std::tuple{&c.no_grad, &c.no_grad_pos, "no_grad"}})
-      for (const auto& n : *names)
-        NABLA_ENFORCE(b->FindVarRecursive(n) != nullptr, kNotFound, pos->Where(), ": ", key, " names '", n,
-                      "', which is not a var of the program");
-    // The optimizer keeps state beside each parameter across steps.
-    for (const auto& n : c.params)
-      NABLA_ENFORCE(b->FindVarRecursive(n)->Persistable(), kInvalidArgument, c.params_pos.Where(), ": params names '",
-                    n, "', which is not persistable: only a parameter (persistable: true) can be trained");
   };
   po.after_backward = [&](const ParamGrads& pg) {
     NABLA_ENFORCE(!pg.empty(), kInvalidArgument, c.loss_pos.Where(), ": no parameter gets a gradient from '", c.loss,
