@@ -169,7 +169,9 @@ TEST(RowKernels, SoftmaxPiecesMatchFloat64) {
       EXPECT_NEAR(y[i], e, 2e-7 * std::max(1.0, e)) << n << ", " << i;
     }
     EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << n;
-    if (n > 4) EXPECT_EQ(y[n / 2], 0.0f);
+    if (n > 4) {
+      EXPECT_EQ(y[n / 2], 0.0f);
+    }
     ScaleRow(y.data(), 1.0f / sum, n);
     std::vector<float> dy = RandomRow(gen, n, 0.0f, 1.0f), dx(n);
     double dot = 0.0;
