@@ -16,6 +16,7 @@
 // mul_grad (a weight's sgd step in its gradient's GEMM) still apply and the
 // gradients keep their bits too. gelu is not fused: its gradient needs the
 // pre-activation sum, which fc does not keep.
+#include "bias_activation.h"
 #include "gemm_shapes.h"
 #include "math_util.h"
 #include "nabla/plugin.h"
@@ -23,31 +24,32 @@
 namespace nabla::math_ops {
 namespace {
 
-using cpu::GemmAct;
+// The activations fc computes: Paddle's "" and relu, and the two the MLPs
+// nabla runs use. gelu is the fused op's alone (see above).
+bool FcAct(const std::string& name, BiasAct* act) { return ParseBiasAct(name, act) && *act != BiasAct::kGelu; }
 
-// The activations fc computes, by name: Paddle's "" and relu, and the two
-// the MLPs nabla runs use.
-bool ParseAct(const std::string& name, GemmAct* act) {
-  if (name.empty()) {
-    *act = GemmAct::kIdentity;
-  } else if (name == "relu") {
-    *act = GemmAct::kRelu;
-  } else if (name == "tanh") {
-    *act = GemmAct::kTanh;
-  } else if (name == "sigmoid") {
-    *act = GemmAct::kSigmoid;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-GemmAct ActOf(const OpDesc& op, const std::string& where) {
+BiasAct ActOf(const OpDesc& op, const std::string& where) {
   const std::string& name = op.Attr<std::string>("activation_type");
-  GemmAct act;
-  NABLA_ENFORCE(ParseAct(name, &act), kInvalidArgument, where,
+  BiasAct act;
+  NABLA_ENFORCE(FcAct(name, &act), kInvalidArgument, where,
                 ": attribute activation_type must be \"\", relu, tanh or sigmoid, but received \"", name, "\"");
   return act;
+}
+
+// The same activation as cpu::GemmBiasAct's post-op.
+constexpr cpu::GemmAct GemmActOf(BiasAct act) {
+  switch (act) {
+    case BiasAct::kRelu:
+      return cpu::GemmAct::kRelu;
+    case BiasAct::kTanh:
+      return cpu::GemmAct::kTanh;
+    case BiasAct::kSigmoid:
+      return cpu::GemmAct::kSigmoid;
+    case BiasAct::kIdentity:
+    case BiasAct::kGelu:  // refused by FcAct
+      break;
+  }
+  return cpu::GemmAct::kIdentity;
 }
 
 void InferFcShape(InferShapeContext& c) {
@@ -87,7 +89,7 @@ void InferFcShape(InferShapeContext& c) {
 // [col, col + cols)): per element, what fused_elemwise_activation's forward
 // computes (the sum rounded to T, then relu_op's, tanh_op's or
 // sigmoid_op's formula; float32 tanh through cpu::Tanh, as they do).
-template <typename T, GemmAct act>
+template <typename T, BiasAct act>
 struct Epilogue {
   T* c;
   int64_t ldc;
@@ -101,35 +103,22 @@ struct Epilogue {
         const T* __restrict b = e.bias + col;
         for (int64_t j = 0; j < cols; ++j) o[j] = static_cast<T>(o[j] + b[j]);
       }
-      if constexpr (act == GemmAct::kTanh && std::is_same_v<T, float>) {
+      if constexpr (act == BiasAct::kTanh && std::is_same_v<T, float>) {
         if (!whole_rows) cpu::Tanh(o, o, cols);
       } else {
-        for (int64_t j = 0; j < cols; ++j) o[j] = Apply(o[j]);
+        for (int64_t j = 0; j < cols; ++j) o[j] = ApplyBiasAct(act, o[j]);
       }
     }
-    if constexpr (act == GemmAct::kTanh && std::is_same_v<T, float>) {
+    if constexpr (act == BiasAct::kTanh && std::is_same_v<T, float>) {
       if (whole_rows) cpu::Tanh(e.c + row * e.ldc, e.c + row * e.ldc, rows * cols);
     }
   }
-  static T Apply(T x) {
-    switch (act) {
-      case GemmAct::kIdentity:
-        return x;
-      case GemmAct::kRelu:
-        return x > T(0) ? x : T(0);
-      case GemmAct::kTanh:
-        return std::tanh(x);
-      case GemmAct::kSigmoid:
-        return Sigmoid(x);
-    }
-    return x;
-  }
 };
 
-template <typename T, GemmAct act>
+template <typename T, BiasAct act>
 void FcForward(int64_t m, int64_t n, int64_t k, const T* x, const T* w, const T* bias, T* out) {
   Epilogue<T, act> e{out, n, bias};
-  cpu::GemmBiasAct(nullptr, m, n, k, x, k, w, n, bias, act, out, n, &Epilogue<T, act>::Run, &e);
+  cpu::GemmBiasAct(nullptr, m, n, k, x, k, w, n, bias, GemmActOf(act), out, n, &Epilogue<T, act>::Run, &e);
 }
 
 template <typename T>
@@ -153,14 +142,16 @@ void FcKernel(const ExecutionContext& ctx) {
   const T* xd = x.Data<T>();
   const T* wd = w.Data<T>();
   switch (ActOf(ctx.Op(), "op 'fc'")) {
-    case GemmAct::kIdentity:
-      return FcForward<T, GemmAct::kIdentity>(m, n, k, xd, wd, bias, out);
-    case GemmAct::kRelu:
-      return FcForward<T, GemmAct::kRelu>(m, n, k, xd, wd, bias, out);
-    case GemmAct::kTanh:
-      return FcForward<T, GemmAct::kTanh>(m, n, k, xd, wd, bias, out);
-    case GemmAct::kSigmoid:
-      return FcForward<T, GemmAct::kSigmoid>(m, n, k, xd, wd, bias, out);
+    case BiasAct::kIdentity:
+      return FcForward<T, BiasAct::kIdentity>(m, n, k, xd, wd, bias, out);
+    case BiasAct::kRelu:
+      return FcForward<T, BiasAct::kRelu>(m, n, k, xd, wd, bias, out);
+    case BiasAct::kTanh:
+      return FcForward<T, BiasAct::kTanh>(m, n, k, xd, wd, bias, out);
+    case BiasAct::kSigmoid:
+      return FcForward<T, BiasAct::kSigmoid>(m, n, k, xd, wd, bias, out);
+    case BiasAct::kGelu:  // refused by ActOf
+      break;
   }
 }
 
@@ -269,8 +260,8 @@ std::unique_ptr<OpDesc> FuseMulAdd(const std::vector<const OpDesc*>& m) {
 // mul, fused_elemwise_activation -> fc, for an activation fc has.
 std::unique_ptr<OpDesc> FuseMulFusedAct(const std::vector<const OpDesc*>& m) {
   const auto& list = m[1]->Attr<std::vector<std::string>>("functor_list");
-  GemmAct act;
-  if (list.size() != 2 || list[1] != "elementwise_add" || list[0].empty() || !ParseAct(list[0], &act)) return nullptr;
+  BiasAct act;
+  if (list.size() != 2 || list[1] != "elementwise_add" || list[0].empty() || !FcAct(list[0], &act)) return nullptr;
   return MakeFc(*m[0], *m[1], *m[1], list[0]);
 }
 

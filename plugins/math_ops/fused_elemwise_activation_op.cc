@@ -8,6 +8,7 @@
 // layer, forward and backward. Forward and gradient compute exactly what the
 // two ops compute, in the same order, so fused and unfused programs agree
 // bit for bit.
+#include "bias_activation.h"
 #include "math_util.h"
 #include "nabla/opkit/gelu.h"
 #include "nabla/plugin.h"
@@ -15,22 +16,10 @@
 namespace nabla::math_ops {
 namespace {
 
-enum class Act { kRelu, kTanh, kSigmoid, kGelu };
+using Act = BiasAct;
 
-bool ParseAct(const std::string& name, Act* act) {
-  if (name == "relu") {
-    *act = Act::kRelu;
-  } else if (name == "tanh") {
-    *act = Act::kTanh;
-  } else if (name == "sigmoid") {
-    *act = Act::kSigmoid;
-  } else if (name == "gelu") {
-    *act = Act::kGelu;
-  } else {
-    return false;
-  }
-  return true;
-}
+// relu, tanh, sigmoid or gelu: not "" (nothing to fuse).
+bool ParseAct(const std::string& name, Act* act) { return ParseBiasAct(name, act) && *act != Act::kIdentity; }
 
 Act ActOf(const OpDesc& op) {
   const auto& list = op.Attr<std::vector<std::string>>("functor_list");
@@ -42,21 +31,9 @@ Act ActOf(const OpDesc& op) {
   return act;
 }
 
-// The formulas of relu_op.cc, tanh_op.cc (float64), sigmoid_op.cc (opkit::Sigmoid)
-// and gelu_op.cc (float64: opkit::GeluErf).
 template <typename T>
 T Forward(Act act, T x) {
-  switch (act) {
-    case Act::kRelu:
-      return x > T(0) ? x : T(0);
-    case Act::kTanh:
-      return std::tanh(x);
-    case Act::kSigmoid:
-      return Sigmoid(x);
-    case Act::kGelu:
-      return GeluErf(x);
-  }
-  return x;
+  return ApplyBiasAct(act, x);
 }
 
 template <typename T>
@@ -68,8 +45,9 @@ T Backward(Act act, T out, T dout) {
       return dout * (T(1) - out * out);
     case Act::kSigmoid:
       return dout * out * (T(1) - out);
-    case Act::kGelu:
-      break;  // reads the sum, not Out: FusedBackward handles it
+    case Act::kGelu:      // reads the sum, not Out: FusedBackward handles it
+    case Act::kIdentity:  // refused by ActOf
+      break;
   }
   return dout;
 }
@@ -193,6 +171,8 @@ void FusedKernel(const ExecutionContext& ctx) {
       return FusedForward<T, Act::kSigmoid>(ctx);
     case Act::kGelu:
       return FusedForward<T, Act::kGelu>(ctx);
+    case Act::kIdentity:  // refused by ActOf
+      break;
   }
 }
 
@@ -207,6 +187,8 @@ void FusedGradKernel(const ExecutionContext& ctx) {
       return FusedBackward<T, Act::kSigmoid>(ctx);
     case Act::kGelu:
       return FusedBackward<T, Act::kGelu>(ctx);
+    case Act::kIdentity:  // refused by ActOf
+      break;
   }
 }
 
