@@ -6,6 +6,7 @@
 // may unwind into plugin code.
 #include "c_api_internal.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -572,6 +573,100 @@ void ApiParallelFor(int64_t n, int64_t grain, nabla_range_fn body, void* user) {
   }
 }
 
+CApiCpuMath& CpuMathHook() {
+  static CApiCpuMath hooks{};
+  return hooks;
+}
+
+const CApiCpuMath& CpuMath(const char* what) {
+  const CApiCpuMath& h = CpuMathHook();
+  NABLA_ENFORCE(h.gemm_f32 && h.gemm_f64 && h.vmath && h.gelu_grad, kPreconditionNotMet, what,
+                ": the CPU backend is not initialised in this process");
+  return h;
+}
+
+// Checks what BLAS would refuse (its xerbla prints and carries on) and
+// raises leading dimensions of matrices with no elements to 1, which BLAS
+// wants and nothing reads.
+void CheckGemmArgs(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, const void* a, int64_t* lda,
+                   const void* b, int64_t* ldb, const void* c, int64_t* ldc) {
+  NABLA_ENFORCE(m >= 0 && n >= 0 && k >= 0, kInvalidArgument, "cpu_gemm: M, N, K must be >= 0, but received ", m, ", ",
+                n, ", ", k);
+  // The stored matrices: A is M x K (K x M transposed), B K x N (N x K).
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const bool a_used = a_rows > 0 && a_cols > 0 && n > 0, b_used = b_rows > 0 && b_cols > 0 && m > 0;
+  const bool c_used = m > 0 && n > 0;
+  NABLA_ENFORCE((!a_used || *lda >= a_cols) && (!b_used || *ldb >= b_cols) && (!c_used || *ldc >= n), kInvalidArgument,
+                "cpu_gemm: leading dimensions lda=", *lda, ", ldb=", *ldb, ", ldc=", *ldc,
+                " are shorter than the rows of A (", a_cols, "), B (", b_cols, ") or C (", n, ")");
+  NABLA_ENFORCE((!c_used || c) && (!a_used || a) && (!b_used || b), kInvalidArgument,
+                "cpu_gemm: received NULL for a matrix with elements");
+  *lda = std::max<int64_t>({*lda, a_cols, 1});
+  *ldb = std::max<int64_t>({*ldb, b_cols, 1});
+  *ldc = std::max<int64_t>({*ldc, n, 1});
+}
+
+int32_t ApiCpuGemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                   const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_gemm");
+    CheckGemmArgs(m, n, k, trans_a != 0, trans_b != 0, a, &lda, b, &ldb, c, &ldc);
+    if (dtype == NABLA_C_FLOAT32) {
+      h.gemm_f32(trans_a != 0, trans_b != 0, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
+                 static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), ldc);
+    } else if (dtype == NABLA_C_FLOAT64) {
+      h.gemm_f64(trans_a != 0, trans_b != 0, m, n, k, alpha, static_cast<const double*>(a), lda,
+                 static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), ldc);
+    } else {
+      NABLA_THROW(kInvalidArgument, "cpu_gemm: dtype must be float32 or float64, but received ", dtype);
+    }
+  });
+}
+
+int32_t ApiCpuVmath(int32_t fn, const float* x, float* y, int64_t n) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_vmath");
+    NABLA_ENFORCE(fn >= NABLA_C_VMATH_TANH && fn <= NABLA_C_VMATH_GELU_TANH, kInvalidArgument,
+                  "cpu_vmath: unknown function ", fn, " (this core knows 0 to ", int{NABLA_C_VMATH_GELU_TANH}, ")");
+    NABLA_ENFORCE(n >= 0 && (n == 0 || (x && y)), kInvalidArgument, "cpu_vmath: expected n >= 0 and two arrays");
+    if (n > 0) h.vmath(fn, x, y, n);
+  });
+}
+
+int32_t ApiCpuGeluGrad(const float* x, const float* dy, float* dx, int64_t n, int32_t approximate) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_gelu_grad");
+    NABLA_ENFORCE(n >= 0 && (n == 0 || (x && dy && dx)), kInvalidArgument,
+                  "cpu_gelu_grad: expected n >= 0 and three arrays");
+    if (n > 0) h.gelu_grad(x, dy, dx, n, approximate != 0);
+  });
+}
+
+int32_t ApiTensorShare(nabla_tensor* t, const nabla_tensor* src, const int64_t* dims, size_t rank) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(t && src && (dims || rank == 0), kInvalidArgument, "tensor_share: received NULL");
+    const Tensor& from = T(src);
+    Shape shape(dims, dims + rank);
+    int64_t numel = 1;
+    for (int64_t d : shape) {
+      NABLA_ENFORCE(d >= 0, kInvalidArgument, "tensor_share: dims must be >= 0, but received ", ShapeToString(shape));
+      numel *= d;
+    }
+    NABLA_ENFORCE(numel == from.Numel(), kInvalidArgument, "tensor_share: ", ShapeToString(shape), " holds ", numel,
+                  " elements but the source ", from.DebugString(), " holds ", from.Numel());
+    NABLA_ENFORCE(from.IsInitialized() || numel == 0, kPreconditionNotMet, "tensor_share: the source ",
+                  from.DebugString(), " has no memory");
+    Tensor* out = reinterpret_cast<Tensor*>(t);
+    if (out == &from) {
+      out->Resize(std::move(shape));
+      return;
+    }
+    out->ShareDataWith(from);
+    out->Resize(std::move(shape));
+  });
+}
+
 nabla_api MakeTable() {
   nabla_api api{};
   api.api_version = NABLA_C_API_VERSION;
@@ -630,6 +725,10 @@ nabla_api MakeTable() {
   api.device_type = ApiDeviceType;
   api.parallel_for = ApiParallelFor;
   c_api_detail::FillDeviceTable(&api);
+  api.cpu_gemm = ApiCpuGemm;
+  api.cpu_vmath = ApiCpuVmath;
+  api.cpu_gelu_grad = ApiCpuGeluGrad;
+  api.tensor_share = ApiTensorShare;
   return api;
 }
 
@@ -671,6 +770,8 @@ const nabla_api* CoreCApi() {
 }
 
 void SetCApiParallelFor(CApiParallelFor fn) { ParallelHook() = fn; }
+
+void SetCApiCpuMath(const CApiCpuMath& hooks) { CpuMathHook() = hooks; }
 
 std::string TakeCApiError() {
   ThreadError& e = LastError();

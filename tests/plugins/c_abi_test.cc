@@ -90,6 +90,14 @@ static_assert(offsetof(nabla_api, device_backend) == Slot(55));
 static_assert(offsetof(nabla_api, device_list_add) == Slot(56));
 static_assert(offsetof(nabla_api, device_state) == Slot(57));
 static_assert(sizeof(nabla_api) >= Slot(58));
+// Version 3 appends the CPU backend's math and views.
+static_assert(NABLA_C_API_VERSION >= 3);
+static_assert(offsetof(nabla_api, cpu_gemm) == Slot(58));
+static_assert(offsetof(nabla_api, cpu_vmath) == Slot(59));
+static_assert(offsetof(nabla_api, cpu_gelu_grad) == Slot(60));
+static_assert(offsetof(nabla_api, tensor_share) == Slot(61));
+static_assert(sizeof(nabla_api) >= Slot(62));
+static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
               sizeof(nabla_device_backend) == 96);
@@ -194,6 +202,101 @@ TEST(CApi, SdkExceptionsBecomeErrors) {
   OpDesc copy("toy_sdk_throw", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"mode", 0}});
   EXPECT_EQ(op_case::RunOps({copy}, {{"x", DType::kFloat32, {2}, {1.0, 2.0}}}, HostDevice()).values["y"],
             (std::vector<double>{1.0, 2.0}));
+}
+
+std::vector<double> Uniform(size_t n, uint32_t seed) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    v[i] = (static_cast<double>(seed >> 8) / 16777216.0) * 8.0 - 4.0;
+  }
+  return v;
+}
+
+template <typename T>
+std::vector<T> As(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Version 3: a plugin's kernel computes with nabla's own GEMM and vector
+// math (the same bits as cpu::Gemm, cpu::Tanh, cpu::Gelu, cpu::GeluGrad),
+// makes views, and a bad argument is one error naming the function.
+TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_CPU_MATH);
+  // Every transpose combination, both dtypes, a product large enough to be
+  // split across threads, and empty ones.
+  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {3, 5, 4}, {67, 129, 33}, {300, 200, 64}, {0, 4, 3}, {4, 0, 3}, {4, 3, 0}}) {
+    for (const DType dtype : {DType::kFloat32, DType::kFloat64}) {
+      for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+          const std::vector<double> xv = Uniform(m * k, 7), yv = Uniform(k * n, 11);
+          const Shape xs = ta ? Shape{k, m} : Shape{m, k}, ys = tb ? Shape{n, k} : Shape{k, n};
+          OpDesc op("toy_gemm", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}},
+                    {{"trans_x", ta}, {"trans_y", tb}, {"alpha", 0.5f}, {"bad_ld", false}});
+          const op_case::Result r = op_case::RunOps({op}, {{"x", dtype, xs, xv}, {"y", dtype, ys, yv}}, HostDevice());
+          std::vector<double> want(m * n);
+          if (dtype == DType::kFloat32) {
+            const std::vector<float> xf = As<float>(xv), yf = As<float>(yv);
+            std::vector<float> c(m * n);
+            cpu::Gemm(ta, tb, m, n, k, 0.5f, xf.data(), std::max<int64_t>(1, xs[1]), yf.data(),
+                      std::max<int64_t>(1, ys[1]), 0.0f, c.data(), std::max<int64_t>(1, n));
+            want.assign(c.begin(), c.end());
+          } else {
+            std::vector<double> c(m * n);
+            cpu::Gemm(ta, tb, m, n, k, 0.5, xv.data(), std::max<int64_t>(1, xs[1]), yv.data(),
+                      std::max<int64_t>(1, ys[1]), 0.0, c.data(), std::max<int64_t>(1, n));
+            want = c;
+          }
+          EXPECT_EQ(r.shapes.at("out"), (Shape{m, n}));
+          EXPECT_EQ(r.values.at("out"), want)
+              << m << "x" << n << "x" << k << " " << DTypeName(dtype) << " " << ta << tb;
+        }
+      }
+    }
+  }
+  try {
+    OpDesc bad("toy_gemm", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}},
+               {{"trans_x", false}, {"trans_y", false}, {"alpha", 1.0f}, {"bad_ld", true}});
+    op_case::RunOps({bad},
+                    {{"x", DType::kFloat32, {2, 3}, Uniform(6, 1)}, {"y", DType::kFloat32, {3, 2}, Uniform(6, 2)}},
+                    HostDevice());
+    ADD_FAILURE() << "lda = 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu_gemm: leading dimensions lda=0"), std::string::npos) << e.what();
+  }
+
+  const int64_t n = 1000;  // past one vector block and its tail
+  const std::vector<double> xv = Uniform(n, 3), dyv = Uniform(n, 5);
+  const std::vector<float> xf = As<float>(xv), dyf = As<float>(dyv);
+  for (int fn = 0; fn < 5; ++fn) {
+    OpDesc op("toy_vmath", {{"X", {"x"}}, {"Y", {"dy"}}}, {{"Out", {"out"}}}, {{"fn", fn}});
+    const op_case::Result r =
+        op_case::RunOps({op}, {{"x", DType::kFloat32, {n}, xv}, {"dy", DType::kFloat32, {n}, dyv}}, HostDevice());
+    std::vector<float> want(n);
+    if (fn == 0) cpu::Tanh(xf.data(), want.data(), n);
+    if (fn == 1 || fn == 2) cpu::Gelu(xf.data(), want.data(), n, fn == 2);
+    if (fn == 3 || fn == 4) cpu::GeluGrad(xf.data(), dyf.data(), want.data(), n, fn == 4);
+    EXPECT_EQ(r.values.at("out"), std::vector<double>(want.begin(), want.end())) << "fn " << fn;
+  }
+
+  const std::vector<double> v = Uniform(24, 9);
+  OpDesc view("toy_view", {{"X", {"x"}}}, {{"Out", {"out"}}}, {{"shape", std::vector<int>{4, 6}}});
+  const op_case::Result r = op_case::RunOps({view}, {{"x", DType::kFloat32, {2, 3, 4}, v}}, HostDevice());
+  EXPECT_EQ(r.shapes.at("out"), (Shape{4, 6}));
+  const std::vector<float> vf = As<float>(v);
+  EXPECT_EQ(r.values.at("out"), std::vector<double>(vf.begin(), vf.end()));
+  try {
+    OpDesc bad("toy_view", {{"X", {"x"}}}, {{"Out", {"out"}}}, {{"shape", std::vector<int>{5, 5}}});
+    op_case::RunOps({bad}, {{"x", DType::kFloat32, {2, 3, 4}, v}}, HostDevice());
+    ADD_FAILURE() << "a view of 25 elements over 24 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("tensor_share: [5, 5] holds 25 elements but the source float32[2, 3, 4] holds 24"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 // The CLI's contract for each refused plugin: exit 2, one line naming the

@@ -101,6 +101,25 @@ void InitCpuBackend() {
     RegisterDeviceBackend("cpu", std::move(backend));
     // C ABI plugins' parallel loops share the executor's arena with the C++ plugins' ones.
     SetCApiParallelFor(&ParallelForRange);
+    // ... and compute with the GEMM and vector math nabla's own kernels use.
+    CApiCpuMath math{};
+    math.gemm_f32 = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                       const float* b, int64_t ldb, float beta, float* c,
+                       int64_t ldc) { Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); };
+    math.gemm_f64 = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                       const double* b, int64_t ldb, double beta, double* c,
+                       int64_t ldc) { Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); };
+    math.vmath = [](int32_t fn, const float* x, float* y, int64_t n) {
+      if (fn == NABLA_C_VMATH_TANH) {
+        Tanh(x, y, n);
+      } else {
+        Gelu(x, y, n, fn == NABLA_C_VMATH_GELU_TANH);
+      }
+    };
+    math.gelu_grad = [](const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
+      GeluGrad(x, dy, dx, n, approximate);
+    };
+    SetCApiCpuMath(math);
   });
 }
 

@@ -42,8 +42,9 @@ extern "C" {
 #endif
 
 /* The version of this header. Raised by one with every release that appends
- * functions (version 2: device plugins). */
-#define NABLA_C_API_VERSION 2
+ * functions (version 2: device plugins; version 3: the CPU backend's GEMM
+ * and vector math, and views). */
+#define NABLA_C_API_VERSION 3
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -113,6 +114,13 @@ enum nabla_c_traits {
   NABLA_C_TRAIT_ARRAY_IO = 1u << 2,
   NABLA_C_TRAIT_COLLECTIVE = 1u << 3,
   NABLA_C_TRAIT_DTYPE_CAST = 1u << 4
+};
+
+/* The vectorised float32 functions of cpu_vmath (version 3). */
+enum nabla_c_vmath_fn {
+  NABLA_C_VMATH_TANH = 0,     /* tanh, a few ulp from tanhf */
+  NABLA_C_VMATH_GELU = 1,     /* x * Phi(x), Phi the standard normal CDF (gelu's erf form) */
+  NABLA_C_VMATH_GELU_TANH = 2 /* gelu's tanh approximation */
 };
 
 enum nabla_c_precision {
@@ -348,6 +356,29 @@ typedef struct nabla_api {
   /* What the backend's open returned for device d; NULL for a device no C
    * ABI backend opened (the CPU). Only the backend's plugin knows its type. */
   void* (*device_state)(const nabla_device* d);
+
+  /* ---- version 3: the CPU backend's math, and views
+   *
+   * What nabla's own CPU kernels compute with: a plugin's kernel gets the
+   * same GEMM (the library nabla's GEMM policy picks, split across the
+   * executor's threads) and the same vectorised functions (so it computes
+   * nabla's ops' bits) without linking a BLAS of its own. Host memory only. */
+  /* Row-major C = alpha * op(A) * op(B) + beta * C, op(A) M x K, op(B)
+   * K x N, transposed where trans_a / trans_b are non-zero; leading
+   * dimensions are those of the matrices as stored. dtype NABLA_C_FLOAT32
+   * (a, b, c are float*, alpha and beta rounded to float) or NABLA_C_FLOAT64
+   * (double*). M, N or K may be 0 (K = 0: C = beta * C). */
+  int32_t (*cpu_gemm)(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc);
+  /* y = fn(x) over n float32 (fn a nabla_c_vmath_fn); y may be x. */
+  int32_t (*cpu_vmath)(int32_t fn, const float* x, float* y, int64_t n);
+  /* dx = dy * gelu'(x) over n float32 (approximate: the tanh form); dx may
+   * be x or dy. */
+  int32_t (*cpu_gelu_grad)(const float* x, const float* dy, float* dx, int64_t n, int32_t approximate);
+  /* Makes output t a view of input src: the same data, no copy, with dims
+   * (rank of them) holding as many elements as src (reshape, squeeze,
+   * flatten). */
+  int32_t (*tensor_share)(nabla_tensor* t, const nabla_tensor* src, const int64_t* dims, size_t rank);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

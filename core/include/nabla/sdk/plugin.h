@@ -546,6 +546,15 @@ class Tensor {
   T* Allocate(Device& device, const Shape& shape) {
     return static_cast<T*>(Allocate(device, DTypeOf<T>::value, shape));
   }
+  // Shares other's data (no copy); shape and dtype follow it.
+  void ShareDataWith(const Tensor& other) {
+    const Shape shape = other.GetShape();
+    sdk_detail::Check(Api().tensor_share(Handle(), other.Handle(), shape.data(), shape.size()));
+  }
+  // A new shape over the same data, with as many elements (a view's shape).
+  void Resize(const Shape& shape) {
+    sdk_detail::Check(Api().tensor_share(Handle(), Handle(), shape.data(), shape.size()));
+  }
   std::string DebugString() const { return StrCat(DTypeName(GetDType()), ShapeToString(GetShape())); }
 
   const nabla_tensor* Handle() const { return reinterpret_cast<const nabla_tensor*>(this); }

@@ -1,0 +1,93 @@
+// A plugin on the C ABI through the C++ SDK that computes with the CPU
+// backend's math (nabla/sdk/cpu_math.h, C ABI version 3) and makes views:
+//   toy_gemm: Out = alpha * op(X) * op(Y), float32 and float64 (cpu::Gemm);
+//     `bad_ld` hands the table a too short leading dimension;
+//   toy_vmath: Out = tanh / gelu / gelu's tanh form of X, or gelu's
+//     gradient with Y as dy (fn 3, 4), float32;
+//   toy_view: Out = X with shape `shape`, sharing X's data.
+// c_abi_test compares each with nabla's own cpu:: functions, bit for bit.
+#include <vector>
+
+#include "nabla/plugin.h"
+#include "nabla/sdk/cpu_math.h"
+
+namespace {
+
+template <typename T>
+void GemmKernel(const nabla::ExecutionContext& ctx) {
+  const nabla::Tensor& x = ctx.Input("X");
+  const nabla::Tensor& y = ctx.Input("Y");
+  const bool ta = ctx.Attr<bool>("trans_x"), tb = ctx.Attr<bool>("trans_y");
+  const nabla::Shape xs = x.GetShape(), ys = y.GetShape();
+  const int64_t m = ta ? xs[1] : xs[0], k = ta ? xs[0] : xs[1], n = tb ? ys[0] : ys[1];
+  T* out = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), {m, n});
+  const int64_t lda = ctx.Attr<bool>("bad_ld") ? 0 : xs[1];
+  nabla::cpu::Gemm(ta, tb, m, n, k, static_cast<T>(ctx.Attr<float>("alpha")), x.Data<T>(), lda, y.Data<T>(), ys[1],
+                   T(0), out, n);
+}
+
+}  // namespace
+
+NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
+  registrar.Op("toy_gemm", __FILE__, __LINE__)
+      .Doc("Out = alpha * op(X) * op(Y), X and Y 2-D.")
+      .Input("X", "(Tensor) [M, K], or [K, M] with trans_x")
+      .Input("Y", "(Tensor) [K, N], or [N, K] with trans_y")
+      .Output("Out", "(Tensor) [M, N]")
+      .Attr<bool>("trans_x", false, "(bool) transpose X")
+      .Attr<bool>("trans_y", false, "(bool) transpose Y")
+      .Attr<float>("alpha", 1.0f, "(float) the product's scale")
+      .Attr<bool>("bad_ld", false, "(bool) pass lda = 0, for the error path")
+      .InferShape([](nabla::InferShapeContext& c) {
+        const nabla::Shape x = c.InputShape("X"), y = c.InputShape("Y");
+        const bool ta = c.Attr<bool>("trans_x"), tb = c.Attr<bool>("trans_y");
+        c.SetOutputShape("Out", {ta ? x[1] : x[0], tb ? y[0] : y[1]});
+        c.SetOutputDType("Out", c.InputDType("X"));
+      });
+  registrar.Kernel("toy_gemm", nabla::DeviceType::kCPU, nabla::DType::kFloat32, GemmKernel<float>, __FILE__,
+                   __LINE__);
+  registrar.Kernel("toy_gemm", nabla::DeviceType::kCPU, nabla::DType::kFloat64, GemmKernel<double>, __FILE__,
+                   __LINE__);
+
+  registrar.Op("toy_vmath", __FILE__, __LINE__)
+      .Doc("Out = f(X) by fn: 0 tanh, 1 gelu, 2 gelu (tanh form), 3 and 4 their gradients with Y as dy.")
+      .Input("X", "(Tensor) float32")
+      .Input("Y", "(Tensor, optional) dy for fn 3 and 4", nabla::kDispensable)
+      .Output("Out", "(Tensor) f(X)")
+      .Attr<int>("fn", 0, "(int) the function")
+      .InferShape([](nabla::InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); });
+  registrar.Kernel(
+      "toy_vmath", nabla::DeviceType::kCPU, nabla::DType::kFloat32,
+      [](const nabla::ExecutionContext& ctx) {
+        const nabla::Tensor& x = ctx.Input("X");
+        float* out = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), x.GetShape());
+        const int fn = ctx.Attr<int>("fn");
+        const int64_t n = x.Numel();
+        if (fn == 0) nabla::cpu::Tanh(x.Data<float>(), out, n);
+        if (fn == 1 || fn == 2) nabla::cpu::Gelu(x.Data<float>(), out, n, fn == 2);
+        if (fn == 3 || fn == 4) nabla::cpu::GeluGrad(x.Data<float>(), ctx.Input("Y").Data<float>(), out, n, fn == 4);
+      },
+      __FILE__, __LINE__);
+
+  registrar.Op("toy_view", __FILE__, __LINE__)
+      .Doc("Out = X with shape `shape` (as many elements), sharing X's data.")
+      .Input("X", "(Tensor) input")
+      .Output("Out", "(Tensor) the view")
+      .Attr<std::vector<int>>("shape", {}, "(list of int) the view's shape")
+      .InferShape([](nabla::InferShapeContext& c) {
+        const std::vector<int> s = c.Attr<std::vector<int>>("shape");
+        c.SetOutputShape("Out", nabla::Shape(s.begin(), s.end()));
+        c.SetOutputDType("Out", c.InputDType("X"));
+      });
+  registrar.Kernel(
+      "toy_view", nabla::DeviceType::kCPU, nabla::DType::kFloat32,
+      [](const nabla::ExecutionContext& ctx) {
+        const std::vector<int> s = ctx.Attr<std::vector<int>>("shape");
+        nabla::Tensor* out = ctx.Output("Out");
+        out->ShareDataWith(ctx.Input("X"));
+        out->Resize(nabla::Shape(s.begin(), s.end()));
+      },
+      __FILE__, __LINE__);
+}
+
+NABLA_PLUGIN(NABLA_PLUGIN_NAME);
