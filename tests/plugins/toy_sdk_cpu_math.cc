@@ -44,10 +44,8 @@ NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
         c.SetOutputShape("Out", {ta ? x[1] : x[0], tb ? y[0] : y[1]});
         c.SetOutputDType("Out", c.InputDType("X"));
       });
-  registrar.Kernel("toy_gemm", nabla::DeviceType::kCPU, nabla::DType::kFloat32, GemmKernel<float>, __FILE__,
-                   __LINE__);
-  registrar.Kernel("toy_gemm", nabla::DeviceType::kCPU, nabla::DType::kFloat64, GemmKernel<double>, __FILE__,
-                   __LINE__);
+  registrar.Kernel("toy_gemm", nabla::DeviceType::kCPU, nabla::DType::kFloat32, GemmKernel<float>, __FILE__, __LINE__);
+  registrar.Kernel("toy_gemm", nabla::DeviceType::kCPU, nabla::DType::kFloat64, GemmKernel<double>, __FILE__, __LINE__);
 
   registrar.Op("toy_vmath", __FILE__, __LINE__)
       .Doc("Out = f(X) by fn: 0 tanh, 1 gelu, 2 gelu (tanh form), 3 and 4 their gradients with Y as dy.")
