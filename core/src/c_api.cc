@@ -667,6 +667,33 @@ int32_t ApiTensorShare(nabla_tensor* t, const nabla_tensor* src, const int64_t* 
   });
 }
 
+// A host copy's values into the plugin's buffer, checked against what it
+// expects, so a wrong dtype or size is an error, never a short or long copy.
+void CopyValues(const Tensor& host, const std::string& what, int32_t dtype, void* dst, size_t count) {
+  CheckDType(dtype);
+  NABLA_ENFORCE(host.GetDType() == static_cast<DType>(dtype) && host.Numel() == static_cast<int64_t>(count),
+                kInvalidArgument, what, " is ", host.DebugString(), ", but the plugin asked for ", count, " values of ",
+                DTypeName(static_cast<DType>(dtype)));
+  NABLA_ENFORCE(dst || count == 0, kInvalidArgument, what, ": received NULL for the values");
+  if (count) std::memcpy(dst, host.RawData(), count * DTypeSize(host.GetDType()));
+}
+
+int32_t ApiInferInputValues(nabla_infer_context* c, const char* slot, size_t i, int32_t dtype, void* dst,
+                            size_t count) {
+  return GuardStatus([&] {
+    const std::string s = Str(slot);
+    CopyValues(I(c).InputHostTensor(s, i), StrCat("input ", s, "[", i, "]"), dtype, dst, count);
+  });
+}
+
+int32_t ApiKernelInputValues(nabla_kernel_context* c, const char* slot, size_t i, int32_t dtype, void* dst,
+                             size_t count) {
+  return GuardStatus([&] {
+    const std::string s = Str(slot);
+    CopyValues(K(c).InputHostTensor(s, i), StrCat("input ", s, "[", i, "]"), dtype, dst, count);
+  });
+}
+
 nabla_api MakeTable() {
   nabla_api api{};
   api.api_version = NABLA_C_API_VERSION;
@@ -729,6 +756,8 @@ nabla_api MakeTable() {
   api.cpu_vmath = ApiCpuVmath;
   api.cpu_gelu_grad = ApiCpuGeluGrad;
   api.tensor_share = ApiTensorShare;
+  api.infer_input_values = ApiInferInputValues;
+  api.kernel_input_values = ApiKernelInputValues;
   return api;
 }
 

@@ -96,7 +96,9 @@ static_assert(offsetof(nabla_api, cpu_gemm) == Slot(58));
 static_assert(offsetof(nabla_api, cpu_vmath) == Slot(59));
 static_assert(offsetof(nabla_api, cpu_gelu_grad) == Slot(60));
 static_assert(offsetof(nabla_api, tensor_share) == Slot(61));
-static_assert(sizeof(nabla_api) >= Slot(62));
+static_assert(offsetof(nabla_api, infer_input_values) == Slot(62));
+static_assert(offsetof(nabla_api, kernel_input_values) == Slot(63));
+static_assert(sizeof(nabla_api) >= Slot(64));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -295,6 +297,53 @@ TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
     EXPECT_NE(
         std::string(e.what()).find("tensor_share: [5, 5] holds 25 elements but the source float32[2, 3, 4] holds 24"),
         std::string::npos)
+        << e.what();
+  }
+}
+
+// Version 3: tensor-valued attributes through the op kit's own helpers
+// (the code nabla's tree compiles), read wherever the tensor lives: the
+// shape from ShapeTensor (int64 or int32), ShapeTensorList or the
+// attribute, the value from ValueTensor or the attribute; a wrong tensor is
+// the one-line error the standard ops give.
+TEST(CApi, SdkPluginReadsTensorValuedAttributes) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_ATTR_TENSOR);
+  const AttributeMap attrs{{"shape", std::vector<int>{9}}, {"value", 1.5f}};
+  auto run = [&](VarNameMap inputs, const std::vector<op_case::Input>& feeds) {
+    OpDesc op("toy_fill", std::move(inputs), {{"Out", {"out"}}}, attrs);
+    return op_case::RunOps({op}, feeds, HostDevice());
+  };
+  op_case::Result r = run({}, {});
+  EXPECT_EQ(r.shapes.at("out"), (Shape{9}));
+  EXPECT_EQ(r.values.at("out"), std::vector<double>(9, 1.5));
+
+  r = run({{"ShapeTensor", {"s"}}, {"ValueTensor", {"v"}}},
+          {{"s", DType::kInt64, {2}, {2, 3}}, {"v", DType::kFloat64, {1}, {-0.25}}});
+  EXPECT_EQ(r.shapes.at("out"), (Shape{2, 3}));
+  EXPECT_EQ(r.values.at("out"), std::vector<double>(6, -0.25));
+
+  r = run({{"ShapeTensorList", {"a", "b"}}, {"ValueTensor", {"v"}}},
+          {{"a", DType::kInt32, {1}, {4}}, {"b", DType::kInt64, {1}, {1}}, {"v", DType::kFloat32, {1}, {2.0}}});
+  EXPECT_EQ(r.shapes.at("out"), (Shape{4, 1}));
+  EXPECT_EQ(r.values.at("out"), std::vector<double>(4, 2.0));
+
+  try {
+    run({{"ShapeTensor", {"s"}}}, {{"s", DType::kFloat32, {2}, {2, 3}}});
+    ADD_FAILURE() << "a float32 ShapeTensor was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
+    EXPECT_NE(std::string(e.what()).find(
+                  "input ShapeTensor (var 's') must be an int32 or int64 tensor of rank 1, but received float32[2]"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    run({{"ShapeTensor", {"s"}}}, {{"s", DType::kInt64, {2}, {2, -3}}});
+    ADD_FAILURE() << "a negative dim was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input ShapeTensor = [2, -3] holds -3: every dim of Out's shape must be >= 0"),
+              std::string::npos)
         << e.what();
   }
 }

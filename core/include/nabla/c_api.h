@@ -379,6 +379,16 @@ typedef struct nabla_api {
    * (rank of them) holding as many elements as src (reshape, squeeze,
    * flatten). */
   int32_t (*tensor_share)(nabla_tensor* t, const nabla_tensor* src, const int64_t* dims, size_t rank);
+  /* Tensor-valued attributes (a shape, a rate given by an input): copies
+   * the values of input slot[i], wherever the tensor lives, to host memory
+   * dst, which holds count elements of dtype; dtype must be the input's
+   * and count its element count. In inference only at run time
+   * (infer_is_runtime): at build time the values are unknown and this fails
+   * (a shape function then leaves the dims they decide at -1). */
+  int32_t (*infer_input_values)(nabla_infer_context* c, const char* slot, size_t i, int32_t dtype, void* dst,
+                                size_t count);
+  int32_t (*kernel_input_values)(nabla_kernel_context* c, const char* slot, size_t i, int32_t dtype, void* dst,
+                                 size_t count);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -568,6 +568,31 @@ class Tensor {
   }
 };
 
+// An input's values copied to the host (InputHostTensor): what a
+// tensor-valued attribute holds (a shape, a rate), wherever the tensor lives.
+class HostTensor {
+ public:
+  HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), bytes_(Bytes()) {}
+  DType GetDType() const { return dtype_; }
+  const Shape& GetShape() const { return shape_; }
+  size_t Rank() const { return shape_.size(); }
+  int64_t Numel() const { return NumElements(shape_); }
+  template <typename T>
+  const T* Data() const {
+    NABLA_ENFORCE(DTypeOf<T>::value == dtype_, kInvalidArgument, "expected a tensor of ", DTypeName(DTypeOf<T>::value),
+                  " but received ", DebugString());
+    return reinterpret_cast<const T*>(bytes_.data());
+  }
+  void* RawData() { return bytes_.data(); }
+  std::string DebugString() const { return StrCat(DTypeName(dtype_), ShapeToString(shape_)); }
+
+ private:
+  size_t Bytes() const { return static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype_); }
+  DType dtype_;
+  Shape shape_;
+  std::vector<unsigned char> bytes_;
+};
+
 // ---------------------------------------------------------------- inference
 
 class InferShapeContext {
@@ -606,6 +631,14 @@ class InferShapeContext {
     SetOutputDType(out, InputDType(in, j), i);
   }
   std::string Where() const { return sdk_detail::CheckPtr(Api().infer_where(c_)); }
+  // Input slot[i]'s values on the host, for a shape that depends on them.
+  // Only at run time (IsRuntime()); at build time this throws.
+  HostTensor InputHostTensor(const std::string& slot, size_t i = 0) const {
+    HostTensor t(InputDType(slot, i), InputShape(slot, i));
+    sdk_detail::Check(Api().infer_input_values(c_, slot.c_str(), i, static_cast<int32_t>(t.GetDType()), t.RawData(),
+                                               static_cast<size_t>(t.Numel())));
+    return t;
+  }
   template <typename T>
   T Attr(const std::string& name) const {
     return sdk_detail::ReadAttr<T>(sdk_detail::CheckPtr(Api().infer_op(c_)), name);
@@ -658,6 +691,15 @@ class ExecutionContext {
     return sdk_detail::ReadAttr<T>(sdk_detail::CheckPtr(Api().kernel_op(c_)), name);
   }
   Device& GetDevice() const { return *reinterpret_cast<Device*>(sdk_detail::CheckPtr(Api().kernel_device(c_))); }
+  // Input slot[i]'s values on the host, whatever its device: tensor-valued
+  // attributes (nabla/opkit/attr_tensor.h).
+  HostTensor InputHostTensor(const std::string& slot, size_t i = 0) const {
+    const Tensor& in = Input(slot, i);
+    HostTensor t(in.GetDType(), in.GetShape());
+    sdk_detail::Check(Api().kernel_input_values(c_, slot.c_str(), i, static_cast<int32_t>(t.GetDType()), t.RawData(),
+                                                static_cast<size_t>(t.Numel())));
+    return t;
+  }
   uint64_t Seed() const { return Api().kernel_seed(c_); }
 
  private:
