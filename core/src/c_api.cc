@@ -256,6 +256,39 @@ int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
   });
 }
 
+int32_t ApiOpKernelDType(nabla_op_builder* b, nabla_kernel_dtype_fn fn, void* user) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type,
+                  "': expected a kernel dtype function but received NULL");
+    const nabla_api* api = CoreCApi();
+    B(b).KernelDType([api, fn, user](const ExecutionContext& ctx) {
+      int32_t dtype = -1;
+      {
+        CallbackScope scope;
+        if (fn(api, user, reinterpret_cast<nabla_kernel_context*>(const_cast<ExecutionContext*>(&ctx)), &dtype) !=
+            NABLA_C_OK)
+          RaisePluginError("kernel dtype");
+      }
+      CheckDType(dtype);
+      return static_cast<DType>(dtype);
+    });
+  });
+}
+
+int32_t ApiOpOutputCount(nabla_op_builder* b, const char* slot, nabla_output_count_fn fn, void* user) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type,
+                  "': expected an output count function but received NULL");
+    const nabla_api* api = CoreCApi();
+    B(b).OutputCount(Str(slot), [api, fn, user](const OpDesc& op) {
+      int32_t count = -1;
+      CallbackScope scope;
+      if (fn(api, user, COp(op), &count) != NABLA_C_OK) RaisePluginError("output count");
+      return count < 0 ? -1 : static_cast<int>(count);
+    });
+  });
+}
+
 int32_t ApiOpGradMaker(nabla_op_builder* b, nabla_grad_fn fn, void* user) {
   return GuardStatus([&] {
     NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type, "': expected a grad maker but received NULL");
@@ -758,6 +791,8 @@ nabla_api MakeTable() {
   api.tensor_share = ApiTensorShare;
   api.infer_input_values = ApiInferInputValues;
   api.kernel_input_values = ApiKernelInputValues;
+  api.op_kernel_dtype = ApiOpKernelDType;
+  api.op_output_count = ApiOpOutputCount;
   return api;
 }
 

@@ -98,7 +98,9 @@ static_assert(offsetof(nabla_api, cpu_gelu_grad) == Slot(60));
 static_assert(offsetof(nabla_api, tensor_share) == Slot(61));
 static_assert(offsetof(nabla_api, infer_input_values) == Slot(62));
 static_assert(offsetof(nabla_api, kernel_input_values) == Slot(63));
-static_assert(sizeof(nabla_api) >= Slot(64));
+static_assert(offsetof(nabla_api, op_kernel_dtype) == Slot(64));
+static_assert(offsetof(nabla_api, op_output_count) == Slot(65));
+static_assert(sizeof(nabla_api) >= Slot(66));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -346,6 +348,22 @@ TEST(CApi, SdkPluginReadsTensorValuedAttributes) {
               std::string::npos)
         << e.what();
   }
+}
+
+// Version 3: an op says how many vars its duplicable output gets
+// (OutputCount), which front-ends that make the outputs themselves read.
+TEST(CApi, SdkPluginDeclaresItsOutputCount) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_ATTR_TENSOR);
+  const OpInfo& info = CurrentRegistry()->Get("toy_split");
+  ASSERT_EQ(info.output_counts.count("Out"), 1u);
+  OpDesc op("toy_split", {{"X", {"x"}}}, {{"Out", {"a", "b", "c"}}}, {{"num", 3}});
+  EXPECT_EQ(info.output_counts.at("Out")(op), 3);
+  const op_case::Result r = op_case::RunOps({op}, {{"x", DType::kFloat32, {6, 2}, Uniform(12, 4)}}, HostDevice());
+  EXPECT_EQ(r.shapes.at("c"), (Shape{2, 2}));
+  const std::vector<double> x = Uniform(12, 4);
+  const std::vector<float> xf(x.begin(), x.end());
+  EXPECT_EQ(r.values.at("c"), std::vector<double>(xf.begin() + 8, xf.end()));
 }
 
 // The CLI's contract for each refused plugin: exit 2, one line naming the

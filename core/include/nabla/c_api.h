@@ -190,6 +190,16 @@ typedef int32_t (*nabla_grad_fn)(const struct nabla_api* api, void* user, nabla_
 typedef int32_t (*nabla_kernel_fn)(const struct nabla_api* api, void* user, nabla_kernel_context* ctx);
 typedef int32_t (*nabla_attr_check_fn)(const struct nabla_api* api, void* user, const nabla_attr_value* value);
 typedef void (*nabla_range_fn)(void* user, int64_t begin, int64_t end);
+/* Version 3. Sets *dtype (a nabla_c_dtype): which of the op's kernels runs,
+ * where its first input's dtype does not tell (a comparison's bool output,
+ * an op whose first input is a shape). */
+typedef int32_t (*nabla_kernel_dtype_fn)(const struct nabla_api* api, void* user, nabla_kernel_context* ctx,
+                                         int32_t* dtype);
+/* Version 3. Sets *count: how many vars a duplicable output slot gets,
+ * from the op's attributes and inputs (split's num or sections); -1 when
+ * they do not tell. Eager calls and Python's nabla.ops size the slot with
+ * it. */
+typedef int32_t (*nabla_output_count_fn)(const struct nabla_api* api, void* user, const nabla_op* op, int32_t* count);
 
 /* ---- device plugins (version 2)
  *
@@ -389,6 +399,10 @@ typedef struct nabla_api {
                                 size_t count);
   int32_t (*kernel_input_values)(nabla_kernel_context* c, const char* slot, size_t i, int32_t dtype, void* dst,
                                  size_t count);
+  /* The op's kernel dtype (default: its first input's), and the var count
+   * of its duplicable output slot `slot`; see the callbacks' types. */
+  int32_t (*op_kernel_dtype)(nabla_op_builder* b, nabla_kernel_dtype_fn fn, void* user);
+  int32_t (*op_output_count)(nabla_op_builder* b, const char* slot, nabla_output_count_fn fn, void* user);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

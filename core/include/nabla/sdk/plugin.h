@@ -818,6 +818,16 @@ inline int32_t KernelTrampoline(const nabla_api*, void* user, nabla_kernel_conte
   return Guard([&] { (*static_cast<const KernelFn*>(user))(ExecutionContext(c)); });
 }
 
+using KernelDTypeFn = std::function<DType(const ExecutionContext&)>;
+inline int32_t KernelDTypeTrampoline(const nabla_api*, void* user, nabla_kernel_context* c, int32_t* dtype) {
+  return Guard([&] { *dtype = static_cast<int32_t>((*static_cast<const KernelDTypeFn*>(user))(ExecutionContext(c))); });
+}
+
+using OutputCountFn = std::function<int(const OpDesc& op)>;
+inline int32_t OutputCountTrampoline(const nabla_api*, void* user, const nabla_op* op, int32_t* count) {
+  return Guard([&] { *count = (*static_cast<const OutputCountFn*>(user))(OpDesc::FromC(op)); });
+}
+
 inline int32_t GradTrampoline(const nabla_api*, void* user, nabla_grad_context* g) {
   return Guard([&] {
     const nabla_api& api = Api();
@@ -883,6 +893,17 @@ class OpBuilder {
   }
   OpBuilder& InferShape(InferShapeFn fn) {
     sdk_detail::Check(Api().op_infer_shape(b_, sdk_detail::InferTrampoline, sdk_detail::Keep(std::move(fn))));
+    return *this;
+  }
+  // Which kernel runs, where the first input's dtype does not tell.
+  OpBuilder& KernelDType(std::function<DType(const ExecutionContext&)> fn) {
+    sdk_detail::Check(Api().op_kernel_dtype(b_, sdk_detail::KernelDTypeTrampoline, sdk_detail::Keep(std::move(fn))));
+    return *this;
+  }
+  // How many vars duplicable output `slot` gets (-1: the op does not tell).
+  OpBuilder& OutputCount(const std::string& slot, std::function<int(const OpDesc& op)> fn) {
+    sdk_detail::Check(
+        Api().op_output_count(b_, slot.c_str(), sdk_detail::OutputCountTrampoline, sdk_detail::Keep(std::move(fn))));
     return *this;
   }
   OpBuilder& GradMaker(GradOpMakerFn fn) {
