@@ -289,6 +289,110 @@ int32_t ApiOpOutputCount(nabla_op_builder* b, const char* slot, nabla_output_cou
   });
 }
 
+// One matched chain as a fusion callback sees it: the matched ops, and the
+// block (applies) or the op being built (fuse).
+struct CFusionContext {
+  explicit CFusionContext(const std::vector<const OpDesc*>& m) : matched(m) {}
+  const std::vector<const OpDesc*>& matched;
+  const BlockDesc* block = nullptr;
+  bool building = false;
+  std::unique_ptr<OpDesc> result;
+};
+CFusionContext& FC(nabla_fusion_context* c) { return *reinterpret_cast<CFusionContext*>(c); }
+nabla_fusion_context* CFC(CFusionContext& c) { return reinterpret_cast<nabla_fusion_context*>(&c); }
+
+const BlockDesc& FusionBlock(nabla_fusion_context* c, const char* what) {
+  NABLA_ENFORCE(FC(c).block, kPreconditionNotMet, what, ": the block is handed to a pattern's applies only");
+  return *FC(c).block;
+}
+
+int32_t ApiOpFuses(nabla_op_builder* b, const char* const* chain, size_t length, nabla_fuse_fn fuse,
+                   nabla_fuse_applies_fn applies, void* user) {
+  return GuardStatus([&] {
+    const std::string& type = B(b).Info().schema.type;
+    NABLA_ENFORCE(fuse, kInvalidArgument, "op '", type, "': expected a fuse function but received NULL");
+    NABLA_ENFORCE(chain || length == 0, kInvalidArgument, "op '", type, "': received NULL for the chain");
+    std::vector<std::string> types;
+    for (size_t i = 0; i < length; ++i) types.push_back(Str(chain[i]));
+    const nabla_api* api = CoreCApi();
+    FusionPattern::Fuse build = [api, fuse, user](const std::vector<const OpDesc*>& matched) {
+      CFusionContext ctx(matched);
+      ctx.building = true;
+      CallbackScope scope;
+      if (fuse(api, user, CFC(ctx)) != NABLA_C_OK) RaisePluginError("fusion");
+      return std::move(ctx.result);
+    };
+    FusionPattern::Applies check;
+    if (applies)
+      check = [api, applies, user](const BlockDesc& block, const std::vector<const OpDesc*>& matched) {
+        CFusionContext ctx(matched);
+        ctx.block = &block;
+        int32_t yes = 0;
+        CallbackScope scope;
+        if (applies(api, user, CFC(ctx), &yes) != NABLA_C_OK) RaisePluginError("fusion check");
+        return yes != 0;
+      };
+    B(b).Fuses(FusionPattern(std::move(types), std::move(build), std::move(check)));
+  });
+}
+
+size_t ApiFusionMatchCount(nabla_fusion_context* c) { return FC(c).matched.size(); }
+
+const nabla_op* ApiFusionMatch(nabla_fusion_context* c, size_t i) {
+  return Guard<const nabla_op*>(nullptr, [&] {
+    NABLA_ENFORCE(i < FC(c).matched.size(), kOutOfRange, "fusion_match: op ", i, " of a chain of ",
+                  FC(c).matched.size());
+    return COp(*FC(c).matched[i]);
+  });
+}
+
+nabla_new_op* ApiFusionNewOp(nabla_fusion_context* c, const char* type) {
+  return Guard<nabla_new_op*>(nullptr, [&] {
+    CFusionContext& ctx = FC(c);
+    NABLA_ENFORCE(ctx.building, kPreconditionNotMet, "fusion_new_op: only a pattern's fuse builds an op");
+    NABLA_ENFORCE(!ctx.result, kPreconditionNotMet, "fusion_new_op: a chain is replaced by one op, but a second (",
+                  Str(type), ") was asked for");
+    ctx.result = std::make_unique<OpDesc>();
+    ctx.result->SetType(Str(type));
+    return reinterpret_cast<nabla_new_op*>(ctx.result.get());
+  });
+}
+
+size_t ApiFusionBlockOpCount(nabla_fusion_context* c) {
+  return Guard<size_t>(0, [&] { return FusionBlock(c, "fusion_block_op_count").AllOps().size(); });
+}
+
+const nabla_op* ApiFusionBlockOp(nabla_fusion_context* c, size_t i) {
+  return Guard<const nabla_op*>(nullptr, [&] {
+    const auto& ops = FusionBlock(c, "fusion_block_op").AllOps();
+    NABLA_ENFORCE(i < ops.size(), kOutOfRange, "fusion_block_op: op ", i, " of a block of ", ops.size());
+    return COp(*ops[i]);
+  });
+}
+
+int32_t ApiFusionVarDType(nabla_fusion_context* c, const char* name) {
+  return Guard<int32_t>(-1, [&] {
+    const VarDesc* v = FusionBlock(c, "fusion_var_dtype").FindVarRecursive(Str(name));
+    return v && v->HasDType() ? static_cast<int32_t>(v->GetDType()) : -1;
+  });
+}
+
+int64_t ApiFusionVarRank(nabla_fusion_context* c, const char* name) {
+  return Guard<int64_t>(-1, [&] {
+    const VarDesc* v = FusionBlock(c, "fusion_var_rank").FindVarRecursive(Str(name));
+    return v ? static_cast<int64_t>(v->GetShape().size()) : int64_t{-1};
+  });
+}
+
+int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dims) {
+  return GuardStatus([&] {
+    const VarDesc* v = FusionBlock(c, "fusion_var_dims").FindVarRecursive(Str(name));
+    NABLA_ENFORCE(v, kNotFound, "fusion_var_dims: no var '", Str(name), "' in the chain's block");
+    const Shape& s = v->GetShape();
+    if (!s.empty()) std::memcpy(dims, s.data(), s.size() * sizeof(int64_t));
+  });
+}
+
 int32_t ApiOpGradMaker(nabla_op_builder* b, nabla_grad_fn fn, void* user) {
   return GuardStatus([&] {
     NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type, "': expected a grad maker but received NULL");
@@ -793,6 +897,15 @@ nabla_api MakeTable() {
   api.kernel_input_values = ApiKernelInputValues;
   api.op_kernel_dtype = ApiOpKernelDType;
   api.op_output_count = ApiOpOutputCount;
+  api.op_fuses = ApiOpFuses;
+  api.fusion_match_count = ApiFusionMatchCount;
+  api.fusion_match = ApiFusionMatch;
+  api.fusion_new_op = ApiFusionNewOp;
+  api.fusion_block_op_count = ApiFusionBlockOpCount;
+  api.fusion_block_op = ApiFusionBlockOp;
+  api.fusion_var_dtype = ApiFusionVarDType;
+  api.fusion_var_rank = ApiFusionVarRank;
+  api.fusion_var_dims = ApiFusionVarDims;
   return api;
 }
 

@@ -16,8 +16,10 @@
 #include "common/temp_dir.h"
 #include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
+#include "nabla/program_io.h"
 
 namespace nabla {
 namespace {
@@ -100,7 +102,16 @@ static_assert(offsetof(nabla_api, infer_input_values) == Slot(62));
 static_assert(offsetof(nabla_api, kernel_input_values) == Slot(63));
 static_assert(offsetof(nabla_api, op_kernel_dtype) == Slot(64));
 static_assert(offsetof(nabla_api, op_output_count) == Slot(65));
-static_assert(sizeof(nabla_api) >= Slot(66));
+static_assert(offsetof(nabla_api, op_fuses) == Slot(66));
+static_assert(offsetof(nabla_api, fusion_match_count) == Slot(67));
+static_assert(offsetof(nabla_api, fusion_match) == Slot(68));
+static_assert(offsetof(nabla_api, fusion_new_op) == Slot(69));
+static_assert(offsetof(nabla_api, fusion_block_op_count) == Slot(70));
+static_assert(offsetof(nabla_api, fusion_block_op) == Slot(71));
+static_assert(offsetof(nabla_api, fusion_var_dtype) == Slot(72));
+static_assert(offsetof(nabla_api, fusion_var_rank) == Slot(73));
+static_assert(offsetof(nabla_api, fusion_var_dims) == Slot(74));
+static_assert(sizeof(nabla_api) >= Slot(75));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -364,6 +375,53 @@ TEST(CApi, SdkPluginDeclaresItsOutputCount) {
   const std::vector<double> x = Uniform(12, 4);
   const std::vector<float> xf(x.begin(), x.end());
   EXPECT_EQ(r.values.at("c"), std::vector<double>(xf.begin() + 8, xf.end()));
+}
+
+// Version 3: a C-ABI op replaces a chain of standard ops in the fusion pass
+// where its applies (reading the chain's block) and fuse accept the match,
+// and the fused program computes what the chain computes.
+TEST(CApi, SdkPluginFusesAChainOfStandardOps) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_SDK_FUSION);
+  auto program = [](const char* dtype, const char* after) {
+    return ParseProgram(StrCat(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: )",
+                               dtype, R"(}
+    ops:
+      - {type: scale, inputs: {X: [x]}, outputs: {Out: [s]}, attrs: {scale: 2.0, bias: -0.5, bias_after_scale: )",
+                               after, R"(}}
+      - {type: relu, inputs: {X: [s]}, outputs: {Out: [y]}}
+)"),
+                        "fusion.yaml");
+  };
+  ProgramDesc fused = program("float32", "true");
+  EXPECT_EQ(FuseOps(fused, {"y"}), 1u);
+  ASSERT_EQ(fused.Root()->AllOps().size(), 1u);
+  const OpDesc& op = *fused.Root()->AllOps()[0];
+  EXPECT_EQ(op.Type(), "toy_scale_relu");
+  EXPECT_EQ(op.Input("X"), std::vector<std::string>{"x"});
+  EXPECT_EQ(op.Output("Out"), std::vector<std::string>{"y"});
+  EXPECT_EQ(op.Attr<float>("scale"), 2.0f);
+
+  const std::vector<double> x = {-1.0, -0.25, 0.0, 0.25, 0.5, 3.0};
+  const ProgramDesc plain = program("float32", "true");
+  std::vector<OpDesc> chain;
+  for (const auto& o : plain.Root()->AllOps()) chain.push_back(*o);
+  const op_case::Result want = op_case::RunOps(chain, {{"x", DType::kFloat32, {2, 3}, x}}, HostDevice());
+  const op_case::Result got = op_case::RunOps({op}, {{"x", DType::kFloat32, {2, 3}, x}}, HostDevice());
+  EXPECT_EQ(got.values.at("y"), want.values.at("y"));
+
+  ProgramDesc f64 = program("float64", "true");  // applies says no: not float32
+  EXPECT_EQ(FuseOps(f64, {"y"}), 0u);
+  EXPECT_EQ(f64.Root()->AllOps().size(), 2u);
+  ProgramDesc before = program("float32", "false");  // fuse says no: bias before the scale
+  EXPECT_EQ(FuseOps(before, {"y"}), 0u);
+  EXPECT_EQ(before.Root()->AllOps().size(), 2u);
 }
 
 // The CLI's contract for each refused plugin: exit 2, one line naming the

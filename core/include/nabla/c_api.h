@@ -61,7 +61,8 @@ typedef struct nabla_grad_context nabla_grad_context;     /* one grad maker call
 typedef struct nabla_kernel_context nabla_kernel_context; /* one kernel call */
 typedef struct nabla_tensor nabla_tensor;
 typedef struct nabla_device nabla_device;
-typedef struct nabla_device_list nabla_device_list; /* what a device backend's enumerate fills (version 2) */
+typedef struct nabla_device_list nabla_device_list;       /* what a device backend's enumerate fills (version 2) */
+typedef struct nabla_fusion_context nabla_fusion_context; /* one matched chain of a fusion pattern (version 3) */
 
 /* Enumerations are int32_t values; these numbers never change. */
 enum nabla_c_error_kind {
@@ -200,6 +201,14 @@ typedef int32_t (*nabla_kernel_dtype_fn)(const struct nabla_api* api, void* user
  * they do not tell. Eager calls and Python's nabla.ops size the slot with
  * it. */
 typedef int32_t (*nabla_output_count_fn)(const struct nabla_api* api, void* user, const nabla_op* op, int32_t* count);
+/* Version 3, fusion patterns (op_fuses). fuse builds the op that replaces a
+ * matched chain (fusion_new_op, then new_op_set_args / new_op_set_attr);
+ * building none leaves that match alone. applies (optional, asked first)
+ * sets *applies to 1 when the matched chain may be fused, 0 when not (a
+ * fused op exact only for some shapes of the chain's vars). */
+typedef int32_t (*nabla_fuse_fn)(const struct nabla_api* api, void* user, nabla_fusion_context* ctx);
+typedef int32_t (*nabla_fuse_applies_fn)(const struct nabla_api* api, void* user, nabla_fusion_context* ctx,
+                                         int32_t* applies);
 
 /* ---- device plugins (version 2)
  *
@@ -403,6 +412,26 @@ typedef struct nabla_api {
    * of its duplicable output slot `slot`; see the callbacks' types. */
   int32_t (*op_kernel_dtype)(nabla_op_builder* b, nabla_kernel_dtype_fn fn, void* user);
   int32_t (*op_output_count)(nabla_op_builder* b, const char* slot, nabla_output_count_fn fn, void* user);
+  /* Fusion patterns: this op replaces the chain of op types (length of
+   * them, in program order, each linked to the next through the one of its
+   * outputs the next reads), where the fusion pass (FuseOps) finds it and
+   * its rules hold (docs/performance.md). The op that declares the pattern
+   * knows the names; the core only matches them. */
+  int32_t (*op_fuses)(nabla_op_builder* b, const char* const* chain, size_t length, nabla_fuse_fn fuse,
+                      nabla_fuse_applies_fn applies, void* user);
+  /* The matched ops, in the chain's order. */
+  size_t (*fusion_match_count)(nabla_fusion_context* c);
+  const nabla_op* (*fusion_match)(nabla_fusion_context* c, size_t i);
+  /* In fuse only: the replacing op (one), with no slots and no attributes. */
+  nabla_new_op* (*fusion_new_op)(nabla_fusion_context* c, const char* type);
+  /* In applies only, the chain's block: its ops, and a var's dtype (-1:
+   * not known yet, or no such var) and declared shape (rank -1: no such
+   * var; a dim -1: unknown), looked up through the enclosing blocks. */
+  size_t (*fusion_block_op_count)(nabla_fusion_context* c);
+  const nabla_op* (*fusion_block_op)(nabla_fusion_context* c, size_t i);
+  int32_t (*fusion_var_dtype)(nabla_fusion_context* c, const char* name);
+  int64_t (*fusion_var_rank)(nabla_fusion_context* c, const char* name);
+  int32_t (*fusion_var_dims)(nabla_fusion_context* c, const char* name, int64_t* dims);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

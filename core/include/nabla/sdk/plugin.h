@@ -828,26 +828,125 @@ inline int32_t OutputCountTrampoline(const nabla_api*, void* user, const nabla_o
   return Guard([&] { *count = (*static_cast<const OutputCountFn*>(user))(OpDesc::FromC(op)); });
 }
 
+// Copies an op built in C++ into the op the core is building.
+inline void FillNewOp(nabla_new_op* out, const OpDesc& op) {
+  const nabla_api& api = Api();
+  for (int32_t output = 0; output < 2; ++output) {
+    for (const auto& [slot, args] : output ? op.Outputs() : op.Inputs()) {
+      std::vector<const char*> names;
+      for (const std::string& a : args) names.push_back(a.c_str());
+      Check(api.new_op_set_args(out, output, slot.c_str(), names.data(), names.size()));
+    }
+  }
+  for (const auto& [name, value] : op.Attrs()) {
+    CAttr c(value);
+    Check(api.new_op_set_attr(out, name.c_str(), &c.value));
+  }
+}
+
 inline int32_t GradTrampoline(const nabla_api*, void* user, nabla_grad_context* g) {
   return Guard([&] {
     const nabla_api& api = Api();
     const OpDesc fwd = OpDesc::FromC(CheckPtr(api.grad_forward_op(g)));
     const std::vector<std::unique_ptr<OpDesc>> ops = (*static_cast<const GradOpMakerFn*>(user))(fwd, g);
-    for (const std::unique_ptr<OpDesc>& op : ops) {
-      if (!op) continue;
-      nabla_new_op* out = CheckPtr(api.grad_new_op(g, op->Type().c_str()));
-      for (int32_t output = 0; output < 2; ++output) {
-        for (const auto& [slot, args] : output ? op->Outputs() : op->Inputs()) {
-          std::vector<const char*> names;
-          for (const std::string& a : args) names.push_back(a.c_str());
-          Check(api.new_op_set_args(out, output, slot.c_str(), names.data(), names.size()));
-        }
-      }
-      for (const auto& [name, value] : op->Attrs()) {
-        CAttr c(value);
-        Check(api.new_op_set_attr(out, name.c_str(), &c.value));
-      }
+    for (const std::unique_ptr<OpDesc>& op : ops)
+      if (op) FillNewOp(CheckPtr(api.grad_new_op(g, op->Type().c_str())), *op);
+  });
+}
+
+// ---- fusion patterns
+
+// A fusion pattern's view of the chain's block: its ops and vars, read
+// through the C ABI when asked (only in a pattern's applies).
+class VarDesc {
+ public:
+  VarDesc(std::string name, int32_t dtype, Shape shape)
+      : name_(std::move(name)), dtype_(dtype), shape_(std::move(shape)) {}
+  const std::string& Name() const { return name_; }
+  bool HasDType() const { return dtype_ >= 0; }
+  DType GetDType() const { return static_cast<DType>(dtype_ < 0 ? 0 : dtype_); }
+  const Shape& GetShape() const { return shape_; }
+
+ private:
+  std::string name_;
+  int32_t dtype_;
+  Shape shape_;
+};
+
+class BlockDesc {
+ public:
+  explicit BlockDesc(nabla_fusion_context* c) : c_(c) {}
+  // The var, looked up through the enclosing blocks; null when there is none.
+  const VarDesc* FindVarRecursive(const std::string& name) const {
+    auto it = vars_.find(name);
+    if (it != vars_.end()) return it->second.get();
+    std::unique_ptr<VarDesc>& v = vars_[name];
+    const int64_t rank = Api().fusion_var_rank(c_, name.c_str());
+    if (rank >= 0) {
+      Shape shape(static_cast<size_t>(rank));
+      Check(Api().fusion_var_dims(c_, name.c_str(), shape.data()));
+      v = std::make_unique<VarDesc>(name, Api().fusion_var_dtype(c_, name.c_str()), std::move(shape));
     }
+    return v.get();
+  }
+  const std::vector<std::unique_ptr<OpDesc>>& AllOps() const {
+    if (!ops_) {
+      ops_.emplace();
+      for (size_t i = 0, n = Api().fusion_block_op_count(c_); i < n; ++i)
+        ops_->push_back(std::make_unique<OpDesc>(OpDesc::FromC(CheckPtr(Api().fusion_block_op(c_, i)))));
+    }
+    return *ops_;
+  }
+
+ private:
+  nabla_fusion_context* c_;
+  mutable std::map<std::string, std::unique_ptr<VarDesc>> vars_;
+  mutable std::optional<std::vector<std::unique_ptr<OpDesc>>> ops_;
+};
+
+}  // namespace sdk_detail
+
+using sdk_detail::BlockDesc;
+using sdk_detail::VarDesc;
+
+// A chain of op types an op replaces (OpBuilder::Fuses), as in nabla's tree:
+// `fuse` builds the replacing op from the matched ops (chain order), or
+// returns null to leave the match alone; `applies`, optional and asked
+// first, says whether the matched chain may be fused at all.
+struct FusionPattern {
+  using Fuse = std::function<std::unique_ptr<OpDesc>(const std::vector<const OpDesc*>& matched)>;
+  using Applies = std::function<bool(const BlockDesc& block, const std::vector<const OpDesc*>& matched)>;
+  FusionPattern(std::vector<std::string> chain, Fuse fuse, Applies applies = nullptr)
+      : chain(std::move(chain)), fuse(std::move(fuse)), applies(std::move(applies)) {}
+  std::vector<std::string> chain;
+  Fuse fuse;
+  Applies applies;
+};
+
+namespace sdk_detail {
+
+inline std::vector<OpDesc> Matched(nabla_fusion_context* c) {
+  std::vector<OpDesc> ops;
+  for (size_t i = 0, n = Api().fusion_match_count(c); i < n; ++i)
+    ops.push_back(OpDesc::FromC(CheckPtr(Api().fusion_match(c, i))));
+  return ops;
+}
+inline std::vector<const OpDesc*> Pointers(const std::vector<OpDesc>& ops) {
+  std::vector<const OpDesc*> p;
+  for (const OpDesc& op : ops) p.push_back(&op);
+  return p;
+}
+inline int32_t FuseTrampoline(const nabla_api*, void* user, nabla_fusion_context* c) {
+  return Guard([&] {
+    const std::vector<OpDesc> matched = Matched(c);
+    const std::unique_ptr<OpDesc> op = static_cast<const FusionPattern*>(user)->fuse(Pointers(matched));
+    if (op) FillNewOp(CheckPtr(Api().fusion_new_op(c, op->Type().c_str())), *op);
+  });
+}
+inline int32_t FuseAppliesTrampoline(const nabla_api*, void* user, nabla_fusion_context* c, int32_t* applies) {
+  return Guard([&] {
+    const std::vector<OpDesc> matched = Matched(c);
+    *applies = static_cast<const FusionPattern*>(user)->applies(BlockDesc(c), Pointers(matched)) ? 1 : 0;
   });
 }
 
@@ -904,6 +1003,16 @@ class OpBuilder {
   OpBuilder& OutputCount(const std::string& slot, std::function<int(const OpDesc& op)> fn) {
     sdk_detail::Check(
         Api().op_output_count(b_, slot.c_str(), sdk_detail::OutputCountTrampoline, sdk_detail::Keep(std::move(fn))));
+    return *this;
+  }
+  // This op replaces `pattern`'s chain where the fusion pass finds it.
+  OpBuilder& Fuses(FusionPattern pattern) {
+    const auto* kept = static_cast<const FusionPattern*>(sdk_detail::Keep(std::move(pattern)));
+    std::vector<const char*> chain;
+    for (const std::string& t : kept->chain) chain.push_back(t.c_str());
+    sdk_detail::Check(Api().op_fuses(b_, chain.data(), chain.size(), sdk_detail::FuseTrampoline,
+                                     kept->applies ? sdk_detail::FuseAppliesTrampoline : nullptr,
+                                     const_cast<FusionPattern*>(kept)));
     return *this;
   }
   OpBuilder& GradMaker(GradOpMakerFn fn) {
