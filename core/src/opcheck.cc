@@ -380,6 +380,42 @@ std::string DeviceLabel(const Device& d) {
 // attributes: what it emits must be registered ops valid against their
 // schemas. Runs for ops without cases too; a maker that needs attributes the
 // probe cannot default is left to the cases.
+// The grad ops an op's grad maker emits for a case's attributes (what a
+// backward pass would run), or none where the maker cannot be probed.
+std::vector<std::string> GradOpTypes(const OpInfo& info, const GradCheckSpec& spec) {
+  VarNameMap inputs, outputs;
+  for (const SlotDef& s : info.schema.inputs) inputs[s.name] = {Lower(s.name)};
+  for (const SlotDef& s : info.schema.outputs) outputs[s.name] = {Lower(s.name) + "_out"};
+  OpDesc op(info.schema.type, inputs, outputs, {});
+  for (const AttrDef& a : info.schema.attrs)
+    if (a.default_value) op.SetAttr(a.name, *a.default_value);
+  for (const auto& [name, value] : spec.attrs) op.SetAttr(name, value);
+  std::vector<std::string> types;
+  try {
+    for (const auto& g : info.grad_maker(op, {}, nullptr, {}))
+      if (g) types.push_back(g->Type());
+  } catch (...) {
+    return {};
+  }
+  return types;
+}
+
+// On a device that runs no CPU kernels on host copies, the grad ops of
+// `types` with no kernel there for any of `dtypes`: the op runs forward on
+// that device but training stops at it, which is the device's scope, not a
+// fault of the op's kernels.
+std::vector<std::string> GradOpsMissingOn(const OpRegistry& registry, const std::vector<std::string>& types,
+                                          const Device& device, const std::vector<DType>& dtypes) {
+  std::vector<std::string> missing;
+  if (device.Type() == DeviceType::kCPU || HostFallback(device.Type())) return missing;
+  for (const std::string& t : types) {
+    bool found = false;
+    for (DType d : dtypes) found = found || registry.FindKernel(t, device.Type(), d) != nullptr;
+    if (!found && std::find(missing.begin(), missing.end(), t) == missing.end()) missing.push_back(t);
+  }
+  return missing;
+}
+
 void ProbeGradMaker(const OpRegistry& registry, const OpInfo& info, const std::string& label,
                     std::vector<std::string>* problems) {
   if (!info.HasGradient()) return;
@@ -589,6 +625,15 @@ OpCheckReport CheckOp(const std::string& type, const OpCheckOptions& options) {
       // The gradient itself: float64 central differences, and float32
       // kernels against float64 ones.
       const std::string where = StrCat(label, " on ", DeviceLabel(*device), ", case '", spec.name, "'");
+      const std::vector<std::string> missing = GradOpsMissingOn(*registry, GradOpTypes(info, spec), *device, dtypes);
+      if (!missing.empty()) {
+        std::string names;
+        for (const std::string& m : missing) names += StrCat(names.empty() ? "" : ", ", m);
+        report.notes.push_back(StrCat(where, ": forward only: no kernel there for its grad op",
+                                      missing.size() > 1 ? "s " : " ", names, ", and ", DeviceLabel(*device),
+                                      " runs no cpu kernels on host copies, so training there stops at this op"));
+        continue;
+      }
       std::vector<GradCheckSpec> specs = {spec};
       GradCheckSpec ones;
       // Only where the op accepted the size-1 inputs (an index into rows

@@ -209,5 +209,21 @@ TEST(DevicePluginCli, ListsRunsAndFailsInOneLine) {
   testing_cli::ExpectOneLineError(r, "null callback", {"libtoy_cdev_null_cb.so", "NULL for copy_to_host"});
 }
 
+// opcheck on a forward-only device (the skeleton has forward kernels and no
+// host fallback): its ops pass, and each says in a note that training there
+// stops at it, instead of a problem per missing grad kernel.
+TEST(DevicePluginCli, OpcheckOnAForwardOnlyDeviceNotesTheMissingGradKernels) {
+  test_util::TempDir dir("device_plugin_opcheck");
+  const std::string plugin = std::string("--plugin ") + testing_cli::Quote(SKELETON);
+  const testing_cli::Result r =
+      testing_cli::RunBinary(NABLA_BIN_PATH, "opcheck " + plugin + " --op relu --notes", "", dir.Path("c"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("on skeleton:0, case 'kinks_avoided': forward only: no kernel there for its grad op relu_grad, "
+                       "and skeleton:0 runs no cpu kernels on host copies, so training there stops at this op"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("0 problems"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace nabla
