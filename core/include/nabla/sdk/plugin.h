@@ -33,6 +33,11 @@
 namespace nabla {
 inline namespace c_sdk {
 
+// Declared before any op kit header (they include core headers, which the
+// shim maps here), so that the kit's `namespace nabla::opkit` extends this
+// inline namespace: its symbols stay apart from the core's op kit.
+namespace opkit {}
+
 namespace sdk_detail {
 // The table the core handed this plugin (inline + hidden visibility +
 // -fno-gnu-unique: one per plugin).
@@ -199,6 +204,15 @@ inline std::string GradVarName(const std::string& name) { return name + kGradSuf
 inline bool IsGradVarName(const std::string& name) {
   const std::string suffix = kGradSuffix;
   return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+// x@GRAD (and x@GRAD@RENAME@n, a renamed partial gradient) -> x, as the core's.
+inline constexpr const char* kRenameInfix = "@RENAME@";
+inline std::string StripGradSuffix(const std::string& grad_name) {
+  std::string base = grad_name;
+  const size_t rename = base.rfind(kRenameInfix);
+  if (rename != std::string::npos) base.resize(rename);
+  if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
+  return base;
 }
 
 // Attributes: the core's alternatives less block references, which the C ABI
@@ -657,6 +671,8 @@ class ExecutionContext {
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
+// Picks the dtype of an op's kernel (OpBuilder::KernelDType).
+using KernelDTypeFn = std::function<DType(const ExecutionContext&)>;
 
 // ---------------------------------------------------------------- grad makers
 
@@ -902,6 +918,11 @@ class OpBuilder {
     sdk_detail::Check(Api().op_grad_check(b_, &c));
     return *this;
   }
+  // The C ABI carries no kernel-dtype function: the core picks the dtype of
+  // the op's first input present, which is the one `fn` picks wherever the
+  // op's float inputs share a dtype (the op kit's grad ops, whose fn is the
+  // dtype of Out@GRAD). Accepted so that sources build unchanged.
+  OpBuilder& KernelDType(KernelDTypeFn) { return *this; }
   OpBuilder& Random() { return Traits(NABLA_C_TRAIT_RANDOM); }
   OpBuilder& ArrayIO() { return Traits(NABLA_C_TRAIT_ARRAY_IO); }
   OpBuilder& Collective() { return Traits(NABLA_C_TRAIT_COLLECTIVE); }
