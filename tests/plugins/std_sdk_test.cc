@@ -114,7 +114,8 @@ std::string Describe(const OpInfo& info) {
     os << " |";
   }
   for (const AttrDef& a : info.schema.attrs)
-    os << ' ' << a.name << ':' << static_cast<int>(a.type) << '=' << (a.default_value ? AttrString(*a.default_value) : "?");
+    os << ' ' << a.name << ':' << static_cast<int>(a.type) << '='
+       << (a.default_value ? AttrString(*a.default_value) : "?");
   os << " | gradient " << info.HasGradient() << " | checks";
   for (const GradCheckSpec& s : info.grad_checks) os << ' ' << s.name;
   return os.str();
@@ -194,7 +195,8 @@ Records Compute(const std::vector<std::string>& types) {
   for (const std::string& type : types) {
     const OpInfo& info = registry->Get(type);
     records["schema " + type] = OneLine(Describe(info));
-    if (const OpInfo* grad = registry->Find(type + "_grad")) records["schema " + type + "_grad"] = OneLine(Describe(*grad));
+    if (const OpInfo* grad = registry->Find(type + "_grad"))
+      records["schema " + type + "_grad"] = OneLine(Describe(*grad));
     for (const GradCheckResult& g : CheckOpGradients(type, HostDevice())) {
       std::string failures;
       for (const std::string& f : g.failures) failures += f + "; ";

@@ -160,8 +160,8 @@ ActivationAttrs<T> ReadActivationAttrs(const ExecutionContext& ctx, const std::v
 
 // The schema and shape inference of `<type>_grad` as `reads` makes it:
 // X@GRAD takes the shape and dtype of X, Out or Out@GRAD.
-inline OpBuilder& ActivationGradSchema(Registrar& registrar, const std::string& type, GradReads reads,
-                                       const char* file, int line) {
+inline OpBuilder& ActivationGradSchema(Registrar& registrar, const std::string& type, GradReads reads, const char* file,
+                                       int line) {
   const std::string from = reads == GradReads::kX ? "X" : reads == GradReads::kOut ? "Out" : GradVarName("Out");
   return registrar.DefaultGradOp(type, file, line)
       .Doc("Gradient of " + type + ": X@GRAD from Out@GRAD" + (reads == GradReads::kNothing ? "" : " and " + from) +
