@@ -5,7 +5,8 @@
 # ABI C (the default for plugins built against an installed nabla) builds it
 # against nabla's C ABI (nabla/c_api.h, docs/plugin-abi.md): C sources, or C++
 # ones through the header-only SDK (the include path puts nabla/sdk/shim
-# first, whose nabla/plugin.h and nabla/opkit/opkit.h are nabla/sdk/'s). Such a plugin links nothing
+# first, whose nabla/plugin.h, nabla/opkit/opkit.h and the core headers they
+# name are nabla/sdk/'s). Such a plugin links nothing
 # of nabla, needs no particular compiler and keeps loading into later
 # releases; nabla::core and nabla::opkit in LIBRARIES are taken as headers
 # only. INCLUDE_DIR replaces nabla's headers (a frozen copy, in tests).
@@ -66,14 +67,19 @@ function(_nabla_add_c_abi_plugin name)
   if(P_INCLUDE_DIR)
     target_include_directories(${name} PRIVATE ${P_INCLUDE_DIR})
   else()
-    # nablaConfig.cmake sets NABLA_INCLUDE_DIR; in nabla's tree core/ sets NABLA_SDK_INCLUDE_DIR.
+    # nablaConfig.cmake sets NABLA_INCLUDE_DIR (the op kit's headers are
+    # installed there too); in nabla's tree core/ sets NABLA_SDK_INCLUDE_DIR
+    # and opkit/ NABLA_SDK_OPKIT_INCLUDE_DIR.
     if(DEFINED NABLA_INCLUDE_DIR)
       set(_inc ${NABLA_INCLUDE_DIR})
+      set(_kit "")
     else()
       set(_inc ${NABLA_SDK_INCLUDE_DIR})
+      set(_kit ${NABLA_SDK_OPKIT_INCLUDE_DIR})
     endif()
-    # The shim first: nabla/plugin.h and nabla/opkit/opkit.h become the SDK's.
-    target_include_directories(${name} PRIVATE ${_inc}/nabla/sdk/shim ${_inc})
+    # The shim first: nabla/plugin.h, nabla/opkit/opkit.h and the core
+    # headers the op kit includes become the SDK's.
+    target_include_directories(${name} PRIVATE ${_inc}/nabla/sdk/shim ${_inc} ${_kit})
   endif()
   get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
   if("CXX" IN_LIST _languages)

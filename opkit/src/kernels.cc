@@ -5,17 +5,6 @@
 
 namespace nabla::opkit {
 
-void RegisterFloatKernels(Registrar& registrar, const std::string& type, KernelFn f32, KernelFn f64, const char* file,
-                          int line) {
-  registrar.Kernel(type, DeviceType::kCPU, DType::kFloat32, std::move(f32), file, line);
-  registrar.Kernel(type, DeviceType::kCPU, DType::kFloat64, std::move(f64), file, line);
-}
-
-void RegisterKernelForDTypes(Registrar& registrar, const std::string& type, std::initializer_list<DType> dtypes,
-                             const KernelFn& fn, const char* file, int line) {
-  for (DType t : dtypes) registrar.Kernel(type, DeviceType::kCPU, t, fn, file, line);
-}
-
 double ReadScalar(const Tensor& t, const std::string& op, const std::string& slot) {
   NABLA_ENFORCE(t.Numel() == 1, kInvalidArgument, "op '", op, "': input ", slot,
                 " must hold exactly one element, but received shape ", ShapeToString(t.GetShape()));

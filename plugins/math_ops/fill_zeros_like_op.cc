@@ -2,6 +2,7 @@
 // gradient for an input whose gradient no op produces).
 #include "math_util.h"
 #include "nabla/plugin.h"
+#include "nabla/scope.h"
 
 namespace nabla::math_ops {
 namespace {

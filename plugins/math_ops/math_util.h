@@ -18,7 +18,6 @@
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/opkit/opkit.h"
-#include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
 

@@ -13,7 +13,7 @@
 
 #include "adam.h"
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 

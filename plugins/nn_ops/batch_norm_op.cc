@@ -13,7 +13,7 @@
 #include "batch_norm.h"
 #include "conv_util.h"
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {

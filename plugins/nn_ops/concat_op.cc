@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {

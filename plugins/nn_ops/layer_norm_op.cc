@@ -9,7 +9,7 @@
 
 #include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {

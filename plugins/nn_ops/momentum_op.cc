@@ -6,7 +6,7 @@
 // This is PyTorch's SGD(momentum=mu, nesterov=..., dampening=0) update.
 // Outputs may name their inputs (in place).
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {

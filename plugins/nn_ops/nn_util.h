@@ -1,7 +1,9 @@
 #pragma once
 // What the nn_ops op files share beyond the op kit (nabla/opkit): the kit
-// itself, pulled into this plugin's namespace, optimizer shape inference and
-// grad-op slots whose buffers kernels never read. Private to this plugin.
+// itself, pulled into this plugin's namespace, and cross-entropy's clipped
+// log. Private to this plugin. Only what the C ABI SDK provides too, so op
+// files that include nothing more (the activations) build over either ABI;
+// helpers that need nabla's C++ core are in nn_core_util.h.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,70 +17,12 @@
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/opkit/opkit.h"
-#include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
 
 namespace nabla::nn {
 
 using namespace nabla::opkit;  // NOLINT: every op file here builds on the kit
-
-// adam's beta1 or beta2 (`attr`): input `slot` (Beta1Tensor, Beta2Tensor)
-// where given, else the attribute; in [0, 1). Its CPU and OpenCL kernels
-// read it so.
-inline double AdamBeta(const ExecutionContext& ctx, const std::string& slot, const std::string& attr) {
-  const auto b = FloatAttrOrTensor(ctx, slot, attr);
-  NABLA_ENFORCE_VALUE(*b >= 0.0 && *b < 1.0, b, "op '", ctx.Op().Type(), "': ", b.source,
-                      " must be in [0, 1), but received ", *b);
-  return *b;
-}
-
-// batch_norm's (and fused_batch_norm_act's) momentum: input MomentumTensor
-// where given, else the attribute; in [0, 1]. Their CPU and OpenCL kernels
-// read it so.
-inline double BatchNormMomentum(const ExecutionContext& ctx) {
-  const auto m = FloatAttrOrTensor(ctx, "MomentumTensor", "momentum");
-  NABLA_ENFORCE_VALUE(*m >= 0.0 && *m <= 1.0, m, "op '", ctx.Op().Type(), "': ", m.source,
-                      " must be in [0, 1], but received ", *m);
-  return *m;
-}
-
-// Shape inference shared by the optimizers: ParamOut (and every other
-// `<slot>Out` named in `state`) takes its input's shape and dtype; Grad must
-// have Param's shape and LearningRate one element.
-inline void InferOptimizer(InferShapeContext& c, const std::vector<std::string>& state) {
-  const Shape param = c.InputShape("Param");
-  const Shape grad = c.InputShape("Grad");
-  EnforceFloatDType(c.InputDType("Param"), c.Where(), "Param");
-  NABLA_ENFORCE(c.InputDType("Grad") == c.InputDType("Param"), kInvalidArgument, c.Where(),
-                ": Grad must have Param's dtype ", DTypeName(c.InputDType("Param")), ", but received ",
-                DTypeName(c.InputDType("Grad")));
-  bool same = param.size() == grad.size();
-  for (size_t i = 0; same && i < param.size(); ++i) same = DimsCompatible(param[i], grad[i]);
-  NABLA_ENFORCE(same, kInvalidArgument, c.Where(), ": Grad must have Param's shape ", ShapeToString(param),
-                ", but received ", ShapeToString(grad));
-  const Shape lr = c.InputShape("LearningRate");
-  const int64_t lr_n = NumElements(lr);
-  NABLA_ENFORCE(lr_n == 1 || lr_n < 0, kInvalidArgument, c.Where(),
-                ": LearningRate must hold exactly one element, but received shape ", ShapeToString(lr));
-  EnforceFloatDType(c.InputDType("LearningRate"), c.Where(), "LearningRate");
-  c.ShareShapeAndDType("Param", "ParamOut");
-  for (const auto& slot : state) {
-    const Shape s = c.InputShape(slot);
-    NABLA_ENFORCE(NumElements(s) < 0 || NumElements(param) < 0 || NumElements(s) == NumElements(param),
-                  kInvalidArgument, c.Where(), ": ", slot, " must have Param's shape ", ShapeToString(param),
-                  ", but received ", ShapeToString(s));
-    c.ShareShapeAndDType(slot, slot + "Out");
-  }
-}
-
-// Marks grad-op input slots whose buffers the kernel never reads (it wants
-// the shape only), so executors may free them early.
-inline void MarkNoBuffer(OpBuilder& b, const std::vector<std::string>& slots) {
-  for (auto& s : b.Info().schema.inputs)
-    for (const auto& name : slots)
-      if (s.name == name) s.no_buffer = true;
-}
 
 // cross_entropy's clipped log, which softmax_with_cross_entropy with
 // use_softmax = false shares: log(max(x, 1e-20)), so a zero probability
@@ -106,25 +50,6 @@ inline Shape SoftmaxCrossEntropyLossShape(const Shape& logits, const Shape& labe
   Shape loss = logits;
   loss[axis] = 1;
   return loss;
-}
-
-// The schema softmax and log_softmax share: X -> Out (X's shape) along
-// attribute `axis`, a gradient that reads Out only, and that grad op's schema.
-inline OpBuilder& AlongAxisSchema(Registrar& registrar, const std::string& type, const std::string& doc,
-                                  const std::string& out_doc, const std::string& grad_doc, const char* file, int line) {
-  OpBuilder& b =
-      registrar.Op(type, file, line)
-          .Doc(doc)
-          .Input("X", "(Tensor) input of rank >= 1, float32 or float64")
-          .Output("Out", out_doc)
-          .Attr<int>("axis", -1, "(int, default -1) the axis to normalize over; negative counts from the end")
-          .InferShape([](InferShapeContext& c) {
-            NormalizeAxis(c.Attr<int>("axis"), c.InputShape("X").size(), "axis", c.Where());
-            c.ShareShapeAndDType("X", "Out");
-          })
-          .GradMaker<GradFromOutMaker>();
-  GradFromOutSchema(registrar, type, grad_doc, file, line);
-  return b;
 }
 
 }  // namespace nabla::nn

@@ -3,7 +3,7 @@
 // step never waits for the host. Outputs may be their inputs.
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 #include "optimizer_cl.h"
 
 namespace nabla::nn {

@@ -2,7 +2,7 @@
 // variable as Param (the usual in-place update): every element is read
 // before it is written.
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "nabla/plugin.h"
-#include "nn_util.h"
+#include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {

@@ -1,5 +1,5 @@
 // A plugin on the C ABI through the C++ SDK that computes with the CPU
-// backend's math (nabla/sdk/cpu_math.h, C ABI version 3) and makes views:
+// backend's math (nabla/cpu/cpu.h, which the SDK maps to nabla/sdk/cpu.h; C ABI version 3) and makes views:
 //   toy_gemm: Out = alpha * op(X) * op(Y), float32 and float64 (cpu::Gemm);
 //     `bad_ld` hands the table a too short leading dimension;
 //   toy_vmath: Out = tanh / gelu / gelu's tanh form of X, or gelu's
@@ -8,8 +8,8 @@
 // c_abi_test compares each with nabla's own cpu:: functions, bit for bit.
 #include <vector>
 
+#include "nabla/cpu/cpu.h"
 #include "nabla/plugin.h"
-#include "nabla/sdk/cpu_math.h"
 
 namespace {
 

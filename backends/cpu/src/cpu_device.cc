@@ -99,8 +99,12 @@ void InitCpuBackend() {
       return HostDevice();
     };
     RegisterDeviceBackend("cpu", std::move(backend));
-    // C ABI plugins' parallel loops share the executor's arena with the C++ plugins' ones.
-    SetCApiParallelFor(&ParallelForRange);
+    // C ABI plugins' parallel loops share the executor's arena with the C++
+    // plugins' ones, through ParallelFor itself: small loops run in place
+    // and the split is the same.
+    SetCApiParallelFor([](int64_t n, int64_t grain, nabla_range_fn body, void* user) {
+      ParallelFor(n, grain, [body, user](int64_t b, int64_t e) { body(user, b, e); });
+    });
     // ... and compute with the GEMM and vector math nabla's own kernels use.
     CApiCpuMath math{};
     math.gemm_f32 = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

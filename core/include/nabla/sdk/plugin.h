@@ -33,6 +33,11 @@
 namespace nabla {
 inline namespace c_sdk {
 
+// Declared before any op kit header (they include core headers, which the
+// shim maps here), so that the kit's `namespace nabla::opkit` extends this
+// inline namespace: its symbols stay apart from the core's op kit.
+namespace opkit {}
+
 namespace sdk_detail {
 // The table the core handed this plugin (inline + hidden visibility +
 // -fno-gnu-unique: one per plugin).
@@ -199,6 +204,15 @@ inline std::string GradVarName(const std::string& name) { return name + kGradSuf
 inline bool IsGradVarName(const std::string& name) {
   const std::string suffix = kGradSuffix;
   return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+// x@GRAD (and x@GRAD@RENAME@n, a renamed partial gradient) -> x, as the core's.
+inline constexpr const char* kRenameInfix = "@RENAME@";
+inline std::string StripGradSuffix(const std::string& grad_name) {
+  std::string base = grad_name;
+  const size_t rename = base.rfind(kRenameInfix);
+  if (rename != std::string::npos) base.resize(rename);
+  if (IsGradVarName(base)) base.resize(base.size() - std::strlen(kGradSuffix));
+  return base;
 }
 
 // Attributes: the core's alternatives less block references, which the C ABI
@@ -708,6 +722,8 @@ class ExecutionContext {
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
+// Picks the dtype of an op's kernel (OpBuilder::KernelDType).
+using KernelDTypeFn = std::function<DType(const ExecutionContext&)>;
 
 // ---------------------------------------------------------------- grad makers
 
@@ -818,7 +834,6 @@ inline int32_t KernelTrampoline(const nabla_api*, void* user, nabla_kernel_conte
   return Guard([&] { (*static_cast<const KernelFn*>(user))(ExecutionContext(c)); });
 }
 
-using KernelDTypeFn = std::function<DType(const ExecutionContext&)>;
 inline int32_t KernelDTypeTrampoline(const nabla_api*, void* user, nabla_kernel_context* c, int32_t* dtype) {
   return Guard([&] { *dtype = static_cast<int32_t>((*static_cast<const KernelDTypeFn*>(user))(ExecutionContext(c))); });
 }
@@ -995,7 +1010,7 @@ class OpBuilder {
     return *this;
   }
   // Which kernel runs, where the first input's dtype does not tell.
-  OpBuilder& KernelDType(std::function<DType(const ExecutionContext&)> fn) {
+  OpBuilder& KernelDType(KernelDTypeFn fn) {
     sdk_detail::Check(Api().op_kernel_dtype(b_, sdk_detail::KernelDTypeTrampoline, sdk_detail::Keep(std::move(fn))));
     return *this;
   }

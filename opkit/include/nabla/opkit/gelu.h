@@ -5,6 +5,10 @@
 // float32 has the vector code of nabla/cpu/cpu.h (cpu::Gelu, cpu::GeluGrad).
 #include <cmath>
 
+// Not needed here, but under the C ABI (nabla/sdk/shim) it is the SDK, which
+// must come first so that nabla::opkit is the SDK's op kit namespace.
+#include "nabla/types.h"
+
 namespace nabla::opkit {
 
 template <typename T>

@@ -3,7 +3,8 @@
 // for a maker, emitting one grad op only when the gradient is wanted, the
 // grad ops that read forward inputs only (views, slices), outputs only
 // (activations) or the output gradient only (zero gradients), and grad ops
-// whose dX takes the shape of a forward slot.
+// whose dX takes the shape of a forward slot. Header-only: plugins on the C
+// ABI (nabla/sdk/opkit.h) compile these same definitions against the SDK.
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,7 +21,11 @@ inline std::unique_ptr<OpDesc> MakeOp(std::string type, VarNameMap inputs, VarNa
 }
 
 // A maker's result holding the one op `op`.
-std::vector<std::unique_ptr<OpDesc>> OneOp(std::unique_ptr<OpDesc> op);
+inline std::vector<std::unique_ptr<OpDesc>> OneOp(std::unique_ptr<OpDesc> op) {
+  std::vector<std::unique_ptr<OpDesc>> ops;
+  ops.push_back(std::move(op));
+  return ops;
+}
 inline std::vector<std::unique_ptr<OpDesc>> OneOp(std::string type, VarNameMap inputs, VarNameMap outputs,
                                                   AttributeMap attrs = {}) {
   return OneOp(MakeOp(std::move(type), std::move(inputs), std::move(outputs), std::move(attrs)));
@@ -50,12 +55,12 @@ class GradContext final : public GradOpDescMakerBase {
 //   .GradMaker(opkit::OneGradOpIfWanted("X", [](const opkit::GradContext& g, const auto& dx) {
 //     return opkit::MakeOp("assign", {{"X", g.OutputGrad("Out")}}, {{"Out", dx}});
 //   }))
+// The maker's arguments after `fwd` are whatever GradOpMakerFn passes (the
+// core's and the C ABI SDK's differ); they go to GradContext as they are.
 template <typename Build>
 GradOpMakerFn OneGradOpIfWanted(std::string slot, Build build) {
-  return [slot = std::move(slot), build](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
-                                         std::unordered_map<std::string, std::string>* g2v,
-                                         const std::vector<BlockDesc*>& blocks) {
-    GradContext g(fwd, no_grad, g2v, blocks);
+  return [slot = std::move(slot), build](const OpDesc& fwd, auto&&... rest) {
+    GradContext g(fwd, rest...);
     std::vector<std::string> dx = g.InputGrad(slot);
     if (!GradWanted(dx)) return std::vector<std::unique_ptr<OpDesc>>{};
     return OneOp(build(g, dx));
@@ -69,7 +74,17 @@ GradOpMakerFn OneGradOpIfWanted(std::string slot, Build build) {
 class GradFromInputsMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    auto op = std::make_unique<OpDesc>();
+    op->SetType(ForwardOp().Type() + "_grad");
+    for (const auto& slot : InputSlots()) {
+      op->SetInput(slot, Input(slot));
+      if (!IsNoGradInput(slot)) op->SetOutput(GradVarName(slot), InputGrad(slot));
+    }
+    for (const auto& slot : OutputSlots()) op->SetInput(GradVarName(slot), OutputGrad(slot));
+    op->MutableAttrs() = Attrs();
+    return OneOp(std::move(op));
+  }
 };
 
 // `<type>_grad` reading only Out and Out@GRAD: activations whose derivative
@@ -78,7 +93,10 @@ class GradFromInputsMaker : public GradOpDescMakerBase {
 class GradFromOutMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    return OneOp(ForwardOp().Type() + "_grad", {{"Out", Output("Out")}, {GradVarName("Out"), OutputGrad("Out")}},
+                 {{GradVarName("X"), InputGrad("X")}}, Attrs());
+  }
 };
 
 // `<type>_grad` reading only Out@GRAD: ops whose gradient is zero wherever
@@ -87,12 +105,25 @@ class GradFromOutMaker : public GradOpDescMakerBase {
 class GradFromOutGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
-  std::vector<std::unique_ptr<OpDesc>> operator()() const override;
+  std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    return OneOp(ForwardOp().Type() + "_grad", {{GradVarName("Out"), OutputGrad("Out")}},
+                 {{GradVarName("X"), InputGrad("X")}}, Attrs());
+  }
 };
 
 // X@GRAD[i] takes the shape and dtype of X[i], for every gradient output slot
 // of a grad op whose forward input slot is also one of its inputs.
-void InferGradShapes(InferShapeContext& c);
+inline void InferGradShapes(InferShapeContext& c) {
+  for (const auto& [slot, args] : c.Op().Outputs()) {
+    if (!IsGradVarName(slot)) continue;
+    std::string fwd = StripGradSuffix(slot);
+    if (!c.HasInput(fwd)) continue;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == kEmptyVarName) continue;
+      c.ShareShapeAndDType(fwd, slot, i, i);
+    }
+  }
+}
 
 // `out` (if present) takes the shape and dtype of input `in`.
 inline void InferSameAs(InferShapeContext& c, const std::string& in, const std::string& out) {
@@ -101,6 +132,8 @@ inline void InferSameAs(InferShapeContext& c, const std::string& in, const std::
 
 // Grad ops read their dtype from the incoming gradient: their first input
 // slots may be absent (dispensable) or integer (Label, Ids).
-KernelDTypeFn DTypeOfInput(std::string slot);
+inline KernelDTypeFn DTypeOfInput(std::string slot) {
+  return [slot](const ExecutionContext& c) { return c.Input(slot).GetDType(); };
+}
 
 }  // namespace nabla::opkit

@@ -1,6 +1,7 @@
 #pragma once
 // Registering CPU kernels over lists of dtypes, output allocation, and the
 // parallel elementwise loop: what nearly every kernel file needs.
+// Header-only, for plugins on the C ABI too (nabla/sdk/opkit.h).
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -21,8 +22,11 @@ void RegisterCpuKernels(Registrar& registrar, const std::string& type, const cha
 
 // Registers one CPU kernel per floating dtype (ops that compute in the dtype
 // of their float inputs).
-void RegisterFloatKernels(Registrar& registrar, const std::string& type, KernelFn f32, KernelFn f64, const char* file,
-                          int line);
+inline void RegisterFloatKernels(Registrar& registrar, const std::string& type, KernelFn f32, KernelFn f64,
+                                 const char* file, int line) {
+  registrar.Kernel(type, DeviceType::kCPU, DType::kFloat32, std::move(f32), file, line);
+  registrar.Kernel(type, DeviceType::kCPU, DType::kFloat64, std::move(f64), file, line);
+}
 
 // Every dtype, and every dtype but bool: for kernels that move tensors
 // without looking at their elements (copies, views, control flow).
@@ -33,8 +37,10 @@ inline constexpr std::initializer_list<DType> kNumericDTypes = {DType::kFloat32,
 
 // Registers the one dtype-agnostic `fn` as the CPU kernel of `type` for each
 // of `dtypes`.
-void RegisterKernelForDTypes(Registrar& registrar, const std::string& type, std::initializer_list<DType> dtypes,
-                             const KernelFn& fn, const char* file, int line);
+inline void RegisterKernelForDTypes(Registrar& registrar, const std::string& type, std::initializer_list<DType> dtypes,
+                                    const KernelFn& fn, const char* file, int line) {
+  for (DType t : dtypes) registrar.Kernel(type, DeviceType::kCPU, t, fn, file, line);
+}
 
 template <typename T>
 struct TypeTag {

@@ -5,7 +5,8 @@
 //   broadcast.h   Paddle's `axis` broadcasting, BroadcastIndexer
 //   reduce.h      reduced dims and shapes, deterministic reduction walks
 //   kernels.h     kernel registration over dtypes, AllocOutput, parallel loops
-//   elementwise.h unary, activation, activation-gradient and broadcast binary op templates
+//   unary.h       unary, activation and activation-gradient op templates, Sigmoid, Softplus
+//   elementwise.h unary.h and the broadcast binary op templates
 //   view.h        view ops (Out shares X's buffer under a new shape)
 //   grad.h        grad makers: MakeOp, OneOp, OneGradOpIfWanted, GradFrom*Maker
 //   gradcheck.h   GradCheck case builders
@@ -24,4 +25,5 @@
 #include "nabla/opkit/random.h"
 #include "nabla/opkit/reduce.h"
 #include "nabla/opkit/scalar.h"
+#include "nabla/opkit/unary.h"
 #include "nabla/opkit/view.h"

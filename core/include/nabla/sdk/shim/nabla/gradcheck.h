@@ -1,0 +1,4 @@
+#pragma once
+// nabla/gradcheck.h for plugins on the C ABI (see plugin.h here): the SDK's
+// classes of the same names, nabla/sdk/plugin.h.
+#include "nabla/sdk/plugin.h"
