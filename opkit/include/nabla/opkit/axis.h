@@ -7,13 +7,19 @@
 #include <string>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/error.h"
 #include "nabla/types.h"
 
 namespace nabla::opkit {
 
 // Rejects `axis` outside [-rank, rank) and maps it into [0, rank); the
 // message names the attribute `attr` and `where` (e.g. "op 'softmax'").
-int NormalizeAxis(int axis, size_t rank, const std::string& attr, const std::string& where);
+inline int NormalizeAxis(int axis, size_t rank, const std::string& attr, const std::string& where) {
+  const int r = static_cast<int>(rank);
+  NABLA_ENFORCE(axis >= -r && axis < r, kOutOfRange, where, ": attribute ", attr, " must be in [", -r, ", ", r,
+                ") for an input of rank ", r, ", but received ", axis);
+  return axis < 0 ? axis + r : axis;
+}
 
 // Product of dims [begin, end) (clipped to the rank); -1 when any of them is
 // unknown, so build-time shape inference can pass unknowns through.

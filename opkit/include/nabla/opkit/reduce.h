@@ -8,20 +8,63 @@
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/opkit/axis.h"
 #include "nabla/types.h"
 
 namespace nabla::opkit {
 
 // The reduced dims of `x` as a mask (negative dims count from the end; an
 // empty list or reduce_all reduces everything).
-std::vector<bool> ReducedDims(const Shape& x, const std::vector<int>& dims, bool reduce_all, const std::string& where);
+inline std::vector<bool> ReducedDims(const Shape& x, const std::vector<int>& dims, bool reduce_all,
+                                     const std::string& where) {
+  std::vector<bool> mask(x.size(), reduce_all || dims.empty());
+  if (!reduce_all)
+    for (int d : dims) mask[NormalizeAxis(d, x.size(), "dim", where)] = true;
+  return mask;
+}
 
 // Shape of the reduction with the reduced dims kept as 1.
-Shape KeepDimShape(const Shape& x, const std::vector<bool>& mask);
+inline Shape KeepDimShape(const Shape& x, const std::vector<bool>& mask) {
+  Shape s = x;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (mask[i]) s[i] = 1;
+  return s;
+}
 
 // The output shape: keep_dim keeps 1s, otherwise reduced dims go, and a full
 // reduction gives [1] (Paddle's convention: never rank 0).
-Shape ReducedShape(const Shape& x, const std::vector<bool>& mask, bool keep_dim);
+inline Shape ReducedShape(const Shape& x, const std::vector<bool>& mask, bool keep_dim) {
+  if (keep_dim) return KeepDimShape(x, mask);
+  Shape s;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!mask[i]) s.push_back(x[i]);
+  if (s.empty()) s.push_back(1);
+  return s;
+}
+
+namespace reduce_detail {
+
+// Multiplies out's dims (size-1 dims aside) into *before, *stretch and
+// *after: the stretch is the dims where in_stretch(k) holds, the others fall
+// before or after it. False if the stretch's dims are not contiguous.
+template <typename InStretch>
+bool AroundStretch(const Shape& out, InStretch&& in_stretch, int64_t* before, int64_t* stretch, int64_t* after) {
+  int stage = 0;  // 0: before the stretch, 1: in it, 2: after it
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 1) continue;
+    if (in_stretch(k)) {
+      if (stage == 2) return false;
+      stage = 1;
+      *stretch *= out[k];
+    } else {
+      if (stage == 1) stage = 2;
+      *(stage == 0 ? before : after) *= out[k];
+    }
+  }
+  return true;
+}
+
+}  // namespace reduce_detail
 
 // `out` seen as [outer, r, inner] around the one stretch of dims along which
 // operand `a` (out's rank, 1 or out's dim everywhere) is broadcast; then a is
@@ -30,7 +73,11 @@ Shape ReducedShape(const Shape& x, const std::vector<bool>& mask, bool keep_dim)
 struct ReduceView {
   int64_t outer = 1, r = 1, inner = 1;
 };
-bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v);
+inline bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v) {
+  *v = ReduceView{};  // nothing reduced: every element is its own output (outer)
+  return reduce_detail::AroundStretch(
+      out, [&](size_t k) { return a[k] == 1; }, &v->outer, &v->r, &v->inner);
+}
 
 // `out` seen as [before, span, after] around the one stretch of dims where
 // operand `a` (out's rank, 1 or out's dim everywhere) is not broadcast: a
@@ -40,7 +87,11 @@ bool MakeReduceView(const Shape& out, const Shape& a, ReduceView* v);
 struct SpanView {
   int64_t before = 1, span = 1, after = 1;
 };
-bool MakeSpanView(const Shape& out, const Shape& a, SpanView* v);
+inline bool MakeSpanView(const Shape& out, const Shape& a, SpanView* v) {
+  *v = SpanView{};
+  return reduce_detail::AroundStretch(
+      out, [&](size_t k) { return a[k] != 1; }, &v->before, &v->span, &v->after);
+}
 
 // Calls f(io, ia) for every element io of out (seen as [outer, r, inner])
 // with ia = the element of the broadcast operand it reduces into, split over
