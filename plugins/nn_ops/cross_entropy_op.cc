@@ -26,7 +26,9 @@ void CrossEntropyKernel(const ExecutionContext& ctx) {
   const Tensor& label = ctx.Input("Label");
   Tensor* y = ctx.Output("Y");
   const int64_t d = x.GetShape().back();
-  const int64_t rows = x.Numel() / std::max<int64_t>(d, 1);
+  // The rows are the leading dims, not Numel / d: with d == 0 (no classes)
+  // each row still gets its loss (0 soft, an out-of-range label hard).
+  const int64_t rows = ProductOf(x.GetShape(), 0, x.GetShape().size() - 1);
   const T* px = x.Data<T>();
   T* py = y->Allocate<T>(ctx.GetDevice(), LossShape(x.GetShape(), label.GetShape()));
   if (ctx.Attr<bool>("soft_label")) {

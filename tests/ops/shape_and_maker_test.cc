@@ -503,6 +503,30 @@ TEST_F(NnBuild, HardLabelOfRankOneLessGivesLabelsShape) {
       ErrorKind::kInvalidArgument, "with soft_label the Label must have the rank of X (3), but received Label [-1, 3]");
 }
 
+// cross_entropy over an empty class axis: each row still gets its loss
+// (soft: 0; hard: an out-of-range label), never an unwritten output (Y had
+// [rows, 1] elements but rows were counted as Numel / d = 0).
+TEST(RunTimeErrors, CrossEntropyOverNoClasses) {
+  OpRun run;
+  run.type = "cross_entropy";
+  run.inputs = {{"X", {HostTensor{{2, 0}, {}}}}, {"Label", {HostTensor{{2, 0}, {}}}}};
+  run.input_dtypes = {DType::kFloat64, DType::kFloat64};
+  run.attrs = {{"soft_label", true}, {"ignore_index", -100}};
+  run.outputs = {{"Y", 1}};
+  const std::vector<HostTensor> y = run.Run();
+  EXPECT_EQ(y.at(0).shape, (Shape{2, 1}));
+  EXPECT_EQ(y.at(0).v, (std::vector<double>{0.0, 0.0}));
+  run.inputs[1] = {"Label", {HostTensor{{2, 1}, {0, 0}}}};
+  run.input_dtypes[1] = DType::kInt64;
+  run.attrs["soft_label"] = false;
+  try {
+    run.Run();
+    FAIL() << "a label into no classes was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("Label[0] must be in [0, 0)"), std::string::npos) << err.what();
+  }
+}
+
 // Integer division is Paddle's (C++'s truncating `/`); a zero divisor is an
 // error, not a SIGFPE, and the lowest int32 divided by -1 wraps instead of
 // trapping.

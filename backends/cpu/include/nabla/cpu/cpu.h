@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "nabla/cpu_grain.h"
 #include "nabla/device.h"
 #include "nabla/export.h"
 
@@ -155,11 +156,9 @@ class NABLA_API DnnlThreadBudget {
 // reduction splits over its output elements and sums each in a fixed order.
 // TBB stays out of this header (costly to compile): the template only forwards to
 // ParallelForRange.
-// Elements per chunk of cheap elementwise work, so loops split from 64K
-// elements on. Measured on the 2-core machine (chains of tanh and scale,
-// --threads 1 against 2): no gain at 32K or 64K elements, 2x at 128K; a
-// TBB hand-off costs a few microseconds, about 16K elements of tanh.
-inline constexpr int64_t kParallelGrain = 32768;
+// kParallelGrain and GrainForRows: nabla/cpu_grain.h, shared with the SDK.
+using cpu_grain::GrainForRows;
+using cpu_grain::kParallelGrain;
 
 NABLA_API void ParallelForRange(int64_t n, int64_t grain, void (*body)(void*, int64_t, int64_t), void* ctx);
 
@@ -174,11 +173,6 @@ void ParallelFor(int64_t n, int64_t grain, F&& body) {
   ParallelForRange(
       n, grain, [](void* c, int64_t b, int64_t e) { (*static_cast<Fn*>(c))(b, e); },
       const_cast<void*>(static_cast<const void*>(std::addressof(body))));
-}
-
-// Chunk size in rows for row-wise work of `cost` elements per row.
-inline int64_t GrainForRows(int64_t cost) {
-  return cost >= kParallelGrain ? 1 : kParallelGrain / (cost > 0 ? cost : 1);
 }
 
 // The GEMM kernel OpenBLAS chose ("SkylakeX", "Prescott", ...).
