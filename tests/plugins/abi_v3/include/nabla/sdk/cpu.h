@@ -11,15 +11,17 @@
 #include <memory>
 #include <type_traits>
 
+#include "nabla/cpu_grain.h"
 #include "nabla/sdk/plugin.h"
 
 namespace nabla {
 inline namespace c_sdk {
 namespace cpu {
 
-// Elements per chunk of cheap elementwise work: the CPU backend's value, so
-// loops split from the same sizes on.
-inline constexpr int64_t kParallelGrain = 32768;
+// The CPU backend's kParallelGrain and GrainForRows (nabla/cpu_grain.h), so
+// loops split as the standard build's do.
+using cpu_grain::GrainForRows;
+using cpu_grain::kParallelGrain;
 
 // body(begin, end) over chunks of [0, n) of at least `grain` indices, split
 // by the core's cpu::ParallelFor (in place below 2 * grain). body must write

@@ -586,7 +586,12 @@ class Tensor {
 // tensor-valued attribute holds (a shape, a rate), wherever the tensor lives.
 class HostTensor {
  public:
-  HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), bytes_(Bytes()) {}
+  HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+    for (int64_t d : shape_)
+      NABLA_ENFORCE(d >= 0, kPreconditionNotMet, "the values of a tensor of shape ", ShapeToString(shape_),
+                    " (dims unknown until run time) cannot be read yet");
+    bytes_.resize(Bytes());
+  }
   DType GetDType() const { return dtype_; }
   const Shape& GetShape() const { return shape_; }
   size_t Rank() const { return shape_.size(); }
@@ -648,7 +653,12 @@ class InferShapeContext {
   // Input slot[i]'s values on the host, for a shape that depends on them.
   // Only at run time (IsRuntime()); at build time this throws.
   HostTensor InputHostTensor(const std::string& slot, size_t i = 0) const {
-    HostTensor t(InputDType(slot, i), InputShape(slot, i));
+    const DType dtype = InputDType(slot, i);
+    // At build time the core refuses, naming the input: its error, not a
+    // buffer sized from unknown (-1) dims.
+    if (!IsRuntime())
+      sdk_detail::Check(Api().infer_input_values(c_, slot.c_str(), i, static_cast<int32_t>(dtype), nullptr, 0));
+    HostTensor t(dtype, InputShape(slot, i));
     sdk_detail::Check(Api().infer_input_values(c_, slot.c_str(), i, static_cast<int32_t>(t.GetDType()), t.RawData(),
                                                static_cast<size_t>(t.Numel())));
     return t;
