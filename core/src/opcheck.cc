@@ -380,15 +380,22 @@ std::string DeviceLabel(const Device& d) {
 // attributes: what it emits must be registered ops valid against their
 // schemas. Runs for ops without cases too; a maker that needs attributes the
 // probe cannot default is left to the cases.
-// The grad ops an op's grad maker emits for a case's attributes (what a
-// backward pass would run), or none where the maker cannot be probed.
-std::vector<std::string> GradOpTypes(const OpInfo& info, const GradCheckSpec& spec) {
+// The op with one var per slot, named after the slot, and its attributes'
+// defaults: what a grad maker is asked about.
+OpDesc ProbeOp(const OpInfo& info) {
   VarNameMap inputs, outputs;
   for (const SlotDef& s : info.schema.inputs) inputs[s.name] = {Lower(s.name)};
   for (const SlotDef& s : info.schema.outputs) outputs[s.name] = {Lower(s.name) + "_out"};
   OpDesc op(info.schema.type, inputs, outputs, {});
   for (const AttrDef& a : info.schema.attrs)
     if (a.default_value) op.SetAttr(a.name, *a.default_value);
+  return op;
+}
+
+// The grad ops an op's grad maker emits for a case's attributes (what a
+// backward pass would run), or none where the maker cannot be probed.
+std::vector<std::string> GradOpTypes(const OpInfo& info, const GradCheckSpec& spec) {
+  OpDesc op = ProbeOp(info);
   for (const auto& [name, value] : spec.attrs) op.SetAttr(name, value);
   std::vector<std::string> types;
   try {
@@ -422,12 +429,7 @@ void ProbeGradMaker(const OpRegistry& registry, const OpInfo& info, const std::s
   // A required attribute has no value to probe with; the cases give one.
   for (const AttrDef& a : info.schema.attrs)
     if (!a.default_value) return;
-  VarNameMap inputs, outputs;
-  for (const SlotDef& s : info.schema.inputs) inputs[s.name] = {Lower(s.name)};
-  for (const SlotDef& s : info.schema.outputs) outputs[s.name] = {Lower(s.name) + "_out"};
-  OpDesc op(info.schema.type, inputs, outputs, {});
-  for (const AttrDef& a : info.schema.attrs)
-    if (a.default_value) op.SetAttr(a.name, *a.default_value);
+  const OpDesc op = ProbeOp(info);
   std::vector<std::unique_ptr<OpDesc>> grad_ops;
   try {
     grad_ops = info.grad_maker(op, {}, nullptr, {});
