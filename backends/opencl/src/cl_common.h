@@ -65,6 +65,10 @@ class ClDevice final : public OpenClDevice {
   size_t LiveBytes() const override;
   size_t PooledBytes() const override;
   void ReleasePool() override;
+  // The size of live buffer `buffer` (one Allocate handed out and Free has
+  // not taken back), 0 for anything else: the C table (c_table.cc) checks
+  // the handles plugins on the C ABI pass before OpenCL sees them.
+  size_t BufferBytes(const void* buffer) const;
 
   struct Impl;
 

@@ -45,6 +45,7 @@ struct ClDevice::Impl {
   mutable std::mutex mutex;            // the pool, the caches, and argument setting on cached kernels
   std::multimap<size_t, cl_mem> pool;  // free buffers by size class
   size_t live_bytes = 0, pooled_bytes = 0;
+  std::unordered_map<const void*, size_t> live;  // buffers handed out, by handle: their size class
   std::unordered_map<std::string, cl_program> programs;  // options + '\n' + source
   std::map<std::pair<cl_program, std::string>, cl_kernel> kernels;
 
@@ -134,6 +135,7 @@ void* ClDevice::Allocate(size_t bytes) {
     impl_->pool.erase(it);
     impl_->pooled_bytes -= size;
     impl_->live_bytes += size;
+    impl_->live[mem] = size;
     return mem;
   }
   const DeviceInfo& info = impl_->info;
@@ -158,6 +160,7 @@ void* ClDevice::Allocate(size_t bytes) {
   }
   if (status != CL_SUCCESS) NABLA_THROW(kExternal, out_of_memory(StrCat("clCreateBuffer: ", StatusName(status))));
   impl_->live_bytes += size;
+  impl_->live[mem] = size;
   return mem;
 }
 
@@ -168,6 +171,7 @@ void ClDevice::Free(void* ptr, size_t bytes) {
   // Commands already enqueued on the in-order queue still run before any
   // later user of this buffer, so it can be handed out again at once.
   impl_->pool.emplace(size, static_cast<cl_mem>(ptr));
+  impl_->live.erase(ptr);
   impl_->live_bytes -= size;
   impl_->pooled_bytes += size;
 }
@@ -180,6 +184,12 @@ size_t ClDevice::LiveBytes() const {
 size_t ClDevice::PooledBytes() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->pooled_bytes;
+}
+
+size_t ClDevice::BufferBytes(const void* buffer) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->live.find(buffer);
+  return it == impl_->live.end() ? 0 : it->second;
 }
 
 void ClDevice::ReleasePool() {

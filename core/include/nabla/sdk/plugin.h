@@ -241,6 +241,13 @@ struct AttrTypeOf {
                 "not an attribute type of the C ABI (int, float, string, bool, or a vector of one)");
   static constexpr AttrType value = static_cast<AttrType>(sdk_detail::IndexIn<T, Attribute>::Find());
 };
+// The AttrType of a value, and its name ("int", "floats"), as the core's.
+inline AttrType TypeOf(const Attribute& a) { return static_cast<AttrType>(a.index()); }
+inline const char* AttrTypeName(AttrType type) {
+  static const char* const kNames[] = {"int", "float", "string", "bool", "ints", "floats", "strings", "bools"};
+  const size_t i = static_cast<size_t>(type);
+  return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : "?";
+}
 
 using VarNameMap = std::map<std::string, std::vector<std::string>>;
 

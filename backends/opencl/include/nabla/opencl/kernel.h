@@ -1,8 +1,11 @@
 #pragma once
 // Helpers for writing an op's OpenCL kernels beside the op, in the plugin
 // that defines it (plugins/<plugin>/<family>_opencl.cc + <family>.cl), so
-// that an op and all its kernels are one unit; for plugins on nabla's C++
-// ABI (the standard ones). Plugins on the C ABI use nabla/opencl/sdk_kernel.h.
+// that an op and all its kernels are one unit. Built for the C ABI
+// (-DNABLA_PLUGIN_C_ABI, nabla_add_plugin(... ABI C)), the same names come
+// from nabla/opencl/sdk_device.h over the OpenCL device plugin's C table, so
+// such a file builds unchanged either way; nabla/opencl/sdk_kernel.h is the
+// C ABI's own smaller API (tensors as arguments).
 // Everything here is inline or virtual: the plugin links nothing of the
 // OpenCL backend, which the core loads only when a device asks for it. The
 // plugin's CMakeLists embeds its .cl files with nabla_add_opencl_kernels()
@@ -28,6 +31,9 @@
 //     }
 //   };
 //   NABLA_REGISTER_OPS(scale_opencl) { RegisterOpenClKernels<ScaleKernel>(registrar, "scale", __FILE__, __LINE__); }
+#ifdef NABLA_PLUGIN_C_ABI
+#include "nabla/opencl/sdk_device.h"
+#else
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -156,3 +162,5 @@ void RegisterOpenClKernels(Registrar& registrar, const std::string& type, const 
 }
 
 }  // namespace nabla::opencl
+
+#endif  // NABLA_PLUGIN_C_ABI

@@ -29,7 +29,8 @@
 extern "C" {
 #endif
 
-#define NABLA_OPENCL_API_VERSION 1
+#define NABLA_OPENCL_API_VERSION 2
+/* The symbol keeps its name: version 2 only appended functions. */
 #define NABLA_OPENCL_API_SYMBOL "nabla_opencl_api_v1"
 /* The backend's soname, by which the loaded library is found. */
 #define NABLA_OPENCL_LIBRARY "libnabla_opencl.so"
@@ -37,7 +38,12 @@ extern "C" {
 enum nabla_opencl_arg_kind {
   NABLA_OPENCL_ARG_TENSOR = 0, /* a __global buffer: the tensor's data */
   NABLA_OPENCL_ARG_VALUE = 1,  /* `size` bytes at `value` (at most 64): int, long, float, double, long8 ... */
-  NABLA_OPENCL_ARG_LOCAL = 2   /* a __local array of `size` bytes */
+  NABLA_OPENCL_ARG_LOCAL = 2,  /* a __local array of `size` bytes */
+  /* Version 2: a __global buffer by handle: `value` IS the buffer (what
+   * api->tensor_data returns for a tensor on the kernel's device, or
+   * buffer_allocate / stage_tensor), checked to be a live buffer of the
+   * kernel's device. */
+  NABLA_OPENCL_ARG_BUFFER = 3
 };
 
 /* One kernel argument. A TENSOR argument held on another device than the
@@ -66,6 +72,46 @@ typedef struct nabla_opencl_api {
   int32_t (*launch)(const nabla_api* api, nabla_device* device, const char* source, size_t source_size,
                     const char* options, const char* kernel, const nabla_opencl_arg* args, size_t arg_count,
                     size_t global, size_t local);
+
+  /* Version 2: device buffers, copies and GEMM (what nabla/opencl/kernel.h's
+   * OpenClDevice offers plugins on the C++ ABI). A buffer is a handle, never
+   * dereferenced on the host: the data of a tensor on `device`, or one of
+   * buffer_allocate. Each function checks that its buffers are live buffers
+   * of `device` and that every byte range it touches lies inside them, and
+   * fails (set_error, NABLA_C_ERROR) otherwise. Copies and fills are enqueued
+   * on the device's in-order queue like launches; copy_from_host and
+   * copy_to_host block until the host memory is free or filled. Offsets and
+   * sizes count bytes except in gemm. */
+  /* A device temporary of at least `bytes` (> 0) bytes from the device's
+   * pool; NULL after set_error on failure. Give it back with buffer_free. */
+  void* (*buffer_allocate)(const nabla_api* api, nabla_device* device, size_t bytes);
+  /* Returns a buffer of buffer_allocate or stage_tensor to the pool
+   * (commands already enqueued still see its contents). */
+  int32_t (*buffer_free)(const nabla_api* api, nabla_device* device, void* buffer);
+  /* Tensor `t` as a buffer on `device`: its own data when it lives there
+   * (*owned = 0), else a new buffer holding a copy of its data (*owned = 1,
+   * give it back with buffer_free). An empty tensor gives NULL, *owned = 0. */
+  int32_t (*stage_tensor)(const nabla_api* api, nabla_device* device, const nabla_tensor* t, void** buffer,
+                          int32_t* owned);
+  /* Sets `bytes` of `dst` from `offset` to repetitions of `pattern`
+   * (`pattern_bytes` of 1, 2, 4, ... 128; bytes a multiple of it). */
+  int32_t (*fill)(const nabla_api* api, nabla_device* device, void* dst, size_t offset, size_t bytes,
+                  const void* pattern, size_t pattern_bytes);
+  int32_t (*copy_region)(const nabla_api* api, nabla_device* device, void* dst, size_t dst_offset, const void* src,
+                         size_t src_offset, size_t bytes);
+  int32_t (*copy_from_host)(const nabla_api* api, nabla_device* device, void* dst, size_t dst_offset,
+                            const void* src, size_t bytes);
+  int32_t (*copy_to_host)(const nabla_api* api, nabla_device* device, void* dst, const void* src,
+                          size_t src_offset, size_t bytes);
+  /* Row-major C = alpha * op(A) op(B) + beta * C through CLBlast, op(A)
+   * m x k, op(B) k x n; a, b, c are buffers and the offsets and leading
+   * dimensions count elements of dtype (NABLA_C_FLOAT32, alpha and beta
+   * rounded to float, or NABLA_C_FLOAT64). m, n or k may be 0 (k = 0:
+   * C = beta * C). */
+  int32_t (*gemm)(const nabla_api* api, nabla_device* device, int32_t dtype, int32_t trans_a, int32_t trans_b,
+                  int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t a_offset, int64_t lda,
+                  const void* b, int64_t b_offset, int64_t ldb, double beta, void* c, int64_t c_offset,
+                  int64_t ldc);
   /* Append new functions here, and raise NABLA_OPENCL_API_VERSION. */
 } nabla_opencl_api;
 
