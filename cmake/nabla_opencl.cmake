@@ -8,8 +8,9 @@
 #
 # One definition for nabla's standard plugins and for plugins built against
 # an installed nabla (it is installed next to nablaConfig.cmake, with the
-# prelude). The kernels include nabla/opencl/kernel.h (C++ ABI, nabla's own
-# plugins) or nabla/opencl/sdk_kernel.h (the C ABI's SDK); neither needs a
+# prelude). The kernels include nabla/opencl/kernel.h (either ABI: over the
+# C ABI it is nabla/opencl/sdk_device.h) or nabla/opencl/sdk_kernel.h (the C
+# ABI's own smaller API); neither needs a
 # library: the OpenCL backend is a device plugin the core loads at run time,
 # and an op plugin links neither it nor OpenCL, so it loads, and its CPU
 # kernels run, where there is no OpenCL at all.
@@ -61,6 +62,14 @@ inline const std::string& @NABLA_CL_STEM@() {
   # In nabla's tree: the headers of backends/opencl (an install has them
   # under include/, which every plugin already sees).
   if(TARGET nabla_opencl_headers)
-    target_link_libraries(${target} PRIVATE nabla_opencl_headers)
+    get_target_property(_defs ${target} COMPILE_DEFINITIONS)
+    if("NABLA_PLUGIN_C_ABI=1" IN_LIST _defs)
+      # A plugin on the C ABI links nothing of nabla (nabla_opencl_headers
+      # brings nabla::core): the headers' folder only.
+      get_target_property(_dirs nabla_opencl_headers INTERFACE_INCLUDE_DIRECTORIES)
+      target_include_directories(${target} PRIVATE ${_dirs})
+    else()
+      target_link_libraries(${target} PRIVATE nabla_opencl_headers)
+    endif()
   endif()
 endfunction()

@@ -31,6 +31,7 @@
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/device_registry.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
@@ -142,9 +143,10 @@ const std::vector<Shape> kShapes = {{0}, {0, 3}, {1}, {1, 1, 5}, {2, 1, 40000}};
 
 // One case of `type` at `dtype`, the spec's inputs reshaped to `shape`
 // (none: as the spec has them): the forward op and its grad ops, with
-// random inputs and upstream gradients from a fixed seed.
+// random inputs and upstream gradients from a fixed seed, run on `device`
+// (off the CPU each output also records whether it was made there).
 void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Shape* shape, const std::string& key,
-             Records* records) {
+             Records* records, Device& device = HostDevice()) {
   auto registry = CurrentRegistry();
   const OpInfo& info = registry->Get(type);
   for (GradCheckInput& in : spec.inputs)
@@ -178,12 +180,14 @@ void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Sha
     std::string grad_types;
     for (size_t i = 1; i < ops.size(); ++i) grad_types += ops[i].Type() + " ";
     (*records)[key + " ops"] = grad_types;
-    const op_case::Result r = op_case::RunOps(ops, inputs, HostDevice());
+    const op_case::Result r = op_case::RunOps(ops, inputs, device);
     for (const auto& [name, values] : r.values) {
       std::ostringstream first;
       first.precision(17);
       for (size_t i = 0; i < values.size() && i < 4; ++i) first << values[i] << ' ';
-      (*records)[key + " " + name] = ShapeToString(r.shapes.at(name)) + " " + Digest(values) + " " + first.str();
+      std::string& record = (*records)[key + " " + name];
+      record = ShapeToString(r.shapes.at(name)) + " " + Digest(values) + " " + first.str();
+      if (&device != &HostDevice()) record += r.devices.at(name) == &device ? "(on the device)" : "(elsewhere)";
     }
   } catch (const std::exception& e) {
     // At its own shapes a case must run; a shape of kShapes may not suit the
@@ -306,6 +310,83 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
   // Per op: its schema, its grad op's, each case at 2 dtypes and 6 shapes.
   EXPECT_GT(compared, types.size() * 20);
   std::cout << "compared " << compared << " records of " << types.size() << " ops\n";
+}
+
+// The ops of the plugins just loaded with float32 kernels for `device`
+// (their OpenCL kernel files), run there: forward and grad ops, float32 and
+// float64 where the device has it, at the cases' shapes and kShapes.
+Records ComputeOn(const std::vector<std::string>& types, Device& device, bool fp64) {
+  Records records;
+  auto registry = CurrentRegistry();
+  std::string list;
+  for (const std::string& type : types) {
+    if (!registry->FindKernel(type, device.Type(), DType::kFloat32)) continue;
+    list += type + " ";
+    for (const GradCheckSpec& spec : registry->Get(type).grad_checks)
+      for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+        if (dtype == DType::kFloat64 && !fp64) continue;
+        const std::string key = type + "/" + spec.name + "/" + DTypeName(dtype);
+        RunCase(type, spec, dtype, nullptr, key, &records, device);
+        for (const Shape& shape : kShapes)
+          RunCase(type, spec, dtype, &shape, key + ShapeToString(shape), &records, device);
+      }
+  }
+  records["ops"] = list;
+  return records;
+}
+
+// The C ABI build's OpenCL kernels (the standard plugins' *_opencl.cc files
+// through nabla/opencl/kernel.h over the OpenCL device plugin's C table)
+// against the same files built as the standard plugins, on the OpenCL
+// device: the same bits, each output made on the device. Exit code 77 from a
+// child: no OpenCL device here.
+TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
+  if (STD_SDK_OPENCL_FILES == 0) GTEST_SKIP() << "built without OpenCL";
+  test_util::TempDir dir("std_sdk_cl");
+  const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
+  constexpr int kNoDevice = 77;
+  // Each process opens the device itself: OpenCL must not be started before
+  // a fork.
+  auto run = [&](const std::vector<std::string>& plugins, const std::string& file, const std::string* only) {
+    return InChild([&] {
+      DeviceListing listing;
+      if (!FindDeviceListing("opencl:0", &listing)) std::_Exit(kNoDevice);
+      for (const std::string& p : plugins) PluginManager::Instance().Load(p);
+      std::vector<std::string> types = only ? Split(*only) : ForwardOpsOf("std_sdk_ops");
+      WriteRecords(ComputeOn(types, ResolveDevice("opencl:0"), listing.fp64), file);
+    });
+  };
+  const int rc = run({STD_SDK_OPS}, sdk_file, nullptr);
+  if (rc == kNoDevice) GTEST_SKIP() << "no OpenCL device";
+  ASSERT_EQ(rc, 0);
+  const Records sdk = ReadRecords(sdk_file);
+  ASSERT_TRUE(sdk.count("ops"));
+  const std::string ops = sdk.at("ops");
+  // Each listed kernel file registered kernels (unary and activation: a
+  // dozen ops or more each).
+  EXPECT_GE(Split(ops).size(), static_cast<size_t>(STD_SDK_OPENCL_FILES)) << ops;
+  ASSERT_EQ(run({std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so",
+                 std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so"},
+                std_file, &ops),
+            0);
+  const Records standard = ReadRecords(std_file);
+  size_t compared = 0, on_device = 0;
+  for (const auto& [key, want] : standard) {
+    auto it = sdk.find(key);
+    if (it == sdk.end()) {
+      ADD_FAILURE() << key << ": the standard build has it, the C ABI build does not";
+      continue;
+    }
+    EXPECT_EQ(it->second, want) << key;
+    EXPECT_EQ(key.find(" error"), std::string::npos) << key << ": " << want;
+    if (it->second.find("(on the device)") != std::string::npos) ++on_device;
+    ++compared;
+  }
+  for (const auto& [key, value] : sdk)
+    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not";
+  EXPECT_GT(on_device, Split(ops).size() * 6) << "the kernels ran elsewhere than on the OpenCL device";
+  std::cout << "compared " << compared << " records (" << on_device << " made on the device) of " << Split(ops).size()
+            << " ops\n";
 }
 
 }  // namespace

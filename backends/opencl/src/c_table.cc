@@ -2,6 +2,7 @@
 // launch OpenCL kernels. The handles are the core's objects (nabla_device is
 // a nabla::Device, nabla_tensor a nabla::Tensor, as core/src/c_api.cc hands
 // them out); this library is built with the core, so it may rely on that.
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -186,8 +187,8 @@ int32_t FillBuffer(const nabla_api* api, nabla_device* device, void* dst, size_t
     NABLA_ENFORCE(pattern && pattern_bytes > 0 && pattern_bytes <= 128 && (pattern_bytes & (pattern_bytes - 1)) == 0,
                   kInvalidArgument, "OpenCL fill: expected a pattern of 1, 2, 4, ... 128 bytes but received ",
                   pattern ? pattern_bytes : 0, " bytes");
-    NABLA_ENFORCE(bytes % pattern_bytes == 0 && offset % pattern_bytes == 0, kInvalidArgument, "OpenCL fill: ",
-                  bytes, " bytes from offset ", offset, " are not whole ", pattern_bytes, "-byte patterns");
+    NABLA_ENFORCE(bytes % pattern_bytes == 0 && offset % pattern_bytes == 0, kInvalidArgument, "OpenCL fill: ", bytes,
+                  " bytes from offset ", offset, " are not whole ", pattern_bytes, "-byte patterns");
     if (bytes == 0) return NABLA_C_OK;
     ExpectRange(dev, dst, offset, bytes, "fill");
     dev.Fill(dst, offset, bytes, pattern, pattern_bytes);
@@ -202,9 +203,9 @@ int32_t CopyRegion(const nabla_api* api, nabla_device* device, void* dst, size_t
     if (bytes == 0) return NABLA_C_OK;
     ExpectRange(dev, dst, dst_offset, bytes, "copy_region (destination)");
     ExpectRange(dev, src, src_offset, bytes, "copy_region (source)");
-    NABLA_ENFORCE(dst != src || dst_offset == src_offset || dst_offset + bytes <= src_offset ||
-                      src_offset + bytes <= dst_offset,
-                  kInvalidArgument, "OpenCL copy_region: the source and destination ranges overlap");
+    NABLA_ENFORCE(
+        dst != src || dst_offset == src_offset || dst_offset + bytes <= src_offset || src_offset + bytes <= dst_offset,
+        kInvalidArgument, "OpenCL copy_region: the source and destination ranges overlap");
     dev.CopyRegion(dst, dst_offset, src, src_offset, bytes);
     return NABLA_C_OK;
   });
@@ -262,9 +263,8 @@ int32_t CopyToHost(const nabla_api* api, nabla_device* device, void* dst, const 
 // The bytes a row-major rows x cols matrix with leading dimension ld takes
 // from element offset on, in elements of `size` bytes; checks ld >= cols.
 size_t MatrixEnd(int64_t rows, int64_t cols, int64_t offset, int64_t ld, size_t size, const char* name) {
-  NABLA_ENFORCE(offset >= 0 && ld >= cols && ld >= 1, kInvalidArgument, "OpenCL gemm: matrix ", name,
-                " has offset ", offset, " and leading dimension ", ld, " (expected offset >= 0 and ld >= ", cols,
-                ")");
+  NABLA_ENFORCE(offset >= 0 && ld >= cols && ld >= 1, kInvalidArgument, "OpenCL gemm: matrix ", name, " has offset ",
+                offset, " and leading dimension ", ld, " (expected offset >= 0 and ld >= ", cols, ")");
   if (rows == 0 || cols == 0) return 0;
   const int64_t limit = std::numeric_limits<int64_t>::max() / static_cast<int64_t>(size);
   NABLA_ENFORCE(rows - 1 <= (limit - offset - cols) / ld, kOutOfRange, "OpenCL gemm: matrix ", name, " is too large");
@@ -280,8 +280,10 @@ int32_t Gemm(const nabla_api* api, nabla_device* device, int32_t dtype, int32_t 
                   "OpenCL gemm: expected dtype float32 or float64 but received ", dtype);
     NABLA_ENFORCE(m >= 0 && n >= 0 && k >= 0, kInvalidArgument, "OpenCL gemm: negative size ", m, "x", n, "x", k);
     const size_t size = dtype == NABLA_C_FLOAT32 ? sizeof(float) : sizeof(double);
-    const size_t a_end = trans_a ? MatrixEnd(k, m, a_offset, lda, size, "A") : MatrixEnd(m, k, a_offset, lda, size, "A");
-    const size_t b_end = trans_b ? MatrixEnd(n, k, b_offset, ldb, size, "B") : MatrixEnd(k, n, b_offset, ldb, size, "B");
+    const size_t a_end =
+        trans_a ? MatrixEnd(k, m, a_offset, lda, size, "A") : MatrixEnd(m, k, a_offset, lda, size, "A");
+    const size_t b_end =
+        trans_b ? MatrixEnd(n, k, b_offset, ldb, size, "B") : MatrixEnd(k, n, b_offset, ldb, size, "B");
     const size_t c_end = MatrixEnd(m, n, c_offset, ldc, size, "C");
     if (m == 0 || n == 0) return NABLA_C_OK;
     if (k > 0) {
@@ -302,10 +304,24 @@ int32_t Gemm(const nabla_api* api, nabla_device* device, int32_t dtype, int32_t 
 }  // namespace
 }  // namespace nabla::opencl
 
+// The table only grows: version 1's slots stay where plugins built against
+// it read them, and version 2's follow.
+static_assert(offsetof(nabla_opencl_api, device_fp64) == 8);
+static_assert(offsetof(nabla_opencl_api, launch) == 16);
+static_assert(offsetof(nabla_opencl_api, buffer_allocate) == 24);
+static_assert(offsetof(nabla_opencl_api, buffer_free) == 32);
+static_assert(offsetof(nabla_opencl_api, stage_tensor) == 40);
+static_assert(offsetof(nabla_opencl_api, fill) == 48);
+static_assert(offsetof(nabla_opencl_api, copy_region) == 56);
+static_assert(offsetof(nabla_opencl_api, copy_from_host) == 64);
+static_assert(offsetof(nabla_opencl_api, copy_to_host) == 72);
+static_assert(offsetof(nabla_opencl_api, gemm) == 80);
+static_assert(sizeof(nabla_opencl_api) == 88);
+
 extern "C" NABLA_API const nabla_opencl_api nabla_opencl_api_v1 = {
-    NABLA_OPENCL_API_VERSION,        static_cast<uint32_t>(sizeof(nabla_opencl_api)),
-    nabla::opencl::DeviceFp64,       nabla::opencl::Launch,
-    nabla::opencl::BufferAllocate,   nabla::opencl::BufferFree,
-    nabla::opencl::StageTensor,      nabla::opencl::FillBuffer,
-    nabla::opencl::CopyRegion,       nabla::opencl::CopyFromHost,
-    nabla::opencl::CopyToHost,       nabla::opencl::Gemm};
+    NABLA_OPENCL_API_VERSION,      static_cast<uint32_t>(sizeof(nabla_opencl_api)),
+    nabla::opencl::DeviceFp64,     nabla::opencl::Launch,
+    nabla::opencl::BufferAllocate, nabla::opencl::BufferFree,
+    nabla::opencl::StageTensor,    nabla::opencl::FillBuffer,
+    nabla::opencl::CopyRegion,     nabla::opencl::CopyFromHost,
+    nabla::opencl::CopyToHost,     nabla::opencl::Gemm};

@@ -45,7 +45,7 @@ struct ClDevice::Impl {
   mutable std::mutex mutex;            // the pool, the caches, and argument setting on cached kernels
   std::multimap<size_t, cl_mem> pool;  // free buffers by size class
   size_t live_bytes = 0, pooled_bytes = 0;
-  std::unordered_map<const void*, size_t> live;  // buffers handed out, by handle: their size class
+  std::unordered_map<const void*, size_t> live;          // buffers handed out, by handle: their size class
   std::unordered_map<std::string, cl_program> programs;  // options + '\n' + source
   std::map<std::pair<cl_program, std::string>, cl_kernel> kernels;
 

@@ -99,10 +99,10 @@ typedef struct nabla_opencl_api {
                   const void* pattern, size_t pattern_bytes);
   int32_t (*copy_region)(const nabla_api* api, nabla_device* device, void* dst, size_t dst_offset, const void* src,
                          size_t src_offset, size_t bytes);
-  int32_t (*copy_from_host)(const nabla_api* api, nabla_device* device, void* dst, size_t dst_offset,
-                            const void* src, size_t bytes);
-  int32_t (*copy_to_host)(const nabla_api* api, nabla_device* device, void* dst, const void* src,
-                          size_t src_offset, size_t bytes);
+  int32_t (*copy_from_host)(const nabla_api* api, nabla_device* device, void* dst, size_t dst_offset, const void* src,
+                            size_t bytes);
+  int32_t (*copy_to_host)(const nabla_api* api, nabla_device* device, void* dst, const void* src, size_t src_offset,
+                          size_t bytes);
   /* Row-major C = alpha * op(A) op(B) + beta * C through CLBlast, op(A)
    * m x k, op(B) k x n; a, b, c are buffers and the offsets and leading
    * dimensions count elements of dtype (NABLA_C_FLOAT32, alpha and beta
@@ -110,8 +110,7 @@ typedef struct nabla_opencl_api {
    * C = beta * C). */
   int32_t (*gemm)(const nabla_api* api, nabla_device* device, int32_t dtype, int32_t trans_a, int32_t trans_b,
                   int64_t m, int64_t n, int64_t k, double alpha, const void* a, int64_t a_offset, int64_t lda,
-                  const void* b, int64_t b_offset, int64_t ldb, double beta, void* c, int64_t c_offset,
-                  int64_t ldc);
+                  const void* b, int64_t b_offset, int64_t ldb, double beta, void* c, int64_t c_offset, int64_t ldc);
   /* Append new functions here, and raise NABLA_OPENCL_API_VERSION. */
 } nabla_opencl_api;
 

@@ -24,9 +24,8 @@ namespace sdk_detail_cl {
 // The table, checked to be version 2 or later (the functions below).
 inline const nabla_opencl_api& ClApi2() {
   const nabla_opencl_api& table = ClApi();
-  NABLA_ENFORCE(table.api_version >= 2, kPreconditionNotMet,
-                "the loaded OpenCL device plugin's table is version ", table.api_version,
-                "; nabla/opencl/kernel.h over the C ABI needs version 2: use a newer nabla");
+  NABLA_ENFORCE(table.api_version >= 2, kPreconditionNotMet, "the loaded OpenCL device plugin's table is version ",
+                table.api_version, "; nabla/opencl/kernel.h over the C ABI needs version 2: use a newer nabla");
   return table;
 }
 }  // namespace sdk_detail_cl
