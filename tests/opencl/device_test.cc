@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -12,6 +13,8 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
 #include "nabla/opencl/opencl.h"
+#include "nabla/opencl/opencl_c.h"
+#include "nabla/tensor.h"
 
 namespace nabla::opencl {
 namespace {
@@ -209,6 +212,134 @@ TEST_F(OpenClDeviceTest, GemmWithAnEmptyInnerDimensionZeroesTheOutput) {
   Dev().CopyToHost(c.data(), cb, c.size() * sizeof(float));
   for (float v : c) EXPECT_EQ(v, 0.0f);
   Dev().Free(cb, c.size() * sizeof(float));
+}
+
+// The C table plugins on the C ABI use (nabla/opencl/opencl_c.h), called as
+// such a plugin would: what works gives OpenClDevice's results, and every
+// bad handle, range or device is an error through set_error, never a crash.
+std::string g_error;
+void RecordError(int32_t, const char* message) { g_error = message ? message : ""; }
+
+class OpenClCTableTest : public OpenClDeviceTest {
+ protected:
+  void SetUp() override {
+    api_.set_error = RecordError;
+    g_error.clear();
+  }
+  nabla_device* Handle() { return reinterpret_cast<nabla_device*>(static_cast<Device*>(&Dev())); }
+  // Expects a failure whose message holds `what`.
+  void ExpectError(int32_t status, const std::string& what) {
+    EXPECT_EQ(status, NABLA_C_ERROR);
+    EXPECT_NE(g_error.find(what), std::string::npos) << g_error;
+    g_error.clear();
+  }
+  const nabla_opencl_api& cl_ = nabla_opencl_api_v1;
+  nabla_api api_{};
+};
+
+TEST_F(OpenClCTableTest, IsVersionTwoWithEveryFunction) {
+  EXPECT_EQ(cl_.api_version, 2u);
+  EXPECT_EQ(cl_.struct_size, sizeof(nabla_opencl_api));
+  for (const void* f : {(const void*)cl_.buffer_allocate, (const void*)cl_.buffer_free, (const void*)cl_.stage_tensor,
+                        (const void*)cl_.fill, (const void*)cl_.copy_region, (const void*)cl_.copy_from_host,
+                        (const void*)cl_.copy_to_host, (const void*)cl_.gemm})
+    EXPECT_NE(f, nullptr);
+}
+
+TEST_F(OpenClCTableTest, BuffersCopiesFillAndGemmWork) {
+  const nabla_api* api = &api_;
+  void* a = cl_.buffer_allocate(api, Handle(), 6 * sizeof(float));
+  void* b = cl_.buffer_allocate(api, Handle(), 6 * sizeof(float));
+  void* c = cl_.buffer_allocate(api, Handle(), 4 * sizeof(float));
+  ASSERT_TRUE(a && b && c) << g_error;
+  const float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {1, 0, 0, 1, 1, 1};
+  ASSERT_EQ(cl_.copy_from_host(api, Handle(), a, 0, av, sizeof av), NABLA_C_OK) << g_error;
+  ASSERT_EQ(cl_.copy_from_host(api, Handle(), b, 0, bv, sizeof bv), NABLA_C_OK) << g_error;
+  // [2 x 3] x [3 x 2].
+  ASSERT_EQ(cl_.gemm(api, Handle(), NABLA_C_FLOAT32, 0, 0, 2, 2, 3, 1.0, a, 0, 3, b, 0, 2, 0.0, c, 0, 2), NABLA_C_OK)
+      << g_error;
+  float cv[4] = {};
+  ASSERT_EQ(cl_.copy_to_host(api, Handle(), cv, c, 0, sizeof cv), NABLA_C_OK) << g_error;
+  EXPECT_EQ(std::vector<float>(cv, cv + 4), (std::vector<float>{4, 5, 10, 11}));
+  // Offsets: a[4..6) = 7, b[1] = a[5], read back from offset 4 bytes.
+  const float seven = 7;
+  ASSERT_EQ(cl_.fill(api, Handle(), a, 4 * sizeof(float), 2 * sizeof(float), &seven, sizeof seven), NABLA_C_OK);
+  ASSERT_EQ(cl_.copy_region(api, Handle(), b, sizeof(float), a, 5 * sizeof(float), sizeof(float)), NABLA_C_OK);
+  const float nine = 9;
+  ASSERT_EQ(cl_.copy_from_host(api, Handle(), b, 2 * sizeof(float), &nine, sizeof nine), NABLA_C_OK) << g_error;
+  float back[3] = {};
+  ASSERT_EQ(cl_.copy_to_host(api, Handle(), back, b, sizeof(float), sizeof back), NABLA_C_OK) << g_error;
+  EXPECT_EQ(std::vector<float>(back, back + 3), (std::vector<float>{7, 9, 1}));
+  for (void* p : {a, b, c}) EXPECT_EQ(cl_.buffer_free(api, Handle(), p), NABLA_C_OK) << g_error;
+}
+
+TEST_F(OpenClCTableTest, StagesHostTensorsAndUsesDeviceTensorsInPlace) {
+  const nabla_api* api = &api_;
+  Tensor host;
+  float* h = static_cast<float*>(host.Allocate(HostDevice(), DType::kFloat32, {3}));
+  h[0] = 1.5f, h[1] = -2, h[2] = 3;
+  void* buf = nullptr;
+  int32_t owned = -1;
+  ASSERT_EQ(cl_.stage_tensor(api, Handle(), reinterpret_cast<const nabla_tensor*>(&host), &buf, &owned), NABLA_C_OK)
+      << g_error;
+  EXPECT_EQ(owned, 1);
+  float back[3] = {};
+  ASSERT_EQ(cl_.copy_to_host(api, Handle(), back, buf, 0, sizeof back), NABLA_C_OK) << g_error;
+  EXPECT_EQ(std::vector<float>(back, back + 3), (std::vector<float>{1.5f, -2, 3}));
+  EXPECT_EQ(cl_.buffer_free(api, Handle(), buf), NABLA_C_OK) << g_error;
+
+  Tensor on_device;
+  void* data = on_device.Allocate(Dev(), DType::kFloat32, {3});
+  ASSERT_EQ(cl_.stage_tensor(api, Handle(), reinterpret_cast<const nabla_tensor*>(&on_device), &buf, &owned),
+            NABLA_C_OK)
+      << g_error;
+  EXPECT_EQ(owned, 0);
+  EXPECT_EQ(buf, data);
+}
+
+TEST_F(OpenClCTableTest, RefusesBadHandlesRangesAndDevices) {
+  const nabla_api* api = &api_;
+  void* a = cl_.buffer_allocate(api, Handle(), 4 * sizeof(float));
+  ASSERT_NE(a, nullptr) << g_error;
+  int stack = 0;
+  void* bogus = &stack;
+  const float one = 1;
+  float host[8] = {};
+  ExpectError(cl_.fill(api, Handle(), bogus, 0, sizeof one, &one, sizeof one), "is not a live buffer");
+  ExpectError(cl_.fill(api, Handle(), nullptr, 0, sizeof one, &one, sizeof one), "received NULL");
+  ExpectError(cl_.fill(api, Handle(), a, 0, 4096, &one, sizeof one), "outside the buffer");
+  ExpectError(cl_.fill(api, Handle(), a, 0, 6, &one, 3), "pattern");
+  ExpectError(cl_.copy_to_host(api, Handle(), host, a, 1024, sizeof host), "outside the buffer");
+  ExpectError(cl_.copy_from_host(api, Handle(), a, 0, nullptr, 4), "received NULL");
+  ExpectError(cl_.copy_region(api, Handle(), a, 0, bogus, 0, 4), "is not a live buffer");
+  ExpectError(cl_.copy_region(api, Handle(), a, 0, a, 2, 4), "overlap");
+  // C is 2 x 2 but the buffer's 256 bytes hold 64 floats: ldc 100 reaches past them.
+  ExpectError(cl_.gemm(api, Handle(), NABLA_C_FLOAT32, 0, 0, 2, 2, 1, 1.0, a, 0, 1, a, 0, 2, 0.0, a, 0, 100),
+              "outside the buffer");
+  ExpectError(cl_.gemm(api, Handle(), NABLA_C_FLOAT32, 0, 0, 2, 2, 3, 1.0, a, 0, 2, a, 0, 2, 0.0, a, 0, 2),
+              "leading dimension");
+  ExpectError(cl_.gemm(api, Handle(), 5, 0, 0, 1, 1, 1, 1.0, a, 0, 1, a, 0, 1, 0.0, a, 0, 1), "dtype");
+  ExpectError(cl_.gemm(api, Handle(), NABLA_C_FLOAT32, 0, 0, -1, 1, 1, 1.0, a, 0, 1, a, 0, 1, 0.0, a, 0, 1),
+              "negative");
+  ExpectError(cl_.buffer_free(api, Handle(), bogus), "is not a live buffer");
+  EXPECT_EQ(cl_.buffer_allocate(api, Handle(), 0), nullptr);
+  EXPECT_NE(g_error.find("bytes > 0"), std::string::npos) << g_error;
+  // Devices: none, or not an OpenCL one.
+  auto* cpu = reinterpret_cast<nabla_device*>(&HostDevice());
+  ExpectError(cl_.fill(api, nullptr, a, 0, 4, &one, 4), "expected an OpenCL device");
+  ExpectError(cl_.buffer_free(api, cpu, a), "expected an OpenCL device");
+  ExpectError(cl_.stage_tensor(api, Handle(), nullptr, nullptr, nullptr), "received NULL");
+  // A buffer argument that is no buffer, and one freed.
+  nabla_opencl_arg arg{};
+  arg.kind = NABLA_OPENCL_ARG_BUFFER;
+  arg.value = bogus;
+  ExpectError(cl_.launch(api, Handle(), kSource, std::strlen(kSource), "", "axpb", &arg, 1, 1, 0),
+              "is not a live buffer");
+  ASSERT_EQ(cl_.buffer_free(api, Handle(), a), NABLA_C_OK) << g_error;
+  ExpectError(cl_.buffer_free(api, Handle(), a), "is not a live buffer");
+  arg.value = a;
+  ExpectError(cl_.launch(api, Handle(), kSource, std::strlen(kSource), "", "axpb", &arg, 1, 1, 0),
+              "is not a live buffer");
 }
 
 }  // namespace
