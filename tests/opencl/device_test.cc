@@ -16,6 +16,9 @@
 #include "nabla/opencl/opencl_c.h"
 #include "nabla/tensor.h"
 
+// The table libnabla_opencl exports (src/c_table.cc), which this test links.
+extern "C" const nabla_opencl_api nabla_opencl_api_v1;
+
 namespace nabla::opencl {
 namespace {
 

@@ -1,8 +1,9 @@
 #pragma once
 // OpenCL kernels for C++ plugins on nabla's C ABI (the header-only SDK,
-// nabla/plugin.h from an install): the SDK's counterpart of
-// nabla/opencl/kernel.h, over the OpenCL device plugin's C table
-// (nabla/opencl/opencl_c.h). The plugin links neither nabla nor OpenCL; its
+// nabla/plugin.h from an install), over the OpenCL device plugin's C table
+// (nabla/opencl/opencl_c.h): a smaller API than nabla/opencl/kernel.h's
+// (which also builds on the C ABI, through nabla/opencl/sdk_device.h), with
+// tensors as kernel arguments. The plugin links neither nabla nor OpenCL; its
 // OpenCL C is embedded by nabla_add_opencl_kernels() (nabla_opencl.cmake):
 // `swish.cl` becomes the header `swish_cl.h` declaring
 // `const std::string& nabla::cl_source::swish()`, with the prelude (T, the
