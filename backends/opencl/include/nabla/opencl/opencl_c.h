@@ -42,7 +42,7 @@ enum nabla_opencl_arg_kind {
   /* Version 2: a __global buffer by handle: `value` IS the buffer (what
    * api->tensor_data returns for a tensor on the kernel's device, or
    * buffer_allocate / stage_tensor), checked to be a live buffer of the
-   * kernel's device. */
+   * kernel's device; NULL (an empty tensor's data) is OpenCL's null buffer. */
   NABLA_OPENCL_ARG_BUFFER = 3
 };
 
