@@ -18,6 +18,7 @@
 
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
+#include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #include "nabla/tensor.h"
 
@@ -401,6 +402,7 @@ int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dim
 struct CPassContext {
   ProgramDesc& program;
   std::vector<std::string> keep;
+  Tensor evaluated;  // pass_evaluate_on_host's last value
 };
 CPassContext& PC(nabla_pass_context* c, const char* what) {
   NABLA_ENFORCE(c, kInvalidArgument, what, ": received NULL for the pass context");
@@ -433,7 +435,7 @@ int32_t ApiOpRewrites(nabla_op_builder* b, int32_t after_backward, const char* n
                   "': after_backward must be 0 or 1, but received ", after_backward);
     const nabla_api* api = CoreCApi();
     ProgramPass pass{Str(name), [api, fn, user](ProgramDesc& program, const std::unordered_set<std::string>& keep) {
-                       CPassContext ctx{program, std::vector<std::string>(keep.begin(), keep.end())};
+                       CPassContext ctx{program, std::vector<std::string>(keep.begin(), keep.end()), Tensor()};
                        std::sort(ctx.keep.begin(), ctx.keep.end());
                        size_t changed = 0;
                        CallbackScope scope;
@@ -636,6 +638,19 @@ int32_t ApiPassRemoveVar(nabla_pass_context* c, size_t block, const char* name) 
     const std::string n = PassName(name, "pass_remove_var", "var");
     NABLA_ENFORCE(b.HasVar(n), kNotFound, "pass_remove_var: block ", block, " has no var '", n, "'");
     b.RemoveVar(n);
+  });
+}
+
+const nabla_tensor* ApiPassEvaluateOnHost(nabla_pass_context* c, size_t block, const size_t* ops, size_t n,
+                                          const char* var) {
+  return Guard<const nabla_tensor*>(nullptr, [&] {
+    CPassContext& ctx = PC(c, "pass_evaluate_on_host");
+    const BlockDesc& b = PassBlock(c, block, "pass_evaluate_on_host");
+    const std::string v = PassName(var, "pass_evaluate_on_host", "var");
+    NABLA_ENFORCE(ops || n == 0, kInvalidArgument, "pass_evaluate_on_host: received NULL for the ops computing '", v,
+                  "'");
+    ctx.evaluated = EvaluateOnHost(b, std::vector<size_t>(ops, ops + n), v);
+    return reinterpret_cast<const nabla_tensor*>(&ctx.evaluated);
   });
 }
 
@@ -1193,6 +1208,7 @@ nabla_api MakeTable() {
   api.pass_var_set = ApiPassVarSet;
   api.pass_remove_var = ApiPassRemoveVar;
   api.op_type_traits = ApiOpTypeTraits;
+  api.pass_evaluate_on_host = ApiPassEvaluateOnHost;
   return api;
 }
 

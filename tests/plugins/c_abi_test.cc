@@ -138,7 +138,8 @@ static_assert(offsetof(nabla_api, pass_var_get) == Slot(93));
 static_assert(offsetof(nabla_api, pass_var_set) == Slot(94));
 static_assert(offsetof(nabla_api, pass_remove_var) == Slot(95));
 static_assert(offsetof(nabla_api, op_type_traits) == Slot(96));
-static_assert(sizeof(nabla_api) >= Slot(97));
+static_assert(offsetof(nabla_api, pass_evaluate_on_host) == Slot(97));
+static_assert(sizeof(nabla_api) >= Slot(98));
 static_assert(NABLA_C_TRAIT_HAS_SUB_BLOCK == 32 && NABLA_C_TRAIT_CONTROL_FLOW == 64 && NABLA_C_VAR_DECLARED == 8);
 static_assert(offsetof(nabla_var_info, dims) == 16 && sizeof(nabla_var_info) == 32);
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
@@ -537,6 +538,45 @@ blocks:
                 RunPasses("matmul", kept_std, keep) + RunPasses("mul", kept_std, keep));
       EXPECT_EQ(ProgramText(kept_sdk), ProgramText(kept_std)) << product << " sgd " << sgd;
     }
+  }
+}
+
+// Version 4: an SDK pass evaluates ops of its program on the host
+// (EvaluateOnHost) after its own pending edits, and is refused ops that are
+// not constant.
+TEST(CApi, SdkPassEvaluatesConstantOpsOnTheHost) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_SDK_GEMM_PASSES);
+  const std::string head = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 2], dtype: float32}
+    ops:
+)";
+  ProgramDesc p =
+      ParseProgram(head + R"(      - {type: fill_constant, outputs: {Out: [c]}, attrs: {shape: [2, 2], value: 1.5}}
+      - {type: scale, inputs: {X: [c]}, outputs: {Out: [s]}, attrs: {scale: 2.0}}
+      - {type: toy_gemm_passes, inputs: {X: [s]}, outputs: {Out: [y]}}
+)",
+                   "fold.yaml");
+  size_t changed = 0;
+  for (const ProgramPass& pass : CurrentRegistry()->Get("toy_gemm_passes").forward_passes)
+    changed += pass.run(p, {"y"});
+  EXPECT_EQ(changed, 1u);
+  EXPECT_EQ(p.Root()->Op(1)->Attr<float>("scale"), 3.0f);
+  EXPECT_EQ(p.Root()->Op(2)->Attr<float>("folded"), 18.0f);  // 4 * 1.5 * 3: the edited scale ran
+  // x is fed: not a constant.
+  ProgramDesc fed = ParseProgram(head + R"(      - {type: toy_gemm_passes, inputs: {X: [x]}, outputs: {Out: [y]}}
+)",
+                                 "fed.yaml");
+  try {
+    for (const ProgramPass& pass : CurrentRegistry()->Get("toy_gemm_passes").forward_passes) pass.run(fed, {"y"});
+    ADD_FAILURE() << "a fed var was evaluated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no op of the list writes 'x'"), std::string::npos) << e.what();
   }
 }
 

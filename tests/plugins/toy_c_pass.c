@@ -15,6 +15,57 @@
     }                                                                            \
   } while (0)
 
+/* pass_evaluate_on_host: fill_constant then relu, put at the block's end
+ * for the probe and removed again, give their values; ops reading a feed,
+ * and bad arguments, are refused. */
+static int32_t EvaluateProbe(const nabla_api* api, nabla_pass_context* ctx, size_t ops) {
+  static const int32_t shape[2] = {2, 2};
+  static const char* const fill_out[1] = {"probe_c"};
+  static const char* const relu_out[1] = {"probe_r"};
+  const size_t both[2] = {ops, ops + 1}, first[1] = {0}, twice[2] = {ops, ops}, past[1] = {ops + 2};
+  nabla_attr_value v;
+  const nabla_tensor* t;
+  const float* data;
+  memset(&v, 0, sizeof v);
+  if (api->pass_insert_op(ctx, 0, ops, "fill_constant") != NABLA_C_OK ||
+      api->pass_op_set_args(ctx, 0, ops, 1, "Out", fill_out, 1) != NABLA_C_OK)
+    return NABLA_C_ERROR;
+  v.type = NABLA_C_ATTR_INTS;
+  v.list = shape;
+  v.count = 2;
+  if (api->pass_op_set_attr(ctx, 0, ops, "shape", &v) != NABLA_C_OK) return NABLA_C_ERROR;
+  v.type = NABLA_C_ATTR_FLOAT;
+  v.f = -1.5;
+  if (api->pass_op_set_attr(ctx, 0, ops, "value", &v) != NABLA_C_OK ||
+      api->pass_op_fill_default_attrs(ctx, 0, ops) != NABLA_C_OK ||
+      api->pass_insert_op(ctx, 0, ops + 1, "relu") != NABLA_C_OK ||
+      api->pass_op_set_args(ctx, 0, ops + 1, 0, "X", fill_out, 1) != NABLA_C_OK ||
+      api->pass_op_set_args(ctx, 0, ops + 1, 1, "Out", relu_out, 1) != NABLA_C_OK)
+    return NABLA_C_ERROR;
+  t = api->pass_evaluate_on_host(ctx, 0, both, 1, "probe_c");
+  if (!t || api->tensor_dtype(t) != NABLA_C_FLOAT32 || api->tensor_rank(t) != 2 || api->tensor_numel(t) != 4 ||
+      !(data = (const float*)api->tensor_data(t, NABLA_C_FLOAT32)) || data[3] != -1.5f) {
+    api->set_error(NABLA_C_RUNTIME, "toy_c_pass: pass_evaluate_on_host did not give fill_constant's value");
+    return NABLA_C_ERROR;
+  }
+  t = api->pass_evaluate_on_host(ctx, 0, both, 2, "probe_r");
+  if (!t || api->tensor_numel(t) != 4 || !(data = (const float*)api->tensor_data(t, NABLA_C_FLOAT32)) ||
+      data[0] != 0.0f) {
+    api->set_error(NABLA_C_RUNTIME, "toy_c_pass: pass_evaluate_on_host did not give relu's value");
+    return NABLA_C_ERROR;
+  }
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, both + 1, 1, "probe_r") == NULL, "evaluate (reads probe_c)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, first, 1, "y") == NULL, "evaluate (reads a feed)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, both, 1, "probe_r") == NULL, "evaluate (var not written)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, twice, 2, "probe_c") == NULL, "evaluate (op twice)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, past, 1, "probe_c") == NULL, "evaluate (op past the end)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, NULL, 1, "probe_c") == NULL, "evaluate (NULL ops)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 0, both, 1, NULL) == NULL, "evaluate (NULL var)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(ctx, 99, both, 1, "probe_c") == NULL, "evaluate (block 99)");
+  EXPECT_FAILS(api, api->pass_evaluate_on_host(NULL, 0, both, 1, "probe_c") == NULL, "evaluate (NULL context)");
+  return api->pass_remove_ops(ctx, 0, ops, ops + 2);
+}
+
 static int32_t Probe(const nabla_api* api, void* user, nabla_pass_context* ctx, size_t* changed) {
   size_t i, n = api->pass_keep_count(ctx);
   nabla_var_info info;
@@ -65,6 +116,7 @@ static int32_t Probe(const nabla_api* api, void* user, nabla_pass_context* ctx, 
   if (api->pass_insert_op(ctx, 0, ops, "no_such_op_type") != NABLA_C_OK) return NABLA_C_ERROR;
   EXPECT_FAILS(api, api->pass_op_fill_default_attrs(ctx, 0, ops) == NABLA_C_ERROR, "fill_default_attrs(unknown)");
   if (api->pass_remove_ops(ctx, 0, ops, ops + 1) != NABLA_C_OK) return NABLA_C_ERROR;
+  if (EvaluateProbe(api, ctx, ops) != NABLA_C_OK) return NABLA_C_ERROR;
   EXPECT_FAILS(api, api->op_type_traits(NULL, &traits, &precision) == -1, "op_type_traits(NULL)");
   if (api->op_type_traits("no_such_op_type", &traits, &precision) != 0) {
     api->set_error(NABLA_C_RUNTIME, "toy_c_pass: op_type_traits found no_such_op_type");

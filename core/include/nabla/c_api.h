@@ -519,6 +519,15 @@ typedef struct nabla_api {
    * nabla_c_traits and *precision its nabla_c_precision when not NULL), or
    * not (0); -1 on error. Anywhere, not only in a pass. */
   int32_t (*op_type_traits)(const char* type, uint32_t* traits, int32_t* precision);
+  /* Runs ops `ops` of block (n indices, ascending) once on the host in a
+   * scratch scope and returns var's value, owned by the pass context until
+   * the next call or the pass's end (read with the tensor_* functions): a
+   * pass folding constants (flash_attn's causal-mask check). NULL (an error)
+   * when an op is not constant, reading a var no earlier op of the list
+   * writes (a feed, a parameter), drawing random numbers, owning a block or
+   * running control flow, or when an op fails. */
+  const nabla_tensor* (*pass_evaluate_on_host)(nabla_pass_context* c, size_t block, const size_t* ops, size_t n,
+                                               const char* var);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -1371,6 +1371,12 @@ struct PassAccess {
     }
     block->RemoveOps(at, at + 1);
   }
+  static const Tensor& Evaluate(const BlockDesc& block, const std::vector<size_t>& ops, const std::string& var) {
+    NABLA_ENFORCE(block.pass_, kUnimplemented, "EvaluateOnHost: over the C ABI, inside a program pass only");
+    block.program_->Flush();  // the core runs the ops as the pass has them now
+    return *reinterpret_cast<const Tensor*>(
+        CheckPtr(Api().pass_evaluate_on_host(block.pass_, block.idx_, ops.data(), ops.size(), var.c_str())));
+  }
   static void Fill(BlockDesc& block, size_t at, OpDesc& op) {
     Check(Api().pass_op_fill_default_attrs(block.pass_, block.idx_, at));
     // What the core holds now: nothing left to send.
@@ -1385,6 +1391,16 @@ struct PassAccess {
 // error). Over the C ABI inside a program pass only.
 inline void FillDefaultAttrs(OpDesc& op, const OpRegistry&, const ProgramDesc* = nullptr) {
   sdk_detail::PassAccess::FillDefaults(op);
+}
+// Runs ops `ops` of `block` (indices, ascending) once on the host and
+// returns `var`'s value there, as the core's (nabla/fusion.h): refused when
+// an op is not constant (reads a var no earlier op of the list writes, draws
+// random numbers, runs blocks); an op failing is thrown. Over the C ABI inside
+// a program pass only (the pass's pending edits reach the core first); the
+// value is the core's, valid until the next call or the pass's end: bind it
+// with `const auto&`, which in nabla's tree holds the returned copy.
+inline const Tensor& EvaluateOnHost(const BlockDesc& block, const std::vector<size_t>& ops, const std::string& var) {
+  return sdk_detail::PassAccess::Evaluate(block, ops, var);
 }
 // A chain of op types an op replaces (OpBuilder::Fuses), as in nabla's tree:
 // `fuse` builds the replacing op from the matched ops (chain order), or
