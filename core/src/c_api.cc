@@ -12,11 +12,13 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
+#include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #include "nabla/tensor.h"
 
@@ -390,6 +392,284 @@ int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dim
     NABLA_ENFORCE(v, kNotFound, "fusion_var_dims: no var '", Str(name), "' in the chain's block");
     const Shape& s = v->GetShape();
     if (!s.empty()) std::memcpy(dims, s.data(), s.size() * sizeof(int64_t));
+  });
+}
+
+// ---- program passes (version 4)
+
+// One run of a program pass: the program it edits and the vars it keeps
+// (sorted, so a plugin sees them in one order).
+struct CPassContext {
+  ProgramDesc& program;
+  std::vector<std::string> keep;
+  Tensor evaluated;  // pass_evaluate_on_host's last value
+};
+CPassContext& PC(nabla_pass_context* c, const char* what) {
+  NABLA_ENFORCE(c, kInvalidArgument, what, ": received NULL for the pass context");
+  return *reinterpret_cast<CPassContext*>(c);
+}
+
+BlockDesc& PassBlock(nabla_pass_context* c, size_t block, const char* what) {
+  ProgramDesc& program = PC(c, what).program;
+  NABLA_ENFORCE(block < program.Size(), kOutOfRange, what, ": block ", block, " of a program of ", program.Size());
+  return *program.Block(block);
+}
+
+OpDesc& PassOp(nabla_pass_context* c, size_t block, size_t i, const char* what) {
+  BlockDesc& b = PassBlock(c, block, what);
+  NABLA_ENFORCE(i < b.OpSize(), kOutOfRange, what, ": op ", i, " of block ", block, ", which has ", b.OpSize());
+  return *b.Op(i);
+}
+
+std::string PassName(const char* name, const char* what, const char* thing) {
+  NABLA_ENFORCE(name && *name, kInvalidArgument, what, ": expected a ", thing, " name but received ",
+                name ? "\"\"" : "NULL");
+  return name;
+}
+
+int32_t ApiOpRewrites(nabla_op_builder* b, int32_t after_backward, const char* name, nabla_pass_fn fn, void* user) {
+  return GuardStatus([&] {
+    const std::string& type = B(b).Info().schema.type;
+    NABLA_ENFORCE(fn, kInvalidArgument, "op '", type, "': expected a program pass function but received NULL");
+    NABLA_ENFORCE(after_backward == 0 || after_backward == 1, kInvalidArgument, "op '", type,
+                  "': after_backward must be 0 or 1, but received ", after_backward);
+    const nabla_api* api = CoreCApi();
+    ProgramPass pass{Str(name), [api, fn, user](ProgramDesc& program, const std::unordered_set<std::string>& keep) {
+                       CPassContext ctx{program, std::vector<std::string>(keep.begin(), keep.end()), Tensor()};
+                       std::sort(ctx.keep.begin(), ctx.keep.end());
+                       size_t changed = 0;
+                       CallbackScope scope;
+                       if (fn(api, user, reinterpret_cast<nabla_pass_context*>(&ctx), &changed) != NABLA_C_OK)
+                         RaisePluginError("program pass");
+                       return changed;
+                     }};
+    if (after_backward)
+      B(b).RewritesAfterBackward(std::move(pass));
+    else
+      B(b).RewritesBeforeBackward(std::move(pass));
+  });
+}
+
+size_t ApiPassKeepCount(nabla_pass_context* c) {
+  return Guard<size_t>(0, [&] { return PC(c, "pass_keep_count").keep.size(); });
+}
+
+const char* ApiPassKeep(nabla_pass_context* c, size_t i) {
+  return Guard<const char*>(nullptr, [&] {
+    const std::vector<std::string>& keep = PC(c, "pass_keep").keep;
+    NABLA_ENFORCE(i < keep.size(), kOutOfRange, "pass_keep: var ", i, " of ", keep.size(), " kept");
+    return keep[i].c_str();
+  });
+}
+
+size_t ApiPassBlockCount(nabla_pass_context* c) {
+  return Guard<size_t>(0, [&] { return PC(c, "pass_block_count").program.Size(); });
+}
+
+int32_t ApiPassBlockParent(nabla_pass_context* c, size_t block, int64_t* parent) {
+  return GuardStatus([&] {
+    const BlockDesc& b = PassBlock(c, block, "pass_block_parent");
+    NABLA_ENFORCE(parent, kInvalidArgument, "pass_block_parent: received NULL for the result");
+    *parent = b.ParentIdx() < 0 ? -1 : b.ParentIdx();
+  });
+}
+
+size_t ApiPassOpCount(nabla_pass_context* c, size_t block) {
+  return Guard<size_t>(0, [&] { return PassBlock(c, block, "pass_op_count").OpSize(); });
+}
+
+const nabla_op* ApiPassOp(nabla_pass_context* c, size_t block, size_t i) {
+  return Guard<const nabla_op*>(nullptr, [&] { return COp(PassOp(c, block, i, "pass_op")); });
+}
+
+int32_t ApiPassOpPos(nabla_pass_context* c, size_t block, size_t i, int32_t* line, int32_t* col) {
+  return GuardStatus([&] {
+    const SourcePos& pos = PassOp(c, block, i, "pass_op_pos").Pos();
+    NABLA_ENFORCE(line && col, kInvalidArgument, "pass_op_pos: received NULL for the result");
+    *line = pos.line;
+    *col = pos.col;
+  });
+}
+
+int32_t ApiPassOpSetPos(nabla_pass_context* c, size_t block, size_t i, int32_t line, int32_t col) {
+  return GuardStatus([&] {
+    OpDesc& op = PassOp(c, block, i, "pass_op_set_pos");
+    NABLA_ENFORCE(line >= 0 && col >= 0, kInvalidArgument, "pass_op_set_pos: line and col must be >= 0, but received ",
+                  line, ":", col);
+    op.SetPos(SourcePos{line, col});
+  });
+}
+
+int32_t ApiPassOpSetArgs(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot,
+                         const char* const* names, size_t n) {
+  return GuardStatus([&] {
+    OpDesc& op = PassOp(c, block, i, "pass_op_set_args");
+    const std::string s = PassName(slot, "pass_op_set_args", "slot");
+    NABLA_ENFORCE(names || n == 0, kInvalidArgument, "pass_op_set_args: received NULL for the names of slot '", s, "'");
+    std::vector<std::string> args;
+    for (size_t k = 0; k < n; ++k) args.push_back(PassName(names[k], "pass_op_set_args", "var"));
+    if (output)
+      op.SetOutput(s, std::move(args));
+    else
+      op.SetInput(s, std::move(args));
+  });
+}
+
+int32_t ApiPassOpRemoveSlot(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot) {
+  return GuardStatus([&] {
+    OpDesc& op = PassOp(c, block, i, "pass_op_remove_slot");
+    const std::string s = PassName(slot, "pass_op_remove_slot", "slot");
+    if (output ? op.HasOutput(s) : op.HasInput(s)) (output ? op.MutableOutputs() : op.MutableInputs()).erase(s);
+  });
+}
+
+int32_t ApiPassOpSetAttr(nabla_pass_context* c, size_t block, size_t i, const char* name,
+                         const nabla_attr_value* value) {
+  return GuardStatus([&] {
+    OpDesc& op = PassOp(c, block, i, "pass_op_set_attr");
+    const std::string n = PassName(name, "pass_op_set_attr", "attribute");
+    NABLA_ENFORCE(value, kInvalidArgument, "pass_op_set_attr: received NULL for the value of '", n, "'");
+    op.SetAttr(n, FromC(*value));
+  });
+}
+
+int32_t ApiPassOpRemoveAttr(nabla_pass_context* c, size_t block, size_t i, const char* name) {
+  return GuardStatus([&] {
+    OpDesc& op = PassOp(c, block, i, "pass_op_remove_attr");
+    const std::string n = PassName(name, "pass_op_remove_attr", "attribute");
+    if (op.HasAttr(n)) op.MutableAttrs().erase(n);
+  });
+}
+
+int32_t ApiPassOpFillDefaultAttrs(nabla_pass_context* c, size_t block, size_t i) {
+  return GuardStatus([&] {
+    OpDesc& op = PassOp(c, block, i, "pass_op_fill_default_attrs");
+    FillDefaultAttrs(op, *CurrentRegistry(), &PC(c, "pass_op_fill_default_attrs").program);
+  });
+}
+
+int32_t ApiPassInsertOp(nabla_pass_context* c, size_t block, size_t index, const char* type) {
+  return GuardStatus([&] {
+    BlockDesc& b = PassBlock(c, block, "pass_insert_op");
+    const std::string t = PassName(type, "pass_insert_op", "op type");
+    NABLA_ENFORCE(index <= b.OpSize(), kOutOfRange, "pass_insert_op: index ", index, " in block ", block,
+                  ", which has ", b.OpSize(), " ops");
+    auto op = std::make_unique<OpDesc>();
+    op->SetType(t);
+    b.InsertOp(index, std::move(op));
+  });
+}
+
+int32_t ApiPassRemoveOps(nabla_pass_context* c, size_t block, size_t begin, size_t end) {
+  return GuardStatus([&] {
+    BlockDesc& b = PassBlock(c, block, "pass_remove_ops");
+    NABLA_ENFORCE(begin <= end && end <= b.OpSize(), kOutOfRange, "pass_remove_ops: ops [", begin, ", ", end,
+                  ") of block ", block, ", which has ", b.OpSize());
+    if (begin < end) b.RemoveOps(begin, end);
+  });
+}
+
+size_t ApiPassVarCount(nabla_pass_context* c, size_t block) {
+  return Guard<size_t>(0, [&] { return PassBlock(c, block, "pass_var_count").AllVars().size(); });
+}
+
+const char* ApiPassVarName(nabla_pass_context* c, size_t block, size_t i) {
+  return Guard<const char*>(nullptr, [&] {
+    const auto& vars = PassBlock(c, block, "pass_var_name").AllVars();
+    NABLA_ENFORCE(i < vars.size(), kOutOfRange, "pass_var_name: var ", i, " of block ", block, ", which has ",
+                  vars.size());
+    return vars[i]->Name().c_str();
+  });
+}
+
+void CheckVarInfo(const nabla_var_info* info, const char* what) {
+  NABLA_ENFORCE(info && info->struct_size >= sizeof(nabla_var_info), kInvalidArgument, what,
+                ": expected a nabla_var_info of ", sizeof(nabla_var_info), " bytes but received ",
+                info ? info->struct_size : 0);
+}
+
+int32_t ApiPassVarGet(nabla_pass_context* c, size_t block, const char* name, nabla_var_info* info) {
+  return GuardStatus([&] {
+    const BlockDesc& b = PassBlock(c, block, "pass_var_get");
+    const std::string n = PassName(name, "pass_var_get", "var");
+    CheckVarInfo(info, "pass_var_get");
+    const VarDesc* v = b.FindVar(n);
+    NABLA_ENFORCE(v, kNotFound, "pass_var_get: block ", block, " has no var '", n, "'");
+    info->dtype = static_cast<int32_t>(v->GetDType());
+    info->flags = (v->HasDType() ? uint32_t{NABLA_C_VAR_DTYPE_KNOWN} : 0u) |
+                  (v->Persistable() ? uint32_t{NABLA_C_VAR_PERSISTABLE} : 0u) |
+                  (v->StopGradient() ? uint32_t{NABLA_C_VAR_STOP_GRADIENT} : 0u) |
+                  (v->Declared() ? uint32_t{NABLA_C_VAR_DECLARED} : 0u);
+    info->reserved = 0;
+    info->rank = v->GetShape().size();
+    info->dims = info->rank ? v->GetShape().data() : nullptr;
+  });
+}
+
+int32_t ApiPassVarSet(nabla_pass_context* c, size_t block, const char* name, const nabla_var_info* info) {
+  return GuardStatus([&] {
+    BlockDesc& b = PassBlock(c, block, "pass_var_set");
+    const std::string n = PassName(name, "pass_var_set", "var");
+    CheckVarInfo(info, "pass_var_set");
+    CheckDType(info->dtype);
+    constexpr uint32_t kKnown =
+        NABLA_C_VAR_DTYPE_KNOWN | NABLA_C_VAR_PERSISTABLE | NABLA_C_VAR_STOP_GRADIENT | NABLA_C_VAR_DECLARED;
+    NABLA_ENFORCE((info->flags & ~kKnown) == 0, kInvalidArgument, "pass_var_set: var '", n,
+                  "': expected flags of nabla_c_var_flags but received ", info->flags);
+    NABLA_ENFORCE(info->dims || info->rank == 0, kInvalidArgument, "pass_var_set: var '", n,
+                  "': received NULL for dims of rank ", info->rank);
+    Shape shape(info->dims, info->dims + info->rank);
+    for (int64_t d : shape)
+      NABLA_ENFORCE(d >= -1, kInvalidArgument, "pass_var_set: var '", n, "': dims must be >= -1, but received ",
+                    ShapeToString(shape));
+    VarDesc* v = b.Var(n);
+    v->SetDType(static_cast<DType>(info->dtype));
+    v->MarkDTypeKnown((info->flags & NABLA_C_VAR_DTYPE_KNOWN) != 0);
+    v->SetShape(std::move(shape));
+    v->SetPersistable((info->flags & NABLA_C_VAR_PERSISTABLE) != 0);
+    v->SetStopGradient((info->flags & NABLA_C_VAR_STOP_GRADIENT) != 0);
+    v->SetDeclared((info->flags & NABLA_C_VAR_DECLARED) != 0);
+  });
+}
+
+int32_t ApiPassRemoveVar(nabla_pass_context* c, size_t block, const char* name) {
+  return GuardStatus([&] {
+    BlockDesc& b = PassBlock(c, block, "pass_remove_var");
+    const std::string n = PassName(name, "pass_remove_var", "var");
+    NABLA_ENFORCE(b.HasVar(n), kNotFound, "pass_remove_var: block ", block, " has no var '", n, "'");
+    b.RemoveVar(n);
+  });
+}
+
+const nabla_tensor* ApiPassEvaluateOnHost(nabla_pass_context* c, size_t block, const size_t* ops, size_t n,
+                                          const char* var) {
+  return Guard<const nabla_tensor*>(nullptr, [&] {
+    CPassContext& ctx = PC(c, "pass_evaluate_on_host");
+    const BlockDesc& b = PassBlock(c, block, "pass_evaluate_on_host");
+    const std::string v = PassName(var, "pass_evaluate_on_host", "var");
+    NABLA_ENFORCE(ops || n == 0, kInvalidArgument, "pass_evaluate_on_host: received NULL for the ops computing '", v,
+                  "'");
+    ctx.evaluated = EvaluateOnHost(b, std::vector<size_t>(ops, ops + n), v);
+    return reinterpret_cast<const nabla_tensor*>(&ctx.evaluated);
+  });
+}
+
+int32_t ApiOpTypeTraits(const char* type, uint32_t* traits, int32_t* precision) {
+  return Guard<int32_t>(-1, [&] {
+    const std::string t = PassName(type, "op_type_traits", "op type");
+    const OpInfo* info = CurrentRegistry()->Find(t);
+    if (!info) return 0;
+    const OpTraits& o = info->traits;
+    if (traits)
+      *traits = (o.random ? uint32_t{NABLA_C_TRAIT_RANDOM} : 0u) |
+                (o.updates_in_place ? uint32_t{NABLA_C_TRAIT_UPDATES_IN_PLACE} : 0u) |
+                (o.array_io ? uint32_t{NABLA_C_TRAIT_ARRAY_IO} : 0u) |
+                (o.collective ? uint32_t{NABLA_C_TRAIT_COLLECTIVE} : 0u) |
+                (o.dtype_cast ? uint32_t{NABLA_C_TRAIT_DTYPE_CAST} : 0u) |
+                (o.has_sub_block ? uint32_t{NABLA_C_TRAIT_HAS_SUB_BLOCK} : 0u) |
+                (o.control_flow ? uint32_t{NABLA_C_TRAIT_CONTROL_FLOW} : 0u);
+    if (precision) *precision = static_cast<int32_t>(o.precision);
+    return 1;
   });
 }
 
@@ -906,6 +1186,29 @@ nabla_api MakeTable() {
   api.fusion_var_dtype = ApiFusionVarDType;
   api.fusion_var_rank = ApiFusionVarRank;
   api.fusion_var_dims = ApiFusionVarDims;
+  api.op_rewrites = ApiOpRewrites;
+  api.pass_keep_count = ApiPassKeepCount;
+  api.pass_keep = ApiPassKeep;
+  api.pass_block_count = ApiPassBlockCount;
+  api.pass_block_parent = ApiPassBlockParent;
+  api.pass_op_count = ApiPassOpCount;
+  api.pass_op = ApiPassOp;
+  api.pass_op_pos = ApiPassOpPos;
+  api.pass_op_set_pos = ApiPassOpSetPos;
+  api.pass_op_set_args = ApiPassOpSetArgs;
+  api.pass_op_remove_slot = ApiPassOpRemoveSlot;
+  api.pass_op_set_attr = ApiPassOpSetAttr;
+  api.pass_op_remove_attr = ApiPassOpRemoveAttr;
+  api.pass_op_fill_default_attrs = ApiPassOpFillDefaultAttrs;
+  api.pass_insert_op = ApiPassInsertOp;
+  api.pass_remove_ops = ApiPassRemoveOps;
+  api.pass_var_count = ApiPassVarCount;
+  api.pass_var_name = ApiPassVarName;
+  api.pass_var_get = ApiPassVarGet;
+  api.pass_var_set = ApiPassVarSet;
+  api.pass_remove_var = ApiPassRemoveVar;
+  api.op_type_traits = ApiOpTypeTraits;
+  api.pass_evaluate_on_host = ApiPassEvaluateOnHost;
   return api;
 }
 

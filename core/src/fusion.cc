@@ -6,7 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "nabla/device.h"
+#include "nabla/executor.h"
 #include "nabla/op_registry.h"
+#include "nabla/scope.h"
 
 namespace nabla {
 namespace {
@@ -171,6 +174,39 @@ size_t FuseGradOps(ProgramDesc& program, const std::unordered_set<std::string>& 
     }
   }
   return changed;
+}
+
+Tensor EvaluateOnHost(const BlockDesc& block, const std::vector<size_t>& ops, const std::string& var) {
+  const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  std::unordered_set<std::string> written;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const size_t i = ops[k];
+    NABLA_ENFORCE(i < block.OpSize() && (k == 0 || i > ops[k - 1]), kInvalidArgument, "EvaluateOnHost: op ", i,
+                  " of a block of ", block.OpSize(), " ops (indices must ascend)");
+    const OpDesc& op = *block.Op(i);
+    const OpInfo* info = registry->Find(op.Type());
+    NABLA_ENFORCE(info, kNotFound, "EvaluateOnHost: op ", i, " is of type '", op.Type(), "', which is not registered");
+    NABLA_ENFORCE(!info->traits.random && !info->traits.has_sub_block && !info->traits.control_flow, kInvalidArgument,
+                  "EvaluateOnHost: op ", i, " ('", op.Type(),
+                  "') is not constant: it draws random numbers or runs blocks");
+    for (const auto& in : op.InputArgumentNames())
+      NABLA_ENFORCE(in == kEmptyVarName || written.count(in), kInvalidArgument, "EvaluateOnHost: op ", i, " ('",
+                    op.Type(), "') reads '", in, "', which no earlier op of the list writes: not a constant");
+    for (const auto& out : op.OutputArgumentNames()) written.insert(out);
+  }
+  NABLA_ENFORCE(written.count(var), kInvalidArgument, "EvaluateOnHost: no op of the list writes '", var, "'");
+  Scope scope;
+  const RunContext run;
+  for (size_t i : ops) {
+    for (const auto& n : block.Op(i)->OutputArgumentNames()) scope.Var(n);
+    RunOp(*block.Op(i), scope, HostDevice(), run);
+  }
+  const Variable* v = scope.FindVar(var);
+  NABLA_ENFORCE(v && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(), kInvalidArgument,
+                "EvaluateOnHost: the ops left '", var, "' without a dense value");
+  Tensor host;
+  host.CopyFrom(v->GetTensor(), HostDevice());
+  return host;
 }
 
 }  // namespace nabla

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "math_util.h"
+#include "nabla/mixed_precision.h"
 #include "nabla/plugin.h"
 
 namespace nabla::math_ops {

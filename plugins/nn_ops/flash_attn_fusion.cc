@@ -34,11 +34,8 @@
 #include <vector>
 
 #include "flash_attn.h"
-#include "nabla/device.h"
-#include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/plugin.h"
-#include "nabla/scope.h"
 
 namespace nabla::nn {
 namespace {
@@ -156,8 +153,7 @@ class AttentionFusion {
       } catch (const Error&) {
         return false;
       }
-      const Tensor value = ConstantValue(block, mask);
-      causal = value.IsInitialized() && IsCausalMask(value, shapes[0][1], shapes[1][1]);
+      causal = CausalConstant(block, mask, shapes[0][1], shapes[1][1]);
     }
     // The output: straight into the back-transpose's result when that is
     // o's only reader, else into a new var transposed into o.
@@ -240,11 +236,11 @@ class AttentionFusion {
   }
 
  private:
-  // The value of `var` when ops of `block` compute it from constants alone,
-  // evaluated once on the host; an empty tensor when they do not (a feed, a
-  // persistable var, a random op, control flow, more than a few ops) or an
-  // op fails.
-  Tensor ConstantValue(const BlockDesc& block, const std::string& var) const {
+  // Whether ops of `block` compute `var` from constants alone, and its value,
+  // evaluated once on the host (EvaluateOnHost), is the causal pattern
+  // (IsCausalMask); false when they do not (a feed, a persistable var, a
+  // random op, control flow, more than a few ops) or an op fails.
+  bool CausalConstant(const BlockDesc& block, const std::string& var, int64_t seq_q, int64_t seq_k) const {
     constexpr size_t kMaxOps = 16;
     const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
     std::vector<size_t> ops;
@@ -254,31 +250,22 @@ class AttentionFusion {
       const std::string n = todo.back();
       todo.pop_back();
       if (n == kEmptyVarName || !seen.insert(n).second) continue;
-      if (Count(uses_.writers, n) != 1 || IsPersistable(block, n)) return {};
+      if (Count(uses_.writers, n) != 1 || IsPersistable(block, n)) return false;
       const OpDesc* w = Writer(block, n);
       const OpInfo* info = w ? registry->Find(w->Type()) : nullptr;
-      if (!info || info->traits.random || info->traits.has_sub_block || info->traits.control_flow) return {};
+      if (!info || info->traits.random || info->traits.has_sub_block || info->traits.control_flow) return false;
       ops.push_back(Index(block, w));
-      if (ops.size() > kMaxOps) return {};
+      if (ops.size() > kMaxOps) return false;
       for (const auto& in : w->InputArgumentNames()) todo.push_back(in);
     }
     std::sort(ops.begin(), ops.end());
     ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
-    Scope scope;
-    const RunContext run;
     try {
-      for (size_t i : ops) {
-        for (const auto& n : block.Op(i)->OutputArgumentNames()) scope.Var(n);
-        RunOp(*block.Op(i), scope, HostDevice(), run);
-      }
+      const auto& value = EvaluateOnHost(block, ops, var);  // a copy, or (C ABI) the core's
+      return IsCausalMask(value, seq_q, seq_k);
     } catch (const Error&) {
-      return {};
+      return false;
     }
-    const Variable* v = scope.FindVar(var);
-    if (!v || v->Type() != VarType::kDense || !v->GetTensor().IsInitialized()) return {};
-    Tensor host;
-    host.CopyFrom(v->GetTensor(), HostDevice());
-    return host;
   }
 
   // Removes the ops that computed `var`, and then those that computed only

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <vector>
 
 #include "common/cli_runner.h"
 #include "common/op_case.h"
 #include "common/temp_dir.h"
+#include "nabla/backward.h"
 #include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/fusion.h"
@@ -112,6 +114,34 @@ static_assert(offsetof(nabla_api, fusion_var_dtype) == Slot(72));
 static_assert(offsetof(nabla_api, fusion_var_rank) == Slot(73));
 static_assert(offsetof(nabla_api, fusion_var_dims) == Slot(74));
 static_assert(sizeof(nabla_api) >= Slot(75));
+// Version 4 appends program passes.
+static_assert(NABLA_C_API_VERSION >= 4);
+static_assert(offsetof(nabla_api, op_rewrites) == Slot(75));
+static_assert(offsetof(nabla_api, pass_keep_count) == Slot(76));
+static_assert(offsetof(nabla_api, pass_keep) == Slot(77));
+static_assert(offsetof(nabla_api, pass_block_count) == Slot(78));
+static_assert(offsetof(nabla_api, pass_block_parent) == Slot(79));
+static_assert(offsetof(nabla_api, pass_op_count) == Slot(80));
+static_assert(offsetof(nabla_api, pass_op) == Slot(81));
+static_assert(offsetof(nabla_api, pass_op_pos) == Slot(82));
+static_assert(offsetof(nabla_api, pass_op_set_pos) == Slot(83));
+static_assert(offsetof(nabla_api, pass_op_set_args) == Slot(84));
+static_assert(offsetof(nabla_api, pass_op_remove_slot) == Slot(85));
+static_assert(offsetof(nabla_api, pass_op_set_attr) == Slot(86));
+static_assert(offsetof(nabla_api, pass_op_remove_attr) == Slot(87));
+static_assert(offsetof(nabla_api, pass_op_fill_default_attrs) == Slot(88));
+static_assert(offsetof(nabla_api, pass_insert_op) == Slot(89));
+static_assert(offsetof(nabla_api, pass_remove_ops) == Slot(90));
+static_assert(offsetof(nabla_api, pass_var_count) == Slot(91));
+static_assert(offsetof(nabla_api, pass_var_name) == Slot(92));
+static_assert(offsetof(nabla_api, pass_var_get) == Slot(93));
+static_assert(offsetof(nabla_api, pass_var_set) == Slot(94));
+static_assert(offsetof(nabla_api, pass_remove_var) == Slot(95));
+static_assert(offsetof(nabla_api, op_type_traits) == Slot(96));
+static_assert(offsetof(nabla_api, pass_evaluate_on_host) == Slot(97));
+static_assert(sizeof(nabla_api) >= Slot(98));
+static_assert(NABLA_C_TRAIT_HAS_SUB_BLOCK == 32 && NABLA_C_TRAIT_CONTROL_FLOW == 64 && NABLA_C_VAR_DECLARED == 8);
+static_assert(offsetof(nabla_var_info, dims) == 16 && sizeof(nabla_var_info) == 32);
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -422,6 +452,161 @@ blocks:
   ProgramDesc before = program("float32", "false");  // fuse says no: bias before the scale
   EXPECT_EQ(FuseOps(before, {"y"}), 0u);
   EXPECT_EQ(before.Root()->AllOps().size(), 2u);
+}
+
+// Version 4: mul's and matmul's after-backward rewrites (the standard
+// source file, gemm_grad_passes.cc) built over the C ABI rewrite programs
+// exactly as the standard build's do: the same ops, slots, attributes,
+// positions and vars. The programs share weights across products (the
+// shared transpose, the chained gradients) and end in sgd steps (folded
+// into the weight GEMMs).
+std::string ProgramText(const ProgramDesc& p) {
+  std::string text;
+  for (size_t b = 0; b < p.Size(); ++b) {
+    const BlockDesc& block = *p.Block(b);
+    for (const auto& op : block.AllOps()) {
+      text += StrCat(op->Type(), " @", op->Pos().line, ":", op->Pos().col);
+      for (const auto* slots : {&op->Inputs(), &op->Outputs()}) {
+        text += " |";
+        for (const auto& [slot, args] : *slots) {
+          text += " " + slot + ":";
+          for (const auto& a : args) text += a + ",";
+        }
+      }
+      text += " |";
+      for (const auto& [name, value] : op->Attrs()) text += " " + name + "=" + AttrToString(value);
+      text += "\n";
+    }
+    for (const auto& v : block.AllVars())
+      text += StrCat("var ", v->Name(), " ", DTypeName(v->GetDType()), v->HasDType(), " ", ShapeToString(v->GetShape()),
+                     " ", v->Persistable(), v->StopGradient(), v->Declared(), "\n");
+  }
+  return text;
+}
+
+size_t RunPasses(const std::string& type, ProgramDesc& p, const std::unordered_set<std::string>& keep) {
+  size_t changed = 0;
+  for (const ProgramPass& pass : CurrentRegistry()->Get(type).grad_passes) changed += pass.run(p, keep);
+  return changed;
+}
+
+TEST(CApi, SdkProgramPassesRewriteAsTheStandardBuild) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_SDK_GEMM_PASSES);
+  for (const std::string product : {"mul", "matmul"}) {
+    for (bool sgd : {false, true}) {
+      std::string text = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x0: {shape: [3, 4], dtype: float32, stop_gradient: true}
+      x1: {shape: [3, 4], dtype: float32, stop_gradient: true}
+      wx: {shape: [4, 5], dtype: float32, persistable: true}
+      wh: {shape: [5, 5], dtype: float32, persistable: true}
+      lr: {shape: [1], dtype: float32, persistable: true}
+    ops:
+      - {type: PRODUCT, inputs: {X: [x0], Y: [wx]}, outputs: {Out: [a0]}}
+      - {type: tanh, inputs: {X: [a0]}, outputs: {Out: [h0]}}
+      - {type: PRODUCT, inputs: {X: [x1], Y: [wx]}, outputs: {Out: [a1]}}
+      - {type: PRODUCT, inputs: {X: [h0], Y: [wh]}, outputs: {Out: [c1]}}
+      - {type: elementwise_add, inputs: {X: [a1], Y: [c1]}, outputs: {Out: [s1]}}
+      - {type: tanh, inputs: {X: [s1]}, outputs: {Out: [h1]}}
+      - {type: PRODUCT, inputs: {X: [h1], Y: [wh]}, outputs: {Out: [c2]}}
+      - {type: mean, inputs: {X: [c2]}, outputs: {Out: [loss]}}
+)";
+      for (size_t at; (at = text.find("PRODUCT")) != std::string::npos;) text.replace(at, 7, product);
+      ProgramDesc plain = ParseProgram(text, "passes.yaml");
+      AppendBackward(plain, "loss");
+      if (sgd)
+        for (const std::string w : {"wx", "wh"})
+          plain.Root()->AppendOp(OpDesc("sgd", {{"Param", {w}}, {"Grad", {w + "@GRAD"}}, {"LearningRate", {"lr"}}},
+                                        {{"ParamOut", {w}}}, {}));
+      ProgramDesc standard = plain, sdk = plain;
+      const size_t want = RunPasses("matmul", standard, {"loss"}) + RunPasses("mul", standard, {"loss"});
+      const size_t got = RunPasses("toy_gemm_passes", sdk, {"loss"});
+      EXPECT_EQ(got, want) << product << " sgd " << sgd;
+      EXPECT_GE(want, sgd ? 3u : 2u) << product << " sgd " << sgd;  // the rewrites apply here
+      EXPECT_NE(ProgramText(standard), ProgramText(plain));
+      EXPECT_EQ(ProgramText(sdk), ProgramText(standard)) << product << " sgd " << sgd;
+      VerifyProgram(sdk, *CurrentRegistry());
+      // A kept partial gradient: both builds leave its sum alone.
+      ProgramDesc kept_std = plain, kept_sdk = plain;
+      const std::unordered_set<std::string> keep = {"loss", "wx@GRAD@RENAME@1"};
+      EXPECT_EQ(RunPasses("toy_gemm_passes", kept_sdk, keep),
+                RunPasses("matmul", kept_std, keep) + RunPasses("mul", kept_std, keep));
+      EXPECT_EQ(ProgramText(kept_sdk), ProgramText(kept_std)) << product << " sgd " << sgd;
+    }
+  }
+}
+
+// Version 4: an SDK pass evaluates ops of its program on the host
+// (EvaluateOnHost) after its own pending edits, and is refused ops that are
+// not constant.
+TEST(CApi, SdkPassEvaluatesConstantOpsOnTheHost) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_SDK_GEMM_PASSES);
+  const std::string head = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 2], dtype: float32}
+    ops:
+)";
+  ProgramDesc p =
+      ParseProgram(head + R"(      - {type: fill_constant, outputs: {Out: [c]}, attrs: {shape: [2, 2], value: 1.5}}
+      - {type: scale, inputs: {X: [c]}, outputs: {Out: [s]}, attrs: {scale: 2.0}}
+      - {type: toy_gemm_passes, inputs: {X: [s]}, outputs: {Out: [y]}}
+)",
+                   "fold.yaml");
+  size_t changed = 0;
+  for (const ProgramPass& pass : CurrentRegistry()->Get("toy_gemm_passes").forward_passes)
+    changed += pass.run(p, {"y"});
+  EXPECT_EQ(changed, 1u);
+  EXPECT_EQ(p.Root()->Op(1)->Attr<float>("scale"), 3.0f);
+  EXPECT_EQ(p.Root()->Op(2)->Attr<float>("folded"), 18.0f);  // 4 * 1.5 * 3: the edited scale ran
+  // x is fed: not a constant.
+  ProgramDesc fed = ParseProgram(head + R"(      - {type: toy_gemm_passes, inputs: {X: [x]}, outputs: {Out: [y]}}
+)",
+                                 "fed.yaml");
+  try {
+    for (const ProgramPass& pass : CurrentRegistry()->Get("toy_gemm_passes").forward_passes) pass.run(fed, {"y"});
+    ADD_FAILURE() << "a fed var was evaluated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no op of the list writes 'x'"), std::string::npos) << e.what();
+  }
+}
+
+// Version 4: a C plugin's pass gets errors, never a crash, for bad
+// arguments (the probe checks each), and an error it passes on names the
+// pass and its op.
+TEST(CApi, ProgramPassFunctionsRefuseBadArguments) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_C_PASS);
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+    ops:
+      - {type: relu, inputs: {X: [x]}, outputs: {Out: [y]}}
+)",
+                               "probe.yaml");
+  const std::string before = ProgramToYaml(p);
+  EXPECT_EQ(FuseOps(p, {"y"}), 0u);
+  EXPECT_EQ(ProgramToYaml(p), before);
+  try {
+    FuseOps(p, {"y", "probe_fails"});
+    ADD_FAILURE() << "the failing pass did not fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pass 'probe' of op 'toy_c_pass_probe'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("pass_op: block 99 of a program of 1"), std::string::npos) << e.what();
+  }
 }
 
 // The CLI's contract for each refused plugin: exit 2, one line naming the

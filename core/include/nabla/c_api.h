@@ -43,8 +43,8 @@ extern "C" {
 
 /* The version of this header. Raised by one with every release that appends
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
- * and vector math, and views). */
-#define NABLA_C_API_VERSION 3
+ * and vector math, and views; version 4: program passes). */
+#define NABLA_C_API_VERSION 4
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -63,6 +63,7 @@ typedef struct nabla_tensor nabla_tensor;
 typedef struct nabla_device nabla_device;
 typedef struct nabla_device_list nabla_device_list;       /* what a device backend's enumerate fills (version 2) */
 typedef struct nabla_fusion_context nabla_fusion_context; /* one matched chain of a fusion pattern (version 3) */
+typedef struct nabla_pass_context nabla_pass_context;     /* one run of a program pass (version 4) */
 
 /* Enumerations are int32_t values; these numbers never change. */
 enum nabla_c_error_kind {
@@ -114,7 +115,19 @@ enum nabla_c_traits {
   NABLA_C_TRAIT_UPDATES_IN_PLACE = 1u << 1,
   NABLA_C_TRAIT_ARRAY_IO = 1u << 2,
   NABLA_C_TRAIT_COLLECTIVE = 1u << 3,
-  NABLA_C_TRAIT_DTYPE_CAST = 1u << 4
+  NABLA_C_TRAIT_DTYPE_CAST = 1u << 4,
+  /* Version 4, read only (op_type_traits; op_traits refuses them): the op
+   * owns a block (a block attribute), and runs blocks itself. */
+  NABLA_C_TRAIT_HAS_SUB_BLOCK = 1u << 5,
+  NABLA_C_TRAIT_CONTROL_FLOW = 1u << 6
+};
+
+/* A var's flags (nabla_var_info, version 4). */
+enum nabla_c_var_flags {
+  NABLA_C_VAR_DTYPE_KNOWN = 1u << 0, /* dtype was declared or inferred; otherwise it is not known yet */
+  NABLA_C_VAR_PERSISTABLE = 1u << 1,
+  NABLA_C_VAR_STOP_GRADIENT = 1u << 2,
+  NABLA_C_VAR_DECLARED = 1u << 3 /* declared by the program's author (written back to YAML) */
 };
 
 /* The vectorised float32 functions of cpu_vmath (version 3). */
@@ -209,6 +222,21 @@ typedef int32_t (*nabla_output_count_fn)(const struct nabla_api* api, void* user
 typedef int32_t (*nabla_fuse_fn)(const struct nabla_api* api, void* user, nabla_fusion_context* ctx);
 typedef int32_t (*nabla_fuse_applies_fn)(const struct nabla_api* api, void* user, nabla_fusion_context* ctx,
                                          int32_t* applies);
+/* Version 4, program passes (op_rewrites): edits the program of ctx in
+ * place through the pass_* functions and sets *changed to how many places
+ * it changed (0: it left the program as it was). */
+typedef int32_t (*nabla_pass_fn)(const struct nabla_api* api, void* user, nabla_pass_context* ctx, size_t* changed);
+
+/* One var of a program (pass_var_get, pass_var_set; version 4).
+ * struct_size = sizeof(nabla_var_info); later versions append fields. */
+typedef struct nabla_var_info {
+  uint32_t struct_size;
+  int32_t dtype;       /* nabla_c_dtype (meaningful with NABLA_C_VAR_DTYPE_KNOWN) */
+  uint32_t flags;      /* nabla_c_var_flags */
+  uint32_t reserved;   /* 0 */
+  const int64_t* dims; /* the declared shape (-1: a dim unknown until run time); NULL when rank is 0 */
+  size_t rank;
+} nabla_var_info;
 
 /* ---- device plugins (version 2)
  *
@@ -432,6 +460,74 @@ typedef struct nabla_api {
   int32_t (*fusion_var_dtype)(nabla_fusion_context* c, const char* name);
   int64_t (*fusion_var_rank)(nabla_fusion_context* c, const char* name);
   int32_t (*fusion_var_dims)(nabla_fusion_context* c, const char* name, int64_t* dims);
+
+  /* ---- Version 4: program passes
+   *
+   * A rewrite an op brings for what a fusion chain cannot express
+   * (docs/performance.md): after_backward 0, FuseOps runs it on programs
+   * without their backward part (the fused ops bring their own gradients);
+   * after_backward 1, FuseGradOps runs it once the backward part and the
+   * optimizer are there (grad ops sharing work, a grad op taking over an
+   * update). fn must leave every var the pass context keeps (pass_keep),
+   * every persistable var and every result read later as it was, and only
+   * change how the program computes them. name: what errors call it. */
+  int32_t (*op_rewrites)(nabla_op_builder* b, int32_t after_backward, const char* name, nabla_pass_fn fn, void* user);
+  /* The vars the pass must keep (fetched ones, say). */
+  size_t (*pass_keep_count)(nabla_pass_context* c);
+  const char* (*pass_keep)(nabla_pass_context* c, size_t i);
+  /* The program: blocks 0 (the root) .. count - 1; *parent gets a block's
+   * enclosing block, -1 for the root. */
+  size_t (*pass_block_count)(nabla_pass_context* c);
+  int32_t (*pass_block_parent)(nabla_pass_context* c, size_t block, int64_t* parent);
+  /* A block's ops in execution order, read with the op_* functions. An op
+   * pointer and the strings read from it are valid until the next edit of
+   * the program (any pass_* function that changes it). */
+  size_t (*pass_op_count)(nabla_pass_context* c, size_t block);
+  const nabla_op* (*pass_op)(nabla_pass_context* c, size_t block, size_t i);
+  /* Its position in the program's source (line, col 1-based; 0: unknown). */
+  int32_t (*pass_op_pos)(nabla_pass_context* c, size_t block, size_t i, int32_t* line, int32_t* col);
+  int32_t (*pass_op_set_pos)(nabla_pass_context* c, size_t block, size_t i, int32_t line, int32_t col);
+  /* Edits op i of block: a slot's arguments (set or, with remove_slot, the
+   * slot gone), an attribute (the value is copied), ... */
+  int32_t (*pass_op_set_args)(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot,
+                              const char* const* names, size_t n);
+  int32_t (*pass_op_remove_slot)(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot);
+  int32_t (*pass_op_set_attr)(nabla_pass_context* c, size_t block, size_t i, const char* name,
+                              const nabla_attr_value* value);
+  int32_t (*pass_op_remove_attr)(nabla_pass_context* c, size_t block, size_t i, const char* name);
+  /* ... and its attributes the schema of its type has defaults for, where
+   * it has none (refused for an unregistered type or a required attribute
+   * left out, naming the op). */
+  int32_t (*pass_op_fill_default_attrs)(nabla_pass_context* c, size_t block, size_t i);
+  /* Inserts an op of `type` with no slots and no attributes before op
+   * `index` (index = op count: at the end); ops from index on move up one. */
+  int32_t (*pass_insert_op)(nabla_pass_context* c, size_t block, size_t index, const char* type);
+  /* Removes ops [begin, end) of block. */
+  int32_t (*pass_remove_ops)(nabla_pass_context* c, size_t block, size_t begin, size_t end);
+  /* The vars of a block (its own, not its parents'), in declaration order. */
+  size_t (*pass_var_count)(nabla_pass_context* c, size_t block);
+  const char* (*pass_var_name)(nabla_pass_context* c, size_t block, size_t i);
+  /* Fills *info (its struct_size set by the caller) for var `name` of the
+   * block itself; NABLA_C_ERROR (not found) when the block has none. dims
+   * stay valid until the next edit of the program. */
+  int32_t (*pass_var_get)(nabla_pass_context* c, size_t block, const char* name, nabla_var_info* info);
+  /* Sets var `name` of the block to *info, creating it when the block has
+   * none (a new var: dense, as the program's own created vars are). */
+  int32_t (*pass_var_set)(nabla_pass_context* c, size_t block, const char* name, const nabla_var_info* info);
+  int32_t (*pass_remove_var)(nabla_pass_context* c, size_t block, const char* name);
+  /* Whether an op type is registered (1, and *traits gets its
+   * nabla_c_traits and *precision its nabla_c_precision when not NULL), or
+   * not (0); -1 on error. Anywhere, not only in a pass. */
+  int32_t (*op_type_traits)(const char* type, uint32_t* traits, int32_t* precision);
+  /* Runs ops `ops` of block (n indices, ascending) once on the host in a
+   * scratch scope and returns var's value, owned by the pass context until
+   * the next call or the pass's end (read with the tensor_* functions): a
+   * pass folding constants (flash_attn's causal-mask check). NULL (an error)
+   * when an op is not constant, reading a var no earlier op of the list
+   * writes (a feed, a parameter), drawing random numbers, owning a block or
+   * running control flow, or when an op fails. */
+  const nabla_tensor* (*pass_evaluate_on_host)(nabla_pass_context* c, size_t block, const size_t* ops, size_t n,
+                                               const char* var);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

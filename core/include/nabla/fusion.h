@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "nabla/export.h"
 #include "nabla/program.h"
+#include "nabla/tensor.h"
 
 namespace nabla {
 
@@ -36,5 +38,13 @@ NABLA_API size_t FuseOps(ProgramDesc& program, const std::unordered_set<std::str
 // over an update). `keep` as for FuseOps. Returns how many places the
 // passes changed.
 NABLA_API size_t FuseGradOps(ProgramDesc& program, const std::unordered_set<std::string>& keep = {});
+
+// For passes that fold constants (flash_attn's causal-mask check): runs ops
+// `ops` of `block` (indices, ascending) once on the host in a scratch scope
+// and returns a host copy of `var`. Refused (kInvalidArgument, nothing run)
+// when an op is not constant: it reads a var no earlier op of the list
+// writes (a feed, a parameter), draws random numbers, owns a block or runs
+// control flow; an op failing is rethrown.
+NABLA_API Tensor EvaluateOnHost(const BlockDesc& block, const std::vector<size_t>& ops, const std::string& var);
 
 }  // namespace nabla

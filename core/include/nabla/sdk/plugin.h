@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -339,30 +340,82 @@ struct CAttr {
 
 // ---------------------------------------------------------------- ops
 
-// An op: the value a grad maker builds and returns, and a copy of the op a
-// context is about.
+namespace sdk_detail {
+class BlockDesc;
+struct PassAccess;
+}  // namespace sdk_detail
+class ProgramDesc;
+
+// Where something came from in a program's YAML (1-based; 0: unknown).
+struct SourcePos {
+  int line = 0;
+  int col = 0;
+};
+
+// An op: the value a grad maker builds and returns, a copy of the op a
+// context is about, and, inside a program pass (ProgramPass), an op of the
+// program being edited: its changes reach the core's program when the pass
+// returns. A copy is never part of a program.
 class OpDesc {
  public:
   OpDesc() = default;
   OpDesc(std::string type, VarNameMap inputs, VarNameMap outputs, AttributeMap attrs)
       : type_(std::move(type)), inputs_(std::move(inputs)), outputs_(std::move(outputs)), attrs_(std::move(attrs)) {}
+  OpDesc(const OpDesc& o) : type_(o.type_), inputs_(o.inputs_), outputs_(o.outputs_), attrs_(o.attrs_), pos_(o.pos_) {}
+  OpDesc& operator=(const OpDesc& o) {
+    if (this == &o) return *this;
+    Touch();
+    type_ = o.type_;
+    inputs_ = o.inputs_;
+    outputs_ = o.outputs_;
+    attrs_ = o.attrs_;
+    pos_ = o.pos_;
+    return *this;
+  }
 
   const std::string& Type() const { return type_; }
-  void SetType(std::string t) { type_ = std::move(t); }
+  void SetType(std::string t) {
+    Touch();
+    type_ = std::move(t);
+  }
   const VarNameMap& Inputs() const { return inputs_; }
   const VarNameMap& Outputs() const { return outputs_; }
-  VarNameMap& MutableInputs() { return inputs_; }
-  VarNameMap& MutableOutputs() { return outputs_; }
+  VarNameMap& MutableInputs() {
+    Touch();
+    return inputs_;
+  }
+  VarNameMap& MutableOutputs() {
+    Touch();
+    return outputs_;
+  }
   const std::vector<std::string>& Input(const std::string& slot) const { return Args(inputs_, slot); }
   const std::vector<std::string>& Output(const std::string& slot) const { return Args(outputs_, slot); }
   bool HasInput(const std::string& slot) const { return inputs_.count(slot) != 0; }
   bool HasOutput(const std::string& slot) const { return outputs_.count(slot) != 0; }
-  void SetInput(const std::string& slot, std::vector<std::string> args) { inputs_[slot] = std::move(args); }
-  void SetOutput(const std::string& slot, std::vector<std::string> args) { outputs_[slot] = std::move(args); }
+  void SetInput(const std::string& slot, std::vector<std::string> args) {
+    Touch();
+    inputs_[slot] = std::move(args);
+  }
+  void SetOutput(const std::string& slot, std::vector<std::string> args) {
+    Touch();
+    outputs_[slot] = std::move(args);
+  }
+  // Every argument over all slots, in slot order.
+  std::vector<std::string> InputArgumentNames() const { return AllArgs(inputs_); }
+  std::vector<std::string> OutputArgumentNames() const { return AllArgs(outputs_); }
+  // Renames an argument everywhere it appears in this op.
+  void RenameInput(const std::string& from, const std::string& to) { Rename(MutableInputs(), from, to); }
+  void RenameOutput(const std::string& from, const std::string& to) { Rename(MutableOutputs(), from, to); }
   const AttributeMap& Attrs() const { return attrs_; }
-  AttributeMap& MutableAttrs() { return attrs_; }
+  AttributeMap& MutableAttrs() {
+    Touch();
+    return attrs_;
+  }
   bool HasAttr(const std::string& name) const { return attrs_.count(name) != 0; }
-  void SetAttr(const std::string& name, Attribute value) { attrs_[name] = std::move(value); }
+  void SetAttr(const std::string& name, Attribute value) {
+    Touch();
+    attrs_[name] = std::move(value);
+  }
   const Attribute& GetAttr(const std::string& name) const {
     auto it = attrs_.find(name);
     NABLA_ENFORCE(it != attrs_.end(), kNotFound, "op '", type_, "' has no attribute '", name, "'");
@@ -373,6 +426,11 @@ class OpDesc {
     const T* v = std::get_if<T>(&GetAttr(name));
     NABLA_ENFORCE(v, kInvalidArgument, "attribute '", name, "' of op '", type_, "' is not of the type asked for");
     return *v;
+  }
+  const SourcePos& Pos() const { return pos_; }
+  void SetPos(SourcePos p) {
+    Touch();
+    pos_ = p;
   }
 
   // A copy of an op the core hands over.
@@ -401,14 +459,36 @@ class OpDesc {
   }
 
  private:
+  friend class sdk_detail::BlockDesc;
+  friend class ProgramDesc;
+  friend struct sdk_detail::PassAccess;
   static const std::vector<std::string>& Args(const VarNameMap& m, const std::string& slot) {
     static const std::vector<std::string> kNone;
     auto it = m.find(slot);
     return it == m.end() ? kNone : it->second;
   }
+  static std::vector<std::string> AllArgs(const VarNameMap& m) {
+    std::vector<std::string> out;
+    for (const auto& kv : m) out.insert(out.end(), kv.second.begin(), kv.second.end());
+    return out;
+  }
+  static void Rename(VarNameMap& m, const std::string& from, const std::string& to) {
+    for (auto& kv : m)
+      for (std::string& a : kv.second)
+        if (a == from) a = to;
+  }
+  // An op of a pass's program remembers, at its first change, what the
+  // core holds, so that the pass's end sends only the difference.
+  void Touch() {
+    if (!in_program_ || synced_) return;
+    synced_ = std::make_unique<OpDesc>(*this);
+  }
   std::string type_;
   VarNameMap inputs_, outputs_;
   AttributeMap attrs_;
+  SourcePos pos_;
+  bool in_program_ = false;         // an op of a pass's program (never copied)
+  std::unique_ptr<OpDesc> synced_;  // the core's op, when this one changed since
 };
 
 namespace sdk_detail {
@@ -886,33 +966,207 @@ inline int32_t GradTrampoline(const nabla_api*, void* user, nabla_grad_context* 
   });
 }
 
-// ---- fusion patterns
+// ---- blocks and programs
+//
+// Two views of a program through the C ABI, with the core's class names:
+// a fusion pattern's applies reads the chain's block (vars and ops fetched
+// when asked), and a program pass (ProgramPass) edits the whole program.
+// A pass's ProgramDesc holds a copy of every block, read when the pass
+// starts; the pass reads the copy and edits it as it would the core's
+// program. Inserting or removing ops and vars, and changing a var, reach the
+// core at once; changes of an op's slots, attributes, type and position
+// reach it when the pass returns. Block attributes (control flow) have no C
+// form: the copy of an op leaves them out and the core keeps them.
 
-// A fusion pattern's view of the chain's block: its ops and vars, read
-// through the C ABI when asked (only in a pattern's applies).
+// A var of a block.
 class VarDesc {
  public:
+  // A var of a fusion pattern's block (dtype -1: not known yet).
   VarDesc(std::string name, int32_t dtype, Shape shape)
-      : name_(std::move(name)), dtype_(dtype), shape_(std::move(shape)) {}
+      : name_(std::move(name)),
+        dtype_(dtype < 0 ? DType::kFloat32 : static_cast<DType>(dtype)),
+        has_dtype_(dtype >= 0),
+        shape_(std::move(shape)) {}
+  VarDesc(const VarDesc&) = delete;
+  VarDesc& operator=(const VarDesc&) = delete;
+
   const std::string& Name() const { return name_; }
-  bool HasDType() const { return dtype_ >= 0; }
-  DType GetDType() const { return static_cast<DType>(dtype_ < 0 ? 0 : dtype_); }
+  DType GetDType() const { return dtype_; }
+  void SetDType(DType d) { Set(dtype_, d); }
+  // True once a dtype was declared or inferred; inference never guesses.
+  bool HasDType() const { return has_dtype_; }
+  void MarkDTypeKnown(bool known = true) { Set(has_dtype_, known); }
   const Shape& GetShape() const { return shape_; }
+  void SetShape(Shape s) { Set(shape_, std::move(s)); }
+  bool Persistable() const { return persistable_; }
+  void SetPersistable(bool p) { Set(persistable_, p); }
+  bool StopGradient() const { return stop_gradient_; }
+  void SetStopGradient(bool s) { Set(stop_gradient_, s); }
+  // False for vars the loader or a pass created.
+  bool Declared() const { return declared_; }
+  void SetDeclared(bool d) { Set(declared_, d); }
 
  private:
+  friend class BlockDesc;
+  VarDesc(std::string name, nabla_pass_context* pass, size_t block)
+      : name_(std::move(name)), pass_(pass), block_(block) {}
+  // A pass's var reads what the core holds, and sends each change at once.
+  void Load() {
+    nabla_var_info info{};
+    info.struct_size = sizeof info;
+    Check(Api().pass_var_get(pass_, block_, name_.c_str(), &info));
+    dtype_ = static_cast<DType>(info.dtype);
+    has_dtype_ = (info.flags & NABLA_C_VAR_DTYPE_KNOWN) != 0;
+    persistable_ = (info.flags & NABLA_C_VAR_PERSISTABLE) != 0;
+    stop_gradient_ = (info.flags & NABLA_C_VAR_STOP_GRADIENT) != 0;
+    declared_ = (info.flags & NABLA_C_VAR_DECLARED) != 0;
+    shape_.assign(info.dims, info.dims + (info.dims ? info.rank : 0));
+  }
+  void Send() const {
+    nabla_var_info info{};
+    info.struct_size = sizeof info;
+    info.dtype = static_cast<int32_t>(dtype_);
+    info.flags = (has_dtype_ ? uint32_t{NABLA_C_VAR_DTYPE_KNOWN} : 0u) |
+                 (persistable_ ? uint32_t{NABLA_C_VAR_PERSISTABLE} : 0u) |
+                 (stop_gradient_ ? uint32_t{NABLA_C_VAR_STOP_GRADIENT} : 0u) |
+                 (declared_ ? uint32_t{NABLA_C_VAR_DECLARED} : 0u);
+    info.dims = shape_.empty() ? nullptr : shape_.data();
+    info.rank = shape_.size();
+    Check(Api().pass_var_set(pass_, block_, name_.c_str(), &info));
+  }
+  template <typename F, typename V>
+  void Set(F& field, V&& value) {
+    NABLA_ENFORCE(pass_, kUnimplemented, "var '", name_, "': a fusion pattern's block is read only");
+    F old = std::move(field);
+    field = std::forward<V>(value);
+    try {
+      Send();
+    } catch (...) {
+      field = std::move(old);
+      throw;
+    }
+  }
   std::string name_;
-  int32_t dtype_;
+  DType dtype_ = DType::kFloat32;
+  bool has_dtype_ = false;
   Shape shape_;
+  bool persistable_ = false;
+  bool stop_gradient_ = false;
+  bool declared_ = false;
+  nabla_pass_context* pass_ = nullptr;  // null: a fusion pattern's var
+  size_t block_ = 0;
 };
 
 class BlockDesc {
  public:
+  // A fusion pattern's view of the chain's block, read when asked.
   explicit BlockDesc(nabla_fusion_context* c) : c_(c) {}
+  BlockDesc(const BlockDesc&) = delete;
+  BlockDesc& operator=(const BlockDesc&) = delete;
+
+  int Idx() const { return static_cast<int>(idx_); }
+  int ParentIdx() const { return parent_idx_; }
+  // Non-owning; null for the root block.
+  BlockDesc* Parent() const;
+  ProgramDesc* Program() const { return program_; }
+
+  bool HasVar(const std::string& name) const { return FindVar(name) != nullptr; }
+  // This block only (a program pass's).
+  VarDesc* FindVar(const std::string& name) const {
+    PassOnly("FindVar");
+    for (const auto& v : vars_)
+      if (v->Name() == name) return v.get();
+    return nullptr;
+  }
   // The var, looked up through the enclosing blocks; null when there is none.
-  const VarDesc* FindVarRecursive(const std::string& name) const {
-    auto it = vars_.find(name);
-    if (it != vars_.end()) return it->second.get();
-    std::unique_ptr<VarDesc>& v = vars_[name];
+  VarDesc* FindVarRecursive(const std::string& name) const {
+    if (c_) return FusionVar(name);
+    for (const BlockDesc* b = this; b; b = b->Parent())
+      if (VarDesc* v = b->FindVar(name)) return v;
+    return nullptr;
+  }
+  bool HasVarRecursive(const std::string& name) const { return FindVarRecursive(name) != nullptr; }
+  // The var of this block, created (dense, float32 not yet known, no shape)
+  // when absent.
+  VarDesc* Var(const std::string& name) {
+    if (VarDesc* v = FindVar(name)) return v;
+    std::unique_ptr<VarDesc> v(new VarDesc(name, pass_, idx_));
+    v->Send();
+    vars_.push_back(std::move(v));
+    return vars_.back().get();
+  }
+  void RemoveVar(const std::string& name) {
+    PassOnly("RemoveVar");
+    for (size_t i = 0; i < vars_.size(); ++i)
+      if (vars_[i]->Name() == name) {
+        Check(Api().pass_remove_var(pass_, idx_, name.c_str()));
+        vars_.erase(vars_.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+      }
+  }
+  const std::vector<std::unique_ptr<VarDesc>>& AllVars() const {
+    PassOnly("AllVars");
+    return vars_;
+  }
+
+  // Ops, in execution order.
+  size_t OpSize() const { return AllOps().size(); }
+  OpDesc* Op(size_t i) const { return AllOps().at(i).get(); }
+  const std::vector<std::unique_ptr<OpDesc>>& AllOps() const {
+    if (c_ && !ops_loaded_) {
+      ops_loaded_ = true;
+      for (size_t i = 0, n = Api().fusion_block_op_count(c_); i < n; ++i)
+        ops_.push_back(std::make_unique<OpDesc>(OpDesc::FromC(CheckPtr(Api().fusion_block_op(c_, i)))));
+    }
+    return ops_;
+  }
+  OpDesc* AppendOp(std::unique_ptr<OpDesc> op) { return InsertOp(ops_.size(), std::move(op)); }
+  OpDesc* AppendOp(OpDesc op) { return AppendOp(std::make_unique<OpDesc>(std::move(op))); }
+  OpDesc* InsertOp(size_t index, std::unique_ptr<OpDesc> op) {
+    PassOnly("InsertOp");
+    NABLA_ENFORCE(op, kInvalidArgument, "InsertOp: received no op");
+    NABLA_ENFORCE(index <= ops_.size(), kOutOfRange, "InsertOp: index ", index, " in a block of ", ops_.size(), " ops");
+    Check(Api().pass_insert_op(pass_, idx_, index, op->Type().c_str()));
+    op->in_program_ = true;
+    op->synced_.reset();
+    ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(index), std::move(op));
+    Send(index, OpDesc(ops_[index]->Type(), {}, {}, {}));
+    return ops_[index].get();
+  }
+  void RemoveOps(size_t begin, size_t end) {  // [begin, end)
+    PassOnly("RemoveOps");
+    Check(Api().pass_remove_ops(pass_, idx_, begin, end));
+    ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(begin), ops_.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+
+ private:
+  friend class ::nabla::c_sdk::ProgramDesc;
+  friend struct PassAccess;
+  BlockDesc(ProgramDesc* program, nabla_pass_context* pass, size_t idx) : program_(program), pass_(pass), idx_(idx) {
+    int64_t parent = -1;
+    Check(Api().pass_block_parent(pass, idx, &parent));
+    parent_idx_ = static_cast<int>(parent);
+    for (size_t i = 0, n = Api().pass_op_count(pass, idx); i < n; ++i) {
+      auto op = std::make_unique<OpDesc>(OpDesc::FromC(CheckPtr(Api().pass_op(pass, idx, i))));
+      int32_t line = 0, col = 0;
+      Check(Api().pass_op_pos(pass, idx, i, &line, &col));
+      op->pos_ = SourcePos{line, col};
+      op->in_program_ = true;
+      ops_.push_back(std::move(op));
+    }
+    for (size_t i = 0, n = Api().pass_var_count(pass, idx); i < n; ++i) {
+      std::unique_ptr<VarDesc> v(new VarDesc(CheckPtr(Api().pass_var_name(pass, idx, i)), pass, idx));
+      v->Load();
+      vars_.push_back(std::move(v));
+    }
+  }
+  void PassOnly(const char* what) const {
+    NABLA_ENFORCE(pass_, kUnimplemented, what, ": a fusion pattern's block is read only");
+  }
+  VarDesc* FusionVar(const std::string& name) const {
+    auto it = fusion_vars_.find(name);
+    if (it != fusion_vars_.end()) return it->second.get();
+    std::unique_ptr<VarDesc>& v = fusion_vars_[name];
     const int64_t rank = Api().fusion_var_rank(c_, name.c_str());
     if (rank >= 0) {
       Shape shape(static_cast<size_t>(rank));
@@ -921,19 +1175,62 @@ class BlockDesc {
     }
     return v.get();
   }
-  const std::vector<std::unique_ptr<OpDesc>>& AllOps() const {
-    if (!ops_) {
-      ops_.emplace();
-      for (size_t i = 0, n = Api().fusion_block_op_count(c_); i < n; ++i)
-        ops_->push_back(std::make_unique<OpDesc>(OpDesc::FromC(CheckPtr(Api().fusion_block_op(c_, i)))));
+  size_t IndexOf(const OpDesc* op) const {
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if (ops_[i].get() == op) return i;
+    return ops_.size();
+  }
+  // Sends op i's difference from `was` (what the core holds) to the core.
+  void Send(size_t i, const OpDesc& was) {
+    const nabla_api& api = Api();
+    const OpDesc& now = *ops_[i];
+    for (int32_t output = 0; output < 2; ++output) {
+      const VarNameMap& before = output ? was.outputs_ : was.inputs_;
+      const VarNameMap& after = output ? now.outputs_ : now.inputs_;
+      for (const auto& [slot, args] : before)
+        if (!after.count(slot)) Check(api.pass_op_remove_slot(pass_, idx_, i, output, slot.c_str()));
+      for (const auto& [slot, args] : after) {
+        auto it = before.find(slot);
+        if (it != before.end() && it->second == args) continue;
+        std::vector<const char*> names;
+        for (const std::string& a : args) names.push_back(a.c_str());
+        Check(api.pass_op_set_args(pass_, idx_, i, output, slot.c_str(), names.data(), names.size()));
+      }
     }
-    return *ops_;
+    for (const auto& [name, value] : was.attrs_)
+      if (!now.attrs_.count(name)) Check(api.pass_op_remove_attr(pass_, idx_, i, name.c_str()));
+    for (const auto& [name, value] : now.attrs_) {
+      auto it = was.attrs_.find(name);
+      if (it != was.attrs_.end() && it->second == value) continue;
+      CAttr c(value);
+      Check(api.pass_op_set_attr(pass_, idx_, i, name.c_str(), &c.value));
+    }
+    if (now.pos_.line != was.pos_.line || now.pos_.col != was.pos_.col)
+      Check(api.pass_op_set_pos(pass_, idx_, i, now.pos_.line, now.pos_.col));
+  }
+  // Sends what changed in op i since the core last had it.
+  void Flush(size_t i) {
+    OpDesc& op = *ops_[i];
+    if (!op.synced_) return;
+    const std::unique_ptr<OpDesc> was = std::move(op.synced_);
+    if (was->type_ != op.type_) {  // a new type: a new op in its place
+      Check(Api().pass_remove_ops(pass_, idx_, i, i + 1));
+      Check(Api().pass_insert_op(pass_, idx_, i, op.type_.c_str()));
+      Send(i, OpDesc(op.type_, {}, {}, {}));
+    } else {
+      Send(i, *was);
+    }
   }
 
- private:
-  nabla_fusion_context* c_;
-  mutable std::map<std::string, std::unique_ptr<VarDesc>> vars_;
-  mutable std::optional<std::vector<std::unique_ptr<OpDesc>>> ops_;
+  nabla_fusion_context* c_ = nullptr;  // a fusion pattern's block
+  mutable std::map<std::string, std::unique_ptr<VarDesc>> fusion_vars_;
+  mutable bool ops_loaded_ = false;
+  ProgramDesc* program_ = nullptr;  // a program pass's block
+  nabla_pass_context* pass_ = nullptr;
+  size_t idx_ = 0;
+  int parent_idx_ = -1;
+  mutable std::vector<std::unique_ptr<OpDesc>> ops_;
+  std::vector<std::unique_ptr<VarDesc>> vars_;
 };
 
 }  // namespace sdk_detail
@@ -941,6 +1238,177 @@ class BlockDesc {
 using sdk_detail::BlockDesc;
 using sdk_detail::VarDesc;
 
+// The program a program pass edits: its blocks, read when the pass starts.
+class ProgramDesc {
+ public:
+  ProgramDesc(const ProgramDesc&) = delete;
+  ProgramDesc& operator=(const ProgramDesc&) = delete;
+  size_t Size() const { return blocks_.size(); }
+  BlockDesc* Block(size_t i) const { return blocks_.at(i).get(); }
+  BlockDesc* Root() const { return blocks_.front().get(); }
+
+ private:
+  friend struct sdk_detail::PassAccess;
+  explicit ProgramDesc(nabla_pass_context* c) {
+    for (size_t b = 0, n = Api().pass_block_count(c); b < n; ++b)
+      blocks_.push_back(std::unique_ptr<BlockDesc>(new BlockDesc(this, c, b)));
+    NABLA_ENFORCE(!blocks_.empty(), kInvalidArgument, "a program pass received a program without blocks");
+  }
+  // Every op's changes, to the core.
+  void Flush() {
+    for (const auto& b : blocks_)
+      for (size_t i = 0; i < b->ops_.size(); ++i) b->Flush(i);
+  }
+  // The pass running on this thread's program (FillDefaultAttrs builds ops there).
+  static ProgramDesc*& Current() {
+    static thread_local ProgramDesc* current = nullptr;
+    return current;
+  }
+  std::vector<std::unique_ptr<BlockDesc>> blocks_;
+};
+
+inline BlockDesc* BlockDesc::Parent() const {
+  return program_ && parent_idx_ >= 0 ? program_->Block(static_cast<size_t>(parent_idx_)) : nullptr;
+}
+
+// What the core's registry says about an op type (its traits), for passes
+// that must know whether an op owns a block or draws random numbers.
+struct OpTraits {
+  bool has_sub_block = false;
+  bool control_flow = false;
+  bool random = false;
+  bool array_io = false;
+  bool collective = false;
+  bool updates_in_place = false;
+  bool dtype_cast = false;
+  OpPrecision precision = OpPrecision::kFollowInputs;
+};
+struct OpInfo {
+  std::string type;
+  OpTraits traits;
+};
+// The core's registry as it is now, asked through the C ABI.
+class OpRegistry {
+ public:
+  // Null for a type no loaded plugin registers.
+  const OpInfo* Find(const std::string& type) const {
+    auto it = found_.find(type);
+    if (it != found_.end()) return it->second.get();
+    uint32_t traits = 0;
+    int32_t precision = 0;
+    const int32_t known = Api().op_type_traits(type.c_str(), &traits, &precision);
+    if (known < 0) sdk_detail::ThrowApiError();
+    std::unique_ptr<OpInfo>& info = found_[type];
+    if (known) {
+      info = std::make_unique<OpInfo>();
+      info->type = type;
+      OpTraits& t = info->traits;
+      t.random = traits & NABLA_C_TRAIT_RANDOM;
+      t.updates_in_place = traits & NABLA_C_TRAIT_UPDATES_IN_PLACE;
+      t.array_io = traits & NABLA_C_TRAIT_ARRAY_IO;
+      t.collective = traits & NABLA_C_TRAIT_COLLECTIVE;
+      t.dtype_cast = traits & NABLA_C_TRAIT_DTYPE_CAST;
+      t.has_sub_block = traits & NABLA_C_TRAIT_HAS_SUB_BLOCK;
+      t.control_flow = traits & NABLA_C_TRAIT_CONTROL_FLOW;
+      t.precision = static_cast<OpPrecision>(precision);
+    }
+    return info.get();
+  }
+  const OpInfo& Get(const std::string& type) const {
+    const OpInfo* info = Find(type);
+    NABLA_ENFORCE(info, kNotFound, "op '", type, "' is not registered");
+    return *info;
+  }
+
+ private:
+  mutable std::map<std::string, std::unique_ptr<OpInfo>> found_;
+};
+inline std::shared_ptr<const OpRegistry> CurrentRegistry() { return std::make_shared<const OpRegistry>(); }
+
+// A rewrite of a whole program an op brings (OpBuilder::RewritesAfterBackward
+// and RewritesBeforeBackward), as in nabla's tree: `run` edits `program` in
+// place and returns how many places it changed; it must leave every var in
+// `keep`, every persistable var and every result read later as it was.
+struct ProgramPass {
+  std::string name;
+  std::function<size_t(ProgramDesc& program, const std::unordered_set<std::string>& keep)> run;
+};
+
+namespace sdk_detail {
+struct PassAccess {
+  // A pass over the core's program: read it, run, send the ops' changes.
+  static int32_t Run(const nabla_api*, void* user, nabla_pass_context* c, size_t* changed) {
+    return Guard([&] {
+      std::unordered_set<std::string> keep;
+      for (size_t i = 0, n = Api().pass_keep_count(c); i < n; ++i) keep.insert(CheckPtr(Api().pass_keep(c, i)));
+      ProgramDesc program(c);
+      struct Current {
+        explicit Current(ProgramDesc* p) { ProgramDesc::Current() = p; }
+        ~Current() { ProgramDesc::Current() = nullptr; }
+      } current(&program);
+      *changed = static_cast<const ProgramPass*>(user)->run(program, keep);
+      program.Flush();
+    });
+  }
+  static void FillDefaults(OpDesc& op) {
+    ProgramDesc* program = ProgramDesc::Current();
+    NABLA_ENFORCE(program, kUnimplemented,
+                  "FillDefaultAttrs: over the C ABI, attribute defaults are filled inside a program pass only");
+    BlockDesc* block = program->Root();
+    size_t at = block->ops_.size();
+    if (op.in_program_) {
+      for (const auto& b : program->blocks_)
+        if ((at = b->IndexOf(&op)) < b->ops_.size()) {
+          block = b.get();
+          break;
+        }
+      NABLA_ENFORCE(at < block->ops_.size(), kNotFound, "FillDefaultAttrs: op '", op.Type(),
+                    "' belongs to no block of the pass's program");
+      block->Flush(at);
+      Fill(*block, at, op);
+      return;
+    }
+    // An op not in the program: built at the root block's end for a moment.
+    block->InsertOp(at, std::make_unique<OpDesc>(op));
+    try {
+      Fill(*block, at, op);
+    } catch (...) {
+      block->RemoveOps(at, at + 1);
+      throw;
+    }
+    block->RemoveOps(at, at + 1);
+  }
+  static const Tensor& Evaluate(const BlockDesc& block, const std::vector<size_t>& ops, const std::string& var) {
+    NABLA_ENFORCE(block.pass_, kUnimplemented, "EvaluateOnHost: over the C ABI, inside a program pass only");
+    block.program_->Flush();  // the core runs the ops as the pass has them now
+    return *reinterpret_cast<const Tensor*>(
+        CheckPtr(Api().pass_evaluate_on_host(block.pass_, block.idx_, ops.data(), ops.size(), var.c_str())));
+  }
+  static void Fill(BlockDesc& block, size_t at, OpDesc& op) {
+    Check(Api().pass_op_fill_default_attrs(block.pass_, block.idx_, at));
+    // What the core holds now: nothing left to send.
+    op.attrs_ = OpDesc::FromC(CheckPtr(Api().pass_op(block.pass_, block.idx_, at))).attrs_;
+    if (block.ops_[at].get() != &op) block.ops_[at]->attrs_ = op.attrs_;
+  }
+};
+}  // namespace sdk_detail
+
+// Adds the attributes op's schema has defaults for where op has none, as the
+// core's does (an unknown type or a required attribute left out is an
+// error). Over the C ABI inside a program pass only.
+inline void FillDefaultAttrs(OpDesc& op, const OpRegistry&, const ProgramDesc* = nullptr) {
+  sdk_detail::PassAccess::FillDefaults(op);
+}
+// Runs ops `ops` of `block` (indices, ascending) once on the host and
+// returns `var`'s value there, as the core's (nabla/fusion.h): refused when
+// an op is not constant (reads a var no earlier op of the list writes, draws
+// random numbers, runs blocks); an op failing is thrown. Over the C ABI inside
+// a program pass only (the pass's pending edits reach the core first); the
+// value is the core's, valid until the next call or the pass's end: bind it
+// with `const auto&`, which in nabla's tree holds the returned copy.
+inline const Tensor& EvaluateOnHost(const BlockDesc& block, const std::vector<size_t>& ops, const std::string& var) {
+  return sdk_detail::PassAccess::Evaluate(block, ops, var);
+}
 // A chain of op types an op replaces (OpBuilder::Fuses), as in nabla's tree:
 // `fuse` builds the replacing op from the matched ops (chain order), or
 // returns null to leave the match alone; `applies`, optional and asked
@@ -1047,6 +1515,11 @@ class OpBuilder {
                                      const_cast<FusionPattern*>(kept)));
     return *this;
   }
+  // A rewrite of programs that already hold their backward part and
+  // optimizer (FuseGradOps), and one of programs without it (FuseOps, after
+  // the chains): see ProgramPass.
+  OpBuilder& RewritesAfterBackward(ProgramPass pass) { return Rewrites(1, std::move(pass)); }
+  OpBuilder& RewritesBeforeBackward(ProgramPass pass) { return Rewrites(0, std::move(pass)); }
   OpBuilder& GradMaker(GradOpMakerFn fn) {
     sdk_detail::Check(Api().op_grad_maker(b_, sdk_detail::GradTrampoline, sdk_detail::Keep(std::move(fn))));
     return *this;
@@ -1126,6 +1599,12 @@ class OpBuilder {
   }
 
  private:
+  OpBuilder& Rewrites(int32_t after_backward, ProgramPass pass) {
+    const nabla_pass_fn fn = pass.run ? sdk_detail::PassAccess::Run : nullptr;
+    const auto* kept = static_cast<const ProgramPass*>(sdk_detail::Keep(std::move(pass)));
+    sdk_detail::Check(Api().op_rewrites(b_, after_backward, kept->name.c_str(), fn, const_cast<ProgramPass*>(kept)));
+    return *this;
+  }
   template <typename T>
   static sdk_detail::CheckerFn Wrap(std::function<void(const T&)> c) {
     if (!c) return nullptr;
