@@ -38,7 +38,7 @@ for f in bin/nabla lib/libnabla_core.so lib/libnabla_cpu.so lib/nabla/plugins/li
          lib/nabla/plugins/libnn_ops.so lib/nabla/plugins/libcontrol_flow.so include/nabla/plugin.h \
          include/nabla/op_registry.h lib/cmake/nabla/nablaConfig.cmake lib/cmake/nabla/nablaConfigVersion.cmake \
          lib/cmake/nabla/nablaTargets.cmake lib/cmake/nabla/nabla_plugin.cmake \
-         lib/libnabla_opkit.a include/nabla/opkit/opkit.h include/nabla/cpu/cpu.h lib/libnabla_train.so \
+         include/nabla/opkit/opkit.h include/nabla/cpu/cpu.h lib/libnabla_train.so \
          include/nabla/train.h include/nabla/train/trainer.h include/nabla/train/pipeline.h include/nabla/c_api.h \
          include/nabla/sdk/plugin.h include/nabla/sdk/opkit.h include/nabla/opencl/kernel.h \
          include/nabla/opencl/sdk_kernel.h include/nabla/opencl/opencl_c.h lib/cmake/nabla/nabla_opencl.cmake \

@@ -1,6 +1,9 @@
 #include "nabla/attribute.h"
 
 #include <sstream>
+#include <type_traits>
+
+#include "nabla/attr_text.h"
 
 namespace nabla {
 
@@ -28,28 +31,16 @@ const char* AttrTypeName(AttrType type) {
   return "?";
 }
 
-namespace {
-template <typename T>
-void Put(std::ostringstream& os, const T& v) {
-  os << v;
-}
-void Put(std::ostringstream& os, const std::string& v) { os << '"' << v << '"'; }
-void Put(std::ostringstream& os, bool v) { os << (v ? "true" : "false"); }
-template <typename T>
-void Put(std::ostringstream& os, const std::vector<T>& v) {
-  os << '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) os << ", ";
-    Put(os, static_cast<T>(v[i]));
-  }
-  os << ']';
-}
-void Put(std::ostringstream& os, const BlockRef& b) { os << "block " << b.idx; }
-}  // namespace
-
 std::string AttrToString(const Attribute& a) {
   std::ostringstream os;
-  std::visit([&os](const auto& v) { Put(os, v); }, a);
+  std::visit(
+      [&os](const auto& v) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, BlockRef>)
+          os << "block " << v.idx;
+        else
+          attr_text::Put(os, v);
+      },
+      a);
   return os.str();
 }
 

@@ -141,6 +141,21 @@ std::string Digest(const op_case::Doubles& values) {
 // the standard build does.
 const std::vector<Shape> kShapes = {{0}, {0, 3}, {1}, {1, 1, 5}, {2, 1, 40000}};
 
+// Runs `ops` on `device` and records every var they write: shape, digest,
+// first values, and off the CPU whether the output was made on the device.
+void RecordRun(const std::vector<OpDesc>& ops, const std::vector<op_case::Input>& inputs, const std::string& key,
+               Records* records, Device& device = HostDevice()) {
+  const op_case::Result r = op_case::RunOps(ops, inputs, device);
+  for (const auto& [name, values] : r.values) {
+    std::ostringstream first;
+    first.precision(17);
+    for (size_t i = 0; i < values.size() && i < 4; ++i) first << values[i] << ' ';
+    std::string& record = (*records)[key + " " + name];
+    record = ShapeToString(r.shapes.at(name)) + " " + Digest(values) + " " + first.str();
+    if (&device != &HostDevice()) record += r.devices.at(name) == &device ? "(on the device)" : "(elsewhere)";
+  }
+}
+
 // One case of `type` at `dtype`, the spec's inputs reshaped to `shape`
 // (none: as the spec has them): the forward op and its grad ops, with
 // random inputs and upstream gradients from a fixed seed, run on `device`
@@ -180,20 +195,134 @@ void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Sha
     std::string grad_types;
     for (size_t i = 1; i < ops.size(); ++i) grad_types += ops[i].Type() + " ";
     (*records)[key + " ops"] = grad_types;
-    const op_case::Result r = op_case::RunOps(ops, inputs, device);
-    for (const auto& [name, values] : r.values) {
-      std::ostringstream first;
-      first.precision(17);
-      for (size_t i = 0; i < values.size() && i < 4; ++i) first << values[i] << ' ';
-      std::string& record = (*records)[key + " " + name];
-      record = ShapeToString(r.shapes.at(name)) + " " + Digest(values) + " " + first.str();
-      if (&device != &HostDevice()) record += r.devices.at(name) == &device ? "(on the device)" : "(elsewhere)";
-    }
+    RecordRun(ops, inputs, key, records, device);
   } catch (const std::exception& e) {
     // At its own shapes a case must run; a shape of kShapes may not suit the
     // op (a matrix op given [0], an index input that no longer fits), and
     // then both builds must refuse it with the same message.
     (*records)[key + (shape ? " refused" : " error")] = OneLine(e.what());
+  }
+}
+
+// Ops with no gradient check case (they have no gradient) run at cases
+// built here. One whose inputs are all dispensable creates Out from its
+// attributes (fill_constant, the random fills): it runs at attribute shapes
+// (empty, small, and large) and both float dtypes, and where it has a seed
+// attribute at seed 0 (derived from the run's seed) and at a seed of its
+// own, so both paths to the kernel's seed are compared bit for bit. Ops with
+// inputs get them from kInputCases; an op in neither fails the test, so a
+// file added to std_sdk_ops cannot go unrun.
+struct InputCase {
+  std::string name;
+  std::vector<op_case::Input> inputs;  // named <slot>_in
+  AttributeMap attrs;
+  bool may_refuse = false;  // both builds refusing it alike passes
+};
+
+std::vector<InputCase> InputCasesOf(const std::string& type) {
+  auto ids = [](const Shape& shape, int64_t depth) {
+    op_case::Doubles v;
+    for (int64_t i = 0; i < NumElements(shape); ++i) v.push_back(static_cast<double>((i * 7 + 3) % depth));
+    return v;
+  };
+  if (type == "reduce_all" || type == "reduce_any") {
+    std::vector<InputCase> cases;
+    for (const Shape& shape : std::vector<Shape>{{3, 4}, {0}, {0, 3}, {1, 1, 5}, {2, 1, 40000}}) {
+      // Rows all true, all false and mixed, so both answers occur.
+      op_case::Doubles v;
+      for (int64_t i = 0; i < NumElements(shape); ++i) v.push_back(i % 4 == 0 || (i / 5) % 3 == 1 ? 1.0 : 0.0);
+      op_case::Input x{"X_in", DType::kBool, shape, v};
+      cases.push_back({"dim0" + ShapeToString(shape), {x}, {}});
+      cases.push_back({"last_keep" + ShapeToString(shape), {x}, {{"dim", std::vector<int>{-1}}, {"keep_dim", true}}});
+      cases.push_back({"all" + ShapeToString(shape), {x}, {{"reduce_all", true}}});
+    }
+    return cases;
+  }
+  if (type == "arg_max" || type == "arg_min") {
+    std::vector<InputCase> cases;
+    for (DType dtype : {DType::kFloat32, DType::kFloat64})
+      for (const Shape& shape : std::vector<Shape>{{3, 4}, {0}, {0, 3}, {1, 1, 5}, {2, 1, 40000}}) {
+        // Few distinct values, so ties (the first index wins) occur.
+        op_case::Input x{"X_in", dtype, shape, ids(shape, 4)};
+        const std::string at = std::string(DTypeName(dtype)) + ShapeToString(shape);
+        // An empty X has nothing to search: refused alike.
+        const bool empty = NumElements(shape) == 0;
+        cases.push_back({"axis0" + at, {x}, {}, empty});
+        cases.push_back({"last_keep" + at, {x}, {{"axis", -1}, {"keepdims", true}}, empty});
+        cases.push_back({"flatten" + at, {x}, {{"flatten", true}}, empty});
+      }
+    return cases;
+  }
+  if (type == "accuracy") {
+    std::vector<InputCase> cases;
+    for (const Shape& shape : std::vector<Shape>{{6, 3}, {0, 3}, {40000, 2}}) {
+      const Shape label{shape[0], 1};
+      cases.push_back({ShapeToString(shape),
+                       {{"Out_in", DType::kFloat32, shape, op_case::Doubles(NumElements(shape), 0.5)},
+                        {"Indices_in", DType::kInt64, shape, ids(shape, 5)},
+                        {"Label_in", DType::kInt64, label, ids(label, 3)}},
+                       {}});
+    }
+    return cases;
+  }
+  if (type == "one_hot") {
+    std::vector<InputCase> cases;
+    for (DType ids_dtype : {DType::kInt64, DType::kInt32})
+      for (const Shape& shape : std::vector<Shape>{{4, 1}, {0, 1}, {2, 3, 1}, {40000, 1}})
+        for (const char* dtype : {"float32", "float64", "int32", "int64", "bool"})
+          cases.push_back({std::string(DTypeName(ids_dtype)) + ShapeToString(shape) + dtype,
+                           {{"X_in", ids_dtype, shape, ids(shape, 5)}},
+                           {{"depth", 5}, {"dtype", std::string(dtype)}}});
+    // Out of range: refused, or a row of zeros.
+    cases.push_back({"out_of_range", {{"X_in", DType::kInt64, {3, 1}, {1, 7, 2}}}, {{"depth", 5}}, true});
+    cases.push_back({"allow_out_of_range",
+                     {{"X_in", DType::kInt64, {3, 1}, {1, 7, -1}}},
+                     {{"depth", 5}, {"allow_out_of_range", true}}});
+    return cases;
+  }
+  return {};
+}
+
+void RunUnchecked(const std::string& type, Records* records) {
+  auto registry = CurrentRegistry();
+  const OpInfo& info = registry->Get(type);
+  VarNameMap outs;
+  for (const SlotDef& s : info.schema.outputs) outs[s.name] = {s.name + "_out"};
+  std::vector<InputCase> cases;
+  bool creator = true;
+  for (const SlotDef& s : info.schema.inputs) creator = creator && s.dispensable;
+  if (creator) {
+    const bool seeded = info.schema.FindAttr("seed") != nullptr;
+    for (const std::vector<int>& shape : std::vector<std::vector<int>>{{0}, {3, 5}, {2, 1, 40000}})
+      for (const char* dtype : {"float32", "float64"})
+        for (int seed : seeded ? std::vector<int>{0, 11} : std::vector<int>{-1}) {
+          AttributeMap attrs = {{"shape", shape}, {"dtype", std::string(dtype)}};
+          if (seed >= 0) attrs["seed"] = seed;
+          // The initializers refuse an empty shape (its fan is 0).
+          cases.push_back({ShapeToString(Shape(shape.begin(), shape.end())) + dtype +
+                               (seed >= 0 ? "/seed" + std::to_string(seed) : ""),
+                           {},
+                           attrs,
+                           shape[0] == 0});
+        }
+  } else {
+    cases = InputCasesOf(type);
+  }
+  if (cases.empty()) {
+    (*records)["unchecked " + type + " error"] = "no case: add one to InputCasesOf (std_sdk_test.cc)";
+    return;
+  }
+  for (const InputCase& c : cases) {
+    VarNameMap ins;
+    for (const op_case::Input& in : c.inputs) ins[in.name.substr(0, in.name.size() - 3)] = {in.name};
+    OpDesc op(type, ins, outs, c.attrs);
+    const std::string key = "unchecked " + type + "/" + c.name;
+    try {
+      FillDefaultAttrs(op, *registry);
+      RecordRun({op}, c.inputs, key, records);
+    } catch (const std::exception& e) {
+      (*records)[key + (c.may_refuse ? " refused" : " error")] = OneLine(e.what());
+    }
   }
 }
 
@@ -211,7 +340,19 @@ Records Compute(const std::vector<std::string>& types) {
       for (const std::string& f : g.failures) failures += f + "; ";
       records["gradcheck " + type + " " + g.case_name] = g.ok ? "ok" : OneLine("FAILED " + failures);
     }
-    for (const GradCheckSpec& spec : info.grad_checks)
+    if (info.grad_checks.empty()) RunUnchecked(type, &records);
+    std::vector<GradCheckSpec> specs = info.grad_checks;
+    // An op whose checks pin its seed (dropout's fix_seed) runs them once
+    // more with the seed the run derives, which reaches the kernel through
+    // the C ABI's kernel_seed.
+    if (info.schema.FindAttr("fix_seed"))
+      for (const GradCheckSpec& spec : info.grad_checks) {
+        GradCheckSpec unpinned = spec;
+        unpinned.name += "/run_seed";
+        unpinned.attrs["fix_seed"] = false;
+        specs.push_back(unpinned);
+      }
+    for (const GradCheckSpec& spec : specs)
       for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
         const std::string key = type + "/" + spec.name + "/" + DTypeName(dtype);
         RunCase(type, spec, dtype, nullptr, key, &records);
@@ -281,7 +422,7 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
   const std::vector<std::string> types = Split(sdk.at("ops"));
   // Every op file the C ABI build lists (tests/plugins/CMakeLists.txt)
   // registered its op.
-  EXPECT_EQ(types.size(), static_cast<size_t>(STD_SDK_OP_FILES)) << sdk.at("ops");
+  EXPECT_EQ(types.size(), static_cast<size_t>(STD_SDK_OP_COUNT)) << sdk.at("ops");
   ASSERT_EQ(InChild([&] {
               PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so");
               PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so");
@@ -307,6 +448,18 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
   }
   for (const auto& [key, value] : sdk)
     EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not";
+  // The seed reaches a random op's kernel through the C ABI (kernel_seed):
+  // its own seed gives other values than the one derived from the run's.
+  size_t seeded = 0;
+  for (const auto& [key, value] : sdk) {
+    const size_t at = key.find("/seed0 ");
+    if (key.rfind("unchecked ", 0) != 0 || at == std::string::npos || key.find("[0]") != std::string::npos) continue;
+    auto own = sdk.find(key.substr(0, at) + "/seed11 " + key.substr(at + 7));
+    ASSERT_NE(own, sdk.end()) << key;
+    EXPECT_NE(own->second, value) << key << ": seeds 0 and 11 drew the same values";
+    ++seeded;
+  }
+  EXPECT_GT(seeded, 0u) << "no random op compared";
   // Per op: its schema, its grad op's, each case at 2 dtypes and 6 shapes.
   EXPECT_GT(compared, types.size() * 20);
   std::cout << "compared " << compared << " records of " << types.size() << " ops\n";

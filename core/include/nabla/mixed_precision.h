@@ -18,6 +18,7 @@
 #include <cstddef>
 
 #include "nabla/export.h"
+#include "nabla/mixed_precision_attr.h"
 #include "nabla/program.h"
 #include "nabla/types.h"
 
@@ -33,12 +34,7 @@ struct MixedPrecisionStats {
 // they are neither persistable nor written to checkpoints. Idempotent.
 NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
 
-// The bool attribute by which an op with a bfloat16 kernel says that kernel
-// can write every output in float32 (its float32 accumulator, unrounded).
-// Paddle's oneDNN ops carry the same name for the same purpose. In the
-// standard plugins the grad ops of the GEMM-bound ops declare it, forward
-// ops do not: forward values stay rounded as in PyTorch's autocast.
-inline constexpr const char* kForceFp32OutputAttr = "force_fp32_output";
+// kForceFp32OutputAttr ("force_fp32_output"): nabla/mixed_precision_attr.h.
 
 // Run after AppendBackward (the pass above leaves widening casts behind every
 // bfloat16 op, the backward part more of them: each weight gradient of a GEMM

@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "nabla/attr_text.h"
 #include "nabla/c_api.h"
 
 namespace nabla {
@@ -136,6 +137,16 @@ inline const char* DTypeName(DType d) {
   const int i = static_cast<int>(d);
   return i >= 0 && i < 6 ? kNames[i] : "unknown";
 }
+// The dtype named `name` ("float32", ..., DTypeName's names); false if none.
+inline bool ParseDType(const std::string& name, DType* out) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool, DType::kBFloat16}) {
+    if (name == DTypeName(d)) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
 inline size_t DTypeSize(DType d) {
   static const size_t kSizes[] = {4, 8, 4, 8, 1, 2};
   return kSizes[static_cast<int>(d)];
@@ -222,6 +233,12 @@ enum class AttrType { kInt, kFloat, kString, kBool, kInts, kFloats, kStrings, kB
 using Attribute = std::variant<int, float, std::string, bool, std::vector<int>, std::vector<float>,
                                std::vector<std::string>, std::vector<bool>>;
 using AttributeMap = std::map<std::string, Attribute>;
+// A value as the core's AttrToString writes it (nabla/attr_text.h).
+inline std::string AttrToString(const Attribute& a) {
+  std::ostringstream os;
+  std::visit([&os](const auto& v) { attr_text::Put(os, v); }, a);
+  return os.str();
+}
 namespace sdk_detail {
 template <typename T, typename V>
 struct IndexIn;

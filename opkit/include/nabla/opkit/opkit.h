@@ -1,6 +1,7 @@
 #pragma once
 // nabla::opkit, the op kit: what op files of any plugin share, once. Include
-// this or the one header you need; link nabla::opkit (find_package(nabla)).
+// this or the one header you need, and name nabla::opkit (find_package(nabla))
+// for the include path: the kit is header-only.
 //   axis.h        NormalizeAxis, ProductOf, AxisView, ForEachAxisRow, part copies
 //   broadcast.h   Paddle's `axis` broadcasting, BroadcastIndexer
 //   reduce.h      reduced dims and shapes, deterministic reduction walks

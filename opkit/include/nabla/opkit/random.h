@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "nabla/error.h"
 #include "nabla/op_registry.h"
 #include "nabla/opkit/attr_tensor.h"
 #include "nabla/opkit/attrs.h"
+#include "nabla/opkit/axis.h"
 #include "nabla/opkit/kernels.h"
 #include "nabla/tensor.h"
 
@@ -93,15 +95,58 @@ OpBuilder& RegisterRandomOp(Registrar& registrar, const std::string& type, const
 struct Fans {
   double in = 1.0, out = 1.0;
 };
-Fans ComputeFans(const Shape& shape);
+inline Fans ComputeFans(const Shape& shape) {
+  Fans f;
+  if (shape.size() == 1) {
+    f.in = f.out = static_cast<double>(shape[0]);
+  } else if (shape.size() == 2) {
+    f.in = static_cast<double>(shape[0]);
+    f.out = static_cast<double>(shape[1]);
+  } else if (shape.size() > 2) {
+    double receptive = static_cast<double>(ProductOf(shape, 2, shape.size()));
+    f.in = static_cast<double>(shape[1]) * receptive;
+    f.out = static_cast<double>(shape[0]) * receptive;
+  }
+  return f;
+}
+
+namespace random_detail {
+// The fan an initializer scales by, checked to be positive.
+inline double InitializerFan(const ExecutionContext& ctx, double fan) {
+  NABLA_ENFORCE(fan > 0, kInvalidArgument, "op '", ctx.Op().Type(), "': the fan computed from shape ",
+                ShapeToString(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape"))), " must be positive, but received ",
+                fan);
+  return fan;
+}
+}  // namespace random_detail
 
 // kaiming_*: gain / sqrt(fan) with PyTorch's leaky_relu gain
 // sqrt(2 / (1 + negative_slope^2)) and the fan attribute `mode` picks.
-double KaimingStd(const ExecutionContext& ctx);
+inline double KaimingStd(const ExecutionContext& ctx) {
+  Fans f = ComputeFans(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+  const std::string& mode = ctx.Attr<std::string>("mode");
+  double a = ctx.Attr<float>("negative_slope");
+  double gain = std::sqrt(2.0 / (1.0 + a * a));
+  return gain / std::sqrt(random_detail::InitializerFan(ctx, mode == "fan_out" ? f.out : f.in));
+}
+
 // Declares kaiming_*'s attributes `mode` and `negative_slope`.
-OpBuilder& KaimingAttrs(OpBuilder& b);
+inline OpBuilder& KaimingAttrs(OpBuilder& b) {
+  return b
+      .Attr<std::string>("mode", "fan_in",
+                         "(string, default \"fan_in\") fan_in keeps the forward variance, fan_out the backward one",
+                         [](const std::string& m) {
+                           NABLA_ENFORCE(m == "fan_in" || m == "fan_out", kInvalidArgument,
+                                         "attribute mode must be fan_in or fan_out, but received '", m, "'");
+                         })
+      .Attr<float>("negative_slope", 0.0f,
+                   "(float, default 0.0) the negative slope of the leaky_relu that follows (0: relu)");
+}
 
 // xavier_*: gain * sqrt(2 / (fan_in + fan_out)).
-double XavierStd(const ExecutionContext& ctx);
+inline double XavierStd(const ExecutionContext& ctx) {
+  Fans f = ComputeFans(ShapeFromAttr(ctx.Attr<std::vector<int>>("shape")));
+  return ctx.Attr<float>("gain") * std::sqrt(2.0 / random_detail::InitializerFan(ctx, f.in + f.out));
+}
 
 }  // namespace nabla::opkit

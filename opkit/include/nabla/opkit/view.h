@@ -4,6 +4,7 @@
 // that later writes Out allocates a fresh buffer because Tensor::Allocate
 // never reuses a shared one.
 #include <string>
+#include <utility>
 
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
@@ -14,10 +15,29 @@
 namespace nabla::opkit {
 
 // Out = X's buffer under `shape`; the element counts must agree.
-void ViewAs(const ExecutionContext& ctx, const std::string& in_slot, const std::string& out_slot, Shape shape);
+inline void ViewAs(const ExecutionContext& ctx, const std::string& in_slot, const std::string& out_slot, Shape shape) {
+  const Tensor& x = ctx.Input(in_slot);
+  Tensor* out = ctx.Output(out_slot);
+  NABLA_ENFORCE(NumElements(shape) == x.Numel(), kInvalidArgument, "op '", ctx.Op().Type(), "': ", out_slot,
+                " of shape ", ShapeToString(shape), " cannot view ", in_slot, " of shape ",
+                ShapeToString(x.GetShape()));
+  out->ShareDataWith(x);
+  out->Resize(std::move(shape));
+}
 
 // The gradient of a view: X@GRAD = Out@GRAD seen in X's shape.
-void ViewGradKernel(const ExecutionContext& ctx);
+inline void ViewGradKernel(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.Output("X@GRAD");
+  if (!dx) return;
+  const Tensor& x = ctx.Input("X");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD with ",
+                x.Numel(), " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
+                ShapeToString(dout.GetShape()));
+  Shape shape = x.GetShape();
+  dx->ShareDataWith(dout);
+  dx->Resize(shape);
+}
 
 // Registers a view op (X -> Out, any dtype) and its `<type>_grad`
 // (X, Out@GRAD -> X@GRAD, float dtypes) whose output shape is
