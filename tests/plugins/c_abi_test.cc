@@ -112,6 +112,12 @@ static_assert(offsetof(nabla_api, fusion_var_dtype) == Slot(72));
 static_assert(offsetof(nabla_api, fusion_var_rank) == Slot(73));
 static_assert(offsetof(nabla_api, fusion_var_dims) == Slot(74));
 static_assert(sizeof(nabla_api) >= Slot(75));
+// Version 4 appends copies and variables.
+static_assert(NABLA_C_API_VERSION >= 4);
+static_assert(offsetof(nabla_api, tensor_copy) == Slot(75));
+static_assert(offsetof(nabla_api, kernel_input_var) == Slot(76));
+static_assert(offsetof(nabla_api, op_input_no_buffer) == Slot(77));
+static_assert(sizeof(nabla_api) >= Slot(78));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
