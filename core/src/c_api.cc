@@ -20,6 +20,7 @@
 #include "nabla/device_registry.h"
 #include "nabla/fusion.h"
 #include "nabla/op_registry.h"
+#include "nabla/scope.h"
 #include "nabla/tensor.h"
 
 // The enumerations of c_api.h are nabla's own, number for number.
@@ -1084,6 +1085,25 @@ int32_t ApiTensorShare(nabla_tensor* t, const nabla_tensor* src, const int64_t* 
   });
 }
 
+int32_t ApiTensorCopy(nabla_tensor* t, const nabla_tensor* src, nabla_device* d) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(t && src && d, kInvalidArgument, "tensor_copy: received NULL");
+    const Tensor& from = T(src);
+    NABLA_ENFORCE(from.IsInitialized() || from.Numel() == 0, kPreconditionNotMet, "tensor_copy: the source ",
+                  from.DebugString(), " has no memory");
+    reinterpret_cast<Tensor*>(t)->CopyFrom(from, *reinterpret_cast<Device*>(d));
+  });
+}
+
+const nabla_tensor* ApiKernelInputVar(nabla_kernel_context* c, const char* slot, size_t i) {
+  return Guard<const nabla_tensor*>(
+      nullptr, [&] { return reinterpret_cast<const nabla_tensor*>(&K(c).InputVar(Str(slot), i)->GetTensor()); });
+}
+
+int32_t ApiOpInputNoBuffer(nabla_op_builder* b, const char* slot) {
+  return GuardStatus([&] { B(b).NoBufferInput(Str(slot)); });
+}
+
 // A host copy's values into the plugin's buffer, checked against what it
 // expects, so a wrong dtype or size is an error, never a short or long copy.
 void CopyValues(const Tensor& host, const std::string& what, int32_t dtype, void* dst, size_t count) {
@@ -1186,6 +1206,9 @@ nabla_api MakeTable() {
   api.fusion_var_dtype = ApiFusionVarDType;
   api.fusion_var_rank = ApiFusionVarRank;
   api.fusion_var_dims = ApiFusionVarDims;
+  api.tensor_copy = ApiTensorCopy;
+  api.kernel_input_var = ApiKernelInputVar;
+  api.op_input_no_buffer = ApiOpInputNoBuffer;
   api.op_rewrites = ApiOpRewrites;
   api.pass_keep_count = ApiPassKeepCount;
   api.pass_keep = ApiPassKeep;

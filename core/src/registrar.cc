@@ -183,6 +183,16 @@ OpBuilder& OpBuilder::OutputCount(const std::string& slot, OutputCountFn fn) {
   return *this;
 }
 
+OpBuilder& OpBuilder::NoBufferInput(const std::string& slot) {
+  for (SlotDef& s : info_->schema.inputs) {
+    if (s.name != slot) continue;
+    s.no_buffer = true;
+    return *this;
+  }
+  NABLA_THROW(kInvalidArgument, "op '", info_->schema.type, "': NoBufferInput('", slot,
+              "') needs an input slot of that name declared before it");
+}
+
 OpBuilder& OpBuilder::Fuses(FusionPattern pattern) {
   NABLA_ENFORCE(pattern.chain.size() >= 2 && pattern.fuse, kInvalidArgument, "op '", info_->schema.type,
                 "': a fusion pattern needs at least two op types and a fuse function");

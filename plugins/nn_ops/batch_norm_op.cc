@@ -342,7 +342,7 @@ void BatchNormGradSchema(Registrar& registrar, const std::string& type, const st
         InferSameAs(c, "Bias", GradVarName("Bias"));
       })
       .KernelDType(DTypeOfInput(GradVarName("Y")));
-  MarkNoBuffer(grad, {"Bias"});
+  grad.NoBufferInput("Bias");
 }
 
 NABLA_REGISTER_OPS(batch_norm) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "nabla/plugin.h"
+#include "nabla/scope.h"
 #include "nn_core_util.h"
 
 namespace nabla::nn {
@@ -124,7 +125,7 @@ NABLA_REGISTER_OPS(concat) {
         for (size_t i = 0; i < c.OutputSize(GradVarName("X")); ++i) c.ShareShapeAndDType("X", GradVarName("X"), i, i);
       })
       .KernelDType(DTypeOfInput(GradVarName("Out")));
-  MarkNoBuffer(grad, {"X"});
+  grad.NoBufferInput("X");
   RegisterFloatKernels(registrar, "concat", ConcatKernel<float>, ConcatKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "concat_grad", ConcatGradKernel<float>, ConcatGradKernel<double>, __FILE__, __LINE__);
 }

@@ -3,6 +3,7 @@
 #include "concat_split_cl.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
+#include "nabla/scope.h"
 #include "nn_core_util.h"
 
 namespace nabla::nn {

@@ -230,7 +230,7 @@ NABLA_REGISTER_OPS(layer_norm) {
         if (c.HasInput("Bias")) InferSameAs(c, "Bias", GradVarName("Bias"));
       })
       .KernelDType(DTypeOfInput(GradVarName("Y")));
-  MarkNoBuffer(grad, {"Bias"});
+  grad.NoBufferInput("Bias");
   RegisterFloatKernels(registrar, "layer_norm", LayerNormKernel<float>, LayerNormKernel<double>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "layer_norm_grad", LayerNormGradKernel<float>, LayerNormGradKernel<double>, __FILE__,
                        __LINE__);

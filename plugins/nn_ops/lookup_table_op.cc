@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "nabla/plugin.h"
+#include "nabla/scope.h"
 #include "nn_core_util.h"
 
 namespace nabla::nn {
@@ -97,10 +98,10 @@ OpBuilder& RegisterLookupTable(Registrar& registrar, const std::string& type, bo
           .Attr<int>("padding_idx", kNoPadding,
                      "(int, default -1) a row index whose lookups give zeros and no gradient; -1 means none")
           .InferShape([ids_trailing_one](InferShapeContext& c) { InferLookupTable(c, ids_trailing_one); })
-          .GradMaker([grad_type](const OpDesc& fwd, const std::unordered_set<std::string>& no_grad,
-                                 std::unordered_map<std::string, std::string>* g2v,
-                                 const std::vector<BlockDesc*>& blocks) {
-            GradContext g(fwd, no_grad, g2v, blocks);
+          // The maker's arguments after fwd are what the build's GradOpMakerFn
+          // passes (the core's and the C ABI SDK's differ); GradContext takes either.
+          .GradMaker([grad_type](const OpDesc& fwd, auto&&... rest) {
+            GradContext g(fwd, rest...);
             return OneOp(grad_type,
                          {{"W", g.Input("W")}, {"Ids", g.Input("Ids")}, {GradVarName("Out"), g.OutputGrad("Out")}},
                          {{GradVarName("W"), g.InputGrad("W")}}, g.Attrs());
@@ -109,7 +110,7 @@ OpBuilder& RegisterLookupTable(Registrar& registrar, const std::string& type, bo
   grad.Doc("Gradient of " + type + ": a dense W@GRAD in which each looked-up row sums its Out@GRAD rows.")
       .InferShape([](InferShapeContext& c) { InferSameAs(c, "W", GradVarName("W")); })
       .KernelDType(DTypeOfInput(GradVarName("Out")));
-  MarkNoBuffer(grad, {"W"});
+  grad.NoBufferInput("W");
   RegisterFloatKernels(registrar, type, LookupTableKernel<float>, LookupTableKernel<double>, file, line);
   RegisterFloatKernels(registrar, grad_type, LookupTableGradKernel<float>, LookupTableGradKernel<double>, file, line);
   return op;

@@ -1,15 +1,13 @@
 #pragma once
-// What some nn_ops op files share that needs nabla's C++ core, beyond
-// nn_util.h: tensor-valued attribute inputs, optimizer shape inference,
-// schema edits and axis checks. Private to this plugin; op files that need
-// none of it include nn_util.h alone, and so build over the C ABI too.
+// What some nn_ops op files share beyond nn_util.h: tensor-valued attribute
+// inputs, optimizer shape inference, the softmax-like schema. Private to
+// this plugin; like nn_util.h it builds over the C ABI SDK too.
 #include <string>
 #include <vector>
 
 #include "nabla/error.h"
 #include "nabla/op_registry.h"
 #include "nabla/opkit/opkit.h"
-#include "nabla/scope.h"
 #include "nn_util.h"
 
 namespace nabla::nn {
@@ -61,14 +59,6 @@ inline void InferOptimizer(InferShapeContext& c, const std::vector<std::string>&
                   ", but received ", ShapeToString(s));
     c.ShareShapeAndDType(slot, slot + "Out");
   }
-}
-
-// Marks grad-op input slots whose buffers the kernel never reads (it wants
-// the shape only), so executors may free them early.
-inline void MarkNoBuffer(OpBuilder& b, const std::vector<std::string>& slots) {
-  for (auto& s : b.Info().schema.inputs)
-    for (const auto& name : slots)
-      if (s.name == name) s.no_buffer = true;
 }
 
 // The schema softmax and log_softmax share: X -> Out (X's shape) along

@@ -122,7 +122,7 @@ NABLA_REGISTER_OPS(top_k) {
                             "last axis (X is read for its shape only).")
                         .InferShape([](InferShapeContext& c) { InferSameAs(c, "X", GradVarName("X")); })
                         .KernelDType(DTypeOfInput(GradVarName("Out")));
-  MarkNoBuffer(grad, {"X"});
+  grad.NoBufferInput("X");
   RegisterFloatKernels(registrar, "top_k", TopKKernel<float>, TopKKernel<double>, __FILE__, __LINE__);
   registrar.Kernel("top_k", DeviceType::kCPU, DType::kInt32, TopKKernel<int32_t>, __FILE__, __LINE__);
   registrar.Kernel("top_k", DeviceType::kCPU, DType::kInt64, TopKKernel<int64_t>, __FILE__, __LINE__);

@@ -83,13 +83,17 @@ TEST_F(DevicePlugin, SkeletonRunsLikeTheCpu) {
         OpDesc("elementwise_add", {{"X", {"x"}}, {"Y", {"b"}}}, {{"Out", {"h"}}}, {{"axis", -1}}),
         OpDesc("relu", {{"X", {"h"}}}, {{"Out", {"y"}}}, {}),
     };
-    if (dtype == DType::kFloat32) ops.push_back(OpDesc("toy_triple", {{"X", {"y"}}}, {{"Out", {"z"}}}, {}));
+    if (dtype == DType::kFloat32) {
+      ops.push_back(OpDesc("toy_triple", {{"X", {"y"}}}, {{"Out", {"z"}}}, {}));
+      ops.push_back(OpDesc("toy_copy", {{"X", {"z"}}}, {{"Out", {"w"}}}, {}));
+    }
     const std::vector<Input> inputs = {{"x", dtype, {2, 3}, {-1.5, 0.5, 2.0, 3.0, -4.0, 0.25}},
                                        {"b", dtype, {3}, {1.0, -1.0, 0.3}}};
     const op_case::Result cpu = RunOps(ops, inputs, HostDevice());
     const op_case::Result dev = RunOps(ops, inputs, skeleton);
     EXPECT_EQ(dev.values, cpu.values) << DTypeName(dtype);
     for (const auto& [name, device] : dev.devices) EXPECT_EQ(device, &skeleton) << name;
+    if (dtype == DType::kFloat32) EXPECT_EQ(dev.values.at("w"), dev.values.at("z"));
   }
 }
 

@@ -324,6 +324,45 @@ void RunUnchecked(const std::string& type, Records* records) {
       (*records)[key + (c.may_refuse ? " refused" : " error")] = OneLine(e.what());
     }
   }
+
+GradCheckInput In(const std::string& slot, Shape shape, double low = -1.0, double high = 1.0) {
+  GradCheckInput in;
+  in.slot = slot;
+  in.shape = std::move(shape);
+  in.low = low;
+  in.high = high;
+  return in;
+}
+GradCheckInput Value(const std::string& slot, double v) {
+  GradCheckInput in = In(slot, {1});
+  in.values = {v};
+  return in;
+}
+
+// Forward cases for ops that declare none (no gradient to check), so their
+// kernels' bits are compared too: the optimizers and fill_zeros_like.
+std::vector<GradCheckSpec> ExtraCases(const std::string& type) {
+  GradCheckSpec c;
+  c.name = "forward";
+  if (type == "sgd") {
+    c.inputs = {In("Param", {2, 3}), In("Grad", {2, 3}), Value("LearningRate", 0.1)};
+    c.outputs = {{"ParamOut", 1}};
+  } else if (type == "momentum") {
+    c.inputs = {In("Param", {2, 3}), In("Grad", {2, 3}), In("Velocity", {2, 3}), Value("LearningRate", 0.1)};
+    c.outputs = {{"ParamOut", 1}, {"VelocityOut", 1}};
+    c.attrs = {{"mu", 0.9f}};
+  } else if (type == "adam" || type == "adamw") {
+    c.inputs = {In("Param", {2, 3}),        In("Grad", {2, 3}),     Value("LearningRate", 0.01), In("Moment1", {2, 3}),
+                In("Moment2", {2, 3}, 0.0), Value("Beta1Pow", 0.9), Value("Beta2Pow", 0.999)};
+    c.outputs = {{"ParamOut", 1}, {"Moment1Out", 1}, {"Moment2Out", 1}, {"Beta1PowOut", 1}, {"Beta2PowOut", 1}};
+    if (type == "adamw") c.attrs = {{"with_decay", true}};
+  } else if (type == "fill_zeros_like") {
+    c.inputs = {In("X", {2, 3})};
+    c.outputs = {{"Out", 1}};
+  } else {
+    return {};
+  }
+  return {c};
 }
 
 // Everything compared, for the ops `types` of the plugins just loaded.
@@ -340,8 +379,11 @@ Records Compute(const std::vector<std::string>& types) {
       for (const std::string& f : g.failures) failures += f + "; ";
       records["gradcheck " + type + " " + g.case_name] = g.ok ? "ok" : OneLine("FAILED " + failures);
     }
-    if (info.grad_checks.empty()) RunUnchecked(type, &records);
+    // Ops without gradient checks: the forward cases of ExtraCases, else
+    // the attribute- and input-built cases of RunUnchecked.
     std::vector<GradCheckSpec> specs = info.grad_checks;
+    if (specs.empty()) specs = ExtraCases(type);
+    if (specs.empty()) RunUnchecked(type, &records);
     // An op whose checks pin its seed (dropout's fix_seed) runs them once
     // more with the seed the run derives, which reaches the kernel through
     // the C ABI's kernel_seed.

@@ -124,6 +124,30 @@ TEST(Registry, DefaultGradOpDerivesSlotsFromForward) {
   ASSERT_NE(g.schema.FindAttr("x_num_col_dims"), nullptr);
 }
 
+// A grad op's kernel that reads an input's shape only marks that input,
+// declared by DefaultGradOp, no-buffer; a slot not declared is refused.
+TEST(Registry, NoBufferInputMarksADeclaredInput) {
+  RegisterOps("nobuffer", [](Registrar& r) {
+    r.Op("nb_mul").Input("X", "x").Input("Y", "y").Output("Out", "o");
+    r.DefaultGradOp("nb_mul").NoBufferInput("Y");
+  });
+  const OpInfo& g = CurrentRegistry()->Get("nb_mul_grad");
+  std::vector<std::string> no_buffer;
+  for (const auto& s : g.schema.inputs)
+    if (s.no_buffer) no_buffer.push_back(s.name);
+  EXPECT_EQ(no_buffer, std::vector<std::string>{"Y"});
+  const std::vector<std::string> before = CurrentRegistry()->OpTypes();
+  try {
+    RegisterOps("nobuffer_bad", [](Registrar& r) { r.Op("nb_bad").Input("X", "x").NoBufferInput("Z"); });
+    ADD_FAILURE() << "NoBufferInput of an undeclared slot was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'nb_bad': NoBufferInput('Z') needs an input slot of that name"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(CurrentRegistry()->OpTypes(), before);
+}
+
 TEST(Registry, DefaultGradMakerFollowsSeedNaming) {
   testing::RegisterToyOps();
   OpDesc fwd("toy_add", {{"X", {"a"}}, {"Y", {"b"}}}, {{"Out", {"c"}}}, {});

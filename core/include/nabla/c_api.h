@@ -43,7 +43,8 @@ extern "C" {
 
 /* The version of this header. Raised by one with every release that appends
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
- * and vector math, and views; version 4: program passes). */
+ * and vector math, and views; version 4: copies and
+ * variables, and program passes). */
 #define NABLA_C_API_VERSION 4
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
@@ -460,6 +461,20 @@ typedef struct nabla_api {
   int32_t (*fusion_var_dtype)(nabla_fusion_context* c, const char* name);
   int64_t (*fusion_var_rank)(nabla_fusion_context* c, const char* name);
   int32_t (*fusion_var_dims)(nabla_fusion_context* c, const char* name, int64_t* dims);
+
+  /* ---- Version 4: copies and variables */
+  /* Makes output t a copy of src with storage of its own on device d
+   * (src's shape and dtype), wherever src lives: host, d or another
+   * device. */
+  int32_t (*tensor_copy)(nabla_tensor* t, const nabla_tensor* src, nabla_device* d);
+  /* The tensor of input slot[i] whether or not it holds data: a
+   * NABLA_C_SLOT_NO_BUFFER input's shape and dtype, which stay when an
+   * executor has released its buffer (kernel_input refuses a tensor without
+   * data). NULL (an error naming the slot) when the input is absent. */
+  const nabla_tensor* (*kernel_input_var)(nabla_kernel_context* c, const char* slot, size_t i);
+  /* Marks input `slot`, declared before (op_input, or op_new_default_grad's
+   * slots), NABLA_C_SLOT_NO_BUFFER. */
+  int32_t (*op_input_no_buffer)(nabla_op_builder* b, const char* slot);
 
   /* ---- Version 4: program passes
    *

@@ -188,6 +188,9 @@ class NABLA_API OpBuilder {
   // How many tensors the duplicable output `slot` (declared before) holds,
   // from the attributes and inputs (see OutputCountFn).
   OpBuilder& OutputCount(const std::string& slot, OutputCountFn fn);
+  // Marks input `slot` (declared before, e.g. by DefaultGradOp) no-buffer:
+  // the kernel reads its shape and dtype only (kNoBuffer).
+  OpBuilder& NoBufferInput(const std::string& slot);
   OpInfo& Info() { return *info_; }
 
  private:

@@ -673,6 +673,10 @@ class Tensor {
   void Resize(const Shape& shape) {
     sdk_detail::Check(Api().tensor_share(Handle(), Handle(), shape.data(), shape.size()));
   }
+  // Deep copy of src onto `device`, wherever src lives (C ABI version 4).
+  void CopyFrom(const Tensor& src, Device& device) {
+    sdk_detail::Check(Api().tensor_copy(Handle(), src.Handle(), device.Handle()));
+  }
   std::string DebugString() const { return StrCat(DTypeName(GetDType()), ShapeToString(GetShape())); }
 
   const nabla_tensor* Handle() const { return reinterpret_cast<const nabla_tensor*>(this); }
@@ -714,6 +718,16 @@ class HostTensor {
   DType dtype_;
   Shape shape_;
   std::vector<unsigned char> bytes_;
+};
+
+// An input's var as a kernel sees it (ExecutionContext::InputVar): its
+// tensor, with or without data. Read only; a handle like Tensor.
+class Variable {
+ public:
+  Variable() = delete;
+  Variable(const Variable&) = delete;
+  Variable& operator=(const Variable&) = delete;
+  const Tensor& GetTensor() const { return *reinterpret_cast<const Tensor*>(this); }
 };
 
 // ---------------------------------------------------------------- inference
@@ -799,6 +813,12 @@ class ExecutionContext {
   // The tensor of input slot[i]; an absent input is an error naming it.
   const Tensor& Input(const std::string& slot, size_t i = 0) const {
     return *reinterpret_cast<const Tensor*>(sdk_detail::CheckPtr(Api().kernel_input(c_, slot.c_str(), i)));
+  }
+  // The var of input slot[i], whose tensor may hold no data: the shape and
+  // dtype of a kNoBuffer input, whose buffer an executor may have released
+  // (C ABI version 4). An absent input is an error naming it.
+  const Variable* InputVar(const std::string& slot, size_t i = 0) const {
+    return reinterpret_cast<const Variable*>(sdk_detail::CheckPtr(Api().kernel_input_var(c_, slot.c_str(), i)));
   }
   // Null when the slot is absent or the arg is @EMPTY@ (a gradient nobody needs).
   Tensor* Output(const std::string& slot, size_t i = 0) const {
@@ -1493,6 +1513,12 @@ class OpBuilder {
   }
   OpBuilder& Output(const std::string& name, const std::string& doc, unsigned flags = kNone) {
     sdk_detail::Check(Api().op_output(b_, name.c_str(), doc.c_str(), flags));
+    return *this;
+  }
+  // Marks input `slot` (declared before, e.g. by DefaultGradOp) no-buffer:
+  // the kernel reads its shape and dtype only (kNoBuffer; C ABI version 4).
+  OpBuilder& NoBufferInput(const std::string& slot) {
+    sdk_detail::Check(Api().op_input_no_buffer(b_, slot.c_str()));
     return *this;
   }
   template <typename T>
