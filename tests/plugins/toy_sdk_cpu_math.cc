@@ -1,5 +1,7 @@
 // A plugin on the C ABI through the C++ SDK that computes with the CPU
-// backend's math (nabla/cpu/cpu.h, which the SDK maps to nabla/sdk/cpu.h; C ABI version 3) and makes views:
+// backend's math (nabla/cpu/cpu.h and vmath.h, which the SDK maps to
+// nabla/sdk/cpu.h; C ABI version 3, the row kernels version 4) and makes
+// views:
 //   toy_gemm: Out = alpha * op(X) * op(Y), float32 and float64 (cpu::Gemm);
 //     `bad_ld` hands the table a too short leading dimension;
 //   toy_vmath: Out = tanh / gelu / gelu's tanh form of X, or gelu's
