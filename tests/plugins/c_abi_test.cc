@@ -374,7 +374,8 @@ TEST(CApi, SdkPluginComputesWithTheCpuRowKernels) {
     }
   }
   try {
-    OpDesc bad("toy_rows", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}, {"Acc", {"acc"}}}, {{"fn", 0}});
+    OpDesc bad("toy_rows", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}, {"Acc", {"acc"}}},
+               {{"fn", 0}, {"shift", 0.0f}});
     op_case::RunOps({bad}, {{"x", DType::kFloat32, {2, 0}, {}}, {"y", DType::kFloat32, {2, 0}, {}}}, HostDevice());
     ADD_FAILURE() << "the largest of no elements was accepted";
   } catch (const Error& e) {
