@@ -998,8 +998,11 @@ CApiCpuMath& CpuMathHook() {
 
 const CApiCpuMath& CpuMath(const char* what) {
   const CApiCpuMath& h = CpuMathHook();
-  NABLA_ENFORCE(h.gemm_f32 && h.gemm_f64 && h.vmath && h.gelu_grad, kPreconditionNotMet, what,
-                ": the CPU backend is not initialised in this process");
+  NABLA_ENFORCE(h.gemm_f32 && h.gemm_f64 && h.vmath && h.gelu_grad && h.row_max && h.exp_shifted && h.exp_shifted_sum &&
+                    h.scale_row && h.dot_row && h.softmax_grad_row && h.layer_norm_row && h.layer_norm_grad_row &&
+                    h.sum_arrays && h.to_bf16 && h.from_bf16 && h.dnnl_scratchpad && h.dnnl_budget_begin &&
+                    h.dnnl_budget_end && h.has_bf16_gemm,
+                kPreconditionNotMet, what, ": the CPU backend is not initialised in this process");
   return h;
 }
 
@@ -1058,6 +1061,136 @@ int32_t ApiCpuGeluGrad(const float* x, const float* dy, float* dx, int64_t n, in
     NABLA_ENFORCE(n >= 0 && (n == 0 || (x && dy && dx)), kInvalidArgument,
                   "cpu_gelu_grad: expected n >= 0 and three arrays");
     if (n > 0) h.gelu_grad(x, dy, dx, n, approximate != 0);
+  });
+}
+
+// Version 4's row kernels: checked like cpu_vmath, then one call of the
+// backend's function on the caller's memory (a kernel calls them per row),
+// n = 0 included (layer_norm of an empty row writes its NaN mean as the
+// standard build does); arrays may be NULL only where n = 0.
+void CheckRow(const char* what, int64_t n, int64_t min_n, bool arrays) {
+  NABLA_ENFORCE(n >= min_n && (n == 0 || arrays), kInvalidArgument, what, ": expected n >= ", min_n,
+                " and its arrays, but received n = ", n, arrays ? "" : " and NULL");
+}
+
+int32_t ApiCpuRowMax(const float* x, int64_t n, float* max) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_row_max");
+    CheckRow("cpu_row_max", n, 1, x && max);
+    *max = h.row_max(x, n);
+  });
+}
+
+int32_t ApiCpuExpShifted(const float* x, float shift, float* y, int64_t n, float* sum) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_exp_shifted");
+    CheckRow("cpu_exp_shifted", n, 0, x && y);
+    if (sum) {
+      *sum = h.exp_shifted_sum(x, shift, y, n);
+    } else {
+      h.exp_shifted(x, shift, y, n);
+    }
+  });
+}
+
+int32_t ApiCpuScaleRow(float* y, float s, int64_t n) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_scale_row");
+    CheckRow("cpu_scale_row", n, 0, y != nullptr);
+    h.scale_row(y, s, n);
+  });
+}
+
+int32_t ApiCpuDotRow(const float* a, const float* b, int64_t n, float* dot) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_dot_row");
+    NABLA_ENFORCE(dot, kInvalidArgument, "cpu_dot_row: received NULL for the result");
+    CheckRow("cpu_dot_row", n, 0, a && b);
+    *dot = h.dot_row(a, b, n);
+  });
+}
+
+int32_t ApiCpuSoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_softmax_grad_row");
+    CheckRow("cpu_softmax_grad_row", n, 0, y && dy && dx);
+    h.softmax_grad_row(y, dy, dx, n);
+  });
+}
+
+int32_t ApiCpuLayerNormRow(const float* x, int64_t n, const float* scale, const float* bias, float eps, float* y,
+                           float* mean, float* var) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_layer_norm_row");
+    NABLA_ENFORCE(mean && var, kInvalidArgument, "cpu_layer_norm_row: received NULL for the mean or variance");
+    CheckRow("cpu_layer_norm_row", n, 0, x && y);
+    h.layer_norm_row(x, n, scale, bias, eps, y, mean, var);
+  });
+}
+
+int32_t ApiCpuLayerNormGradRow(const float* x, const float* dy, int64_t n, float mean, float rstd, const float* scale,
+                               float* dx, float* dscale, float* dbias) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_layer_norm_grad_row");
+    CheckRow("cpu_layer_norm_grad_row", n, 0, x && dy);
+    h.layer_norm_grad_row(x, dy, n, mean, rstd, scale, dx, dscale, dbias);
+  });
+}
+
+int32_t ApiCpuSumArrays(const float* const* xs, int64_t count, float* y, int64_t n) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_sum_arrays");
+    NABLA_ENFORCE(count >= 1 && xs, kInvalidArgument, "cpu_sum_arrays: expected count >= 1 arrays, but received ",
+                  count);
+    CheckRow("cpu_sum_arrays", n, 0, y != nullptr);
+    if (n == 0) return;
+    for (int64_t i = 0; i < count; ++i)
+      NABLA_ENFORCE(xs[i], kInvalidArgument, "cpu_sum_arrays: array ", i, " of ", count, " is NULL");
+    h.sum_arrays(xs, count, y, n);
+  });
+}
+
+int32_t ApiCpuToBf16(const float* x, uint16_t* y, int64_t n) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_to_bf16");
+    CheckRow("cpu_to_bf16", n, 0, x && y);
+    h.to_bf16(x, y, n);
+  });
+}
+
+int32_t ApiCpuFromBf16(const uint16_t* x, float* y, int64_t n) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_from_bf16");
+    CheckRow("cpu_from_bf16", n, 0, x && y);
+    h.from_bf16(x, y, n);
+  });
+}
+
+void* ApiCpuDnnlScratchpad(size_t bytes) {
+  return Guard<void*>(nullptr, [&] { return CpuMath("cpu_dnnl_scratchpad").dnnl_scratchpad(bytes); });
+}
+
+int32_t ApiCpuDnnlBudgetBegin(void** budget, int32_t* granted) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_dnnl_budget_begin");
+    NABLA_ENFORCE(budget && granted, kInvalidArgument, "cpu_dnnl_budget_begin: received NULL");
+    *budget = h.dnnl_budget_begin(granted);
+  });
+}
+
+int32_t ApiCpuDnnlBudgetEnd(void* budget) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_dnnl_budget_end");
+    NABLA_ENFORCE(budget, kInvalidArgument, "cpu_dnnl_budget_end: received NULL");
+    h.dnnl_budget_end(budget);
+  });
+}
+
+int32_t ApiCpuHasBf16Gemm(int32_t* has) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_has_bf16_gemm");
+    NABLA_ENFORCE(has, kInvalidArgument, "cpu_has_bf16_gemm: received NULL");
+    *has = h.has_bf16_gemm() ? 1 : 0;
   });
 }
 
@@ -1232,6 +1365,20 @@ nabla_api MakeTable() {
   api.pass_remove_var = ApiPassRemoveVar;
   api.op_type_traits = ApiOpTypeTraits;
   api.pass_evaluate_on_host = ApiPassEvaluateOnHost;
+  api.cpu_row_max = ApiCpuRowMax;
+  api.cpu_exp_shifted = ApiCpuExpShifted;
+  api.cpu_scale_row = ApiCpuScaleRow;
+  api.cpu_dot_row = ApiCpuDotRow;
+  api.cpu_softmax_grad_row = ApiCpuSoftmaxGradRow;
+  api.cpu_layer_norm_row = ApiCpuLayerNormRow;
+  api.cpu_layer_norm_grad_row = ApiCpuLayerNormGradRow;
+  api.cpu_sum_arrays = ApiCpuSumArrays;
+  api.cpu_to_bf16 = ApiCpuToBf16;
+  api.cpu_from_bf16 = ApiCpuFromBf16;
+  api.cpu_dnnl_scratchpad = ApiCpuDnnlScratchpad;
+  api.cpu_dnnl_budget_begin = ApiCpuDnnlBudgetBegin;
+  api.cpu_dnnl_budget_end = ApiCpuDnnlBudgetEnd;
+  api.cpu_has_bf16_gemm = ApiCpuHasBf16Gemm;
   return api;
 }
 

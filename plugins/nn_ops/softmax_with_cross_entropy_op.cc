@@ -43,6 +43,10 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   // Labels are checked first, in order, so a bad one fails the same way with
   // any number of threads; then rows are independent and split.
   if (!soft) CheckLabels(label, rows, v.dim, ignore);
+  if (v.dim == 0) {  // no classes: each row's loss is an empty sum (its label is ignore_index)
+    std::fill(pl, pl + rows, T(0));
+    return;
+  }
   if (!use_softmax) {
     // Logits are probabilities already: Softmax is a copy and the loss is
     // cross_entropy's, with its clipped log.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -18,10 +19,12 @@
 #include "nabla/backward.h"
 #include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/vmath.h"
 #include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
+#include "toy_rows.h"
 
 namespace nabla {
 namespace {
@@ -143,9 +146,24 @@ static_assert(offsetof(nabla_api, pass_var_set) == Slot(97));
 static_assert(offsetof(nabla_api, pass_remove_var) == Slot(98));
 static_assert(offsetof(nabla_api, op_type_traits) == Slot(99));
 static_assert(offsetof(nabla_api, pass_evaluate_on_host) == Slot(100));
-static_assert(sizeof(nabla_api) >= Slot(101));
 static_assert(NABLA_C_TRAIT_HAS_SUB_BLOCK == 32 && NABLA_C_TRAIT_CONTROL_FLOW == 64 && NABLA_C_VAR_DECLARED == 8);
 static_assert(offsetof(nabla_var_info, dims) == 16 && sizeof(nabla_var_info) == 32);
+// ... and the CPU row kernels and what oneDNN users share.
+static_assert(offsetof(nabla_api, cpu_row_max) == Slot(101));
+static_assert(offsetof(nabla_api, cpu_exp_shifted) == Slot(102));
+static_assert(offsetof(nabla_api, cpu_scale_row) == Slot(103));
+static_assert(offsetof(nabla_api, cpu_dot_row) == Slot(104));
+static_assert(offsetof(nabla_api, cpu_softmax_grad_row) == Slot(105));
+static_assert(offsetof(nabla_api, cpu_layer_norm_row) == Slot(106));
+static_assert(offsetof(nabla_api, cpu_layer_norm_grad_row) == Slot(107));
+static_assert(offsetof(nabla_api, cpu_sum_arrays) == Slot(108));
+static_assert(offsetof(nabla_api, cpu_to_bf16) == Slot(109));
+static_assert(offsetof(nabla_api, cpu_from_bf16) == Slot(110));
+static_assert(offsetof(nabla_api, cpu_dnnl_scratchpad) == Slot(111));
+static_assert(offsetof(nabla_api, cpu_dnnl_budget_begin) == Slot(112));
+static_assert(offsetof(nabla_api, cpu_dnnl_budget_end) == Slot(113));
+static_assert(offsetof(nabla_api, cpu_has_bf16_gemm) == Slot(114));
+static_assert(sizeof(nabla_api) >= Slot(115));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -345,6 +363,55 @@ TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
         std::string(e.what()).find("tensor_share: [5, 5] holds 25 elements but the source float32[2, 3, 4] holds 24"),
         std::string::npos)
         << e.what();
+  }
+}
+
+// Version 4: the row kernels, SumArrays and the bfloat16 conversions give a
+// plugin's kernel the bits of nabla's own (vmath.h, cpu.h) on every row,
+// with rows split across threads; bits compared, so NaN (layer_norm of an
+// empty row) matches NaN; and what the process's oneDNN users share (the
+// budget's team, the scratchpad). A bad argument is one error naming the
+// function.
+TEST(CApi, SdkPluginComputesWithTheCpuRowKernels) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_CPU_MATH);
+  auto bits = [](const std::vector<double>& v) {
+    std::vector<uint32_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float f = static_cast<float>(v[i]);
+      std::memcpy(&b[i], &f, sizeof f);
+    }
+    return b;
+  };
+  for (const auto& [rows, n] :
+       std::vector<std::pair<int64_t, int64_t>>{{5, 37}, {3, 1000}, {4, 1}, {300, 16}, {2, 0}}) {
+    std::vector<double> xv = Uniform(rows * n, 13), yv = Uniform(rows * n, 17);
+    if (n > 3) xv[3] = -100.0;  // exp(x - shift) below the cut: exactly 0
+    const std::vector<float> xf = As<float>(xv), yf = As<float>(yv);
+    for (int fn = n == 0 ? 1 : 0; fn < 11; ++fn) {
+      const float shift = fn == 3 ? 0.75f : 1.5f;
+      OpDesc op("toy_rows", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}, {"Acc", {"acc"}}},
+                {{"fn", fn}, {"shift", shift}});
+      const op_case::Result r = op_case::RunOps(
+          {op}, {{"x", DType::kFloat32, {rows, n}, xv}, {"y", DType::kFloat32, {rows, n}, yv}}, HostDevice());
+      const int64_t w = 2 * n + 2;
+      std::vector<float> out(rows * w, 0.0f), acc(2 * n, 0.0f);
+      for (int64_t i = 0; i < rows; ++i)
+        toy::RowRun(fn, shift, xf.data() + i * n, yf.data() + i * n, yf.data() + (i + 1) % rows * n, n,
+                    out.data() + i * w, acc.data());
+      EXPECT_EQ(bits(r.values.at("out")), bits(std::vector<double>(out.begin(), out.end())))
+          << "fn " << fn << " rows " << rows << " n " << n;
+      EXPECT_EQ(bits(r.values.at("acc")), bits(std::vector<double>(acc.begin(), acc.end())))
+          << "fn " << fn << " rows " << rows << " n " << n;
+    }
+  }
+  try {
+    OpDesc bad("toy_rows", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}, {"Acc", {"acc"}}},
+               {{"fn", 0}, {"shift", 0.0f}});
+    op_case::RunOps({bad}, {{"x", DType::kFloat32, {2, 0}, {}}, {"y", DType::kFloat32, {2, 0}, {}}}, HostDevice());
+    ADD_FAILURE() << "the largest of no elements was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu_row_max: expected n >= 1"), std::string::npos) << e.what();
   }
 }
 

@@ -1,15 +1,23 @@
 // A plugin on the C ABI through the C++ SDK that computes with the CPU
-// backend's math (nabla/cpu/cpu.h, which the SDK maps to nabla/sdk/cpu.h; C ABI version 3) and makes views:
+// backend's math (nabla/cpu/cpu.h and vmath.h, which the SDK maps to
+// nabla/sdk/cpu.h; C ABI version 3, the row kernels version 4) and makes
+// views:
 //   toy_gemm: Out = alpha * op(X) * op(Y), float32 and float64 (cpu::Gemm);
 //     `bad_ld` hands the table a too short leading dimension;
 //   toy_vmath: Out = tanh / gelu / gelu's tanh form of X, or gelu's
 //     gradient with Y as dy (fn 3, 4), float32;
-//   toy_view: Out = X with shape `shape`, sharing X's data.
+//   toy_view: Out = X with shape `shape`, sharing X's data;
+//   toy_rows: the row kernels of nabla/cpu/vmath.h, SumArrays and the
+//     bfloat16 conversions (C ABI version 4) row by row over X [rows, n]
+//     and Y [rows, n], and what oneDNN users share (toy_rows.h says what
+//     each fn writes).
 // c_abi_test compares each with nabla's own cpu:: functions, bit for bit.
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
+#include "toy_rows.h"
 
 namespace {
 
@@ -64,6 +72,46 @@ NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
         if (fn == 0) nabla::cpu::Tanh(x.Data<float>(), out, n);
         if (fn == 1 || fn == 2) nabla::cpu::Gelu(x.Data<float>(), out, n, fn == 2);
         if (fn == 3 || fn == 4) nabla::cpu::GeluGrad(x.Data<float>(), ctx.Input("Y").Data<float>(), out, n, fn == 4);
+      },
+      __FILE__, __LINE__);
+
+  registrar.Op("toy_rows", __FILE__, __LINE__)
+      .Doc("Row kernels by fn over the rows of X and Y (tests/plugins/toy_sdk_cpu_math.cc, RowRun).")
+      .Input("X", "(Tensor) float32 [rows, n]")
+      .Input("Y", "(Tensor) float32 [rows, n]")
+      .Output("Out", "(Tensor) [rows, 2 n + 2]")
+      .Output("Acc", "(Tensor) [2, n]: fn 7's dscale and dbias")
+      .Attr<int>("fn", 0, "(int) the kernel")
+      .Attr<float>("shift", 0.0f, "(float) ExpShifted's shift, ScaleRow's scale")
+      .InferShape([](nabla::InferShapeContext& c) {
+        const nabla::Shape x = c.InputShape("X");
+        c.SetOutputShape("Out", {x[0], 2 * x[1] + 2});
+        c.SetOutputShape("Acc", {2, x[1]});
+        c.SetOutputDType("Out", c.InputDType("X"));
+        c.SetOutputDType("Acc", c.InputDType("X"));
+      });
+  registrar.Kernel(
+      "toy_rows", nabla::DeviceType::kCPU, nabla::DType::kFloat32,
+      [](const nabla::ExecutionContext& ctx) {
+        const nabla::Tensor& x = ctx.Input("X");
+        const int64_t rows = x.GetShape()[0], n = x.GetShape()[1], w = 2 * n + 2;
+        float* out = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), {rows, w});
+        float* acc = ctx.Output("Acc")->Allocate<float>(ctx.GetDevice(), {2, n});
+        for (int64_t i = 0; i < rows * w; ++i) out[i] = 0.0f;
+        for (int64_t i = 0; i < 2 * n; ++i) acc[i] = 0.0f;
+        const float *px = x.Data<float>(), *py = ctx.Input("Y").Data<float>();
+        const int fn = ctx.Attr<int>("fn");
+        const float shift = ctx.Attr<float>("shift");
+        auto row = [&](int64_t r) {
+          nabla::toy::RowRun(fn, shift, px + r * n, py + r * n, py + (r + 1) % rows * n, n, out + r * w, acc);
+        };
+        if (fn == 7 || fn == 10) {  // rows add into Acc, or take budgets: in order
+          for (int64_t r = 0; r < rows; ++r) row(r);
+        } else {
+          nabla::cpu::ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) row(r);
+          });
+        }
       },
       __FILE__, __LINE__);
 

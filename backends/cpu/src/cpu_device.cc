@@ -7,6 +7,7 @@
 #include "nabla/block_pool.h"
 #include "nabla/c_api_host.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/vmath.h"
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/executor.h"
@@ -123,6 +124,29 @@ void InitCpuBackend() {
     math.gelu_grad = [](const float* x, const float* dy, float* dx, int64_t n, bool approximate) {
       GeluGrad(x, dy, dx, n, approximate);
     };
+    math.row_max = RowMax;
+    math.exp_shifted = ExpShifted;
+    math.exp_shifted_sum = ExpShiftedSum;
+    math.scale_row = ScaleRow;
+    math.dot_row = DotRow;
+    math.softmax_grad_row = SoftmaxGradRow;
+    math.layer_norm_row = LayerNormRow;
+    math.layer_norm_grad_row = LayerNormGradRow;
+    math.sum_arrays = SumArrays;
+    // bfloat16 is its 16 bits (a struct of one uint16_t) on both sides.
+    static_assert(sizeof(bfloat16) == sizeof(uint16_t) && alignof(bfloat16) == alignof(uint16_t));
+    math.to_bf16 = [](const float* x, uint16_t* y, int64_t n) { ConvertToBf16(x, reinterpret_cast<bfloat16*>(y), n); };
+    math.from_bf16 = [](const uint16_t* x, float* y, int64_t n) {
+      ConvertFromBf16(reinterpret_cast<const bfloat16*>(x), y, n);
+    };
+    math.dnnl_scratchpad = DnnlScratchpad;
+    math.dnnl_budget_begin = [](int32_t* granted) -> void* {
+      auto* budget = new DnnlThreadBudget;
+      *granted = budget->Granted();
+      return budget;
+    };
+    math.dnnl_budget_end = [](void* budget) { delete static_cast<DnnlThreadBudget*>(budget); };
+    math.has_bf16_gemm = HasBf16Gemm;
     SetCApiCpuMath(math);
   });
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "nabla/bf16_bits.h"
 #include "nabla/export.h"
 
 namespace nabla {
@@ -27,20 +28,9 @@ inline bool IsFloating(DType d) { return d == DType::kFloat32 || d == DType::kFl
 struct bfloat16 {
   uint16_t bits;
 };
-inline float Bf16ToFloat(bfloat16 b) {
-  uint32_t u = static_cast<uint32_t>(b.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+inline float Bf16ToFloat(bfloat16 b) { return bf16_bits::ToFloat(b.bits); }
 // Round to nearest, ties to even (what oneDNN and PyTorch do); NaN stays NaN.
-inline bfloat16 FloatToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bfloat16{static_cast<uint16_t>((u >> 16) | 0x40u)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return bfloat16{static_cast<uint16_t>(u >> 16)};
-}
+inline bfloat16 FloatToBf16(float f) { return bfloat16{bf16_bits::FromFloat(f)}; }
 
 template <typename T>
 struct DTypeOf;
