@@ -1,8 +1,10 @@
 // The op plugin frozen at version 4 of the C ABI (tests/plugins/abi_v4/,
 // built against the headers copied there and never edited) loads into this
 // core and computes as it did: a tensor copy, a no-buffer input read for its
-// shape and dtype, and a program pass that folds a constant (evaluated on
-// the host) into a scale op, removing the ops and vars it no longer needs.
+// shape and dtype, the CPU backend's row kernels, SumArrays, bfloat16
+// conversions and oneDNN state (the bits of nabla's own functions), and a
+// program pass that folds a constant (evaluated on the host) into a scale
+// op, removing the ops and vars it no longer needs.
 // What every later core owes plugins built for version 4.
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 
 #include "common/op_case.h"
 #include "nabla/cpu/cpu.h"
+#include "nabla/cpu/vmath.h"
 #include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/op_registry.h"
@@ -83,6 +86,104 @@ TEST(CApiV4, FrozenOpReadsANoBufferInputWithoutData) {
   EXPECT_EQ(y.GetShape(), (Shape{2, 5}));
   EXPECT_EQ(y.GetDType(), DType::kFloat64);
   EXPECT_EQ(op_case::Read(y), std::vector<double>(10, 0.0));
+}
+
+std::vector<double> AsDoubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+std::vector<float> AsFloats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+TEST(CApiV4, FrozenOpsComputeWithTheCpuRowKernels) {
+  Load();
+  const int64_t rows = 5, n = 37;
+  const std::vector<double> x = Values(rows * n, 4.0), dy = Values(rows * n, 1.0);
+  const std::vector<float> xf = AsFloats(x), dyf = AsFloats(dy);
+
+  // softmax and its gradient, against nabla's own row kernels.
+  std::vector<float> y(rows * n), dx(rows * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = xf.data() + r * n;
+    const float sum = cpu::ExpShiftedSum(xr, cpu::RowMax(xr, n), y.data() + r * n, n);
+    cpu::ScaleRow(y.data() + r * n, 1.0f / sum, n);
+    cpu::SoftmaxGradRow(y.data() + r * n, dyf.data() + r * n, dx.data() + r * n, n);
+  }
+  OpDesc softmax("abi_v4_softmax", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"grad", false}});
+  op_case::Result r = op_case::RunOps({softmax}, {{"x", DType::kFloat32, {rows, n}, x}}, HostDevice());
+  EXPECT_EQ(r.values.at("y"), AsDoubles(y));
+  OpDesc softmax_grad("abi_v4_softmax", {{"X", {"y"}}, {"Out@GRAD", {"dy"}}}, {{"Out", {"dx"}}}, {{"grad", true}});
+  r = op_case::RunOps({softmax_grad},
+                      {{"y", DType::kFloat32, {rows, n}, AsDoubles(y)}, {"dy", DType::kFloat32, {rows, n}, dy}},
+                      HostDevice());
+  EXPECT_EQ(r.values.at("dx"), AsDoubles(dx));
+
+  // layer_norm and its gradient.
+  const std::vector<double> scale = Values(n, 0.8), bias = Values(n, 0.3);
+  const std::vector<float> scalef = AsFloats(scale), biasf = AsFloats(bias);
+  const float eps = 1e-5f;
+  std::vector<float> ln(rows * n), mean(rows), var(rows), lndx(rows * n), dscale(n, 0.0f), dbias(n, 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    cpu::LayerNormRow(xf.data() + i * n, n, scalef.data(), biasf.data(), eps, ln.data() + i * n, &mean[i], &var[i]);
+    cpu::LayerNormGradRow(xf.data() + i * n, dyf.data() + i * n, n, mean[i], 1.0f / std::sqrt(var[i] + eps),
+                          scalef.data(), lndx.data() + i * n, dscale.data(), dbias.data());
+  }
+  OpDesc layer_norm("abi_v4_layer_norm", {{"X", {"x"}}, {"Scale", {"scale"}}, {"Bias", {"bias"}}},
+                    {{"Y", {"y"}}, {"Mean", {"mean"}}, {"Variance", {"var"}}}, {{"epsilon", eps}});
+  OpDesc layer_norm_grad(
+      "abi_v4_layer_norm_grad",
+      {{"X", {"x"}}, {"Scale", {"scale"}}, {"Mean", {"mean"}}, {"Variance", {"var"}}, {"Y@GRAD", {"dy"}}},
+      {{"X@GRAD", {"dx"}}, {"Scale@GRAD", {"dscale"}}, {"Bias@GRAD", {"dbias"}}}, {{"epsilon", eps}});
+  r = op_case::RunOps({layer_norm, layer_norm_grad},
+                      {{"x", DType::kFloat32, {rows, n}, x},
+                       {"scale", DType::kFloat32, {n}, scale},
+                       {"bias", DType::kFloat32, {n}, bias},
+                       {"dy", DType::kFloat32, {rows, n}, dy}},
+                      HostDevice());
+  EXPECT_EQ(r.values.at("y"), AsDoubles(ln));
+  EXPECT_EQ(r.values.at("mean"), AsDoubles(mean));
+  EXPECT_EQ(r.values.at("var"), AsDoubles(var));
+  EXPECT_EQ(r.values.at("dx"), AsDoubles(lndx));
+  EXPECT_EQ(r.values.at("dscale"), AsDoubles(dscale));
+  EXPECT_EQ(r.values.at("dbias"), AsDoubles(dbias));
+
+  // SumArrays over three inputs, and bfloat16 there and back.
+  const std::vector<double> b = Values(rows * n, -2.5), c = Values(rows * n, 1e3);
+  const std::vector<float> bf = AsFloats(b), cf = AsFloats(c);
+  std::vector<float> sum(rows * n);
+  const float* xs[3] = {xf.data(), bf.data(), cf.data()};
+  cpu::SumArrays(xs, 3, sum.data(), rows * n);
+  OpDesc add("abi_v4_sum", {{"X", {"x", "b", "c"}}}, {{"Out", {"s"}}}, {});
+  r = op_case::RunOps({add},
+                      {{"x", DType::kFloat32, {rows, n}, x},
+                       {"b", DType::kFloat32, {rows, n}, b},
+                       {"c", DType::kFloat32, {rows, n}, c}},
+                      HostDevice());
+  EXPECT_EQ(r.values.at("s"), AsDoubles(sum));
+  std::vector<bfloat16> half(rows * n);
+  std::vector<float> back(rows * n);
+  cpu::ConvertToBf16(cf.data(), half.data(), rows * n);
+  cpu::ConvertFromBf16(half.data(), back.data(), rows * n);
+  OpDesc round("abi_v4_bf16", {{"X", {"c"}}}, {{"Out", {"h"}}, {"Back", {"back"}}}, {});
+  r = op_case::RunOps({round}, {{"c", DType::kFloat32, {rows, n}, c}}, HostDevice());
+  EXPECT_EQ(r.values.at("h"), AsDoubles(back));  // read back through bfloat16 -> float
+  EXPECT_EQ(r.values.at("back"), AsDoubles(back));
+  EXPECT_NE(r.values.at("back"), AsDoubles(cf));  // 1e3-scale values lose bits in bfloat16
+
+  // DotRow per row.
+  std::vector<float> dot(rows);
+  for (int64_t i = 0; i < rows; ++i) dot[i] = cpu::DotRow(xf.data() + i * n, dyf.data() + i * n, n);
+  OpDesc dots("abi_v4_dot", {{"X", {"x"}}, {"Y", {"dy"}}}, {{"Out", {"d"}}}, {});
+  r = op_case::RunOps({dots}, {{"x", DType::kFloat32, {rows, n}, x}, {"dy", DType::kFloat32, {rows, n}, dy}},
+                      HostDevice());
+  EXPECT_EQ(r.values.at("d"), AsDoubles(dot));
+}
+
+TEST(CApiV4, FrozenOpSharesTheCpuBackendsOneDnnState) {
+  Load();
+  OpDesc state("abi_v4_onednn", {}, {{"Out", {"s"}}}, {{"bytes", 1000}});
+  const op_case::Result r = op_case::RunOps({state}, {}, HostDevice());
+  const std::vector<double>& s = r.values.at("s");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0], cpu::HasBf16Gemm() ? 1.0 : 0.0);
+  EXPECT_GE(s[1], 1.0);  // a team of one thread at least
+  EXPECT_EQ(s[2], 1.0);  // 64-byte aligned
 }
 
 const char* const kShiftProgram = R"(format: nabla-program/1

@@ -44,7 +44,7 @@ extern "C" {
 /* The version of this header. Raised by one with every release that appends
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
  * and vector math, and views; version 4: copies and
- * variables, and program passes). */
+ * variables, program passes, and the CPU backend's row kernels). */
 #define NABLA_C_API_VERSION 4
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
@@ -543,6 +543,60 @@ typedef struct nabla_api {
    * running control flow, or when an op fails. */
   const nabla_tensor* (*pass_evaluate_on_host)(nabla_pass_context* c, size_t block, const size_t* ops, size_t n,
                                                const char* var);
+
+  /* ---- Version 4: CPU row kernels
+   *
+   * The CPU backend's vectorised float32 kernels that nabla's softmax,
+   * softmax_with_cross_entropy, layer_norm, flash_attn, sum and cast compute
+   * with (sums in 16 lanes added in a fixed order, so results never depend
+   * on the thread count): a plugin calling them gets those ops' bits. Host
+   * memory; nothing is copied, so a kernel may call one per row. bfloat16
+   * values are their bits (uint16_t, the top half of a float32). And what
+   * the backend shares between the process's oneDNN calls. */
+  /* *max = the largest of x[0, n), n >= 1. */
+  int32_t (*cpu_row_max)(const float* x, int64_t n, float* max);
+  /* y = exp(x - shift), exactly 0 where x - shift < -87 (and for x = -inf);
+   * y may be x. sum not NULL: *sum = sum(y) (ExpShiftedSum; NULL:
+   * ExpShifted, the same y). */
+  int32_t (*cpu_exp_shifted)(const float* x, float shift, float* y, int64_t n, float* sum);
+  /* y *= s. */
+  int32_t (*cpu_scale_row)(float* y, float s, int64_t n);
+  /* *dot = sum(a * b). */
+  int32_t (*cpu_dot_row)(const float* a, const float* b, int64_t n, float* dot);
+  /* softmax's gradient along a row: dx = y * (dy - sum(y * dy)). */
+  int32_t (*cpu_softmax_grad_row)(const float* y, const float* dy, float* dx, int64_t n);
+  /* layer_norm of one row of n >= 1: y = (x - mean) * rstd * scale + bias
+   * (scale, bias may be NULL), rstd = 1 / sqrt(var + eps); writes the
+   * row's mean and biased variance. */
+  int32_t (*cpu_layer_norm_row)(const float* x, int64_t n, const float* scale, const float* bias, float eps, float* y,
+                                float* mean, float* var);
+  /* layer_norm's gradient for one row from its mean and rstd: xhat = (x -
+   * mean) * rstd, g = dy * scale (or dy), dx = rstd * (g - mean(g) - xhat *
+   * mean(g * xhat)) where dx is not NULL; adds dy * xhat to dscale and dy to
+   * dbias where they are not NULL. */
+  int32_t (*cpu_layer_norm_grad_row)(const float* x, const float* dy, int64_t n, float mean, float rstd,
+                                     const float* scale, float* dx, float* dscale, float* dbias);
+  /* y = xs[0] + ... + xs[count - 1] elementwise, added in that order;
+   * count >= 1; y overlaps no input. */
+  int32_t (*cpu_sum_arrays)(const float* const* xs, int64_t count, float* y, int64_t n);
+  /* float32 -> bfloat16, rounded to nearest even (NaN stays NaN), and
+   * bfloat16 -> float32 (exact). */
+  int32_t (*cpu_to_bf16)(const float* x, uint16_t* y, int64_t n);
+  int32_t (*cpu_from_bf16)(const uint16_t* x, float* y, int64_t n);
+  /* For plugins that run oneDNN themselves (its library is the process's
+   * one; nabla's convolutions and pooling do): what the CPU backend shares
+   * between every oneDNN call. The calling thread's scratchpad, 64-byte
+   * aligned, at least bytes, reused by the thread's next call (NULL after
+   * set_error). */
+  void* (*cpu_dnnl_scratchpad)(size_t bytes);
+  /* The thread budget of one oneDNN call (the executor's --threads, less
+   * what other oneDNN calls hold now): begin sets *granted, the OpenMP
+   * team size it set for the calling thread, and *budget, which end
+   * returns once the call is done. */
+  int32_t (*cpu_dnnl_budget_begin)(void** budget, int32_t* granted);
+  int32_t (*cpu_dnnl_budget_end)(void* budget);
+  /* *has = 1 where oneDNN runs bfloat16 GEMMs natively, else 0. */
+  int32_t (*cpu_has_bf16_gemm)(int32_t* has);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "nabla/attr_text.h"
+#include "nabla/bf16_bits.h"
 #include "nabla/c_api.h"
 
 namespace nabla {
@@ -156,6 +157,9 @@ inline bool IsFloating(DType d) { return d == DType::kFloat32 || d == DType::kFl
 struct bfloat16 {
   uint16_t bits;
 };
+// As nabla/types.h's: exact, and rounding to nearest even (NaN stays NaN).
+inline float Bf16ToFloat(bfloat16 b) { return bf16_bits::ToFloat(b.bits); }
+inline bfloat16 FloatToBf16(float f) { return bfloat16{bf16_bits::FromFloat(f)}; }
 template <typename T>
 struct DTypeOf;
 template <>
