@@ -324,6 +324,7 @@ void RunUnchecked(const std::string& type, Records* records) {
       (*records)[key + (c.may_refuse ? " refused" : " error")] = OneLine(e.what());
     }
   }
+}
 
 GradCheckInput In(const std::string& slot, Shape shape, double low = -1.0, double high = 1.0) {
   GradCheckInput in;
