@@ -1001,7 +1001,7 @@ const CApiCpuMath& CpuMath(const char* what) {
   NABLA_ENFORCE(h.gemm_f32 && h.gemm_f64 && h.vmath && h.gelu_grad && h.row_max && h.exp_shifted && h.exp_shifted_sum &&
                     h.scale_row && h.dot_row && h.softmax_grad_row && h.layer_norm_row && h.layer_norm_grad_row &&
                     h.sum_arrays && h.to_bf16 && h.from_bf16 && h.dnnl_scratchpad && h.dnnl_budget_begin &&
-                    h.dnnl_budget_end && h.has_bf16_gemm,
+                    h.dnnl_budget_end && h.has_bf16_gemm && h.gemm_bf16_f32 && h.gemm_bf16_bf16,
                 kPreconditionNotMet, what, ": the CPU backend is not initialised in this process");
   return h;
 }
@@ -1009,20 +1009,20 @@ const CApiCpuMath& CpuMath(const char* what) {
 // Checks what BLAS would refuse (its xerbla prints and carries on) and
 // raises leading dimensions of matrices with no elements to 1, which BLAS
 // wants and nothing reads.
-void CheckGemmArgs(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, const void* a, int64_t* lda,
-                   const void* b, int64_t* ldb, const void* c, int64_t* ldc) {
-  NABLA_ENFORCE(m >= 0 && n >= 0 && k >= 0, kInvalidArgument, "cpu_gemm: M, N, K must be >= 0, but received ", m, ", ",
-                n, ", ", k);
+void CheckGemmArgs(const char* what, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, const void* a,
+                   int64_t* lda, const void* b, int64_t* ldb, const void* c, int64_t* ldc) {
+  NABLA_ENFORCE(m >= 0 && n >= 0 && k >= 0, kInvalidArgument, what, ": M, N, K must be >= 0, but received ", m, ", ", n,
+                ", ", k);
   // The stored matrices: A is M x K (K x M transposed), B K x N (N x K).
   const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
   const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
   const bool a_used = a_rows > 0 && a_cols > 0 && n > 0, b_used = b_rows > 0 && b_cols > 0 && m > 0;
   const bool c_used = m > 0 && n > 0;
   NABLA_ENFORCE((!a_used || *lda >= a_cols) && (!b_used || *ldb >= b_cols) && (!c_used || *ldc >= n), kInvalidArgument,
-                "cpu_gemm: leading dimensions lda=", *lda, ", ldb=", *ldb, ", ldc=", *ldc,
+                what, ": leading dimensions lda=", *lda, ", ldb=", *ldb, ", ldc=", *ldc,
                 " are shorter than the rows of A (", a_cols, "), B (", b_cols, ") or C (", n, ")");
-  NABLA_ENFORCE((!c_used || c) && (!a_used || a) && (!b_used || b), kInvalidArgument,
-                "cpu_gemm: received NULL for a matrix with elements");
+  NABLA_ENFORCE((!c_used || c) && (!a_used || a) && (!b_used || b), kInvalidArgument, what,
+                ": received NULL for a matrix with elements");
   *lda = std::max<int64_t>({*lda, a_cols, 1});
   *ldb = std::max<int64_t>({*ldb, b_cols, 1});
   *ldc = std::max<int64_t>({*ldc, n, 1});
@@ -1032,7 +1032,7 @@ int32_t ApiCpuGemm(int32_t dtype, int32_t trans_a, int32_t trans_b, int64_t m, i
                    const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {
   return GuardStatus([&] {
     const CApiCpuMath& h = CpuMath("cpu_gemm");
-    CheckGemmArgs(m, n, k, trans_a != 0, trans_b != 0, a, &lda, b, &ldb, c, &ldc);
+    CheckGemmArgs("cpu_gemm", m, n, k, trans_a != 0, trans_b != 0, a, &lda, b, &ldb, c, &ldc);
     if (dtype == NABLA_C_FLOAT32) {
       h.gemm_f32(trans_a != 0, trans_b != 0, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
                  static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), ldc);
@@ -1191,6 +1191,24 @@ int32_t ApiCpuHasBf16Gemm(int32_t* has) {
     const CApiCpuMath& h = CpuMath("cpu_has_bf16_gemm");
     NABLA_ENFORCE(has, kInvalidArgument, "cpu_has_bf16_gemm: received NULL");
     *has = h.has_bf16_gemm() ? 1 : 0;
+  });
+}
+
+int32_t ApiCpuGemmBf16(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c,
+                       int32_t c_dtype, int64_t ldc) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_gemm_bf16");
+    CheckGemmArgs("cpu_gemm_bf16", m, n, k, trans_a != 0, trans_b != 0, a, &lda, b, &ldb, c, &ldc);
+    if (c_dtype == NABLA_C_FLOAT32) {
+      h.gemm_bf16_f32(trans_a != 0, trans_b != 0, m, n, k, alpha, a, lda, b, ldb, beta, static_cast<float*>(c), ldc);
+    } else if (c_dtype == NABLA_C_BFLOAT16) {
+      NABLA_ENFORCE(beta == 0.0f, kInvalidArgument,
+                    "cpu_gemm_bf16: a bfloat16 C is only written: beta must be 0, but received ", beta);
+      h.gemm_bf16_bf16(trans_a != 0, trans_b != 0, m, n, k, alpha, a, lda, b, ldb, static_cast<uint16_t*>(c), ldc);
+    } else {
+      NABLA_THROW(kInvalidArgument, "cpu_gemm_bf16: C's dtype must be float32 or bfloat16, but received ", c_dtype);
+    }
   });
 }
 
@@ -1379,6 +1397,7 @@ nabla_api MakeTable() {
   api.cpu_dnnl_budget_begin = ApiCpuDnnlBudgetBegin;
   api.cpu_dnnl_budget_end = ApiCpuDnnlBudgetEnd;
   api.cpu_has_bf16_gemm = ApiCpuHasBf16Gemm;
+  api.cpu_gemm_bf16 = ApiCpuGemmBf16;
   return api;
 }
 

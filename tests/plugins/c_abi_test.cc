@@ -163,7 +163,8 @@ static_assert(offsetof(nabla_api, cpu_dnnl_scratchpad) == Slot(111));
 static_assert(offsetof(nabla_api, cpu_dnnl_budget_begin) == Slot(112));
 static_assert(offsetof(nabla_api, cpu_dnnl_budget_end) == Slot(113));
 static_assert(offsetof(nabla_api, cpu_has_bf16_gemm) == Slot(114));
-static_assert(sizeof(nabla_api) >= Slot(115));
+static_assert(offsetof(nabla_api, cpu_gemm_bf16) == Slot(115));
+static_assert(sizeof(nabla_api) >= Slot(116));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -301,7 +302,7 @@ TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
           const std::vector<double> xv = Uniform(m * k, 7), yv = Uniform(k * n, 11);
           const Shape xs = ta ? Shape{k, m} : Shape{m, k}, ys = tb ? Shape{n, k} : Shape{k, n};
           OpDesc op("toy_gemm", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}},
-                    {{"trans_x", ta}, {"trans_y", tb}, {"alpha", 0.5f}, {"bad_ld", false}});
+                    {{"trans_x", ta}, {"trans_y", tb}, {"alpha", 0.5f}, {"bad_ld", false}, {"bf16", 0}});
           const op_case::Result r = op_case::RunOps({op}, {{"x", dtype, xs, xv}, {"y", dtype, ys, yv}}, HostDevice());
           std::vector<double> want(m * n);
           if (dtype == DType::kFloat32) {
@@ -319,13 +320,43 @@ TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
           EXPECT_EQ(r.shapes.at("out"), (Shape{m, n}));
           EXPECT_EQ(r.values.at("out"), want)
               << m << "x" << n << "x" << k << " " << DTypeName(dtype) << " " << ta << tb;
+          if (dtype != DType::kFloat32) continue;
+          // The bfloat16 GEMM (version 4), into float32 and into bfloat16.
+          const std::vector<float> xf = As<float>(xv), yf = As<float>(yv);
+          std::vector<bfloat16> xb(xf.size()), yb(yf.size()), cb(m * n);
+          cpu::ConvertToBf16(xf.data(), xb.data(), static_cast<int64_t>(xf.size()));
+          cpu::ConvertToBf16(yf.data(), yb.data(), static_cast<int64_t>(yf.size()));
+          for (const int bf16 : {1, 2}) {
+            op.SetAttr("bf16", bf16);
+            std::vector<float> c(m * n);
+            const int64_t lda = std::max<int64_t>(1, xs[1]), ldb = std::max<int64_t>(1, ys[1]),
+                          ldc = std::max<int64_t>(1, n);
+            try {
+              if (bf16 == 1) {
+                cpu::GemmBf16(ta, tb, m, n, k, 0.5f, xb.data(), lda, yb.data(), ldb, 0.0f, c.data(), ldc);
+              } else {
+                cpu::GemmBf16(ta, tb, m, n, k, 0.5f, xb.data(), lda, yb.data(), ldb, cb.data(), ldc);
+                cpu::ConvertFromBf16(cb.data(), c.data(), m * n);
+              }
+            } catch (const Error& e) {
+              // A build without oneDNN (the sanitizer builds) has no bfloat16
+              // GEMM: the plugin must get the same error, not a crash.
+              ASSERT_EQ(e.kind(), ErrorKind::kUnimplemented) << e.what();
+              EXPECT_THROW(op_case::RunOps({op}, {{"x", dtype, xs, xv}, {"y", dtype, ys, yv}}, HostDevice()), Error);
+              continue;
+            }
+            const op_case::Result rb =
+                op_case::RunOps({op}, {{"x", dtype, xs, xv}, {"y", dtype, ys, yv}}, HostDevice());
+            EXPECT_EQ(rb.values.at("out"), std::vector<double>(c.begin(), c.end()))
+                << "bf16 " << bf16 << " " << m << "x" << n << "x" << k << " " << ta << tb;
+          }
         }
       }
     }
   }
   try {
     OpDesc bad("toy_gemm", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}},
-               {{"trans_x", false}, {"trans_y", false}, {"alpha", 1.0f}, {"bad_ld", true}});
+               {{"trans_x", false}, {"trans_y", false}, {"alpha", 1.0f}, {"bad_ld", true}, {"bf16", 0}});
     op_case::RunOps({bad},
                     {{"x", DType::kFloat32, {2, 3}, Uniform(6, 1)}, {"y", DType::kFloat32, {3, 2}, Uniform(6, 2)}},
                     HostDevice());

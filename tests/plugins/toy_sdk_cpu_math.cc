@@ -3,7 +3,10 @@
 // nabla/sdk/cpu.h; C ABI version 3, the row kernels version 4) and makes
 // views:
 //   toy_gemm: Out = alpha * op(X) * op(Y), float32 and float64 (cpu::Gemm);
-//     `bad_ld` hands the table a too short leading dimension;
+//     `bad_ld` hands the table a too short leading dimension; `bf16` 1 or 2
+//     (float32): X and Y rounded to bfloat16 and multiplied by
+//     cpu::GemmBf16 into a float32 Out (1) or a bfloat16 product widened
+//     back (2) (C ABI version 4);
 //   toy_vmath: Out = tanh / gelu / gelu's tanh form of X, or gelu's
 //     gradient with Y as dy (fn 3, 4), float32;
 //   toy_view: Out = X with shape `shape`, sharing X's data;
@@ -12,6 +15,7 @@
 //     and Y [rows, n], and what oneDNN users share (toy_rows.h says what
 //     each fn writes).
 // c_abi_test compares each with nabla's own cpu:: functions, bit for bit.
+#include <type_traits>
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
@@ -30,6 +34,20 @@ void GemmKernel(const nabla::ExecutionContext& ctx) {
   const int64_t m = ta ? xs[1] : xs[0], k = ta ? xs[0] : xs[1], n = tb ? ys[0] : ys[1];
   T* out = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), {m, n});
   const int64_t lda = ctx.Attr<bool>("bad_ld") ? 0 : xs[1];
+  if constexpr (std::is_same_v<T, float>) {
+    if (const int bf16 = ctx.Attr<int>("bf16")) {
+      std::vector<nabla::bfloat16> xb(x.Numel()), yb(y.Numel()), ob(m * n);
+      nabla::cpu::ConvertToBf16(x.Data<float>(), xb.data(), x.Numel());
+      nabla::cpu::ConvertToBf16(y.Data<float>(), yb.data(), y.Numel());
+      if (bf16 == 1) {
+        nabla::cpu::GemmBf16(ta, tb, m, n, k, ctx.Attr<float>("alpha"), xb.data(), lda, yb.data(), ys[1], 0.0f, out, n);
+      } else {
+        nabla::cpu::GemmBf16(ta, tb, m, n, k, ctx.Attr<float>("alpha"), xb.data(), lda, yb.data(), ys[1], ob.data(), n);
+        nabla::cpu::ConvertFromBf16(ob.data(), out, m * n);
+      }
+      return;
+    }
+  }
   nabla::cpu::Gemm(ta, tb, m, n, k, static_cast<T>(ctx.Attr<float>("alpha")), x.Data<T>(), lda, y.Data<T>(), ys[1],
                    T(0), out, n);
 }
@@ -46,6 +64,7 @@ NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
       .Attr<bool>("trans_y", false, "(bool) transpose Y")
       .Attr<float>("alpha", 1.0f, "(float) the product's scale")
       .Attr<bool>("bad_ld", false, "(bool) pass lda = 0, for the error path")
+      .Attr<int>("bf16", 0, "(int) float32 only: 1 bfloat16 GEMM into float32, 2 into bfloat16")
       .InferShape([](nabla::InferShapeContext& c) {
         const nabla::Shape x = c.InputShape("X"), y = c.InputShape("Y");
         const bool ta = c.Attr<bool>("trans_x"), tb = c.Attr<bool>("trans_y");

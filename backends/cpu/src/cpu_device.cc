@@ -147,6 +147,16 @@ void InitCpuBackend() {
     };
     math.dnnl_budget_end = [](void* budget) { delete static_cast<DnnlThreadBudget*>(budget); };
     math.has_bf16_gemm = HasBf16Gemm;
+    math.gemm_bf16_f32 = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                            int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+      GemmBf16(ta, tb, m, n, k, alpha, reinterpret_cast<const bfloat16*>(a), lda, reinterpret_cast<const bfloat16*>(b),
+               ldb, beta, c, ldc);
+    };
+    math.gemm_bf16_bf16 = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                             int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc) {
+      GemmBf16(ta, tb, m, n, k, alpha, reinterpret_cast<const bfloat16*>(a), lda, reinterpret_cast<const bfloat16*>(b),
+               ldb, reinterpret_cast<bfloat16*>(c), ldc);
+    };
     SetCApiCpuMath(math);
   });
 }

@@ -45,6 +45,11 @@ struct CApiCpuMath {
   void* (*dnnl_budget_begin)(int32_t* granted);
   void (*dnnl_budget_end)(void* budget);
   bool (*has_bf16_gemm)();
+  // nabla/cpu/cpu.h's two GemmBf16 (C float32, or bfloat16 as its bits).
+  void (*gemm_bf16_f32)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+  void (*gemm_bf16_bf16)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                         int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc);
 };
 NABLA_API void SetCApiCpuMath(const CApiCpuMath& hooks);
 
