@@ -175,6 +175,23 @@ TEST(CApiV4, FrozenOpsComputeWithTheCpuRowKernels) {
   EXPECT_EQ(r.values.at("d"), AsDoubles(dot));
 }
 
+TEST(CApiV4, FrozenOpComputesWithTheBf16Gemm) {
+  Load();
+  const int64_t m = 6, k = 10, n = 4;
+  const std::vector<double> x = Values(m * k, 1.0), w = Values(k * n, 0.5);
+  // What the op's bfloat16 inputs hold: the values rounded to bfloat16.
+  std::vector<bfloat16> xb(m * k), wb(k * n);
+  const std::vector<float> xf = AsFloats(x), wf = AsFloats(w);
+  cpu::ConvertToBf16(xf.data(), xb.data(), m * k);
+  cpu::ConvertToBf16(wf.data(), wb.data(), k * n);
+  std::vector<float> want(m * n);
+  cpu::GemmBf16(false, false, m, n, k, 1.0f, xb.data(), k, wb.data(), n, 0.0f, want.data(), n);
+  OpDesc gemm("abi_v4_gemm_bf16", {{"X", {"x"}}, {"W", {"w"}}}, {{"Out", {"y"}}}, {});
+  const op_case::Result r =
+      op_case::RunOps({gemm}, {{"x", DType::kBFloat16, {m, k}, x}, {"w", DType::kBFloat16, {k, n}, w}}, HostDevice());
+  EXPECT_EQ(r.values.at("y"), AsDoubles(want));
+}
+
 TEST(CApiV4, FrozenOpSharesTheCpuBackendsOneDnnState) {
   Load();
   OpDesc state("abi_v4_onednn", {}, {{"Out", {"s"}}}, {{"bytes", 1000}});

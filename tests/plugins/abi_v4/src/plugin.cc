@@ -10,6 +10,7 @@
 //     abi_v4_bf16: the CPU backend's row kernels (RowMax, ExpShiftedSum,
 //     ScaleRow, SoftmaxGradRow, LayerNormRow, LayerNormGradRow, DotRow),
 //     SumArrays and the bfloat16 conversions;
+//   abi_v4_gemm_bf16: the backend's bfloat16 GEMM (GemmBf16);
 //   abi_v4_onednn: what the backend shares between oneDNN calls
 //     (HasBf16Gemm, DnnlThreadBudget, DnnlScratchpad).
 // Never edit this file (README.md).
@@ -168,6 +169,16 @@ void OneDnnKernel(const ExecutionContext& ctx) {
   out[1] = static_cast<float>(budget.Granted());
   const auto bytes = static_cast<size_t>(ctx.Attr<int>("bytes"));
   out[2] = reinterpret_cast<uintptr_t>(nabla::cpu::DnnlScratchpad(bytes)) % 64 == 0 ? 1.0f : 0.0f;
+}
+
+// Out = X * W with bfloat16 X [M, K] and W [K, N], float32 Out (GemmBf16).
+void GemmBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& w = ctx.Input("W");
+  const int64_t m = x.Dim(0), k = x.Dim(1), n = w.Dim(1);
+  float* out = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), {m, n});
+  nabla::cpu::GemmBf16(false, false, m, n, k, 1.0f, x.Data<nabla::bfloat16>(), k, w.Data<nabla::bfloat16>(), n, 0.0f,
+                       out, n);
 }
 
 }  // namespace
@@ -332,6 +343,18 @@ NABLA_REGISTER_OPS(abi_v4) {
       })
       .GradMaker<nabla::EmptyGradOpDescMaker>();
   registrar.Kernel("abi_v4_onednn", nabla::DeviceType::kCPU, DType::kFloat32, OneDnnKernel, __FILE__, __LINE__);
+
+  registrar.Op("abi_v4_gemm_bf16", __FILE__, __LINE__)
+      .Doc("Out = X * W, X [M, K] and W [K, N] bfloat16, Out float32.")
+      .Input("X", "(Tensor) bfloat16 [M, K]")
+      .Input("W", "(Tensor) bfloat16 [K, N]")
+      .Output("Out", "(Tensor) float32 [M, N]")
+      .InferShape([](InferShapeContext& c) {
+        c.SetOutputShape("Out", {c.InputShape("X")[0], c.InputShape("W")[1]});
+        c.SetOutputDType("Out", DType::kFloat32);
+      })
+      .GradMaker<nabla::EmptyGradOpDescMaker>();
+  registrar.Kernel("abi_v4_gemm_bf16", nabla::DeviceType::kCPU, DType::kBFloat16, GemmBf16Kernel, __FILE__, __LINE__);
 }
 
 NABLA_PLUGIN(NABLA_PLUGIN_NAME);

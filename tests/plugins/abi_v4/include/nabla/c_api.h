@@ -597,6 +597,14 @@ typedef struct nabla_api {
   int32_t (*cpu_dnnl_budget_end)(void* budget);
   /* *has = 1 where oneDNN runs bfloat16 GEMMs natively, else 0. */
   int32_t (*cpu_has_bf16_gemm)(int32_t* has);
+  /* C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B (their bits)
+   * and float32 accumulation: the backend's bfloat16 GEMM (oneDNN's
+   * matmul), shapes and leading dimensions as in cpu_gemm. c_dtype
+   * NABLA_C_FLOAT32: C is float32; NABLA_C_BFLOAT16: C is bfloat16 (its
+   * bits), rounded once, and beta must be 0 (C is only written). */
+  int32_t (*cpu_gemm_bf16)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                           const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c,
+                           int32_t c_dtype, int64_t ldc);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -134,6 +134,21 @@ inline void ConvertFromBf16(const bfloat16* x, float* y, int64_t n) {
   sdk_detail::Check(Api().cpu_from_bf16(reinterpret_cast<const uint16_t*>(x), y, n));
 }
 
+// C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float32
+// accumulation (the backend's oneDNN matmul); shapes and leading dimensions
+// as in Gemm.
+inline void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                     int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  sdk_detail::Check(Api().cpu_gemm_bf16(trans_a, trans_b, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda,
+                                        reinterpret_cast<const uint16_t*>(b), ldb, beta, c, NABLA_C_FLOAT32, ldc));
+}
+// The same with C rounded to bfloat16 (C is only written).
+inline void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                     int64_t lda, const bfloat16* b, int64_t ldb, bfloat16* c, int64_t ldc) {
+  sdk_detail::Check(Api().cpu_gemm_bf16(trans_a, trans_b, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda,
+                                        reinterpret_cast<const uint16_t*>(b), ldb, 0.0f, c, NABLA_C_BFLOAT16, ldc));
+}
+
 // ---- oneDNN, for plugins that link it themselves (nabla/cpu/dnnl.h's shim
 // adds the engine and streams): what the CPU backend shares between the
 // process's oneDNN calls, as nabla/cpu/cpu.h declares them.
