@@ -425,7 +425,7 @@ TEST(CApi, SdkPluginComputesWithTheCpuRowKernels) {
                 {{"fn", fn}, {"shift", shift}});
       const op_case::Result r = op_case::RunOps(
           {op}, {{"x", DType::kFloat32, {rows, n}, xv}, {"y", DType::kFloat32, {rows, n}, yv}}, HostDevice());
-      const int64_t w = 2 * n + 2;
+      const int64_t w = 2 * n + 3;
       std::vector<float> out(rows * w, 0.0f), acc(2 * n, 0.0f);
       for (int64_t i = 0; i < rows; ++i)
         toy::RowRun(fn, shift, xf.data() + i * n, yf.data() + i * n, yf.data() + (i + 1) % rows * n, n,

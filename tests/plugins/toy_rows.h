@@ -11,7 +11,7 @@ namespace nabla::toy {
 namespace {
 
 // Row r of toy_rows: x, y its rows of X and Y, y2 Y's next row (wrapping),
-// out its row of Out [rows, 2 n + 2], acc Acc [2, n] (fn 7, whose rows run
+// out its row of Out [rows, 2 n + 3] (fn 10 writes 3 values, also at n = 0), acc Acc [2, n] (fn 7, whose rows run
 // in order, adds dscale and dbias there; fn 10's rows run in order too).
 inline void RowRun(int fn, float shift, const float* x, const float* y, const float* y2, int64_t n, float* out,
                    float* acc) {

@@ -98,13 +98,13 @@ NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
       .Doc("Row kernels by fn over the rows of X and Y (tests/plugins/toy_sdk_cpu_math.cc, RowRun).")
       .Input("X", "(Tensor) float32 [rows, n]")
       .Input("Y", "(Tensor) float32 [rows, n]")
-      .Output("Out", "(Tensor) [rows, 2 n + 2]")
+      .Output("Out", "(Tensor) [rows, 2 n + 3]")
       .Output("Acc", "(Tensor) [2, n]: fn 7's dscale and dbias")
       .Attr<int>("fn", 0, "(int) the kernel")
       .Attr<float>("shift", 0.0f, "(float) ExpShifted's shift, ScaleRow's scale")
       .InferShape([](nabla::InferShapeContext& c) {
         const nabla::Shape x = c.InputShape("X");
-        c.SetOutputShape("Out", {x[0], 2 * x[1] + 2});
+        c.SetOutputShape("Out", {x[0], 2 * x[1] + 3});
         c.SetOutputShape("Acc", {2, x[1]});
         c.SetOutputDType("Out", c.InputDType("X"));
         c.SetOutputDType("Acc", c.InputDType("X"));
@@ -113,7 +113,7 @@ NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
       "toy_rows", nabla::DeviceType::kCPU, nabla::DType::kFloat32,
       [](const nabla::ExecutionContext& ctx) {
         const nabla::Tensor& x = ctx.Input("X");
-        const int64_t rows = x.GetShape()[0], n = x.GetShape()[1], w = 2 * n + 2;
+        const int64_t rows = x.GetShape()[0], n = x.GetShape()[1], w = 2 * n + 3;
         float* out = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), {rows, w});
         float* acc = ctx.Output("Acc")->Allocate<float>(ctx.GetDevice(), {2, n});
         for (int64_t i = 0; i < rows * w; ++i) out[i] = 0.0f;
