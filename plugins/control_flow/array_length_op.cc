@@ -1,6 +1,6 @@
 // array_length: Out = the number of entries of tensor array X (int64, [1]).
-#include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "sub_block_util.h"
 
 namespace nabla::control_flow {
 namespace {

@@ -1,7 +1,7 @@
 // read_from_array: Out = a copy of X[I] for a tensor array X. Gradient: adds
 // Out@GRAD into entry I of X@GRAD (a sparse array: missing entries are zero).
-#include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "sub_block_util.h"
 
 namespace nabla::control_flow {
 namespace {

@@ -1,7 +1,7 @@
 // write_to_array: Out[I] = X, growing the tensor array Out as needed.
 // Gradient: X@GRAD = Out@GRAD[I] (zeros where that entry has no gradient).
-#include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "sub_block_util.h"
 
 namespace nabla::control_flow {
 namespace {

@@ -280,6 +280,61 @@ std::vector<InputCase> InputCasesOf(const std::string& type) {
                      {{"depth", 5}, {"allow_out_of_range", true}}});
     return cases;
   }
+  const bool compare = type == "less_than" || type == "less_equal" || type == "greater_than" ||
+                       type == "greater_equal" || type == "equal" || type == "not_equal";
+  if (compare) {
+    // Few distinct values, so every comparison holds somewhere and fails
+    // elsewhere; Y broadcast at the default axis, at an inner axis, as one
+    // element, and shapes that cannot broadcast (refused alike).
+    struct Pair {
+      Shape x, y;
+      int axis;
+      bool bad;
+    };
+    const std::vector<Pair> pairs = {{{3, 4}, {3, 4}, -1, false},
+                                     {{2, 3, 4}, {3}, 1, false},
+                                     {{2, 3, 4}, {4}, -1, false},
+                                     {{2, 3}, {1}, -1, false},
+                                     {{0, 3}, {3}, -1, false},
+                                     {{1, 1, 5}, {1, 5}, -1, false},
+                                     {{2, 1, 40000}, {40000}, -1, false},
+                                     {{3, 4}, {3}, -1, true},
+                                     {{3}, {2, 3}, -1, true},
+                                     {{3, 4}, {4}, 5, true}};
+    std::vector<InputCase> cases;
+    for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+      for (const Pair& p : pairs) {
+        const int64_t depth = dtype == DType::kBool ? 2 : 3;
+        // Only equal and not_equal take bool: refused alike by the others.
+        const bool refused = p.bad || (dtype == DType::kBool && type != "equal" && type != "not_equal");
+        cases.push_back(
+            {std::string(DTypeName(dtype)) + ShapeToString(p.x) + ShapeToString(p.y) + "/axis" + std::to_string(p.axis),
+             {{"X_in", dtype, p.x, ids(p.x, depth)}, {"Y_in", dtype, p.y, ids(p.y, depth + 1)}},
+             {{"axis", p.axis}},
+             refused});
+      }
+    // X and Y of different dtypes: refused alike.
+    cases.push_back(
+        {"mixed", {{"X_in", DType::kFloat32, {2}, {1, 2}}, {"Y_in", DType::kInt64, {2}, {1, 2}}}, {}, true});
+    return cases;
+  }
+  if (type == "logical_and" || type == "logical_or" || type == "logical_xor" || type == "logical_not") {
+    const bool unary = type == "logical_not";
+    std::vector<InputCase> cases;
+    const std::vector<std::pair<Shape, Shape>> pairs = {{{3, 4}, {3, 4}}, {{2, 3, 4}, {4}},         {{2, 3}, {1}},
+                                                        {{0, 3}, {3}},    {{2, 1, 40000}, {40000}}, {{3, 4}, {3}}};
+    for (const auto& [x, y] : pairs) {
+      std::vector<op_case::Input> in = {{"X_in", DType::kBool, x, ids(x, 2)}};
+      if (!unary) in.push_back({"Y_in", DType::kBool, y, ids(y, 3)});
+      // [3, 4] with [3] cannot broadcast: refused alike.
+      cases.push_back({ShapeToString(x) + ShapeToString(y), in, {}, !unary && y == Shape{3}});
+    }
+    // Not bool: refused alike, naming the slot.
+    std::vector<op_case::Input> f = {{"X_in", DType::kFloat32, {2}, {1, 0}}};
+    if (!unary) f.push_back({"Y_in", DType::kFloat32, {2}, {1, 1}});
+    cases.push_back({"float", f, {}, true});
+    return cases;
+  }
   return {};
 }
 
@@ -446,13 +501,16 @@ TEST(StdSdk, ImportsNothingOfNabla) {
   EXPECT_NE(defined.find("nabla_plugin_init"), std::string::npos) << defined;
 }
 
-// Bit for bit the standard build's ops, run one process each.
-TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
+// The C ABI build `sdk` (plugin `name`, `count` forward ops) against the
+// standard plugins `standard`, bit for bit, one process each; the number of
+// C ABI build's records.
+Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, size_t count,
+                        const std::vector<std::string>& standard_paths, bool seeded_ops) {
   test_util::TempDir dir("std_sdk");
   const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
-  ASSERT_EQ(InChild([&] {
-              PluginManager::Instance().Load(STD_SDK_OPS);
-              const std::vector<std::string> types = ForwardOpsOf("std_sdk_ops");
+  EXPECT_EQ(InChild([&] {
+              PluginManager::Instance().Load(sdk_path);
+              const std::vector<std::string> types = ForwardOpsOf(name);
               Records records = Compute(types);
               std::string list;
               for (const std::string& t : types) list += t + " ";
@@ -461,14 +519,16 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
             }),
             0);
   const Records sdk = ReadRecords(sdk_file);
-  ASSERT_TRUE(sdk.count("ops"));
+  if (!sdk.count("ops")) {
+    ADD_FAILURE() << name << " computed nothing";
+    return sdk;
+  }
   const std::vector<std::string> types = Split(sdk.at("ops"));
   // Every op file the C ABI build lists (tests/plugins/CMakeLists.txt)
-  // registered its op.
-  EXPECT_EQ(types.size(), static_cast<size_t>(STD_SDK_OP_COUNT)) << sdk.at("ops");
-  ASSERT_EQ(InChild([&] {
-              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so");
-              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so");
+  // registered its ops.
+  EXPECT_EQ(types.size(), count) << sdk.at("ops");
+  EXPECT_EQ(InChild([&] {
+              for (const std::string& path : standard_paths) PluginManager::Instance().Load(path);
               Records records = Compute(types);
               records["ops"] = sdk.at("ops");
               WriteRecords(records, std_file);
@@ -491,21 +551,58 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
   }
   for (const auto& [key, value] : sdk)
     EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not";
-  // The seed reaches a random op's kernel through the C ABI (kernel_seed):
-  // its own seed gives other values than the one derived from the run's.
-  size_t seeded = 0;
-  for (const auto& [key, value] : sdk) {
-    const size_t at = key.find("/seed0 ");
-    if (key.rfind("unchecked ", 0) != 0 || at == std::string::npos || key.find("[0]") != std::string::npos) continue;
-    auto own = sdk.find(key.substr(0, at) + "/seed11 " + key.substr(at + 7));
-    ASSERT_NE(own, sdk.end()) << key;
-    EXPECT_NE(own->second, value) << key << ": seeds 0 and 11 drew the same values";
-    ++seeded;
+  if (seeded_ops) {
+    // The seed reaches a random op's kernel through the C ABI (kernel_seed):
+    // its own seed gives other values than the one derived from the run's.
+    size_t seeded = 0;
+    for (const auto& [key, value] : sdk) {
+      const size_t at = key.find("/seed0 ");
+      if (key.rfind("unchecked ", 0) != 0 || at == std::string::npos || key.find("[0]") != std::string::npos) continue;
+      auto own = sdk.find(key.substr(0, at) + "/seed11 " + key.substr(at + 7));
+      if (own == sdk.end()) {
+        ADD_FAILURE() << key;
+        continue;
+      }
+      EXPECT_NE(own->second, value) << key << ": seeds 0 and 11 drew the same values";
+      ++seeded;
+    }
+    EXPECT_GT(seeded, 0u) << "no random op compared";
   }
-  EXPECT_GT(seeded, 0u) << "no random op compared";
   // Per op: its schema, its grad op's, each case at 2 dtypes and 6 shapes.
   EXPECT_GT(compared, types.size() * 20);
   std::cout << "compared " << compared << " records of " << types.size() << " ops\n";
+  return sdk;
+}
+
+// Bit for bit the standard build's ops, run one process each.
+TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
+  (void)SameOpsSameBits(STD_SDK_OPS, "std_sdk_ops", STD_SDK_OP_COUNT,
+                        {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so",
+                         std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so"},
+                        true);
+}
+
+// The control_flow op files over the C ABI (std_sdk_cf) against the
+// standard control_flow plugin: the comparisons and logical ops at the
+// input cases of InputCasesOf, increment at its gradient check.
+TEST(StdSdk, ControlFlowSameBitsAsTheStandardBuild) {
+  const std::string cf = STD_SDK_CF;
+  const std::string undefined = Command(std::string(NM_PATH) + " -D --undefined-only " + cf);
+  ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << undefined;
+  std::istringstream lines(undefined);
+  for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.find("nabla"), std::string::npos) << line;
+  const Records sdk = SameOpsSameBits(cf, "std_sdk_cf", STD_SDK_CF_OP_COUNT,
+                                      {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libcontrol_flow.so"}, false);
+  // The cases ran, not only were refused alike: X = 0 1 2 0 ... against
+  // Y = 3 2 1 0 ... and broadcasts.
+  auto value = [&](const std::string& key) { return sdk.count(key) ? sdk.at(key) : "missing " + key; };
+  EXPECT_EQ(value("unchecked less_than/int64[2, 3][1]/axis-1 Out_out").substr(0, 6), "[2, 3]");
+  EXPECT_NE(value("unchecked less_equal/float32[2, 1, 40000][40000]/axis-1 Out_out").find(" 1 1 0 1 "),
+            std::string::npos);
+  EXPECT_NE(value("unchecked equal/bool[2, 3, 4][3]/axis1 Out_out").find("[2, 3, 4]"), std::string::npos);
+  EXPECT_NE(value("unchecked logical_xor/[2, 3, 4][4] Out_out").find("[2, 3, 4]"), std::string::npos);
+  EXPECT_TRUE(sdk.count("unchecked greater_than/bool[3, 4][3, 4]/axis-1 refused"));
+  EXPECT_NE(value("increment/scalar/float64 Out_out0").find("[1]"), std::string::npos);
 }
 
 // The ops of the plugins just loaded with float32 kernels for `device`
