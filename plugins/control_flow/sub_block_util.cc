@@ -1,7 +1,6 @@
 #include "sub_block_util.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "nabla/device.h"
 
@@ -15,32 +14,6 @@ bool ReadScalarBool(const Tensor& t, const std::string& what) {
   return *t.Data<bool>();
 }
 
-bool HasValue(const Variable& v) { return v.Type() == VarType::kTensorArray || v.GetTensor().IsInitialized(); }
-
-void CopyVar(const Variable& src, Variable* dst, Device& device) {
-  if (&src == dst) return;
-  if (src.Type() == VarType::kTensorArray) {
-    dst->SetType(VarType::kTensorArray);
-    const std::vector<Tensor>& from = src.GetArray();
-    std::vector<Tensor>& to = dst->GetArray();
-    to.resize(from.size());
-    for (size_t k = 0; k < from.size(); ++k) {
-      if (from[k].IsInitialized()) {
-        to[k].CopyFrom(from[k], device);
-      } else {
-        to[k] = Tensor();
-      }
-    }
-    return;
-  }
-  dst->SetType(VarType::kDense);
-  if (src.GetTensor().IsInitialized()) {
-    dst->GetTensor().CopyFrom(src.GetTensor(), device);
-  } else {
-    dst->GetTensor() = src.GetTensor();
-  }
-}
-
 namespace {
 // Readers only: the destination shares the source's buffers.
 void ShareVar(const Variable& src, Variable* dst) {
@@ -52,79 +25,6 @@ void ShareVar(const Variable& src, Variable* dst) {
   }
 }
 }  // namespace
-
-void ZeroVarLike(const Variable& like, Variable* dst, Device& device) {
-  if (like.Type() == VarType::kTensorArray) {
-    dst->SetType(VarType::kTensorArray);
-    dst->GetArray().clear();
-    return;
-  }
-  const Tensor& t = like.GetTensor();
-  dst->SetType(VarType::kDense);
-  Tensor& out = dst->GetTensor();
-  // A fresh buffer: `dst` may share its old one with a kept step scope.
-  out = Tensor();
-  void* data = out.Allocate(device, t.GetDType(), t.GetShape());
-  if (out.Bytes() != 0) std::memset(data, 0, out.Bytes());
-}
-
-namespace {
-
-template <typename T>
-void AddTensor(Tensor* acc, const Tensor& x) {
-  T* a = acc->MutableData<T>();
-  const T* b = x.Data<T>();
-  for (int64_t i = 0; i < x.Numel(); ++i) a[i] += b[i];
-}
-
-void AddInto(Tensor* acc, const Tensor& x, Device& device, const std::string& what) {
-  if (!acc->IsInitialized()) {
-    acc->CopyFrom(x, device);
-    return;
-  }
-  NABLA_ENFORCE(acc->GetShape() == x.GetShape() && acc->GetDType() == x.GetDType(), kInvalidArgument,
-                "accumulating gradient ", what, ": expected every step's contribution to have the shape and dtype ",
-                acc->DebugString(), ", but received ", x.DebugString());
-  switch (x.GetDType()) {
-    case DType::kFloat32:
-      AddTensor<float>(acc, x);
-      break;
-    case DType::kFloat64:
-      AddTensor<double>(acc, x);
-      break;
-    case DType::kInt32:
-      AddTensor<int32_t>(acc, x);
-      break;
-    case DType::kInt64:
-      AddTensor<int64_t>(acc, x);
-      break;
-    case DType::kBool:
-      NABLA_THROW(kInvalidArgument, "accumulating gradient ", what, ": bool tensors have no gradient");
-    case DType::kBFloat16:
-      NABLA_THROW(kInvalidArgument, "accumulating gradient ", what,
-                  ": bfloat16 gradients are not accumulated (the mixed-precision pass casts them to float32 first)");
-  }
-}
-
-}  // namespace
-
-void AccumulateVar(Variable* acc, const Variable& x, Device& device, const std::string& what) {
-  if (x.Type() == VarType::kTensorArray) {
-    if (acc->Type() != VarType::kTensorArray) {
-      acc->SetType(VarType::kTensorArray);
-      acc->GetArray().clear();
-    }
-    std::vector<Tensor>& a = acc->GetArray();
-    const std::vector<Tensor>& b = x.GetArray();
-    if (a.size() < b.size()) a.resize(b.size());
-    for (size_t k = 0; k < b.size(); ++k)
-      if (b[k].IsInitialized()) AddInto(&a[k], b[k], device, StrCat(what, "[", k, "]"));
-    return;
-  }
-  if (!x.GetTensor().IsInitialized()) return;
-  acc->SetType(VarType::kDense);
-  AddInto(&acc->GetTensor(), x.GetTensor(), device, what);
-}
 
 int SubBlockIdx(const OpDesc& op) {
   auto it = op.Attrs().find("sub_block");

@@ -1,10 +1,10 @@
 #pragma once
-// Private helpers of the control_flow op files that handle variables and
-// blocks: deep copies and accumulation of dense and tensor-array variables,
-// and the machinery that ops owning a sub-block share (running one step in a
+// Private helpers of the control_flow op files that own a sub-block: the
+// machinery they share (running one step in a
 // child scope, running a grad block in a saved step scope, finding which
-// outer gradients a grad block reads). The tensor-level helpers are in
-// control_flow_util.h. Nothing here is part of nabla's API.
+// outer gradients a grad block reads). Copies and accumulation of variables
+// are in var_util.h, the tensor-level helpers in control_flow_util.h.
+// Nothing here is part of nabla's API.
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +20,7 @@
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
+#include "var_util.h"
 
 namespace nabla::control_flow {
 
@@ -31,18 +32,6 @@ std::string ForwardNameOf(const std::string& grad_name);
 // The element of a one-element bool tensor; anything else is an error naming
 // `what` (e.g. "op 'while': Condition 'cond'").
 bool ReadScalarBool(const Tensor& t, const std::string& what);
-
-// Deep copy of a dense var or a tensor array (entries that were never
-// written stay empty). `dst` takes `src`'s var type.
-void CopyVar(const Variable& src, Variable* dst, Device& device);
-// A zero gradient shaped like `like`: zeros of its shape and dtype for a
-// dense var, an empty array for a tensor array (missing entries read as 0).
-void ZeroVarLike(const Variable& like, Variable* dst, Device& device);
-// acc += x for dense float vars; entry by entry for tensor arrays (an empty
-// entry is zero). Shapes must match; the message names `what`.
-void AccumulateVar(Variable* acc, const Variable& x, Device& device, const std::string& what);
-// True when the var holds a value: an allocated tensor, or an array.
-bool HasValue(const Variable& v);
 
 // Names an op's block attribute points to (the `sub_block` of a control-flow
 // op); -1 when it has none.

@@ -35,6 +35,7 @@
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
+#include "nabla/program_io.h"
 
 namespace nabla {
 namespace {
@@ -421,6 +422,85 @@ std::vector<GradCheckSpec> ExtraCases(const std::string& type) {
   return {c};
 }
 
+// The tensor-array ops, which take arrays no input case can feed, run as a
+// chain: two writes (entries 0 and 2; entry 1 never written), the length,
+// two reads, then the reads' and writes' grad ops (the reads' gradients
+// accumulate in place into one array; entry 1's gradient is zeros), at both
+// float dtypes and shapes with empty, size-1 and threaded sizes; a read of
+// the unwritten entry and one past the end must be refused alike. Var-type
+// inference (InferVarType) runs over the chain's program too: each var's
+// type, dtype and shape after it.
+void RunArrayChains(Records* records) {
+  auto op = [](const std::string& type, VarNameMap ins, VarNameMap outs) { return OpDesc(type, ins, outs, {}); };
+  auto index = [](const std::string& name, double i) { return op_case::Input{name, DType::kInt64, {1}, {i}}; };
+  for (DType dtype : {DType::kFloat32, DType::kFloat64})
+    for (const Shape& shape : std::vector<Shape>{{2, 3}, {0, 3}, {1}, {2, 1, 40000}}) {
+      const std::string key = std::string("arrays/") + DTypeName(dtype) + ShapeToString(shape);
+      op_case::Doubles a, b, ga, gb;
+      for (int64_t i = 0; i < NumElements(shape); ++i) {
+        a.push_back(0.25 * static_cast<double>(i % 7) - 0.5);
+        b.push_back(1.0 / static_cast<double>(i % 5 + 1));
+        ga.push_back(0.125 * static_cast<double>(i % 3));
+        gb.push_back(-0.375 * static_cast<double>(i % 4));
+      }
+      std::vector<op_case::Input> inputs = {{"a", dtype, shape, a},
+                                            {"b", dtype, shape, b},
+                                            {"y@GRAD", dtype, shape, ga},
+                                            {"z@GRAD", dtype, shape, gb},
+                                            index("i0", 0),
+                                            index("i1", 1),
+                                            index("i2", 2),
+                                            index("i5", 5)};
+      std::vector<OpDesc> ops = {op("write_to_array", {{"X", {"a"}}, {"I", {"i0"}}}, {{"Out", {"arr"}}}),
+                                 op("write_to_array", {{"X", {"b"}}, {"I", {"i2"}}}, {{"Out", {"arr"}}}),
+                                 op("array_length", {{"X", {"arr"}}}, {{"Out", {"len"}}}),
+                                 op("read_from_array", {{"X", {"arr"}}, {"I", {"i2"}}}, {{"Out", {"y"}}}),
+                                 op("read_from_array", {{"X", {"arr"}}, {"I", {"i0"}}}, {{"Out", {"z"}}}),
+                                 op("read_from_array_grad", {{"I", {"i2"}}, {"Out@GRAD", {"y@GRAD"}}, {"X", {"arr"}}},
+                                    {{"X@GRAD", {"arr@GRAD"}}}),
+                                 op("read_from_array_grad",
+                                    {{"I", {"i0"}}, {"Out@GRAD", {"z@GRAD"}}, {"X", {"arr"}}, {"X@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"arr@GRAD"}}}),
+                                 op("write_to_array_grad", {{"X", {"b"}}, {"I", {"i2"}}, {"Out@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"b@GRAD"}}}),
+                                 op("write_to_array_grad", {{"X", {"a"}}, {"I", {"i0"}}, {"Out@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"a@GRAD"}}}),
+                                 op("write_to_array_grad", {{"X", {"a"}}, {"I", {"i1"}}, {"Out@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"c@GRAD"}}})};
+      try {
+        RecordRun(ops, inputs, key, records);
+      } catch (const std::exception& e) {
+        (*records)[key + " error"] = OneLine(e.what());
+      }
+      for (const char* bad : {"i1", "i5"}) {
+        std::vector<OpDesc> read = {ops[0], ops[1],
+                                    op("read_from_array", {{"X", {"arr"}}, {"I", {bad}}}, {{"Out", {"w"}}})};
+        try {
+          RecordRun(read, inputs, key + "/read_" + bad, records);
+        } catch (const std::exception& e) {
+          (*records)[key + "/read_" + bad + " refused"] = OneLine(e.what());
+        }
+      }
+      ProgramDesc program;
+      BlockDesc* block = program.Root();
+      for (const op_case::Input& in : inputs) {
+        VarDesc* v = block->Var(in.name);
+        v->SetDType(in.dtype);
+        v->MarkDTypeKnown(true);
+        v->SetShape(in.shape);
+      }
+      for (const OpDesc& o : ops) block->AppendOp(o);
+      try {
+        InferProgram(program);
+        for (const auto& v : block->AllVars())
+          (*records)[key + "/infer " + v->Name()] = StrCat(VarTypeName(v->Type()), " ", DTypeName(v->GetDType()), " ",
+                                                           v->HasDType(), " ", ShapeToString(v->GetShape()));
+      } catch (const std::exception& e) {
+        (*records)[key + "/infer error"] = OneLine(e.what());
+      }
+    }
+}
+
 // Everything compared, for the ops `types` of the plugins just loaded.
 Records Compute(const std::vector<std::string>& types) {
   Records records;
@@ -439,6 +519,10 @@ Records Compute(const std::vector<std::string>& types) {
     // the attribute- and input-built cases of RunUnchecked.
     std::vector<GradCheckSpec> specs = info.grad_checks;
     if (specs.empty()) specs = ExtraCases(type);
+    if (specs.empty() && (type == "write_to_array" || type == "read_from_array" || type == "array_length")) {
+      if (type == "write_to_array") RunArrayChains(&records);
+      continue;
+    }
     if (specs.empty()) RunUnchecked(type, &records);
     // An op whose checks pin its seed (dropout's fix_seed) runs them once
     // more with the seed the run derives, which reaches the kernel through
@@ -603,6 +687,19 @@ TEST(StdSdk, ControlFlowSameBitsAsTheStandardBuild) {
   EXPECT_NE(value("unchecked logical_xor/[2, 3, 4][4] Out_out").find("[2, 3, 4]"), std::string::npos);
   EXPECT_TRUE(sdk.count("unchecked greater_than/bool[3, 4][3, 4]/axis-1 refused"));
   EXPECT_NE(value("increment/scalar/float64 Out_out0").find("[1]"), std::string::npos);
+  // The array chain ran: the length, a read, accumulated and zero gradients,
+  // the refusals, and the inferred var types.
+  EXPECT_EQ(value("arrays/float32[2, 3] len").substr(0, 4), "[1] ");
+  EXPECT_NE(value("arrays/float32[2, 3] len").find(" 3 "), std::string::npos);
+  EXPECT_EQ(value("arrays/float64[2, 1, 40000] y").substr(0, 13), "[2, 1, 40000]");
+  EXPECT_NE(value("arrays/float32[2, 3] c@GRAD").find(" 0 0 0 0 "), std::string::npos);
+  EXPECT_NE(value("arrays/float32[2, 3] a@GRAD").find(" -0 -0.375 -0.75 -1.125 "), std::string::npos)
+      << value("arrays/float32[2, 3] a@GRAD");
+  EXPECT_NE(value("arrays/float32[2, 3] b@GRAD").find(" 0 0.125 0.25 0 "), std::string::npos);
+  EXPECT_NE(value("arrays/float32[2, 3]/read_i1 refused").find("never written"), std::string::npos);
+  EXPECT_NE(value("arrays/float32[2, 3]/read_i5 refused").find("out of range"), std::string::npos);
+  EXPECT_EQ(value("arrays/float64[2, 3]/infer arr").substr(0, 21), "tensor_array float64 ");
+  EXPECT_EQ(value("arrays/float64[2, 3]/infer arr@GRAD").substr(0, 13), "tensor_array ");
 }
 
 // The ops of the plugins just loaded with float32 kernels for `device`
