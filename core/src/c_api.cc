@@ -403,7 +403,8 @@ int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dim
 struct CPassContext {
   ProgramDesc& program;
   std::vector<std::string> keep;
-  Tensor evaluated;  // pass_evaluate_on_host's last value
+  Tensor evaluated;        // pass_evaluate_on_host's last value
+  bool vars_only = false;  // var-type inference (version 5): ops and the var list stay as they are
 };
 CPassContext& PC(nabla_pass_context* c, const char* what) {
   NABLA_ENFORCE(c, kInvalidArgument, what, ": received NULL for the pass context");
@@ -414,6 +415,13 @@ BlockDesc& PassBlock(nabla_pass_context* c, size_t block, const char* what) {
   ProgramDesc& program = PC(c, what).program;
   NABLA_ENFORCE(block < program.Size(), kOutOfRange, what, ": block ", block, " of a program of ", program.Size());
   return *program.Block(block);
+}
+
+// The functions that edit ops or remove vars refuse a var-type inference's
+// context: the core walks the block's ops by index while it runs.
+void CheckEditable(nabla_pass_context* c, const char* what) {
+  NABLA_ENFORCE(!PC(c, what).vars_only, kPreconditionNotMet, what,
+                ": var-type inference may read and set vars only, not edit ops or remove vars");
 }
 
 OpDesc& PassOp(nabla_pass_context* c, size_t block, size_t i, const char* what) {
@@ -494,6 +502,7 @@ int32_t ApiPassOpPos(nabla_pass_context* c, size_t block, size_t i, int32_t* lin
 
 int32_t ApiPassOpSetPos(nabla_pass_context* c, size_t block, size_t i, int32_t line, int32_t col) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_set_pos");
     OpDesc& op = PassOp(c, block, i, "pass_op_set_pos");
     NABLA_ENFORCE(line >= 0 && col >= 0, kInvalidArgument, "pass_op_set_pos: line and col must be >= 0, but received ",
                   line, ":", col);
@@ -504,6 +513,7 @@ int32_t ApiPassOpSetPos(nabla_pass_context* c, size_t block, size_t i, int32_t l
 int32_t ApiPassOpSetArgs(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot,
                          const char* const* names, size_t n) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_set_args");
     OpDesc& op = PassOp(c, block, i, "pass_op_set_args");
     const std::string s = PassName(slot, "pass_op_set_args", "slot");
     NABLA_ENFORCE(names || n == 0, kInvalidArgument, "pass_op_set_args: received NULL for the names of slot '", s, "'");
@@ -518,6 +528,7 @@ int32_t ApiPassOpSetArgs(nabla_pass_context* c, size_t block, size_t i, int32_t 
 
 int32_t ApiPassOpRemoveSlot(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_remove_slot");
     OpDesc& op = PassOp(c, block, i, "pass_op_remove_slot");
     const std::string s = PassName(slot, "pass_op_remove_slot", "slot");
     if (output ? op.HasOutput(s) : op.HasInput(s)) (output ? op.MutableOutputs() : op.MutableInputs()).erase(s);
@@ -527,6 +538,7 @@ int32_t ApiPassOpRemoveSlot(nabla_pass_context* c, size_t block, size_t i, int32
 int32_t ApiPassOpSetAttr(nabla_pass_context* c, size_t block, size_t i, const char* name,
                          const nabla_attr_value* value) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_set_attr");
     OpDesc& op = PassOp(c, block, i, "pass_op_set_attr");
     const std::string n = PassName(name, "pass_op_set_attr", "attribute");
     NABLA_ENFORCE(value, kInvalidArgument, "pass_op_set_attr: received NULL for the value of '", n, "'");
@@ -536,6 +548,7 @@ int32_t ApiPassOpSetAttr(nabla_pass_context* c, size_t block, size_t i, const ch
 
 int32_t ApiPassOpRemoveAttr(nabla_pass_context* c, size_t block, size_t i, const char* name) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_remove_attr");
     OpDesc& op = PassOp(c, block, i, "pass_op_remove_attr");
     const std::string n = PassName(name, "pass_op_remove_attr", "attribute");
     if (op.HasAttr(n)) op.MutableAttrs().erase(n);
@@ -544,6 +557,7 @@ int32_t ApiPassOpRemoveAttr(nabla_pass_context* c, size_t block, size_t i, const
 
 int32_t ApiPassOpFillDefaultAttrs(nabla_pass_context* c, size_t block, size_t i) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_fill_default_attrs");
     OpDesc& op = PassOp(c, block, i, "pass_op_fill_default_attrs");
     FillDefaultAttrs(op, *CurrentRegistry(), &PC(c, "pass_op_fill_default_attrs").program);
   });
@@ -551,6 +565,7 @@ int32_t ApiPassOpFillDefaultAttrs(nabla_pass_context* c, size_t block, size_t i)
 
 int32_t ApiPassInsertOp(nabla_pass_context* c, size_t block, size_t index, const char* type) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_insert_op");
     BlockDesc& b = PassBlock(c, block, "pass_insert_op");
     const std::string t = PassName(type, "pass_insert_op", "op type");
     NABLA_ENFORCE(index <= b.OpSize(), kOutOfRange, "pass_insert_op: index ", index, " in block ", block,
@@ -563,6 +578,7 @@ int32_t ApiPassInsertOp(nabla_pass_context* c, size_t block, size_t index, const
 
 int32_t ApiPassRemoveOps(nabla_pass_context* c, size_t block, size_t begin, size_t end) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_remove_ops");
     BlockDesc& b = PassBlock(c, block, "pass_remove_ops");
     NABLA_ENFORCE(begin <= end && end <= b.OpSize(), kOutOfRange, "pass_remove_ops: ops [", begin, ", ", end,
                   ") of block ", block, ", which has ", b.OpSize());
@@ -635,6 +651,7 @@ int32_t ApiPassVarSet(nabla_pass_context* c, size_t block, const char* name, con
 
 int32_t ApiPassRemoveVar(nabla_pass_context* c, size_t block, const char* name) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_remove_var");
     BlockDesc& b = PassBlock(c, block, "pass_remove_var");
     const std::string n = PassName(name, "pass_remove_var", "var");
     NABLA_ENFORCE(b.HasVar(n), kNotFound, "pass_remove_var: block ", block, " has no var '", n, "'");
@@ -1354,7 +1371,7 @@ int32_t ApiOpInferVarType(nabla_op_builder* b, nabla_infer_var_type_fn fn, void*
       ProgramDesc* program = block.Program();
       NABLA_ENFORCE(program, kPreconditionNotMet, "op '", op.Type(),
                     "': var-type inference needs the block's program, and the block has none");
-      CPassContext ctx{*program, {}, Tensor()};
+      CPassContext ctx{*program, {}, Tensor(), true};
       CallbackScope scope;
       if (fn(api, user, COp(op), reinterpret_cast<nabla_pass_context*>(&ctx), static_cast<size_t>(block.Idx())) !=
           NABLA_C_OK)

@@ -35,6 +35,11 @@ static int32_t InferVarType(const nabla_api* api, void* user, const nabla_op* op
   EXPECT_FAILS(api, api->pass_var_set_type(ctx, block, out, 9) == NABLA_C_ERROR, "pass_var_set_type(9)");
   EXPECT_FAILS(api, api->pass_var_set_type(ctx, block, "no_such_var", NABLA_C_VAR_DENSE) == NABLA_C_ERROR,
                "pass_var_set_type of no var");
+  /* Ops and the var list stay as they are. */
+  EXPECT_FAILS(api, api->pass_insert_op(ctx, block, 0, "relu") == NABLA_C_ERROR, "pass_insert_op in inference");
+  EXPECT_FAILS(api, api->pass_remove_ops(ctx, block, 0, 1) == NABLA_C_ERROR, "pass_remove_ops in inference");
+  EXPECT_FAILS(api, api->pass_op_set_pos(ctx, block, 0, 1, 1) == NABLA_C_ERROR, "pass_op_set_pos in inference");
+  EXPECT_FAILS(api, api->pass_remove_var(ctx, block, out) == NABLA_C_ERROR, "pass_remove_var in inference");
   /* A round trip through tensor_array, back to dense. */
   if (api->pass_var_set_type(ctx, block, out, NABLA_C_VAR_TENSOR_ARRAY) != NABLA_C_OK) return NABLA_C_ERROR;
   EXPECT_TRUE(api, api->pass_var_type(ctx, block, out) == NABLA_C_VAR_TENSOR_ARRAY, "Out to be a tensor_array");
