@@ -403,7 +403,8 @@ int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dim
 struct CPassContext {
   ProgramDesc& program;
   std::vector<std::string> keep;
-  Tensor evaluated;  // pass_evaluate_on_host's last value
+  Tensor evaluated;        // pass_evaluate_on_host's last value
+  bool vars_only = false;  // var-type inference (version 5): ops and the var list stay as they are
 };
 CPassContext& PC(nabla_pass_context* c, const char* what) {
   NABLA_ENFORCE(c, kInvalidArgument, what, ": received NULL for the pass context");
@@ -414,6 +415,13 @@ BlockDesc& PassBlock(nabla_pass_context* c, size_t block, const char* what) {
   ProgramDesc& program = PC(c, what).program;
   NABLA_ENFORCE(block < program.Size(), kOutOfRange, what, ": block ", block, " of a program of ", program.Size());
   return *program.Block(block);
+}
+
+// The functions that edit ops or remove vars refuse a var-type inference's
+// context: the core walks the block's ops by index while it runs.
+void CheckEditable(nabla_pass_context* c, const char* what) {
+  NABLA_ENFORCE(!PC(c, what).vars_only, kPreconditionNotMet, what,
+                ": var-type inference may read and set vars only, not edit ops or remove vars");
 }
 
 OpDesc& PassOp(nabla_pass_context* c, size_t block, size_t i, const char* what) {
@@ -494,6 +502,7 @@ int32_t ApiPassOpPos(nabla_pass_context* c, size_t block, size_t i, int32_t* lin
 
 int32_t ApiPassOpSetPos(nabla_pass_context* c, size_t block, size_t i, int32_t line, int32_t col) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_set_pos");
     OpDesc& op = PassOp(c, block, i, "pass_op_set_pos");
     NABLA_ENFORCE(line >= 0 && col >= 0, kInvalidArgument, "pass_op_set_pos: line and col must be >= 0, but received ",
                   line, ":", col);
@@ -504,6 +513,7 @@ int32_t ApiPassOpSetPos(nabla_pass_context* c, size_t block, size_t i, int32_t l
 int32_t ApiPassOpSetArgs(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot,
                          const char* const* names, size_t n) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_set_args");
     OpDesc& op = PassOp(c, block, i, "pass_op_set_args");
     const std::string s = PassName(slot, "pass_op_set_args", "slot");
     NABLA_ENFORCE(names || n == 0, kInvalidArgument, "pass_op_set_args: received NULL for the names of slot '", s, "'");
@@ -518,6 +528,7 @@ int32_t ApiPassOpSetArgs(nabla_pass_context* c, size_t block, size_t i, int32_t 
 
 int32_t ApiPassOpRemoveSlot(nabla_pass_context* c, size_t block, size_t i, int32_t output, const char* slot) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_remove_slot");
     OpDesc& op = PassOp(c, block, i, "pass_op_remove_slot");
     const std::string s = PassName(slot, "pass_op_remove_slot", "slot");
     if (output ? op.HasOutput(s) : op.HasInput(s)) (output ? op.MutableOutputs() : op.MutableInputs()).erase(s);
@@ -527,6 +538,7 @@ int32_t ApiPassOpRemoveSlot(nabla_pass_context* c, size_t block, size_t i, int32
 int32_t ApiPassOpSetAttr(nabla_pass_context* c, size_t block, size_t i, const char* name,
                          const nabla_attr_value* value) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_set_attr");
     OpDesc& op = PassOp(c, block, i, "pass_op_set_attr");
     const std::string n = PassName(name, "pass_op_set_attr", "attribute");
     NABLA_ENFORCE(value, kInvalidArgument, "pass_op_set_attr: received NULL for the value of '", n, "'");
@@ -536,6 +548,7 @@ int32_t ApiPassOpSetAttr(nabla_pass_context* c, size_t block, size_t i, const ch
 
 int32_t ApiPassOpRemoveAttr(nabla_pass_context* c, size_t block, size_t i, const char* name) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_remove_attr");
     OpDesc& op = PassOp(c, block, i, "pass_op_remove_attr");
     const std::string n = PassName(name, "pass_op_remove_attr", "attribute");
     if (op.HasAttr(n)) op.MutableAttrs().erase(n);
@@ -544,6 +557,7 @@ int32_t ApiPassOpRemoveAttr(nabla_pass_context* c, size_t block, size_t i, const
 
 int32_t ApiPassOpFillDefaultAttrs(nabla_pass_context* c, size_t block, size_t i) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_op_fill_default_attrs");
     OpDesc& op = PassOp(c, block, i, "pass_op_fill_default_attrs");
     FillDefaultAttrs(op, *CurrentRegistry(), &PC(c, "pass_op_fill_default_attrs").program);
   });
@@ -551,6 +565,7 @@ int32_t ApiPassOpFillDefaultAttrs(nabla_pass_context* c, size_t block, size_t i)
 
 int32_t ApiPassInsertOp(nabla_pass_context* c, size_t block, size_t index, const char* type) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_insert_op");
     BlockDesc& b = PassBlock(c, block, "pass_insert_op");
     const std::string t = PassName(type, "pass_insert_op", "op type");
     NABLA_ENFORCE(index <= b.OpSize(), kOutOfRange, "pass_insert_op: index ", index, " in block ", block,
@@ -563,6 +578,7 @@ int32_t ApiPassInsertOp(nabla_pass_context* c, size_t block, size_t index, const
 
 int32_t ApiPassRemoveOps(nabla_pass_context* c, size_t block, size_t begin, size_t end) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_remove_ops");
     BlockDesc& b = PassBlock(c, block, "pass_remove_ops");
     NABLA_ENFORCE(begin <= end && end <= b.OpSize(), kOutOfRange, "pass_remove_ops: ops [", begin, ", ", end,
                   ") of block ", block, ", which has ", b.OpSize());
@@ -635,6 +651,7 @@ int32_t ApiPassVarSet(nabla_pass_context* c, size_t block, const char* name, con
 
 int32_t ApiPassRemoveVar(nabla_pass_context* c, size_t block, const char* name) {
   return GuardStatus([&] {
+    CheckEditable(c, "pass_remove_var");
     BlockDesc& b = PassBlock(c, block, "pass_remove_var");
     const std::string n = PassName(name, "pass_remove_var", "var");
     NABLA_ENFORCE(b.HasVar(n), kNotFound, "pass_remove_var: block ", block, " has no var '", n, "'");
@@ -1255,6 +1272,142 @@ int32_t ApiOpInputNoBuffer(nabla_op_builder* b, const char* slot) {
   return GuardStatus([&] { B(b).NoBufferInput(Str(slot)); });
 }
 
+// ---- variables, tensor arrays and var-type inference (version 5)
+
+Variable& V(const nabla_var* v, const char* what) {
+  NABLA_ENFORCE(v, kInvalidArgument, what, ": received NULL for the var");
+  return *const_cast<Variable*>(reinterpret_cast<const Variable*>(v));
+}
+
+VarType CheckVarType(int32_t type, const char* what) {
+  NABLA_ENFORCE(type >= NABLA_C_VAR_DENSE && type <= NABLA_C_VAR_STEP_SCOPES, kInvalidArgument, what,
+                ": expected a var type between 0 (dense) and 2 (step scopes) but received ", type);
+  return static_cast<VarType>(type);
+}
+
+std::vector<Tensor>& ArrayOf(const nabla_var* v, const char* what) {
+  Variable& var = V(v, what);
+  NABLA_ENFORCE(var.Type() == VarType::kTensorArray, kInvalidArgument, what,
+                ": expected a tensor_array var but received a ", VarTypeName(var.Type()), " var");
+  return var.GetArray();
+}
+
+nabla_var* ApiKernelVar(nabla_kernel_context* c, int32_t output, const char* slot, size_t i) {
+  return Guard<nabla_var*>(nullptr, [&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "kernel_var: received NULL for the kernel context");
+    NABLA_ENFORCE(output == 0 || output == 1, kInvalidArgument, "kernel_var: output must be 0 or 1, but received ",
+                  output);
+    const std::string name = Str(slot);
+    Variable* v = output ? K(c).OutputVar(name, i) : K(c).InputVar(name, i);
+    NABLA_ENFORCE(v, kNotFound, "op '", K(c).Op().Type(), "' has no output ", name, "[", i, "]");
+    return reinterpret_cast<nabla_var*>(v);
+  });
+}
+
+int32_t ApiVarType(const nabla_var* v) {
+  return Guard<int32_t>(-1, [&] { return static_cast<int32_t>(V(v, "var_type").Type()); });
+}
+
+int32_t ApiVarSetType(nabla_var* v, int32_t type) {
+  return GuardStatus([&] {
+    Variable& var = V(v, "var_set_type");
+    var.SetType(CheckVarType(type, "var_set_type"));
+  });
+}
+
+nabla_tensor* ApiVarTensor(nabla_var* v) {
+  return Guard<nabla_tensor*>(nullptr,
+                              [&] { return reinterpret_cast<nabla_tensor*>(&V(v, "var_tensor").GetTensor()); });
+}
+
+int64_t ApiVarArraySize(const nabla_var* v) {
+  return Guard<int64_t>(-1, [&] { return static_cast<int64_t>(ArrayOf(v, "var_array_size").size()); });
+}
+
+int32_t ApiVarArrayResize(nabla_var* v, size_t n) {
+  return GuardStatus([&] {
+    std::vector<Tensor>& array = ArrayOf(v, "var_array_resize");
+    NABLA_ENFORCE(n <= (size_t{1} << 31), kOutOfRange, "var_array_resize: ", n,
+                  " entries is more than a tensor array holds (2^31)");
+    array.resize(n);
+  });
+}
+
+nabla_tensor* ApiVarArrayEntry(nabla_var* v, size_t i) {
+  return Guard<nabla_tensor*>(nullptr, [&] {
+    std::vector<Tensor>& array = ArrayOf(v, "var_array_entry");
+    NABLA_ENFORCE(i < array.size(), kOutOfRange, "var_array_entry: entry ", i, " of a tensor array of ", array.size());
+    return reinterpret_cast<nabla_tensor*>(&array[i]);
+  });
+}
+
+int32_t ApiTensorInitialized(const nabla_tensor* t) {
+  return Guard<int32_t>(-1, [&] {
+    NABLA_ENFORCE(t, kInvalidArgument, "tensor_initialized: received NULL");
+    return T(t).IsInitialized() ? 1 : 0;
+  });
+}
+
+int32_t ApiTensorAssign(nabla_tensor* t, const nabla_tensor* src) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(t, kInvalidArgument, "tensor_assign: received NULL for the tensor");
+    Tensor* out = reinterpret_cast<Tensor*>(t);
+    if (src == nullptr) {
+      *out = Tensor();
+    } else if (out != &T(src)) {
+      *out = T(src);
+    }
+  });
+}
+
+int32_t ApiOpInferVarType(nabla_op_builder* b, nabla_infer_var_type_fn fn, void* user) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type,
+                  "': expected a var-type inference function but received NULL");
+    const nabla_api* api = CoreCApi();
+    B(b).InferVarType([api, fn, user](const OpDesc& op, BlockDesc& block) {
+      // The callback reads and sets the vars of the op's program through a
+      // pass context (no op is edited: the ops stay the program's own).
+      ProgramDesc* program = block.Program();
+      NABLA_ENFORCE(program, kPreconditionNotMet, "op '", op.Type(),
+                    "': var-type inference needs the block's program, and the block has none");
+      CPassContext ctx{*program, {}, Tensor(), true};
+      CallbackScope scope;
+      if (fn(api, user, COp(op), reinterpret_cast<nabla_pass_context*>(&ctx), static_cast<size_t>(block.Idx())) !=
+          NABLA_C_OK)
+        RaisePluginError("var-type inference");
+    });
+  });
+}
+
+int32_t ApiInferInputVarType(nabla_infer_context* c, const char* slot, size_t i) {
+  return Guard<int32_t>(-1, [&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "infer_input_var_type: received NULL for the inference context");
+    return static_cast<int32_t>(I(c).InputVarType(Str(slot), i));
+  });
+}
+
+int32_t ApiPassVarType(nabla_pass_context* c, size_t block, const char* name) {
+  return Guard<int32_t>(-1, [&] {
+    const BlockDesc& b = PassBlock(c, block, "pass_var_type");
+    const std::string n = PassName(name, "pass_var_type", "var");
+    const VarDesc* v = b.FindVar(n);
+    NABLA_ENFORCE(v, kNotFound, "pass_var_type: block ", block, " has no var '", n, "'");
+    return static_cast<int32_t>(v->Type());
+  });
+}
+
+int32_t ApiPassVarSetType(nabla_pass_context* c, size_t block, const char* name, int32_t type) {
+  return GuardStatus([&] {
+    BlockDesc& b = PassBlock(c, block, "pass_var_set_type");
+    const std::string n = PassName(name, "pass_var_set_type", "var");
+    const VarType t = CheckVarType(type, "pass_var_set_type");
+    VarDesc* v = b.FindVar(n);
+    NABLA_ENFORCE(v, kNotFound, "pass_var_set_type: block ", block, " has no var '", n, "'");
+    v->SetType(t);
+  });
+}
+
 // A host copy's values into the plugin's buffer, checked against what it
 // expects, so a wrong dtype or size is an error, never a short or long copy.
 void CopyValues(const Tensor& host, const std::string& what, int32_t dtype, void* dst, size_t count) {
@@ -1398,6 +1551,19 @@ nabla_api MakeTable() {
   api.cpu_dnnl_budget_end = ApiCpuDnnlBudgetEnd;
   api.cpu_has_bf16_gemm = ApiCpuHasBf16Gemm;
   api.cpu_gemm_bf16 = ApiCpuGemmBf16;
+  api.kernel_var = ApiKernelVar;
+  api.var_type = ApiVarType;
+  api.var_set_type = ApiVarSetType;
+  api.var_tensor = ApiVarTensor;
+  api.var_array_size = ApiVarArraySize;
+  api.var_array_resize = ApiVarArrayResize;
+  api.var_array_entry = ApiVarArrayEntry;
+  api.tensor_initialized = ApiTensorInitialized;
+  api.tensor_assign = ApiTensorAssign;
+  api.op_infer_var_type = ApiOpInferVarType;
+  api.pass_var_type = ApiPassVarType;
+  api.pass_var_set_type = ApiPassVarSetType;
+  api.infer_input_var_type = ApiInferInputVarType;
   return api;
 }
 

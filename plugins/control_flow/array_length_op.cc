@@ -1,6 +1,7 @@
 // array_length: Out = the number of entries of tensor array X (int64, [1]).
 #include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "var_util.h"
 
 namespace nabla::control_flow {
 namespace {
@@ -9,7 +10,7 @@ void ArrayLengthKernel(const ExecutionContext& ctx) {
   const Variable* x = ctx.InputVar("X");
   NABLA_ENFORCE(x->Type() == VarType::kTensorArray, kInvalidArgument, "op 'array_length': X '",
                 ctx.Op().Input("X").at(0), "' must be a tensor_array, but received a ", VarTypeName(x->Type()), " var");
-  *ctx.Output("Out")->Allocate<int64_t>(ctx.GetDevice(), {1}) = static_cast<int64_t>(x->GetArray().size());
+  *ctx.Output("Out")->Allocate<int64_t>(ctx.GetDevice(), {1}) = static_cast<int64_t>(ArraySize(*x));
 }
 
 NABLA_REGISTER_OPS(array_length) {

@@ -2,8 +2,8 @@
 // Scope, when the condition holds; conditional_block_grad runs the grad block
 // in that scope, or passes zeros (and carried gradients unchanged) when the
 // branch was not taken.
-#include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "sub_block_util.h"
 
 namespace nabla::control_flow {
 namespace {

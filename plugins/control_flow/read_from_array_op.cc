@@ -2,26 +2,28 @@
 // Out@GRAD into entry I of X@GRAD (a sparse array: missing entries are zero).
 #include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "var_util.h"
 
 namespace nabla::control_flow {
 namespace {
 
-const std::vector<Tensor>& ArrayOf(const Variable& v, const std::string& name, const std::string& where) {
+const Variable& ArrayOf(const Variable& v, const std::string& name, const std::string& where) {
   NABLA_ENFORCE(v.Type() == VarType::kTensorArray, kInvalidArgument, where, ": X '", name,
                 "' must be a tensor_array (written by write_to_array), but received a ", VarTypeName(v.Type()), " var");
-  return v.GetArray();
+  return v;
 }
 
 void ReadFromArrayKernel(const ExecutionContext& ctx) {
   const std::string where = "op 'read_from_array'";
   const std::string& name = ctx.Op().Input("X").at(0);
-  const std::vector<Tensor>& array = ArrayOf(*ctx.InputVar("X"), name, where);
+  const Variable& array = ArrayOf(*ctx.InputVar("X"), name, where);
   size_t i = ReadArrayIndex(ctx.Input("I"), where);
-  NABLA_ENFORCE(i < array.size(), kOutOfRange, where, ": index I = ", i, " is out of range for array '", name,
-                "': expected I < its length ", array.size());
-  NABLA_ENFORCE(array[i].IsInitialized(), kPreconditionNotMet, where, ": entry ", i, " of array '", name,
+  NABLA_ENFORCE(i < ArraySize(array), kOutOfRange, where, ": index I = ", i, " is out of range for array '", name,
+                "': expected I < its length ", ArraySize(array));
+  const Tensor& entry = ArrayEntry(array, i);
+  NABLA_ENFORCE(entry.IsInitialized(), kPreconditionNotMet, where, ": entry ", i, " of array '", name,
                 "' was never written: expected write_to_array to set it before it is read");
-  ctx.Output("Out")->CopyFrom(array[i], ctx.GetDevice());
+  ctx.Output("Out")->CopyFrom(entry, ctx.GetDevice());
 }
 
 // Reads and writes X@GRAD (in place), so several reads of one array add up
@@ -35,13 +37,9 @@ void ReadFromArrayGradKernel(const ExecutionContext& ctx) {
     CopyVar(*prev, dx, ctx.GetDevice());  // the builder renamed the output apart from the input
   } else if (prev != dx || dx->Type() != VarType::kTensorArray) {
     dx->SetType(VarType::kTensorArray);
-    dx->GetArray().clear();
+    ResizeArray(dx, 0);
   }
-  Variable contribution;
-  contribution.SetType(VarType::kTensorArray);
-  contribution.GetArray().resize(i + 1);
-  contribution.GetArray()[i].ShareDataWith(ctx.Input("Out@GRAD"));
-  AccumulateVar(dx, contribution, ctx.GetDevice(), "read_from_array_grad");
+  AccumulateArrayEntry(dx, i, ctx.Input("Out@GRAD"), ctx.GetDevice(), "read_from_array_grad");
 }
 
 std::unique_ptr<OpDesc> ReadFromArrayGradOp(const GradContext& g, const std::vector<std::string>& dx) {

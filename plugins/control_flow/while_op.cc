@@ -1,8 +1,8 @@
 // while: runs its sub_block while Condition holds, one child scope per
 // iteration (kept in StepScopes for the gradient unless is_test), and
 // while_grad: walks those scopes in reverse, running the grad block in each.
-#include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "sub_block_util.h"
 
 namespace nabla::control_flow {
 namespace {

@@ -2,6 +2,7 @@
 // Gradient: X@GRAD = Out@GRAD[I] (zeros where that entry has no gradient).
 #include "control_flow_util.h"
 #include "nabla/plugin.h"
+#include "var_util.h"
 
 namespace nabla::control_flow {
 namespace {
@@ -10,29 +11,24 @@ void WriteToArrayKernel(const ExecutionContext& ctx) {
   size_t i = ReadArrayIndex(ctx.Input("I"), "op 'write_to_array'");
   const Tensor& x = ctx.Input("X");
   Variable* out = ctx.OutputVar("Out");
-  if (out->Type() != VarType::kTensorArray) {
-    out->SetType(VarType::kTensorArray);
-    out->GetArray().clear();
-  }
-  std::vector<Tensor>& array = out->GetArray();
-  if (array.size() <= i) array.resize(i + 1);
+  MakeTensorArray(out);
+  if (ArraySize(*out) <= i) ResizeArray(out, i + 1);
   // A fresh buffer per write: a kept step scope may share the old entry.
-  array[i] = Tensor();
-  array[i].CopyFrom(x, ctx.GetDevice());
+  Tensor& entry = ArrayEntry(*out, i);
+  ResetTensor(&entry);
+  entry.CopyFrom(x, ctx.GetDevice());
 }
 
 void WriteToArrayGradKernel(const ExecutionContext& ctx) {
   size_t i = ReadArrayIndex(ctx.Input("I"), "op 'write_to_array_grad'");
   Tensor* dx = ctx.Output("X@GRAD");
   const Variable* dout = ctx.InputVar("Out@GRAD");
-  if (dout->Type() == VarType::kTensorArray && i < dout->GetArray().size() && dout->GetArray()[i].IsInitialized()) {
-    dx->CopyFrom(dout->GetArray()[i], ctx.GetDevice());
+  if (dout->Type() == VarType::kTensorArray && i < ArraySize(*dout) && ArrayEntry(*dout, i).IsInitialized()) {
+    dx->CopyFrom(ArrayEntry(*dout, i), ctx.GetDevice());
     return;
   }
   // Nothing read that entry after the write: its gradient is zero.
-  Variable zeros;
-  ZeroVarLike(*ctx.InputVar("X"), &zeros, ctx.GetDevice());
-  *dx = zeros.GetTensor();
+  ZeroTensorLike(*ctx.InputVar("X"), dx, ctx.GetDevice());
 }
 
 std::unique_ptr<OpDesc> WriteToArrayGradOp(const GradContext& g, const std::vector<std::string>& dx) {

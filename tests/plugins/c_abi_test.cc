@@ -165,6 +165,23 @@ static_assert(offsetof(nabla_api, cpu_dnnl_budget_end) == Slot(113));
 static_assert(offsetof(nabla_api, cpu_has_bf16_gemm) == Slot(114));
 static_assert(offsetof(nabla_api, cpu_gemm_bf16) == Slot(115));
 static_assert(sizeof(nabla_api) >= Slot(116));
+// Version 5: variables, tensor arrays and var-type inference.
+static_assert(NABLA_C_API_VERSION >= 5);
+static_assert(offsetof(nabla_api, kernel_var) == Slot(116));
+static_assert(offsetof(nabla_api, var_type) == Slot(117));
+static_assert(offsetof(nabla_api, var_set_type) == Slot(118));
+static_assert(offsetof(nabla_api, var_tensor) == Slot(119));
+static_assert(offsetof(nabla_api, var_array_size) == Slot(120));
+static_assert(offsetof(nabla_api, var_array_resize) == Slot(121));
+static_assert(offsetof(nabla_api, var_array_entry) == Slot(122));
+static_assert(offsetof(nabla_api, tensor_initialized) == Slot(123));
+static_assert(offsetof(nabla_api, tensor_assign) == Slot(124));
+static_assert(offsetof(nabla_api, op_infer_var_type) == Slot(125));
+static_assert(offsetof(nabla_api, pass_var_type) == Slot(126));
+static_assert(offsetof(nabla_api, pass_var_set_type) == Slot(127));
+static_assert(offsetof(nabla_api, infer_input_var_type) == Slot(128));
+static_assert(sizeof(nabla_api) >= Slot(129));
+static_assert(NABLA_C_VAR_DENSE == 0 && NABLA_C_VAR_TENSOR_ARRAY == 1 && NABLA_C_VAR_STEP_SCOPES == 2);
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -709,6 +726,34 @@ blocks:
     EXPECT_NE(std::string(e.what()).find("pass 'probe' of op 'toy_c_pass_probe'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("pass_op: block 99 of a program of 1"), std::string::npos) << e.what();
   }
+}
+
+// Version 5: a C plugin's var-type inference, shape inference and kernel
+// get errors, never a crash, for bad arguments to the variable and
+// tensor-array functions (the probe checks each, failing the op when one
+// does not fail), and the op still computes Out = X.
+TEST(CApi, VariableFunctionsRefuseBadArguments) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_C_VARS);
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+    ops:
+      - {type: toy_c_var_probe, inputs: {X: [x]}, outputs: {Out: [y]}}
+)",
+                               "probe.yaml");
+  InferProgram(p);
+  const VarDesc* y = p.Root()->FindVar("y");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->Type(), VarType::kDense);
+  EXPECT_EQ(y->GetShape(), (Shape{2, 3}));
+  const op_case::Result r =
+      op_case::RunOps({*p.Root()->Op(0)}, {{"x", DType::kFloat32, {2, 3}, {1, -2, 3, -4, 5, -6}}}, HostDevice());
+  EXPECT_EQ(r.values.at("y"), (op_case::Doubles{1, -2, 3, -4, 5, -6}));
 }
 
 // The CLI's contract for each refused plugin: exit 2, one line naming the

@@ -35,6 +35,7 @@
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
+#include "nabla/program_io.h"
 
 namespace nabla {
 namespace {
@@ -280,6 +281,61 @@ std::vector<InputCase> InputCasesOf(const std::string& type) {
                      {{"depth", 5}, {"allow_out_of_range", true}}});
     return cases;
   }
+  const bool compare = type == "less_than" || type == "less_equal" || type == "greater_than" ||
+                       type == "greater_equal" || type == "equal" || type == "not_equal";
+  if (compare) {
+    // Few distinct values, so every comparison holds somewhere and fails
+    // elsewhere; Y broadcast at the default axis, at an inner axis, as one
+    // element, and shapes that cannot broadcast (refused alike).
+    struct Pair {
+      Shape x, y;
+      int axis;
+      bool bad;
+    };
+    const std::vector<Pair> pairs = {{{3, 4}, {3, 4}, -1, false},
+                                     {{2, 3, 4}, {3}, 1, false},
+                                     {{2, 3, 4}, {4}, -1, false},
+                                     {{2, 3}, {1}, -1, false},
+                                     {{0, 3}, {3}, -1, false},
+                                     {{1, 1, 5}, {1, 5}, -1, false},
+                                     {{2, 1, 40000}, {40000}, -1, false},
+                                     {{3, 4}, {3}, -1, true},
+                                     {{3}, {2, 3}, -1, true},
+                                     {{3, 4}, {4}, 5, true}};
+    std::vector<InputCase> cases;
+    for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+      for (const Pair& p : pairs) {
+        const int64_t depth = dtype == DType::kBool ? 2 : 3;
+        // Only equal and not_equal take bool: refused alike by the others.
+        const bool refused = p.bad || (dtype == DType::kBool && type != "equal" && type != "not_equal");
+        cases.push_back(
+            {std::string(DTypeName(dtype)) + ShapeToString(p.x) + ShapeToString(p.y) + "/axis" + std::to_string(p.axis),
+             {{"X_in", dtype, p.x, ids(p.x, depth)}, {"Y_in", dtype, p.y, ids(p.y, depth + 1)}},
+             {{"axis", p.axis}},
+             refused});
+      }
+    // X and Y of different dtypes: refused alike.
+    cases.push_back(
+        {"mixed", {{"X_in", DType::kFloat32, {2}, {1, 2}}, {"Y_in", DType::kInt64, {2}, {1, 2}}}, {}, true});
+    return cases;
+  }
+  if (type == "logical_and" || type == "logical_or" || type == "logical_xor" || type == "logical_not") {
+    const bool unary = type == "logical_not";
+    std::vector<InputCase> cases;
+    const std::vector<std::pair<Shape, Shape>> pairs = {{{3, 4}, {3, 4}}, {{2, 3, 4}, {4}},         {{2, 3}, {1}},
+                                                        {{0, 3}, {3}},    {{2, 1, 40000}, {40000}}, {{3, 4}, {3}}};
+    for (const auto& [x, y] : pairs) {
+      std::vector<op_case::Input> in = {{"X_in", DType::kBool, x, ids(x, 2)}};
+      if (!unary) in.push_back({"Y_in", DType::kBool, y, ids(y, 3)});
+      // [3, 4] with [3] cannot broadcast: refused alike.
+      cases.push_back({ShapeToString(x) + ShapeToString(y), in, {}, !unary && y == Shape{3}});
+    }
+    // Not bool: refused alike, naming the slot.
+    std::vector<op_case::Input> f = {{"X_in", DType::kFloat32, {2}, {1, 0}}};
+    if (!unary) f.push_back({"Y_in", DType::kFloat32, {2}, {1, 1}});
+    cases.push_back({"float", f, {}, true});
+    return cases;
+  }
   return {};
 }
 
@@ -366,6 +422,85 @@ std::vector<GradCheckSpec> ExtraCases(const std::string& type) {
   return {c};
 }
 
+// The tensor-array ops, which take arrays no input case can feed, run as a
+// chain: two writes (entries 0 and 2; entry 1 never written), the length,
+// two reads, then the reads' and writes' grad ops (the reads' gradients
+// accumulate in place into one array; entry 1's gradient is zeros), at both
+// float dtypes and shapes with empty, size-1 and threaded sizes; a read of
+// the unwritten entry and one past the end must be refused alike. Var-type
+// inference (InferVarType) runs over the chain's program too: each var's
+// type, dtype and shape after it.
+void RunArrayChains(Records* records) {
+  auto op = [](const std::string& type, VarNameMap ins, VarNameMap outs) { return OpDesc(type, ins, outs, {}); };
+  auto index = [](const std::string& name, double i) { return op_case::Input{name, DType::kInt64, {1}, {i}}; };
+  for (DType dtype : {DType::kFloat32, DType::kFloat64})
+    for (const Shape& shape : std::vector<Shape>{{2, 3}, {0, 3}, {1}, {2, 1, 40000}}) {
+      const std::string key = std::string("arrays/") + DTypeName(dtype) + ShapeToString(shape);
+      op_case::Doubles a, b, ga, gb;
+      for (int64_t i = 0; i < NumElements(shape); ++i) {
+        a.push_back(0.25 * static_cast<double>(i % 7) - 0.5);
+        b.push_back(1.0 / static_cast<double>(i % 5 + 1));
+        ga.push_back(0.125 * static_cast<double>(i % 3));
+        gb.push_back(-0.375 * static_cast<double>(i % 4));
+      }
+      std::vector<op_case::Input> inputs = {{"a", dtype, shape, a},
+                                            {"b", dtype, shape, b},
+                                            {"y@GRAD", dtype, shape, ga},
+                                            {"z@GRAD", dtype, shape, gb},
+                                            index("i0", 0),
+                                            index("i1", 1),
+                                            index("i2", 2),
+                                            index("i5", 5)};
+      std::vector<OpDesc> ops = {op("write_to_array", {{"X", {"a"}}, {"I", {"i0"}}}, {{"Out", {"arr"}}}),
+                                 op("write_to_array", {{"X", {"b"}}, {"I", {"i2"}}}, {{"Out", {"arr"}}}),
+                                 op("array_length", {{"X", {"arr"}}}, {{"Out", {"len"}}}),
+                                 op("read_from_array", {{"X", {"arr"}}, {"I", {"i2"}}}, {{"Out", {"y"}}}),
+                                 op("read_from_array", {{"X", {"arr"}}, {"I", {"i0"}}}, {{"Out", {"z"}}}),
+                                 op("read_from_array_grad", {{"I", {"i2"}}, {"Out@GRAD", {"y@GRAD"}}, {"X", {"arr"}}},
+                                    {{"X@GRAD", {"arr@GRAD"}}}),
+                                 op("read_from_array_grad",
+                                    {{"I", {"i0"}}, {"Out@GRAD", {"z@GRAD"}}, {"X", {"arr"}}, {"X@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"arr@GRAD"}}}),
+                                 op("write_to_array_grad", {{"X", {"b"}}, {"I", {"i2"}}, {"Out@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"b@GRAD"}}}),
+                                 op("write_to_array_grad", {{"X", {"a"}}, {"I", {"i0"}}, {"Out@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"a@GRAD"}}}),
+                                 op("write_to_array_grad", {{"X", {"a"}}, {"I", {"i1"}}, {"Out@GRAD", {"arr@GRAD"}}},
+                                    {{"X@GRAD", {"c@GRAD"}}})};
+      try {
+        RecordRun(ops, inputs, key, records);
+      } catch (const std::exception& e) {
+        (*records)[key + " error"] = OneLine(e.what());
+      }
+      for (const char* bad : {"i1", "i5"}) {
+        std::vector<OpDesc> read = {ops[0], ops[1],
+                                    op("read_from_array", {{"X", {"arr"}}, {"I", {bad}}}, {{"Out", {"w"}}})};
+        try {
+          RecordRun(read, inputs, key + "/read_" + bad, records);
+        } catch (const std::exception& e) {
+          (*records)[key + "/read_" + bad + " refused"] = OneLine(e.what());
+        }
+      }
+      ProgramDesc program;
+      BlockDesc* block = program.Root();
+      for (const op_case::Input& in : inputs) {
+        VarDesc* v = block->Var(in.name);
+        v->SetDType(in.dtype);
+        v->MarkDTypeKnown(true);
+        v->SetShape(in.shape);
+      }
+      for (const OpDesc& o : ops) block->AppendOp(o);
+      try {
+        InferProgram(program);
+        for (const auto& v : block->AllVars())
+          (*records)[key + "/infer " + v->Name()] = StrCat(VarTypeName(v->Type()), " ", DTypeName(v->GetDType()), " ",
+                                                           v->HasDType(), " ", ShapeToString(v->GetShape()));
+      } catch (const std::exception& e) {
+        (*records)[key + "/infer error"] = OneLine(e.what());
+      }
+    }
+}
+
 // Everything compared, for the ops `types` of the plugins just loaded.
 Records Compute(const std::vector<std::string>& types) {
   Records records;
@@ -384,6 +519,10 @@ Records Compute(const std::vector<std::string>& types) {
     // the attribute- and input-built cases of RunUnchecked.
     std::vector<GradCheckSpec> specs = info.grad_checks;
     if (specs.empty()) specs = ExtraCases(type);
+    if (specs.empty() && (type == "write_to_array" || type == "read_from_array" || type == "array_length")) {
+      if (type == "write_to_array") RunArrayChains(&records);
+      continue;
+    }
     if (specs.empty()) RunUnchecked(type, &records);
     // An op whose checks pin its seed (dropout's fix_seed) runs them once
     // more with the seed the run derives, which reaches the kernel through
@@ -446,13 +585,16 @@ TEST(StdSdk, ImportsNothingOfNabla) {
   EXPECT_NE(defined.find("nabla_plugin_init"), std::string::npos) << defined;
 }
 
-// Bit for bit the standard build's ops, run one process each.
-TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
+// The C ABI build `sdk` (plugin `name`, `count` forward ops) against the
+// standard plugins `standard`, bit for bit, one process each; the number of
+// C ABI build's records.
+Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, size_t count,
+                        const std::vector<std::string>& standard_paths, bool seeded_ops) {
   test_util::TempDir dir("std_sdk");
   const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
-  ASSERT_EQ(InChild([&] {
-              PluginManager::Instance().Load(STD_SDK_OPS);
-              const std::vector<std::string> types = ForwardOpsOf("std_sdk_ops");
+  EXPECT_EQ(InChild([&] {
+              PluginManager::Instance().Load(sdk_path);
+              const std::vector<std::string> types = ForwardOpsOf(name);
               Records records = Compute(types);
               std::string list;
               for (const std::string& t : types) list += t + " ";
@@ -461,14 +603,16 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
             }),
             0);
   const Records sdk = ReadRecords(sdk_file);
-  ASSERT_TRUE(sdk.count("ops"));
+  if (!sdk.count("ops")) {
+    ADD_FAILURE() << name << " computed nothing";
+    return sdk;
+  }
   const std::vector<std::string> types = Split(sdk.at("ops"));
   // Every op file the C ABI build lists (tests/plugins/CMakeLists.txt)
-  // registered its op.
-  EXPECT_EQ(types.size(), static_cast<size_t>(STD_SDK_OP_COUNT)) << sdk.at("ops");
-  ASSERT_EQ(InChild([&] {
-              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so");
-              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so");
+  // registered its ops.
+  EXPECT_EQ(types.size(), count) << sdk.at("ops");
+  EXPECT_EQ(InChild([&] {
+              for (const std::string& path : standard_paths) PluginManager::Instance().Load(path);
               Records records = Compute(types);
               records["ops"] = sdk.at("ops");
               WriteRecords(records, std_file);
@@ -491,21 +635,71 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
   }
   for (const auto& [key, value] : sdk)
     EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not";
-  // The seed reaches a random op's kernel through the C ABI (kernel_seed):
-  // its own seed gives other values than the one derived from the run's.
-  size_t seeded = 0;
-  for (const auto& [key, value] : sdk) {
-    const size_t at = key.find("/seed0 ");
-    if (key.rfind("unchecked ", 0) != 0 || at == std::string::npos || key.find("[0]") != std::string::npos) continue;
-    auto own = sdk.find(key.substr(0, at) + "/seed11 " + key.substr(at + 7));
-    ASSERT_NE(own, sdk.end()) << key;
-    EXPECT_NE(own->second, value) << key << ": seeds 0 and 11 drew the same values";
-    ++seeded;
+  if (seeded_ops) {
+    // The seed reaches a random op's kernel through the C ABI (kernel_seed):
+    // its own seed gives other values than the one derived from the run's.
+    size_t seeded = 0;
+    for (const auto& [key, value] : sdk) {
+      const size_t at = key.find("/seed0 ");
+      if (key.rfind("unchecked ", 0) != 0 || at == std::string::npos || key.find("[0]") != std::string::npos) continue;
+      auto own = sdk.find(key.substr(0, at) + "/seed11 " + key.substr(at + 7));
+      if (own == sdk.end()) {
+        ADD_FAILURE() << key;
+        continue;
+      }
+      EXPECT_NE(own->second, value) << key << ": seeds 0 and 11 drew the same values";
+      ++seeded;
+    }
+    EXPECT_GT(seeded, 0u) << "no random op compared";
   }
-  EXPECT_GT(seeded, 0u) << "no random op compared";
   // Per op: its schema, its grad op's, each case at 2 dtypes and 6 shapes.
   EXPECT_GT(compared, types.size() * 20);
   std::cout << "compared " << compared << " records of " << types.size() << " ops\n";
+  return sdk;
+}
+
+// Bit for bit the standard build's ops, run one process each.
+TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
+  (void)SameOpsSameBits(STD_SDK_OPS, "std_sdk_ops", STD_SDK_OP_COUNT,
+                        {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so",
+                         std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so"},
+                        true);
+}
+
+// The control_flow op files over the C ABI (std_sdk_cf) against the
+// standard control_flow plugin: the comparisons and logical ops at the
+// input cases of InputCasesOf, increment at its gradient check.
+TEST(StdSdk, ControlFlowSameBitsAsTheStandardBuild) {
+  const std::string cf = STD_SDK_CF;
+  const std::string undefined = Command(std::string(NM_PATH) + " -D --undefined-only " + cf);
+  ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << undefined;
+  std::istringstream lines(undefined);
+  for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.find("nabla"), std::string::npos) << line;
+  const Records sdk = SameOpsSameBits(cf, "std_sdk_cf", STD_SDK_CF_OP_COUNT,
+                                      {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libcontrol_flow.so"}, false);
+  // The cases ran, not only were refused alike: X = 0 1 2 0 ... against
+  // Y = 3 2 1 0 ... and broadcasts.
+  auto value = [&](const std::string& key) { return sdk.count(key) ? sdk.at(key) : "missing " + key; };
+  EXPECT_EQ(value("unchecked less_than/int64[2, 3][1]/axis-1 Out_out").substr(0, 6), "[2, 3]");
+  EXPECT_NE(value("unchecked less_equal/float32[2, 1, 40000][40000]/axis-1 Out_out").find(" 1 1 0 1 "),
+            std::string::npos);
+  EXPECT_NE(value("unchecked equal/bool[2, 3, 4][3]/axis1 Out_out").find("[2, 3, 4]"), std::string::npos);
+  EXPECT_NE(value("unchecked logical_xor/[2, 3, 4][4] Out_out").find("[2, 3, 4]"), std::string::npos);
+  EXPECT_TRUE(sdk.count("unchecked greater_than/bool[3, 4][3, 4]/axis-1 refused"));
+  EXPECT_NE(value("increment/scalar/float64 Out_out0").find("[1]"), std::string::npos);
+  // The array chain ran: the length, a read, accumulated and zero gradients,
+  // the refusals, and the inferred var types.
+  EXPECT_EQ(value("arrays/float32[2, 3] len").substr(0, 4), "[1] ");
+  EXPECT_NE(value("arrays/float32[2, 3] len").find(" 3 "), std::string::npos);
+  EXPECT_EQ(value("arrays/float64[2, 1, 40000] y").substr(0, 13), "[2, 1, 40000]");
+  EXPECT_NE(value("arrays/float32[2, 3] c@GRAD").find(" 0 0 0 0 "), std::string::npos);
+  EXPECT_NE(value("arrays/float32[2, 3] a@GRAD").find(" -0 -0.375 -0.75 -1.125 "), std::string::npos)
+      << value("arrays/float32[2, 3] a@GRAD");
+  EXPECT_NE(value("arrays/float32[2, 3] b@GRAD").find(" 0 0.125 0.25 0 "), std::string::npos);
+  EXPECT_NE(value("arrays/float32[2, 3]/read_i1 refused").find("never written"), std::string::npos);
+  EXPECT_NE(value("arrays/float32[2, 3]/read_i5 refused").find("out of range"), std::string::npos);
+  EXPECT_EQ(value("arrays/float64[2, 3]/infer arr").substr(0, 21), "tensor_array float64 ");
+  EXPECT_EQ(value("arrays/float64[2, 3]/infer arr@GRAD").substr(0, 13), "tensor_array ");
 }
 
 // The ops of the plugins just loaded with float32 kernels for `device`

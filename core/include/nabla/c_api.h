@@ -45,7 +45,7 @@ extern "C" {
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
  * and vector math, and views; version 4: copies and
  * variables, program passes, and the CPU backend's row kernels). */
-#define NABLA_C_API_VERSION 4
+#define NABLA_C_API_VERSION 5
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -65,6 +65,7 @@ typedef struct nabla_device nabla_device;
 typedef struct nabla_device_list nabla_device_list;       /* what a device backend's enumerate fills (version 2) */
 typedef struct nabla_fusion_context nabla_fusion_context; /* one matched chain of a fusion pattern (version 3) */
 typedef struct nabla_pass_context nabla_pass_context;     /* one run of a program pass (version 4) */
+typedef struct nabla_var nabla_var;                       /* a var of a scope at run time (version 5) */
 
 /* Enumerations are int32_t values; these numbers never change. */
 enum nabla_c_error_kind {
@@ -129,6 +130,13 @@ enum nabla_c_var_flags {
   NABLA_C_VAR_PERSISTABLE = 1u << 1,
   NABLA_C_VAR_STOP_GRADIENT = 1u << 2,
   NABLA_C_VAR_DECLARED = 1u << 3 /* declared by the program's author (written back to YAML) */
+};
+
+/* What a var holds (var_type; nabla_var_info's var_type; version 5). */
+enum nabla_c_var_type {
+  NABLA_C_VAR_DENSE = 0,        /* a tensor */
+  NABLA_C_VAR_TENSOR_ARRAY = 1, /* a list of tensors; entries never written hold no data */
+  NABLA_C_VAR_STEP_SCOPES = 2   /* the scopes a control-flow op kept for its gradient */
 };
 
 /* The vectorised float32 functions of cpu_vmath (version 3). */
@@ -227,6 +235,14 @@ typedef int32_t (*nabla_fuse_applies_fn)(const struct nabla_api* api, void* user
  * place through the pass_* functions and sets *changed to how many places
  * it changed (0: it left the program as it was). */
 typedef int32_t (*nabla_pass_fn)(const struct nabla_api* api, void* user, nabla_pass_context* ctx, size_t* changed);
+
+/* Version 5, var-type inference (op_infer_var_type): sets the var types
+ * (and dtypes) of op's outputs in its block, through the pass_* functions
+ * of ctx (pass_var_get, pass_var_set with var_type), before shapes are
+ * inferred. `block` is the op's block in ctx's program; the callback
+ * may only read and set vars (pass_var_* and pass_block_*), not edit ops. */
+typedef int32_t (*nabla_infer_var_type_fn)(const struct nabla_api* api, void* user, const nabla_op* op,
+                                           nabla_pass_context* ctx, size_t block);
 
 /* One var of a program (pass_var_get, pass_var_set; version 4).
  * struct_size = sizeof(nabla_var_info); later versions append fields. */
@@ -605,6 +621,51 @@ typedef struct nabla_api {
   int32_t (*cpu_gemm_bf16)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                            const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c,
                            int32_t c_dtype, int64_t ldc);
+
+  /* ---- Version 5: variables, tensor arrays and var-type inference
+   *
+   * A nabla_var is a var of the scope a kernel runs in, valid for the
+   * kernel call. Its tensor (var_tensor) and its entries (var_array_entry)
+   * are nabla_tensor handles like kernel_output's: valid until the var's
+   * type changes or the array is resized. Every function checks its
+   * handles (NULL is an error naming the function) and fails with
+   * NABLA_C_ERROR, NULL or -1 and a message (last_error). */
+  /* The var of input (output 0) or output (output 1) slot[i]. An input's
+   * var is read only: no var_set_type, var_array_resize, tensor_assign or
+   * write to its tensors. NULL (an error naming the slot) when it is absent
+   * or the arg is @EMPTY@. */
+  nabla_var* (*kernel_var)(nabla_kernel_context* c, int32_t output, const char* slot, size_t i);
+  /* Its nabla_c_var_type; -1 on error. */
+  int32_t (*var_type)(const nabla_var* v);
+  /* Sets what it holds; the other kinds' contents stay as they were (the
+   * core's Variable keeps a tensor and an array side by side). */
+  int32_t (*var_set_type)(nabla_var* v, int32_t type);
+  /* Its tensor (a dense var's value), whatever its type. */
+  nabla_tensor* (*var_tensor)(nabla_var* v);
+  /* A tensor array's length; -1 (an error) for a var of another type. */
+  int64_t (*var_array_size)(const nabla_var* v);
+  /* Grows or shrinks a tensor array to n entries (new entries hold no
+   * data; n at most 2^31). */
+  int32_t (*var_array_resize)(nabla_var* v, size_t n);
+  /* Entry i of a tensor array (i < its length). */
+  nabla_tensor* (*var_array_entry)(nabla_var* v, size_t i);
+  /* 1 when the tensor holds data (allocated, or shares a buffer), 0 when
+   * not (a shape and dtype at most), -1 on error. */
+  int32_t (*tensor_initialized)(const nabla_tensor* t);
+  /* t = src: t shares src's buffer, shape and dtype, whether or not src
+   * holds data; src NULL makes t an empty tensor (no data, no shape), so a
+   * buffer t shared with others stays theirs. */
+  int32_t (*tensor_assign)(nabla_tensor* t, const nabla_tensor* src);
+  /* Var-type inference of the op (OpBuilder::InferVarType): see
+   * nabla_infer_var_type_fn. */
+  int32_t (*op_infer_var_type)(nabla_op_builder* b, nabla_infer_var_type_fn fn, void* user);
+  /* A var's nabla_c_var_type in a pass context's block (-1 on error: no
+   * such var), and setting it. */
+  int32_t (*pass_var_type)(nabla_pass_context* c, size_t block, const char* name);
+  int32_t (*pass_var_set_type)(nabla_pass_context* c, size_t block, const char* name, int32_t type);
+  /* The nabla_c_var_type of input slot[i] (-1 on error), at build and at
+   * run time. */
+  int32_t (*infer_input_var_type)(nabla_infer_context* c, const char* slot, size_t i);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

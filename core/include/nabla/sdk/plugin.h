@@ -214,6 +214,15 @@ inline std::string ShapeToString(const Shape& shape) {
   return s + "]";
 }
 
+// What a var holds (C ABI version 5): a tensor, a tensor array, or the
+// scopes a control-flow op kept for its gradient.
+enum class VarType { kDense, kTensorArray, kStepScopes };
+inline const char* VarTypeName(VarType type) {
+  static const char* const names[] = {"dense", "tensor_array", "step_scopes"};
+  const int i = static_cast<int>(type);
+  return i >= 0 && i < 3 ? names[i] : "unknown";
+}
+
 inline constexpr const char* kGradSuffix = "@GRAD";
 inline constexpr const char* kEmptyVarName = "@EMPTY@";
 inline std::string GradVarName(const std::string& name) { return name + kGradSuffix; }
@@ -648,6 +657,12 @@ class Tensor {
     return Api().tensor_dims(Handle())[i];
   }
   int64_t Numel() const { return Api().tensor_numel(Handle()); }
+  // True when it holds data (C ABI version 5): allocated, or sharing a buffer.
+  bool IsInitialized() const {
+    const int32_t v = Api().tensor_initialized(Handle());
+    if (v < 0) sdk_detail::ThrowApiError();
+    return v == 1;
+  }
   DType GetDType() const { return static_cast<DType>(Api().tensor_dtype(Handle())); }
   size_t Bytes() const { return static_cast<size_t>(Numel()) * DTypeSize(GetDType()); }
 
@@ -682,6 +697,11 @@ class Tensor {
     sdk_detail::Check(Api().tensor_copy(Handle(), src.Handle(), device.Handle()));
   }
   std::string DebugString() const { return StrCat(DTypeName(GetDType()), ShapeToString(GetShape())); }
+  // The core's `t = src` (C ABI version 5): shares src's buffer, shape and
+  // dtype, with or without data; Reset() is `t = Tensor()`, an empty tensor
+  // that no longer shares anything.
+  void AssignFrom(const Tensor& src) { sdk_detail::Check(Api().tensor_assign(Handle(), src.Handle())); }
+  void Reset() { sdk_detail::Check(Api().tensor_assign(Handle(), nullptr)); }
 
   const nabla_tensor* Handle() const { return reinterpret_cast<const nabla_tensor*>(this); }
   nabla_tensor* Handle() { return reinterpret_cast<nabla_tensor*>(this); }
@@ -724,14 +744,44 @@ class HostTensor {
   std::vector<unsigned char> bytes_;
 };
 
-// An input's var as a kernel sees it (ExecutionContext::InputVar): its
-// tensor, with or without data. Read only; a handle like Tensor.
+// A var as a kernel sees it (ExecutionContext::InputVar, OutputVar): its
+// tensor, with or without data, its type, and a tensor array's entries
+// (C ABI version 5). A handle like Tensor; an input's var is read only.
 class Variable {
  public:
   Variable() = delete;
   Variable(const Variable&) = delete;
   Variable& operator=(const Variable&) = delete;
-  const Tensor& GetTensor() const { return *reinterpret_cast<const Tensor*>(this); }
+  VarType Type() const {
+    const int32_t t = Api().var_type(Handle());
+    if (t < 0) sdk_detail::ThrowApiError();
+    return static_cast<VarType>(t);
+  }
+  void SetType(VarType t) { sdk_detail::Check(Api().var_set_type(Handle(), static_cast<int32_t>(t))); }
+  const Tensor& GetTensor() const {
+    return *reinterpret_cast<const Tensor*>(sdk_detail::CheckPtr(Api().var_tensor(MutableHandle())));
+  }
+  Tensor& GetTensor() { return *reinterpret_cast<Tensor*>(sdk_detail::CheckPtr(Api().var_tensor(Handle()))); }
+  // A tensor array's length, its entry i, and resizing it (new entries
+  // hold no data); an error for a var of another type.
+  size_t ArraySize() const {
+    const int64_t n = Api().var_array_size(Handle());
+    if (n < 0) sdk_detail::ThrowApiError();
+    return static_cast<size_t>(n);
+  }
+  const Tensor& ArrayEntry(size_t i) const {
+    return *reinterpret_cast<const Tensor*>(sdk_detail::CheckPtr(Api().var_array_entry(MutableHandle(), i)));
+  }
+  Tensor& ArrayEntry(size_t i) {
+    return *reinterpret_cast<Tensor*>(sdk_detail::CheckPtr(Api().var_array_entry(Handle(), i)));
+  }
+  void ResizeArray(size_t n) { sdk_detail::Check(Api().var_array_resize(Handle(), n)); }
+
+  const nabla_var* Handle() const { return reinterpret_cast<const nabla_var*>(this); }
+  nabla_var* Handle() { return reinterpret_cast<nabla_var*>(this); }
+
+ private:
+  nabla_var* MutableHandle() const { return const_cast<nabla_var*>(Handle()); }
 };
 
 // ---------------------------------------------------------------- inference
@@ -759,6 +809,12 @@ class InferShapeContext {
     const int32_t d = Api().infer_input_dtype(c_, slot.c_str(), i);
     if (d < 0) sdk_detail::ThrowApiError();
     return static_cast<DType>(d);
+  }
+  // What input slot[i] holds (C ABI version 5).
+  VarType InputVarType(const std::string& slot, size_t i = 0) const {
+    const int32_t t = Api().infer_input_var_type(c_, slot.c_str(), i);
+    if (t < 0) sdk_detail::ThrowApiError();
+    return static_cast<VarType>(t);
   }
   void SetOutputShape(const std::string& slot, const Shape& shape, size_t i = 0) {
     sdk_detail::Check(Api().infer_set_output_shape(c_, slot.c_str(), i, shape.data(), shape.size()));
@@ -822,7 +878,14 @@ class ExecutionContext {
   // dtype of a kNoBuffer input, whose buffer an executor may have released
   // (C ABI version 4). An absent input is an error naming it.
   const Variable* InputVar(const std::string& slot, size_t i = 0) const {
-    return reinterpret_cast<const Variable*>(sdk_detail::CheckPtr(Api().kernel_input_var(c_, slot.c_str(), i)));
+    return reinterpret_cast<const Variable*>(sdk_detail::CheckPtr(Api().kernel_var(c_, 0, slot.c_str(), i)));
+  }
+  // The var of output slot[i] (C ABI version 5); null when the slot is
+  // absent or the arg is @EMPTY@, as Output.
+  Variable* OutputVar(const std::string& slot, size_t i = 0) const {
+    const std::vector<std::string>& args = Op().Output(slot);
+    if (i >= args.size() || args[i] == kEmptyVarName) return nullptr;
+    return reinterpret_cast<Variable*>(sdk_detail::CheckPtr(Api().kernel_var(c_, 1, slot.c_str(), i)));
   }
   // Null when the slot is absent or the arg is @EMPTY@ (a gradient nobody needs).
   Tensor* Output(const std::string& slot, size_t i = 0) const {
@@ -1032,6 +1095,13 @@ class VarDesc {
   VarDesc& operator=(const VarDesc&) = delete;
 
   const std::string& Name() const { return name_; }
+  // What the var holds (C ABI version 5); a fusion pattern's vars are dense.
+  VarType Type() const { return type_; }
+  void SetType(VarType t) {
+    NABLA_ENFORCE(pass_, kUnimplemented, "var '", name_, "': a fusion pattern's block is read only");
+    Check(Api().pass_var_set_type(pass_, block_, name_.c_str(), static_cast<int32_t>(t)));
+    type_ = t;
+  }
   DType GetDType() const { return dtype_; }
   void SetDType(DType d) { Set(dtype_, d); }
   // True once a dtype was declared or inferred; inference never guesses.
@@ -1062,6 +1132,9 @@ class VarDesc {
     stop_gradient_ = (info.flags & NABLA_C_VAR_STOP_GRADIENT) != 0;
     declared_ = (info.flags & NABLA_C_VAR_DECLARED) != 0;
     shape_.assign(info.dims, info.dims + (info.dims ? info.rank : 0));
+    const int32_t type = Api().pass_var_type(pass_, block_, name_.c_str());
+    if (type < 0) ThrowApiError();
+    type_ = static_cast<VarType>(type);
   }
   void Send() const {
     nabla_var_info info{};
@@ -1088,6 +1161,7 @@ class VarDesc {
     }
   }
   std::string name_;
+  VarType type_ = VarType::kDense;
   DType dtype_ = DType::kFloat32;
   bool has_dtype_ = false;
   Shape shape_;
@@ -1391,6 +1465,17 @@ struct PassAccess {
       program.Flush();
     });
   }
+  // Var-type inference (OpBuilder::InferVarType): the op's program read
+  // through the pass context the core made for it; the function sets vars.
+  static int32_t InferVarType(const nabla_api*, void* user, const nabla_op* op, nabla_pass_context* c, size_t block) {
+    return Guard([&] {
+      ProgramDesc program(c);
+      NABLA_ENFORCE(block < program.Size(), kOutOfRange, "var-type inference: block ", block, " of a program of ",
+                    program.Size());
+      const OpDesc desc = OpDesc::FromC(op);
+      (*static_cast<const std::function<void(const OpDesc&, BlockDesc&)>*>(user))(desc, *program.Block(block));
+    });
+  }
   static void FillDefaults(OpDesc& op) {
     ProgramDesc* program = ProgramDesc::Current();
     NABLA_ENFORCE(program, kUnimplemented,
@@ -1544,6 +1629,13 @@ class OpBuilder {
   // Which kernel runs, where the first input's dtype does not tell.
   OpBuilder& KernelDType(KernelDTypeFn fn) {
     sdk_detail::Check(Api().op_kernel_dtype(b_, sdk_detail::KernelDTypeTrampoline, sdk_detail::Keep(std::move(fn))));
+    return *this;
+  }
+  // Sets the var types (and dtypes) of the op's outputs in its block before
+  // shapes are inferred (C ABI version 5): a tensor array's writer.
+  OpBuilder& InferVarType(std::function<void(const OpDesc& op, BlockDesc& block)> fn) {
+    sdk_detail::Check(
+        Api().op_infer_var_type(b_, sdk_detail::PassAccess::InferVarType, sdk_detail::Keep(std::move(fn))));
     return *this;
   }
   // How many vars duplicable output `slot` gets (-1: the op does not tell).
