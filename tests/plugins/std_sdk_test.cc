@@ -35,6 +35,9 @@
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
+#if STD_SDK_OPENCL_FILES
+#include "nabla/opencl/opencl.h"
+#endif
 
 namespace nabla {
 namespace {
@@ -462,6 +465,8 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
             0);
   const Records sdk = ReadRecords(sdk_file);
   ASSERT_TRUE(sdk.count("ops"));
+  ASSERT_TRUE(sdk.count("device bytes held after the cases"));
+  EXPECT_EQ(sdk.at("device bytes held after the cases"), "0");
   const std::vector<std::string> types = Split(sdk.at("ops"));
   // Every op file the C ABI build lists (tests/plugins/CMakeLists.txt)
   // registered its op.
@@ -549,7 +554,15 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
       if (!FindDeviceListing("opencl:0", &listing)) std::_Exit(kNoDevice);
       for (const std::string& p : plugins) PluginManager::Instance().Load(p);
       std::vector<std::string> types = only ? Split(*only) : ForwardOpsOf("std_sdk_ops");
-      WriteRecords(ComputeOn(types, ResolveDevice("opencl:0"), listing.fp64), file);
+      Device& device = ResolveDevice("opencl:0");
+      Records records = ComputeOn(types, device, listing.fp64);
+#if STD_SDK_OPENCL_FILES
+      // Every case's tensors are gone: what the device still holds is a
+      // kernel's leak (a Staging or Scratch buffer never given back).
+      records["device bytes held after the cases"] =
+          std::to_string(static_cast<opencl::OpenClDevice&>(device).LiveBytes());
+#endif
+      WriteRecords(records, file);
     });
   };
   const int rc = run({STD_SDK_OPS}, sdk_file, nullptr);
@@ -557,6 +570,8 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
   ASSERT_EQ(rc, 0);
   const Records sdk = ReadRecords(sdk_file);
   ASSERT_TRUE(sdk.count("ops"));
+  ASSERT_TRUE(sdk.count("device bytes held after the cases"));
+  EXPECT_EQ(sdk.at("device bytes held after the cases"), "0");
   const std::string ops = sdk.at("ops");
   // Each listed kernel file registered kernels (unary and activation: a
   // dozen ops or more each).
