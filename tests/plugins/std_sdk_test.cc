@@ -465,8 +465,6 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
             0);
   const Records sdk = ReadRecords(sdk_file);
   ASSERT_TRUE(sdk.count("ops"));
-  ASSERT_TRUE(sdk.count("device bytes held after the cases"));
-  EXPECT_EQ(sdk.at("device bytes held after the cases"), "0");
   const std::vector<std::string> types = Split(sdk.at("ops"));
   // Every op file the C ABI build lists (tests/plugins/CMakeLists.txt)
   // registered its op.
