@@ -176,10 +176,10 @@ struct BinaryGradKernel {
     KernelArg da = s.Arg(dout);
     const std::optional<int> sx = LinearSign(op->dx), sy = LinearSign(op->dy);
     KernelArg gx = da, gy = da;
-    Tensor gx_full, gy_full;
+    Scratch<T> gx_full(dev), gy_full(dev);
     if (!sx || !sy) {
-      gx = KernelArg::Buffer(Scratch<T>(dev, gx_full, n));
-      gy = KernelArg::Buffer(Scratch<T>(dev, gy_full, n));
+      gx = KernelArg::Buffer(gx_full.Allocate(n));
+      gy = KernelArg::Buffer(gy_full.Allocate(n));
       Run<T>(dev, Source(), (std::string(op->type) + "_bwd").c_str(),
              Concat({s.Arg(x), s.Arg(y), da, gx, gy}, b.Args()), n);
     }

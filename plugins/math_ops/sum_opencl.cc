@@ -30,8 +30,8 @@ struct SumKernel {
       in.push_back(s.In(*x));
     }
     const bool aliased = std::find(xs.begin(), xs.end(), out) != xs.end();
-    Tensor scratch;
-    void* acc = aliased ? Scratch<T>(dev, scratch, n) : AllocateOutput<T>(ctx, out, shape);
+    Scratch<T> scratch(dev);
+    void* acc = aliased ? scratch.Allocate(n) : AllocateOutput<T>(ctx, out, shape);
     dev.CopyOnDevice(acc, in[0], n * sizeof(T));
     for (size_t i = 1; i < in.size(); ++i)
       Run<T>(dev, cl_source::sum(), "add_to", {KernelArg::Buffer(acc), KernelArg::Buffer(in[i]), KernelArg(n)}, n);

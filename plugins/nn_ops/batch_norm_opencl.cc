@@ -78,9 +78,9 @@ struct BatchNormGradKernel {
     Tensor* dbias_t = ctx.Output(GradVarName("Bias"));
     Tensor* dx_t = ctx.Output(GradVarName("X"));
     // dX needs both sums even when nobody wants dScale or dBias.
-    Tensor tmp_scale, tmp_bias;
-    void* dscale = dscale_t ? AllocateOutput<T>(ctx, dscale_t, {v.c}) : Scratch<T>(dev, tmp_scale, v.c);
-    void* dbias = dbias_t ? AllocateOutput<T>(ctx, dbias_t, {v.c}) : Scratch<T>(dev, tmp_bias, v.c);
+    Scratch<T> tmp_scale(dev), tmp_bias(dev);
+    void* dscale = dscale_t ? AllocateOutput<T>(ctx, dscale_t, {v.c}) : tmp_scale.Allocate(v.c);
+    void* dbias = dbias_t ? AllocateOutput<T>(ctx, dbias_t, {v.c}) : tmp_bias.Allocate(v.c);
     Run<T>(dev, cl_source::batch_norm(), "bn_grad_stats",
            {xa, dy, mean, inv_std, KernelArg::Buffer(dscale), KernelArg::Buffer(dbias), KernelArg(v.n), KernelArg(v.c),
             KernelArg(v.inner)},

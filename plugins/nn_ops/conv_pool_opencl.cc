@@ -26,9 +26,9 @@ bool Nhwc(const ExecutionContext& ctx, const char* attr) {
 // NHWC data computed as NCHW: `buf` transposed into `tmp`, or `buf` itself.
 template <typename T>
 const void* DeviceNchw(OpenClDevice& dev, const void* buf, bool nhwc, int64_t n, int64_t c, int64_t pixels,
-                       Tensor& tmp) {
+                       Scratch<T>& tmp) {
   if (!nhwc) return buf;
-  void* t = Scratch<T>(dev, tmp, n * c * pixels);
+  void* t = tmp.Allocate(n * c * pixels);
   Run<T>(dev, cl_source::conv_pool(), "transpose_channels",
          {KernelArg::Buffer(buf), KernelArg::Buffer(t), KernelArg(n), KernelArg(c), KernelArg(pixels), KernelArg(1)},
          n * c * pixels);
@@ -52,15 +52,15 @@ struct Conv2dKernel {
     const Tensor& w = ctx.Input("Filter");
     const bool nhwc = Nhwc(ctx, "data_format");
     const ConvGeom g = MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d'");
-    Tensor x_nchw, y_nchw;
+    Scratch<T> x_nchw(dev), y_nchw(dev);
     const void* xb = DeviceNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw);
     const void* wb = s.In(w);
     const Shape ys{g.n, g.m, g.h.out, g.w.out};
     void* y = AllocateOutput<T>(ctx, ctx.Output("Output"), nhwc ? NhwcShapeOf(ys) : ys);
-    void* yb = nhwc ? Scratch<T>(dev, y_nchw, NumElements(ys)) : y;
+    void* yb = nhwc ? y_nchw.Allocate(NumElements(ys)) : y;
     const int64_t cg = g.CinPerGroup(), mg = g.CoutPerGroup(), k = g.ColRows(), plane = g.OutPlane();
-    Tensor col_t;
-    void* col = Scratch<T>(dev, col_t, k * plane);
+    Scratch<T> col_t(dev);
+    void* col = col_t.Allocate(k * plane);
     const KernelArg geo = Geometry(g.h, g.w, cg, false), steps = Steps(g.h, g.w);
     for (int64_t n = 0; n < g.n; ++n)
       for (int64_t gi = 0; gi < g.groups; ++gi) {
@@ -87,17 +87,17 @@ struct Conv2dGradKernel {
         MakeConvGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), w.GetShape(), "op 'conv2d_grad'");
     Tensor* dx_t = ctx.Output(GradVarName("Input"));
     Tensor* dw_t = ctx.Output(GradVarName("Filter"));
-    Tensor x_nchw, dy_nchw, dx_nchw;
+    Scratch<T> x_nchw(dev), dy_nchw(dev), dx_nchw(dev);
     const void* xb = DeviceNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw);
     const void* wb = s.In(w);
     const void* dyb = DeviceNchw<T>(dev, s.In(ctx.Input(GradVarName("Output"))), nhwc, g.n, g.m, g.OutPlane(), dy_nchw);
     void* dx_out = dx_t ? AllocateOutput<T>(ctx, dx_t, x.GetShape()) : nullptr;
-    void* dx = dx_out && nhwc ? Scratch<T>(dev, dx_nchw, x.Numel()) : dx_out;
+    void* dx = dx_out && nhwc ? dx_nchw.Allocate(x.Numel()) : dx_out;
     void* dw = dw_t ? AllocateOutput<T>(ctx, dw_t, w.GetShape()) : nullptr;
     const int64_t cg = g.CinPerGroup(), mg = g.CoutPerGroup(), k = g.ColRows(), plane = g.OutPlane();
     if (dw && g.n == 0) Zero<T>(dev, dw, g.m * k);
-    Tensor col_t;
-    void* col = Scratch<T>(dev, col_t, k * plane);
+    Scratch<T> col_t(dev);
+    void* col = col_t.Allocate(k * plane);
     const KernelArg geo = Geometry(g.h, g.w, cg, false), steps = Steps(g.h, g.w);
     for (int64_t n = 0; n < g.n; ++n)
       for (int64_t gi = 0; gi < g.groups; ++gi) {
@@ -128,11 +128,11 @@ struct Pool2dKernel {
     const Tensor& x = ctx.Input("X");
     const bool nhwc = Nhwc(ctx, "data_format");
     const PoolGeom g = MakePoolGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), "op 'pool2d'");
-    Tensor x_nchw, y_nchw;
+    Scratch<T> x_nchw(dev), y_nchw(dev);
     KernelArg xa = KernelArg::Buffer(DeviceNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw));
     const Shape ys{g.n, g.c, g.h.out, g.w.out};
     void* y = AllocateOutput<T>(ctx, ctx.Output("Out"), nhwc ? NhwcShapeOf(ys) : ys);
-    void* yb = nhwc ? Scratch<T>(dev, y_nchw, NumElements(ys)) : y;
+    void* yb = nhwc ? y_nchw.Allocate(NumElements(ys)) : y;
     Run<T>(dev, cl_source::conv_pool(), "pool_fwd",
            {xa, KernelArg::Buffer(yb), KernelArg(g.n * g.c), Geometry(g.h, g.w, g.c, g.adaptive), Steps(g.h, g.w),
             KernelArg(PoolMode(g))},
@@ -151,12 +151,12 @@ struct Pool2dGradKernel {
     const Tensor& x = ctx.Input("X");
     const bool nhwc = Nhwc(ctx, "data_format");
     const PoolGeom g = MakePoolGeom(ctx, nhwc ? NchwShapeOf(x.GetShape()) : x.GetShape(), "op 'pool2d_grad'");
-    Tensor x_nchw, dy_nchw, dx_nchw;
+    Scratch<T> x_nchw(dev), dy_nchw(dev), dx_nchw(dev);
     KernelArg xa = KernelArg::Buffer(DeviceNchw<T>(dev, s.In(x), nhwc, g.n, g.c, g.h.in * g.w.in, x_nchw));
     KernelArg da = KernelArg::Buffer(
         DeviceNchw<T>(dev, s.In(ctx.Input(GradVarName("Out"))), nhwc, g.n, g.c, g.h.out * g.w.out, dy_nchw));
     void* g_out = AllocateOutput<T>(ctx, dx, x.GetShape());
-    void* gb = nhwc ? Scratch<T>(dev, dx_nchw, x.Numel()) : g_out;
+    void* gb = nhwc ? dx_nchw.Allocate(x.Numel()) : g_out;
     Run<T>(dev, cl_source::conv_pool(), "pool_bwd",
            {xa, da, KernelArg::Buffer(gb), KernelArg(g.n * g.c), Geometry(g.h, g.w, g.c, g.adaptive), Steps(g.h, g.w),
             KernelArg(PoolMode(g))},

@@ -109,15 +109,15 @@ struct FlashAttnGradKernel {
     KernelArg oa = s.Arg(ctx.Input("out")), la = s.Arg(ctx.Input("softmax_lse"));
     KernelArg ga = s.Arg(ctx.Input(GradVarName("out")));
     // A gradient nobody wants is still computed, into scratch.
-    Tensor spare_q, spare_k, spare_v, dot;
-    auto grad = [&](const char* slot, const Tensor& like, Tensor& spare) {
+    Scratch<T> spare_q(dev), spare_k(dev), spare_v(dev), dot(dev);
+    auto grad = [&](const char* slot, const Tensor& like, Scratch<T>& spare) {
       Tensor* t = ctx.Output(GradVarName(slot));
-      return AllocateOutput<T>(ctx, t ? t : &spare, like.GetShape());
+      return t ? AllocateOutput<T>(ctx, t, like.GetShape()) : spare.Allocate(like.Numel());
     };
     void* dq = grad("q", q, spare_q);
     void* dk = grad("k", k, spare_k);
     void* dv = grad("v", v, spare_v);
-    void* dots = Scratch<T>(dev, dot, std::max<int64_t>(1, a.QueryRows()));
+    void* dots = dot.Allocate(std::max<int64_t>(1, a.QueryRows()));
     const KernelArg scale(static_cast<T>(a.scale));
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dq",
            WithDropout<T>({qa, ka, va, ma, oa, la, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots),

@@ -62,9 +62,12 @@ __kernel void log_softmax_bwd(__global const T* out, __global const T* dout, __g
 
 // Softmax of one row; returns log(sum(exp(x - m))) and sets *m to the max.
 // Everything goes through x - m, never through lse = m + log(sum), which
-// rounds at x's magnitude (1e-3 at x = 1e4 in float).
+// rounds at x's magnitude (1e-3 at x = 1e4 in float). A row of nothing (a
+// zero-sized axis: rows of an empty x, whose loss is still written) reads
+// nothing: x may be no buffer at all then (the C ABI passes an empty
+// tensor's data as NULL), and m is never used.
 T softmax_row(__global const T* x, __global T* sm, long base, long dim, long inner, T* m_out) {
-  T m = x[base];
+  T m = dim > 0 ? x[base] : (T)0;
   for (long d = 1; d < dim; ++d) m = fmax(m, x[base + d * inner]);
   T sum = (T)0;
   for (long d = 0; d < dim; ++d) sum += exp(x[base + d * inner] - m);

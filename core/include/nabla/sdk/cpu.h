@@ -154,10 +154,12 @@ inline void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 // process's oneDNN calls, as nabla/cpu/cpu.h declares them.
 
 // Scratch memory for one oneDNN primitive run on the calling thread, 64-byte
-// aligned, at least `bytes`, reused by the thread's next call.
+// aligned, at least `bytes`, reused by the thread's next call. No bytes may
+// be no memory (NULL, as nabla/cpu/cpu.h's on a thread that has none yet):
+// a primitive without scratchpad needs none, and NULL is no error then.
 inline void* DnnlScratchpad(size_t bytes) {
   void* p = Api().cpu_dnnl_scratchpad(bytes);
-  if (!p) sdk_detail::Check(NABLA_C_ERROR);
+  if (!p && bytes != 0) sdk_detail::Check(NABLA_C_ERROR);
   return p;
 }
 // True where oneDNN runs bfloat16 GEMMs natively.

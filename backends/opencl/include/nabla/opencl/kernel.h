@@ -130,11 +130,27 @@ void* AllocateOutput(const ExecutionContext& ctx, Tensor* out, Shape shape) {
   return out->Allocate(ctx.GetDevice(), DTypeOf<T>::value, std::move(shape));
 }
 
-// A device temporary of n T elements held by `t`.
+// A device temporary the kernel owns, freed when the object goes (the
+// in-order queue runs every command that uses it first). Declared empty and
+// given its size by Allocate, so a kernel can make one on one branch only:
+//   Scratch<T> tmp(dev);
+//   void* buf = need ? tmp.Allocate(n) : out;
+// The C ABI's (nabla/opencl/sdk_device.h) is the same class over the OpenCL
+// device plugin's C table.
 template <typename T>
-void* Scratch(OpenClDevice& dev, Tensor& t, int64_t n) {
-  return t.Allocate(dev, DTypeOf<T>::value, {n});
-}
+class Scratch {
+ public:
+  explicit Scratch(OpenClDevice& dev) : dev_(dev) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // n (>= 0) elements of T, replacing any earlier ones; the buffer for
+  // KernelArg::Buffer or OpenClDevice::Gemm.
+  void* Allocate(int64_t n) { return t_.Allocate(dev_, DTypeOf<T>::value, {n}); }
+
+ private:
+  OpenClDevice& dev_;
+  Tensor t_;
+};
 
 template <typename T>
 void Zero(OpenClDevice& dev, void* buf, int64_t n) {

@@ -2,15 +2,15 @@
 // nabla/opencl/kernel.h for plugins on the C ABI (-DNABLA_PLUGIN_C_ABI,
 // which nabla_add_plugin(... ABI C) sets; kernel.h includes this file then):
 // the same names (DeviceOf, OpenClDevice's Gemm / Fill / copies, KernelArg,
-// Staging, Run, AllocateOutput, Zero, Long8, RegisterOpenClKernels) over the
-// OpenCL device plugin's C table (nabla/opencl/opencl_c.h, version 2), so a
+// Staging, Run, AllocateOutput, Scratch, Zero, Long8, RegisterOpenClKernels)
+// over the OpenCL device plugin's C table (nabla/opencl/opencl_c.h, version 2), so a
 // standard plugin's <family>_opencl.cc builds unchanged as a C-ABI binary.
 // Buffers are handles (void*) as in kernel.h: a tensor's data on the OpenCL
 // device; the table checks every handle and range it is given. Errors throw
 // the SDK's Error, which the SDK's kernel trampoline reports.
 //
-// Not here: Scratch (it needs a nabla::Tensor the kernel owns, which the
-// SDK's handle-only Tensor cannot be).
+// Scratch, a device temporary the kernel owns, is a buffer of the table's
+// buffer_allocate here (the SDK's Tensor is a handle the core owns).
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -211,6 +211,42 @@ template <typename T>
 void* AllocateOutput(const ExecutionContext& ctx, Tensor* out, Shape shape) {
   return out->Allocate(ctx.GetDevice(), DTypeOf<T>::value, shape);
 }
+
+// A device temporary the kernel owns, as kernel.h's: declared empty, sized
+// by Allocate, and given back to the device's pool (buffer_free) when the
+// object goes; the in-order queue runs every command already enqueued on it
+// first. No elements is no buffer (NULL, OpenCL's null buffer), as an empty
+// tensor's data is here.
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(OpenClDevice& dev) : dev_(dev) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // buffer_free fails only for a handle that is not a live buffer of the
+  // device, which this one is until here; a destructor cannot throw.
+  ~Scratch() { Release(); }
+
+  // n (>= 0) elements of T, replacing any earlier ones; the buffer for
+  // KernelArg::Buffer or OpenClDevice::Gemm.
+  void* Allocate(int64_t n) {
+    NABLA_ENFORCE(n >= 0 && static_cast<uint64_t>(n) <= SIZE_MAX / sizeof(T), kOutOfRange,
+                  "an OpenCL scratch buffer of ", n, " elements of ", sizeof(T), " bytes cannot be allocated");
+    Release();
+    if (n == 0) return nullptr;
+    buffer_ = sdk_detail_cl::ClApi2().buffer_allocate(&Api(), dev_.Handle(), static_cast<size_t>(n) * sizeof(T));
+    if (!buffer_) sdk_detail::ThrowApiError();
+    return buffer_;
+  }
+
+ private:
+  void Release() {
+    if (buffer_) sdk_detail_cl::ClApi2().buffer_free(&Api(), dev_.Handle(), buffer_);
+    buffer_ = nullptr;
+  }
+  OpenClDevice& dev_;
+  void* buffer_ = nullptr;
+};
 
 template <typename T>
 void Zero(OpenClDevice& dev, void* buf, int64_t n) {
