@@ -189,9 +189,11 @@ bool TooLarge(const OpDesc& fwd, const std::vector<op_case::Input>& inputs, cons
 // One case of `type` at `dtype`, the spec's inputs reshaped to `shape`
 // (none: as the spec has them): the forward op and its grad ops, with
 // random inputs and upstream gradients from a fixed seed, run on `device`
-// (off the CPU each output also records whether it was made there).
+// (off the CPU each output also records whether it was made there). The
+// upstream gradients are of `grad_dtype` where given (cast's Out), else of
+// `dtype`; an input of a dtype that is not floating gets no gradient.
 void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Shape* shape, const std::string& key,
-             Records* records, Device& device = HostDevice()) {
+             Records* records, Device& device = HostDevice(), const DType* grad_dtype = nullptr) {
   auto registry = CurrentRegistry();
   const OpInfo& info = registry->Get(type);
   for (GradCheckInput& in : spec.inputs)
@@ -200,8 +202,10 @@ void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Sha
   VarNameMap ins, outs;
   std::unordered_set<std::string> no_grad;
   std::vector<op_case::Input> inputs = op_case::InputsOf(spec, &ins, &no_grad, rng);
-  for (op_case::Input& in : inputs)
+  for (op_case::Input& in : inputs) {
     if (IsFloating(in.dtype)) in.dtype = dtype;
+    if (!IsFloating(in.dtype)) no_grad.insert(in.name);
+  }
   for (const auto& [slot, count] : spec.outputs)
     for (int j = 0; j < count; ++j) outs[slot].push_back(slot + "_out" + std::to_string(j));
   OpDesc fwd(type, ins, outs, spec.attrs);
@@ -213,7 +217,7 @@ void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Sha
       const op_case::Result forward = op_case::RunOps(ops, inputs, HostDevice());
       for (const auto& [slot, names] : outs)
         for (const std::string& name : names) {
-          op_case::Input g{GradVarName(name), dtype, forward.shapes.at(name), {}};
+          op_case::Input g{GradVarName(name), grad_dtype ? *grad_dtype : dtype, forward.shapes.at(name), {}};
           std::uniform_real_distribution<double> u(-1.0, 1.0);
           for (int64_t i = 0; i < NumElements(g.shape); ++i) g.values.push_back(u(rng));
           inputs.push_back(std::move(g));
@@ -397,6 +401,29 @@ std::vector<GradCheckSpec> ExtraCases(const std::string& type) {
   return {c};
 }
 
+// A conversion op (cast: in_dtype and out_dtype attributes) runs at cases of
+// its own instead of at its checks in float32 and float64, which contradict
+// in_dtype: every pair of the dtypes it converts, X of in_dtype, at [2, 3]
+// and kShapes, with its grad op where X is floating (the upstream gradient
+// of out_dtype); X's values in [-3, 3], so conversions to integers round
+// negative and positive values toward zero, and to bool see zeros.
+void RunConversionCases(const std::string& type, Records* records) {
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                     DType::kInt64,   DType::kBool,    DType::kBFloat16};
+  for (DType from : dtypes)
+    for (DType to : dtypes) {
+      GradCheckSpec spec;
+      spec.name = std::string(DTypeName(from)) + "_to_" + DTypeName(to);
+      spec.inputs = {In("X", {2, 3}, -3.0, 3.0)};
+      spec.outputs = {{"Out", 1}};
+      spec.attrs = {{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(to))}};
+      const std::string key = type + "/" + spec.name;
+      RunCase(type, spec, from, nullptr, key, records, HostDevice(), &to);
+      for (const Shape& shape : kShapes)
+        RunCase(type, spec, from, &shape, key + ShapeToString(shape), records, HostDevice(), &to);
+    }
+}
+
 // Everything compared, for the ops `types` of the plugins just loaded.
 Records Compute(const std::vector<std::string>& types) {
   Records records;
@@ -413,6 +440,10 @@ Records Compute(const std::vector<std::string>& types) {
     }
     // Ops without gradient checks: the forward cases of ExtraCases, else
     // the attribute- and input-built cases of RunUnchecked.
+    if (info.schema.FindAttr("in_dtype") && info.schema.FindAttr("out_dtype")) {
+      RunConversionCases(type, &records);
+      continue;
+    }
     std::vector<GradCheckSpec> specs = info.grad_checks;
     if (specs.empty()) specs = ExtraCases(type);
     if (specs.empty()) RunUnchecked(type, &records);
