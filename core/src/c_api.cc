@@ -1166,8 +1166,12 @@ int32_t ApiCpuFromBf16(const uint16_t* x, float* y, int64_t n) {
   });
 }
 
+// NULL means an error here, so a request for no bytes gets a buffer too: the
+// backend's DnnlScratchpad(0) returns its thread's buffer, NULL on a thread
+// that has none yet (a oneDNN primitive that needs no scratchpad).
 void* ApiCpuDnnlScratchpad(size_t bytes) {
-  return Guard<void*>(nullptr, [&] { return CpuMath("cpu_dnnl_scratchpad").dnnl_scratchpad(bytes); });
+  return Guard<void*>(nullptr,
+                      [&] { return CpuMath("cpu_dnnl_scratchpad").dnnl_scratchpad(std::max<size_t>(bytes, 1)); });
 }
 
 int32_t ApiCpuDnnlBudgetBegin(void** budget, int32_t* granted) {

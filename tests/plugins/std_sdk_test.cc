@@ -552,7 +552,8 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
     ++compared;
   }
   for (const auto& [key, value] : sdk)
-    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not";
+    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it (" << value
+                                     << "), the standard build does not";
   // The seed reaches a random op's kernel through the C ABI (kernel_seed):
   // its own seed gives other values than the one derived from the run's.
   size_t seeded = 0;
@@ -641,7 +642,8 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
     ++compared;
   }
   for (const auto& [key, value] : sdk)
-    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not";
+    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it (" << value
+                                     << "), the standard build does not";
   EXPECT_GT(on_device, Split(ops).size() * 6) << "the kernels ran elsewhere than on the OpenCL device";
   std::cout << "compared " << compared << " records (" << on_device << " made on the device) of " << Split(ops).size()
             << " ops\n";

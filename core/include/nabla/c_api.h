@@ -586,8 +586,8 @@ typedef struct nabla_api {
   /* For plugins that run oneDNN themselves (its library is the process's
    * one; nabla's convolutions and pooling do): what the CPU backend shares
    * between every oneDNN call. The calling thread's scratchpad, 64-byte
-   * aligned, at least bytes, reused by the thread's next call (NULL after
-   * set_error). */
+   * aligned, at least bytes, reused by the thread's next call; NULL only
+   * after set_error (bytes 0 gets a buffer too). */
   void* (*cpu_dnnl_scratchpad)(size_t bytes);
   /* The thread budget of one oneDNN call (the executor's --threads, less
    * what other oneDNN calls hold now): begin sets *granted, the OpenMP
