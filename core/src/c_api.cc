@@ -1001,7 +1001,8 @@ const CApiCpuMath& CpuMath(const char* what) {
   NABLA_ENFORCE(h.gemm_f32 && h.gemm_f64 && h.vmath && h.gelu_grad && h.row_max && h.exp_shifted && h.exp_shifted_sum &&
                     h.scale_row && h.dot_row && h.softmax_grad_row && h.layer_norm_row && h.layer_norm_grad_row &&
                     h.sum_arrays && h.to_bf16 && h.from_bf16 && h.dnnl_scratchpad && h.dnnl_budget_begin &&
-                    h.dnnl_budget_end && h.has_bf16_gemm && h.gemm_bf16_f32 && h.gemm_bf16_bf16,
+                    h.dnnl_budget_end && h.has_bf16_gemm && h.gemm_bf16_f32 && h.gemm_bf16_bf16 &&
+                    h.gemm_bias_act_f32 && h.gemm_bias_act_f64,
                 kPreconditionNotMet, what, ": the CPU backend is not initialised in this process");
   return h;
 }
@@ -1216,6 +1217,31 @@ int32_t ApiCpuGemmBf16(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, i
   });
 }
 
+int32_t ApiCpuGemmBiasAct(int32_t dtype, int32_t lib, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                          const void* b, int64_t ldb, const void* bias, int32_t act, void* c, int64_t ldc,
+                          nabla_gemm_epilogue_fn epilogue, void* user) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_gemm_bias_act");
+    CheckGemmArgs("cpu_gemm_bias_act", m, n, k, false, false, a, &lda, b, &ldb, c, &ldc);
+    NABLA_ENFORCE(lib >= NABLA_C_GEMM_LIB_POLICY && lib <= NABLA_C_GEMM_LIB_ONEDNN, kInvalidArgument,
+                  "cpu_gemm_bias_act: lib must be -1 (the policy), 0 (OpenBLAS) or 1 (oneDNN), but received ", lib);
+    NABLA_ENFORCE(act >= NABLA_C_GEMM_ACT_IDENTITY && act <= NABLA_C_GEMM_ACT_SIGMOID, kInvalidArgument,
+                  "cpu_gemm_bias_act: unknown activation ", act, " (this core knows 0 to ",
+                  int{NABLA_C_GEMM_ACT_SIGMOID}, ")");
+    // The backend hands every block of a non-empty C to the epilogue.
+    NABLA_ENFORCE(epilogue || m == 0 || n == 0, kInvalidArgument, "cpu_gemm_bias_act: received NULL for the epilogue");
+    if (dtype == NABLA_C_FLOAT32) {
+      h.gemm_bias_act_f32(lib, m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
+                          static_cast<const float*>(bias), act, static_cast<float*>(c), ldc, epilogue, user);
+    } else if (dtype == NABLA_C_FLOAT64) {
+      h.gemm_bias_act_f64(lib, m, n, k, static_cast<const double*>(a), lda, static_cast<const double*>(b), ldb,
+                          static_cast<const double*>(bias), act, static_cast<double*>(c), ldc, epilogue, user);
+    } else {
+      NABLA_THROW(kInvalidArgument, "cpu_gemm_bias_act: dtype must be float32 or float64, but received ", dtype);
+    }
+  });
+}
+
 int32_t ApiTensorShare(nabla_tensor* t, const nabla_tensor* src, const int64_t* dims, size_t rank) {
   return GuardStatus([&] {
     NABLA_ENFORCE(t && src && (dims || rank == 0), kInvalidArgument, "tensor_share: received NULL");
@@ -1402,6 +1428,7 @@ nabla_api MakeTable() {
   api.cpu_dnnl_budget_end = ApiCpuDnnlBudgetEnd;
   api.cpu_has_bf16_gemm = ApiCpuHasBf16Gemm;
   api.cpu_gemm_bf16 = ApiCpuGemmBf16;
+  api.cpu_gemm_bias_act = ApiCpuGemmBiasAct;
   return api;
 }
 

@@ -44,8 +44,9 @@ extern "C" {
 /* The version of this header. Raised by one with every release that appends
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
  * and vector math, and views; version 4: copies and
- * variables, program passes, and the CPU backend's row kernels). */
-#define NABLA_C_API_VERSION 4
+ * variables, program passes, and the CPU backend's row kernels; version 5:
+ * the CPU backend's GEMM with a fused bias and activation). */
+#define NABLA_C_API_VERSION 5
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -138,6 +139,20 @@ enum nabla_c_vmath_fn {
   NABLA_C_VMATH_GELU_TANH = 2 /* gelu's tanh approximation */
 };
 
+/* Version 5: the activation cpu_gemm_bias_act's oneDNN path applies as a
+ * post-op of its matmul, and the library it forces. */
+enum nabla_c_gemm_act {
+  NABLA_C_GEMM_ACT_IDENTITY = 0,
+  NABLA_C_GEMM_ACT_RELU = 1,
+  NABLA_C_GEMM_ACT_TANH = 2,
+  NABLA_C_GEMM_ACT_SIGMOID = 3
+};
+enum nabla_c_gemm_lib {
+  NABLA_C_GEMM_LIB_POLICY = -1, /* the backend's GEMM policy picks, block by block */
+  NABLA_C_GEMM_LIB_OPENBLAS = 0,
+  NABLA_C_GEMM_LIB_ONEDNN = 1
+};
+
 enum nabla_c_precision {
   NABLA_C_PRECISION_FOLLOW_INPUTS = 0,
   NABLA_C_PRECISION_LOW = 1,
@@ -205,6 +220,10 @@ typedef int32_t (*nabla_grad_fn)(const struct nabla_api* api, void* user, nabla_
 typedef int32_t (*nabla_kernel_fn)(const struct nabla_api* api, void* user, nabla_kernel_context* ctx);
 typedef int32_t (*nabla_attr_check_fn)(const struct nabla_api* api, void* user, const nabla_attr_value* value);
 typedef void (*nabla_range_fn)(void* user, int64_t begin, int64_t end);
+/* Version 5, cpu_gemm_bias_act's epilogue: adds the bias to and applies the
+ * activation on C's rows [row, row + rows) x columns [col, col + cols). Runs
+ * on the backend's threads, one block each; must not unwind. */
+typedef void (*nabla_gemm_epilogue_fn)(void* user, int64_t row, int64_t col, int64_t rows, int64_t cols);
 /* Version 3. Sets *dtype (a nabla_c_dtype): which of the op's kernels runs,
  * where its first input's dtype does not tell (a comparison's bool output,
  * an op whose first input is a shape). */
@@ -605,6 +624,20 @@ typedef struct nabla_api {
   int32_t (*cpu_gemm_bf16)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                            const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c,
                            int32_t c_dtype, int64_t ldc);
+  /* ---- Version 5: the CPU backend's GEMM with a fused bias and activation
+   * (fc). C = act(A * B + bias), row-major, A M x K, B K x N (neither
+   * transposed), bias [N] added to every row (NULL: none), dtype
+   * NABLA_C_FLOAT32 or NABLA_C_FLOAT64. C is cut into the blocks cpu_gemm
+   * cuts it into; a float32 block that the library (lib, a
+   * nabla_c_gemm_lib) gives to oneDNN, with a bias, is computed there whole,
+   * bias and act (a nabla_c_gemm_act) as post-ops; every other block is
+   * cpu_gemm's product of it, handed at once, on the same thread, to
+   * epilogue(user, ...), which must add the bias and apply act itself (so
+   * a fused op keeps the bits of the ops it replaces). M, N, K may be 0
+   * (K = 0: the epilogue on zeros). */
+  int32_t (*cpu_gemm_bias_act)(int32_t dtype, int32_t lib, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                               const void* b, int64_t ldb, const void* bias, int32_t act, void* c, int64_t ldc,
+                               nabla_gemm_epilogue_fn epilogue, void* user);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 
