@@ -32,9 +32,11 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
+#include "nabla/fusion.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
+#include "nabla/program_io.h"
 
 namespace nabla {
 namespace {
@@ -569,6 +571,103 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
   // Per op: its schema, its grad op's, each case at 2 dtypes and 6 shapes.
   EXPECT_GT(compared, types.size() * 20);
   std::cout << "compared " << compared << " records of " << types.size() << " ops\n";
+}
+
+// One attention layer as a user writes it (projections with mul, heads by
+// reshape + transpose, matmul, an additive mask, softmax), which
+// flash_attn's rewrite (flash_attn_fusion.cc) turns into flash_attn; MASK is
+// a mask fed in, or made by fill_constant and tril_triu, a constant causal
+// mask the rewrite evaluates on the host (EvaluateOnHost) and drops.
+constexpr const char* kAttention = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 5, 12], dtype: float32, stop_gradient: true}
+      wq: {shape: [12, 12], dtype: float32, persistable: true}
+      wk: {shape: [12, 12], dtype: float32, persistable: true}
+      wv: {shape: [12, 12], dtype: float32, persistable: true}
+      wo: {shape: [12, 12], dtype: float32, persistable: true}
+      b: {shape: [12], dtype: float32, persistable: true}
+MASK_VAR    ops:
+      - {type: mul, inputs: {X: [x], Y: [wq]}, outputs: {Out: [q]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [q]}, outputs: {Out: [q4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [q4]}, outputs: {Out: [qt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: mul, inputs: {X: [x], Y: [wk]}, outputs: {Out: [k]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [k]}, outputs: {Out: [k4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [k4]}, outputs: {Out: [kt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: mul, inputs: {X: [x], Y: [wv]}, outputs: {Out: [v]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [v]}, outputs: {Out: [v4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [v4]}, outputs: {Out: [vt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: matmul, inputs: {X: [qt], Y: [kt]}, outputs: {Out: [s]}, attrs: {transpose_Y: true, alpha: 0.5}}
+MASK_OPS      - {type: elementwise_add, inputs: {X: [s], Y: [mask]}, outputs: {Out: [sm]}}
+      - {type: softmax, inputs: {X: [sm]}, outputs: {Out: [p]}, attrs: {axis: -1}}
+      - {type: matmul, inputs: {X: [p], Y: [vt]}, outputs: {Out: [o]}}
+      - {type: transpose, inputs: {X: [o]}, outputs: {Out: [ot]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: reshape, inputs: {X: [ot]}, outputs: {Out: [a]}, attrs: {shape: [0, 0, 12]}}
+      - {type: mul, inputs: {X: [a], Y: [wo]}, outputs: {Out: [y]}, attrs: {x_num_col_dims: 2}}
+      - {type: elementwise_add, inputs: {X: [y], Y: [b]}, outputs: {Out: [yb]}, attrs: {axis: 2}}
+      - {type: relu, inputs: {X: [yb]}, outputs: {Out: [yr]}}
+      - {type: mean, inputs: {X: [yr]}, outputs: {Out: [loss]}}
+)";
+
+// The loaded plugins' rewrites (FuseOps: the attention rewrite, the fusion
+// patterns such as fc's) on the attention layer, with a fed and with a
+// constant causal mask: the programs they leave, and how many rewrites ran.
+Records Rewrites() {
+  Records records;
+  for (const bool constant_mask : {false, true}) {
+    std::string text = kAttention;
+    auto put = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+    put("MASK_VAR", constant_mask ? "" : "      mask: {shape: [5, 5], dtype: float32, stop_gradient: true}\n");
+    put("MASK_OPS", constant_mask ? "      - {type: fill_constant, outputs: {Out: [big]}, attrs: {shape: [5, 5], "
+                                    "dtype: float32, value: -1e9}}\n      - {type: tril_triu, inputs: {X: [big]}, "
+                                    "outputs: {Out: [mask]}, attrs: {lower: false, diagonal: 1}}\n"
+                                  : "");
+    ProgramDesc program = ParseProgram(text, "attention.yaml");
+    const std::string key = std::string("rewrites ") + (constant_mask ? "constant_mask" : "fed_mask");
+    records[key + " count"] = std::to_string(FuseOps(program, {"loss"}));
+    // Less the header naming the plugins the ops came from, which differ.
+    std::string yaml = ProgramToYaml(program);
+    const size_t from = yaml.find("plugins:"), to = yaml.find("blocks:");
+    if (from != std::string::npos && to != std::string::npos && from < to) yaml.erase(from, to - from);
+    records[key + " program"] = OneLine(yaml);
+    std::string types;
+    for (const auto& op : program.Root()->AllOps()) types += op->Type() + " ";
+    records[key + " ops"] = types;
+  }
+  return records;
+}
+
+// The op files' program rewrites over the C ABI (flash_attn_fusion.cc,
+// fc's fusion pattern) leave the programs the standard build's leave.
+TEST(StdSdk, RewritesAsTheStandardBuild) {
+  test_util::TempDir dir("std_sdk_rewrites");
+  const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
+  ASSERT_EQ(InChild([&] {
+              PluginManager::Instance().Load(STD_SDK_OPS);
+              WriteRecords(Rewrites(), sdk_file);
+            }),
+            0);
+  ASSERT_EQ(InChild([&] {
+              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so");
+              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so");
+              WriteRecords(Rewrites(), std_file);
+            }),
+            0);
+  const Records sdk = ReadRecords(sdk_file), standard = ReadRecords(std_file);
+  EXPECT_EQ(sdk, standard);
+  // The rewrites apply: flash_attn replaces the attention, causal without
+  // its constant mask.
+  for (const char* mask : {"fed_mask", "constant_mask"}) {
+    const std::string ops = standard.count(std::string("rewrites ") + mask + " ops")
+                                ? standard.at(std::string("rewrites ") + mask + " ops")
+                                : "";
+    EXPECT_NE(ops.find("flash_attn"), std::string::npos) << mask << ": " << ops;
+    EXPECT_EQ(ops.find("softmax"), std::string::npos) << mask << ": " << ops;
+  }
+  EXPECT_EQ(standard.at("rewrites constant_mask ops").find("tril_triu"), std::string::npos)
+      << standard.at("rewrites constant_mask ops");
 }
 
 // The ops of the plugins just loaded with float32 kernels for `device`
