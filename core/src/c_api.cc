@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtype_not_known.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
 #include "nabla/fusion.h"
@@ -247,6 +248,14 @@ int32_t ApiOpAttr(nabla_op_builder* b, const char* name, int32_t type, const nab
   });
 }
 
+// Set on this thread when infer_input_dtype met an input whose dtype is not
+// known yet (build time), so the failing shape function stops inference
+// instead of failing it.
+bool& DTypeNotKnownYetRaised() {
+  thread_local bool raised = false;
+  return raised;
+}
+
 int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
   return GuardStatus([&] {
     NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type,
@@ -254,7 +263,13 @@ int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
     const nabla_api* api = CoreCApi();
     B(b).InferShape([api, fn, user](InferShapeContext& c) {
       CallbackScope scope;
-      if (fn(api, user, reinterpret_cast<nabla_infer_context*>(&c)) != NABLA_C_OK) RaisePluginError("shape inference");
+      DTypeNotKnownYetRaised() = false;
+      if (fn(api, user, reinterpret_cast<nabla_infer_context*>(&c)) != NABLA_C_OK) {
+        // Failed on an input's dtype not known at build time: stop as a
+        // shape function of nabla's tree does, outputs left unknown.
+        if (DTypeNotKnownYetRaised()) throw internal::DTypeNotKnownYet{};
+        RaisePluginError("shape inference");
+      }
     });
   });
 }
@@ -860,7 +875,15 @@ int32_t ApiInferInputDims(nabla_infer_context* c, const char* slot, size_t i, in
 }
 
 int32_t ApiInferInputDType(nabla_infer_context* c, const char* slot, size_t i) {
-  return Guard<int32_t>(-1, [&] { return static_cast<int32_t>(I(c).InputDType(Str(slot), i)); });
+  return Guard<int32_t>(-1, [&] {
+    try {
+      return static_cast<int32_t>(I(c).InputDType(Str(slot), i));
+    } catch (const internal::DTypeNotKnownYet&) {
+      DTypeNotKnownYetRaised() = true;
+      NABLA_THROW(kPreconditionNotMet, "infer_input_dtype: the dtype of input ", Str(slot), "[", i,
+                  "] is not known yet (build time)");
+    }
+  });
 }
 
 int32_t ApiInferSetOutputShape(nabla_infer_context* c, const char* slot, size_t i, const int64_t* dims, size_t rank) {

@@ -403,6 +403,32 @@ TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
   }
 }
 
+// A plugin's shape function asking for an input's dtype that is not known
+// at build time (a feed declared without one) stops there, its outputs'
+// dtypes left unknown, as a shape function of nabla's tree does: no error.
+TEST(CApi, SdkShapeFunctionStopsAtADTypeNotKnownYet) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_CPU_MATH);
+  ProgramDesc program;
+  BlockDesc& block = *program.Root();
+  block.Var("x")->SetShape({2, 3});
+  VarDesc* y = block.Var("y");
+  y->SetShape({3, 4});
+  y->SetDType(DType::kFloat32);
+  y->MarkDTypeKnown();
+  OpDesc op("toy_gemm", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}}, {});
+  FillDefaultAttrs(op, *CurrentRegistry());
+  EXPECT_NO_THROW(InferOpAtBuildTime(op, block, *CurrentRegistry()));
+  ASSERT_NE(block.FindVar("out"), nullptr);
+  EXPECT_FALSE(block.FindVar("out")->HasDType());
+  // Declared, it is inferred.
+  block.Var("x")->SetDType(DType::kFloat64);
+  block.Var("x")->MarkDTypeKnown();
+  InferOpAtBuildTime(op, block, *CurrentRegistry());
+  EXPECT_TRUE(block.FindVar("out")->HasDType());
+  EXPECT_EQ(block.FindVar("out")->GetDType(), DType::kFloat64);
+}
+
 // Version 5: the GEMM with a fused bias and activation gives a plugin's
 // kernel the backend's own bits (cpu::GemmBiasAct with the same epilogue),
 // for every activation, with and without a bias, on each library and the
