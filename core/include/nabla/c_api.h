@@ -360,7 +360,10 @@ typedef struct nabla_api {
   /* Rank of input slot[i] (-1 on error), then its dims (-1: unknown at build time). */
   int64_t (*infer_input_rank)(nabla_infer_context* c, const char* slot, size_t i);
   int32_t (*infer_input_dims)(nabla_infer_context* c, const char* slot, size_t i, int64_t* dims);
-  int32_t (*infer_input_dtype)(nabla_infer_context* c, const char* slot, size_t i); /* -1 on error */
+  /* -1 on error; also at build time for an input whose dtype is not known
+   * yet: a shape function that then fails (NABLA_C_ERROR) stops inference,
+   * its outputs' dtypes left unknown, without an error. */
+  int32_t (*infer_input_dtype)(nabla_infer_context* c, const char* slot, size_t i);
   int32_t (*infer_set_output_shape)(nabla_infer_context* c, const char* slot, size_t i, const int64_t* dims,
                                     size_t rank);
   int32_t (*infer_set_output_dtype)(nabla_infer_context* c, const char* slot, size_t i, int32_t dtype);
