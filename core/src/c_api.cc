@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtype_not_known.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
 #include "nabla/fusion.h"
@@ -247,6 +248,14 @@ int32_t ApiOpAttr(nabla_op_builder* b, const char* name, int32_t type, const nab
   });
 }
 
+// Set on this thread when infer_input_dtype met an input whose dtype is not
+// known yet (build time), so the failing shape function stops inference
+// instead of failing it.
+bool& DTypeNotKnownYetRaised() {
+  thread_local bool raised = false;
+  return raised;
+}
+
 int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
   return GuardStatus([&] {
     NABLA_ENFORCE(fn, kInvalidArgument, "op '", B(b).Info().schema.type,
@@ -254,7 +263,13 @@ int32_t ApiOpInferShape(nabla_op_builder* b, nabla_infer_fn fn, void* user) {
     const nabla_api* api = CoreCApi();
     B(b).InferShape([api, fn, user](InferShapeContext& c) {
       CallbackScope scope;
-      if (fn(api, user, reinterpret_cast<nabla_infer_context*>(&c)) != NABLA_C_OK) RaisePluginError("shape inference");
+      DTypeNotKnownYetRaised() = false;
+      if (fn(api, user, reinterpret_cast<nabla_infer_context*>(&c)) != NABLA_C_OK) {
+        // Failed on an input's dtype not known at build time: stop as a
+        // shape function of nabla's tree does, outputs left unknown.
+        if (DTypeNotKnownYetRaised()) throw internal::DTypeNotKnownYet{};
+        RaisePluginError("shape inference");
+      }
     });
   });
 }
@@ -877,7 +892,15 @@ int32_t ApiInferInputDims(nabla_infer_context* c, const char* slot, size_t i, in
 }
 
 int32_t ApiInferInputDType(nabla_infer_context* c, const char* slot, size_t i) {
-  return Guard<int32_t>(-1, [&] { return static_cast<int32_t>(I(c).InputDType(Str(slot), i)); });
+  return Guard<int32_t>(-1, [&] {
+    try {
+      return static_cast<int32_t>(I(c).InputDType(Str(slot), i));
+    } catch (const internal::DTypeNotKnownYet&) {
+      DTypeNotKnownYetRaised() = true;
+      NABLA_THROW(kPreconditionNotMet, "infer_input_dtype: the dtype of input ", Str(slot), "[", i,
+                  "] is not known yet (build time)");
+    }
+  });
 }
 
 int32_t ApiInferSetOutputShape(nabla_infer_context* c, const char* slot, size_t i, const int64_t* dims, size_t rank) {
@@ -1018,7 +1041,8 @@ const CApiCpuMath& CpuMath(const char* what) {
   NABLA_ENFORCE(h.gemm_f32 && h.gemm_f64 && h.vmath && h.gelu_grad && h.row_max && h.exp_shifted && h.exp_shifted_sum &&
                     h.scale_row && h.dot_row && h.softmax_grad_row && h.layer_norm_row && h.layer_norm_grad_row &&
                     h.sum_arrays && h.to_bf16 && h.from_bf16 && h.dnnl_scratchpad && h.dnnl_budget_begin &&
-                    h.dnnl_budget_end && h.has_bf16_gemm && h.gemm_bf16_f32 && h.gemm_bf16_bf16,
+                    h.dnnl_budget_end && h.has_bf16_gemm && h.gemm_bf16_f32 && h.gemm_bf16_bf16 &&
+                    h.gemm_bias_act_f32 && h.gemm_bias_act_f64,
                 kPreconditionNotMet, what, ": the CPU backend is not initialised in this process");
   return h;
 }
@@ -1183,8 +1207,12 @@ int32_t ApiCpuFromBf16(const uint16_t* x, float* y, int64_t n) {
   });
 }
 
+// NULL means an error here, so a request for no bytes gets a buffer too: the
+// backend's DnnlScratchpad(0) returns its thread's buffer, NULL on a thread
+// that has none yet (a oneDNN primitive that needs no scratchpad).
 void* ApiCpuDnnlScratchpad(size_t bytes) {
-  return Guard<void*>(nullptr, [&] { return CpuMath("cpu_dnnl_scratchpad").dnnl_scratchpad(bytes); });
+  return Guard<void*>(nullptr,
+                      [&] { return CpuMath("cpu_dnnl_scratchpad").dnnl_scratchpad(std::max<size_t>(bytes, 1)); });
 }
 
 int32_t ApiCpuDnnlBudgetBegin(void** budget, int32_t* granted) {
@@ -1225,6 +1253,31 @@ int32_t ApiCpuGemmBf16(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, i
       h.gemm_bf16_bf16(trans_a != 0, trans_b != 0, m, n, k, alpha, a, lda, b, ldb, static_cast<uint16_t*>(c), ldc);
     } else {
       NABLA_THROW(kInvalidArgument, "cpu_gemm_bf16: C's dtype must be float32 or bfloat16, but received ", c_dtype);
+    }
+  });
+}
+
+int32_t ApiCpuGemmBiasAct(int32_t dtype, int32_t lib, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                          const void* b, int64_t ldb, const void* bias, int32_t act, void* c, int64_t ldc,
+                          nabla_gemm_epilogue_fn epilogue, void* user) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_gemm_bias_act");
+    CheckGemmArgs("cpu_gemm_bias_act", m, n, k, false, false, a, &lda, b, &ldb, c, &ldc);
+    NABLA_ENFORCE(lib >= NABLA_C_GEMM_LIB_POLICY && lib <= NABLA_C_GEMM_LIB_ONEDNN, kInvalidArgument,
+                  "cpu_gemm_bias_act: lib must be -1 (the policy), 0 (OpenBLAS) or 1 (oneDNN), but received ", lib);
+    NABLA_ENFORCE(act >= NABLA_C_GEMM_ACT_IDENTITY && act <= NABLA_C_GEMM_ACT_SIGMOID, kInvalidArgument,
+                  "cpu_gemm_bias_act: unknown activation ", act, " (this core knows 0 to ",
+                  int{NABLA_C_GEMM_ACT_SIGMOID}, ")");
+    // The backend hands every block of a non-empty C to the epilogue.
+    NABLA_ENFORCE(epilogue || m == 0 || n == 0, kInvalidArgument, "cpu_gemm_bias_act: received NULL for the epilogue");
+    if (dtype == NABLA_C_FLOAT32) {
+      h.gemm_bias_act_f32(lib, m, n, k, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb,
+                          static_cast<const float*>(bias), act, static_cast<float*>(c), ldc, epilogue, user);
+    } else if (dtype == NABLA_C_FLOAT64) {
+      h.gemm_bias_act_f64(lib, m, n, k, static_cast<const double*>(a), lda, static_cast<const double*>(b), ldb,
+                          static_cast<const double*>(bias), act, static_cast<double*>(c), ldc, epilogue, user);
+    } else {
+      NABLA_THROW(kInvalidArgument, "cpu_gemm_bias_act: dtype must be float32 or float64, but received ", dtype);
     }
   });
 }
@@ -1564,6 +1617,7 @@ nabla_api MakeTable() {
   api.pass_var_type = ApiPassVarType;
   api.pass_var_set_type = ApiPassVarSetType;
   api.infer_input_var_type = ApiInferInputVarType;
+  api.cpu_gemm_bias_act = ApiCpuGemmBiasAct;
   return api;
 }
 

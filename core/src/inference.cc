@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "dtype_not_known.h"
 #include "nabla/op_registry.h"
 #include "nabla/program_io.h"
 #include "plugin_call.h"
@@ -34,12 +35,7 @@ std::string InferShapeContext::Where() const {
 
 namespace {
 
-// Thrown when a shape function asks for the dtype of an input whose dtype is
-// not known yet (a feed declared without dtype, or the output of an op without
-// inference). Inference never guesses, so the op's inference simply stops
-// and its outputs stay unknown until run time. Deliberately not a
-// std::exception, so shape functions that catch those do not swallow it.
-struct DTypeNotKnownYet {};
+using internal::DTypeNotKnownYet;  // dtype_not_known.h
 
 std::string JoinAttrNames(const OpSchema& schema) {
   std::string s;

@@ -136,7 +136,9 @@ void FcKernel(const ExecutionContext& ctx) {
                   ShapeToString(b.GetShape()));
     bias = b.Data<T>();
   }
-  Shape out_shape(x.GetShape().begin(), x.GetShape().begin() + ctx.Attr<int>("in_num_col_dims"));
+  // One Shape: the C ABI's GetShape returns a copy each call.
+  const Shape xs = x.GetShape();
+  Shape out_shape(xs.begin(), xs.begin() + ctx.Attr<int>("in_num_col_dims"));
   out_shape.push_back(n);
   T* out = AllocOutput<T>(ctx, ctx.Output("Out"), out_shape);
   const T* xd = x.Data<T>();

@@ -41,7 +41,9 @@ struct FcKernel {
                     " elements, but received shape ", ShapeToString(ctx.Input("Bias").GetShape()));
     const void* xb = s.In(x);
     const void* wb = s.In(w);
-    Shape out_shape(x.GetShape().begin(), x.GetShape().begin() + xn);
+    // One Shape: the C ABI's GetShape returns a copy each call.
+    const Shape xs = x.GetShape();
+    Shape out_shape(xs.begin(), xs.begin() + xn);
     out_shape.push_back(n);
     void* ob = AllocateOutput<T>(ctx, ctx.Output("Out"), out_shape);
     dev.Gemm(false, false, m, n, k, T(1), xb, 0, k, wb, 0, n, T(0), ob, 0, n);

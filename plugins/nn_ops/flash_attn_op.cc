@@ -62,7 +62,7 @@ AttnDropout DropoutFrom(const ExecutionContext& ctx, const char* slot) {
   if (!d.on) return d;
   d.scale = 1.0 / (1.0 - static_cast<double>(d.p));
   if (slot) {
-    const Tensor so = ctx.InputHostTensor(slot);
+    const auto so = ctx.InputHostTensor(slot);  // a Tensor, or (C ABI) the SDK's HostTensor
     NABLA_ENFORCE(so.GetDType() == DType::kInt64 && so.Numel() == 2, kInvalidArgument, "op '", ctx.Op().Type(),
                   "': ", slot, " must be int64 [seed, offset], but received ", DTypeName(so.GetDType()), " ",
                   ShapeToString(so.GetShape()));

@@ -24,6 +24,7 @@
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
+#include "toy_gemm_epilogue.h"
 #include "toy_rows.h"
 
 namespace nabla {
@@ -182,6 +183,12 @@ static_assert(offsetof(nabla_api, pass_var_set_type) == Slot(127));
 static_assert(offsetof(nabla_api, infer_input_var_type) == Slot(128));
 static_assert(sizeof(nabla_api) >= Slot(129));
 static_assert(NABLA_C_VAR_DENSE == 0 && NABLA_C_VAR_TENSOR_ARRAY == 1 && NABLA_C_VAR_STEP_SCOPES == 2);
+// Version 5 (continued): the GEMM with a fused bias and activation.
+static_assert(offsetof(nabla_api, cpu_gemm_bias_act) == Slot(129));
+static_assert(sizeof(nabla_api) >= Slot(130));
+static_assert(NABLA_C_GEMM_ACT_IDENTITY == 0 && NABLA_C_GEMM_ACT_RELU == 1 && NABLA_C_GEMM_ACT_TANH == 2 &&
+              NABLA_C_GEMM_ACT_SIGMOID == 3);
+static_assert(NABLA_C_GEMM_LIB_POLICY == -1 && NABLA_C_GEMM_LIB_OPENBLAS == 0 && NABLA_C_GEMM_LIB_ONEDNN == 1);
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -411,6 +418,100 @@ TEST(CApi, SdkPluginComputesWithTheCpuBackendsMath) {
         std::string(e.what()).find("tensor_share: [5, 5] holds 25 elements but the source float32[2, 3, 4] holds 24"),
         std::string::npos)
         << e.what();
+  }
+}
+
+// A plugin's shape function asking for an input's dtype that is not known
+// at build time (a feed declared without one) stops there, its outputs'
+// dtypes left unknown, as a shape function of nabla's tree does: no error.
+TEST(CApi, SdkShapeFunctionStopsAtADTypeNotKnownYet) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_CPU_MATH);
+  ProgramDesc program;
+  BlockDesc& block = *program.Root();
+  block.Var("x")->SetShape({2, 3});
+  VarDesc* y = block.Var("y");
+  y->SetShape({3, 4});
+  y->SetDType(DType::kFloat32);
+  y->MarkDTypeKnown();
+  OpDesc op("toy_gemm", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}}, {});
+  FillDefaultAttrs(op, *CurrentRegistry());
+  EXPECT_NO_THROW(InferOpAtBuildTime(op, block, *CurrentRegistry()));
+  ASSERT_NE(block.FindVar("out"), nullptr);
+  EXPECT_FALSE(block.FindVar("out")->HasDType());
+  // Declared, it is inferred.
+  block.Var("x")->SetDType(DType::kFloat64);
+  block.Var("x")->MarkDTypeKnown();
+  InferOpAtBuildTime(op, block, *CurrentRegistry());
+  EXPECT_TRUE(block.FindVar("out")->HasDType());
+  EXPECT_EQ(block.FindVar("out")->GetDType(), DType::kFloat64);
+}
+
+// Version 5: the GEMM with a fused bias and activation gives a plugin's
+// kernel the backend's own bits (cpu::GemmBiasAct with the same epilogue),
+// for every activation, with and without a bias, on each library and the
+// policy's choice, split over threads, and empty; what the plugin's
+// epilogue throws comes back as an error, as does a bad activation.
+TEST(CApi, SdkPluginComputesWithTheGemmWithBiasAndActivation) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().Load(TOY_SDK_CPU_MATH);
+  for (const auto& [m, n, k] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 5, 4}, {300, 200, 64}, {0, 4, 3}, {4, 3, 0}}) {
+    const std::vector<double> xv = Uniform(m * k, 7), yv = Uniform(k * n, 11), bv = Uniform(n, 13);
+    for (const DType dtype : {DType::kFloat32, DType::kFloat64})
+      for (const int act : {0, 1, 2, 3})
+        for (const int lib : {-1, 0, 1})
+          for (const bool with_bias : {false, true}) {
+            VarNameMap ins = {{"X", {"x"}}, {"Y", {"y"}}};
+            if (with_bias) ins["Bias"] = {"b"};
+            OpDesc op("toy_gemm_bias_act", ins, {{"Out", {"out"}}}, {{"act", act}, {"lib", lib}, {"fail", false}});
+            const std::vector<op_case::Input> inputs = {
+                {"x", dtype, {m, k}, xv}, {"y", dtype, {k, n}, yv}, {"b", dtype, {n}, bv}};
+            std::vector<double> want;
+            const cpu::GemmLib forced = lib == 1 ? cpu::GemmLib::kOneDnn : cpu::GemmLib::kOpenBlas;
+            auto run = [&](auto zero) {
+              using T = decltype(zero);
+              const std::vector<T> x(xv.begin(), xv.end()), y(yv.begin(), yv.end()), b(bv.begin(), bv.end());
+              std::vector<T> c(m * n);
+              toy::BiasActEpilogue<T> e{c.data(), n, with_bias ? b.data() : nullptr, act, false};
+              cpu::GemmBiasAct(lib < 0 ? nullptr : &forced, m, n, k, x.data(), k, y.data(), n, e.bias,
+                               static_cast<cpu::GemmAct>(act), c.data(), n, &toy::BiasActEpilogue<T>::Run, &e);
+              want.assign(c.begin(), c.end());
+            };
+            try {
+              if (dtype == DType::kFloat32)
+                run(0.0f);
+              else
+                run(0.0);
+            } catch (const Error& e) {
+              // Built without oneDNN (the sanitizer builds), forcing it
+              // fails: the plugin must get the same error, not a crash.
+              ASSERT_EQ(e.kind(), ErrorKind::kUnimplemented) << e.what();
+              EXPECT_THROW(op_case::RunOps({op}, inputs, HostDevice()), Error);
+              continue;
+            }
+            const op_case::Result r = op_case::RunOps({op}, inputs, HostDevice());
+            EXPECT_EQ(r.values.at("out"), want) << m << "x" << n << "x" << k << " " << DTypeName(dtype) << " act "
+                                                << act << " lib " << lib << " bias " << with_bias;
+          }
+  }
+  const std::vector<op_case::Input> small = {{"x", DType::kFloat32, {2, 3}, Uniform(6, 1)},
+                                             {"y", DType::kFloat32, {3, 2}, Uniform(6, 2)}};
+  try {
+    OpDesc bad("toy_gemm_bias_act", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}},
+               {{"act", 0}, {"lib", 0}, {"fail", true}});
+    op_case::RunOps({bad}, small, HostDevice());
+    ADD_FAILURE() << "the epilogue's exception was lost";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("toy epilogue failed"), std::string::npos) << e.what();
+  }
+  try {
+    OpDesc bad("toy_gemm_bias_act", {{"X", {"x"}}, {"Y", {"y"}}}, {{"Out", {"out"}}},
+               {{"act", 7}, {"lib", -1}, {"fail", false}});
+    op_case::RunOps({bad}, small, HostDevice());
+    ADD_FAILURE() << "activation 7 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu_gemm_bias_act: unknown activation 7"), std::string::npos) << e.what();
   }
 }
 

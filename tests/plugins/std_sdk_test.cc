@@ -32,6 +32,7 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
+#include "nabla/fusion.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
@@ -160,12 +161,44 @@ void RecordRun(const std::vector<OpDesc>& ops, const std::vector<op_case::Input>
   }
 }
 
+// Whether a case reshaped to one of kShapes would make an output of more
+// than kMaxSweepElements elements (shape inference at build time says):
+// matmul's transpose_x case at [2, 1, 40000] is an outer product of
+// [2, 40000, 40000], 3.2e9 elements, which takes minutes and tens of GB in
+// either build. It is recorded with its shape instead, by both builds alike.
+constexpr int64_t kMaxSweepElements = int64_t{1} << 22;
+bool TooLarge(const OpDesc& fwd, const std::vector<op_case::Input>& inputs, const std::string& key, Records* records) {
+  ProgramDesc program;
+  BlockDesc& block = *program.Root();
+  for (const op_case::Input& in : inputs) {
+    VarDesc* v = block.Var(in.name);
+    v->SetShape(in.shape);
+    v->SetDType(in.dtype);
+    v->MarkDTypeKnown();
+  }
+  try {
+    InferOpAtBuildTime(fwd, block, *CurrentRegistry());
+  } catch (const std::exception&) {
+    return false;  // refused: the run below records the message
+  }
+  for (const std::string& name : fwd.OutputArgumentNames()) {
+    const VarDesc* v = block.FindVar(name);
+    if (v && NumElements(v->GetShape()) > kMaxSweepElements) {
+      (*records)[key + " too large"] = name + " " + ShapeToString(v->GetShape());
+      return true;
+    }
+  }
+  return false;
+}
+
 // One case of `type` at `dtype`, the spec's inputs reshaped to `shape`
 // (none: as the spec has them): the forward op and its grad ops, with
 // random inputs and upstream gradients from a fixed seed, run on `device`
-// (off the CPU each output also records whether it was made there).
+// (off the CPU each output also records whether it was made there). The
+// upstream gradients are of `grad_dtype` where given (cast's Out), else of
+// `dtype`; an input of a dtype that is not floating gets no gradient.
 void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Shape* shape, const std::string& key,
-             Records* records, Device& device = HostDevice()) {
+             Records* records, Device& device = HostDevice(), const DType* grad_dtype = nullptr) {
   auto registry = CurrentRegistry();
   const OpInfo& info = registry->Get(type);
   for (GradCheckInput& in : spec.inputs)
@@ -174,19 +207,22 @@ void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Sha
   VarNameMap ins, outs;
   std::unordered_set<std::string> no_grad;
   std::vector<op_case::Input> inputs = op_case::InputsOf(spec, &ins, &no_grad, rng);
-  for (op_case::Input& in : inputs)
+  for (op_case::Input& in : inputs) {
     if (IsFloating(in.dtype)) in.dtype = dtype;
+    if (!IsFloating(in.dtype)) no_grad.insert(in.name);
+  }
   for (const auto& [slot, count] : spec.outputs)
     for (int j = 0; j < count; ++j) outs[slot].push_back(slot + "_out" + std::to_string(j));
   OpDesc fwd(type, ins, outs, spec.attrs);
   FillDefaultAttrs(fwd, *registry);
   std::vector<OpDesc> ops = {fwd};
+  if (shape && TooLarge(fwd, inputs, key, records)) return;
   try {
     if (info.HasGradient()) {
       const op_case::Result forward = op_case::RunOps(ops, inputs, HostDevice());
       for (const auto& [slot, names] : outs)
         for (const std::string& name : names) {
-          op_case::Input g{GradVarName(name), dtype, forward.shapes.at(name), {}};
+          op_case::Input g{GradVarName(name), grad_dtype ? *grad_dtype : dtype, forward.shapes.at(name), {}};
           std::uniform_real_distribution<double> u(-1.0, 1.0);
           for (int64_t i = 0; i < NumElements(g.shape); ++i) g.values.push_back(u(rng));
           inputs.push_back(std::move(g));
@@ -504,6 +540,29 @@ void RunArrayChains(Records* records) {
     }
 }
 
+// A conversion op (cast: in_dtype and out_dtype attributes) runs at cases of
+// its own instead of at its checks in float32 and float64, which contradict
+// in_dtype: every pair of the dtypes it converts, X of in_dtype, at [2, 3]
+// and kShapes, with its grad op where X is floating (the upstream gradient
+// of out_dtype); X's values in [-3, 3], so conversions to integers round
+// negative and positive values toward zero, and to bool see zeros.
+void RunConversionCases(const std::string& type, Records* records) {
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                     DType::kInt64,   DType::kBool,    DType::kBFloat16};
+  for (DType from : dtypes)
+    for (DType to : dtypes) {
+      GradCheckSpec spec;
+      spec.name = std::string(DTypeName(from)) + "_to_" + DTypeName(to);
+      spec.inputs = {In("X", {2, 3}, -3.0, 3.0)};
+      spec.outputs = {{"Out", 1}};
+      spec.attrs = {{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(to))}};
+      const std::string key = type + "/" + spec.name;
+      RunCase(type, spec, from, nullptr, key, records, HostDevice(), &to);
+      for (const Shape& shape : kShapes)
+        RunCase(type, spec, from, &shape, key + ShapeToString(shape), records, HostDevice(), &to);
+    }
+}
+
 // Everything compared, for the ops `types` of the plugins just loaded.
 Records Compute(const std::vector<std::string>& types) {
   Records records;
@@ -520,6 +579,10 @@ Records Compute(const std::vector<std::string>& types) {
     }
     // Ops without gradient checks: the forward cases of ExtraCases, else
     // the attribute- and input-built cases of RunUnchecked.
+    if (info.schema.FindAttr("in_dtype") && info.schema.FindAttr("out_dtype")) {
+      RunConversionCases(type, &records);
+      continue;
+    }
     std::vector<GradCheckSpec> specs = info.grad_checks;
     if (specs.empty()) specs = ExtraCases(type);
     if (specs.empty() && (type == "write_to_array" || type == "read_from_array" || type == "array_length")) {
@@ -703,6 +766,103 @@ TEST(StdSdk, ControlFlowSameBitsAsTheStandardBuild) {
   EXPECT_NE(value("arrays/float32[2, 3]/read_i5 refused").find("out of range"), std::string::npos);
   EXPECT_EQ(value("arrays/float64[2, 3]/infer arr").substr(0, 21), "tensor_array float64 ");
   EXPECT_EQ(value("arrays/float64[2, 3]/infer arr@GRAD").substr(0, 13), "tensor_array ");
+}
+
+// One attention layer as a user writes it (projections with mul, heads by
+// reshape + transpose, matmul, an additive mask, softmax), which
+// flash_attn's rewrite (flash_attn_fusion.cc) turns into flash_attn; MASK is
+// a mask fed in, or made by fill_constant and tril_triu, a constant causal
+// mask the rewrite evaluates on the host (EvaluateOnHost) and drops.
+constexpr const char* kAttention = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 5, 12], dtype: float32, stop_gradient: true}
+      wq: {shape: [12, 12], dtype: float32, persistable: true}
+      wk: {shape: [12, 12], dtype: float32, persistable: true}
+      wv: {shape: [12, 12], dtype: float32, persistable: true}
+      wo: {shape: [12, 12], dtype: float32, persistable: true}
+      b: {shape: [12], dtype: float32, persistable: true}
+MASK_VAR    ops:
+      - {type: mul, inputs: {X: [x], Y: [wq]}, outputs: {Out: [q]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [q]}, outputs: {Out: [q4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [q4]}, outputs: {Out: [qt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: mul, inputs: {X: [x], Y: [wk]}, outputs: {Out: [k]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [k]}, outputs: {Out: [k4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [k4]}, outputs: {Out: [kt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: mul, inputs: {X: [x], Y: [wv]}, outputs: {Out: [v]}, attrs: {x_num_col_dims: 2}}
+      - {type: reshape, inputs: {X: [v]}, outputs: {Out: [v4]}, attrs: {shape: [0, 0, 3, 4]}}
+      - {type: transpose, inputs: {X: [v4]}, outputs: {Out: [vt]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: matmul, inputs: {X: [qt], Y: [kt]}, outputs: {Out: [s]}, attrs: {transpose_Y: true, alpha: 0.5}}
+MASK_OPS      - {type: elementwise_add, inputs: {X: [s], Y: [mask]}, outputs: {Out: [sm]}}
+      - {type: softmax, inputs: {X: [sm]}, outputs: {Out: [p]}, attrs: {axis: -1}}
+      - {type: matmul, inputs: {X: [p], Y: [vt]}, outputs: {Out: [o]}}
+      - {type: transpose, inputs: {X: [o]}, outputs: {Out: [ot]}, attrs: {axis: [0, 2, 1, 3]}}
+      - {type: reshape, inputs: {X: [ot]}, outputs: {Out: [a]}, attrs: {shape: [0, 0, 12]}}
+      - {type: mul, inputs: {X: [a], Y: [wo]}, outputs: {Out: [y]}, attrs: {x_num_col_dims: 2}}
+      - {type: elementwise_add, inputs: {X: [y], Y: [b]}, outputs: {Out: [yb]}, attrs: {axis: 2}}
+      - {type: relu, inputs: {X: [yb]}, outputs: {Out: [yr]}}
+      - {type: mean, inputs: {X: [yr]}, outputs: {Out: [loss]}}
+)";
+
+// The loaded plugins' rewrites (FuseOps: the attention rewrite, the fusion
+// patterns such as fc's) on the attention layer, with a fed and with a
+// constant causal mask: the programs they leave, and how many rewrites ran.
+Records Rewrites() {
+  Records records;
+  for (const bool constant_mask : {false, true}) {
+    std::string text = kAttention;
+    auto put = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+    put("MASK_VAR", constant_mask ? "" : "      mask: {shape: [5, 5], dtype: float32, stop_gradient: true}\n");
+    put("MASK_OPS", constant_mask ? "      - {type: fill_constant, outputs: {Out: [big]}, attrs: {shape: [5, 5], "
+                                    "dtype: float32, value: -1e9}}\n      - {type: tril_triu, inputs: {X: [big]}, "
+                                    "outputs: {Out: [mask]}, attrs: {lower: false, diagonal: 1}}\n"
+                                  : "");
+    ProgramDesc program = ParseProgram(text, "attention.yaml");
+    const std::string key = std::string("rewrites ") + (constant_mask ? "constant_mask" : "fed_mask");
+    records[key + " count"] = std::to_string(FuseOps(program, {"loss"}));
+    // Less the header naming the plugins the ops came from, which differ.
+    std::string yaml = ProgramToYaml(program);
+    const size_t from = yaml.find("plugins:"), to = yaml.find("blocks:");
+    if (from != std::string::npos && to != std::string::npos && from < to) yaml.erase(from, to - from);
+    records[key + " program"] = OneLine(yaml);
+    std::string types;
+    for (const auto& op : program.Root()->AllOps()) types += op->Type() + " ";
+    records[key + " ops"] = types;
+  }
+  return records;
+}
+
+// The op files' program rewrites over the C ABI (flash_attn_fusion.cc,
+// fc's fusion pattern) leave the programs the standard build's leave.
+TEST(StdSdk, RewritesAsTheStandardBuild) {
+  test_util::TempDir dir("std_sdk_rewrites");
+  const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
+  ASSERT_EQ(InChild([&] {
+              PluginManager::Instance().Load(STD_SDK_OPS);
+              WriteRecords(Rewrites(), sdk_file);
+            }),
+            0);
+  ASSERT_EQ(InChild([&] {
+              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so");
+              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so");
+              WriteRecords(Rewrites(), std_file);
+            }),
+            0);
+  const Records sdk = ReadRecords(sdk_file), standard = ReadRecords(std_file);
+  EXPECT_EQ(sdk, standard);
+  // The rewrites apply: flash_attn replaces the attention, causal without
+  // its constant mask.
+  for (const char* mask : {"fed_mask", "constant_mask"}) {
+    const std::string ops = standard.count(std::string("rewrites ") + mask + " ops")
+                                ? standard.at(std::string("rewrites ") + mask + " ops")
+                                : "";
+    EXPECT_NE(ops.find("flash_attn"), std::string::npos) << mask << ": " << ops;
+    EXPECT_EQ(ops.find("softmax"), std::string::npos) << mask << ": " << ops;
+  }
+  EXPECT_EQ(standard.at("rewrites constant_mask ops").find("tril_triu"), std::string::npos)
+      << standard.at("rewrites constant_mask ops");
 }
 
 // The ops of the plugins just loaded with float32 kernels for `device`

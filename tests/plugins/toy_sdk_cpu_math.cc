@@ -7,6 +7,9 @@
 //     (float32): X and Y rounded to bfloat16 and multiplied by
 //     cpu::GemmBf16 into a float32 Out (1) or a bfloat16 product widened
 //     back (2) (C ABI version 4);
+//   toy_gemm_bias_act: Out = act(X * Y + Bias) by cpu::GemmBiasAct (C ABI
+//     version 5) with toy_gemm_epilogue.h's epilogue, `lib` the forced
+//     library (-1: none), `fail` an epilogue that throws;
 //   toy_vmath: Out = tanh / gelu / gelu's tanh form of X, or gelu's
 //     gradient with Y as dy (fn 3, 4), float32;
 //   toy_view: Out = X with shape `shape`, sharing X's data;
@@ -21,6 +24,7 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/cpu/vmath.h"
 #include "nabla/plugin.h"
+#include "toy_gemm_epilogue.h"
 #include "toy_rows.h"
 
 namespace {
@@ -52,9 +56,41 @@ void GemmKernel(const nabla::ExecutionContext& ctx) {
                    T(0), out, n);
 }
 
+template <typename T>
+void GemmBiasActKernel(const nabla::ExecutionContext& ctx) {
+  const nabla::Tensor& x = ctx.Input("X");
+  const nabla::Tensor& y = ctx.Input("Y");
+  const int64_t m = x.GetShape()[0], k = x.GetShape()[1], n = y.GetShape()[1];
+  T* out = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), {m, n});
+  const T* bias = ctx.HasInput("Bias") ? ctx.Input("Bias").Data<T>() : nullptr;
+  const int act = ctx.Attr<int>("act"), lib = ctx.Attr<int>("lib");
+  nabla::toy::BiasActEpilogue<T> e{out, n, bias, act, ctx.Attr<bool>("fail")};
+  const nabla::cpu::GemmLib forced = lib == 1 ? nabla::cpu::GemmLib::kOneDnn : nabla::cpu::GemmLib::kOpenBlas;
+  nabla::cpu::GemmBiasAct(lib < 0 ? nullptr : &forced, m, n, k, x.Data<T>(), k, y.Data<T>(), n, bias,
+                          static_cast<nabla::cpu::GemmAct>(act), out, n, &nabla::toy::BiasActEpilogue<T>::Run, &e);
+}
+
 }  // namespace
 
 NABLA_REGISTER_OPS(toy_sdk_cpu_math) {
+  registrar.Op("toy_gemm_bias_act", __FILE__, __LINE__)
+      .Doc("Out = act(X * Y + Bias), X [M, K], Y [K, N], Bias [N].")
+      .Input("X", "(Tensor) [M, K]")
+      .Input("Y", "(Tensor) [K, N]")
+      .Input("Bias", "(Tensor, optional) [N]", nabla::kDispensable)
+      .Output("Out", "(Tensor) [M, N]")
+      .Attr<int>("act", 0, "(int) 0 identity, 1 relu, 2 tanh, 3 sigmoid")
+      .Attr<int>("lib", -1, "(int) the forced library: -1 none, 0 OpenBLAS, 1 oneDNN")
+      .Attr<bool>("fail", false, "(bool) the epilogue throws")
+      .InferShape([](nabla::InferShapeContext& c) {
+        c.SetOutputShape("Out", {c.InputShape("X")[0], c.InputShape("Y")[1]});
+        c.SetOutputDType("Out", c.InputDType("X"));
+      });
+  registrar.Kernel("toy_gemm_bias_act", nabla::DeviceType::kCPU, nabla::DType::kFloat32, GemmBiasActKernel<float>,
+                   __FILE__, __LINE__);
+  registrar.Kernel("toy_gemm_bias_act", nabla::DeviceType::kCPU, nabla::DType::kFloat64, GemmBiasActKernel<double>,
+                   __FILE__, __LINE__);
+
   registrar.Op("toy_gemm", __FILE__, __LINE__)
       .Doc("Out = alpha * op(X) * op(Y), X and Y 2-D.")
       .Input("X", "(Tensor) [M, K], or [K, M] with trans_x")

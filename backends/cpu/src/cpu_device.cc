@@ -157,6 +157,24 @@ void InitCpuBackend() {
       GemmBf16(ta, tb, m, n, k, alpha, reinterpret_cast<const bfloat16*>(a), lda, reinterpret_cast<const bfloat16*>(b),
                ldb, reinterpret_cast<bfloat16*>(c), ldc);
     };
+    // GemmAct's values are nabla_c_gemm_act's, in the same order.
+    static_assert(static_cast<int>(GemmAct::kRelu) == NABLA_C_GEMM_ACT_RELU &&
+                  static_cast<int>(GemmAct::kTanh) == NABLA_C_GEMM_ACT_TANH &&
+                  static_cast<int>(GemmAct::kSigmoid) == NABLA_C_GEMM_ACT_SIGMOID);
+    math.gemm_bias_act_f32 = [](int32_t lib, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                                const float* b, int64_t ldb, const float* bias, int32_t act, float* c, int64_t ldc,
+                                nabla_gemm_epilogue_fn epilogue, void* ctx) {
+      const GemmLib forced = lib == NABLA_C_GEMM_LIB_ONEDNN ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
+      GemmBiasAct(lib == NABLA_C_GEMM_LIB_POLICY ? nullptr : &forced, m, n, k, a, lda, b, ldb, bias,
+                  static_cast<GemmAct>(act), c, ldc, epilogue, ctx);
+    };
+    math.gemm_bias_act_f64 = [](int32_t lib, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                                const double* b, int64_t ldb, const double* bias, int32_t act, double* c, int64_t ldc,
+                                nabla_gemm_epilogue_fn epilogue, void* ctx) {
+      const GemmLib forced = lib == NABLA_C_GEMM_LIB_ONEDNN ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
+      GemmBiasAct(lib == NABLA_C_GEMM_LIB_POLICY ? nullptr : &forced, m, n, k, a, lda, b, ldb, bias,
+                  static_cast<GemmAct>(act), c, ldc, epilogue, ctx);
+    };
     SetCApiCpuMath(math);
   });
 }

@@ -44,7 +44,9 @@ extern "C" {
 /* The version of this header. Raised by one with every release that appends
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
  * and vector math, and views; version 4: copies and
- * variables, program passes, and the CPU backend's row kernels). */
+ * variables, program passes, and the CPU backend's row kernels; version 5:
+ * variables, tensor arrays and var-type inference, and the CPU backend's
+ * GEMM with a fused bias and activation). */
 #define NABLA_C_API_VERSION 5
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
@@ -146,6 +148,20 @@ enum nabla_c_vmath_fn {
   NABLA_C_VMATH_GELU_TANH = 2 /* gelu's tanh approximation */
 };
 
+/* Version 5: the activation cpu_gemm_bias_act's oneDNN path applies as a
+ * post-op of its matmul, and the library it forces. */
+enum nabla_c_gemm_act {
+  NABLA_C_GEMM_ACT_IDENTITY = 0,
+  NABLA_C_GEMM_ACT_RELU = 1,
+  NABLA_C_GEMM_ACT_TANH = 2,
+  NABLA_C_GEMM_ACT_SIGMOID = 3
+};
+enum nabla_c_gemm_lib {
+  NABLA_C_GEMM_LIB_POLICY = -1, /* the backend's GEMM policy picks, block by block */
+  NABLA_C_GEMM_LIB_OPENBLAS = 0,
+  NABLA_C_GEMM_LIB_ONEDNN = 1
+};
+
 enum nabla_c_precision {
   NABLA_C_PRECISION_FOLLOW_INPUTS = 0,
   NABLA_C_PRECISION_LOW = 1,
@@ -213,6 +229,10 @@ typedef int32_t (*nabla_grad_fn)(const struct nabla_api* api, void* user, nabla_
 typedef int32_t (*nabla_kernel_fn)(const struct nabla_api* api, void* user, nabla_kernel_context* ctx);
 typedef int32_t (*nabla_attr_check_fn)(const struct nabla_api* api, void* user, const nabla_attr_value* value);
 typedef void (*nabla_range_fn)(void* user, int64_t begin, int64_t end);
+/* Version 5, cpu_gemm_bias_act's epilogue: adds the bias to and applies the
+ * activation on C's rows [row, row + rows) x columns [col, col + cols). Runs
+ * on the backend's threads, one block each; must not unwind. */
+typedef void (*nabla_gemm_epilogue_fn)(void* user, int64_t row, int64_t col, int64_t rows, int64_t cols);
 /* Version 3. Sets *dtype (a nabla_c_dtype): which of the op's kernels runs,
  * where its first input's dtype does not tell (a comparison's bool output,
  * an op whose first input is a shape). */
@@ -357,7 +377,10 @@ typedef struct nabla_api {
   /* Rank of input slot[i] (-1 on error), then its dims (-1: unknown at build time). */
   int64_t (*infer_input_rank)(nabla_infer_context* c, const char* slot, size_t i);
   int32_t (*infer_input_dims)(nabla_infer_context* c, const char* slot, size_t i, int64_t* dims);
-  int32_t (*infer_input_dtype)(nabla_infer_context* c, const char* slot, size_t i); /* -1 on error */
+  /* -1 on error; also at build time for an input whose dtype is not known
+   * yet: a shape function that then fails (NABLA_C_ERROR) stops inference,
+   * its outputs' dtypes left unknown, without an error. */
+  int32_t (*infer_input_dtype)(nabla_infer_context* c, const char* slot, size_t i);
   int32_t (*infer_set_output_shape)(nabla_infer_context* c, const char* slot, size_t i, const int64_t* dims,
                                     size_t rank);
   int32_t (*infer_set_output_dtype)(nabla_infer_context* c, const char* slot, size_t i, int32_t dtype);
@@ -602,8 +625,8 @@ typedef struct nabla_api {
   /* For plugins that run oneDNN themselves (its library is the process's
    * one; nabla's convolutions and pooling do): what the CPU backend shares
    * between every oneDNN call. The calling thread's scratchpad, 64-byte
-   * aligned, at least bytes, reused by the thread's next call (NULL after
-   * set_error). */
+   * aligned, at least bytes, reused by the thread's next call; NULL only
+   * after set_error (bytes 0 gets a buffer too). */
   void* (*cpu_dnnl_scratchpad)(size_t bytes);
   /* The thread budget of one oneDNN call (the executor's --threads, less
    * what other oneDNN calls hold now): begin sets *granted, the OpenMP
@@ -666,6 +689,21 @@ typedef struct nabla_api {
   /* The nabla_c_var_type of input slot[i] (-1 on error), at build and at
    * run time. */
   int32_t (*infer_input_var_type)(nabla_infer_context* c, const char* slot, size_t i);
+
+  /* ---- Version 5 (continued): the CPU backend's GEMM with a fused bias and activation
+   * (fc). C = act(A * B + bias), row-major, A M x K, B K x N (neither
+   * transposed), bias [N] added to every row (NULL: none), dtype
+   * NABLA_C_FLOAT32 or NABLA_C_FLOAT64. C is cut into the blocks cpu_gemm
+   * cuts it into; a float32 block that the library (lib, a
+   * nabla_c_gemm_lib) gives to oneDNN, with a bias, is computed there whole,
+   * bias and act (a nabla_c_gemm_act) as post-ops; every other block is
+   * cpu_gemm's product of it, handed at once, on the same thread, to
+   * epilogue(user, ...), which must add the bias and apply act itself (so
+   * a fused op keeps the bits of the ops it replaces). M, N, K may be 0
+   * (K = 0: the epilogue on zeros). */
+  int32_t (*cpu_gemm_bias_act)(int32_t dtype, int32_t lib, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                               const void* b, int64_t ldb, const void* bias, int32_t act, void* c, int64_t ldc,
+                               nabla_gemm_epilogue_fn epilogue, void* user);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

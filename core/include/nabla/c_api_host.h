@@ -50,6 +50,14 @@ struct CApiCpuMath {
                         int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
   void (*gemm_bf16_bf16)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                          int64_t lda, const uint16_t* b, int64_t ldb, uint16_t* c, int64_t ldc);
+  // Version 5: nabla/cpu/cpu.h's two GemmBiasAct; lib a nabla_c_gemm_lib
+  // (NABLA_C_GEMM_LIB_POLICY: no forced library), act a nabla_c_gemm_act.
+  void (*gemm_bias_act_f32)(int32_t lib, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                            int64_t ldb, const float* bias, int32_t act, float* c, int64_t ldc,
+                            nabla_gemm_epilogue_fn epilogue, void* ctx);
+  void (*gemm_bias_act_f64)(int32_t lib, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                            int64_t ldb, const double* bias, int32_t act, double* c, int64_t ldc,
+                            nabla_gemm_epilogue_fn epilogue, void* ctx);
 };
 NABLA_API void SetCApiCpuMath(const CApiCpuMath& hooks);
 

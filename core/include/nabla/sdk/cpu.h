@@ -7,7 +7,8 @@
 // the GEMM policy picks; the vectorised tanh and gelu, so it gets nabla's
 // ops' bits) without linking a BLAS; (version 4) its float32 row kernels
 // (nabla/cpu/vmath.h's), SumArrays and bfloat16 conversions, the same bits
-// as the standard build's. Failures throw nabla::Error.
+// as the standard build's; (version 5) its GEMM with a fused bias and
+// activation. Failures throw nabla::Error.
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -147,6 +148,64 @@ inline void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
                      int64_t lda, const bfloat16* b, int64_t ldb, bfloat16* c, int64_t ldc) {
   sdk_detail::Check(Api().cpu_gemm_bf16(trans_a, trans_b, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda,
                                         reinterpret_cast<const uint16_t*>(b), ldb, 0.0f, c, NABLA_C_BFLOAT16, ldc));
+}
+
+// ---- version 5: the GEMM with a fused bias and activation (fc), as
+// nabla/cpu/cpu.h declares it.
+
+// The GEMM libraries (GemmBiasAct's `forced`), and the activation its oneDNN
+// path applies as a post-op.
+enum class GemmLib { kOpenBlas, kOneDnn };
+enum class GemmAct { kIdentity, kRelu, kTanh, kSigmoid };
+using GemmEpilogue = void (*)(void* ctx, int64_t row, int64_t col, int64_t rows, int64_t cols);
+
+namespace sdk_gemm_detail {
+// The plugin's epilogue, run by the core's threads: what it throws is
+// carried over them (the first; later blocks skip their epilogue) and
+// rethrown after the GEMM, as cpu::ParallelFor does.
+struct Epilogue {
+  GemmEpilogue fn;
+  void* ctx;
+  std::exception_ptr error;
+  bool failed;
+  static void Run(void* self, int64_t row, int64_t col, int64_t rows, int64_t cols) {
+    Epilogue& e = *static_cast<Epilogue*>(self);
+    if (__atomic_load_n(&e.failed, __ATOMIC_ACQUIRE)) return;
+    try {
+      e.fn(e.ctx, row, col, rows, cols);
+    } catch (...) {
+      if (!__atomic_exchange_n(&e.failed, true, __ATOMIC_ACQ_REL)) e.error = std::current_exception();
+    }
+  }
+};
+inline void Run(int32_t dtype, const GemmLib* forced, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                const void* b, int64_t ldb, const void* bias, GemmAct act, void* c, int64_t ldc, GemmEpilogue epilogue,
+                void* ctx) {
+  Epilogue e{epilogue, ctx, nullptr, false};
+  const int32_t lib = !forced                       ? NABLA_C_GEMM_LIB_POLICY
+                      : *forced == GemmLib::kOneDnn ? NABLA_C_GEMM_LIB_ONEDNN
+                                                    : NABLA_C_GEMM_LIB_OPENBLAS;
+  sdk_detail::Check(Api().cpu_gemm_bias_act(dtype, lib, m, n, k, a, lda, b, ldb, bias, static_cast<int32_t>(act), c,
+                                            ldc, epilogue ? &Epilogue::Run : nullptr, &e));
+  if (e.error) std::rethrow_exception(e.error);
+}
+}  // namespace sdk_gemm_detail
+
+// C = act(A * B + bias), A M x K, B K x N (neither transposed), bias [N]
+// (null: none) added to every row: C cut into Gemm's blocks, each computed
+// whole by oneDNN with bias and act as post-ops where the GEMM policy (or
+// `forced`) picks oneDNN and there is a bias, else Gemm's product of it
+// handed at once, on the same thread, to epilogue(ctx, row, col, rows,
+// cols), which adds the bias and applies the activation to that block.
+inline void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                        const float* b, int64_t ldb, const float* bias, GemmAct act, float* c, int64_t ldc,
+                        GemmEpilogue epilogue, void* ctx) {
+  sdk_gemm_detail::Run(NABLA_C_FLOAT32, forced, m, n, k, a, lda, b, ldb, bias, act, c, ldc, epilogue, ctx);
+}
+inline void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                        const double* b, int64_t ldb, const double* bias, GemmAct act, double* c, int64_t ldc,
+                        GemmEpilogue epilogue, void* ctx) {
+  sdk_gemm_detail::Run(NABLA_C_FLOAT64, forced, m, n, k, a, lda, b, ldb, bias, act, c, ldc, epilogue, ctx);
 }
 
 // ---- oneDNN, for plugins that link it themselves (nabla/cpu/dnnl.h's shim
