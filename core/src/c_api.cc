@@ -66,7 +66,6 @@ struct Scratch {
 struct ThreadState {
   ThreadError error;
   Scratch scratch;
-  std::string key;  // kernel_attr's name, without a malloc per call
 };
 ThreadState& State() {
   thread_local ThreadState state;
@@ -132,48 +131,46 @@ Attribute FromC(const nabla_attr_value& v) {
   }
 }
 
-// One attribute value of type X into *out (its type set by the caller):
-// strings and lists point into x; lists of strings and bools live in the
-// thread's scratch (until the plugin callback that asked returns).
-template <typename X>
-void ValueToC(const X& x, nabla_attr_value* out) {
-  if constexpr (std::is_same_v<X, int>) {
-    out->i = x;
-  } else if constexpr (std::is_same_v<X, float>) {
-    out->f = x;
-  } else if constexpr (std::is_same_v<X, bool>) {
-    out->b = x ? 1 : 0;
-  } else if constexpr (std::is_same_v<X, std::string>) {
-    out->s = x.c_str();
-  } else if constexpr (std::is_same_v<X, std::vector<int>>) {
-    static_assert(sizeof(int) == sizeof(int32_t));
-    out->list = x.data();
-    out->count = x.size();
-  } else if constexpr (std::is_same_v<X, std::vector<float>>) {
-    out->list = x.data();
-    out->count = x.size();
-  } else if constexpr (std::is_same_v<X, std::vector<std::string>>) {
-    auto& lists = ThreadScratch().string_lists;
-    std::vector<const char*> ptrs;
-    for (const std::string& s : x) ptrs.push_back(s.c_str());
-    lists.push_back(std::move(ptrs));
-    out->list = lists.back().data();
-    out->count = x.size();
-  } else if constexpr (std::is_same_v<X, std::vector<bool>>) {
-    auto& lists = ThreadScratch().bool_lists;
-    lists.emplace_back(x.begin(), x.end());
-    out->list = lists.back().data();
-    out->count = x.size();
-  } else {
-    NABLA_THROW(kUnimplemented, "block attributes are not part of the C ABI");
-  }
-}
-
-// The value of `a` as C.
+// The value of `a` as C; lists of strings and bools live in the thread's
+// scratch (until the plugin callback that asked returns).
 void ToC(const Attribute& a, nabla_attr_value* out) {
   *out = nabla_attr_value{};
   out->type = static_cast<int32_t>(a.index());
-  std::visit([&](const auto& x) { ValueToC(x, out); }, a);
+  std::visit(
+      [&](const auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, int>) {
+          out->i = x;
+        } else if constexpr (std::is_same_v<X, float>) {
+          out->f = x;
+        } else if constexpr (std::is_same_v<X, bool>) {
+          out->b = x ? 1 : 0;
+        } else if constexpr (std::is_same_v<X, std::string>) {
+          out->s = x.c_str();
+        } else if constexpr (std::is_same_v<X, std::vector<int>>) {
+          static_assert(sizeof(int) == sizeof(int32_t));
+          out->list = x.data();
+          out->count = x.size();
+        } else if constexpr (std::is_same_v<X, std::vector<float>>) {
+          out->list = x.data();
+          out->count = x.size();
+        } else if constexpr (std::is_same_v<X, std::vector<std::string>>) {
+          auto& lists = ThreadScratch().string_lists;
+          std::vector<const char*> ptrs;
+          for (const std::string& s : x) ptrs.push_back(s.c_str());
+          lists.push_back(std::move(ptrs));
+          out->list = lists.back().data();
+          out->count = x.size();
+        } else if constexpr (std::is_same_v<X, std::vector<bool>>) {
+          auto& lists = ThreadScratch().bool_lists;
+          lists.emplace_back(x.begin(), x.end());
+          out->list = lists.back().data();
+          out->count = x.size();
+        } else {
+          NABLA_THROW(kUnimplemented, "block attributes are not part of the C ABI");
+        }
+      },
+      a);
 }
 
 // Grad makers through the C ABI: the base class's helpers, made public for
@@ -836,69 +833,6 @@ const char* ApiOpAttrName(const nabla_op* op, size_t i) {
   });
 }
 
-// Attribute `key` of the kernel's op as T into *out, as ExecutionContext
-// reads it for C++ kernels: the prepared op's copy where there is one.
-// False where the op has no such attribute or one of another type.
-template <typename T>
-bool KernelAttrAs(const ExecutionContext& ctx, const std::string& key, int32_t type, nabla_attr_value* out) {
-  try {
-    const T& v = ctx.Attr<T>(key);
-    *out = nabla_attr_value{};
-    out->type = type;
-    ValueToC(v, out);
-    return true;
-  } catch (const Error&) {
-    return false;  // op_get_attr's path says what is wrong, or gives the other type
-  }
-}
-
-int32_t ApiOpGetAttr(const nabla_op* op, const char* name, nabla_attr_value* out);
-
-// Version 5: the attribute as op_get_attr on kernel_op(c) gives it, from
-// the prepared op where it has the expected type.
-int32_t ApiKernelAttr(nabla_kernel_context* c, const char* name, int32_t type, nabla_attr_value* out) {
-  if (c == nullptr || out == nullptr) {
-    SetError(NABLA_C_INVALID_ARGUMENT, c == nullptr ? "kernel_attr: expected a kernel context but received NULL"
-                                                    : "kernel_attr: expected a value to fill but received NULL");
-    return NABLA_C_ERROR;
-  }
-  if (name != nullptr) {
-    const ExecutionContext& ctx = K(c);
-    bool done = false;
-    const int32_t status = GuardStatus([&] {
-      std::string& key = State().key;
-      key.assign(name);
-      switch (type) {
-        case NABLA_C_ATTR_INT:
-          done = KernelAttrAs<int>(ctx, key, type, out);
-          break;
-        case NABLA_C_ATTR_FLOAT:
-          done = KernelAttrAs<float>(ctx, key, type, out);
-          break;
-        case NABLA_C_ATTR_STRING:
-          done = KernelAttrAs<std::string>(ctx, key, type, out);
-          break;
-        case NABLA_C_ATTR_BOOL:
-          done = KernelAttrAs<bool>(ctx, key, type, out);
-          break;
-        case NABLA_C_ATTR_INTS:
-          done = KernelAttrAs<std::vector<int>>(ctx, key, type, out);
-          break;
-        case NABLA_C_ATTR_FLOATS:
-          done = KernelAttrAs<std::vector<float>>(ctx, key, type, out);
-          break;
-        default:  // strings' and bools' lists: op_get_attr's path
-          break;
-      }
-    });
-    if (status == NABLA_C_OK && done) return NABLA_C_OK;
-  }
-  const nabla_op* op = nullptr;
-  const int32_t found = GuardStatus([&] { op = COp(K(c).Op()); });
-  if (found != NABLA_C_OK) return found;
-  return ApiOpGetAttr(op, name, out);
-}
-
 int32_t ApiOpGetAttr(const nabla_op* op, const char* name, nabla_attr_value* out) {
   return GuardStatus([&] {
     // Kernels read attributes on every call: a look through the op's few
@@ -1491,7 +1425,6 @@ nabla_api MakeTable() {
   api.cpu_dnnl_budget_end = ApiCpuDnnlBudgetEnd;
   api.cpu_has_bf16_gemm = ApiCpuHasBf16Gemm;
   api.cpu_gemm_bf16 = ApiCpuGemmBf16;
-  api.kernel_attr = ApiKernelAttr;
   return api;
 }
 

@@ -165,10 +165,6 @@ static_assert(offsetof(nabla_api, cpu_dnnl_budget_end) == Slot(113));
 static_assert(offsetof(nabla_api, cpu_has_bf16_gemm) == Slot(114));
 static_assert(offsetof(nabla_api, cpu_gemm_bf16) == Slot(115));
 static_assert(sizeof(nabla_api) >= Slot(116));
-// Version 5: kernel attribute reads.
-static_assert(NABLA_C_API_VERSION >= 5);
-static_assert(offsetof(nabla_api, kernel_attr) == Slot(116));
-static_assert(sizeof(nabla_api) >= Slot(117));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -260,9 +256,6 @@ TEST(CApi, SdkExceptionsBecomeErrors) {
       {1, ErrorKind::kOutOfRange, "toy_sdk_throw: mode 1 is out of range"},
       {2, ErrorKind::kRuntime, "an exception that is not a std::exception"},
       {3, ErrorKind::kRuntime, "toy_sdk_throw: a runtime_error"},
-      // kernel_attr (version 5) past the prepared op: op_get_attr's answers.
-      {4, ErrorKind::kInvalidArgument, "attribute 'mode' of op 'toy_sdk_throw' is not of the type asked for"},
-      {5, ErrorKind::kNotFound, "op 'toy_sdk_throw' has no attribute 'no_such_attr'"},
   };
   for (const auto& [mode, kind, message] : cases) {
     OpDesc op("toy_sdk_throw", {{"X", {"x"}}}, {{"Out", {"y"}}}, {{"mode", mode}});

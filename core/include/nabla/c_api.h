@@ -44,9 +44,8 @@ extern "C" {
 /* The version of this header. Raised by one with every release that appends
  * functions (version 2: device plugins; version 3: the CPU backend's GEMM
  * and vector math, and views; version 4: copies and
- * variables, program passes, and the CPU backend's row kernels; version 5:
- * kernel attribute reads). */
-#define NABLA_C_API_VERSION 5
+ * variables, program passes, and the CPU backend's row kernels). */
+#define NABLA_C_API_VERSION 4
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -606,14 +605,6 @@ typedef struct nabla_api {
   int32_t (*cpu_gemm_bf16)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                            const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, void* c,
                            int32_t c_dtype, int64_t ldc);
-  /* Version 5: kernel attribute reads */
-  /* Attribute `name` of the running kernel's op into *out, as op_get_attr
-   * on kernel_op(c) gives it, but read where the executor prepared the op
-   * (without a look-up in the op's attribute map: kernels read attributes
-   * on every call). `type` is the NABLA_C_ATTR_* the caller expects; an
-   * attribute of another type comes back as it is, as from op_get_attr.
-   * Strings and lists live until the kernel returns. */
-  int32_t (*kernel_attr)(nabla_kernel_context* c, const char* name, int32_t type, nabla_attr_value* out);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -513,40 +513,15 @@ class OpDesc {
 };
 
 namespace sdk_detail {
-// The NABLA_C_ATTR_* of T (Attribute's index of it).
-template <typename T>
-constexpr int32_t AttrTypeCode() {
-  if constexpr (std::is_same_v<T, int>) return NABLA_C_ATTR_INT;
-  if constexpr (std::is_same_v<T, float>) return NABLA_C_ATTR_FLOAT;
-  if constexpr (std::is_same_v<T, std::string>) return NABLA_C_ATTR_STRING;
-  if constexpr (std::is_same_v<T, bool>) return NABLA_C_ATTR_BOOL;
-  if constexpr (std::is_same_v<T, std::vector<int>>) return NABLA_C_ATTR_INTS;
-  if constexpr (std::is_same_v<T, std::vector<float>>) return NABLA_C_ATTR_FLOATS;
-  if constexpr (std::is_same_v<T, std::vector<std::string>>) return NABLA_C_ATTR_STRINGS;
-  if constexpr (std::is_same_v<T, std::vector<bool>>) return NABLA_C_ATTR_BOOLS;
-  return -1;
-}
-// v as T; `op()` gives the op that errors name.
-template <typename T, typename OpFn>
-T AttrAs(const nabla_attr_value& v, const std::string& name, OpFn&& op) {
-  if constexpr (std::is_same_v<T, int>) {
-    if (v.type == NABLA_C_ATTR_INT) return static_cast<int>(v.i);
-  } else if constexpr (std::is_same_v<T, float>) {
-    if (v.type == NABLA_C_ATTR_FLOAT) return static_cast<float>(v.f);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (v.type == NABLA_C_ATTR_BOOL) return v.b != 0;
-  }
-  Attribute a = FromC(v);
-  T* value = std::get_if<T>(&a);
-  NABLA_ENFORCE(value, kInvalidArgument, "attribute '", name, "' of op '", Str(Api().op_type(op())),
-                "' is not of the type asked for");
-  return std::move(*value);
-}
 template <typename T>
 T ReadAttr(const nabla_op* op, const std::string& name) {
   nabla_attr_value v;
   Check(Api().op_get_attr(op, name.c_str(), &v));
-  return AttrAs<T>(v, name, [op] { return op; });
+  Attribute a = FromC(v);
+  T* value = std::get_if<T>(&a);
+  NABLA_ENFORCE(value, kInvalidArgument, "attribute '", name, "' of op '", Str(Api().op_type(op)),
+                "' is not of the type asked for");
+  return std::move(*value);
 }
 }  // namespace sdk_detail
 
@@ -865,13 +840,9 @@ class ExecutionContext {
     for (size_t i = 0, n = OutputSize(slot); i < n; ++i) out.push_back(Output(slot, i));
     return out;
   }
-  // Through kernel_attr (C ABI version 5): the executor's prepared copy,
-  // without the op's attribute map, as C++ kernels read it.
   template <typename T>
   T Attr(const std::string& name) const {
-    nabla_attr_value v;
-    sdk_detail::Check(Api().kernel_attr(c_, name.c_str(), sdk_detail::AttrTypeCode<T>(), &v));
-    return sdk_detail::AttrAs<T>(v, name, [this] { return sdk_detail::CheckPtr(Api().kernel_op(c_)); });
+    return sdk_detail::ReadAttr<T>(sdk_detail::CheckPtr(Api().kernel_op(c_)), name);
   }
   Device& GetDevice() const { return *reinterpret_cast<Device*>(sdk_detail::CheckPtr(Api().kernel_device(c_))); }
   // Input slot[i]'s values on the host, whatever its device: tensor-valued
