@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -10,21 +11,48 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
+#include "nabla/error.h"
 #include "nabla/plugin.h"
 #include "nabla/scope.h"
 #include "nabla/tensor.h"
 
 namespace nabla::bench {
 
-// The host backend and the standard plugins from the build tree, once per
-// process (every benchmark calls it first).
+// NABLA_BENCH_PLUGINS=FILE[:FILE...]: the plugin files InitRuntime loads
+// instead of the standard folder, e.g. the C ABI build of the standard op
+// files (test_plugins/std_sdk/libstd_sdk_ops.so), which registers the same op
+// names, so one benchmark times either build's dispatch (bench/dispatch_abi).
+inline const char* BenchPlugins() {
+  const char* env = std::getenv("NABLA_BENCH_PLUGINS");
+  return env != nullptr && *env != '\0' ? env : nullptr;
+}
+
+// The host backend and the standard plugins from the build tree (or
+// NABLA_BENCH_PLUGINS's), once per process (every benchmark calls it first).
 inline void InitRuntime() {
   cpu::InitCpuBackend();
   static const bool loaded = [] {
-    PluginManager::Instance().LoadDefaults();
+    const char* files = BenchPlugins();
+    if (files == nullptr) {
+      PluginManager::Instance().LoadDefaults();
+      return true;
+    }
+    const std::string list = files;
+    for (size_t begin = 0; begin <= list.size();) {
+      size_t end = list.find(':', begin);
+      if (end == std::string::npos) end = list.size();
+      if (end > begin) PluginManager::Instance().Load(list.substr(begin, end - begin));
+      begin = end + 1;
+    }
     return true;
   }();
   (void)loaded;
+}
+
+// What a per-op benchmark's label names as the plugins it ran.
+inline std::string PluginsLabel() {
+  const char* files = BenchPlugins();
+  return files == nullptr ? std::string("standard plugins") : StrCat("NABLA_BENCH_PLUGINS=", files);
 }
 
 // n floats uniform in [-1, 1), the same for the same seed.

@@ -46,6 +46,7 @@ void BM_EagerTinyChain(benchmark::State& state) {
   // multiply by 1e6 for microseconds).
   state.counters["per_op"] = benchmark::Counter(static_cast<double>(state.iterations()) * n,
                                                 benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(nabla::bench::PluginsLabel());
 }
 BENCHMARK(BM_EagerTinyChain)->Args({1000, 1})->Args({1000, 0})->Unit(benchmark::kMicrosecond);
 

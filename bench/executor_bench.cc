@@ -78,7 +78,7 @@ void BM_TinyOpChain(benchmark::State& state, const char* executor, bool backward
   for (auto _ : state) exec->Run(program, 0, scope);
   state.counters["per_op_ns"] = benchmark::Counter(static_cast<double>(state.iterations() * ops),
                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.SetLabel(std::to_string(ops) + " ops");
+  state.SetLabel(std::to_string(ops) + " ops, " + bench::PluginsLabel());
 }
 BENCHMARK_CAPTURE(BM_TinyOpChain, sequential_forward, "sequential", false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_TinyOpChain, taskgraph_forward, "taskgraph", false)->Unit(benchmark::kMicrosecond);

@@ -50,11 +50,6 @@ struct ThreadError {
   bool set = false;
 };
 
-ThreadError& LastError() {
-  thread_local ThreadError error;
-  return error;
-}
-
 // What the table hands out for the length of a callback: strings and the
 // lists of attribute values. Emptied when a plugin callback begins (not
 // when a nested one does), so everything handed to the callback lives until
@@ -65,10 +60,20 @@ struct Scratch {
   std::deque<std::vector<int32_t>> bool_lists;
   int depth = 0;
 };
-Scratch& ThreadScratch() {
-  thread_local Scratch scratch;
-  return scratch;
+
+// The thread's error and scratch in one thread_local: every kernel call
+// of a C ABI plugin touches both (CallbackScope), and each thread_local of
+// a shared library is a __tls_get_addr call.
+struct ThreadState {
+  ThreadError error;
+  Scratch scratch;
+};
+ThreadState& State() {
+  thread_local ThreadState state;
+  return state;
 }
+ThreadError& LastError() { return State().error; }
+Scratch& ThreadScratch() { return State().scratch; }
 const char* Keep(std::string s) {
   auto& strings = ThreadScratch().strings;
   strings.push_back(std::move(s));
@@ -861,7 +866,22 @@ const char* ApiOpAttrName(const nabla_op* op, size_t i) {
 }
 
 int32_t ApiOpGetAttr(const nabla_op* op, const char* name, nabla_attr_value* out) {
-  return GuardStatus([&] { ToC(Op(op).GetAttr(Str(name)), out); });
+  return GuardStatus([&] {
+    // Kernels read attributes on every call: a look through the op's few
+    // attributes by length first, without making a std::string of `name`
+    // (a malloc from 16 characters) or the map's string compares. A miss
+    // (or no name) takes the map's path, whose error names the attribute.
+    if (name != nullptr) {
+      const size_t n = std::strlen(name);
+      for (const auto& [key, value] : Op(op).Attrs()) {
+        if (key.size() == n && std::memcmp(key.data(), name, n) == 0) {
+          ToC(value, out);
+          return;
+        }
+      }
+    }
+    ToC(Op(op).GetAttr(Str(name)), out);
+  });
 }
 
 const nabla_op* ApiInferOp(nabla_infer_context* c) {
@@ -1008,8 +1028,15 @@ void* ApiTensorAllocate(nabla_tensor* t, nabla_device* d, int32_t dtype, const i
   return Guard<void*>(nullptr, [&] {
     CheckDType(dtype);
     NABLA_ENFORCE(d, kInvalidArgument, "tensor_allocate: expected a device but received NULL");
-    return reinterpret_cast<Tensor*>(t)->Allocate(*reinterpret_cast<Device*>(d), static_cast<DType>(dtype),
-                                                  Shape(dims, dims + (dims ? rank : 0)));
+    Tensor& tensor = *reinterpret_cast<Tensor*>(t);
+    Device& device = *reinterpret_cast<Device*>(d);
+    const size_t r = dims ? rank : 0;
+    // An output allocated again at the shape it had (every step of a
+    // program) needs no Shape built: a malloc and a free per call.
+    const Shape& now = tensor.GetShape();
+    if (now.size() == r && std::equal(now.begin(), now.end(), dims))
+      return tensor.Allocate(device, static_cast<DType>(dtype), now);
+    return tensor.Allocate(device, static_cast<DType>(dtype), Shape(dims, dims + r));
   });
 }
 
@@ -1633,13 +1660,14 @@ void SetError(int32_t kind, const std::string& message) {
 }
 
 CallbackScope::CallbackScope() {
-  Scratch& s = ThreadScratch();
+  ThreadState& state = State();
+  Scratch& s = state.scratch;
   if (s.depth++ == 0) {
-    s.strings.clear();
-    s.string_lists.clear();
-    s.bool_lists.clear();
+    if (!s.strings.empty()) s.strings.clear();
+    if (!s.string_lists.empty()) s.string_lists.clear();
+    if (!s.bool_lists.empty()) s.bool_lists.clear();
   }
-  LastError().set = false;
+  state.error.set = false;
 }
 
 CallbackScope::~CallbackScope() { --ThreadScratch().depth; }

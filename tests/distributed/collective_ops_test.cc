@@ -2,10 +2,13 @@
 // for one var and for a bucket of several, every dtype they move; their
 // schema (ring_id 0, no gradient, the collective trait) and bad input. The
 // two-rank behaviour is tested through training in distributed_test.cc.
+// The plugin ships on the C ABI: its binary imports nothing of nabla.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 
 #include "ops/op_test_util.h"
 
@@ -77,6 +80,32 @@ TEST_P(CollectiveOps, BadInputNamesTheOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, CollectiveOps, ::testing::Values("c_allreduce_sum", "c_broadcast"));
+
+std::string Command(const std::string& command) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// Built with nabla_add_plugin(... ABI C ...): everything crosses through the
+// table nabla_plugin_init receives, so the binary needs no symbol of nabla
+// (only the C and C++ runtimes and MPI) and loads into later cores.
+TEST(CollectiveOpsBinary, ImportsNothingOfNabla) {
+  const std::string undefined = Command(std::string(NM_PATH) + " -D --undefined-only " + COLLECTIVE_OPS_PLUGIN);
+  ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << undefined;
+  EXPECT_NE(undefined.find("MPI_Iallreduce"), std::string::npos) << undefined;
+  std::istringstream lines(undefined);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line.find("nabla"), std::string::npos) << line;
+    EXPECT_EQ(line.find("_ZN5nabla"), std::string::npos) << line;
+  }
+  const std::string defined = Command(std::string(NM_PATH) + " -D --defined-only " + COLLECTIVE_OPS_PLUGIN);
+  EXPECT_NE(defined.find("nabla_plugin_init"), std::string::npos) << defined;
+}
 
 }  // namespace
 }  // namespace nabla::op_test

@@ -674,6 +674,8 @@ class Tensor {
   T* MutableData() {
     return static_cast<T*>(RawData(DTypeOf<T>::value));
   }
+  // The bytes, whatever the dtype (a collective packing several tensors).
+  void* RawData() const { return RawData(GetDType()); }
   void* Allocate(Device& device, DType dtype, const Shape& shape) {
     void* p = Api().tensor_allocate(Handle(), device.Handle(), static_cast<int32_t>(dtype), shape.data(), shape.size());
     if (!p && NumElements(shape) != 0) sdk_detail::ThrowApiError();
