@@ -324,6 +324,10 @@ TEST_F(OpenClCTableTest, RefusesBadHandlesRangesAndDevices) {
   ExpectError(cl_.gemm(api, Handle(), 5, 0, 0, 1, 1, 1, 1.0, a, 0, 1, a, 0, 1, 0.0, a, 0, 1), "dtype");
   ExpectError(cl_.gemm(api, Handle(), NABLA_C_FLOAT32, 0, 0, -1, 1, 1, 1.0, a, 0, 1, a, 0, 1, 0.0, a, 0, 1),
               "negative");
+  // An empty matrix is never read: matmul's empty batches pass ld 0 (A and C
+  // are 0 x 3 and 0 x 2 here), which must compute nothing, not fail.
+  EXPECT_EQ(cl_.gemm(api, Handle(), NABLA_C_FLOAT32, 0, 0, 0, 2, 3, 1.0, a, 0, 0, a, 0, 2, 0.0, a, 0, 0), NABLA_C_OK)
+      << g_error;
   ExpectError(cl_.buffer_free(api, Handle(), bogus), "is not a live buffer");
   EXPECT_EQ(cl_.buffer_allocate(api, Handle(), 0), nullptr);
   EXPECT_NE(g_error.find("bytes > 0"), std::string::npos) << g_error;

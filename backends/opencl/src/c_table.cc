@@ -2,6 +2,7 @@
 // launch OpenCL kernels. The handles are the core's objects (nabla_device is
 // a nabla::Device, nabla_tensor a nabla::Tensor, as core/src/c_api.cc hands
 // them out); this library is built with the core, so it may rely on that.
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <deque>
@@ -263,11 +264,16 @@ int32_t CopyToHost(const nabla_api* api, nabla_device* device, void* dst, const 
 }
 
 // The bytes a row-major rows x cols matrix with leading dimension ld takes
-// from element offset on, in elements of `size` bytes; checks ld >= cols.
+// from element offset on, in elements of `size` bytes; checks ld >= cols and
+// ld >= 1. An empty matrix (no rows or no columns) is never read: any
+// ld >= 0 will do, as the device's own Gemm takes it (matmul's empty
+// batches pass ld 0).
 size_t MatrixEnd(int64_t rows, int64_t cols, int64_t offset, int64_t ld, size_t size, const char* name) {
-  NABLA_ENFORCE(offset >= 0 && ld >= cols && ld >= 1, kInvalidArgument, "OpenCL gemm: matrix ", name, " has offset ",
-                offset, " and leading dimension ", ld, " (expected offset >= 0 and ld >= ", cols, ")");
-  if (rows == 0 || cols == 0) return 0;
+  const bool empty = rows == 0 || cols == 0;
+  NABLA_ENFORCE(offset >= 0 && ld >= 0 && (empty || (ld >= cols && ld >= 1)), kInvalidArgument, "OpenCL gemm: matrix ",
+                name, " has offset ", offset, " and leading dimension ", ld,
+                " (expected offset >= 0 and ld >= ", std::max<int64_t>(cols, 1), ")");
+  if (empty) return 0;
   const int64_t limit = std::numeric_limits<int64_t>::max() / static_cast<int64_t>(size);
   NABLA_ENFORCE(rows - 1 <= (limit - offset - cols) / ld, kOutOfRange, "OpenCL gemm: matrix ", name, " is too large");
   return static_cast<size_t>(offset + (rows - 1) * ld + cols) * size;
