@@ -20,6 +20,7 @@
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
+#include "toy_gemm_epilogue.h"
 
 namespace nabla {
 namespace {
@@ -123,27 +124,6 @@ TEST(CApiV5, FrozenOpsPackAndUnpackATensorArray) {
   }
 }
 
-// The frozen plugin's epilogue, as it wrote it: the same operations give
-// the same bits.
-template <typename T>
-struct Epilogue {
-  T* c;
-  int64_t ldc;
-  const T* bias;
-  int act;
-  static void Run(void* self, int64_t row, int64_t col, int64_t rows, int64_t cols) {
-    const Epilogue& e = *static_cast<const Epilogue*>(self);
-    for (int64_t r = row; r < row + rows; ++r)
-      for (int64_t j = col; j < col + cols; ++j) {
-        T& o = e.c[r * e.ldc + j];
-        if (e.bias) o += e.bias[j];
-        if (e.act == 1) o = o > T(0) ? o : T(0);
-        if (e.act == 2) o = std::tanh(o);
-        if (e.act == 3) o = T(1) / (T(1) + std::exp(-o));
-      }
-  }
-};
-
 template <typename T>
 std::vector<double> Expected(int64_t m, int64_t n, int64_t k, const std::vector<double>& x,
                              const std::vector<double>& w, const std::vector<double>* bias, int act) {
@@ -151,9 +131,11 @@ std::vector<double> Expected(int64_t m, int64_t n, int64_t k, const std::vector<
   std::vector<T> bt;
   if (bias) bt.assign(bias->begin(), bias->end());
   std::vector<T> out(static_cast<size_t>(m * n));
-  Epilogue<T> e{out.data(), n, bias ? bt.data() : nullptr, act};
+  // toy_gemm_epilogue.h's epilogue does what the frozen plugin's does, in the
+  // same operations: the same bits.
+  toy::BiasActEpilogue<T> e{out.data(), n, bias ? bt.data() : nullptr, act, false};
   cpu::GemmBiasAct(nullptr, m, n, k, xt.data(), k, wt.data(), n, bias ? bt.data() : nullptr,
-                   static_cast<cpu::GemmAct>(act), out.data(), n, &Epilogue<T>::Run, &e);
+                   static_cast<cpu::GemmAct>(act), out.data(), n, &toy::BiasActEpilogue<T>::Run, &e);
   return std::vector<double>(out.begin(), out.end());
 }
 
