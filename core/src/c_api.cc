@@ -1379,7 +1379,8 @@ nabla_var* ApiKernelVar(nabla_kernel_context* c, int32_t output, const char* slo
                   output);
     const std::string name = Str(slot);
     Variable* v = output ? K(c).OutputVar(name, i) : K(c).InputVar(name, i);
-    NABLA_ENFORCE(v, kNotFound, "op '", K(c).Op().Type(), "' has no output ", name, "[", i, "]");
+    NABLA_ENFORCE(v, kNotFound, "op '", K(c).Op().Type(), "' has no ", output ? "output " : "input ", name, "[", i,
+                  "]");
     return reinterpret_cast<nabla_var*>(v);
   });
 }
