@@ -1583,10 +1583,19 @@ inline int32_t CheckerTrampoline(const nabla_api*, void* user, const nabla_attr_
   return Guard([&] { (*static_cast<const CheckerFn*>(user))(FromC(*v)); });
 }
 
-// Callbacks live as long as the process: plugins are never unloaded.
+// Callbacks live as long as the process: plugins are never unloaded. Each
+// is also listed where a global reaches it, so leak checkers see it held,
+// not lost (LeakSanitizer would otherwise report, and symbolize, every
+// callback of every C ABI plugin a process loads, at each exit).
+inline std::vector<void*>& HeldCallbacks() {
+  static auto* held = new std::vector<void*>();
+  return *held;
+}
 template <typename F>
 void* Keep(F f) {
-  return new F(std::move(f));
+  F* kept = new F(std::move(f));
+  HeldCallbacks().push_back(kept);
+  return kept;
 }
 
 }  // namespace sdk_detail
