@@ -19,6 +19,7 @@
 #include "dtype_not_known.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
+#include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #include "nabla/scope.h"
@@ -50,6 +51,14 @@ struct ThreadError {
   bool set = false;
 };
 
+struct CPassContext {
+  ProgramDesc& program;
+  std::vector<std::string> keep;
+  Tensor evaluated;        // pass_evaluate_on_host's last value
+  bool vars_only = false;  // var-type inference (version 5): ops and the var list stay as they are
+  bool read_only = false;  // a kernel's or grad maker's view (version 6): nothing changes
+};
+
 // What the table hands out for the length of a callback: strings and the
 // lists of attribute values. Emptied when a plugin callback begins (not
 // when a nested one does), so everything handed to the callback lives until
@@ -58,6 +67,7 @@ struct Scratch {
   std::deque<std::string> strings;
   std::deque<std::vector<const char*>> string_lists;
   std::deque<std::vector<int32_t>> bool_lists;
+  std::deque<CPassContext> programs;  // kernel_program's views (version 6)
   int depth = 0;
 };
 
@@ -127,8 +137,12 @@ Attribute FromC(const nabla_attr_value& v) {
       for (size_t i = 0; p && i < v.count; ++i) out.push_back(p[i] != 0);
       return out;
     }
+    case NABLA_C_ATTR_BLOCK:
+      NABLA_ENFORCE(v.i >= 0 && v.i <= INT32_MAX, kInvalidArgument,
+                    "a block attribute's index must be >= 0, but received ", v.i);
+      return BlockRef{static_cast<int>(v.i)};
     default:
-      NABLA_THROW(kInvalidArgument, "expected an attribute type between 0 (int) and 7 (bools) but received ", v.type);
+      NABLA_THROW(kInvalidArgument, "expected an attribute type between 0 (int) and 8 (block) but received ", v.type);
   }
 }
 
@@ -168,7 +182,8 @@ void ToC(const Attribute& a, nabla_attr_value* out) {
           out->list = lists.back().data();
           out->count = x.size();
         } else {
-          NABLA_THROW(kUnimplemented, "block attributes are not part of the C ABI");
+          // Plugins built before version 6 skip what op_get_attr refuses.
+          NABLA_THROW(kUnimplemented, "a block attribute is read with op_get_block_attr (C ABI version 6)");
         }
       },
       a);
@@ -185,7 +200,9 @@ class CGradContext : public GradOpDescMakerBase {
   }
   bool NoGradInput(const std::string& slot) const { return IsNoGradInput(slot); }
   const OpDesc& Forward() const { return ForwardOp(); }
+  BlockDesc* Block(size_t i) const { return GradBlock(i); }
   std::vector<std::unique_ptr<OpDesc>> ops;
+  std::unique_ptr<CPassContext> program;  // grad_program's view (version 6)
 };
 CGradContext& G(nabla_grad_context* c) { return *reinterpret_cast<CGradContext*>(c); }
 
@@ -225,9 +242,9 @@ int32_t ApiOpOutput(nabla_op_builder* b, const char* name, const char* doc, uint
 int32_t ApiOpAttr(nabla_op_builder* b, const char* name, int32_t type, const nabla_attr_value* def, const char* doc,
                   nabla_attr_check_fn checker, void* user) {
   return GuardStatus([&] {
-    NABLA_ENFORCE(type >= NABLA_C_ATTR_INT && type <= NABLA_C_ATTR_BOOLS, kInvalidArgument, "attribute '", Str(name),
+    NABLA_ENFORCE(type >= NABLA_C_ATTR_INT && type <= NABLA_C_ATTR_BLOCK, kInvalidArgument, "attribute '", Str(name),
                   "' of op '", B(b).Info().schema.type,
-                  "': expected a type between 0 (int) and 7 (bools) but received ", type);
+                  "': expected a type between 0 (int) and 8 (block) but received ", type);
     std::optional<Attribute> value;
     if (def) {
       NABLA_ENFORCE(def->type == type, kInvalidArgument, "attribute '", Str(name), "' of op '", B(b).Info().schema.type,
@@ -249,6 +266,7 @@ int32_t ApiOpAttr(nabla_op_builder* b, const char* name, int32_t type, const nab
       };
     }
     // As OpBuilder::Attr stores it: the commit checks duplicates and defaults alike for both paths.
+    if (attr.type == AttrType::kBlock) B(b).Info().traits.has_sub_block = true;
     B(b).Info().schema.attrs.push_back(std::move(attr));
   });
 }
@@ -420,12 +438,6 @@ int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dim
 
 // One run of a program pass: the program it edits and the vars it keeps
 // (sorted, so a plugin sees them in one order).
-struct CPassContext {
-  ProgramDesc& program;
-  std::vector<std::string> keep;
-  Tensor evaluated;        // pass_evaluate_on_host's last value
-  bool vars_only = false;  // var-type inference (version 5): ops and the var list stay as they are
-};
 CPassContext& PC(nabla_pass_context* c, const char* what) {
   NABLA_ENFORCE(c, kInvalidArgument, what, ": received NULL for the pass context");
   return *reinterpret_cast<CPassContext*>(c);
@@ -439,7 +451,13 @@ BlockDesc& PassBlock(nabla_pass_context* c, size_t block, const char* what) {
 
 // The functions that edit ops or remove vars refuse a var-type inference's
 // context: the core walks the block's ops by index while it runs.
+void CheckWritable(nabla_pass_context* c, const char* what) {
+  NABLA_ENFORCE(!PC(c, what).read_only, kPreconditionNotMet, what,
+                ": the program a kernel or grad maker reads (kernel_program, grad_program) is read only");
+}
+
 void CheckEditable(nabla_pass_context* c, const char* what) {
+  CheckWritable(c, what);
   NABLA_ENFORCE(!PC(c, what).vars_only, kPreconditionNotMet, what,
                 ": var-type inference may read and set vars only, not edit ops or remove vars");
 }
@@ -645,6 +663,7 @@ int32_t ApiPassVarGet(nabla_pass_context* c, size_t block, const char* name, nab
 
 int32_t ApiPassVarSet(nabla_pass_context* c, size_t block, const char* name, const nabla_var_info* info) {
   return GuardStatus([&] {
+    CheckWritable(c, "pass_var_set");
     BlockDesc& b = PassBlock(c, block, "pass_var_set");
     const std::string n = PassName(name, "pass_var_set", "var");
     CheckVarInfo(info, "pass_var_set");
@@ -682,6 +701,7 @@ int32_t ApiPassRemoveVar(nabla_pass_context* c, size_t block, const char* name) 
 const nabla_tensor* ApiPassEvaluateOnHost(nabla_pass_context* c, size_t block, const size_t* ops, size_t n,
                                           const char* var) {
   return Guard<const nabla_tensor*>(nullptr, [&] {
+    CheckWritable(c, "pass_evaluate_on_host");
     CPassContext& ctx = PC(c, "pass_evaluate_on_host");
     const BlockDesc& b = PassBlock(c, block, "pass_evaluate_on_host");
     const std::string v = PassName(var, "pass_evaluate_on_host", "var");
@@ -737,7 +757,7 @@ int32_t ApiOpGradMakerNone(nabla_op_builder* b) {
 int32_t ApiOpTraits(nabla_op_builder* b, uint32_t traits, int32_t precision) {
   return GuardStatus([&] {
     constexpr uint32_t kKnown = NABLA_C_TRAIT_RANDOM | NABLA_C_TRAIT_UPDATES_IN_PLACE | NABLA_C_TRAIT_ARRAY_IO |
-                                NABLA_C_TRAIT_COLLECTIVE | NABLA_C_TRAIT_DTYPE_CAST;
+                                NABLA_C_TRAIT_COLLECTIVE | NABLA_C_TRAIT_DTYPE_CAST | NABLA_C_TRAIT_CONTROL_FLOW;
     NABLA_ENFORCE((traits & ~kKnown) == 0, kInvalidArgument, "op '", B(b).Info().schema.type,
                   "': expected trait bits of nabla_c_traits but received ", traits);
     NABLA_ENFORCE(precision >= NABLA_C_PRECISION_FOLLOW_INPUTS && precision <= NABLA_C_PRECISION_FLOAT32,
@@ -749,6 +769,7 @@ int32_t ApiOpTraits(nabla_op_builder* b, uint32_t traits, int32_t precision) {
     if (traits & NABLA_C_TRAIT_ARRAY_IO) builder.ArrayIO();
     if (traits & NABLA_C_TRAIT_COLLECTIVE) builder.Collective();
     if (traits & NABLA_C_TRAIT_DTYPE_CAST) builder.DTypeCast();
+    if (traits & NABLA_C_TRAIT_CONTROL_FLOW) builder.ControlFlow();
     builder.Precision(static_cast<OpPrecision>(precision));
   });
 }
@@ -1480,6 +1501,7 @@ int32_t ApiPassVarType(nabla_pass_context* c, size_t block, const char* name) {
 
 int32_t ApiPassVarSetType(nabla_pass_context* c, size_t block, const char* name, int32_t type) {
   return GuardStatus([&] {
+    CheckWritable(c, "pass_var_set_type");
     BlockDesc& b = PassBlock(c, block, "pass_var_set_type");
     const std::string n = PassName(name, "pass_var_set_type", "var");
     const VarType t = CheckVarType(type, "pass_var_set_type");
@@ -1513,6 +1535,176 @@ int32_t ApiKernelInputValues(nabla_kernel_context* c, const char* slot, size_t i
   return GuardStatus([&] {
     const std::string s = Str(slot);
     CopyValues(K(c).InputHostTensor(s, i), StrCat("input ", s, "[", i, "]"), dtype, dst, count);
+  });
+}
+
+// --------------------------------------------------------------- version 6: control flow
+
+Scope& Sc(nabla_scope* s, const char* what) {
+  NABLA_ENFORCE(s, kInvalidArgument, what, ": received NULL for the scope");
+  return *reinterpret_cast<Scope*>(s);
+}
+nabla_scope* CSc(Scope& s) { return reinterpret_cast<nabla_scope*>(&s); }
+
+nabla_scope* ApiKernelScope(nabla_kernel_context* c) {
+  return Guard<nabla_scope*>(nullptr, [&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "kernel_scope: received NULL for the kernel context");
+    return CSc(K(c).GetScope());
+  });
+}
+
+nabla_scope* ApiScopeNewChild(nabla_scope* s) {
+  return Guard<nabla_scope*>(nullptr, [&] { return CSc(Sc(s, "scope_new_child").NewScope()); });
+}
+
+int32_t ApiScopeDeleteChild(nabla_scope* s, nabla_scope* child) {
+  return GuardStatus([&] {
+    // DeleteScope compares pointers only: anything that is not a child is left alone.
+    Sc(s, "scope_delete_child").DeleteScope(reinterpret_cast<Scope*>(child));
+  });
+}
+
+nabla_var* ApiScopeFindVar(nabla_scope* s, const char* name, int32_t local) {
+  return Guard<nabla_var*>(nullptr, [&] {
+    const Scope& scope = Sc(s, "scope_find_var");
+    const std::string n = PassName(name, "scope_find_var", "var");
+    return reinterpret_cast<nabla_var*>(local ? scope.FindLocalVar(n) : scope.FindVar(n));
+  });
+}
+
+nabla_var* ApiScopeVar(nabla_scope* s, const char* name) {
+  return Guard<nabla_var*>(nullptr, [&] {
+    Scope& scope = Sc(s, "scope_var");
+    return reinterpret_cast<nabla_var*>(scope.Var(PassName(name, "scope_var", "var")));
+  });
+}
+
+int32_t ApiKernelRunBlock(nabla_kernel_context* c, int32_t block, nabla_scope* s) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "kernel_run_block: received NULL for the kernel context");
+    const ExecutionContext& ctx = K(c);
+    Scope& scope = Sc(s, "kernel_run_block");
+    const OpInfo* info = CurrentRegistry()->Find(ctx.Op().Type());
+    NABLA_ENFORCE(info && info->traits.control_flow, kPreconditionNotMet, "op '", ctx.Op().Type(),
+                  "' runs a block, but it was not registered with the control-flow trait "
+                  "(NABLA_C_TRAIT_CONTROL_FLOW), which tells the executors it does");
+    const RunContext* run = ctx.Run();
+    NABLA_ENFORCE(run && run->program && run->executor, kPreconditionNotMet, "op '", ctx.Op().Type(),
+                  "' runs a sub-block but was not started by an executor");
+    NABLA_ENFORCE(block > 0 && static_cast<size_t>(block) < run->program->Size(), kOutOfRange, "op '", ctx.Op().Type(),
+                  "': kernel_run_block: block ", block, " is not a sub-block of the program (1..",
+                  run->program->Size() - 1, ")");
+    ctx.RunBlock(block, scope);
+  });
+}
+
+nabla_pass_context* ApiKernelProgram(nabla_kernel_context* c) {
+  return Guard<nabla_pass_context*>(nullptr, [&]() -> nabla_pass_context* {
+    NABLA_ENFORCE(c, kInvalidArgument, "kernel_program: received NULL for the kernel context");
+    const RunContext* run = K(c).Run();
+    if (run == nullptr || run->program == nullptr) return nullptr;
+    auto& programs = ThreadScratch().programs;
+    programs.push_back(CPassContext{const_cast<ProgramDesc&>(*run->program), {}, Tensor(), false, true});
+    return reinterpret_cast<nabla_pass_context*>(&programs.back());
+  });
+}
+
+int32_t ApiKernelRunOption(nabla_kernel_context* c, const char* name, int64_t* value) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "kernel_run_option: received NULL for the kernel context");
+    NABLA_ENFORCE(value, kInvalidArgument, "kernel_run_option: received NULL for the result");
+    const std::string n = PassName(name, "kernel_run_option", "option");
+    const RunContext* run = K(c).Run();
+    const ExecutorOptions defaults;
+    const ExecutorOptions& o = run != nullptr && run->options != nullptr ? *run->options : defaults;
+    if (n == "max_loop_iterations") {
+      *value = o.max_loop_iterations;
+    } else if (n == "threads") {
+      *value = o.threads;
+    } else if (n == "seed") {
+      *value = static_cast<int64_t>(o.seed);
+    } else {
+      NABLA_THROW(kNotFound, "kernel_run_option: no run option '", n,
+                  "' (this core has max_loop_iterations, threads, seed)");
+    }
+  });
+}
+
+int64_t ApiVarStepScopeCount(const nabla_var* v) {
+  return Guard<int64_t>(-1, [&] { return static_cast<int64_t>(V(v, "var_step_scope_count").GetStepScopes().size()); });
+}
+
+nabla_scope* ApiVarStepScope(nabla_var* v, size_t i) {
+  return Guard<nabla_scope*>(nullptr, [&] {
+    std::vector<Scope*>& scopes = V(v, "var_step_scope").GetStepScopes();
+    NABLA_ENFORCE(i < scopes.size(), kOutOfRange, "var_step_scope: scope ", i, " of a var that keeps ", scopes.size());
+    return reinterpret_cast<nabla_scope*>(scopes[i]);
+  });
+}
+
+int32_t ApiVarStepScopePush(nabla_var* v, nabla_scope* s) {
+  return GuardStatus([&] {
+    std::vector<Scope*>& scopes = V(v, "var_step_scope_push").GetStepScopes();
+    scopes.push_back(&Sc(s, "var_step_scope_push"));
+  });
+}
+
+int32_t ApiVarStepScopesTruncate(nabla_var* v, size_t n) {
+  return GuardStatus([&] {
+    std::vector<Scope*>& scopes = V(v, "var_step_scopes_truncate").GetStepScopes();
+    if (n < scopes.size()) scopes.resize(n);
+  });
+}
+
+nabla_var* ApiVarNew() {
+  return Guard<nabla_var*>(nullptr, [] { return reinterpret_cast<nabla_var*>(new Variable()); });
+}
+
+void ApiVarFree(nabla_var* v) { delete reinterpret_cast<Variable*>(v); }
+
+int32_t ApiOpGetBlockAttr(const nabla_op* op, const char* name, int32_t* block) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(op, kInvalidArgument, "op_get_block_attr: received NULL for the op");
+    NABLA_ENFORCE(block, kInvalidArgument, "op_get_block_attr: received NULL for the result");
+    const std::string n = PassName(name, "op_get_block_attr", "attribute");
+    const BlockRef* ref = std::get_if<BlockRef>(&Op(op).GetAttr(n));
+    NABLA_ENFORCE(ref, kInvalidArgument, "op '", Op(op).Type(), "': attribute '", n, "' is not a block");
+    *block = ref->idx;
+  });
+}
+
+int32_t ApiOpPos(const nabla_op* op, int32_t* line, int32_t* col) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(op, kInvalidArgument, "op_pos: received NULL for the op");
+    NABLA_ENFORCE(line && col, kInvalidArgument, "op_pos: received NULL for the result");
+    *line = Op(op).Pos().line;
+    *col = Op(op).Pos().col;
+  });
+}
+
+const char* ApiPassWhere(nabla_pass_context* c, int32_t line, int32_t col) {
+  return Guard<const char*>(nullptr, [&] { return Keep(PC(c, "pass_where").program.Where(SourcePos{line, col})); });
+}
+
+nabla_pass_context* ApiGradProgram(nabla_grad_context* c) {
+  return Guard<nabla_pass_context*>(nullptr, [&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "grad_program: received NULL for the grad context");
+    CGradContext& g = G(c);
+    if (!g.program) {
+      // The grad blocks are the program's own; an op without one has no view.
+      BlockDesc* block = g.Block(0);
+      NABLA_ENFORCE(block->Program(), kPreconditionNotMet, "op '", g.Forward().Type(),
+                    "': grad_program: its grad block belongs to no program");
+      g.program = std::make_unique<CPassContext>(CPassContext{*block->Program(), {}, Tensor(), false, true});
+    }
+    return reinterpret_cast<nabla_pass_context*>(g.program.get());
+  });
+}
+
+int64_t ApiGradBlock(nabla_grad_context* c, size_t i) {
+  return Guard<int64_t>(-1, [&] {
+    NABLA_ENFORCE(c, kInvalidArgument, "grad_block: received NULL for the grad context");
+    return static_cast<int64_t>(G(c).Block(i)->Idx());
   });
 }
 
@@ -1646,6 +1838,25 @@ nabla_api MakeTable() {
   api.pass_var_set_type = ApiPassVarSetType;
   api.infer_input_var_type = ApiInferInputVarType;
   api.cpu_gemm_bias_act = ApiCpuGemmBiasAct;
+  api.kernel_scope = ApiKernelScope;
+  api.scope_new_child = ApiScopeNewChild;
+  api.scope_delete_child = ApiScopeDeleteChild;
+  api.scope_find_var = ApiScopeFindVar;
+  api.scope_var = ApiScopeVar;
+  api.kernel_run_block = ApiKernelRunBlock;
+  api.kernel_program = ApiKernelProgram;
+  api.kernel_run_option = ApiKernelRunOption;
+  api.var_step_scope_count = ApiVarStepScopeCount;
+  api.var_step_scope = ApiVarStepScope;
+  api.var_step_scope_push = ApiVarStepScopePush;
+  api.var_step_scopes_truncate = ApiVarStepScopesTruncate;
+  api.var_new = ApiVarNew;
+  api.var_free = ApiVarFree;
+  api.op_get_block_attr = ApiOpGetBlockAttr;
+  api.op_pos = ApiOpPos;
+  api.pass_where = ApiPassWhere;
+  api.grad_program = ApiGradProgram;
+  api.grad_block = ApiGradBlock;
   return api;
 }
 
@@ -1667,11 +1878,29 @@ CallbackScope::CallbackScope() {
     if (!s.strings.empty()) s.strings.clear();
     if (!s.string_lists.empty()) s.string_lists.clear();
     if (!s.bool_lists.empty()) s.bool_lists.clear();
+    if (!s.programs.empty()) s.programs.clear();
+  } else {
+    // A callback inside another (the kernels of a block a control-flow
+    // kernel runs, once per loop step): what it is handed dies with it, so
+    // a long loop does not pile up scratch until the outer one returns.
+    nested_ = true;
+    marks_[0] = s.strings.size();
+    marks_[1] = s.string_lists.size();
+    marks_[2] = s.bool_lists.size();
+    marks_[3] = s.programs.size();
   }
   state.error.set = false;
 }
 
-CallbackScope::~CallbackScope() { --ThreadScratch().depth; }
+CallbackScope::~CallbackScope() {
+  Scratch& s = ThreadScratch();
+  --s.depth;
+  if (!nested_) return;
+  if (s.strings.size() > marks_[0]) s.strings.resize(marks_[0]);
+  if (s.string_lists.size() > marks_[1]) s.string_lists.resize(marks_[1]);
+  if (s.bool_lists.size() > marks_[2]) s.bool_lists.resize(marks_[2]);
+  while (s.programs.size() > marks_[3]) s.programs.pop_back();
+}
 
 void RaisePluginError(const char* what) {
   ThreadError& e = LastError();

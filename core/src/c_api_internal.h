@@ -59,6 +59,10 @@ class CallbackScope {
   ~CallbackScope();
   CallbackScope(const CallbackScope&) = delete;
   CallbackScope& operator=(const CallbackScope&) = delete;
+
+ private:
+  bool nested_ = false;
+  size_t marks_[4] = {};  // the scratch's sizes when a nested callback began
 };
 
 // After a callback returned NABLA_C_ERROR: the error it left, as an Error.

@@ -19,7 +19,9 @@ namespace {
 void ShareVar(const Variable& src, Variable* dst) {
   dst->SetType(src.Type());
   if (src.Type() == VarType::kTensorArray) {
-    dst->GetArray() = src.GetArray();
+    const size_t n = ArraySize(src);
+    ResizeArray(dst, n);
+    for (size_t i = 0; i < n; ++i) AssignTensor(&ArrayEntry(*dst, i), ArrayEntry(src, i));
   } else {
     dst->GetTensor().ShareDataWith(src.GetTensor());
   }
@@ -129,11 +131,13 @@ Scope& RunForwardStep(const ExecutionContext& ctx, int block_idx, Scope& parent,
   Device& device = ctx.GetDevice();
   // Values before the step, as deep copies: the step's kernels may reuse the
   // outer buffers in place.
-  std::vector<Tensor> saved(keep_inputs ? carried.size() : 0);
+  std::vector<std::shared_ptr<Variable>> saved(keep_inputs ? carried.size() : 0);
   for (size_t k = 0; k < saved.size(); ++k) {
     const Variable* v = parent.FindVar(carried[k]);
-    if (v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized())
-      saved[k].CopyFrom(v->GetTensor(), device);
+    if (v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized()) {
+      saved[k] = NewVariable();
+      saved[k]->GetTensor().CopyFrom(v->GetTensor(), device);
+    }
   }
   Scope& step = parent.NewScope();
   for (const auto& var : block.AllVars()) {
@@ -147,7 +151,7 @@ Scope& RunForwardStep(const ExecutionContext& ctx, int block_idx, Scope& parent,
     throw;
   }
   for (size_t k = 0; k < saved.size(); ++k)
-    if (saved[k].IsInitialized()) step.Var(carried[k])->GetTensor() = saved[k];
+    if (saved[k]) AssignTensor(&step.Var(carried[k])->GetTensor(), saved[k]->GetTensor());
   return step;
 }
 
@@ -235,7 +239,7 @@ std::vector<OutputGradSource> OutputGradSources(const ExecutionContext& ctx, con
       src.src = carried->outer;
     } else if (i < overwritten.size() && overwritten[i] != kEmptyVarName) {
       src.overwritten = ctx.OutputVar(grad_slot, i);
-      src.running = std::make_shared<Variable>();
+      src.running = NewVariable();
       if (v != nullptr && HasValue(*v)) CopyVar(*v, src.running.get(), ctx.GetDevice());
       src.src = src.running.get();
     }

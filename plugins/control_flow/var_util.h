@@ -5,6 +5,7 @@
 // SDK alike: the few accessors below read the core's Variable directly in
 // the one and go through the SDK's handles (C ABI version 5) in the other.
 // Nothing here is part of nabla's API.
+#include <memory>
 #include <string>
 
 #include "nabla/device.h"
@@ -33,6 +34,8 @@ inline Tensor& ArrayEntry(Variable& v, size_t i) { return v.GetArray()[i]; }
 inline void ResizeArray(Variable* v, size_t n) { v->GetArray().resize(n); }
 inline void ResetTensor(Tensor* t) { *t = Tensor(); }
 inline void AssignTensor(Tensor* t, const Tensor& src) { *t = src; }
+// A var of no scope (the SDK's NewVariable over the C ABI, version 6).
+inline std::shared_ptr<Variable> NewVariable() { return std::make_shared<Variable>(); }
 #endif
 
 // Makes `v` an empty tensor array, unless it is one already.

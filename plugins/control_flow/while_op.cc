@@ -60,7 +60,8 @@ void WhileGradKernel(const ExecutionContext& ctx) {
   GradBlockPlan plan = PlanGradBlock(*run->program, op.Attr<BlockRef>("sub_block").idx);
   Scope& scope = ctx.GetScope();
   Device& device = ctx.GetDevice();
-  std::vector<Scope*>& steps = ctx.InputVar("StepScopes")->GetStepScopes();
+  // A std::vector<Scope*>& in the standard build, a view over the C ABI.
+  auto&& steps = ctx.InputVar("StepScopes")->GetStepScopes();
   std::vector<InputGradSlot> slots = InputGradSlots(ctx, plan, "X", StrCat("X", kGradSuffix), "Out");
   std::vector<OutputGradSource> og = OutputGradSources(ctx, slots, "Out");
   // Gradients of vars the loop only reads accumulate over the steps from

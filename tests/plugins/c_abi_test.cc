@@ -20,10 +20,12 @@
 #include "nabla/c_api.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/cpu/vmath.h"
+#include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
+#include "nabla/scope.h"
 #include "toy_gemm_epilogue.h"
 #include "toy_rows.h"
 
@@ -189,6 +191,29 @@ static_assert(sizeof(nabla_api) >= Slot(130));
 static_assert(NABLA_C_GEMM_ACT_IDENTITY == 0 && NABLA_C_GEMM_ACT_RELU == 1 && NABLA_C_GEMM_ACT_TANH == 2 &&
               NABLA_C_GEMM_ACT_SIGMOID == 3);
 static_assert(NABLA_C_GEMM_LIB_POLICY == -1 && NABLA_C_GEMM_LIB_OPENBLAS == 0 && NABLA_C_GEMM_LIB_ONEDNN == 1);
+// Version 6: control flow (scopes, running blocks, block attributes).
+static_assert(NABLA_C_API_VERSION >= 6);
+static_assert(offsetof(nabla_api, kernel_scope) == Slot(130));
+static_assert(offsetof(nabla_api, scope_new_child) == Slot(131));
+static_assert(offsetof(nabla_api, scope_delete_child) == Slot(132));
+static_assert(offsetof(nabla_api, scope_find_var) == Slot(133));
+static_assert(offsetof(nabla_api, scope_var) == Slot(134));
+static_assert(offsetof(nabla_api, kernel_run_block) == Slot(135));
+static_assert(offsetof(nabla_api, kernel_program) == Slot(136));
+static_assert(offsetof(nabla_api, kernel_run_option) == Slot(137));
+static_assert(offsetof(nabla_api, var_step_scope_count) == Slot(138));
+static_assert(offsetof(nabla_api, var_step_scope) == Slot(139));
+static_assert(offsetof(nabla_api, var_step_scope_push) == Slot(140));
+static_assert(offsetof(nabla_api, var_step_scopes_truncate) == Slot(141));
+static_assert(offsetof(nabla_api, var_new) == Slot(142));
+static_assert(offsetof(nabla_api, var_free) == Slot(143));
+static_assert(offsetof(nabla_api, op_get_block_attr) == Slot(144));
+static_assert(offsetof(nabla_api, op_pos) == Slot(145));
+static_assert(offsetof(nabla_api, pass_where) == Slot(146));
+static_assert(offsetof(nabla_api, grad_program) == Slot(147));
+static_assert(offsetof(nabla_api, grad_block) == Slot(148));
+static_assert(sizeof(nabla_api) >= Slot(149));
+static_assert(NABLA_C_ATTR_BLOCK == 8);
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -858,6 +883,40 @@ blocks:
   const op_case::Result r =
       op_case::RunOps({*p.Root()->Op(0)}, {{"x", DType::kFloat32, {2, 3}, {1, -2, 3, -4, 5, -6}}}, HostDevice());
   EXPECT_EQ(r.values.at("y"), (op_case::Doubles{1, -2, 3, -4, 5, -6}));
+}
+
+// Version 6: a C plugin's kernel and grad maker get errors, never a crash,
+// for bad arguments to the control-flow functions (scopes, kept scopes, vars
+// of no scope, block attributes, the run's read-only program and options);
+// the probe checks each and fails the op when one does not fail, and still
+// computes Out = X through a var of no scope.
+TEST(CApi, ControlFlowFunctionsRefuseBadArguments) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  PluginManager::Instance().Load(TOY_C_SCOPES);
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+    ops:
+      - {type: toy_c_scope_probe, inputs: {X: [x]}, outputs: {Out: [y]}}
+      - {type: mean, inputs: {X: [y]}, outputs: {Out: [loss]}}
+)",
+                               "probe.yaml");
+  ProgramDesc with_backward = p;
+  AppendBackward(with_backward, "loss", {}, {});  // the probe's grad maker checks grad_block and grad_program
+  for (const char* name : {"sequential", "taskgraph"}) {
+    auto executor = CreateExecutor(name, HostDevice());
+    Scope scope;
+    op_case::Write(scope, {"x", DType::kFloat32, {2, 3}, {1, -2, 3, -4, 5, -6}}, HostDevice());
+    executor->Run(p, 0, scope);
+    EXPECT_EQ(op_case::Read(scope.FindVar("y")->GetTensor()), (op_case::Doubles{1, -2, 3, -4, 5, -6})) << name;
+    Variable* kept = scope.FindVar("toy_c_scope_probe_kept");
+    ASSERT_NE(kept, nullptr) << name;
+    EXPECT_EQ(kept->GetStepScopes().size(), 0u) << name;
+  }
 }
 
 // The CLI's contract for each refused plugin: exit 2, one line naming the

@@ -32,11 +32,13 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/device.h"
 #include "nabla/device_registry.h"
+#include "nabla/executor.h"
 #include "nabla/fusion.h"
 #include "nabla/gradcheck.h"
 #include "nabla/op_registry.h"
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
+#include "nabla/scope.h"
 #if STD_SDK_OPENCL_FILES
 #include "nabla/opencl/opencl.h"
 #endif
@@ -579,6 +581,8 @@ Records Compute(const std::vector<std::string>& types) {
     }
     // Ops without gradient checks: the forward cases of ExtraCases, else
     // the attribute- and input-built cases of RunUnchecked.
+    // Ops that run blocks: in programs of their own (ControlFlowRuns).
+    if (info.traits.control_flow) continue;
     if (info.schema.FindAttr("in_dtype") && info.schema.FindAttr("out_dtype")) {
       RunConversionCases(type, &records);
       continue;
@@ -732,17 +736,17 @@ TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
                         true);
 }
 
-// The control_flow op files over the C ABI (std_sdk_cf) against the
-// standard control_flow plugin: the comparisons and logical ops at the
-// input cases of InputCasesOf, increment at its gradient check.
+// The control_flow plugin, which ships on the C ABI, against the same files
+// built on the C++ ABI (std_cxx_cf): the comparisons and logical ops at the
+// input cases of InputCasesOf, increment at its gradient check, the array
+// ops' chain; while and conditional_block in ControlFlowRunsAsTheStandardBuild.
 TEST(StdSdk, ControlFlowSameBitsAsTheStandardBuild) {
   const std::string cf = STD_SDK_CF;
   const std::string undefined = Command(std::string(NM_PATH) + " -D --undefined-only " + cf);
   ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << undefined;
   std::istringstream lines(undefined);
   for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.find("nabla"), std::string::npos) << line;
-  const Records sdk = SameOpsSameBits(cf, "std_sdk_cf", STD_SDK_CF_OP_COUNT,
-                                      {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libcontrol_flow.so"}, false);
+  const Records sdk = SameOpsSameBits(cf, "control_flow", STD_SDK_CF_OP_COUNT, {STD_CXX_CF}, false);
   // The cases ran, not only were refused alike: X = 0 1 2 0 ... against
   // Y = 3 2 1 0 ... and broadcasts.
   auto value = [&](const std::string& key) { return sdk.count(key) ? sdk.at(key) : "missing " + key; };
@@ -863,6 +867,233 @@ TEST(StdSdk, RewritesAsTheStandardBuild) {
   }
   EXPECT_EQ(standard.at("rewrites constant_mask ops").find("tril_triu"), std::string::npos)
       << standard.at("rewrites constant_mask ops");
+}
+
+// Control flow over the C ABI (version 6): while and conditional_block run
+// their blocks in child scopes, keep them for the gradient and build their
+// grad ops from the grad blocks. Programs with a loop-carried var, a nested
+// loop and a branch taken and not, at float64 and float32, through both
+// executors: the values, the gradients, the programs the backward builder
+// leaves, and the errors (the iteration cap, a loop input left out).
+constexpr const char* kLoop = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: DTYPE}
+      w: {shape: [2, 3], dtype: DTYPE}
+      i: {shape: [1], dtype: int64}
+      n: {shape: [1], dtype: int64}
+      kn: {shape: [1], dtype: int64}
+      scopes: {type: step_scopes}
+    ops:
+      - {type: less_than, inputs: {X: [i], Y: [n]}, outputs: {Out: [c]}}
+      - type: while
+        inputs: {X: [x, w, i, n, kn], Condition: [c]}
+        outputs: {Out: [x, i, c], StepScopes: [scopes]}
+        attrs: {sub_block: 1}
+      - {type: mean, inputs: {X: [x]}, outputs: {Out: [loss]}}
+  - idx: 1
+    parent: 0
+    vars:
+      k: {shape: [1], dtype: int64}
+      inner: {type: step_scopes}
+    ops:
+      - {type: elementwise_mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+      - {type: tanh, inputs: {X: [xw]}, outputs: {Out: [x]}}
+      - {type: fill_constant, outputs: {Out: [k]}, attrs: {shape: [1], dtype: int64, value: 0.0}}
+      - {type: less_than, inputs: {X: [k], Y: [kn]}, outputs: {Out: [kc]}}
+      - type: while
+        inputs: {X: [x, w, k, kn], Condition: [kc]}
+        outputs: {Out: [x, k, kc], StepScopes: [inner]}
+        attrs: {sub_block: 2}
+      - {type: increment, inputs: {X: [i]}, outputs: {Out: [i]}}
+      - {type: less_than, inputs: {X: [i], Y: [n]}, outputs: {Out: [c]}}
+  - idx: 2
+    parent: 1
+    ops:
+      - {type: elementwise_add, inputs: {X: [x], Y: [w]}, outputs: {Out: [xa]}}
+      - {type: scale, inputs: {X: [xa]}, outputs: {Out: [x]}, attrs: {scale: 0.5}}
+      - {type: increment, inputs: {X: [k]}, outputs: {Out: [k]}}
+      - {type: less_than, inputs: {X: [k], Y: [kn]}, outputs: {Out: [kc]}}
+)";
+
+constexpr const char* kBranch = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: DTYPE}
+      w: {shape: [2, 3], dtype: DTYPE}
+      flag: {shape: [1], dtype: bool}
+      branch: {type: step_scopes}
+    ops:
+      - {type: assign, inputs: {X: [x]}, outputs: {Out: [y]}}
+      - type: conditional_block
+        inputs: {Cond: [flag], Input: [x, w]}
+        outputs: {Out: [y], Scope: [branch]}
+        attrs: {sub_block: 1, is_scalar_condition: true}
+      - {type: elementwise_mul, inputs: {X: [y], Y: [x]}, outputs: {Out: [z]}}
+      - {type: mean, inputs: {X: [z]}, outputs: {Out: [loss]}}
+  - idx: 1
+    parent: 0
+    ops:
+      - {type: elementwise_mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [t]}}
+      - {type: sigmoid, inputs: {X: [t]}, outputs: {Out: [y]}}
+)";
+
+std::string WithDType(std::string text, DType dtype) {
+  for (size_t at; (at = text.find("DTYPE")) != std::string::npos;) text.replace(at, 5, DTypeName(dtype));
+  return text;
+}
+
+// Runs `program` with `feeds` and records `fetches` under `key`; an error
+// is recorded as its message.
+void RecordProgram(const ProgramDesc& program, const std::vector<op_case::Input>& feeds,
+                   const std::vector<std::string>& fetches, const std::string& executor, const ExecutorOptions& options,
+                   const std::string& key, Records* records) {
+  try {
+    auto exec = CreateExecutor(executor, HostDevice(), options);
+    Scope scope;
+    for (const op_case::Input& in : feeds) op_case::Write(scope, in, HostDevice());
+    exec->Run(program, 0, scope);
+    for (const std::string& name : fetches) {
+      const Variable* v = scope.FindVar(name);
+      if (v == nullptr || !v->GetTensor().IsInitialized()) {
+        (*records)[key + " " + name] = "no value";
+        continue;
+      }
+      const op_case::Doubles values = op_case::Read(v->GetTensor());
+      std::ostringstream first;
+      first.precision(17);
+      for (size_t i = 0; i < values.size() && i < 4; ++i) first << values[i] << ' ';
+      (*records)[key + " " + name] =
+          StrCat(ShapeToString(v->GetTensor().GetShape()), " ", Digest(values), " ", first.str());
+    }
+    // The forward while kept one scope per iteration for its grad op, which
+    // freed them as it used them.
+    if (const Variable* v = scope.FindVar("scopes"))
+      (*records)[key + " scopes kept"] = std::to_string(const_cast<Variable*>(v)->GetStepScopes().size());
+  } catch (const std::exception& e) {
+    (*records)[key + " refused"] = OneLine(e.what());
+  }
+}
+
+// The program YAML less the header naming the plugins the ops came from.
+std::string ProgramText(const ProgramDesc& program) {
+  std::string yaml = ProgramToYaml(program);
+  const size_t from = yaml.find("plugins:"), to = yaml.find("blocks:");
+  if (from != std::string::npos && to != std::string::npos && from < to) yaml.erase(from, to - from);
+  return OneLine(yaml);
+}
+
+Records ControlFlowRuns() {
+  Records records;
+  auto values = [](size_t n, double a, double b) {
+    op_case::Doubles v;
+    for (size_t i = 0; i < n; ++i) v.push_back(a + b * static_cast<double>(i % 5));
+    return v;
+  };
+  auto index = [](const std::string& name, double v) { return op_case::Input{name, DType::kInt64, {1}, {v}}; };
+  for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+    const std::string d = DTypeName(dtype);
+    const std::vector<op_case::Input> loop_feeds = {{"x", dtype, {2, 3}, values(6, -0.7, 0.3)},
+                                                    {"w", dtype, {2, 3}, values(6, 0.9, -0.2)},
+                                                    index("i", 0),
+                                                    index("n", 2),
+                                                    index("kn", 3)};
+    const std::vector<std::string> loop_fetches = {"loss", "x", "i", "x@GRAD", "w@GRAD"};
+    try {
+      ProgramDesc program = ParseProgram(WithDType(kLoop, dtype), "loop.yaml");
+      AppendBackward(program, "loss", {}, {});
+      records["loop/" + d + " program"] = ProgramText(program);
+      for (const char* executor : {"sequential", "taskgraph"}) {
+        RecordProgram(program, loop_feeds, loop_fetches, executor, {}, "loop/" + d + "/" + executor, &records);
+        // No iteration: the gradients pass through.
+        std::vector<op_case::Input> none = loop_feeds;
+        none[3] = index("n", 0);
+        RecordProgram(program, none, loop_fetches, executor, {}, "loop/" + d + "/" + executor + "/none", &records);
+      }
+      ExecutorOptions capped;
+      capped.max_loop_iterations = 1;
+      RecordProgram(program, loop_feeds, loop_fetches, "sequential", capped, "loop/" + d + "/capped", &records);
+      std::string is_test = WithDType(kLoop, dtype);
+      is_test.replace(is_test.find("attrs: {sub_block: 1}"), 21, "attrs: {sub_block: 1, is_test: true}");
+      RecordProgram(ParseProgram(is_test, "loop.yaml"), loop_feeds, {"loss", "x"}, "sequential", {},
+                    "loop/" + d + "/is_test", &records);
+    } catch (const std::exception& e) {
+      records["loop/" + d + " error"] = OneLine(e.what());
+    }
+    try {
+      std::string missing = WithDType(kLoop, dtype);
+      missing.replace(missing.find("X: [x, w, i, n, kn]"), 19, "X: [x, i, n, kn]");
+      ParseProgram(missing, "missing.yaml");
+      records["loop/" + d + "/missing"] = "accepted";
+    } catch (const std::exception& e) {
+      records["loop/" + d + "/missing refused"] = OneLine(e.what());
+    }
+    for (const bool flag : {true, false}) {
+      const std::string key = "branch/" + d + (flag ? "/taken" : "/not_taken");
+      try {
+        ProgramDesc program = ParseProgram(WithDType(kBranch, dtype), "branch.yaml");
+        AppendBackward(program, "loss", {}, {});
+        records[key + " program"] = ProgramText(program);
+        const std::vector<op_case::Input> feeds = {{"x", dtype, {2, 3}, values(6, -0.7, 0.3)},
+                                                   {"w", dtype, {2, 3}, values(6, 0.9, -0.2)},
+                                                   {"flag", DType::kBool, {1}, {flag ? 1.0 : 0.0}}};
+        for (const char* executor : {"sequential", "taskgraph"})
+          RecordProgram(program, feeds, {"loss", "y", "x@GRAD", "w@GRAD"}, executor, {}, key + "/" + executor,
+                        &records);
+      } catch (const std::exception& e) {
+        records[key + " refused"] = OneLine(e.what());
+      }
+    }
+  }
+  return records;
+}
+
+// The shipped control_flow plugin (C ABI) against the same files built on
+// the C++ ABI: the same values, gradients, programs and messages.
+TEST(StdSdk, ControlFlowRunsAsTheStandardBuild) {
+  test_util::TempDir dir("std_sdk_cf_runs");
+  const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
+  const std::string math = std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so";
+  const std::string nn = std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so";
+  ASSERT_EQ(InChild([&] {
+              for (const std::string& p : {math, nn, std::string(STD_SDK_CF)}) PluginManager::Instance().Load(p);
+              WriteRecords(ControlFlowRuns(), sdk_file);
+            }),
+            0);
+  ASSERT_EQ(InChild([&] {
+              for (const std::string& p : {math, nn, std::string(STD_CXX_CF)}) PluginManager::Instance().Load(p);
+              WriteRecords(ControlFlowRuns(), std_file);
+            }),
+            0);
+  const Records sdk = ReadRecords(sdk_file), standard = ReadRecords(std_file);
+  EXPECT_EQ(sdk, standard);
+  for (const auto& [key, v] : standard) EXPECT_EQ(key.find(" error"), std::string::npos) << key << ": " << v;
+  auto value = [&](const std::string& key) { return sdk.count(key) ? sdk.at(key) : "missing " + key; };
+  // The loops ran (i counted to 2), the grad ops used and freed every step
+  // scope, and a branch not taken passes y = x through.
+  for (const char* d : {"float64", "float32"}) {
+    const std::string loop = std::string("loop/") + d;
+    EXPECT_EQ(value(loop + "/taskgraph i").substr(0, 4), "[1] ") << value(loop + "/taskgraph i");
+    EXPECT_NE(value(loop + "/taskgraph i").find(" 2 "), std::string::npos) << value(loop + "/taskgraph i");
+    EXPECT_EQ(value(loop + "/sequential scopes kept"), "0");
+    EXPECT_EQ(value(loop + "/sequential x@GRAD").substr(0, 7), "[2, 3] ");
+    EXPECT_NE(value(loop + " program").find("while_grad"), std::string::npos);
+    EXPECT_NE(value(loop + "/capped refused").find("max_loop_iterations = 1"), std::string::npos)
+        << value(loop + "/capped refused");
+    EXPECT_NE(value(loop + "/missing refused").find("missing.yaml:"), std::string::npos)
+        << value(loop + "/missing refused");
+    EXPECT_NE(value(loop + "/missing refused").find("these are missing: w"), std::string::npos);
+    EXPECT_EQ(value(loop + "/is_test x"), value(loop + "/sequential x"));
+    const std::string branch = std::string("branch/") + d;
+    EXPECT_NE(value(branch + "/taken program").find("conditional_block_grad"), std::string::npos);
+    EXPECT_NE(value(branch + "/taken/sequential y"), value(branch + "/not_taken/sequential y"));
+    EXPECT_EQ(value(branch + "/not_taken/taskgraph w@GRAD").substr(0, 7), "[2, 3] ");
+  }
+  std::cout << "compared " << standard.size() << " records\n";
 }
 
 // The ops of the plugins just loaded with float32 kernels for `device`

@@ -46,8 +46,9 @@ extern "C" {
  * and vector math, and views; version 4: copies and
  * variables, program passes, and the CPU backend's row kernels; version 5:
  * variables, tensor arrays and var-type inference, and the CPU backend's
- * GEMM with a fused bias and activation). */
-#define NABLA_C_API_VERSION 5
+ * GEMM with a fused bias and activation; version 6: control flow: scopes,
+ * running blocks, block attributes). */
+#define NABLA_C_API_VERSION 6
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -68,6 +69,7 @@ typedef struct nabla_device_list nabla_device_list;       /* what a device backe
 typedef struct nabla_fusion_context nabla_fusion_context; /* one matched chain of a fusion pattern (version 3) */
 typedef struct nabla_pass_context nabla_pass_context;     /* one run of a program pass (version 4) */
 typedef struct nabla_var nabla_var;                       /* a var of a scope at run time (version 5) */
+typedef struct nabla_scope nabla_scope;                   /* a scope of a run (version 6) */
 
 /* Enumerations are int32_t values; these numbers never change. */
 enum nabla_c_error_kind {
@@ -102,7 +104,12 @@ enum nabla_c_attr_type {
   NABLA_C_ATTR_INTS = 4,
   NABLA_C_ATTR_FLOATS = 5,
   NABLA_C_ATTR_STRINGS = 6,
-  NABLA_C_ATTR_BOOLS = 7
+  NABLA_C_ATTR_BOOLS = 7,
+  /* Version 6: a block of the op's program (a control-flow op's
+   * sub_block), its index in the value's `i`. op_get_attr never hands one
+   * out (plugins built for earlier versions would not know it): read it
+   * with op_get_block_attr. */
+  NABLA_C_ATTR_BLOCK = 8
 };
 
 /* Slot flags (op_input, op_output): the meaning of nabla's SlotFlags. */
@@ -120,8 +127,10 @@ enum nabla_c_traits {
   NABLA_C_TRAIT_ARRAY_IO = 1u << 2,
   NABLA_C_TRAIT_COLLECTIVE = 1u << 3,
   NABLA_C_TRAIT_DTYPE_CAST = 1u << 4,
-  /* Version 4, read only (op_type_traits; op_traits refuses them): the op
-   * owns a block (a block attribute), and runs blocks itself. */
+  /* Version 4, read only (op_type_traits): the op owns a block (a block
+   * attribute), and runs blocks itself. Since version 6, op_traits takes
+   * NABLA_C_TRAIT_CONTROL_FLOW (a kernel that calls kernel_run_block);
+   * HAS_SUB_BLOCK follows from declaring a block attribute. */
   NABLA_C_TRAIT_HAS_SUB_BLOCK = 1u << 5,
   NABLA_C_TRAIT_CONTROL_FLOW = 1u << 6
 };
@@ -704,6 +713,69 @@ typedef struct nabla_api {
   int32_t (*cpu_gemm_bias_act)(int32_t dtype, int32_t lib, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
                                const void* b, int64_t ldb, const void* bias, int32_t act, void* c, int64_t ldc,
                                nabla_gemm_epilogue_fn epilogue, void* user);
+
+  /* ---- Version 6: control flow: scopes, running blocks, block attributes
+   *
+   * What while and conditional_block need: a kernel runs a block of the
+   * run's program in a child scope of its own, keeps such scopes in a
+   * step_scopes var for its grad op, and reads the run's program and
+   * options; a grad maker reads the grad block the backward builder made
+   * for the op's block. A nabla_scope is a scope of the run, valid while
+   * it lives (a child until scope_delete_child, the kernel's for the
+   * call). */
+  /* The scope the kernel runs in. */
+  nabla_scope* (*kernel_scope)(nabla_kernel_context* c);
+  /* A new, empty child scope of s, owned by s until scope_delete_child. */
+  nabla_scope* (*scope_new_child)(nabla_scope* s);
+  /* Deletes child, its vars and its own children, when it is a child of s;
+   * anything else is left alone (child is not dereferenced then). */
+  int32_t (*scope_delete_child)(nabla_scope* s, nabla_scope* child);
+  /* Var `name` of s (local 1) or of s or an enclosing scope (local 0);
+   * NULL when there is none, without an error (last_error says why NULL
+   * came for a bad argument). */
+  nabla_var* (*scope_find_var)(nabla_scope* s, const char* name, int32_t local);
+  /* Var `name` of s itself, created (dense, no value) when it has none. */
+  nabla_var* (*scope_var)(nabla_scope* s, const char* name);
+  /* Runs block `block` of the run's program in scope s (the kernel's or a
+   * scope under it) with the run's executor, device and options; an op's
+   * failure comes back as NABLA_C_ERROR with its message. The kernel's op
+   * must have NABLA_C_TRAIT_CONTROL_FLOW. */
+  int32_t (*kernel_run_block)(nabla_kernel_context* c, int32_t block, nabla_scope* s);
+  /* The run's program, read only: the pass_* functions that read (blocks,
+   * ops, vars, pass_where) work on it, those that edit fail. NULL without
+   * an error when the op was not started by an executor (an eager call,
+   * opcheck). Valid for the kernel call. */
+  nabla_pass_context* (*kernel_program)(nabla_kernel_context* c);
+  /* The run's option `name` in *value: "max_loop_iterations", "threads"
+   * or "seed"; the executors' defaults when the op was not started by an
+   * executor. Another name is an error. */
+  int32_t (*kernel_run_option)(nabla_kernel_context* c, const char* name, int64_t* value);
+  /* The scopes a var keeps (a step_scopes var: while's StepScopes), in
+   * order: how many (-1 on error), scope i, appending one, and keeping the
+   * first n (the others are dropped from the list, not deleted: delete
+   * them with scope_delete_child first). A grad op consumes the scopes of
+   * its step_scopes input: these work on input vars too. */
+  int64_t (*var_step_scope_count)(const nabla_var* v);
+  nabla_scope* (*var_step_scope)(nabla_var* v, size_t i);
+  int32_t (*var_step_scope_push)(nabla_var* v, nabla_scope* s);
+  int32_t (*var_step_scopes_truncate)(nabla_var* v, size_t n);
+  /* A var of no scope, owned by the caller until var_free (a running
+   * gradient a kernel keeps between the steps of a block). */
+  nabla_var* (*var_new)(void);
+  void (*var_free)(nabla_var* v);
+  /* *block = the index of block attribute `name` of op; an error when the
+   * op has no such attribute or it is not a block. */
+  int32_t (*op_get_block_attr)(const nabla_op* op, const char* name, int32_t* block);
+  /* Where op came from in its program's YAML (1-based; 0 when unknown). */
+  int32_t (*op_pos)(const nabla_op* op, int32_t* line, int32_t* col);
+  /* A position of c's program as its messages name it ("file:line:col";
+   * "" when the program has no file and pos is unknown). */
+  const char* (*pass_where)(nabla_pass_context* c, int32_t line, int32_t col);
+  /* The grad maker's view of the program being differentiated (read only,
+   * as kernel_program's), and the index in it of the grad block the
+   * backward builder made for the op's i-th block attribute, -1 on error. */
+  nabla_pass_context* (*grad_program)(nabla_grad_context* c);
+  int64_t (*grad_block)(nabla_grad_context* c, size_t i);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -240,16 +240,29 @@ inline std::string StripGradSuffix(const std::string& grad_name) {
   return base;
 }
 
-// Attributes: the core's alternatives less block references, which the C ABI
-// does not carry.
-enum class AttrType { kInt, kFloat, kString, kBool, kInts, kFloats, kStrings, kBools };
+// Attributes: the core's alternatives. A block reference (a control-flow
+// op's sub_block: a block of the op's program) is part of the C ABI since
+// version 6.
+struct BlockRef {
+  int idx = -1;
+  bool operator==(const BlockRef& o) const { return idx == o.idx; }
+};
+enum class AttrType { kInt, kFloat, kString, kBool, kInts, kFloats, kStrings, kBools, kBlock };
 using Attribute = std::variant<int, float, std::string, bool, std::vector<int>, std::vector<float>,
-                               std::vector<std::string>, std::vector<bool>>;
+                               std::vector<std::string>, std::vector<bool>, BlockRef>;
 using AttributeMap = std::map<std::string, Attribute>;
 // A value as the core's AttrToString writes it (nabla/attr_text.h).
 inline std::string AttrToString(const Attribute& a) {
   std::ostringstream os;
-  std::visit([&os](const auto& v) { attr_text::Put(os, v); }, a);
+  std::visit(
+      [&os](const auto& v) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, BlockRef>) {
+          os << "block " << v.idx;
+        } else {
+          attr_text::Put(os, v);
+        }
+      },
+      a);
   return os.str();
 }
 namespace sdk_detail {
@@ -269,13 +282,13 @@ struct IndexIn<T, std::variant<Ts...>> {
 template <typename T>
 struct AttrTypeOf {
   static_assert(sdk_detail::IndexIn<T, Attribute>::Find() < std::variant_size_v<Attribute>,
-                "not an attribute type of the C ABI (int, float, string, bool, or a vector of one)");
+                "not an attribute type of the C ABI (int, float, string, bool, a vector of one, or BlockRef)");
   static constexpr AttrType value = static_cast<AttrType>(sdk_detail::IndexIn<T, Attribute>::Find());
 };
 // The AttrType of a value, and its name ("int", "floats"), as the core's.
 inline AttrType TypeOf(const Attribute& a) { return static_cast<AttrType>(a.index()); }
 inline const char* AttrTypeName(AttrType type) {
-  static const char* const kNames[] = {"int", "float", "string", "bool", "ints", "floats", "strings", "bools"};
+  static const char* const kNames[] = {"int", "float", "string", "bool", "ints", "floats", "strings", "bools", "block"};
   const size_t i = static_cast<size_t>(type);
   return i < sizeof kNames / sizeof kNames[0] ? kNames[i] : "?";
 }
@@ -322,6 +335,8 @@ inline Attribute FromC(const nabla_attr_value& v) {
       for (size_t i = 0; p && i < v.count; ++i) out.push_back(p[i] != 0);
       return out;
     }
+    case NABLA_C_ATTR_BLOCK:
+      return BlockRef{static_cast<int>(v.i)};
     default:
       NABLA_THROW(kUnimplemented, "an attribute of type ", v.type, " is not part of this SDK's C ABI version");
   }
@@ -356,6 +371,8 @@ struct CAttr {
             for (const std::string& s : x) strings.push_back(s.c_str());
             value.list = strings.data();
             value.count = strings.size();
+          } else if constexpr (std::is_same_v<X, BlockRef>) {
+            value.i = x.idx;
           } else {
             ints.assign(x.begin(), x.end());
             value.list = ints.data();
@@ -482,9 +499,16 @@ class OpDesc {
     for (size_t i = 0; i < n; ++i) {
       const char* name = sdk_detail::CheckPtr(api.op_attr_name(op, i));
       nabla_attr_value v;
-      // Block attributes (control flow) have no C form: the copy leaves them out.
-      if (api.op_get_attr(op, name, &v) == NABLA_C_OK) d.attrs_[name] = sdk_detail::FromC(v);
+      int32_t block = -1;
+      // op_get_attr refuses a block attribute (version 6 reads it apart).
+      if (api.op_get_attr(op, name, &v) == NABLA_C_OK) {
+        d.attrs_[name] = sdk_detail::FromC(v);
+      } else {
+        sdk_detail::Check(api.op_get_block_attr(op, name, &block));
+        d.attrs_[name] = BlockRef{block};
+      }
     }
+    sdk_detail::Check(api.op_pos(op, &d.pos_.line, &d.pos_.col));
     return d;
   }
 
@@ -746,9 +770,54 @@ class HostTensor {
   std::vector<unsigned char> bytes_;
 };
 
+class Scope;
+class Variable;
+namespace sdk_detail {
+// The scopes a var keeps (a step_scopes var; C ABI version 6), with the
+// parts of std::vector<Scope*> the core's control-flow kernels use. A view:
+// it changes the var's list.
+class StepScopeList {
+ public:
+  explicit StepScopeList(nabla_var* v) : v_(v) {}
+  size_t size() const {
+    const int64_t n = Api().var_step_scope_count(v_);
+    if (n < 0) ThrowApiError();
+    return static_cast<size_t>(n);
+  }
+  bool empty() const { return size() == 0; }
+  Scope* operator[](size_t i) const { return reinterpret_cast<Scope*>(CheckPtr(Api().var_step_scope(v_, i))); }
+  Scope* front() const { return (*this)[0]; }
+  Scope* back() const { return (*this)[size() - 1]; }
+  void push_back(Scope* s) { Check(Api().var_step_scope_push(v_, reinterpret_cast<nabla_scope*>(s))); }
+  void pop_back() { Check(Api().var_step_scopes_truncate(v_, size() - 1)); }
+  void clear() { Check(Api().var_step_scopes_truncate(v_, 0)); }
+  // Index-based: deleting the scopes a loop visits leaves the list alone.
+  class iterator {
+   public:
+    iterator(const StepScopeList* l, size_t i) : l_(l), i_(i) {}
+    Scope* operator*() const { return (*l_)[i_]; }
+    iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return i_ != o.i_; }
+
+   private:
+    const StepScopeList* l_;
+    size_t i_;
+  };
+  iterator begin() const { return iterator(this, 0); }
+  iterator end() const { return iterator(this, size()); }
+
+ private:
+  nabla_var* v_;
+};
+}  // namespace sdk_detail
+
 // A var as a kernel sees it (ExecutionContext::InputVar, OutputVar): its
 // tensor, with or without data, its type, and a tensor array's entries
-// (C ABI version 5). A handle like Tensor; an input's var is read only.
+// (C ABI version 5). A handle like Tensor; an input's var is read only,
+// except for the scopes it keeps, which a grad op consumes.
 class Variable {
  public:
   Variable() = delete;
@@ -778,12 +847,52 @@ class Variable {
     return *reinterpret_cast<Tensor*>(sdk_detail::CheckPtr(Api().var_array_entry(Handle(), i)));
   }
   void ResizeArray(size_t n) { sdk_detail::Check(Api().var_array_resize(Handle(), n)); }
+  // The scopes the var keeps (C ABI version 6).
+  sdk_detail::StepScopeList GetStepScopes() const { return sdk_detail::StepScopeList(MutableHandle()); }
 
   const nabla_var* Handle() const { return reinterpret_cast<const nabla_var*>(this); }
   nabla_var* Handle() { return reinterpret_cast<nabla_var*>(this); }
 
  private:
   nabla_var* MutableHandle() const { return const_cast<nabla_var*>(Handle()); }
+};
+
+// A var of no scope, the kernel's own (C ABI version 6): what
+// std::make_shared<Variable>() makes in the core.
+inline std::shared_ptr<Variable> NewVariable() {
+  nabla_var* v = sdk_detail::CheckPtr(Api().var_new());
+  return std::shared_ptr<Variable>(reinterpret_cast<Variable*>(v),
+                                   [](Variable* p) { Api().var_free(reinterpret_cast<nabla_var*>(p)); });
+}
+
+// A scope of the run (C ABI version 6): the kernel's (ExecutionContext::
+// GetScope) and the child scopes a control-flow kernel makes. A handle.
+class Scope {
+ public:
+  Scope() = delete;
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+  // The var, in this scope or an enclosing one; null when there is none.
+  Variable* FindVar(const std::string& name) const { return Find(name, 0); }
+  Variable* FindLocalVar(const std::string& name) const { return Find(name, 1); }
+  // The var of this scope, created (dense, no value) when absent.
+  Variable* Var(const std::string& name) {
+    return reinterpret_cast<Variable*>(sdk_detail::CheckPtr(Api().scope_var(Handle(), name.c_str())));
+  }
+  // A new child scope, owned by this one until DeleteScope.
+  Scope& NewScope() { return *reinterpret_cast<Scope*>(sdk_detail::CheckPtr(Api().scope_new_child(Handle()))); }
+  // Deletes a child scope; anything else is left alone.
+  void DeleteScope(Scope* child) {
+    sdk_detail::Check(Api().scope_delete_child(Handle(), reinterpret_cast<nabla_scope*>(child)));
+  }
+
+  nabla_scope* Handle() const { return reinterpret_cast<nabla_scope*>(const_cast<Scope*>(this)); }
+
+ private:
+  Variable* Find(const std::string& name, int32_t local) const {
+    nabla_var* v = Api().scope_find_var(Handle(), name.c_str(), local);
+    return reinterpret_cast<Variable*>(v);
+  }
 };
 
 // ---------------------------------------------------------------- inference
@@ -861,6 +970,19 @@ using InferShapeFn = std::function<void(InferShapeContext&)>;
 
 // ---------------------------------------------------------------- kernels
 
+// The run's options a kernel reads (C ABI version 6), as the core's.
+struct ExecutorOptions {
+  int threads = 0;    // 0: all cores
+  uint64_t seed = 0;  // base for ops whose `seed` attribute is 0
+  int64_t max_loop_iterations = 1000000;
+};
+// What a control-flow kernel knows of its run (ExecutionContext::Run; C ABI
+// version 6): the program, read only, and the options.
+struct RunContext {
+  const ProgramDesc* program = nullptr;
+  const ExecutorOptions* options = nullptr;
+};
+
 class ExecutionContext {
  public:
   explicit ExecutionContext(nabla_kernel_context* c) : c_(c) {}
@@ -878,9 +1000,10 @@ class ExecutionContext {
   }
   // The var of input slot[i], whose tensor may hold no data: the shape and
   // dtype of a kNoBuffer input, whose buffer an executor may have released
-  // (C ABI version 4). An absent input is an error naming it.
-  const Variable* InputVar(const std::string& slot, size_t i = 0) const {
-    return reinterpret_cast<const Variable*>(sdk_detail::CheckPtr(Api().kernel_var(c_, 0, slot.c_str(), i)));
+  // (C ABI version 4). An absent input is an error naming it. Read only but
+  // for the scopes it keeps (a grad op consumes them), as the core's.
+  Variable* InputVar(const std::string& slot, size_t i = 0) const {
+    return reinterpret_cast<Variable*>(sdk_detail::CheckPtr(Api().kernel_var(c_, 0, slot.c_str(), i)));
   }
   // The var of output slot[i] (C ABI version 5); null when the slot is
   // absent or the arg is @EMPTY@, as Output.
@@ -918,10 +1041,20 @@ class ExecutionContext {
     return t;
   }
   uint64_t Seed() const { return Api().kernel_seed(c_); }
+  // Control flow (C ABI version 6): the scope the kernel runs in, the run
+  // (null when no executor started the op), and running one of the
+  // program's blocks in a scope under the kernel's.
+  Scope& GetScope() const { return *reinterpret_cast<Scope*>(sdk_detail::CheckPtr(Api().kernel_scope(c_))); }
+  const RunContext* Run() const;
+  void RunBlock(int block_idx, Scope& scope) const {
+    sdk_detail::Check(Api().kernel_run_block(c_, block_idx, scope.Handle()));
+  }
 
  private:
+  struct RunState;
   nabla_kernel_context* c_;
   mutable std::optional<OpDesc> op_;
+  mutable std::shared_ptr<RunState> run_;
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
@@ -957,6 +1090,9 @@ class GradOpDescMakerBase {
     return fwd_.Attr<T>(name);
   }
   const OpDesc& ForwardOp() const { return fwd_; }
+  // The grad block the backward builder made for the op's i-th block
+  // attribute, in a read-only view of the program (C ABI version 6).
+  const sdk_detail::BlockDesc* GradBlock(size_t i = 0) const;
 
  private:
   std::vector<std::string> Grads(int32_t output, const std::string& slot, size_t n) const {
@@ -971,6 +1107,7 @@ class GradOpDescMakerBase {
   }
   const OpDesc& fwd_;
   nabla_grad_context* g_;
+  mutable std::shared_ptr<ProgramDesc> program_;
 };
 
 // The core's own makers, asked for by name (GradMaker<...>()).
@@ -1081,8 +1218,8 @@ inline int32_t GradTrampoline(const nabla_api*, void* user, nabla_grad_context* 
 // starts; the pass reads the copy and edits it as it would the core's
 // program. Inserting or removing ops and vars, and changing a var, reach the
 // core at once; changes of an op's slots, attributes, type and position
-// reach it when the pass returns. Block attributes (control flow) have no C
-// form: the copy of an op leaves them out and the core keeps them.
+// reach it when the pass returns. Block attributes (control flow) are part
+// of the copy since C ABI version 6.
 
 // A var of a block.
 class VarDesc {
@@ -1356,33 +1493,84 @@ using sdk_detail::BlockDesc;
 using sdk_detail::VarDesc;
 
 // The program a program pass edits: its blocks, read when the pass starts.
+// Since C ABI version 6 also the read-only view a control-flow kernel
+// (ExecutionContext::Run) and grad maker (GradOpDescMakerBase::GradBlock)
+// have of their program, whose blocks are read when first asked for.
 class ProgramDesc {
  public:
   ProgramDesc(const ProgramDesc&) = delete;
   ProgramDesc& operator=(const ProgramDesc&) = delete;
   size_t Size() const { return blocks_.size(); }
-  BlockDesc* Block(size_t i) const { return blocks_.at(i).get(); }
-  BlockDesc* Root() const { return blocks_.front().get(); }
+  BlockDesc* Block(size_t i) const {
+    std::unique_ptr<BlockDesc>& b = blocks_.at(i);
+    if (!b) b.reset(new BlockDesc(const_cast<ProgramDesc*>(this), c_, i));
+    return b.get();
+  }
+  BlockDesc* Root() const { return Block(0); }
+  // "file:line:col" for a position in the program's source, "" for none
+  // (C ABI version 6).
+  std::string Where(const SourcePos& pos) const {
+    return sdk_detail::CheckPtr(Api().pass_where(c_, pos.line, pos.col));
+  }
 
  private:
   friend struct sdk_detail::PassAccess;
-  explicit ProgramDesc(nabla_pass_context* c) {
-    for (size_t b = 0, n = Api().pass_block_count(c); b < n; ++b)
-      blocks_.push_back(std::unique_ptr<BlockDesc>(new BlockDesc(this, c, b)));
-    NABLA_ENFORCE(!blocks_.empty(), kInvalidArgument, "a program pass received a program without blocks");
+  friend class ExecutionContext;
+  friend class GradOpDescMakerBase;
+  explicit ProgramDesc(nabla_pass_context* c, bool lazy = false) : c_(c) {
+    blocks_.resize(Api().pass_block_count(c));
+    NABLA_ENFORCE(!blocks_.empty(), kInvalidArgument, "received a program without blocks");
+    if (!lazy)
+      for (size_t b = 0; b < blocks_.size(); ++b) Block(b);
   }
   // Every op's changes, to the core.
   void Flush() {
     for (const auto& b : blocks_)
-      for (size_t i = 0; i < b->ops_.size(); ++i) b->Flush(i);
+      if (b)
+        for (size_t i = 0; i < b->ops_.size(); ++i) b->Flush(i);
   }
   // The pass running on this thread's program (FillDefaultAttrs builds ops there).
   static ProgramDesc*& Current() {
     static thread_local ProgramDesc* current = nullptr;
     return current;
   }
-  std::vector<std::unique_ptr<BlockDesc>> blocks_;
+  nabla_pass_context* c_;
+  mutable std::vector<std::unique_ptr<BlockDesc>> blocks_;
 };
+
+struct ExecutionContext::RunState {
+  explicit RunState(nabla_pass_context* p) : program(p, /*lazy=*/true) {}
+  ProgramDesc program;
+  ExecutorOptions options;
+  RunContext run;
+};
+
+inline const RunContext* ExecutionContext::Run() const {
+  if (!run_) {
+    nabla_pass_context* p = Api().kernel_program(c_);
+    if (p == nullptr) return nullptr;
+    auto state = std::make_shared<RunState>(p);
+    int64_t v = 0;
+    sdk_detail::Check(Api().kernel_run_option(c_, "threads", &v));
+    state->options.threads = static_cast<int>(v);
+    sdk_detail::Check(Api().kernel_run_option(c_, "seed", &v));
+    state->options.seed = static_cast<uint64_t>(v);
+    sdk_detail::Check(Api().kernel_run_option(c_, "max_loop_iterations", &v));
+    state->options.max_loop_iterations = v;
+    state->run.program = &state->program;
+    state->run.options = &state->options;
+    run_ = std::move(state);
+  }
+  return &run_->run;
+}
+
+inline const BlockDesc* GradOpDescMakerBase::GradBlock(size_t i) const {
+  const int64_t idx = Api().grad_block(g_, i);
+  if (idx < 0) sdk_detail::ThrowApiError();
+  if (!program_)
+    program_ = std::shared_ptr<ProgramDesc>(new ProgramDesc(sdk_detail::CheckPtr(Api().grad_program(g_)), true));
+  return program_->Block(static_cast<size_t>(idx));
+}
 
 inline BlockDesc* BlockDesc::Parent() const {
   return program_ && parent_idx_ >= 0 ? program_->Block(static_cast<size_t>(parent_idx_)) : nullptr;
@@ -1486,7 +1674,7 @@ struct PassAccess {
     size_t at = block->ops_.size();
     if (op.in_program_) {
       for (const auto& b : program->blocks_)
-        if ((at = b->IndexOf(&op)) < b->ops_.size()) {
+        if (b && (at = b->IndexOf(&op)) < b->ops_.size()) {
           block = b.get();
           break;
         }
@@ -1743,6 +1931,8 @@ class OpBuilder {
   OpBuilder& Collective() { return Traits(NABLA_C_TRAIT_COLLECTIVE); }
   OpBuilder& UpdatesInPlace() { return Traits(NABLA_C_TRAIT_UPDATES_IN_PLACE); }
   OpBuilder& DTypeCast() { return Traits(NABLA_C_TRAIT_DTYPE_CAST); }
+  // The kernel runs blocks itself (ExecutionContext::RunBlock; C ABI version 6).
+  OpBuilder& ControlFlow() { return Traits(NABLA_C_TRAIT_CONTROL_FLOW); }
   OpBuilder& Precision(OpPrecision p) {
     precision_ = p;
     return Traits(0);
