@@ -1044,6 +1044,11 @@ Records ControlFlowRuns() {
         for (const char* executor : {"sequential", "taskgraph"})
           RecordProgram(program, feeds, {"loss", "y", "x@GRAD", "w@GRAD"}, executor, {}, key + "/" + executor,
                         &records);
+        // An op of the block that fails at run time (w fed [3, 2]): the
+        // message that comes out through the branch's kernel.
+        std::vector<op_case::Input> bad = feeds;
+        bad[1].shape = {3, 2};
+        RecordProgram(program, bad, {"loss"}, "sequential", {}, key + "/bad_w", &records);
       } catch (const std::exception& e) {
         records[key + " refused"] = OneLine(e.what());
       }
@@ -1092,6 +1097,8 @@ TEST(StdSdk, ControlFlowRunsAsTheStandardBuild) {
     EXPECT_NE(value(branch + "/taken program").find("conditional_block_grad"), std::string::npos);
     EXPECT_NE(value(branch + "/taken/sequential y"), value(branch + "/not_taken/sequential y"));
     EXPECT_EQ(value(branch + "/not_taken/taskgraph w@GRAD").substr(0, 7), "[2, 3] ");
+    EXPECT_NE(value(branch + "/taken/bad_w refused").find("elementwise_mul"), std::string::npos)
+        << value(branch + "/taken/bad_w refused");
   }
   std::cout << "compared " << standard.size() << " records\n";
 }
