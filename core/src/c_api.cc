@@ -51,6 +51,9 @@ struct ThreadError {
   bool set = false;
 };
 
+// One run of a program pass: the program it edits and the vars it keeps
+// (sorted, so a plugin sees them in one order); also var-type inference's
+// view and, read only, a control-flow kernel's and a grad maker's.
 struct CPassContext {
   ProgramDesc& program;
   std::vector<std::string> keep;
@@ -436,8 +439,6 @@ int32_t ApiFusionVarDims(nabla_fusion_context* c, const char* name, int64_t* dim
 
 // ---- program passes (version 4)
 
-// One run of a program pass: the program it edits and the vars it keeps
-// (sorted, so a plugin sees them in one order).
 CPassContext& PC(nabla_pass_context* c, const char* what) {
   NABLA_ENFORCE(c, kInvalidArgument, what, ": received NULL for the pass context");
   return *reinterpret_cast<CPassContext*>(c);
@@ -449,13 +450,15 @@ BlockDesc& PassBlock(nabla_pass_context* c, size_t block, const char* what) {
   return *program.Block(block);
 }
 
-// The functions that edit ops or remove vars refuse a var-type inference's
-// context: the core walks the block's ops by index while it runs.
+// A kernel's or grad maker's view changes nothing: the program is running
+// or being differentiated.
 void CheckWritable(nabla_pass_context* c, const char* what) {
   NABLA_ENFORCE(!PC(c, what).read_only, kPreconditionNotMet, what,
                 ": the program a kernel or grad maker reads (kernel_program, grad_program) is read only");
 }
 
+// The functions that edit ops or remove vars refuse a var-type inference's
+// context too: the core walks the block's ops by index while it runs.
 void CheckEditable(nabla_pass_context* c, const char* what) {
   CheckWritable(c, what);
   NABLA_ENFORCE(!PC(c, what).vars_only, kPreconditionNotMet, what,
