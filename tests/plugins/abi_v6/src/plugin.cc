@@ -120,9 +120,10 @@ class RepeatGradMaker : public nabla::GradOpDescMakerBase {
 
 NABLA_REGISTER_OPS(abi_v6_ops) {
   registrar.Op("abi_v6_repeat", __FILE__, __LINE__)
-      .Doc("Runs sub_block `times` times, each in a child scope kept in StepScopes; Out is X, which the block "
-           "updates in place (it must scale it by `scale`); Locals = [vars the steps kept local, vars the block "
-           "declares].")
+      .Doc(
+          "Runs sub_block `times` times, each in a child scope kept in StepScopes; Out is X, which the block "
+          "updates in place (it must scale it by `scale`); Locals = [vars the steps kept local, vars the block "
+          "declares].")
       .Input("X", "(Tensor) the var the block updates")
       .Output("Out", "(Tensor) X after the steps")
       .Output("StepScopes", "(step_scopes) one scope per step")
