@@ -34,7 +34,7 @@ void NotKernel(const ExecutionContext& ctx) {
   RequireBool(x.GetDType(), "X", "op 'logical_not'");
   bool* out = ctx.Output("Out")->Allocate<bool>(ctx.GetDevice(), x.GetShape());
   const bool* a = x.Data<bool>();
-  for (int64_t i = 0; i < x.Numel(); ++i) out[i] = !a[i];
+  for (int64_t i = 0, n = x.Numel(); i < n; ++i) out[i] = !a[i];
 }
 
 struct Xor {

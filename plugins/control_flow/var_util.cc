@@ -62,7 +62,7 @@ template <typename T>
 void AddTensor(Tensor* acc, const Tensor& x) {
   T* a = acc->MutableData<T>();
   const T* b = x.Data<T>();
-  for (int64_t i = 0; i < x.Numel(); ++i) a[i] += b[i];
+  for (int64_t i = 0, n = x.Numel(); i < n; ++i) a[i] += b[i];
 }
 
 void AddInto(Tensor* acc, const Tensor& x, Device& device, const std::string& what) {

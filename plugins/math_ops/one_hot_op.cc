@@ -38,7 +38,7 @@ void OneHot(const ExecutionContext& ctx) {
   const I* ids = x.Data<I>();
   T* out = AllocOutput<T>(ctx, ctx.Output("Out"), shape);
   std::fill(out, out + x.Numel() * depth, T(0));
-  for (int64_t i = 0; i < x.Numel(); ++i) {
+  for (int64_t i = 0, n = x.Numel(); i < n; ++i) {
     const int64_t id = ids[i];
     if (id >= 0 && id < depth) {
       out[i * depth + id] = T(1);
