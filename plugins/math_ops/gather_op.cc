@@ -31,8 +31,12 @@ std::vector<int64_t> ReadIndex(const ExecutionContext& ctx, const Shape& x, int 
   const std::string where = StrCat("op '", ctx.Op().Type(), "'");
   CheckIndexShape(t.GetShape(), where);
   std::vector<int64_t> idx(static_cast<size_t>(t.Numel()));
+  // Read once: over the C ABI each of these is a table call.
+  const bool i32 = t.GetDType() == DType::kInt32;
+  const int32_t* p32 = i32 ? t.Data<int32_t>() : nullptr;
+  const int64_t* p64 = i32 ? nullptr : t.Data<int64_t>();
   for (size_t i = 0; i < idx.size(); ++i) {
-    idx[i] = t.GetDType() == DType::kInt32 ? t.Data<int32_t>()[i] : t.Data<int64_t>()[i];
+    idx[i] = i32 ? p32[i] : p64[i];
     NABLA_ENFORCE(idx[i] >= 0 && idx[i] < x[axis], kOutOfRange, where, ": Index[", i, "] = ", idx[i],
                   " is out of range [0, ", x[axis], ") for axis ", axis, " of X (shape ", ShapeToString(x), ")");
   }

@@ -9,16 +9,18 @@ namespace {
 
 void AccuracyKernel(const ExecutionContext& ctx) {
   const Tensor& indices = ctx.Input("Indices");
+  const IndexReader indices_at(indices);
   const Tensor& label = ctx.Input("Label");
+  const IndexReader label_at(label);
   const int64_t rows = indices.Rank() == 0 ? 1 : indices.Dim(0);
   const int64_t k = rows == 0 ? 0 : indices.Numel() / rows;
   NABLA_ENFORCE(label.Numel() == rows, kInvalidArgument, "Label must hold one class per row of Indices (", rows,
                 "), but received shape ", ShapeToString(label.GetShape()));
   int64_t correct = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t l = IndexAt(label, r);
+    const int64_t l = label_at[r];
     for (int64_t j = 0; j < k; ++j) {
-      if (IndexAt(indices, r * k + j) == l) {
+      if (indices_at[r * k + j] == l) {
         ++correct;
         break;
       }

@@ -24,6 +24,7 @@ template <typename T>
 void CrossEntropyKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& label = ctx.Input("Label");
+  const IndexReader label_at(label);
   Tensor* y = ctx.Output("Y");
   const int64_t d = x.GetShape().back();
   // The rows are the leading dims, not Numel / d: with d == 0 (no classes)
@@ -42,7 +43,7 @@ void CrossEntropyKernel(const ExecutionContext& ctx) {
   }
   const int ignore = ctx.Attr<int>("ignore_index");
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t l = IndexAt(label, r);
+    const int64_t l = label_at[r];
     if (l == ignore) {
       py[r] = T(0);
       continue;
@@ -59,6 +60,7 @@ void CrossEntropyGradKernel(const ExecutionContext& ctx) {
   if (!dx) return;
   const Tensor& x = ctx.Input("X");
   const Tensor& label = ctx.Input("Label");
+  const IndexReader label_at(label);
   const Tensor& dy = ctx.Input(GradVarName("Y"));
   const int64_t d = x.GetShape().back();
   const int64_t rows = x.Numel() / std::max<int64_t>(d, 1);
@@ -73,7 +75,7 @@ void CrossEntropyGradKernel(const ExecutionContext& ctx) {
   std::fill(pdx, pdx + rows * d, T(0));
   const int ignore = ctx.Attr<int>("ignore_index");
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t l = IndexAt(label, r);
+    const int64_t l = label_at[r];
     if (l == ignore) continue;
     NABLA_ENFORCE(l >= 0 && l < d, kOutOfRange, "Label[", r, "] must be in [0, ", d, ") or equal ignore_index ", ignore,
                   ", but received ", l);

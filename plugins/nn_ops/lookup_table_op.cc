@@ -12,8 +12,8 @@ namespace {
 
 constexpr int kNoPadding = -1;
 
-int64_t CheckedId(const Tensor& ids, int64_t i, int64_t rows) {
-  const int64_t id = IndexAt(ids, i);
+int64_t CheckedId(const IndexReader& ids, int64_t i, int64_t rows) {
+  const int64_t id = ids[i];
   NABLA_ENFORCE(id >= 0 && id < rows, kOutOfRange, "Ids[", i, "] must be a row of W, in [0, ", rows, "), but received ",
                 id);
   return id;
@@ -23,6 +23,7 @@ template <typename T>
 void LookupTableKernel(const ExecutionContext& ctx) {
   const Tensor& w = ctx.Input("W");
   const Tensor& ids = ctx.Input("Ids");
+  const IndexReader ids_at(ids);
   Tensor* out = ctx.Output("Out");
   const int64_t rows = w.Dim(0);
   const int64_t width = w.Dim(1);
@@ -31,7 +32,7 @@ void LookupTableKernel(const ExecutionContext& ctx) {
   T* po = out->Allocate<T>(ctx.GetDevice(), out->GetShape());
   const int64_t n = ids.Numel();
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = CheckedId(ids, i, rows);
+    const int64_t id = CheckedId(ids_at, i, rows);
     if (padding != kNoPadding && id == padding)
       std::fill(po + i * width, po + (i + 1) * width, T(0));
     else
@@ -45,6 +46,7 @@ void LookupTableGradKernel(const ExecutionContext& ctx) {
   if (!dw) return;
   const Shape& w_shape = ctx.InputVar("W")->GetTensor().GetShape();
   const Tensor& ids = ctx.Input("Ids");
+  const IndexReader ids_at(ids);
   const Tensor& dout = ctx.Input(GradVarName("Out"));
   const int64_t rows = w_shape[0];
   const int64_t width = w_shape[1];
@@ -54,7 +56,7 @@ void LookupTableGradKernel(const ExecutionContext& ctx) {
   std::fill(pdw, pdw + rows * width, T(0));
   const int64_t n = ids.Numel();
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = CheckedId(ids, i, rows);
+    const int64_t id = CheckedId(ids_at, i, rows);
     if (padding != kNoPadding && id == padding) continue;
     T* dst = pdw + id * width;
     const T* src = pd + i * width;

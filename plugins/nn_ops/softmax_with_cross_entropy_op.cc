@@ -17,9 +17,9 @@ namespace nabla::nn {
 namespace {
 
 // Every hard label is a class index in [0, dim) or ignore_index.
-void CheckLabels(const Tensor& label, int64_t rows, int64_t dim, int ignore) {
+void CheckLabels(const IndexReader& label, int64_t rows, int64_t dim, int ignore) {
   for (int64_t row = 0; row < rows; ++row) {
-    const int64_t l = IndexAt(label, row);
+    const int64_t l = label[row];
     NABLA_ENFORCE(l == ignore || (l >= 0 && l < dim), kOutOfRange, "Label[", row, "] must be in [0, ", dim,
                   ") or equal ignore_index ", ignore, ", but received ", l);
   }
@@ -29,6 +29,7 @@ template <typename T>
 void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   const Tensor& logits = ctx.Input("Logits");
   const Tensor& label = ctx.Input("Label");
+  const IndexReader label_at(label);
   const int axis = NormalizeAxis(ctx.Attr<int>("axis"), logits.Rank(), "axis", "softmax_with_cross_entropy");
   const bool soft = ctx.Attr<bool>("soft_label");
   const bool use_softmax = ctx.Attr<bool>("use_softmax");
@@ -42,7 +43,7 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
   const int64_t rows = v.outer * v.inner;
   // Labels are checked first, in order, so a bad one fails the same way with
   // any number of threads; then rows are independent and split.
-  if (!soft) CheckLabels(label, rows, v.dim, ignore);
+  if (!soft) CheckLabels(label_at, rows, v.dim, ignore);
   if (v.dim == 0) {  // no classes: each row's loss is an empty sum (its label is ignore_index)
     std::fill(pl, pl + rows, T(0));
     return;
@@ -61,7 +62,7 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
         pl[row] = static_cast<T>(loss);
         return;
       }
-      const int64_t l = IndexAt(label, row);
+      const int64_t l = label_at[row];
       pl[row] = l == ignore ? T(0) : -ClippedLog(px[base + l * v.inner]);
     });
     return;
@@ -72,7 +73,7 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
         const float m = cpu::RowMax(px + base, v.dim);
         const float sum = cpu::ExpShiftedSum(px + base, m, ps + base, v.dim);
         cpu::ScaleRow(ps + base, 1.0f / sum, v.dim);
-        const int64_t l = IndexAt(label, row);
+        const int64_t l = label_at[row];
         pl[row] =
             l == ignore ? 0.0f : static_cast<float>(static_cast<double>(m - px[base + l]) + std::log(double{sum}));
       });
@@ -98,7 +99,7 @@ void SoftmaxWithCrossEntropyKernel(const ExecutionContext& ctx) {
       pl[row] = static_cast<T>(loss);
       return;
     }
-    const int64_t l = IndexAt(label, row);
+    const int64_t l = label_at[row];
     pl[row] = l == ignore ? T(0) : static_cast<T>(static_cast<double>(m - px[base + l * v.inner]) + log_sum);
   });
 }
@@ -109,6 +110,7 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   if (!dx) return;
   const Tensor& softmax = ctx.Input("Softmax");
   const Tensor& label = ctx.Input("Label");
+  const IndexReader label_at(label);
   const Tensor& dloss = ctx.Input(GradVarName("Loss"));
   const int axis = NormalizeAxis(ctx.Attr<int>("axis"), softmax.Rank(), "axis", "softmax_with_cross_entropy_grad");
   const bool soft = ctx.Attr<bool>("soft_label");
@@ -120,7 +122,7 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), softmax.GetShape());
   const T* psoft = soft ? label.Data<T>() : nullptr;
   const int64_t rows = v.outer * v.inner;
-  if (!soft) CheckLabels(label, rows, v.dim, ignore);
+  if (!soft) CheckLabels(label_at, rows, v.dim, ignore);
   ForEachAxisRow(v, [&](int64_t row, int64_t base) {
     const T g = pdl[row];
     if (soft) {
@@ -140,7 +142,7 @@ void SoftmaxWithCrossEntropyGradKernel(const ExecutionContext& ctx) {
       }
       return;
     }
-    const int64_t l = IndexAt(label, row);
+    const int64_t l = label_at[row];
     if (l == ignore) {
       for (int64_t d = 0; d < v.dim; ++d) pdx[base + d * v.inner] = T(0);
       return;

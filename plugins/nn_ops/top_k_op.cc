@@ -46,6 +46,7 @@ void TopKGradKernel(const ExecutionContext& ctx) {
   if (!dx) return;
   const Shape& xs = ctx.Input("X").GetShape();
   const Tensor& indices = ctx.Input("Indices");
+  const IndexReader indices_at(indices);
   const Tensor& dout = ctx.Input(GradVarName("Out"));
   const int64_t d = xs.back();
   const int64_t k = indices.GetShape().back();
@@ -59,7 +60,7 @@ void TopKGradKernel(const ExecutionContext& ctx) {
   std::fill(pdx, pdx + rows * d, T(0));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t i = IndexAt(indices, r * k + j);
+      const int64_t i = indices_at[r * k + j];
       NABLA_ENFORCE(i >= 0 && i < d, kOutOfRange, "op 'top_k_grad': Indices[", r * k + j, "] must be in [0, ", d,
                     "), but received ", i);
       pdx[r * d + i] = pg[r * k + j];

@@ -40,6 +40,26 @@ inline void WriteScalar(Tensor& t, double value) {
 inline int64_t IndexAt(const Tensor& t, int64_t i) {
   return t.GetDType() == DType::kInt32 ? static_cast<int64_t>(t.Data<int32_t>()[i]) : t.Data<int64_t>()[i];
 }
+// IndexAt for a loop over an index tensor: its dtype and data are looked
+// up once (over the C ABI each lookup is a call through the table).
+class IndexReader {
+ public:
+  explicit IndexReader(const Tensor& t) : t_(&t), dtype_(t.GetDType()) {
+    if (dtype_ == DType::kInt32) p32_ = t.Data<int32_t>();
+    if (dtype_ == DType::kInt64) p64_ = t.Data<int64_t>();
+  }
+  int64_t operator[](int64_t i) const {
+    if (dtype_ == DType::kInt32) return p32_[i];
+    if (dtype_ == DType::kInt64) return p64_[i];
+    return t_->Data<int64_t>()[i];  // not an index tensor: IndexAt's error
+  }
+
+ private:
+  const Tensor* t_;
+  DType dtype_;
+  const int32_t* p32_ = nullptr;
+  const int64_t* p64_ = nullptr;
+};
 
 inline void EnforceIndexDType(DType d, const std::string& where, const std::string& slot) {
   NABLA_ENFORCE(d == DType::kInt64 || d == DType::kInt32, kInvalidArgument, where, ": input ", slot,
