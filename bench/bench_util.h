@@ -19,9 +19,10 @@
 namespace nabla::bench {
 
 // NABLA_BENCH_PLUGINS=FILE[:FILE...]: the plugin files InitRuntime loads
-// instead of the standard folder, e.g. the C ABI build of the standard op
-// files (test_plugins/std_sdk/libstd_sdk_ops.so), which registers the same op
-// names, so one benchmark times either build's dispatch (bench/dispatch_abi).
+// instead of the standard folder, e.g. the C++ ABI build of the standard op
+// files (test_plugins/std_cxx/libstd_cxx_ops.so), which registers the same op
+// names as the shipped math_ops and nn_ops (C ABI), so one benchmark times
+// either build's dispatch (bench/dispatch_abi).
 inline const char* BenchPlugins() {
   const char* env = std::getenv("NABLA_BENCH_PLUGINS");
   return env != nullptr && *env != '\0' ? env : nullptr;

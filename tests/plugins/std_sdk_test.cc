@@ -1,9 +1,10 @@
-// The standard plugins' op files that build over the C ABI
-// (std_sdk_ops: the files of plugins/math_ops and plugins/nn_ops as they
-// are, through the SDK; tests/plugins/CMakeLists.txt) against the same files
-// built as the standard plugins. The C ABI binary imports nothing of nabla;
-// every op it registers has the standard build's schema and grad op, passes
-// its float64 gradient checks, and computes the same bits, forward and
+// The standard plugins math_ops and nn_ops, which ship built over the C ABI
+// (their op files as they are, through the SDK), against the same files
+// built over the C++ ABI (std_cxx_ops, tests/plugins/CMakeLists.txt); and
+// control_flow's op files that build over the C ABI (std_sdk_cf) against the
+// standard control_flow plugin. A C ABI binary imports nothing of nabla;
+// every op it registers has the C++ build's schema and grad op, passes its
+// float64 gradient checks, and computes the same bits, forward and
 // gradients, in float32 and float64, over shapes with empty and size-1 dims
 // and one large enough to split over threads. Both builds register the same
 // op names, so each is loaded into a process of its own (fork), which writes
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +41,7 @@
 #include "nabla/plugin.h"
 #include "nabla/program_io.h"
 #include "nabla/scope.h"
-#if STD_SDK_OPENCL_FILES
+#if STD_OPENCL_FILES
 #include "nabla/opencl/opencl.h"
 #endif
 
@@ -145,7 +147,7 @@ std::string Digest(const op_case::Doubles& values) {
 // The shapes every case runs at besides its own: empty, size-1 dims, and
 // one over 2 * kParallelGrain elements, which the kernels split over threads.
 // Ops that take them not (rank or matching-shape rules) must refuse them as
-// the standard build does.
+// the C++ build does.
 const std::vector<Shape> kShapes = {{0}, {0, 3}, {1}, {1, 1, 5}, {2, 1, 40000}};
 
 // Runs `ops` on `device` and records every var they write: shape, digest,
@@ -253,7 +255,7 @@ void RunCase(const std::string& type, GradCheckSpec spec, DType dtype, const Sha
 // attribute at seed 0 (derived from the run's seed) and at a seed of its
 // own, so both paths to the kernel's seed are compared bit for bit. Ops with
 // inputs get them from kInputCases; an op in neither fails the test, so a
-// file added to std_sdk_ops cannot go unrun.
+// file added to math_ops or nn_ops cannot go unrun.
 struct InputCase {
   std::string name;
   std::vector<op_case::Input> inputs;  // named <slot>_in
@@ -614,11 +616,11 @@ Records Compute(const std::vector<std::string>& types) {
   return records;
 }
 
-// The forward ops the C ABI build registers (each with its grad op).
-std::vector<std::string> ForwardOpsOf(const std::string& plugin) {
+// The forward ops the plugins `names` register (each with its grad op).
+std::vector<std::string> ForwardOpsOf(const std::vector<std::string>& names) {
   std::vector<std::string> types;
   for (const OpRegistry::PluginRecord& p : CurrentRegistry()->Plugins())
-    if (p.name == plugin)
+    if (std::find(names.begin(), names.end(), p.name) != names.end())
       for (const std::string& op : p.ops)
         if (!IsGradVarName(op) && (op.size() < 5 || op.compare(op.size() - 5, 5, "_grad") != 0)) types.push_back(op);
   return types;
@@ -641,30 +643,41 @@ std::string Command(const std::string& command) {
   return out;
 }
 
-// The binary needs no symbol of nabla: everything crosses through the table
-// nabla_plugin_init receives. What it does import is the C and C++ runtimes.
+// The shipped plugins math_ops and nn_ops, over the C ABI.
+const std::vector<std::string> kShipped = {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so",
+                                           std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so"};
+const std::vector<std::string> kShippedNames = {"math_ops", "nn_ops"};
+
+// The binaries need no symbol of nabla: everything crosses through the table
+// nabla_plugin_init receives. What they do import is the C and C++ runtimes.
 TEST(StdSdk, ImportsNothingOfNabla) {
-  const std::string undefined = Command(std::string(NM_PATH) + " -D --undefined-only " + STD_SDK_OPS);
-  ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << undefined;
-  std::istringstream lines(undefined);
-  for (std::string line; std::getline(lines, line);) {
-    EXPECT_EQ(line.find("nabla"), std::string::npos) << line;
-    EXPECT_EQ(line.find("_ZN5nabla"), std::string::npos) << line;
+  for (const std::string& path : kShipped) {
+    const std::string undefined = Command(std::string(NM_PATH) + " -D --undefined-only " + path);
+    ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << path << ": " << undefined;
+    std::istringstream lines(undefined);
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_EQ(line.find("nabla"), std::string::npos) << path << ": " << line;
+      EXPECT_EQ(line.find("_ZN5nabla"), std::string::npos) << path << ": " << line;
+    }
+    const std::string defined = Command(std::string(NM_PATH) + " -D --defined-only " + path);
+    EXPECT_NE(defined.find("nabla_plugin_init"), std::string::npos) << path << ": " << defined;
   }
-  const std::string defined = Command(std::string(NM_PATH) + " -D --defined-only " + STD_SDK_OPS);
-  EXPECT_NE(defined.find("nabla_plugin_init"), std::string::npos) << defined;
+  // The reference really is the C++ ABI build: it binds to the core's C++
+  // symbols (what the shipped binaries must not).
+  const std::string reference = Command(std::string(NM_PATH) + " -D --undefined-only " + STD_CXX_OPS);
+  EXPECT_NE(reference.find("_ZN5nabla"), std::string::npos) << reference;
 }
 
-// The C ABI build `sdk` (plugin `name`, `count` forward ops) against the
-// standard plugins `standard`, bit for bit, one process each; the number of
-// C ABI build's records.
-Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, size_t count,
+// The C ABI build `sdk_paths` (plugins `names`, `count` forward ops) against
+// the C++ ABI build `standard_paths`, bit for bit, one process each; the C
+// ABI build's records.
+Records SameOpsSameBits(const std::vector<std::string>& sdk_paths, const std::vector<std::string>& names, size_t count,
                         const std::vector<std::string>& standard_paths, bool seeded_ops) {
   test_util::TempDir dir("std_sdk");
   const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
   EXPECT_EQ(InChild([&] {
-              PluginManager::Instance().Load(sdk_path);
-              const std::vector<std::string> types = ForwardOpsOf(name);
+              for (const std::string& path : sdk_paths) PluginManager::Instance().Load(path);
+              const std::vector<std::string> types = ForwardOpsOf(names);
               Records records = Compute(types);
               std::string list;
               for (const std::string& t : types) list += t + " ";
@@ -674,12 +687,12 @@ Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, si
             0);
   const Records sdk = ReadRecords(sdk_file);
   if (!sdk.count("ops")) {
-    ADD_FAILURE() << name << " computed nothing";
+    ADD_FAILURE() << names.front() << " computed nothing";
     return sdk;
   }
   const std::vector<std::string> types = Split(sdk.at("ops"));
-  // Every op file the C ABI build lists (tests/plugins/CMakeLists.txt)
-  // registered its ops.
+  // Every op file of the C ABI build (tests/plugins/CMakeLists.txt counts
+  // them) registered its ops.
   EXPECT_EQ(types.size(), count) << sdk.at("ops");
   EXPECT_EQ(InChild([&] {
               for (const std::string& path : standard_paths) PluginManager::Instance().Load(path);
@@ -693,7 +706,7 @@ Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, si
   for (const auto& [key, want] : standard) {
     auto it = sdk.find(key);
     if (it == sdk.end()) {
-      ADD_FAILURE() << key << ": the standard build has it, the C ABI build does not";
+      ADD_FAILURE() << key << ": the C++ ABI build has it, the C ABI build does not";
       continue;
     }
     EXPECT_EQ(it->second, want) << key;
@@ -704,7 +717,7 @@ Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, si
     ++compared;
   }
   for (const auto& [key, value] : sdk)
-    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not: " << value;
+    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the C++ ABI build does not: " << value;
   if (seeded_ops) {
     // The seed reaches a random op's kernel through the C ABI (kernel_seed):
     // its own seed gives other values than the one derived from the run's.
@@ -728,12 +741,10 @@ Records SameOpsSameBits(const std::string& sdk_path, const std::string& name, si
   return sdk;
 }
 
-// Bit for bit the standard build's ops, run one process each.
-TEST(StdSdk, SameOpsSameBitsAsTheStandardBuild) {
-  (void)SameOpsSameBits(STD_SDK_OPS, "std_sdk_ops", STD_SDK_OP_COUNT,
-                        {std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so",
-                         std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so"},
-                        true);
+// The shipped math_ops and nn_ops bit for bit the C++ build's ops, run one
+// process each.
+TEST(StdSdk, SameOpsSameBitsAsTheCxxBuild) {
+  (void)SameOpsSameBits(kShipped, kShippedNames, STD_OP_COUNT, {STD_CXX_OPS}, true);
 }
 
 // The control_flow plugin, which ships on the C ABI, against the same files
@@ -746,7 +757,7 @@ TEST(StdSdk, ControlFlowSameBitsAsTheStandardBuild) {
   ASSERT_NE(undefined.find("GLIBC"), std::string::npos) << "nm read nothing: " << undefined;
   std::istringstream lines(undefined);
   for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.find("nabla"), std::string::npos) << line;
-  const Records sdk = SameOpsSameBits(cf, "control_flow", STD_SDK_CF_OP_COUNT, {STD_CXX_CF}, false);
+  const Records sdk = SameOpsSameBits({cf}, {"control_flow"}, STD_SDK_CF_OP_COUNT, {STD_CXX_CF}, false);
   // The cases ran, not only were refused alike: X = 0 1 2 0 ... against
   // Y = 3 2 1 0 ... and broadcasts.
   auto value = [&](const std::string& key) { return sdk.count(key) ? sdk.at(key) : "missing " + key; };
@@ -839,18 +850,17 @@ Records Rewrites() {
 }
 
 // The op files' program rewrites over the C ABI (flash_attn_fusion.cc,
-// fc's fusion pattern) leave the programs the standard build's leave.
-TEST(StdSdk, RewritesAsTheStandardBuild) {
+// fc's fusion pattern) leave the programs the C++ build's leave.
+TEST(StdSdk, RewritesAsTheCxxBuild) {
   test_util::TempDir dir("std_sdk_rewrites");
   const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
   ASSERT_EQ(InChild([&] {
-              PluginManager::Instance().Load(STD_SDK_OPS);
+              for (const std::string& path : kShipped) PluginManager::Instance().Load(path);
               WriteRecords(Rewrites(), sdk_file);
             }),
             0);
   ASSERT_EQ(InChild([&] {
-              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so");
-              PluginManager::Instance().Load(std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so");
+              PluginManager::Instance().Load(STD_CXX_OPS);
               WriteRecords(Rewrites(), std_file);
             }),
             0);
@@ -1126,13 +1136,13 @@ Records ComputeOn(const std::vector<std::string>& types, Device& device, bool fp
   return records;
 }
 
-// The C ABI build's OpenCL kernels (the standard plugins' *_opencl.cc files
-// through nabla/opencl/kernel.h over the OpenCL device plugin's C table)
-// against the same files built as the standard plugins, on the OpenCL
+// The shipped plugins' OpenCL kernels (their *_opencl.cc files through
+// nabla/opencl/kernel.h over the OpenCL device plugin's C table) against the
+// same files built over the C++ ABI (std_cxx_ops), on the OpenCL
 // device: the same bits, each output made on the device. Exit code 77 from a
 // child: no OpenCL device here.
-TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
-  if (STD_SDK_OPENCL_FILES == 0) GTEST_SKIP() << "built without OpenCL";
+TEST(StdSdk, OpenClKernelsSameBitsAsTheCxxBuild) {
+  if (STD_OPENCL_FILES == 0) GTEST_SKIP() << "built without OpenCL";
   test_util::TempDir dir("std_sdk_cl");
   const std::string sdk_file = dir.Path("sdk.txt"), std_file = dir.Path("std.txt");
   constexpr int kNoDevice = 77;
@@ -1143,10 +1153,10 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
       DeviceListing listing;
       if (!FindDeviceListing("opencl:0", &listing)) std::_Exit(kNoDevice);
       for (const std::string& p : plugins) PluginManager::Instance().Load(p);
-      std::vector<std::string> types = only ? Split(*only) : ForwardOpsOf("std_sdk_ops");
+      std::vector<std::string> types = only ? Split(*only) : ForwardOpsOf(kShippedNames);
       Device& device = ResolveDevice("opencl:0");
       Records records = ComputeOn(types, device, listing.fp64);
-#if STD_SDK_OPENCL_FILES
+#if STD_OPENCL_FILES
       // Every case's tensors are gone: what the device still holds is a
       // kernel's leak (a Staging or Scratch buffer never given back).
       records["device bytes held after the cases"] =
@@ -1155,7 +1165,7 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
       WriteRecords(records, file);
     });
   };
-  const int rc = run({STD_SDK_OPS}, sdk_file, nullptr);
+  const int rc = run(kShipped, sdk_file, nullptr);
   if (rc == kNoDevice) GTEST_SKIP() << "no OpenCL device";
   ASSERT_EQ(rc, 0);
   const Records sdk = ReadRecords(sdk_file);
@@ -1165,17 +1175,14 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
   const std::string ops = sdk.at("ops");
   // Each listed kernel file registered kernels (unary and activation: a
   // dozen ops or more each).
-  EXPECT_GE(Split(ops).size(), static_cast<size_t>(STD_SDK_OPENCL_FILES)) << ops;
-  ASSERT_EQ(run({std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libmath_ops.so",
-                 std::string(NABLA_STANDARD_PLUGIN_DIR) + "/libnn_ops.so"},
-                std_file, &ops),
-            0);
+  EXPECT_GE(Split(ops).size(), static_cast<size_t>(STD_OPENCL_FILES)) << ops;
+  ASSERT_EQ(run({STD_CXX_OPS}, std_file, &ops), 0);
   const Records standard = ReadRecords(std_file);
   size_t compared = 0, on_device = 0;
   for (const auto& [key, want] : standard) {
     auto it = sdk.find(key);
     if (it == sdk.end()) {
-      ADD_FAILURE() << key << ": the standard build has it, the C ABI build does not";
+      ADD_FAILURE() << key << ": the C++ ABI build has it, the C ABI build does not";
       continue;
     }
     EXPECT_EQ(it->second, want) << key;
@@ -1184,7 +1191,7 @@ TEST(StdSdk, OpenClKernelsSameBitsAsTheStandardBuild) {
     ++compared;
   }
   for (const auto& [key, value] : sdk)
-    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the standard build does not: " << value;
+    EXPECT_TRUE(standard.count(key)) << key << ": the C ABI build has it, the C++ ABI build does not: " << value;
   EXPECT_GT(on_device, Split(ops).size() * 6) << "the kernels ran elsewhere than on the OpenCL device";
   std::cout << "compared " << compared << " records (" << on_device << " made on the device) of " << Split(ops).size()
             << " ops\n";
