@@ -56,7 +56,7 @@ template <typename T, Act act>
 void FusedForward(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
-  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx.Op());
+  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx);
   const T* xd = x.Data<T>();
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
@@ -121,7 +121,7 @@ void FusedBackward(const ExecutionContext& ctx) {
   const Tensor& y = ctx.Input("Y");
   const Tensor& out = ctx.Input("Out");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx.Op());
+  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx);
   NABLA_ENFORCE(dout.GetShape() == s.out && out.GetShape() == s.out, kInvalidArgument,
                 "op 'fused_elemwise_activation_grad': expected Out and Out@GRAD of shape ", ShapeToString(s.out),
                 " but received ", ShapeToString(out.GetShape()), " and ", ShapeToString(dout.GetShape()));

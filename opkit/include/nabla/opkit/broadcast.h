@@ -5,6 +5,7 @@
 // output as the operand broadcast along the reduced dims.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
@@ -90,6 +91,13 @@ inline BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int 
 // string (the prefix cost more than the add in small ops).
 inline BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const OpDesc& op) {
   return broadcast_detail::Broadcast(x, y, axis, [&] { return StrCat("op '", op.Type(), "'"); });
+}
+// The same from a kernel's context, whose op is looked at only for the
+// error: over the C ABI, ExecutionContext::Op() copies the op through the
+// table, which cost more than a small op's work.
+template <typename Ctx, typename = decltype(std::declval<const Ctx&>().Op())>
+BroadcastShapes BroadcastElementwise(const Shape& x, const Shape& y, int axis, const Ctx& ctx) {
+  return broadcast_detail::Broadcast(x, y, axis, [&] { return StrCat("op '", ctx.Op().Type(), "'"); });
 }
 
 // Walks every element of `out` together with the matching element of two

@@ -32,7 +32,7 @@ template <typename T, typename Fwd>
 void ElementwiseForward(const ExecutionContext& ctx, const Fwd& fwd) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
-  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx.Op());
+  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx);
   const T* xd = x.Data<T>();
   const T* yd = y.Data<T>();
   T* o = AllocOutput<T>(ctx, ctx.Output("Out"), s.out);
@@ -146,7 +146,7 @@ void ElementwiseBackward(const ExecutionContext& ctx, const Gx& gx, const Gy& gy
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx.Op());
+  BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx);
   NABLA_ENFORCE(dout.GetShape() == s.out, kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD of shape ",
                 ShapeToString(s.out), " but received ", ShapeToString(dout.GetShape()));
   const T* xd = x.Data<T>();
