@@ -550,6 +550,16 @@ template <typename T>
 T ReadAttr(const nabla_op* op, const std::string& name) {
   nabla_attr_value v;
   Check(Api().op_get_attr(op, name.c_str(), &v));
+  // A scalar straight from the C value, as FromC converts it (kernels read
+  // some on every call); anything else, or a scalar of another type (whose
+  // error comes below), through an Attribute.
+  if constexpr (std::is_same_v<T, float>) {
+    if (v.type == NABLA_C_ATTR_FLOAT) return static_cast<float>(v.f);
+  } else if constexpr (std::is_same_v<T, int>) {
+    if (v.type == NABLA_C_ATTR_INT) return static_cast<int>(v.i);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (v.type == NABLA_C_ATTR_BOOL) return v.b != 0;
+  }
   Attribute a = FromC(v);
   T* value = std::get_if<T>(&a);
   NABLA_ENFORCE(value, kInvalidArgument, "attribute '", name, "' of op '", Str(Api().op_type(op)),
@@ -1028,7 +1038,9 @@ class ExecutionContext {
   }
   template <typename T>
   T Attr(const std::string& name) const {
-    return sdk_detail::ReadAttr<T>(sdk_detail::CheckPtr(Api().kernel_op(c_)), name);
+    // The op's handle asked for once per kernel call, not per attribute.
+    if (!op_handle_) op_handle_ = sdk_detail::CheckPtr(Api().kernel_op(c_));
+    return sdk_detail::ReadAttr<T>(op_handle_, name);
   }
   Device& GetDevice() const { return *reinterpret_cast<Device*>(sdk_detail::CheckPtr(Api().kernel_device(c_))); }
   // Input slot[i]'s values on the host, whatever its device: tensor-valued
@@ -1055,6 +1067,7 @@ class ExecutionContext {
   nabla_kernel_context* c_;
   mutable std::optional<OpDesc> op_;
   mutable std::shared_ptr<RunState> run_;
+  mutable const nabla_op* op_handle_ = nullptr;  // Attr's, from kernel_op
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
