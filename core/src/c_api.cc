@@ -74,13 +74,18 @@ struct Scratch {
   int depth = 0;
 };
 
+}  // namespace
+
 // The thread's error and scratch in one thread_local: every kernel call
-// of a C ABI plugin touches both (CallbackScope), and each thread_local of
-// a shared library is a __tls_get_addr call.
-struct ThreadState {
+// of a C ABI plugin touches both (CallbackScope, which looks it up once),
+// and each thread_local of a shared library is a __tls_get_addr call.
+struct c_api_detail::ThreadState {
   ThreadError error;
   Scratch scratch;
 };
+
+namespace {
+using c_api_detail::ThreadState;
 ThreadState& State() {
   thread_local ThreadState state;
   return state;
@@ -1711,6 +1716,25 @@ int64_t ApiGradBlock(nabla_grad_context* c, size_t i) {
   });
 }
 
+int32_t ApiKernelAttr(nabla_kernel_context* c, const char* name, size_t name_len, nabla_attr_value* out) {
+  return GuardStatus([&] {
+    NABLA_ENFORCE(name && out, kInvalidArgument, "kernel_attr: received NULL for ", name ? "out" : "the name");
+    const std::string_view n(name, name_len);
+    if (const Attribute* a = K(c).FindAttr(n)) {
+      ToC(*a, out);
+      return;
+    }
+    ToC(K(c).Op().GetAttr(std::string(n)), out);  // its error names the op and the attribute
+  });
+}
+
+uint64_t ApiOpVersion(const nabla_op* op) {
+  return Guard<uint64_t>(0, [&] {
+    NABLA_ENFORCE(op, kInvalidArgument, "op_version: received NULL for the op");
+    return Op(op).Version();
+  });
+}
+
 nabla_api MakeTable() {
   nabla_api api{};
   api.api_version = NABLA_C_API_VERSION;
@@ -1860,6 +1884,8 @@ nabla_api MakeTable() {
   api.pass_where = ApiPassWhere;
   api.grad_program = ApiGradProgram;
   api.grad_block = ApiGradBlock;
+  api.kernel_attr = ApiKernelAttr;
+  api.op_version = ApiOpVersion;
   return api;
 }
 
@@ -1874,8 +1900,8 @@ void SetError(int32_t kind, const std::string& message) {
   e.set = true;
 }
 
-CallbackScope::CallbackScope() {
-  ThreadState& state = State();
+CallbackScope::CallbackScope() : state_(&State()) {
+  ThreadState& state = *state_;
   Scratch& s = state.scratch;
   if (s.depth++ == 0) {
     if (!s.strings.empty()) s.strings.clear();
@@ -1896,7 +1922,7 @@ CallbackScope::CallbackScope() {
 }
 
 CallbackScope::~CallbackScope() {
-  Scratch& s = ThreadScratch();
+  Scratch& s = state_->scratch;
   --s.depth;
   if (!nested_) return;
   if (s.strings.size() > marks_[0]) s.strings.resize(marks_[0]);

@@ -53,6 +53,7 @@ int32_t GuardStatus(F&& f) noexcept {
 
 // Around every call into plugin code: a fresh error slot, and scratch (the
 // strings the table hands out) that outlives the call.
+struct ThreadState;
 class CallbackScope {
  public:
   CallbackScope();
@@ -61,6 +62,7 @@ class CallbackScope {
   CallbackScope& operator=(const CallbackScope&) = delete;
 
  private:
+  ThreadState* state_;  // the thread's, looked up once
   bool nested_ = false;
   size_t marks_[4] = {};  // the scratch's sizes when a nested callback began
 };

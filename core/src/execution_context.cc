@@ -21,8 +21,15 @@ bool Present(const std::vector<std::string>& args) {
 }
 }  // namespace
 
-const Attribute* ExecutionContext::PreparedAttr(const std::string& name) const {
+const Attribute* ExecutionContext::PreparedAttr(std::string_view name) const {
   return prepared_ ? prepared_->FindAttr(name) : nullptr;
+}
+
+const Attribute* ExecutionContext::FindAttr(std::string_view name) const {
+  if (prepared_ && prepared_->attrs) return prepared_->FindAttr(name);  // copies of all of the op's
+  for (const auto& [key, value] : op_.Attrs())
+    if (PreparedOp::SameName(key, name)) return &value;
+  return nullptr;
 }
 
 namespace {
@@ -48,8 +55,22 @@ bool ExecutionContext::HasOutput(const std::string& slot) const {
   if (auto known = PreparedPresence(prepared_, false, slot)) return *known;
   return Present(op_.Output(slot));
 }
-size_t ExecutionContext::InputSize(const std::string& slot) const { return op_.Input(slot).size(); }
-size_t ExecutionContext::OutputSize(const std::string& slot) const { return op_.Output(slot).size(); }
+// A prepared slot holds one entry per argument (null for @EMPTY@), and the
+// prepared slots are all of the desc's: no walk of the desc's slot map.
+size_t ExecutionContext::InputSize(const std::string& slot) const {
+  if (prepared_) {
+    const PreparedSlot* s = PreparedOp::Find(prepared_->inputs, slot);
+    return s ? s->vars.size() : 0;
+  }
+  return op_.Input(slot).size();
+}
+size_t ExecutionContext::OutputSize(const std::string& slot) const {
+  if (prepared_) {
+    const PreparedSlot* s = PreparedOp::Find(prepared_->outputs, slot);
+    return s ? s->vars.size() : 0;
+  }
+  return op_.Output(slot).size();
+}
 
 namespace {
 // The var the block's preparation resolved for slot[i], if any. A prepared

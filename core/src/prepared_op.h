@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nabla/op_registry.h"
@@ -71,7 +72,7 @@ struct PreparedOp {
   // memcmp call std::string's == makes (a kernel finds slots and attributes
   // on every call), eight bytes at a time ("bias_after_scale" is two
   // compares, not sixteen).
-  static bool SameName(const std::string& a, const std::string& b) {
+  static bool SameName(std::string_view a, std::string_view b) {
     const size_t n = a.size();
     if (n != b.size()) return false;
     const char *p = a.data(), *q = b.data();
@@ -85,12 +86,12 @@ struct PreparedOp {
     while (i < n && p[i] == q[i]) ++i;
     return i == n;
   }
-  static const PreparedSlot* Find(const std::vector<PreparedSlot>& slots, const std::string& name) {
+  static const PreparedSlot* Find(const std::vector<PreparedSlot>& slots, std::string_view name) {
     for (const auto& s : slots)
       if (SameName(s.name, name)) return &s;
     return nullptr;
   }
-  const Attribute* FindAttr(const std::string& name) const {
+  const Attribute* FindAttr(std::string_view name) const {
     if (attrs)
       for (const auto& [n, a] : *attrs)
         if (SameName(n, name)) return &a;

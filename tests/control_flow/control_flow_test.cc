@@ -403,6 +403,35 @@ TEST_P(ControlFlowTest, ConditionalNotTakenGivesZeroGradients) {
   CheckGradients(kConditional, CondFeeds(false), "loss", {"x", "w"});
 }
 
+// Without is_scalar_condition the branch runs when every Cond tensor holds
+// an element (Paddle's rule), whatever their dtypes and values.
+TEST_P(ControlFlowTest, ConditionalOnNonEmptyConds) {
+  std::string yaml = kConditional;
+  const std::string scalar = "inputs: {Cond: [flag], Input: [x, w]}";
+  yaml.replace(yaml.find(scalar), scalar.size(), "inputs: {Cond: [c1, c2], Input: [x, w]}");
+  const std::string attr = "is_scalar_condition: true";
+  yaml.replace(yaml.find(attr), attr.size(), "is_scalar_condition: false");
+  const std::string flag = "flag: {shape: [1], dtype: bool}";
+  yaml.replace(yaml.find(flag), flag.size(), "c1: {shape: [3], dtype: float64}\n      c2: {shape: [-1], dtype: int64}");
+  for (const bool empty : {false, true}) {
+    std::vector<Feed> feeds = CondFeeds(true);
+    feeds.pop_back();
+    feeds.push_back({"c1", {3}, {0.0, 0.0, 0.0}});  // zeros: only the count matters
+    feeds.push_back(empty ? Feed{"c2", {0}, {}, DType::kInt64} : Feed{"c2", {2}, {1.0, 1.0}, DType::kInt64});
+    ProgramDesc program = ParseProgram(yaml, "cond.yaml");
+    AppendBackward(program, "loss", {}, {});
+    auto out = Run(program, feeds, {"loss", "x@GRAD", "w@GRAD"});
+    if (empty) {
+      EXPECT_DOUBLE_EQ(Values(out.at("loss"))[0], -1.5);
+      EXPECT_EQ(Values(out.at("w@GRAD")), (std::vector<double>{0.0, 0.0}));
+    } else {
+      EXPECT_DOUBLE_EQ(Values(out.at("loss"))[0], 0.5 * 3.0 - 2.0 * 0.25);
+      EXPECT_EQ(Values(out.at("w@GRAD")), (std::vector<double>{0.5, -2.0}));
+    }
+    CheckGradients(yaml, feeds, "loss", {"x", "w"});
+  }
+}
+
 TEST_P(ControlFlowTest, ConditionalBackwardStructure) {
   ProgramDesc program = ParseProgram(kConditional, "cond.yaml");
   AppendBackward(program, "loss", {}, {});

@@ -214,6 +214,12 @@ static_assert(offsetof(nabla_api, grad_program) == Slot(147));
 static_assert(offsetof(nabla_api, grad_block) == Slot(148));
 static_assert(sizeof(nabla_api) >= Slot(149));
 static_assert(NABLA_C_ATTR_BLOCK == 8);
+
+// Version 7: a kernel's attribute reads and op versions.
+static_assert(NABLA_C_API_VERSION >= 7);
+static_assert(offsetof(nabla_api, kernel_attr) == Slot(149));
+static_assert(offsetof(nabla_api, op_version) == Slot(150));
+static_assert(sizeof(nabla_api) >= Slot(151));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
@@ -574,8 +580,9 @@ TEST(CApi, SdkPluginComputesWithTheCpuRowKernels) {
         toy::RowRun(fn, shift, xf.data() + i * n, yf.data() + i * n, yf.data() + (i + 1) % rows * n, n,
                     out.data() + i * w, acc.data());
       // fn 10's scratchpads: aligned, and none of 0 bytes is no error.
-      if (fn == 10)
+      if (fn == 10) {
         for (int64_t i = 0; i < rows; ++i) EXPECT_EQ(out[i * w + 2], 1.0f) << "rows " << rows << " n " << n;
+      }
       EXPECT_EQ(bits(r.values.at("out")), bits(std::vector<double>(out.begin(), out.end())))
           << "fn " << fn << " rows " << rows << " n " << n;
       EXPECT_EQ(bits(r.values.at("acc")), bits(std::vector<double>(acc.begin(), acc.end())))

@@ -1063,6 +1063,31 @@ Records ControlFlowRuns() {
         records[key + " refused"] = OneLine(e.what());
       }
     }
+    // Without is_scalar_condition: taken when every Cond holds an element.
+    for (const bool empty : {false, true}) {
+      const std::string key = "branch/" + d + (empty ? "/empty_cond" : "/full_conds");
+      try {
+        std::string text = WithDType(kBranch, dtype);
+        text.replace(text.find("Cond: [flag]"), 12, "Cond: [c1, c2]");
+        text.replace(text.find("is_scalar_condition: true"), 25, "is_scalar_condition: false");
+        const std::string flag = "flag: {shape: [1], dtype: bool}";
+        text.replace(text.find(flag), flag.size(),
+                     "c1: {shape: [2], dtype: float32}\n      c2: {shape: [-1], dtype: int64}");
+        ProgramDesc program = ParseProgram(text, "branch.yaml");
+        AppendBackward(program, "loss", {}, {});
+        records[key + " program"] = ProgramText(program);
+        const std::vector<op_case::Input> feeds = {
+            {"x", dtype, {2, 3}, values(6, -0.7, 0.3)},
+            {"w", dtype, {2, 3}, values(6, 0.9, -0.2)},
+            {"c1", DType::kFloat32, {2}, {0.0, 0.0}},
+            empty ? op_case::Input{"c2", DType::kInt64, {0}, {}} : op_case::Input{"c2", DType::kInt64, {1}, {7.0}}};
+        for (const char* executor : {"sequential", "taskgraph"})
+          RecordProgram(program, feeds, {"loss", "y", "x@GRAD", "w@GRAD"}, executor, {}, key + "/" + executor,
+                        &records);
+      } catch (const std::exception& e) {
+        records[key + " refused"] = OneLine(e.what());
+      }
+    }
   }
   return records;
 }

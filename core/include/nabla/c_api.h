@@ -47,8 +47,9 @@ extern "C" {
  * variables, program passes, and the CPU backend's row kernels; version 5:
  * variables, tensor arrays and var-type inference, and the CPU backend's
  * GEMM with a fused bias and activation; version 6: control flow: scopes,
- * running blocks, block attributes). */
-#define NABLA_C_API_VERSION 6
+ * running blocks, block attributes; version 7: a kernel's attribute reads
+ * and op versions). */
+#define NABLA_C_API_VERSION 7
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -776,6 +777,23 @@ typedef struct nabla_api {
    * backward builder made for the op's i-th block attribute, -1 on error. */
   nabla_pass_context* (*grad_program)(nabla_grad_context* c);
   int64_t (*grad_block)(nabla_grad_context* c, size_t i);
+
+  /* ---- Version 7: what a kernel pays per call
+   *
+   * A kernel reads its op's attributes on every call, and some kernels copy
+   * the op (for its type in messages, or the attributes a helper reads).
+   * kernel_attr reads an attribute from what the executor prepared for the
+   * op, the name given with its length (no strlen, no walk of the op's
+   * attribute map); op_version lets a plugin keep what it derived from an
+   * op (its copy) until the op changes. */
+  /* Attribute `name` (name_len bytes; need not end in NUL) of the kernel's
+   * op, as op_get_attr reads it: a missing attribute is an error naming it,
+   * a block attribute is refused (op_get_block_attr reads it). */
+  int32_t (*kernel_attr)(nabla_kernel_context* c, const char* name, size_t name_len, nabla_attr_value* out);
+  /* A number unique in the process to op's type, slots and attributes: any
+   * change renews it, a copy of the op carries it (its position in the
+   * YAML, op_pos, is not part of it). 0 on error; never 0 otherwise. */
+  uint64_t (*op_version)(const nabla_op* op);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -58,6 +59,11 @@ class NABLA_API ExecutionContext {
     return op_.Attr<T>(name);
   }
 
+  // Attribute `name` of the op, null when it has none: from the prepared
+  // op's copies when there is one (the C ABI's kernel_attr reads through
+  // here without knowing the type).
+  const Attribute* FindAttr(std::string_view name) const;
+
   Device& GetDevice() const { return device_; }
   Scope& GetScope() const { return scope_; }
   const RunContext* Run() const { return run_; }
@@ -74,7 +80,7 @@ class NABLA_API ExecutionContext {
   const RunContext* run_;                 // non-owning, may be null
   const PreparedOp* prepared_ = nullptr;  // non-owning, may be null
 
-  const Attribute* PreparedAttr(const std::string& name) const;
+  const Attribute* PreparedAttr(std::string_view name) const;
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;

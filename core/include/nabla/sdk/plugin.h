@@ -546,10 +546,10 @@ class OpDesc {
 };
 
 namespace sdk_detail {
-template <typename T>
-T ReadAttr(const nabla_op* op, const std::string& name) {
-  nabla_attr_value v;
-  Check(Api().op_get_attr(op, name.c_str(), &v));
+// Attribute `name`, read into v, as T; `op` gives the handle of its op for
+// an error (asked for only then).
+template <typename T, typename OpFn>
+T AttrAs(const nabla_attr_value& v, const std::string& name, OpFn&& op) {
   // A scalar straight from the C value, as FromC converts it (kernels read
   // some on every call); anything else, or a scalar of another type (whose
   // error comes below), through an Attribute.
@@ -562,9 +562,15 @@ T ReadAttr(const nabla_op* op, const std::string& name) {
   }
   Attribute a = FromC(v);
   T* value = std::get_if<T>(&a);
-  NABLA_ENFORCE(value, kInvalidArgument, "attribute '", name, "' of op '", Str(Api().op_type(op)),
+  NABLA_ENFORCE(value, kInvalidArgument, "attribute '", name, "' of op '", Str(Api().op_type(op())),
                 "' is not of the type asked for");
   return std::move(*value);
+}
+template <typename T>
+T ReadAttr(const nabla_op* op, const std::string& name) {
+  nabla_attr_value v;
+  Check(Api().op_get_attr(op, name.c_str(), &v));
+  return AttrAs<T>(v, name, [op] { return op; });
 }
 }  // namespace sdk_detail
 
@@ -993,11 +999,37 @@ struct RunContext {
   const ExecutorOptions* options = nullptr;
 };
 
+namespace sdk_detail {
+// This thread's copies of the ops its kernels asked for (ExecutionContext::
+// Op), by op_version (C ABI version 7): an op is copied once, not on every
+// call of its kernel (matmul, mean, reshape and adam name their op in
+// messages they build up front, and a copy is some 30 table calls). A fixed
+// number, replaced as they collide; shared, so a kernel keeps its copy while
+// a block it runs replaces the entry.
+inline std::shared_ptr<const OpDesc> CachedOp(const nabla_op* op) {
+  const uint64_t version = Api().op_version(op);
+  if (version == 0) ThrowApiError();
+  SourcePos pos;
+  Check(Api().op_pos(op, &pos.line, &pos.col));  // not part of the version
+  struct Entry {
+    uint64_t version = 0;
+    std::shared_ptr<const OpDesc> op;
+  };
+  static thread_local Entry cache[64];
+  Entry& e = cache[version % 64];
+  if (e.version == version && e.op->Pos().line == pos.line && e.op->Pos().col == pos.col) return e.op;
+  auto copy = std::make_shared<const OpDesc>(OpDesc::FromC(op));
+  e.version = version;
+  e.op = copy;
+  return copy;
+}
+}  // namespace sdk_detail
+
 class ExecutionContext {
  public:
   explicit ExecutionContext(nabla_kernel_context* c) : c_(c) {}
   const OpDesc& Op() const {
-    if (!op_) op_ = OpDesc::FromC(sdk_detail::CheckPtr(Api().kernel_op(c_)));
+    if (!op_) op_ = sdk_detail::CachedOp(sdk_detail::CheckPtr(Api().kernel_op(c_)));
     return *op_;
   }
   bool HasInput(const std::string& slot) const { return InputSize(slot) != 0; }
@@ -1038,9 +1070,11 @@ class ExecutionContext {
   }
   template <typename T>
   T Attr(const std::string& name) const {
-    // The op's handle asked for once per kernel call, not per attribute.
-    if (!op_handle_) op_handle_ = sdk_detail::CheckPtr(Api().kernel_op(c_));
-    return sdk_detail::ReadAttr<T>(op_handle_, name);
+    // From what the executor prepared for the op (C ABI version 7): no
+    // strlen, no walk of the op's attribute map.
+    nabla_attr_value v;
+    sdk_detail::Check(Api().kernel_attr(c_, name.data(), name.size(), &v));
+    return sdk_detail::AttrAs<T>(v, name, [this] { return Api().kernel_op(c_); });
   }
   Device& GetDevice() const { return *reinterpret_cast<Device*>(sdk_detail::CheckPtr(Api().kernel_device(c_))); }
   // Input slot[i]'s values on the host, whatever its device: tensor-valued
@@ -1065,9 +1099,8 @@ class ExecutionContext {
  private:
   struct RunState;
   nabla_kernel_context* c_;
-  mutable std::optional<OpDesc> op_;
+  mutable std::shared_ptr<const OpDesc> op_;
   mutable std::shared_ptr<RunState> run_;
-  mutable const nabla_op* op_handle_ = nullptr;  // Attr's, from kernel_op
 };
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
