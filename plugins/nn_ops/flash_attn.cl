@@ -85,24 +85,57 @@ __kernel void flash_attn_fwd(__global const T* q, __global const T* k, __global 
   lse[r] = m + log(l);
 }
 
-// The probabilities [batch, heads, seq_q, seq_k] (return_softmax), from lse.
+// What row r's probabilities are made of: P = exp(s - shift[r]) * inv[r].
+// shift = lse and inv = 1, except where |lse| >= large: there lse = m +
+// log(l) has lost log(l) (float's -1e9 + log(257) is -1e9, when a mask
+// shifts a whole row), and the row's max m and sum l are found again:
+// shift = m, inv = 1 / l. Rows with lse -inf see no key.
+__kernel void flash_attn_row_shift(__global const T* q, __global const T* k, __global const T* mask,
+                                   __global const T* lse, __global T* shift, __global T* inv, long rows, long8 D,
+                                   long8 M, T scale, T large) {
+  long r = GID;
+  if (r >= rows) return;
+  T x = lse[r];
+  shift[r] = x;
+  inv[r] = (T)1;
+  if (!(fabs(x) >= large) || x == -INFINITY || x == INFINITY) return;
+  long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
+  long end = key_end(D, i);
+  T m = -INFINITY, l = (T)0;
+  for (long j = 0; j < end; ++j) {
+    T s = score(q, k, mask, D, M, scale, b, h, i, j);
+    if (s == -INFINITY) continue;
+    if (s > m) {
+      l = (m == -INFINITY ? (T)0 : l * exp(m - s)) + (T)1;
+      m = s;
+    } else {
+      l += exp(s - m);
+    }
+  }
+  if (l == (T)0) return;
+  shift[r] = m;
+  inv[r] = (T)1 / l;
+}
+
+// The probabilities [batch, heads, seq_q, seq_k] (return_softmax).
 __kernel void flash_attn_probs(__global const T* q, __global const T* k, __global const T* mask,
-                               __global const T* lse, __global T* probs, long rows, long8 D, long8 M, T scale,
-                               long8 R, T Z) {
+                               __global const T* lse, __global const T* shift, __global const T* inv,
+                               __global T* probs, long rows, long8 D, long8 M, T scale, long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
   long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
   long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
   __global T* p = probs + r * D.s2;
   for (long j = 0; j < D.s2; ++j)
-    p[j] = j < end ? exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[r]) * drop(R, Z, r / D.s1, i, j) : (T)0;
+    p[j] = j < end ? exp(score(q, k, mask, D, M, scale, b, h, i, j) - shift[r]) * inv[r] * drop(R, Z, r / D.s1, i, j)
+                   : (T)0;
 }
 
-// Per query row: dot = rowsum(dO * O) (kept for the key pass) and
-// dq = scale * sum_j P_ij (dP_ij - dot) k_j with dP_ij = dO_i . v_j.
+// Per query row (after flash_attn_row_shift): dot = rowsum(dO * O) (kept for
+// the key pass) and dq = scale * sum_j P_ij (dP_ij - dot) k_j with dP_ij = dO_i . v_j.
 __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __global const T* v,
                                 __global const T* mask, __global const T* out, __global const T* lse,
-                                __global const T* dout, __global T* dq, __global T* dot, long rows, long8 D, long8 M,
+                                __global const T* shift, __global const T* inv, __global const T* dout, __global T* dq, __global T* dot, long rows, long8 D, long8 M,
                                 T scale, long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
@@ -116,7 +149,7 @@ __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __glob
   for (long c = 0; c < D.s4; ++c) dqr[c] = (T)0;
   long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
   for (long j = 0; j < end; ++j) {
-    T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[r]);
+    T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - shift[r]) * inv[r];
     __global const T* vr = v + VROW(D, b, j, h);
     T dp = (T)0;
     for (long c = 0; c < D.s5; ++c) dp += g[c] * vr[c];
@@ -129,7 +162,8 @@ __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __glob
 // Per key row (b, h, j): dv = sum_i P_ij dO_i, dk = scale * sum_i dS_ij q_i,
 // over the queries that see key j; runs after flash_attn_bwd_dq wrote dot.
 __kernel void flash_attn_bwd_dkv(__global const T* q, __global const T* k, __global const T* v,
-                                 __global const T* mask, __global const T* lse, __global const T* dout,
+                                 __global const T* mask, __global const T* lse, __global const T* shift,
+                                 __global const T* inv, __global const T* dout,
                                  __global const T* dot, __global T* dk, __global T* dv, long rows, long8 D, long8 M,
                                  T scale, long8 R, T Z) {
   long r = GID;
@@ -145,7 +179,7 @@ __kernel void flash_attn_bwd_dkv(__global const T* q, __global const T* k, __glo
   for (long i = first; i < D.s1; ++i) {
     long row = (b * D.s3 + h) * D.s1 + i;
     if (lse[row] == -INFINITY) continue;
-    T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - lse[row]);
+    T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - shift[row]) * inv[row];
     T z = drop(R, Z, b * D.s3 + h, i, j);
     __global const T* g = dout + OROW(D, b, i, h);
     T dp = (T)0;

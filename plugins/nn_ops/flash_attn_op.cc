@@ -203,6 +203,15 @@ inline void ExpRow(const float* x, float shift, float* y, int64_t n) { cpu::ExpS
 inline void ExpRow(const double* x, double shift, double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
+// The largest of x[0, n); -inf for n == 0.
+inline float MaxOfRow(const float* x, int64_t n) {
+  return n > 0 ? cpu::RowMax(x, n) : -std::numeric_limits<float>::infinity();
+}
+inline double MaxOfRow(const double* x, int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
 
 // The arithmetic type of each storage type: bfloat16 tensors compute in
 // float32 (bfloat16 GEMM operands, float32 accumulation), as PyTorch's
@@ -271,6 +280,61 @@ void Scores(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b,
 template <typename T>
 const T* MaskData(const ExecutionContext& ctx, const AttnDims& d) {
   return ctx.HasInput("attn_mask") && !d.mask_is_causal ? ctx.Input("attn_mask").Data<T>() : nullptr;
+}
+
+// softmax_lse = m + log(l) cannot hold log(l) once |m| is large: where an
+// additive mask shifts every score of a row by -1e9 (a query that sees only
+// masked keys), float32's -1e9 + log(257) is -1e9, and exp(s - lse) would
+// make every probability 1 in place of 1/257 (the forward's own are right:
+// it keeps m and l apart). Rows whose |lse| reaches this (128 in float32,
+// 2^36 in float64: an lse rounding error of 2^-16 at most below it) take
+// their probabilities as exp(s - m) / l with m and l found again.
+template <typename A>
+bool LseTooLarge(A lse) {
+  constexpr A kLarge = A(1) / (A(65536) * std::numeric_limits<A>::epsilon());
+  return std::abs(lse) >= kLarge && std::abs(lse) != std::numeric_limits<A>::infinity();
+}
+
+// What the probabilities of rows [i0, i0 + nq) of head (b, h) are made of:
+// P = exp(s - shift[r]) * inv[r], that is shift = lse and inv = 1, except
+// for the rows LseTooLarge flags, whose max and sum are found again over
+// the key tiles as the forward scored them (so the same bits): shift = m,
+// inv = 1 / l. `s` is a tile's scratch.
+template <typename T, typename A>
+void RowShifts(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
+               const A* lse, A* shift, A* inv, A* s) {
+  bool any = false;
+  for (int64_t r = 0; r < nq; ++r) {
+    shift[r] = lse[r];
+    inv[r] = A(1);
+    any = any || LseTooLarge(lse[r]);
+  }
+  if (!any) return;
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+  std::vector<A> m(static_cast<size_t>(nq), kNegInf), l(static_cast<size_t>(nq), A(0));
+  const int64_t key_end = d.KeyEnd(i0, nq);
+  for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
+    const int64_t nk = std::min(kBlockK, key_end - j0);
+    Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s);
+    for (int64_t r = 0; r < nq; ++r) {
+      if (!LseTooLarge(lse[r])) continue;
+      A* srow = s + r * kBlockK;
+      const int64_t len = d.Visible(i0 + r, j0, nk);
+      const A m_new = std::max(m[r], MaxOfRow(srow, len));
+      if (m_new == kNegInf) continue;
+      if (m_new != m[r]) {
+        l[r] = m[r] == kNegInf ? A(0) : l[r] * std::exp(m[r] - m_new);
+        m[r] = m_new;
+      }
+      ExpRow(srow, m_new, srow, len);
+      for (int64_t c = 0; c < len; ++c) l[r] += srow[c];
+    }
+  }
+  for (int64_t r = 0; r < nq; ++r) {
+    if (!LseTooLarge(lse[r]) || l[r] == A(0)) continue;
+    shift[r] = m[r];
+    inv[r] = A(1) / l[r];
+  }
 }
 
 // Writes n accumulators as storage type.
@@ -374,7 +438,12 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           A* srow = s.data() + r * kBlockK;
           const A row_lse = lse[bh * d.seq_q + i0 + r];
           const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
-          ExpRow(srow, row_lse, srow, len);
+          if (LseTooLarge(row_lse)) {  // this row's m and l are at hand
+            ExpRow(srow, m[r], srow, len);
+            for (int64_t c = 0; c < len; ++c) srow[c] /= l[r];
+          } else {
+            ExpRow(srow, row_lse, srow, len);
+          }
           std::fill(srow + len, srow + nk, A(0));
           if (dropout.on) {  // the probabilities out was made of
             DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
@@ -443,7 +512,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // One task per (batch, head): it owns that head's rows of dq, dk and dv,
   // so the sweep over key tiles accumulates without locks.
   cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q);
+    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q), shift(d.seq_q), inv(d.seq_q);
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * kBlockK : 0), pz(dropout.on ? kBlockQ * kBlockK : 0);
     std::vector<T> p_op, dp_op;
@@ -457,6 +526,9 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
         for (int64_t c = 0; c < d.dim_v; ++c) acc += ToAcc(op[c]) * ToAcc(gp[c]);
         row_dot[i] = acc;
       }
+      for (int64_t i0 = 0; i0 < d.seq_q; i0 += kBlockQ)
+        RowShifts(d, q, k, mask, b, h, i0, std::min(kBlockQ, d.seq_q - i0), row_lse + i0, shift.data() + i0,
+                  inv.data() + i0, p.data());
       ZeroHead(gq, b, h, d.seq_q, d.heads, d.dim);
       ZeroHead(gk, b, h, d.seq_k, d.heads, d.dim);
       ZeroHead(gv, b, h, d.seq_k, d.heads, d.dim_v);
@@ -470,7 +542,9 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           for (int64_t r = 0; r < nq; ++r) {
             A* prow = p.data() + r * kBlockK;
             const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
-            ExpRow(prow, row_lse[i0 + r], prow, len);
+            ExpRow(prow, shift[i0 + r], prow, len);
+            if (inv[i0 + r] != A(1))
+              for (int64_t c = 0; c < len; ++c) prow[c] *= inv[i0 + r];
             std::fill(prow + len, prow + nk, A(0));
             if (dropout.on) {
               A* zrow = z.data() + r * kBlockK;

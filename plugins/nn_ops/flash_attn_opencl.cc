@@ -4,6 +4,8 @@
 // rowsum(dO * O)) and one per key row (dk, dv), the probabilities recomputed
 // from softmax_lse. Memory stays linear in the sequence, as on the CPU.
 // Dropout draws the CPU kernel's mask, word for word.
+#include <limits>
+
 #include "flash_attn.h"
 #include "flash_attn_cl.h"
 #include "nabla/opencl/kernel.h"
@@ -43,6 +45,19 @@ struct ClAttn {
   int64_t KeyRows() const { return batch * heads * seq_k; }
 };
 
+// flash_attn.cl's row shifts (flash_attn_row_shift) into `shift` and `inv`:
+// from the |softmax_lse| on that cannot hold log(l) to 2^-16 (the CPU's
+// LseTooLarge), a row's max and sum are found again.
+template <typename T>
+void RowShifts(OpenClDevice& dev, const ClAttn& a, const KernelArg& qa, const KernelArg& ka, const KernelArg& ma,
+               const KernelArg& la, void* shift, void* inv) {
+  const T large = T(1) / (T(65536) * std::numeric_limits<T>::epsilon());
+  Run<T>(dev, cl_source::flash_attn(), "flash_attn_row_shift",
+         {qa, ka, ma, la, KernelArg::Buffer(shift), KernelArg::Buffer(inv), KernelArg(a.QueryRows()), a.Dims(),
+          a.Mask(), KernelArg(static_cast<T>(a.scale)), KernelArg(large)},
+         a.QueryRows());
+}
+
 // Dropout as flash_attn.cl's R and Z, appended to a kernel's arguments.
 template <typename T>
 std::vector<KernelArg> WithDropout(std::vector<KernelArg> args, const AttnDropout& d) {
@@ -77,9 +92,13 @@ struct FlashAttnKernel {
     Tensor* softmax = ctx.Output("softmax");
     if (softmax && ctx.Attr<bool>("return_softmax")) {
       void* probs = AllocateOutput<T>(ctx, softmax, {a.batch, a.heads, a.seq_q, a.seq_k});
+      Scratch<T> shift(dev), inv(dev);
+      void* sh = shift.Allocate(std::max<int64_t>(1, a.QueryRows()));
+      void* iv = inv.Allocate(std::max<int64_t>(1, a.QueryRows()));
+      RowShifts<T>(dev, a, qa, ka, ma, KernelArg::Buffer(lse), sh, iv);
       Run<T>(dev, cl_source::flash_attn(), "flash_attn_probs",
-             WithDropout<T>({qa, ka, ma, KernelArg::Buffer(lse), KernelArg::Buffer(probs), KernelArg(a.QueryRows()),
-                             a.Dims(), a.Mask(), scale},
+             WithDropout<T>({qa, ka, ma, KernelArg::Buffer(lse), KernelArg::Buffer(sh), KernelArg::Buffer(iv),
+                             KernelArg::Buffer(probs), KernelArg(a.QueryRows()), a.Dims(), a.Mask(), scale},
                             dropout),
              a.QueryRows());
     } else if (softmax) {
@@ -118,14 +137,19 @@ struct FlashAttnGradKernel {
     void* dk = grad("k", k, spare_k);
     void* dv = grad("v", v, spare_v);
     void* dots = dot.Allocate(std::max<int64_t>(1, a.QueryRows()));
+    Scratch<T> shift(dev), inv(dev);
+    void* shifts = shift.Allocate(std::max<int64_t>(1, a.QueryRows()));
+    void* invs = inv.Allocate(std::max<int64_t>(1, a.QueryRows()));
+    RowShifts<T>(dev, a, qa, ka, ma, la, shifts, invs);
+    const KernelArg sh = KernelArg::Buffer(shifts), iv = KernelArg::Buffer(invs);
     const KernelArg scale(static_cast<T>(a.scale));
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dq",
-           WithDropout<T>({qa, ka, va, ma, oa, la, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots),
+           WithDropout<T>({qa, ka, va, ma, oa, la, sh, iv, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots),
                            KernelArg(a.QueryRows()), a.Dims(), a.Mask(), scale},
                           dropout),
            a.QueryRows());
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dkv",
-           WithDropout<T>({qa, ka, va, ma, la, ga, KernelArg::Buffer(dots), KernelArg::Buffer(dk),
+           WithDropout<T>({qa, ka, va, ma, la, sh, iv, ga, KernelArg::Buffer(dots), KernelArg::Buffer(dk),
                            KernelArg::Buffer(dv), KernelArg(a.KeyRows()), a.Dims(), a.Mask(), scale},
                           dropout),
            a.KeyRows());

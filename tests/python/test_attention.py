@@ -173,3 +173,54 @@ def test_dropout_with_a_fixed_seed_matches_torch(causal, rng):
     got = run_nabla(q, k, v, w, None, causal, attrs={"dropout": p, "is_test": True}, fixed_seed_offset=[seed, 1])
     assert_close(got, reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
                                 w.astype(np.float32), None, causal), 2e-5, ("is_test", causal))
+
+
+def opencl_available():
+    try:
+        nabla.tensor(np.zeros(1, np.float32), device="opencl")
+        return True
+    except nabla.Error:
+        return False
+
+
+def same_dtype_reference(q, k, v, w, mask, causal):
+    """The unfused attention in q's dtype (PyTorch): out, the probabilities and the gradients."""
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    s = tq.permute(0, 2, 1, 3) @ tk.permute(0, 2, 3, 1) * (1 / np.sqrt(q.shape[-1])) + torch.tensor(mask)
+    if causal:
+        s = s.masked_fill(torch.ones(q.shape[1], k.shape[1], dtype=torch.bool).triu(k.shape[1] - q.shape[1] + 1),
+                          float("-inf"))
+    p = torch.softmax(s, -1)
+    out = (p @ tv.permute(0, 2, 1, 3)).permute(0, 2, 1, 3)
+    (out * torch.tensor(w)).mean().backward()
+    return {"out": out.detach().numpy(), "softmax": p.detach().numpy(), "q": tq.grad.numpy(), "k": tk.grad.numpy(),
+            "v": tv.grad.numpy()}
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl"])
+@pytest.mark.parametrize("dtype,shift", [(np.float32, -1e9), (np.float64, -1e300)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_rows_whose_every_score_a_mask_shifts_far_keep_their_gradients(device, dtype, shift, causal, rng):
+    """A query whose every visible key the additive mask pushes to -1e9 (float32; -1e300 in float64):
+    its scores all round to the shift, so its probabilities are uniform, and softmax_lse = m + log(l)
+    rounds to m. Probabilities recomputed as exp(s - lse) were then 1 in place of 1/n, and the
+    gradients off by that factor; the backward (and return_softmax) now find such a row's max and sum
+    again. Rows in both 128-row tiles, on each device, against the unfused attention in the same dtype."""
+    if device == "opencl" and not opencl_available():
+        pytest.skip("no OpenCL device in this build")
+    b, t, h, d = 1, 140, 2, 16
+    q, k, v, w = (a.astype(dtype) for a in inputs(rng, b, t, t, h, d))
+    mask = rng.uniform(-1, 1, (b, h, t, t)).astype(dtype)
+    for head, row in ((0, 0), (0, 5), (1, 130)):
+        mask[0, head, row, :] = shift
+    want = same_dtype_reference(q, k, v, w, mask, causal)
+    ts = {n: nabla.tensor(a, requires_grad=n in "qkv", device=device) for n, a in zip("qkv", (q, k, v))}
+    res = nabla.call("flash_attn", {**ts, "attn_mask": nabla.tensor(mask, device=device)},
+                     {"causal": causal, "return_softmax": True})
+    nabla.ops.mean(res["out"] * nabla.tensor(w, device=device)).backward()
+    got = {"out": res["out"].numpy(), "softmax": res["softmax"].numpy()}
+    got.update({n: ts[n].grad.numpy() for n in "qkv"})
+    visible = np.arange(t) + 1 if causal else np.full(t, t)
+    for head, row in ((0, 0), (0, 5), (1, 130)):
+        np.testing.assert_allclose(got["softmax"][0, head, row, :visible[row]], 1 / visible[row], rtol=1e-5)
+    assert_close(got, want, 1e-5 if dtype == np.float32 else 1e-12, (device, dtype, causal))
