@@ -988,6 +988,15 @@ def tensor_attr_cases(rng):
     case("fill_constant_shape_tensor_list", "fill_constant",
          [("ShapeTensorList", "int32", [3]), ("ShapeTensorList", "int64", [1]), ("ValueTensor", "float32", [4.0])],
          {"value": 7.0}, [("Out", "", np.full((3, 1), 4.0))], INTS, dtype_attrs=["dtype"])
+    # str_value (Paddle's exact form of the value) before value, and ValueTensor before both: 0.1 and
+    # 123456789012 do not survive the float attribute value.
+    case("fill_constant_str_value", "fill_constant", [], {"shape": [2, 2], "value": 7.0, "str_value": "0.1"},
+         [("Out", "", np.full((2, 2), 0.1))], FLOATS, dtype_attrs=["dtype"])
+    case("fill_constant_str_value_int64", "fill_constant", [], {"shape": [3], "value": 7.0, "str_value": "123456789012"},
+         [("Out", "", np.full(3, 123456789012.0))], ["int64"], dtype_attrs=["dtype"])
+    case("fill_constant_value_tensor_over_str_value", "fill_constant", [("ValueTensor", "float64", [-1.5])],
+         {"shape": [2], "value": 7.0, "str_value": "0.1"}, [("Out", "", np.full(2, -1.5))], FLOATS,
+         dtype_attrs=["dtype"])
 
     x = fl(rng, (2, 3))
     case("expand_times_tensor", "expand", [("X", "", x), ("ExpandTimes", "int64", [2, 3])], {"expand_times": [1, 1]},

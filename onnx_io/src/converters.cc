@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "importer.h"
@@ -1386,17 +1387,29 @@ void ConstantOfShape(const Node& n, Importer& imp) {
   const std::string shape_var = RunTimeInts(n, imp, 0);
   const std::vector<int64_t> shape = shape_var.empty() ? imp.ConstInts(n, 0, "the shape") : std::vector<int64_t>{};
   float value = 0;
+  long double exact = 0;
   DType dtype = DType::kFloat32;
   if (const auto* t = n.TensorAttr("value")) {
     if (t->data_location() == onnx::TensorProto::EXTERNAL) n.Unsupported("a value with external data");
     ConstValue v = ToConst(ReadTensorProto(*t, ".", n.Describe()));
     dtype = v.dtype;
-    if (!v.data.empty()) value = static_cast<float>(v.data[0]);
+    if (!v.data.empty()) exact = v.data[0];
+    value = static_cast<float>(exact);
   }
   VarNameMap inputs;
   if (!shape_var.empty()) inputs["ShapeTensor"] = {shape_var};
-  imp.Emit("fill_constant", inputs, {{"Out", {n.Output(0)}}},
-           {{"shape", ToInts(n, shape, "dim")}, {"value", value}, {"dtype", std::string(DTypeName(dtype))}});
+  AttributeMap attrs{{"shape", ToInts(n, shape, "dim")}, {"value", value}, {"dtype", std::string(DTypeName(dtype))}};
+  // A value float does not hold (an int64 past 2^24, a double such as 0.1)
+  // goes exactly in str_value too, as Paddle writes it.
+  if (exact != static_cast<long double>(value)) {
+    char text[64];
+    if (dtype == DType::kInt64 || dtype == DType::kInt32)
+      std::snprintf(text, sizeof text, "%lld", static_cast<long long>(exact));
+    else
+      std::snprintf(text, sizeof text, "%.17g", static_cast<double>(exact));
+    attrs["str_value"] = std::string(text);
+  }
+  imp.Emit("fill_constant", inputs, {{"Out", {n.Output(0)}}}, attrs);
 }
 
 void TopK(const Node& n, Importer& imp) {

@@ -13,6 +13,7 @@
 
 #include "importer.h"
 #include "nabla/device.h"
+#include "nabla/opkit/number_text.h"
 #include "nabla/program_io.h"
 
 namespace nabla::onnx_io {
@@ -656,17 +657,30 @@ void ExportMean(ExportContext& c) {
   c.AddNode("Reshape", {r, c.AddInt64s({1}, {1})}, {Out(c, "Out")});
 }
 
+// fill_constant's value as its kernel reads it: str_value (exact) where set,
+// else the float attribute value.
+opkit::NumberText FillConstantNumber(const OpDesc& op) {
+  opkit::NumberText v;
+  const std::string s = op.HasAttr("str_value") ? op.Attr<std::string>("str_value") : std::string();
+  if (s.empty() || !opkit::ParseNumberText(s, &v)) v = opkit::NumberText{false, 0, op.Attr<float>("value")};
+  return v;
+}
+
 void ExportFillConstant(ExportContext& c) {
   DType d;
   ParseDType(A<std::string>(c, "dtype"), &d);
   const auto shape = I64(A<std::vector<int>>(c, "shape"));
   std::string dims = IntListInput(c, "ShapeTensor", "ShapeTensorList");
   if (dims.empty()) dims = c.AddInt64s(shape, {static_cast<int64_t>(shape.size())});
-  // ConstantOfShape's value attribute is a one-element tensor.
-  const float v = A<float>(c, "value");
-  std::string one = d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool
-                        ? c.AddInt64s({static_cast<int64_t>(v)}, {1})
-                        : c.AddFloats({v}, {1});
+  // The value goes as a one-element int64 or float tensor, cast to Out's
+  // dtype: a float64 Out whose str_value float does not hold would lose
+  // digits.
+  const opkit::NumberText v = FillConstantNumber(c.Op());
+  const bool integral = d == DType::kInt64 || d == DType::kInt32 || d == DType::kBool;
+  if (d == DType::kFloat64 && c.Op().Input("ValueTensor").empty() &&
+      static_cast<double>(static_cast<float>(v.d)) != v.d && !std::isnan(v.d))
+    c.Fail("a float64 str_value that float32 does not hold exactly (the value exports as a float tensor)");
+  std::string one = integral ? c.AddInt64s({v.As<int64_t>()}, {1}) : c.AddFloats({v.As<float>()}, {1});
   if (const auto& vt = c.Op().Input("ValueTensor"); !vt.empty()) one = vt[0];
   const std::string filled = c.Temp("filled");
   c.AddNode("Expand", {one, dims}, {filled});
@@ -1031,7 +1045,7 @@ bool ConstIndex(const BlockDesc& block, const std::string& var, int64_t* out) {
     ++writers;
     ok = op->Type() == "fill_constant" && op->Input("ShapeTensor").empty() && op->Input("ShapeTensorList").empty() &&
          op->Input("ValueTensor").empty();
-    if (ok) *out = static_cast<int64_t>(op->Attr<float>("value"));
+    if (ok) *out = FillConstantNumber(*op).As<int64_t>();
   }
   return writers == 1 && ok;
 }

@@ -1,5 +1,6 @@
 // fill_constant: a tensor of attribute shape and dtype holding one value
 // (seeds the backward pass with loss@GRAD = 1).
+#include "fill_value.h"
 #include "math_util.h"
 #include "nabla/plugin.h"
 
@@ -11,13 +12,7 @@ struct FillConstantKernel {
   void operator()(const ExecutionContext& ctx) const {
     Tensor* out = ctx.Output("Out");
     T* o = AllocOutput<T>(ctx, out, CreatedShape(ctx));
-    const double value = *FloatAttrOrTensor(ctx, "ValueTensor", "value");
-    T v;
-    if constexpr (std::is_same_v<T, bool>)
-      v = value != 0.0;
-    else
-      v = static_cast<T>(value);
-    std::fill(o, o + out->Numel(), v);
+    std::fill(o, o + out->Numel(), FillConstantValue(ctx).As<T>());
   }
 };
 
@@ -39,6 +34,11 @@ NABLA_REGISTER_OPS(fill_constant) {
       .Output("Out", "(Tensor) the filled tensor")
       .Attr<std::vector<int>>("shape", {}, "(ints, default []) the shape of Out", CheckShapeAttr)
       .Attr<float>("value", 0.0f, "(float, default 0.0) the value of every element (to bool: value != 0)")
+      .Attr<std::string>("str_value", "",
+                         "(string, default \"\") the value as text, before attribute value: exact where the float "
+                         "value is not (an int64 such as 123456789, a float64 such as 0.1); an integer, a decimal "
+                         "or exponent form, inf, -inf or nan",
+                         CheckStrValue)
       .Attr<std::string>("dtype", "float32",
                          "(string, default \"float32\") Out's dtype: float32, float64, int32, int64, bool",
                          CheckDTypeName)

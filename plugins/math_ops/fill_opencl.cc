@@ -1,5 +1,6 @@
 // OpenCL kernels of fill_constant and fill_zeros_like, for every dtype:
 // clEnqueueFillBuffer with the value's bytes, no OpenCL C.
+#include "fill_value.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/opkit/attr_tensor.h"
 #include "nabla/plugin.h"
@@ -16,20 +17,20 @@ void FillWith(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, V
   dev.Fill(buf, 0, out->Bytes(), &value, sizeof value);
 }
 
-void FillTyped(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, double value) {
+void FillTyped(OpenClDevice& dev, Tensor* out, DType dtype, const Shape& shape, const opkit::NumberText& value) {
   switch (dtype) {
     case DType::kFloat32:
-      return FillWith(dev, out, dtype, shape, static_cast<float>(value));
+      return FillWith(dev, out, dtype, shape, value.As<float>());
     case DType::kFloat64:
-      return FillWith(dev, out, dtype, shape, value);
+      return FillWith(dev, out, dtype, shape, value.As<double>());
     case DType::kInt32:
-      return FillWith(dev, out, dtype, shape, static_cast<int32_t>(value));
+      return FillWith(dev, out, dtype, shape, value.As<int32_t>());
     case DType::kInt64:
-      return FillWith(dev, out, dtype, shape, static_cast<int64_t>(value));
+      return FillWith(dev, out, dtype, shape, value.As<int64_t>());
     case DType::kBool:
-      return FillWith(dev, out, dtype, shape, static_cast<uint8_t>(value != 0.0));
+      return FillWith(dev, out, dtype, shape, static_cast<uint8_t>(value.As<bool>()));
     case DType::kBFloat16:
-      return FillWith(dev, out, dtype, shape, FloatToBf16(static_cast<float>(value)));
+      return FillWith(dev, out, dtype, shape, FloatToBf16(value.As<float>()));
   }
 }
 
@@ -44,14 +45,13 @@ DType DTypeAttr(const ExecutionContext& ctx) {
 void FillConstantKernel(const ExecutionContext& ctx) {
   // Shape and value may come from inputs (ShapeTensor, ValueTensor), read
   // back to the host.
-  FillTyped(DeviceOf(ctx), ctx.Output("Out"), DTypeAttr(ctx), opkit::CreatedShape(ctx),
-            *opkit::FloatAttrOrTensor(ctx, "ValueTensor", "value"));
+  FillTyped(DeviceOf(ctx), ctx.Output("Out"), DTypeAttr(ctx), opkit::CreatedShape(ctx), FillConstantValue(ctx));
 }
 
 void FillZerosLikeKernel(const ExecutionContext& ctx) {
   // Only X's shape and dtype are read; its buffer may be gone.
   const Tensor& x = ctx.InputVar("X")->GetTensor();
-  FillTyped(DeviceOf(ctx), ctx.Output("Out"), x.GetDType(), x.GetShape(), 0.0);
+  FillTyped(DeviceOf(ctx), ctx.Output("Out"), x.GetDType(), x.GetShape(), opkit::NumberText{});
 }
 
 }  // namespace

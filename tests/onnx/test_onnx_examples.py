@@ -298,3 +298,53 @@ steps: 20
     p = onnx_util.run("run", config, "--weights", weights, "--progress", "none")
     loss = float(next(line for line in p.stdout.splitlines() if line.startswith("train loss")).split()[2])
     assert loss < np.log(10), p.stdout
+
+
+def test_fill_constant_str_value_exports_and_imports_exactly(tmp_path):
+    """fill_constant's str_value (the exact form of a value the float attribute cannot hold) is what
+    the exporter writes, and a ConstantOfShape value float cannot hold imports into str_value: an
+    int64 past 2^24 and a float64 of 0.1 come back exact. A float32 Out whose str_value float32
+    does not hold is refused by name rather than rounded."""
+    import onnx
+    from onnx import helper, TensorProto
+
+    src = tmp_path / "fill.yaml"
+    src.write_text("""format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars: {}
+    ops:
+      - {type: fill_constant, outputs: {Out: [big]}, attrs: {shape: [2], dtype: int64, value: 7.0,
+         str_value: "123456789012"}}
+      - {type: fill_constant, outputs: {Out: [half]}, attrs: {shape: [3], dtype: float64, value: 7.0,
+         str_value: "-0.5"}}
+""")
+    model = tmp_path / "fill.onnx"
+    onnx_util.run("export", src, "-o", model)
+    onnx.checker.check_model(onnx.load(model), full_check=True)
+    back, weights = onnx_util.import_model(model, tmp_path)
+    got = onnx_util.exec_program(back, {}, ["big", "half"], tmp_path / "b", weights=weights)
+    assert got["big"].dtype == np.int64 and (got["big"] == 123456789012).all()
+    assert (got["half"] == -0.5).all()
+
+    # A float64 0.1 would be rounded through a float tensor: refused, naming the op and why.
+    src.write_text(src.read_text().replace('"-0.5"', '"0.1"'))
+    p = onnx_util.run("export", src, "-o", tmp_path / "refused.onnx", check=False)
+    assert p.returncode == 2 and "str_value" in p.stderr and "fill_constant" in p.stderr, p.stderr
+
+    # ConstantOfShape values float does not hold, from outside.
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["i"],
+                              value=helper.make_tensor("v", TensorProto.INT64, [1], [123456789012])),
+             helper.make_node("ConstantOfShape", ["shape"], ["d"],
+                              value=helper.make_tensor("w", TensorProto.DOUBLE, [1], [0.1]))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("i", TensorProto.INT64, [None]),
+                               helper.make_tensor_value_info("d", TensorProto.DOUBLE, [None])],
+                              initializer=[helper.make_tensor("shape", TensorProto.INT64, [1], [3])])
+    outside = tmp_path / "outside.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), outside)
+    (tmp_path / "outside").mkdir()
+    back, weights = onnx_util.import_model(outside, tmp_path / "outside")
+    got = onnx_util.exec_program(back, {}, ["i", "d"], tmp_path / "c", weights=weights)
+    assert (got["i"] == 123456789012).all() and (got["d"] == 0.1).all(), got
