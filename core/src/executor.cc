@@ -601,6 +601,15 @@ void Dispatch(const OpDesc& op, const OpInfo* info, const OpRegistry& registry, 
     if (watch) watch->AfterKernel();
   } catch (const Error& e) {
     std::string msg = e.what();
+    // A kernel that names its op ("op 'T': ...", the kit's style) gets the
+    // position in front of that name; a message naming another op (a
+    // sub-block's, positioned already) is left as it is.
+    const std::string self = StrCat("op '", op.Type(), "'");
+    if (msg.rfind(self, 0) == 0 && msg.size() > self.size() && (msg[self.size()] == ':' || msg[self.size()] == ' ')) {
+      const std::string where = Where(op, run);
+      if (where == self) throw;
+      throw Error(e.kind(), where + msg.substr(self.size()));
+    }
     // Sub-block ops already name themselves; add our position only once.
     if (msg.rfind("op '", 0) == 0 || msg.find(": op '") != std::string::npos) throw;
     throw Error(e.kind(), Where(op, run) + ": " + msg);

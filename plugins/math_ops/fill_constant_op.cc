@@ -28,8 +28,8 @@ NABLA_REGISTER_OPS(fill_constant) {
              "attribute shape; no gradient",
              kTensorAttrListInput)
       .Input("ValueTensor",
-             "(Tensor<float32|float64>, optional) one element: the value at run time; before attribute value; no "
-             "gradient",
+             "(Tensor<float32|float64|int32|int64|bool>, optional) one element: the value at run time, an integer "
+             "exactly; before attributes str_value and value; no gradient",
              kTensorAttrInput)
       .Output("Out", "(Tensor) the filled tensor")
       .Attr<std::vector<int>>("shape", {}, "(ints, default []) the shape of Out", CheckShapeAttr)

@@ -140,6 +140,28 @@ TEST_F(TensorAttrCliTest, FillConstantRejectsANegativeDim) {
                  {"fill_constant", "input ShapeTensor", "[2, -1]", ">= 0"});
 }
 
+// The kernel's message names its op; the executor puts the op's position
+// in front of that name.
+TEST_F(TensorAttrCliTest, FillConstantRejectsAValueTensorOfTwoElementsAtItsPosition) {
+  ExpectBadValue(ExecArgs("      - {type: fill_constant, inputs: {ValueTensor: [v]}, outputs: {Out: [y]}, attrs: "
+                          "{shape: [2]}}\n",
+                          {{"v", DType::kFloat32, {2}, {1, 2}}}, "y"),
+                 {"p.yaml:8:9: op 'fill_constant': input ValueTensor (var 'v')", "one element", "float32[2]"});
+}
+
+// An integer ValueTensor is read exactly (Paddle reads it in Out's dtype),
+// before str_value and value.
+TEST_F(TensorAttrCliTest, FillConstantTakesAnInt64ValueTensorExactly) {
+  Result r = Nabla(ExecArgs("      - {type: fill_constant, inputs: {ValueTensor: [v]}, outputs: {Out: [y]}, attrs: "
+                            "{shape: [3], dtype: int64, value: 7.0, str_value: \"5\"}}\n",
+                            {{"v", DType::kInt64, {1}, {123456789012.0}}}, "y") +
+                   " --out " + Quote(Path("out")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  Tensor y = ReadNpy(Path("out/y.npy"), HostDevice());
+  EXPECT_EQ(std::vector<int64_t>(y.Data<int64_t>(), y.Data<int64_t>() + 3),
+            (std::vector<int64_t>{123456789012, 123456789012, 123456789012}));
+}
+
 TEST_F(TensorAttrCliTest, SliceClampsBoundsFromTensorsAsPaddleDoes) {
   Result r = Nabla(ExecArgs("      - {type: slice, inputs: {Input: [x], StartsTensor: [b], EndsTensor: [e]}, "
                             "outputs: {Out: [y]}, attrs: {axes: [1]}}\n",

@@ -9,6 +9,10 @@
 #include <string>
 #include <type_traits>
 
+// Only so that, on the C ABI, the SDK's inline namespace holding the kit is
+// declared first (the shim maps this header to it): see nabla/sdk/plugin.h.
+#include "nabla/types.h"
+
 namespace nabla::opkit {
 
 // An integer read exactly (is_int), or a double.
