@@ -297,9 +297,9 @@ bool LseTooLarge(A lse) {
 
 // What the probabilities of rows [i0, i0 + nq) of head (b, h) are made of:
 // P = exp(s - shift[r]) * inv[r], that is shift = lse and inv = 1, except
-// for the rows LseTooLarge flags, whose max and sum are found again over
-// the key tiles as the forward scored them (so the same bits): shift = m,
-// inv = 1 / l. `s` is a tile's scratch.
+// for the rows LseTooLarge flags, whose max and sum are found again from
+// the key tiles the forward scored (the same calls, so the same scores bit
+// for bit): shift = m, inv = 1 / l. `s` is a tile's scratch.
 template <typename T, typename A>
 void RowShifts(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
                const A* lse, A* shift, A* inv, A* s) {
