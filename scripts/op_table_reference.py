@@ -1058,6 +1058,17 @@ def tensor_attr_cases(rng):
           ("Beta2PowOut", "", [b2p * b2])], tol=(3e-6, 1e-9),
          inplace=[("ParamOut", "Param"), ("Moment1Out", "Moment1"), ("Moment2Out", "Moment2"),
                   ("Beta1PowOut", "Beta1Pow"), ("Beta2PowOut", "Beta2Pow")])
+    # EpsilonTensor before epsilon (large enough to matter), and Paddle's other attributes:
+    # use_global_beta_pow leaves the powers to another op (no BetaPowOut written), lazy_mode and
+    # min_row_size_to_use_multithread change nothing for a dense gradient.
+    eps_t = f32(1e-2)
+    po = p - lr * (m1o / (1 - b1p)) / (np.sqrt(m2o / (1 - b2p)) + eps_t)
+    case("adam_epsilon_tensor_global_beta_pow", "adam",
+         [("Param", "", p), ("Grad", "", g), ("LearningRate", "", [lr]), ("Moment1", "", m1), ("Moment2", "", m2),
+          ("Beta1Pow", "", [b1p]), ("Beta2Pow", "", [b2p]), ("EpsilonTensor", "float64", [eps_t])],
+         {"beta1": float(b1), "beta2": float(b2), "epsilon": 1e-8, "use_global_beta_pow": True, "lazy_mode": True,
+          "min_row_size_to_use_multithread": 1000, "multi_precision": False},
+         [("ParamOut", "", po), ("Moment1Out", "", m1o), ("Moment2Out", "", m2o)], tol=(3e-6, 1e-9))
 
 
 # ---------------------------------------------------------------- the shape sweep

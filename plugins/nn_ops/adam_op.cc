@@ -28,7 +28,7 @@ void AdamStep(const ExecutionContext& ctx, double lr_ratio, double decay) {
   const double b2p = ReadScalar(ctx.Input("Beta2Pow"), ctx.Op().Type(), "Beta2Pow");
   const double beta1 = AdamBeta(ctx, "Beta1Tensor", "beta1");
   const double beta2 = AdamBeta(ctx, "Beta2Tensor", "beta2");
-  const double eps = ctx.Attr<float>("epsilon");
+  const double eps = AdamEpsilon(ctx);
   const int64_t n = param.Numel();
   NABLA_ENFORCE(grad.Numel() == n && m1.Numel() == n && m2.Numel() == n, kInvalidArgument,
                 "Grad, Moment1 and Moment2 must have Param's shape ", ShapeToString(param.GetShape()),
@@ -65,6 +65,9 @@ void AdamStep(const ExecutionContext& ctx, double lr_ratio, double decay) {
     out->Allocate(dev, in.GetDType(), in.GetShape());
     WriteScalar(*out, power * beta);
   };
+  // use_global_beta_pow: another op advances the powers shared by all
+  // parameters, so this one leaves them as they are.
+  if (ctx.Attr<bool>("use_global_beta_pow")) return;
   advance("Beta1Pow", "Beta1PowOut", b1p, beta1);
   advance("Beta2Pow", "Beta2PowOut", b2p, beta2);
 }
@@ -113,6 +116,9 @@ OpBuilder& AdamSchema(Registrar& registrar, const std::string& type, const char*
       .Input("Beta2Tensor",
              "(Tensor<float32|float64>, optional) one element: beta2 at run time; before attribute beta2",
              kTensorAttrInput)
+      .Input("EpsilonTensor",
+             "(Tensor<float32|float64>, optional) one element: epsilon at run time; before attribute epsilon",
+             kTensorAttrInput)
       .Output("ParamOut", "(Tensor) the updated parameter; may be the same variable as Param")
       .Output("Moment1Out", "(Tensor) the updated first moment; may be Moment1")
       .Output("Moment2Out", "(Tensor) the updated second moment; may be Moment2")
@@ -121,6 +127,24 @@ OpBuilder& AdamSchema(Registrar& registrar, const std::string& type, const char*
       .Attr<float>("beta1", 0.9f, "(float, default 0.9) decay of the first moment", CheckBeta)
       .Attr<float>("beta2", 0.999f, "(float, default 0.999) decay of the second moment", CheckBeta)
       .Attr<float>("epsilon", 1e-8f, "(float, default 1e-8) added to the bias-corrected sqrt(v) for stability")
+      .Attr<bool>("use_global_beta_pow", false,
+                  "(bool, default false) Beta1PowOut and Beta2PowOut are left unwritten: another op advances the "
+                  "powers that all parameters share")
+      .Attr<bool>("lazy_mode", false,
+                  "(bool, default false) Paddle's update of only the rows a sparse gradient has; gradients here are "
+                  "dense, where it changes nothing")
+      .Attr<int>("min_row_size_to_use_multithread", 1000,
+                 "(int, default 1000) Paddle's threading threshold for sparse gradients; the update is split over "
+                 "threads by its size here, so it is read and unused")
+      .Attr<bool>("multi_precision", false,
+                  "(bool, default false) Paddle's float16 parameter with a float32 MasterParam; must be false: "
+                  "nabla keeps parameters float32 and its mixed precision casts around the ops instead",
+                  [](const bool& on) {
+                    NABLA_ENFORCE(!on, kUnimplemented,
+                                  "attribute multi_precision must be false: nabla keeps parameters (and the "
+                                  "optimizer state) float32, and --precision bf16 casts around the ops instead of "
+                                  "keeping a MasterParam");
+                  })
       .InferShape(InferAdam)
       .GradMaker<EmptyGradOpDescMaker>()
       .UpdatesInPlace();

@@ -22,6 +22,14 @@ inline double AdamBeta(const ExecutionContext& ctx, const std::string& slot, con
   return *b;
 }
 
+// adam's (and adamw's) epsilon: input EpsilonTensor where given, else the
+// attribute; >= 0. Their CPU and OpenCL kernels read it so.
+inline double AdamEpsilon(const ExecutionContext& ctx) {
+  const auto e = FloatAttrOrTensor(ctx, "EpsilonTensor", "epsilon");
+  NABLA_ENFORCE_VALUE(*e >= 0.0, e, "op '", ctx.Op().Type(), "': ", e.source, " must be >= 0, but received ", *e);
+  return *e;
+}
+
 // batch_norm's (and fused_batch_norm_act's) momentum: input MomentumTensor
 // where given, else the attribute; in [0, 1]. Their CPU and OpenCL kernels
 // read it so.

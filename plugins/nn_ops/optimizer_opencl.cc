@@ -77,7 +77,8 @@ struct AdamKernel {
     const T beta1 = static_cast<T>(AdamBeta(ctx, "Beta1Tensor", "beta1"));
     const T beta2 = static_cast<T>(AdamBeta(ctx, "Beta2Tensor", "beta2"));
     for (const char* slot : {"Beta1Pow", "Beta2Pow"})
-      NABLA_ENFORCE(!ctx.Output(std::string(slot) + "Out") || ctx.Input(slot).GetDType() == DTypeOf<T>::value,
+      NABLA_ENFORCE(!ctx.Output(std::string(slot) + "Out") || ctx.Attr<bool>("use_global_beta_pow") ||
+                        ctx.Input(slot).GetDType() == DTypeOf<T>::value,
                     kUnimplemented, "op '", ctx.Op().Type(), "' on OpenCL: ", slot, " must have Param's dtype ",
                     DTypeName(DTypeOf<T>::value), " when ", slot, "Out is written, but received ",
                     DTypeName(ctx.Input(slot).GetDType()));
@@ -94,7 +95,7 @@ struct AdamKernel {
     void* m2o = AllocateOutput<T>(ctx, ctx.Output("Moment2Out"), m2shape);
     Run<T>(dev, cl_source::optimizer(), "adam",
            {p, g, m1, m2, lr, b1p, b2p, KernelArg::Buffer(po), KernelArg::Buffer(m1o), KernelArg::Buffer(m2o),
-            KernelArg(n), KernelArg(beta1), KernelArg(beta2), KernelArg(static_cast<T>(ctx.Attr<float>("epsilon"))),
+            KernelArg(n), KernelArg(beta1), KernelArg(beta2), KernelArg(static_cast<T>(AdamEpsilon(ctx))),
             KernelArg(lr_ratio), KernelArg(decay)},
            n);
     // After the update (the queue is in order), so an in-place BetaPowOut
@@ -105,6 +106,7 @@ struct AdamKernel {
       void* o = AllocateOutput<T>(ctx, out, ctx.Input(in_slot).GetShape());
       Run<T>(dev, cl_source::optimizer(), "scale_scalar", {KernelArg::Buffer(o), in, KernelArg(beta)}, 1);
     };
+    if (ctx.Attr<bool>("use_global_beta_pow")) return;  // another op advances them
     advance("Beta1Pow", "Beta1PowOut", b1p, beta1);
     advance("Beta2Pow", "Beta2PowOut", b2p, beta2);
   }
