@@ -1399,9 +1399,10 @@ void ConstantOfShape(const Node& n, Importer& imp) {
   VarNameMap inputs;
   if (!shape_var.empty()) inputs["ShapeTensor"] = {shape_var};
   AttributeMap attrs{{"shape", ToInts(n, shape, "dim")}, {"value", value}, {"dtype", std::string(DTypeName(dtype))}};
-  // A value float does not hold (an int64 past 2^24, a double such as 0.1)
-  // goes exactly in str_value too, as Paddle writes it.
-  if (exact != static_cast<long double>(value)) {
+  // A finite value float does not hold (an int64 past 2^24, a double such
+  // as 0.1) goes exactly in str_value too, as Paddle writes it; NaN and the
+  // infinities float holds.
+  if (std::isfinite(static_cast<double>(exact)) && exact != static_cast<long double>(value)) {
     char text[64];
     if (dtype == DType::kInt64 || dtype == DType::kInt32)
       std::snprintf(text, sizeof text, "%lld", static_cast<long long>(exact));

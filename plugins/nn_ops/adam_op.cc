@@ -134,8 +134,8 @@ OpBuilder& AdamSchema(Registrar& registrar, const std::string& type, const char*
                   "(bool, default false) Paddle's update of only the rows a sparse gradient has; gradients here are "
                   "dense, where it changes nothing")
       .Attr<int>("min_row_size_to_use_multithread", 1000,
-                 "(int, default 1000) Paddle's threading threshold for sparse gradients; the update is split over "
-                 "threads by its size here, so it is read and unused")
+                 "(int, default 1000) Paddle's threading threshold for sparse gradients; accepted and unused (the "
+                 "update here splits over threads by its size)")
       .Attr<bool>("multi_precision", false,
                   "(bool, default false) Paddle's float16 parameter with a float32 MasterParam; must be false: "
                   "nabla keeps parameters float32 and its mixed precision casts around the ops instead",
