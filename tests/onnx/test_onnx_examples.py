@@ -333,18 +333,21 @@ blocks:
     p = onnx_util.run("export", src, "-o", tmp_path / "refused.onnx", check=False)
     assert p.returncode == 2 and "str_value" in p.stderr and "fill_constant" in p.stderr, p.stderr
 
-    # ConstantOfShape values float does not hold, from outside.
+    # ConstantOfShape values float does not hold, from outside, with the shape a graph input: a
+    # constant shape folds at import into an initializer, which held the value exactly already;
+    # a run-time one becomes fill_constant, which read 123456790528 and 0.10000000149 before.
     nodes = [helper.make_node("ConstantOfShape", ["shape"], ["i"],
                               value=helper.make_tensor("v", TensorProto.INT64, [1], [123456789012])),
              helper.make_node("ConstantOfShape", ["shape"], ["d"],
                               value=helper.make_tensor("w", TensorProto.DOUBLE, [1], [0.1]))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
                               [helper.make_tensor_value_info("i", TensorProto.INT64, [None]),
-                               helper.make_tensor_value_info("d", TensorProto.DOUBLE, [None])],
-                              initializer=[helper.make_tensor("shape", TensorProto.INT64, [1], [3])])
+                               helper.make_tensor_value_info("d", TensorProto.DOUBLE, [None])])
     outside = tmp_path / "outside.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), outside)
     (tmp_path / "outside").mkdir()
     back, weights = onnx_util.import_model(outside, tmp_path / "outside")
-    got = onnx_util.exec_program(back, {}, ["i", "d"], tmp_path / "c", weights=weights)
+    assert "str_value" in back.read_text()
+    got = onnx_util.exec_program(back, {"shape": np.array([3], np.int64)}, ["i", "d"], tmp_path / "c",
+                                 weights=weights)
     assert (got["i"] == 123456789012).all() and (got["d"] == 0.1).all(), got
