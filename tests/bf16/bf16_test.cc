@@ -127,6 +127,17 @@ TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
             for (size_t i = 0; i < want.size(); ++i)
               ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << "alpha " << alpha;
           }
+          // C a block of a wider matrix (ldc > n), alpha and beta: where
+          // oneDNN offers only its reference kernel for that, the product
+          // goes through dense scratch; either way the columns past n stay.
+          const int64_t ldc = n + 5;
+          std::vector<float> wide_want(m * ldc, 7.0f), wide_got(m * ldc, 7.0f);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) wide_want[i * ldc + j] = wide_got[i * ldc + j] = c0[i * n + j];
+          cpu::Gemm(ta, tb, m, n, k, 0.75f, a.data(), lda, b.data(), ldb, -1.0f, wide_want.data(), ldc);
+          cpu::GemmBf16(ta, tb, m, n, k, 0.75f, ab.data(), lda, bb.data(), ldb, -1.0f, wide_got.data(), ldc);
+          for (size_t i = 0; i < wide_want.size(); ++i)
+            ASSERT_NEAR(wide_got[i], wide_want[i], 1e-4f * (1 + std::abs(wide_want[i]))) << "strided C, " << i;
           std::vector<bfloat16> low(m * n);
           cpu::GemmBf16(ta, tb, m, n, k, 1.0f, ab.data(), lda, bb.data(), ldb, low.data(), n);
           cpu::Gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, want.data(), n);

@@ -109,9 +109,21 @@ void BiasActOn(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const T* 
                 int64_t lc) {
               if constexpr (std::is_same_v<T, float>) {
                 // oneDNN declines a product it has only its reference kernel for.
-                if (bias != nullptr && (forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn &&
-                    DnnlSgemmBiasAct(mm, nn, kk, aa, la, bb, lb, bias + (cc - c) % ldc, act, cc, lc))
-                  return;
+                if (bias != nullptr && (forced ? *forced : GemmLibFor(mm, nn, kk)) == GemmLib::kOneDnn) {
+                  // oneDNN's eltwise tanh and logistic are not the bits of
+                  // cpu::Tanh and of the caller's sigmoid (fc and the unfused
+                  // program differed on Zen 5): the product there, then the
+                  // caller's epilogue. Bias and relu are exact as post-ops.
+                  if (act == GemmAct::kTanh || act == GemmAct::kSigmoid) {
+                    if (DnnlSgemm(false, false, mm, nn, kk, 1.0f, aa, la, bb, lb, 0.0f, cc, lc)) {
+                      const int64_t offset = cc - c;
+                      epilogue(ctx, offset / ldc, offset % ldc, mm, nn);
+                      return;
+                    }
+                  } else if (DnnlSgemmBiasAct(mm, nn, kk, aa, la, bb, lb, bias + (cc - c) % ldc, act, cc, lc)) {
+                    return;
+                  }
+                }
               }
               ProductThenEpilogue(mm, nn, kk, aa, la, bb, lb, cc, lc, c, epilogue, ctx);
             });

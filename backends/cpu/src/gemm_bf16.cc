@@ -18,15 +18,9 @@
 #include <omp.h>
 #include <tbb/task_arena.h>
 
-#include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <sstream>
-#include <string>
-#include <unordered_map>
 #include <vector>
-#include "dnnl_matmul.h"
 #include "gemm_dnnl.h"
 #include "nabla/cpu/dnnl.h"
 #include "split_gemm.h"
@@ -153,45 +147,6 @@ namespace {
 // Threads held by oneDNN calls running at this moment, process wide.
 std::atomic<int> g_threads_in_use{0};
 
-struct MatmulPrim {
-  dnnl::matmul prim;
-  dnnl::memory::desc a, b, c, scratchpad;
-  AlphaBy alpha = AlphaBy::kOne;
-  bool reference = false;  // not made: RunGemmBf16 scales and adds itself
-};
-
-// The scratchpad of one primitive for the calling thread, made on first use
-// and kept: primitives own their scratchpads (scratchpad_mode::user), so two
-// executor threads running GEMMs at once never share oneDNN's global one.
-dnnl::memory& ThreadScratchpad(const MatmulPrim& p) {
-  thread_local std::unordered_map<const MatmulPrim*, dnnl::memory> scratch;
-  auto it = scratch.find(&p);
-  if (it == scratch.end()) it = scratch.emplace(&p, dnnl::memory(p.scratchpad, DnnlEngine())).first;
-  return it->second;
-}
-
-// Primitives live as long as the process, keyed by everything that shapes
-// them; after the first step of a run every lookup hits. Creation runs
-// under the lock: it takes milliseconds, once per shape. alpha is read at
-// run time (AlphaBy, dnnl_matmul.h); a product oneDNN has only its
-// reference kernel for is marked, not made, unless `make_reference`.
-const MatmulPrim& FindMatmul(const std::string& key, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                             const dnnl::memory::desc& c, bool scaled, float beta, bool make_reference) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::unique_ptr<MatmulPrim> > cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    MatmulChoice choice = ChooseMatmul(a, b, c, scaled, beta);
-    auto p = std::make_unique<MatmulPrim>(
-        MatmulPrim{dnnl::matmul(), a, b, c, choice.pd.scratchpad_desc(), choice.alpha, choice.reference});
-    if (p->reference && make_reference) p->reference = false;
-    if (!p->reference) p->prim = dnnl::matmul(choice.pd);
-    it = cache.emplace(key, std::move(p)).first;
-  }
-  return *it->second;
-}
-
 // The stored rows x cols matrix at `x` (leading dimension ld) widened to a
 // dense float32 one: bfloat16 -> float32 is exact.
 std::vector<float> Widened(const bfloat16* x, int64_t rows, int64_t cols, int64_t ld) {
@@ -224,8 +179,6 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const bfloat16* b, int64_t ldb, float beta, C* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k > 0 && !HasBf16Gemm()) return WidenedGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  using dt = dnnl::memory::data_type;
-  constexpr dt kC = std::is_same_v<C, float> ? dt::f32 : dt::bf16;
   if (k == 0) {  // an empty sum: C = beta * C
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
@@ -246,37 +199,14 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
       [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b,
           int64_t ldb, C* c, int64_t ldc) {
-        OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
-        const dnnl::memory::desc ad({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
-        const dnnl::memory::desc bd({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
-        auto run = [&](dt c_type, int64_t c_ld, void* cp, bool scaled, float c_beta, bool any_kernel) -> bool {
-          std::ostringstream key;
-          key << ta << tb << '|' << m << ',' << n << ',' << k << '|' << lda << ',' << ldb << ',' << c_ld << '|'
-              << static_cast<int>(c_type) << '|' << scaled << ',' << c_beta << (any_kernel ? "|any" : "");
-          const MatmulPrim& p =
-              FindMatmul(key.str(), ad, bd, dnnl::memory::desc({m, n}, c_type, dnnl::memory::dims{c_ld, 1}), scaled,
-                         c_beta, any_kernel);
-          if (p.reference) return false;
-          dnnl::memory am(p.a, DnnlEngine(), const_cast<bfloat16*>(a));
-          dnnl::memory bm(p.b, DnnlEngine(), const_cast<bfloat16*>(b));
-          std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am},
-                                                     {DNNL_ARG_WEIGHTS, bm},
-                                                     {DNNL_ARG_DST, dnnl::memory(p.c, DnnlEngine(), cp)},
-                                                     {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(p)}};
-          float scale = alpha;
-          AddAlphaArg(p.alpha, &scale, args);
-          dnnl::stream& s = DnnlStream();
-          p.prim.execute(s, args);
-          s.wait();
-          return true;
-        };
-        if (run(kC, ldc, c, alpha != 1.0f, beta, false)) return;
+        constexpr bool kBf16Out = std::is_same_v<C, bfloat16>;
+        if (DnnlGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, kBf16Out, ldc, false)) return;
         // Only the reference kernel takes alpha and beta here: the plain
         // product into dense float32 scratch (on the reference kernel too,
         // if nothing else takes even that), then C = alpha * P + beta * C.
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(m * n));
-        run(dt::f32, n, scratch.data(), false, 0.0f, true);
+        DnnlGemmBf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, scratch.data(), false, n, true);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             const float v = alpha * scratch[static_cast<size_t>(i * n + j)];

@@ -36,6 +36,10 @@ bool DnnlSgemmBiasAct(int64_t, int64_t, int64_t, const float*, int64_t, const fl
                       float*, int64_t) {
   NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
 }
+bool DnnlGemmBf16(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16*, int64_t, const bfloat16*, int64_t,
+                  float, void*, bool, int64_t, bool) {
+  NABLA_THROW(kUnimplemented, "nabla_cpu was built without oneDNN (libdnnl-dev): no oneDNN GEMM");
+}
 #else
 
 OneOmpThread::OneOmpThread() : before_(omp_get_max_threads()) {
@@ -52,21 +56,29 @@ using dnnl::memory;
 // Whether alpha != 1, not alpha: see AlphaBy (dnnl_matmul.h). post: 0
 // for a plain product, 1 + GemmAct for a bias and that activation as
 // post-ops (DnnlSgemmBiasAct: alpha 1, beta 0).
+// The operand and result types of a product.
+enum class Types : int8_t { kF32, kBf16ToF32, kBf16ToBf16 };
+
 struct Key {
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
   bool scaled;
   float beta;
   int post = 0;
+  Types types = Types::kF32;
+  // Made even where oneDNN has only its reference kernel (DnnlGemmBf16).
+  bool any_kernel = false;
   bool operator==(const Key& o) const {
-    return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, scaled, beta, post) ==
-           std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.scaled, o.beta, o.post);
+    return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, scaled, beta, post, types, any_kernel) ==
+           std::tie(o.trans_a, o.trans_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.scaled, o.beta, o.post, o.types,
+                    o.any_kernel);
   }
 };
 
 struct KeyHash {
   size_t operator()(const Key& key) const {
-    size_t h = (key.trans_a ? 1 : 0) | (key.trans_b ? 2 : 0) | static_cast<size_t>(key.post) << 2;
+    size_t h = (key.trans_a ? 1 : 0) | (key.trans_b ? 2 : 0) | (key.any_kernel ? 4 : 0) |
+               static_cast<size_t>(key.types) << 3 | static_cast<size_t>(key.post) << 5;
     for (int64_t v : {key.m, key.n, key.k, key.lda, key.ldb, key.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -111,14 +123,16 @@ Prim MakeBiasActPrim(const Key& key, const memory::desc& a, const memory::desc& 
 }
 
 Prim MakePrim(const Key& key) {
-  constexpr auto kF32 = memory::data_type::f32;
+  using dt = memory::data_type;
+  const dt operands = key.types == Types::kF32 ? dt::f32 : dt::bf16;
+  const dt result = key.types == Types::kBf16ToBf16 ? dt::bf16 : dt::f32;
   // Transposes and leading dimensions are strides of the plain buffers.
-  const memory::desc a({key.m, key.k}, kF32, key.trans_a ? memory::dims{1, key.lda} : memory::dims{key.lda, 1});
-  const memory::desc b({key.k, key.n}, kF32, key.trans_b ? memory::dims{1, key.ldb} : memory::dims{key.ldb, 1});
-  const memory::desc c({key.m, key.n}, kF32, memory::dims{key.ldc, 1});
+  const memory::desc a({key.m, key.k}, operands, key.trans_a ? memory::dims{1, key.lda} : memory::dims{key.lda, 1});
+  const memory::desc b({key.k, key.n}, operands, key.trans_b ? memory::dims{1, key.ldb} : memory::dims{key.ldb, 1});
+  const memory::desc c({key.m, key.n}, result, memory::dims{key.ldc, 1});
   if (key.post != 0) return MakeBiasActPrim(key, a, b, c);
   MatmulChoice choice = ChooseMatmul(a, b, c, key.scaled, key.beta);
-  Prim p{a, b, c, choice.pd.scratchpad_desc(), {}, {}, choice.alpha, choice.reference};
+  Prim p{a, b, c, choice.pd.scratchpad_desc(), {}, {}, choice.alpha, choice.reference && !key.any_kernel};
   if (!p.reference) p.matmul = dnnl::matmul(choice.pd);
   return p;
 }
@@ -236,7 +250,7 @@ struct Bound {
   std::unique_ptr<float> alpha;  // the run-time alpha's one element, stable across rehashes
 };
 
-Bound& BoundFor(const Key& key, const float* a, const float* b, float* c, const float* bias = nullptr) {
+Bound& BoundFor(const Key& key, const void* a, const void* b, void* c, const float* bias = nullptr) {
   // Per thread, so no lock; bounded like the shared cache (cleared whole
   // when a run's shapes keep changing).
   thread_local std::unordered_map<Key, Bound, KeyHash> bound;
@@ -247,8 +261,8 @@ Bound& BoundFor(const Key& key, const float* a, const float* b, float* c, const 
   entry.prim = Cache().Get(key);
   if (!entry.prim->reference) {
     const Prim& p = *entry.prim;
-    entry.a = memory(p.a, DnnlEngine(), const_cast<float*>(a));
-    entry.b = memory(p.b, DnnlEngine(), const_cast<float*>(b));
+    entry.a = memory(p.a, DnnlEngine(), const_cast<void*>(a));
+    entry.b = memory(p.b, DnnlEngine(), const_cast<void*>(b));
     entry.c = memory(p.c, DnnlEngine(), c);
     entry.scratchpad = memory(p.scratchpad, DnnlEngine(), DnnlScratchpad(p.scratchpad.get_size()));
     entry.args = {{DNNL_ARG_SRC, entry.a},
@@ -265,20 +279,21 @@ Bound& BoundFor(const Key& key, const float* a, const float* b, float* c, const 
   return bound.emplace(key, std::move(entry)).first->second;
 }
 
-}  // namespace
-
-bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// Runs the bound primitive of `key` on these buffers; false, computing
+// nothing, where oneDNN offers only its reference kernel (and the key does
+// not take any kernel).
+bool RunBound(const Key& key, const void* a, const void* b, void* c, float alpha) {
   OneOmpThread one;  // first: creating a primitive asks OpenMP for its thread count
   Bound* bound;
   try {
-    bound = &BoundFor(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha != 1.0f, beta}, a, b, c);
+    bound = &BoundFor(key, a, b, c);
   } catch (const dnnl::error& e) {
-    NABLA_THROW(kExternal, "oneDNN matmul ", m, "x", n, "x", k, " (trans ", trans_a, trans_b, "): ", e.what());
+    NABLA_THROW(kExternal, "oneDNN matmul ", key.m, "x", key.n, "x", key.k, " (trans ", key.trans_a, key.trans_b,
+                key.types == Types::kF32 ? "" : ", bfloat16", "): ", e.what());
   }
   if (bound->prim->reference) return false;
-  bound->a.set_data_handle(const_cast<float*>(a));
-  bound->b.set_data_handle(const_cast<float*>(b));
+  bound->a.set_data_handle(const_cast<void*>(a));
+  bound->b.set_data_handle(const_cast<void*>(b));
   bound->c.set_data_handle(c);
   // The thread's scratchpad may have grown (and moved) for another primitive.
   bound->scratchpad.set_data_handle(DnnlScratchpad(bound->prim->scratchpad.get_size()));
@@ -287,6 +302,22 @@ bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   bound->prim->matmul.execute(s, bound->args);
   s.wait();
   return true;
+}
+
+}  // namespace
+
+bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  return RunBound(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha != 1.0f, beta}, a, b, c, alpha);
+}
+
+bool DnnlGemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                  int64_t lda, const bfloat16* b, int64_t ldb, float beta, void* c, bool c_bf16, int64_t ldc,
+                  bool any_kernel) {
+  Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha != 1.0f, beta};
+  key.types = c_bf16 ? Types::kBf16ToBf16 : Types::kBf16ToF32;
+  key.any_kernel = any_kernel;
+  return RunBound(key, a, b, c, alpha);
 }
 
 bool DnnlSgemmBiasAct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,

@@ -33,6 +33,14 @@ bool DnnlBrgemmSgemm();
 bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// DnnlSgemm's product on bfloat16 A and B with float32 accumulation, into
+// float32 C, or into bfloat16 C (c_bf16; beta 0), from the same cache of
+// bound primitives. `any_kernel` takes oneDNN's reference kernel too
+// rather than returning false.
+bool DnnlGemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                  int64_t lda, const bfloat16* b, int64_t ldb, float beta, void* c, bool c_bf16, int64_t ldc,
+                  bool any_kernel);
+
 // Row-major C = act(A * B + bias) (neither transposed, bias [N] added to
 // every row) on the calling thread alone, bias and activation as post-ops
 // of one cached matmul primitive (cpu::GemmBiasAct's oneDNN path). Returns
