@@ -195,28 +195,27 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   // wake an OpenMP thread per call to fight the executor's idle TBB worker
   // for the second core (the bf16 MLP step ran slower than float32 at 2
   // threads that way).
-  SplitGemm(
-      ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
-      [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b,
-          int64_t ldb, C* c, int64_t ldc) {
-        constexpr bool kBf16Out = std::is_same_v<C, bfloat16>;
-        if (DnnlGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, kBf16Out, ldc, false)) return;
-        // Only the reference kernel takes alpha and beta here: the plain
-        // product into dense float32 scratch (on the reference kernel too,
-        // if nothing else takes even that), then C = alpha * P + beta * C.
-        thread_local std::vector<float> scratch;
-        scratch.resize(static_cast<size_t>(m * n));
-        DnnlGemmBf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, scratch.data(), false, n, true);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            const float v = alpha * scratch[static_cast<size_t>(i * n + j)];
-            C& x = c[i * ldc + j];
-            if constexpr (std::is_same_v<C, float>)
-              x = beta == 0.0f ? v : v + beta * x;
-            else
-              x = FloatToBf16(beta == 0.0f ? v : v + beta * Bf16ToFloat(x));
-          }
-      });
+  SplitGemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+            [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b,
+                int64_t ldb, C* c, int64_t ldc) {
+              constexpr bool kBf16Out = std::is_same_v<C, bfloat16>;
+              if (DnnlGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, kBf16Out, ldc, false)) return;
+              // Only the reference kernel takes alpha and beta here: the plain
+              // product into dense float32 scratch (on the reference kernel too,
+              // if nothing else takes even that), then C = alpha * P + beta * C.
+              thread_local std::vector<float> scratch;
+              scratch.resize(static_cast<size_t>(m * n));
+              DnnlGemmBf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, scratch.data(), false, n, true);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                  const float v = alpha * scratch[static_cast<size_t>(i * n + j)];
+                  C& x = c[i * ldc + j];
+                  if constexpr (std::is_same_v<C, float>)
+                    x = beta == 0.0f ? v : v + beta * x;
+                  else
+                    x = FloatToBf16(beta == 0.0f ? v : v + beta * Bf16ToFloat(x));
+                }
+            });
 }
 
 }  // namespace
