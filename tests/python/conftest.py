@@ -21,3 +21,14 @@ def rng():
 
 def nabla_bin():
     return os.environ.get("NABLA_BIN")
+
+
+def opencl_available():
+    """Whether this build of the module reaches an OpenCL device (PoCL's CPU device counts)."""
+    import nabla  # here, not at the top: test_package runs before the module is importable
+
+    try:
+        nabla.tensor(np.zeros(1, np.float32), device="opencl")
+        return True
+    except nabla.Error:
+        return False

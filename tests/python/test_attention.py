@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import nabla
+from conftest import opencl_available
 
 
 def reference(q, k, v, w, mask=None, causal=False, factors=None):
@@ -175,14 +176,6 @@ def test_dropout_with_a_fixed_seed_matches_torch(causal, rng):
                                 w.astype(np.float32), None, causal), 2e-5, ("is_test", causal))
 
 
-def opencl_available():
-    try:
-        nabla.tensor(np.zeros(1, np.float32), device="opencl")
-        return True
-    except nabla.Error:
-        return False
-
-
 def same_dtype_reference(q, k, v, w, mask, causal):
     """The unfused attention in q's dtype (PyTorch): out, the probabilities and the gradients."""
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
@@ -214,7 +207,7 @@ def test_rows_whose_every_score_a_mask_shifts_far_keep_their_gradients(device, d
     for head, row in ((0, 0), (0, 5), (1, 130)):
         mask[0, head, row, :] = shift
     want = same_dtype_reference(q, k, v, w, mask, causal)
-    ts = {n: nabla.tensor(a, requires_grad=n in "qkv", device=device) for n, a in zip("qkv", (q, k, v))}
+    ts = {n: nabla.tensor(a, requires_grad=True, device=device) for n, a in zip("qkv", (q, k, v))}
     res = nabla.call("flash_attn", {**ts, "attn_mask": nabla.tensor(mask, device=device)},
                      {"causal": causal, "return_softmax": True})
     nabla.ops.mean(res["out"] * nabla.tensor(w, device=device)).backward()

@@ -5,20 +5,13 @@ import numpy as np
 import pytest
 
 import nabla
+from conftest import opencl_available
 
 
 @pytest.fixture(autouse=True)
 def back_to_cpu():
     yield
     nabla.set_default_device("cpu")
-
-
-def opencl_available():
-    try:
-        nabla.tensor(np.zeros(1, np.float32), device="opencl")
-        return True
-    except nabla.Error:
-        return False
 
 
 needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device in this build")
