@@ -153,8 +153,8 @@ inline void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 // ---- version 5: the GEMM with a fused bias and activation (fc), as
 // nabla/cpu/cpu.h declares it.
 
-// The GEMM libraries (GemmBiasAct's `forced`), and the activation its oneDNN
-// path applies as a post-op.
+// The GEMM libraries (GemmBiasAct's `forced`), and the activation it
+// applies (see GemmBiasAct).
 enum class GemmLib { kOpenBlas, kOneDnn };
 enum class GemmAct { kIdentity, kRelu, kTanh, kSigmoid };
 using GemmEpilogue = void (*)(void* ctx, int64_t row, int64_t col, int64_t rows, int64_t cols);
@@ -194,9 +194,10 @@ inline void Run(int32_t dtype, const GemmLib* forced, int64_t m, int64_t n, int6
 // C = act(A * B + bias), A M x K, B K x N (neither transposed), bias [N]
 // (null: none) added to every row: C cut into Gemm's blocks, each computed
 // whole by oneDNN with bias and act as post-ops where the GEMM policy (or
-// `forced`) picks oneDNN and there is a bias, else Gemm's product of it
-// handed at once, on the same thread, to epilogue(ctx, row, col, rows,
-// cols), which adds the bias and applies the activation to that block.
+// `forced`) picks oneDNN, there is a bias and act is kIdentity or kRelu
+// (oneDNN's tanh and sigmoid are not the epilogue's bits), else Gemm's
+// product of it handed at once, on the same thread, to epilogue(ctx, row,
+// col, rows, cols), which adds the bias and applies the activation to it.
 inline void GemmBiasAct(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                         const float* b, int64_t ldb, const float* bias, GemmAct act, float* c, int64_t ldc,
                         GemmEpilogue epilogue, void* ctx) {
