@@ -53,12 +53,12 @@ namespace {
 
 using dnnl::memory;
 
-// Whether alpha != 1, not alpha: see AlphaBy (dnnl_matmul.h). post: 0
-// for a plain product, 1 + GemmAct for a bias and that activation as
-// post-ops (DnnlSgemmBiasAct: alpha 1, beta 0).
 // The operand and result types of a product.
 enum class Types : int8_t { kF32, kBf16ToF32, kBf16ToBf16 };
 
+// Whether alpha != 1, not alpha: see AlphaBy (dnnl_matmul.h). post: 0
+// for a plain product, 1 + GemmAct for a bias and that activation as
+// post-ops (DnnlSgemmBiasAct: alpha 1, beta 0).
 struct Key {
   bool trans_a, trans_b;
   int64_t m, n, k, lda, ldb, ldc;
