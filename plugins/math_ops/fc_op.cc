@@ -5,12 +5,13 @@
 // FuseOps replaces mul + elementwise_add (+ relu, tanh or sigmoid), or mul
 // + fused_elemwise_activation, by this op where it computes the same: the
 // bias and activation then run on each block of the product right after
-// the GEMM that computes it, while it is in cache (cpu::GemmBiasAct: on
-// oneDNN as post-ops of its matmul, on OpenBLAS through this file's
-// epilogue), instead of a second pass over memory and a second op. The
-// epilogue computes what fused_elemwise_activation and the activation ops
-// compute, in the same order, so on OpenBLAS (and in float64) fused and
-// unfused programs agree bit for bit. Its gradient is the ops the unfused
+// the GEMM that computes it, while it is in cache (cpu::GemmBiasAct: bias
+// and relu on oneDNN as post-ops of its matmul, which are exact; tanh,
+// sigmoid and every OpenBLAS block through this file's epilogue), instead
+// of a second pass over memory and a second op. The epilogue computes what
+// fused_elemwise_activation and the activation ops compute, in the same
+// order, so fused and unfused programs agree bit for bit (FcFusion tests,
+// on either library). Its gradient is the ops the unfused
 // program differentiates with (fused_elemwise_activation_grad or
 // elementwise_add_grad, then mul_grad), so FuseGradOps' rewrites of
 // mul_grad (a weight's sgd step in its gradient's GEMM) still apply and the

@@ -42,7 +42,8 @@ bool DnnlGemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   bool any_kernel);
 
 // Row-major C = act(A * B + bias) (neither transposed, bias [N] added to
-// every row) on the calling thread alone, bias and activation as post-ops
+// every row; act kIdentity or kRelu, the post-ops exact to the epilogue's
+// bits) on the calling thread alone, bias and activation as post-ops
 // of one cached matmul primitive (cpu::GemmBiasAct's oneDNN path). Returns
 // false, computing nothing, where oneDNN has only its reference kernel.
 bool DnnlSgemmBiasAct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
