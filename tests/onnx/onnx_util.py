@@ -1,6 +1,7 @@
 """Shared by the ONNX tests: the nabla binary, import + exec of a model."""
 import os
 import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -15,8 +16,20 @@ def nabla_bin():
     return path
 
 
+class NablaCrashed(Exception):
+    """nabla died by a signal or a sanitizer report: never an expected
+    outcome, so callers that turn failures into reasons do not catch it."""
+
+
+# AddressSanitizer, LeakSanitizer, ... and UBSan's "FILE:LINE:COL: runtime error:".
+_SANITIZER_REPORT = re.compile(r"ERROR: \w+Sanitizer|: runtime error: ")
+
+
 def run(*args, check=True):
     p = subprocess.run([nabla_bin(), *map(str, args)], capture_output=True, text=True)
+    if p.returncode < 0 or _SANITIZER_REPORT.search(p.stderr):
+        how = f"signal {-p.returncode}" if p.returncode < 0 else f"exit {p.returncode}"
+        raise NablaCrashed(f"nabla {' '.join(map(str, args))}: {how}: {p.stderr.strip()[-2000:]}")
     if check and p.returncode != 0:
         raise RuntimeError(f"nabla {' '.join(map(str, args))}: exit {p.returncode}: {p.stderr.strip()}")
     return p

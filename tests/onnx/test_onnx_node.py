@@ -5,6 +5,14 @@ written to a temp dir at test time, never checked in. Every case whose ops
 have a converter is run; the others, and the runs that fail, are listed with
 their reason. The pass count may not drop below PASS_FLOOR: raise it when a
 converter lands.
+
+Every run is in checked mode (canaries and guard pages around each tensor,
+inputs verified unchanged), so a kernel writing out of bounds fails its case
+even in the Release build, and a nabla that dies by a signal or reports a
+sanitizer error fails the test whatever the case's outcome. Under the
+sanitizers each nabla start costs most of a second (instrumented plugins
+relocated and registered), so there CMake sets NABLA_ONNX_NODE_SAMPLE=N and
+every Nth case runs: the Release build runs them all and holds the floor.
 """
 import collections
 import concurrent.futures
@@ -20,6 +28,8 @@ import onnx_util
 
 # Passing cases at the last change of the importer (raise it, never lower it).
 PASS_FLOOR = 617
+SAMPLE = int(os.environ.get("NABLA_ONNX_NODE_SAMPLE", "1"))
+CRASH = "crash: "
 
 
 def collect_cases():
@@ -94,7 +104,9 @@ def run_case(case, index, root, scalars_constant=False):
         feeds[name] = value
     try:
         program, weights = onnx_util.import_model(d / "model.onnx", d)
-        got = onnx_util.exec_program(program, feeds, outputs, d, weights=weights)
+        got = onnx_util.exec_program(program, feeds, outputs, d, weights=weights, extra=["--checked"])
+    except onnx_util.NablaCrashed as e:
+        return CRASH + str(e)
     except RuntimeError as e:
         # The message without the temp dir, so equal reasons group.
         message = str(e).split(": exit ", 1)[1].split(": ", 1)[1]
@@ -134,15 +146,18 @@ def test_onnx_node_cases(tmp_path):
             results[case.name] = f"no converter for ONNX op {op}" + (f" ({missing[op]})" if op in missing else "")
         else:
             runnable.append(case)
+    runnable = runnable[::SAMPLE]  # the others get no result
     workers = max(1, min(4, os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         reasons = pool.map(lambda ic: run_case(ic[1], ic[0], tmp_path), enumerate(runnable))
         for case, reason in zip(runnable, reasons):
             results[case.name] = reason
+    crashed = {n: r for n, r in results.items() if r is not None and r.startswith(CRASH)}
     passed = sorted(n for n, r in results.items() if r is None)
     failed = {n: r for n, r in results.items() if r is not None}
     by_reason = collections.Counter(r if r.startswith("no converter") else "run: " + r for r in failed.values())
-    print(f"\nONNX node tests: {len(passed)} of {len(results)} pass ({len(runnable)} had converters for every op)")
+    ran = "had converters for every op" + (f": one in {SAMPLE} of those ran" if SAMPLE > 1 else "")
+    print(f"\nONNX node tests: {len(passed)} of {len(results)} pass ({len(runnable)} {ran})")
     print("not passing, by reason:")
     for reason, count in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {count:4d}  {reason}")
@@ -151,6 +166,9 @@ def test_onnx_node_cases(tmp_path):
         with open(out, "w") as f:
             for name in sorted(results):
                 f.write(f"{name}\t{results[name] or 'pass'}\n")
+    assert not crashed, "\n".join(f"{n}: {r}" for n, r in sorted(crashed.items()))
+    if SAMPLE > 1:
+        return  # the floor counts every case: the Release build holds it
     assert len(passed) >= PASS_FLOOR, f"{len(passed)} node tests pass, fewer than the recorded {PASS_FLOOR}"
 
 
@@ -185,7 +203,11 @@ def test_onnx_node_cases_with_scalar_inputs_as_constants(tmp_path):
             picked.append(case)
     with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
         reasons = list(pool.map(lambda ic: run_case(ic[1], ic[0], tmp_path, scalars_constant=True), enumerate(picked)))
-    failed = {c.name: r for c, r in zip(picked, reasons) if r is not None and c.name not in SCALAR_CASES_NOT_PASSING}
+    failed = {
+        c.name: r
+        for c, r in zip(picked, reasons)
+        if r is not None and (c.name not in SCALAR_CASES_NOT_PASSING or r.startswith(CRASH))
+    }
     print(f"\n{len(picked)} cases with scalar inputs, {sum(r is None for r in reasons)} pass as constants")
     for name, reason in sorted(failed.items()):
         print(f"  {name}: {reason}")
