@@ -21,6 +21,10 @@
 // in backward from seed_offset (AttnDropout, flash_attn.h): with Z that
 // factor, O = (P * Z) V, so dV = (P * Z)^T dO and dS = P * (dP * Z - D);
 // D = rowsum(dO * O) = rowsum(P * Z * (dO V^T)) still holds.
+// bfloat16 q, k, v: GEMM operands in bfloat16, softmax and accumulation in
+// float32; flash_attn_grad with force_fp32_output (set by FoldBf16Casts
+// where casts alone read the gradients) writes those float32 accumulators
+// as the gradients, unrounded, as mul's and matmul's grad ops do.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -487,27 +491,38 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   const T* mask = MaskData<T>(ctx, d);
   const AttnDropout dropout = BackwardDropout(ctx);
   Device& dev = ctx.GetDevice();
-  auto grad_out = [&](const char* slot, const Tensor& like) -> T* {
-    Tensor* t = ctx.Output(GradVarName(slot));
-    return t ? t->Allocate<T>(dev, like.GetShape()) : nullptr;
-  };
-  T* dq = grad_out("q", tq);
-  T* dk = grad_out("k", tk);
-  T* dv = grad_out("v", tv);
-  if (!dq && !dk && !dv) return;
+  // force_fp32_output (bfloat16 q; FoldBf16Casts sets it): the gradients are
+  // the float32 accumulators themselves, never rounded.
+  const bool wide_out = !std::is_same_v<T, A> && ForcesFp32Output(ctx);
+  T* dq = nullptr;
+  T* dk = nullptr;
+  T* dv = nullptr;
+  A* wide[3] = {nullptr, nullptr, nullptr};
+  const std::pair<const char*, const Tensor*> slots[3] = {{"q", &tq}, {"k", &tk}, {"v", &tv}};
+  T** narrow[3] = {&dq, &dk, &dv};
+  for (int i = 0; i < 3; ++i) {
+    Tensor* t = ctx.Output(GradVarName(slots[i].first));
+    if (!t) continue;
+    if (wide_out)
+      wide[i] = t->Allocate<A>(dev, slots[i].second->GetShape());
+    else
+      *narrow[i] = t->Allocate<T>(dev, slots[i].second->GetShape());
+  }
+  if (!dq && !dk && !dv && !wide[0] && !wide[1] && !wide[2]) return;
   // The sweep accumulates into A-typed tensors: the outputs themselves when
-  // the types agree, else scratch rounded into them head by head. A gradient
-  // nobody wants still takes part: it lands in scratch.
+  // they are A-typed, else scratch rounded into them head by head. A
+  // gradient nobody wants still takes part: it lands in scratch.
   std::vector<A> acc_q, acc_k, acc_v;
-  auto accumulator = [](T* out, const Tensor& like, std::vector<A>& scratch) -> A* {
+  auto accumulator = [](T* out, A* wide_grad, const Tensor& like, std::vector<A>& scratch) -> A* {
+    if (wide_grad) return wide_grad;
     if constexpr (std::is_same_v<T, A>)
       if (out) return out;
     scratch.resize(static_cast<size_t>(like.Numel()));
     return scratch.data();
   };
-  A* gq = accumulator(dq, tq, acc_q);
-  A* gk = accumulator(dk, tk, acc_k);
-  A* gv = accumulator(dv, tv, acc_v);
+  A* gq = accumulator(dq, wide[0], tq, acc_q);
+  A* gk = accumulator(dk, wide[1], tk, acc_k);
+  A* gv = accumulator(dv, wide[2], tv, acc_v);
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   // One task per (batch, head): it owns that head's rows of dq, dk and dv,
   // so the sweep over key tiles accumulates without locks.
@@ -753,10 +768,12 @@ NABLA_REGISTER_OPS(flash_attn) {
       .RewritesBeforeBackward({"attention_from_matmul_softmax", &FuseAttention});
   OpBuilder& grad = registrar.DefaultGradOp("flash_attn", __FILE__, __LINE__);
   grad.Doc("Gradient of flash_attn: q, k and v gradients from probabilities recomputed tile by tile from softmax_lse.")
+      .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape([](InferShapeContext& c) {
         InferSameAs(c, "q", GradVarName("q"));
         InferSameAs(c, "k", GradVarName("k"));
         InferSameAs(c, "v", GradVarName("v"));
+        ForceFp32Outputs(c, "q");
       })
       .KernelDType(DTypeOfInput(GradVarName("out")));
   RegisterFloatKernels(registrar, "flash_attn", FlashAttnKernel<float>, FlashAttnKernel<double>, __FILE__, __LINE__);
