@@ -133,22 +133,41 @@ void FusedBackward(const ExecutionContext& ctx) {
   T* gyd = dy ? AllocOutput<T>(ctx, dy, y.GetShape()) : nullptr;
   if constexpr (act == Act::kGelu) {
     // gelu' needs the sum, which is recomputed (as the forward rounded it)
-    // instead of kept; float32 takes gelu_grad's vector code over it.
+    // instead of kept; float32 takes gelu_grad's vector code over it. The
+    // sum goes through a small per-task scratch, a few rows at a time while
+    // they are in cache, and d lands where it is wanted: in X@GRAD itself
+    // when X is not broadcast (a layer's pre-activation), whose Y@GRAD sums
+    // then read it back; in a whole-size buffer only otherwise. d is read
+    // from Out@GRAD and written at the same index, so X@GRAD may share its
+    // buffer.
     const T* xd = x.Data<T>();
     const T* yd = y.Data<T>();
     BroadcastIndexer indexer(s.out, s.x, s.y);
-    std::vector<T> d(static_cast<size_t>(indexer.Total()));
+    const bool into_gx = gxd != nullptr && s.x == s.out;
+    std::vector<T> whole(into_gx ? 0 : static_cast<size_t>(indexer.Total()));
+    T* d = into_gx ? gxd : whole.data();
     const int64_t inner = indexer.Inner();
+    const int64_t block_rows = std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1));
     cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
-      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { d[io] = static_cast<T>(xd[ix] + yd[iy]); });
-      T* chunk = d.data() + b * inner;
-      if constexpr (std::is_same_v<T, float>) {
-        cpu::GeluGrad(chunk, dod + b * inner, chunk, (e - b) * inner, false);
-      } else {
-        for (int64_t i = 0; i < (e - b) * inner; ++i) chunk[i] = dod[b * inner + i] * GeluErfGrad(chunk[i]);
+      std::vector<T> sum(static_cast<size_t>(std::min(block_rows, e - b) * inner));
+      for (int64_t r0 = b; r0 < e; r0 += block_rows) {
+        const int64_t r1 = std::min(e, r0 + block_rows), n = (r1 - r0) * inner, at = r0 * inner;
+        indexer.ForEachRows(r0, r1, [&](int64_t io, int64_t ix, int64_t iy) {
+          sum[io - at] = static_cast<T>(xd[ix] + yd[iy]);
+        });
+        T* out = d + at;
+        if constexpr (std::is_same_v<T, float>) {
+          cpu::GeluGrad(sum.data(), dod + at, out, n, false);
+        } else {
+          for (int64_t i = 0; i < n; ++i) out[i] = dod[at + i] * GeluErfGrad(sum[i]);
+        }
+        // X@GRAD as the serial sum from 0 writes it (keeps -0 out).
+        if (into_gx)
+          for (int64_t i = 0; i < n; ++i) out[i] = T(0) + out[i];
       }
     });
-    AccumulateBroadcastGrads(s, gxd, gyd, [&](int64_t io, int64_t, int64_t) { return std::make_pair(d[io], d[io]); });
+    AccumulateBroadcastGrads(s, into_gx ? nullptr : gxd, gyd,
+                             [&](int64_t io, int64_t, int64_t) { return std::make_pair(d[io], d[io]); });
     return;
   }
   if (gxd && gyd && BiasGradInOnePass<T, act>(s, od, dod, gxd, gyd)) return;
