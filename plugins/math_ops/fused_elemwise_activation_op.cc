@@ -152,9 +152,8 @@ void FusedBackward(const ExecutionContext& ctx) {
       std::vector<T> sum(static_cast<size_t>(std::min(block_rows, e - b) * inner));
       for (int64_t r0 = b; r0 < e; r0 += block_rows) {
         const int64_t r1 = std::min(e, r0 + block_rows), n = (r1 - r0) * inner, at = r0 * inner;
-        indexer.ForEachRows(r0, r1, [&](int64_t io, int64_t ix, int64_t iy) {
-          sum[io - at] = static_cast<T>(xd[ix] + yd[iy]);
-        });
+        indexer.ForEachRows(
+            r0, r1, [&](int64_t io, int64_t ix, int64_t iy) { sum[io - at] = static_cast<T>(xd[ix] + yd[iy]); });
         T* out = d + at;
         if constexpr (std::is_same_v<T, float>) {
           cpu::GeluGrad(sum.data(), dod + at, out, n, false);
