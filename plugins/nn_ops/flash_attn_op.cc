@@ -460,10 +460,10 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   });
 }
 
-// Zeros the rows of one head in a [batch, seq, heads, width] tensor.
+// Zeros rows [t0, t1) of one head in a [batch, seq, heads, width] tensor.
 template <typename T>
-void ZeroHead(T* x, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width) {
-  for (int64_t t = 0; t < seq; ++t) std::fill_n(x + ((b * seq + t) * heads + h) * width, width, T(0));
+void ZeroRows(T* x, int64_t b, int64_t h, int64_t t0, int64_t t1, int64_t seq, int64_t heads, int64_t width) {
+  for (int64_t t = t0; t < t1; ++t) std::fill_n(x + ((b * seq + t) * heads + h) * width, width, T(0));
 }
 
 // The rows of one head of an accumulator tensor written to the output.
@@ -544,14 +544,22 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += kBlockQ)
         RowShifts(d, q, k, mask, b, h, i0, std::min(kBlockQ, d.seq_q - i0), row_lse + i0, shift.data() + i0,
                   inv.data() + i0, p.data());
-      ZeroHead(gq, b, h, d.seq_q, d.heads, d.dim);
-      ZeroHead(gk, b, h, d.seq_k, d.heads, d.dim);
-      ZeroHead(gv, b, h, d.seq_k, d.heads, d.dim_v);
+      // No zeroing pass: the first product into each gradient tile
+      // overwrites it (beta 0). The first key tile reaches every query tile
+      // that sees any key; the query rows before it (causal with seq_q >
+      // seq_k) and a key tile no query sees are zeroed here.
+      const int64_t seen = d.seq_k == 0 ? d.seq_q : d.causal ? std::max<int64_t>(0, -d.offset) / kBlockQ * kBlockQ : 0;
+      ZeroRows(gq, b, h, 0, std::min(seen, d.seq_q), d.seq_q, d.heads, d.dim);
       for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, d.seq_k - j0);
         // Causal: the first query that sees key j0 is j0 - offset.
         const int64_t first = d.causal ? std::max<int64_t>(0, j0 - d.offset) / kBlockQ * kBlockQ : 0;
+        if (first >= d.seq_q) {
+          ZeroRows(gk, b, h, j0, j0 + nk, d.seq_k, d.heads, d.dim);
+          ZeroRows(gv, b, h, j0, j0 + nk, d.seq_k, d.heads, d.dim_v);
+        }
         for (int64_t i0 = first; i0 < d.seq_q; i0 += kBlockQ) {
+          const A beta_kv = i0 == first ? A(0) : A(1), beta_q = j0 == 0 ? A(0) : A(1);
           const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
           Scores(d, q, k, mask, b, h, i0, nq, j0, nk, p.data());
           for (int64_t r = 0; r < nq; ++r) {
@@ -570,7 +578,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const T* dout_blk = dout + d.ORow(b, i0, h);
           const A* p_used = dropout.on ? pz.data() : p.data();
           TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, nk, kBlockK, p_op), kBlockK, dout_blk,
-                   d.LdV(), A(1), gv + d.VRow(b, j0, h), d.LdV());
+                   d.LdV(), beta_kv, gv + d.VRow(b, j0, h), d.LdV());
           TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
                    dp.data(), kBlockK);
           for (int64_t r = 0; r < nq; ++r) {
@@ -586,9 +594,9 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           }
           const A scale = static_cast<A>(d.scale);
           const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
-          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), A(1),
+          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), beta_q,
                    gq + d.QRow(b, i0, h), d.LdQK());
-          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), A(1),
+          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), beta_kv,
                    gk + d.KRow(b, j0, h), d.LdQK());
         }
       }
@@ -694,6 +702,9 @@ NABLA_REGISTER_OPS(flash_attn) {
   GradCheckSpec tiled = AttnCase("causal_tiles_cross_len", {1, 140, 1, 2}, {1, 150, 1, 2}, {1, 150, 1, 2}, true);
   tiled.inputs.push_back(NoCheck(CheckInput("attn_mask", {140, 150}, -1.0, 0.0)));
   GradCheckSpec tiled_full = AttnCase("tiles_not_causal", {1, 130, 1, 2}, {1, 135, 1, 2}, {1, 135, 1, 2}, false);
+  // More queries than keys, causal: the first 280 see no key, so two whole
+  // query tiles get no product and their gradients must still be zeros.
+  GradCheckSpec blind = AttnCase("causal_queries_seeing_no_key", {1, 300, 1, 2}, {1, 20, 1, 2}, {1, 20, 1, 2}, true);
   // Dropout with a fixed seed: the mask is drawn again in backward, so the
   // differences and the gradient see the same one. Across tiles, causal, a
   // mask; and once with the seed the run gives (seed_offset carries it).
@@ -763,6 +774,7 @@ NABLA_REGISTER_OPS(flash_attn) {
       .GradCheck(masked)
       .GradCheck(tiled)
       .GradCheck(tiled_full)
+      .GradCheck(blind)
       .GradCheck(drop)
       .GradCheck(drop_run)
       .RewritesBeforeBackward({"attention_from_matmul_softmax", &FuseAttention});
