@@ -63,15 +63,23 @@ void FusedForward(const ExecutionContext& ctx) {
   BroadcastIndexer indexer(s.out, s.x, s.y);
   if constexpr (std::is_same_v<T, float> && (act == Act::kTanh || act == Act::kGelu)) {
     // The sum, then tanh_op's (gelu_op's) vectorized float function over it
-    // in place, chunk by chunk while the chunk is in cache.
+    // in place, a few rows (16 KiB) at a time while they are in L1: a task
+    // is the whole tensor at --threads 1, and a sum pass over all of it
+    // before the activation's was a second trip to memory (the GPT's
+    // 2048 x 1024 MLP activation took 2.3 ms where gelu alone takes 1.1).
     const int64_t inner = indexer.Inner();
+    const int64_t block_rows = std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1));
     cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
-      indexer.ForEachRows(b, e, [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
-      float* chunk = reinterpret_cast<float*>(o) + b * inner;
-      if constexpr (act == Act::kTanh)
-        cpu::Tanh(chunk, chunk, (e - b) * inner);
-      else
-        cpu::Gelu(chunk, chunk, (e - b) * inner, false);
+      for (int64_t r0 = b; r0 < e; r0 += block_rows) {
+        const int64_t r1 = std::min(e, r0 + block_rows);
+        indexer.ForEachRows(r0, r1,
+                            [&](int64_t io, int64_t ix, int64_t iy) { o[io] = static_cast<T>(xd[ix] + yd[iy]); });
+        float* chunk = reinterpret_cast<float*>(o) + r0 * inner;
+        if constexpr (act == Act::kTanh)
+          cpu::Tanh(chunk, chunk, (r1 - r0) * inner);
+        else
+          cpu::Gelu(chunk, chunk, (r1 - r0) * inner, false);
+      }
     });
     return;
   }
@@ -113,6 +121,42 @@ bool BiasGradInOnePass(const BroadcastShapes& s, const T* od, const T* dod, T* g
   return true;
 }
 
+// BiasGradInOnePass for gelu, whose d needs the sum X + Y (recomputed, as
+// the forward rounded it) rather than Out: per block of columns, row by row
+// in row order, the sum, gelu's gradient into X@GRAD and X@GRAD added into
+// Y@GRAD while the row's run is in cache. The separate sums over all of d
+// were a second pass over the GPT MLP's 8 MiB gradient. Same bits as that
+// pass (each sum in row order from 0) at any --threads; X@GRAD may share
+// Out@GRAD's or X's buffer (both read before a run is written).
+template <typename T>
+bool GeluBiasGradInOnePass(const BroadcastShapes& s, const T* xd, const T* yd, const T* dod, T* gxd, T* gyd) {
+  ReduceView v;
+  if (s.x != s.out || !MakeReduceView(s.out, s.y, &v) || v.outer != 1) return false;
+  const int64_t m = v.r, n = v.inner;
+  cpu::ParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
+    const int64_t w = j1 - j0;
+    std::vector<T> sum(static_cast<size_t>(w));
+    T* __restrict gy = gyd + j0;
+    std::fill(gy, gy + w, T(0));
+    for (int64_t i = 0; i < m; ++i) {
+      const T* xr = xd + i * n + j0;
+      for (int64_t j = 0; j < w; ++j) sum[j] = static_cast<T>(xr[j] + yd[j0 + j]);
+      const T* g = dod + i * n + j0;
+      T* gx = gxd + i * n + j0;
+      if constexpr (std::is_same_v<T, float>) {
+        cpu::GeluGrad(sum.data(), g, gx, w, false);
+      } else {
+        for (int64_t j = 0; j < w; ++j) gx[j] = g[j] * GeluErfGrad(sum[j]);
+      }
+      for (int64_t j = 0; j < w; ++j) {
+        gx[j] = T(0) + gx[j];  // as the serial sum from 0 (keeps -0 out)
+        gy[j] += gx[j];
+      }
+    }
+  });
+  return true;
+}
+
 // As tanh_grad (say) then elementwise_add_grad: d = act'(Out) * dOut per
 // element, accumulated into X@GRAD and Y@GRAD along the broadcast dims.
 template <typename T, Act act>
@@ -142,6 +186,7 @@ void FusedBackward(const ExecutionContext& ctx) {
     // buffer.
     const T* xd = x.Data<T>();
     const T* yd = y.Data<T>();
+    if (gxd && gyd && GeluBiasGradInOnePass(s, xd, yd, dod, gxd, gyd)) return;
     BroadcastIndexer indexer(s.out, s.x, s.y);
     const bool into_gx = gxd != nullptr && s.x == s.out;
     std::vector<T> whole(into_gx ? 0 : static_cast<size_t>(indexer.Total()));

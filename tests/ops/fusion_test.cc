@@ -335,6 +335,29 @@ TEST(FcFusion, OutputAndGradientsAreBitIdentical) {
         }
 }
 
+// Bias + gelu on a layer large enough for the fused kernels' blocking (the
+// forward's few-row blocks, the gradient's column blocks split across two
+// threads, 300 x 700): output and gradients are gelu's and
+// elementwise_add's bit for bit at 1 and 2 threads, float32 and float64.
+TEST(Fusion, LargeBiasGeluLayerIsBitIdenticalAtAnyThreads) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " threads " + std::to_string(threads));
+      const std::string dt = DTypeName(dtype);
+      ProgramDesc fused = FcLayer("[300, 64]", 1, 64, 700, "gelu", dt);
+      ASSERT_EQ(FuseOps(fused, {"loss", "h"}), 1u);
+      ASSERT_EQ(OpTypes(fused),
+                (std::vector<std::string>{"mul", "fused_elemwise_activation", "elementwise_mul", "mean"}));
+      const auto want = FcLayerRun(FcLayer("[300, 64]", 1, 64, 700, "gelu", dt), {300, 64}, 64, 700, threads, dtype);
+      const auto got = FcLayerRun(fused, {300, 64}, 64, 700, threads, dtype);
+      for (const auto& [name, w] : want) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(got.at(name).shape, w.shape);
+        EXPECT_TRUE(got.at(name).v == w.v);
+      }
+    }
+}
+
 // The backward part of an fc is the unfused program's grad ops: the bias
 // and activation's, then mul_grad (which FuseGradOps' rewrites know); the
 // product is never stored.
