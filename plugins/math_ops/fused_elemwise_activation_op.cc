@@ -122,38 +122,37 @@ bool BiasGradInOnePass(const BroadcastShapes& s, const T* od, const T* dod, T* g
 }
 
 // BiasGradInOnePass for gelu, whose d needs the sum X + Y (recomputed, as
-// the forward rounded it) rather than Out: per block of columns, row by row
-// in row order, the sum, gelu's gradient into X@GRAD and X@GRAD added into
-// Y@GRAD while the row's run is in cache. The separate sums over all of d
-// were a second pass over the GPT MLP's 8 MiB gradient. Same bits as that
-// pass (each sum in row order from 0) at any --threads; X@GRAD may share
-// Out@GRAD's or X's buffer (both read before a run is written).
+// the forward rounded it) rather than Out, at --threads 1: row by row in
+// row order, the sum, gelu's gradient into X@GRAD and X@GRAD added into
+// Y@GRAD while the row is in cache. The separate sums over all of d were a
+// second pass over the GPT MLP's 8 MiB gradient (3.2 -> 2.5 ms). Not with
+// more threads: each would take a block of columns, and runs of a row
+// (a page apart, row after row) stream slower than the two passes over
+// contiguous rows (2.1 -> 2.4-2.9 ms at 2 threads). Same bits as those
+// passes (each sum in row order from 0); X@GRAD may share Out@GRAD's or X's
+// buffer (both are read before a row is written).
 template <typename T>
-bool GeluBiasGradInOnePass(const BroadcastShapes& s, const T* xd, const T* yd, const T* dod, T* gxd, T* gyd) {
+bool GeluBiasGradInOnePass(const ExecutionContext& ctx, const BroadcastShapes& s, const T* xd, const T* yd,
+                           const T* dod, T* gxd, T* gyd) {
   ReduceView v;
-  if (s.x != s.out || !MakeReduceView(s.out, s.y, &v) || v.outer != 1) return false;
+  if (ctx.Threads() != 1 || s.x != s.out || !MakeReduceView(s.out, s.y, &v) || v.outer != 1) return false;
   const int64_t m = v.r, n = v.inner;
-  cpu::ParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
-    const int64_t w = j1 - j0;
-    std::vector<T> sum(static_cast<size_t>(w));
-    T* __restrict gy = gyd + j0;
-    std::fill(gy, gy + w, T(0));
-    for (int64_t i = 0; i < m; ++i) {
-      const T* xr = xd + i * n + j0;
-      for (int64_t j = 0; j < w; ++j) sum[j] = static_cast<T>(xr[j] + yd[j0 + j]);
-      const T* g = dod + i * n + j0;
-      T* gx = gxd + i * n + j0;
-      if constexpr (std::is_same_v<T, float>) {
-        cpu::GeluGrad(sum.data(), g, gx, w, false);
-      } else {
-        for (int64_t j = 0; j < w; ++j) gx[j] = g[j] * GeluErfGrad(sum[j]);
-      }
-      for (int64_t j = 0; j < w; ++j) {
-        gx[j] = T(0) + gx[j];  // as the serial sum from 0 (keeps -0 out)
-        gy[j] += gx[j];
-      }
+  std::vector<T> sum(static_cast<size_t>(n));
+  std::fill(gyd, gyd + n, T(0));
+  for (int64_t i = 0; i < m; ++i) {
+    const T* xr = xd + i * n;
+    for (int64_t j = 0; j < n; ++j) sum[j] = static_cast<T>(xr[j] + yd[j]);
+    T* gx = gxd + i * n;
+    if constexpr (std::is_same_v<T, float>) {
+      cpu::GeluGrad(sum.data(), dod + i * n, gx, n, false);
+    } else {
+      for (int64_t j = 0; j < n; ++j) gx[j] = dod[i * n + j] * GeluErfGrad(sum[j]);
     }
-  });
+    for (int64_t j = 0; j < n; ++j) {
+      gx[j] = T(0) + gx[j];  // as the serial sum from 0 (keeps -0 out)
+      gyd[j] += gx[j];
+    }
+  }
   return true;
 }
 
@@ -186,7 +185,7 @@ void FusedBackward(const ExecutionContext& ctx) {
     // buffer.
     const T* xd = x.Data<T>();
     const T* yd = y.Data<T>();
-    if (gxd && gyd && GeluBiasGradInOnePass(s, xd, yd, dod, gxd, gyd)) return;
+    if (gxd && gyd && GeluBiasGradInOnePass(ctx, s, xd, yd, dod, gxd, gyd)) return;
     BroadcastIndexer indexer(s.out, s.x, s.y);
     const bool into_gx = gxd != nullptr && s.x == s.out;
     std::vector<T> whole(into_gx ? 0 : static_cast<size_t>(indexer.Total()));

@@ -335,10 +335,10 @@ TEST(FcFusion, OutputAndGradientsAreBitIdentical) {
         }
 }
 
-// Bias + gelu on a layer large enough for the fused kernels' blocking (the
-// forward's few-row blocks, the gradient's column blocks split across two
-// threads, 300 x 700): output and gradients are gelu's and
-// elementwise_add's bit for bit at 1 and 2 threads, float32 and float64.
+// Bias + gelu on a layer large enough for the fused kernels' blocking (300
+// x 700: the forward's few-row blocks; the gradient's one pass at 1 thread,
+// two passes split across 2): output and gradients are gelu's and
+// elementwise_add's bit for bit, float32 and float64.
 TEST(Fusion, LargeBiasGeluLayerIsBitIdenticalAtAnyThreads) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64})
     for (int threads : {1, 2}) {
