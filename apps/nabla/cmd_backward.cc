@@ -92,7 +92,8 @@ Command BackwardCommand() {
            "fp32|bf16");
   c.Flag("--fuse", &opts->fuse,
          "Run the fusion passes as `nabla run` does on the cpu: op chains before the backward part, shared grad "
-         "work (a weight's transpose, its partial gradients chained in place) after it; the result is a cpu "
+         "work (a weight's transpose, its partial gradients chained in place, an add's gradient read where it is) "
+         "after it; the result is a cpu "
          "program");
   c.Option("-o,--out", &opts->out, "Write to this file (atomically) instead of stdout", "OUT.yaml");
   c.SetRun([opts](const GlobalOptions&) { return RunBackward(*opts); });

@@ -262,7 +262,8 @@ Command ExecCommand() {
       "On the cpu, run the fusion passes: bias-add + activation (gelu too), batch_norm + relu, softmax + cross entropy "
       "and attention written with matmul + softmax into flash_attn "
       "before the backward part, and shared grad work after it (a shared weight's transpose, its partial gradients "
-      "chained in place, with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
+      "chained in place, an add's gradient read where it is rather than copied to an operand that is not broadcast, "
+      "with --sgd each weight's step taken by the GEMM computing its gradient); other devices "
       "run the program as it is");
   c.Flag("--checked", &opts->checked,
          "Checked mode (as NABLA_CHECKED=1): canaries and a guard page around every host tensor, verified after each "

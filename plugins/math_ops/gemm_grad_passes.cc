@@ -1,6 +1,8 @@
 // FuseGradOps's rewrites for mul_grad and matmul_grad (gemm_grad_passes.h).
 #include "gemm_grad_passes.h"
 
+#include "grad_pass_util.h"
+
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -32,25 +34,6 @@ bool PlainProduct(const OpDesc& op, const BlockDesc& block, bool or_bf16 = false
     if (v->GetDType() != DType::kFloat32 && !(or_bf16 && fp32_grads && v->GetDType() == DType::kBFloat16)) return false;
   }
   return true;
-}
-
-// Every op's reads and writes by name, over every block (sub-blocks read
-// outer vars).
-void CountUses(const ProgramDesc& program, std::unordered_map<std::string, int>& readers,
-               std::unordered_map<std::string, int>& writers) {
-  readers.clear();
-  writers.clear();
-  for (size_t b = 0; b < program.Size(); ++b)
-    for (const auto& op : program.Block(b)->AllOps()) {
-      for (const auto& n : op->InputArgumentNames()) ++readers[n];
-      for (const auto& n : op->OutputArgumentNames()) ++writers[n];
-    }
-}
-
-bool Touches(const OpDesc& op, const std::string& name) {
-  for (const auto& names : {op.InputArgumentNames(), op.OutputArgumentNames()})
-    if (std::find(names.begin(), names.end(), name) != names.end()) return true;
-  return false;
 }
 
 // After the backward part (FuseGradOps): the grad op's X@GRAD = Out@GRAD * Y^T

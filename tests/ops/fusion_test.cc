@@ -969,7 +969,9 @@ TEST(FuseGradOps, WeightGradOpsTakeTheirSgdSteps) {
   o.lr = 0.1;
   const ProgramDesc plain = NetStep(o);
   ProgramDesc fused = plain;
-  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 4u);  // w0..w3; the biases keep their sgd
+  // w0..w3 (the biases keep their sgd), and the 4 bias adds' X@GRAD pass
+  // through (pass_add_gradients_through).
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 8u);
   VerifyProgram(fused, *CurrentRegistry());
   EXPECT_EQ(CountOps(fused, "sgd"), 4u);
   for (const auto& op : fused.Root()->AllOps()) {
@@ -996,7 +998,7 @@ TEST(FuseGradOps, Bf16WeightGradOpsTakeTheirSgdSteps) {
   o.lr = 0.1;
   const ProgramDesc plain = NetStep(o, /*bf16=*/true);
   ProgramDesc fused = plain;
-  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 4u);
+  EXPECT_EQ(FuseGradOps(fused, {"loss"}), 8u);  // as in float32: 4 sgd steps, 4 bias gradients
   VerifyProgram(fused, *CurrentRegistry());
   EXPECT_EQ(CountOps(fused, "sgd"), 4u);
   const std::vector<double> rates = {0.1, 0.3};
@@ -1009,19 +1011,20 @@ TEST(FuseGradOps, Bf16WeightGradOpsTakeTheirSgdSteps) {
 TEST(FuseGradOps, SgdStepsStayWhereTheGradientIsNeededElsewhere) {
   train::OptimizerOptions o;
   ProgramDesc kept = NetStep(o);
-  EXPECT_EQ(FuseGradOps(kept, {"loss", "w1@GRAD"}), 3u);  // fetched: w1's stays
+  // Each count has the 4 bias adds' gradients passed through besides.
+  EXPECT_EQ(FuseGradOps(kept, {"loss", "w1@GRAD"}), 3u + 4u);  // fetched: w1's stays
   EXPECT_TRUE(kept.Root()->HasVar("w1@GRAD"));
   o.clip_global_norm = 1.0;  // the clip reads every gradient
   ProgramDesc clipped = NetStep(o);
-  EXPECT_EQ(FuseGradOps(clipped, {"loss"}), 0u);
+  EXPECT_EQ(FuseGradOps(clipped, {"loss"}), 0u + 4u);
   o.clip_global_norm = 0;
   o.weight_decay = 1e-4;  // a sum adds the L2 term to each gradient
   ProgramDesc decayed = NetStep(o);
-  EXPECT_EQ(FuseGradOps(decayed, {"loss"}), 0u);
+  EXPECT_EQ(FuseGradOps(decayed, {"loss"}), 0u + 4u);
   o.weight_decay = 0;
   o.type = "momentum";
   ProgramDesc momentum = NetStep(o);
-  EXPECT_EQ(FuseGradOps(momentum, {"loss"}), 0u);
+  EXPECT_EQ(FuseGradOps(momentum, {"loss"}), 0u + 4u);
 }
 
 // A product large enough for oneDNN (the policy's threshold is 1M
@@ -1097,7 +1100,7 @@ TEST(FuseGradOps, SgdStepsStayWhereTheWeightOrRateIsUsedInBetween) {
     b.InsertOp(grad_at + 1, std::move(op));
     // The rate written: no later step may move either (w0's grad op comes
     // after w1's in the backward part).
-    EXPECT_EQ(FuseGradOps(p, {"loss"}), reads ? 3u : 1u);
+    EXPECT_EQ(FuseGradOps(p, {"loss"}), (reads ? 3u : 1u) + 4u);  // + the 4 bias gradients passed through
     bool w1_fused = false;
     for (const auto& op : b.AllOps())
       if (op->Type() == "mul_grad" && op->Input("Y")[0] == "w1") w1_fused = op->HasInput("LearningRate");
@@ -1195,6 +1198,87 @@ TEST(FuseGradOps, Bf16ProductsAreLeftAsTheyAre) {
   const ProgramDesc before = p;
   EXPECT_EQ(FuseGradOps(p, {"loss"}), 0u);
   EXPECT_EQ(OpTypes(p), OpTypes(before));
+}
+
+// pass_add_gradients_through: where an add's operand is never broadcast,
+// its gradient is Out@GRAD, read where it is instead of copied: a bias
+// add's product (mul_grad then reads the chain's first gradient), a
+// residual's side, the column add's [4, 5] side; an add of a var to itself
+// loses its grad op (the sum reads Out@GRAD twice). What stays: kept
+// gradients (the parameters'), and operands that are or may be broadcast:
+// the bias, the [4, 1] column, and v [-1, 5] + u [-1, 5] (either -1 may be
+// 1), whose sum vu [-1, 5] faces t [4, 5]. The gradients are the unfused
+// program's bit for bit at 1 and 2 threads.
+TEST(FuseGradOps, AddGradientsPassStraightThrough) {
+  const ProgramDesc net = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [4, 6], dtype: float32, persistable: true}
+      w: {shape: [6, 5], dtype: float32, persistable: true}
+      b: {shape: [5], dtype: float32, persistable: true}
+      r: {shape: [4, 5], dtype: float32, persistable: true}
+      c: {shape: [4, 1], dtype: float32, persistable: true}
+      v: {shape: [-1, 5], dtype: float32}
+      u: {shape: [-1, 5], dtype: float32}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [xw]}}
+      - {type: elementwise_add, inputs: {X: [xw], Y: [b]}, outputs: {Out: [pre]}}
+      - {type: elementwise_add, inputs: {X: [pre], Y: [r]}, outputs: {Out: [res]}}
+      - {type: elementwise_add, inputs: {X: [res], Y: [c]}, outputs: {Out: [col]}}
+      - {type: elementwise_add, inputs: {X: [col], Y: [col]}, outputs: {Out: [dbl]}}
+      - {type: tanh, inputs: {X: [dbl]}, outputs: {Out: [t]}}
+      - {type: elementwise_add, inputs: {X: [v], Y: [u]}, outputs: {Out: [vu]}}
+      - {type: elementwise_add, inputs: {X: [t], Y: [vu]}, outputs: {Out: [tu]}}
+      - {type: elementwise_mul, inputs: {X: [tu], Y: [tu]}, outputs: {Out: [sq]}}
+      - {type: mean, inputs: {X: [sq]}, outputs: {Out: [loss]}}
+)",
+                                       "adds.yaml");
+  ProgramDesc plain = net;
+  const ParamGrads pg = AppendBackward(plain, "loss");
+  ASSERT_EQ(pg.size(), 5u);
+  std::unordered_set<std::string> keep = {"loss", "v@GRAD", "u@GRAD"};
+  for (const auto& [param, grad] : pg) keep.insert(grad);
+  ProgramDesc fused = plain;
+  EXPECT_EQ(FuseGradOps(fused, keep), 6u);  // tu's, dbl's (2), col's, res's and pre's X or Y
+  VerifyProgram(fused, *CurrentRegistry());
+  EXPECT_EQ(CountOps(plain, "elementwise_add_grad"), 6u);
+  EXPECT_EQ(CountOps(fused, "elementwise_add_grad"), 5u);  // dbl's is gone
+  std::map<std::string, std::vector<std::string>> outs;    // Y -> X@GRAD, Y@GRAD
+  for (const auto& op : fused.Root()->AllOps()) {
+    if (op->Type() == "mul_grad") EXPECT_EQ(op->Input("Out@GRAD"), std::vector<std::string>{"col@GRAD"});
+    if (op->Type() == "elementwise_add_grad")
+      outs[op->Input("Y")[0]] = {op->Output("X@GRAD")[0], op->Output("Y@GRAD")[0]};
+  }
+  const std::string e = kEmptyVarName;
+  EXPECT_EQ(outs, (std::map<std::string, std::vector<std::string>>{{"b", {e, "b@GRAD"}},
+                                                                   {"r", {e, "r@GRAD"}},
+                                                                   {"c", {e, "c@GRAD"}},
+                                                                   {"u", {"v@GRAD", "u@GRAD"}},
+                                                                   {"vu", {e, "vu@GRAD"}}}));
+  for (const char* gone : {"xw@GRAD", "pre@GRAD", "res@GRAD", "t@GRAD"})
+    EXPECT_FALSE(fused.Root()->HasVar(gone)) << gone;
+  EXPECT_EQ(FuseGradOps(fused, keep), 0u);
+  for (int threads : {1, 2}) {
+    std::map<std::string, HostTensor> got[2];
+    for (int f = 0; f < 2; ++f) {
+      Scope scope;
+      std::mt19937_64 rng(5);
+      for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
+               {"x", {4, 6}}, {"w", {6, 5}}, {"b", {5}}, {"r", {4, 5}}, {"c", {4, 1}}, {"v", {4, 5}}, {"u", {4, 5}}})
+        ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var(name)->GetTensor());
+      ExecutorOptions options;
+      options.threads = threads;
+      CreateExecutor("taskgraph", HostDevice(), options)->Run(f ? fused : plain, 0, scope);
+      for (const auto& name : keep) got[f][name] = FromTensor(scope.FindVar(name)->GetTensor());
+    }
+    for (const auto& [name, t] : got[0]) {
+      SCOPED_TRACE(name + " threads " + std::to_string(threads));
+      EXPECT_EQ(got[1].at(name).shape, t.shape);
+      EXPECT_TRUE(got[1].at(name).v == t.v);
+    }
+  }
 }
 
 TEST(FuseGradOps, Float64ProgramsAreLeftAsTheyAre) {
