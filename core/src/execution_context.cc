@@ -137,8 +137,6 @@ void ExecutionContext::RunBlock(int block_idx, Scope& scope) const {
   run_->executor->Run(*run_->program, block_idx, scope);
 }
 
-int ExecutionContext::Threads() const { return run_ && run_->options ? run_->options->threads : 0; }
-
 uint64_t ExecutionContext::Seed() const {
   if (op_.HasAttr("seed")) {
     if (const int* s = std::get_if<int>(&op_.GetAttr("seed")); s && *s != 0) return static_cast<uint64_t>(*s);

@@ -122,21 +122,18 @@ bool BiasGradInOnePass(const BroadcastShapes& s, const T* od, const T* dod, T* g
 }
 
 // BiasGradInOnePass for gelu, whose d needs the sum X + Y (recomputed, as
-// the forward rounded it) rather than Out, at --threads 1: row by row in
-// row order, the sum, gelu's gradient into X@GRAD and X@GRAD added into
-// Y@GRAD while the row is in cache. The separate sums over all of d were a
-// second pass over the GPT MLP's 8 MiB gradient (3.2 -> 2.5 ms). Not with
-// more threads: each would take a block of columns, and runs of a row
-// (a page apart, row after row) stream slower than the two passes over
-// contiguous rows (2.1 -> 2.4-2.9 ms at 2 threads). Same bits as those
-// passes (each sum in row order from 0); X@GRAD may share Out@GRAD's or X's
-// buffer (both are read before a row is written).
+// the forward rounded it) rather than Out, over X [m, n] and Y [n]: row by
+// row in row order, the sum, gelu's gradient into X@GRAD and X@GRAD added
+// into Y@GRAD while the row is in cache. FusedBackward runs it where one
+// task gets every row (--threads 1, or little work): the separate sums over
+// all of d were a second pass over the GPT MLP's 8 MiB gradient (3.2 -> 2.5
+// ms). Split across threads, each would take a block of columns, whose runs
+// a page apart stream slower than the two passes over whole rows (2.1 ->
+// 2.4-2.9 ms at 2 threads). Same bits as those passes (each sum in row
+// order from 0); X@GRAD may share Out@GRAD's or X's buffer (both are read
+// before a row is written).
 template <typename T>
-bool GeluBiasGradInOnePass(const ExecutionContext& ctx, const BroadcastShapes& s, const T* xd, const T* yd,
-                           const T* dod, T* gxd, T* gyd) {
-  ReduceView v;
-  if (ctx.Threads() != 1 || s.x != s.out || !MakeReduceView(s.out, s.y, &v) || v.outer != 1) return false;
-  const int64_t m = v.r, n = v.inner;
+void GeluBiasGradRows(int64_t m, int64_t n, const T* xd, const T* yd, const T* dod, T* gxd, T* gyd) {
   std::vector<T> sum(static_cast<size_t>(n));
   std::fill(gyd, gyd + n, T(0));
   for (int64_t i = 0; i < m; ++i) {
@@ -153,7 +150,6 @@ bool GeluBiasGradInOnePass(const ExecutionContext& ctx, const BroadcastShapes& s
       gyd[j] += gx[j];
     }
   }
-  return true;
 }
 
 // As tanh_grad (say) then elementwise_add_grad: d = act'(Out) * dOut per
@@ -185,14 +181,21 @@ void FusedBackward(const ExecutionContext& ctx) {
     // buffer.
     const T* xd = x.Data<T>();
     const T* yd = y.Data<T>();
-    if (gxd && gyd && GeluBiasGradInOnePass(ctx, s, xd, yd, dod, gxd, gyd)) return;
     BroadcastIndexer indexer(s.out, s.x, s.y);
     const bool into_gx = gxd != nullptr && s.x == s.out;
+    ReduceView v;
+    const bool bias_form = into_gx && gyd != nullptr && MakeReduceView(s.out, s.y, &v) && v.outer == 1;
+    bool summed = false;  // by the one task that got every row
     std::vector<T> whole(into_gx ? 0 : static_cast<size_t>(indexer.Total()));
     T* d = into_gx ? gxd : whole.data();
     const int64_t inner = indexer.Inner();
     const int64_t block_rows = std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1));
     cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+      if (bias_form && b == 0 && e == indexer.Rows()) {
+        GeluBiasGradRows(v.r, v.inner, xd, yd, dod, gxd, gyd);
+        summed = true;
+        return;
+      }
       std::vector<T> sum(static_cast<size_t>(std::min(block_rows, e - b) * inner));
       for (int64_t r0 = b; r0 < e; r0 += block_rows) {
         const int64_t r1 = std::min(e, r0 + block_rows), n = (r1 - r0) * inner, at = r0 * inner;
@@ -209,8 +212,9 @@ void FusedBackward(const ExecutionContext& ctx) {
           for (int64_t i = 0; i < n; ++i) out[i] = T(0) + out[i];
       }
     });
-    AccumulateBroadcastGrads(s, into_gx ? nullptr : gxd, gyd,
-                             [&](int64_t io, int64_t, int64_t) { return std::make_pair(d[io], d[io]); });
+    if (!summed)
+      AccumulateBroadcastGrads(s, into_gx ? nullptr : gxd, gyd,
+                               [&](int64_t io, int64_t, int64_t) { return std::make_pair(d[io], d[io]); });
     return;
   }
   if (gxd && gyd && BiasGradInOnePass<T, act>(s, od, dod, gxd, gyd)) return;

@@ -67,9 +67,6 @@ class NABLA_API ExecutionContext {
   Device& GetDevice() const { return device_; }
   Scope& GetScope() const { return scope_; }
   const RunContext* Run() const { return run_; }
-  // The run's thread count (--threads; 0: all cores, and outside an
-  // executor), for kernels whose best loop order depends on it.
-  int Threads() const;
   // Runs block `block_idx` of the running program in `scope` (control flow).
   void RunBlock(int block_idx, Scope& scope) const;
   // The op's `seed` attribute when non-zero, else one derived from the run's

@@ -1087,14 +1087,6 @@ class ExecutionContext {
     return t;
   }
   uint64_t Seed() const { return Api().kernel_seed(c_); }
-  // The run's thread count (--threads; 0: all cores, and outside an
-  // executor), for kernels whose best loop order depends on it; Run() reads
-  // it too, with a copy of the program.
-  int Threads() const {
-    int64_t v = 0;
-    sdk_detail::Check(Api().kernel_run_option(c_, "threads", &v));
-    return static_cast<int>(v);
-  }
   // Control flow (C ABI version 6): the scope the kernel runs in, the run
   // (null when no executor started the op), and running one of the
   // program's blocks in a scope under the kernel's.
