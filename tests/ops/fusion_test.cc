@@ -1247,7 +1247,9 @@ blocks:
   EXPECT_EQ(CountOps(fused, "elementwise_add_grad"), 5u);  // dbl's is gone
   std::map<std::string, std::vector<std::string>> outs;    // Y -> X@GRAD, Y@GRAD
   for (const auto& op : fused.Root()->AllOps()) {
-    if (op->Type() == "mul_grad") EXPECT_EQ(op->Input("Out@GRAD"), std::vector<std::string>{"col@GRAD"});
+    if (op->Type() == "mul_grad") {
+      EXPECT_EQ(op->Input("Out@GRAD"), std::vector<std::string>{"col@GRAD"});
+    }
     if (op->Type() == "elementwise_add_grad")
       outs[op->Input("Y")[0]] = {op->Output("X@GRAD")[0], op->Output("Y@GRAD")[0]};
   }
