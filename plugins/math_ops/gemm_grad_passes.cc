@@ -1,12 +1,12 @@
 // FuseGradOps's rewrites for mul_grad and matmul_grad (gemm_grad_passes.h).
 #include "gemm_grad_passes.h"
 
-#include "grad_pass_util.h"
-
 #include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
+
+#include "grad_pass_util.h"
 
 namespace nabla::math_ops {
 namespace {

@@ -1283,6 +1283,62 @@ blocks:
   }
 }
 
+// The same rewrite with Y aligned at axis 1 (Paddle's elementwise axis),
+// float32 and float64: t [-1, 4, 3] + y [4] passes (its -1 is a dim y does
+// not reach); w [2, -1, 3] + z [4] keeps its copy (the -1 faces z's 4, so
+// it may be a broadcast 1; aligned at the end instead, it would face 3 and
+// pass). Gradients equal the unfused program's bit for bit.
+TEST(FuseGradOps, AddGradientsPassThroughFollowsTheAxis) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    std::string text = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      a: {shape: [-1, 4, 3], dtype: float32}
+      c: {shape: [2, -1, 3], dtype: float32}
+      y: {shape: [4], dtype: float32, persistable: true}
+      z: {shape: [4], dtype: float32, persistable: true}
+    ops:
+      - {type: tanh, inputs: {X: [a]}, outputs: {Out: [t]}}
+      - {type: elementwise_add, inputs: {X: [t], Y: [y]}, outputs: {Out: [ty]}, attrs: {axis: 1}}
+      - {type: tanh, inputs: {X: [c]}, outputs: {Out: [w]}}
+      - {type: elementwise_add, inputs: {X: [w], Y: [z]}, outputs: {Out: [wz]}, attrs: {axis: 1}}
+      - {type: elementwise_mul, inputs: {X: [ty], Y: [wz]}, outputs: {Out: [p]}}
+      - {type: mean, inputs: {X: [p]}, outputs: {Out: [loss]}}
+)";
+    if (dtype == DType::kFloat64)
+      for (size_t at; (at = text.find("float32")) != std::string::npos;) text.replace(at, 7, "float64");
+    ProgramDesc plain = ParseProgram(text, "axis.yaml");
+    const ParamGrads pg = AppendBackward(plain, "loss");
+    std::unordered_set<std::string> keep = {"loss", "a@GRAD", "c@GRAD"};
+    for (const auto& [param, grad] : pg) keep.insert(grad);
+    ProgramDesc fused = plain;
+    EXPECT_EQ(FuseGradOps(fused, keep), 1u);
+    VerifyProgram(fused, *CurrentRegistry());
+    std::map<std::string, std::string> x_grad;  // Y -> X@GRAD
+    for (const auto& op : fused.Root()->AllOps())
+      if (op->Type() == "elementwise_add_grad") x_grad[op->Input("Y")[0]] = op->Output("X@GRAD")[0];
+    EXPECT_EQ(x_grad, (std::map<std::string, std::string>{{"y", kEmptyVarName}, {"z", "w@GRAD"}}));
+    std::map<std::string, HostTensor> got[2];
+    for (int f = 0; f < 2; ++f) {
+      Scope scope;
+      std::mt19937_64 rng(11);
+      for (const auto& [name, shape] :
+           std::vector<std::pair<std::string, Shape>>{{"a", {2, 4, 3}}, {"c", {2, 4, 3}}, {"y", {4}}, {"z", {4}}})
+        ToTensor(RandomTensor(shape, dtype, -1, 1, rng), dtype, scope.Var(name)->GetTensor());
+      CreateExecutor("sequential", HostDevice())->Run(f ? fused : plain, 0, scope);
+      for (const auto& name : keep) got[f][name] = FromTensor(scope.FindVar(name)->GetTensor());
+    }
+    for (const auto& [name, t] : got[0]) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(got[1].at(name).shape, t.shape);
+      EXPECT_TRUE(got[1].at(name).v == t.v);
+    }
+  }
+}
+
 TEST(FuseGradOps, Float64ProgramsAreLeftAsTheyAre) {
   // Float32 only, where the gains were measured.
   ProgramDesc p = Unrolled(DType::kFloat64);
