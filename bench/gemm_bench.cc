@@ -8,6 +8,8 @@
 //  - BM_DnnlCreate/M/N/K: one oneDNN call whose primitive is in no cache (a
 //    new leading dimension each time), so its time less BM_Gemm's is the
 //    cost of creating a primitive, what nabla's primitive cache saves;
+//  - BM_TileBf16/M/N/K/TA/TB/LD/LDC: flash_attn's bfloat16 tiles on strided
+//    against dense operands (below);
 //  - BM_FmaPeak: independent vector FMAs on one core (no loads), the fp32
 //    limit of the core ("GFLOPS").
 //
@@ -20,6 +22,7 @@
 #include <immintrin.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -150,6 +153,42 @@ void BM_DnnlCreate(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_DnnlCreate)->ArgNames({"M", "N", "K"})->Args({32, 128, 128})->Args({128, 512, 784});
+
+// flash_attn's bfloat16 tile products (cpu::GemmBf16, float32 out) on
+// operands whose rows are LD apart: a head's rows in [batch, seq, heads,
+// head_dim] are heads * head_dim apart (LD 256 for 4 heads of 64), a packed
+// copy has them dense (LD = the row's width). oneDNN takes the product with
+// brgemm only when A, B and C are all dense, else with its older gemm:jit.
+// C[M,N] += 0.125 op(A) op(B), A's and B's rows LD apart, C's LDC (0: dense).
+void BM_TileBf16(benchmark::State& state) {
+  cpu::InitCpuBackend();
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2), ld = state.range(5);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int64_t arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+  const int64_t lda = std::max(ld, acols), ldb = std::max(ld, bcols);
+  std::vector<float> af = RandomFloats(arows * lda, 1), bf = RandomFloats(brows * ldb, 2);
+  std::vector<bfloat16> a(af.size()), b(bf.size());
+  cpu::ConvertToBf16(af.data(), a.data(), static_cast<int64_t>(af.size()));
+  cpu::ConvertToBf16(bf.data(), b.data(), static_cast<int64_t>(bf.size()));
+  const int64_t ldc = std::max(state.range(6), n);
+  std::vector<float> c(m * ldc);
+  tbb::task_arena arena(1);
+  arena.execute([&] {
+    for (auto _ : state) {
+      cpu::GemmBf16(ta, tb, m, n, k, 0.125f, a.data(), lda, b.data(), ldb, 1.0f, c.data(), ldc);
+      benchmark::DoNotOptimize(c.data());
+    }
+  });
+  SetFlops(state, 2.0 * m * n * k);
+}
+BENCHMARK(BM_TileBf16)
+    ->ArgNames({"M", "N", "K", "TA", "TB", "LD", "LDC"})
+    ->Args({128, 128, 64, 0, 1, 256, 0})
+    ->Args({128, 128, 64, 0, 1, 64, 0})
+    ->Args({128, 64, 128, 0, 0, 256, 256})
+    ->Args({128, 64, 128, 0, 0, 64, 0})
+    ->Args({128, 64, 128, 1, 0, 256, 256})
+    ->Args({128, 64, 128, 1, 0, 64, 0});
 
 // 12 independent accumulators hide the FMA latency (4 cycles, 2 ports).
 constexpr int kAcc = 12;

@@ -10,8 +10,12 @@
 //    P = exp(s - softmax_lse) is recomputed tile by tile, and with
 //    D = rowsum(dO * O): dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
 //    dQ += scale dS K, dK += scale dS^T Q.
-// Tiles are products of GEMMs (cpu::Gemm) straight on the strided inputs: a
-// head's rows are heads * head_dim apart, which is just a leading dimension.
+// Tiles are products of GEMMs (cpu::Gemm) on one head's rows. In the tensors
+// those rows are heads * head_dim apart; the kernels copy a head's rows into
+// dense scratch first (Head, PackRows) and accumulate its gradients densely,
+// because oneDNN takes dense tiles with its brgemm kernels and strided ones
+// with its older gemm (bfloat16 128 x 128 x 64 tiles: 270 against 330-360
+// GFLOP/s, gemm_bench's BM_TileBf16), which outweighs the copies.
 // causal: key j is visible to query i iff j <= i + (seq_k - seq_q), the
 // bottom-right alignment of FlashAttention 2.1 on, the plain lower triangle
 // when seq_q == seq_k. Tiles wholly above the diagonal are skipped and, inside
@@ -250,6 +254,43 @@ A DotOfRows(const T* a, const T* b, int64_t n) {
   return acc;
 }
 
+// One head's rows of q (from row q0 on), k and v (from row 0) as GEMM
+// operands, each ld elements apart.
+template <typename T>
+struct Head {
+  const T* q = nullptr;
+  const T* k = nullptr;
+  const T* v = nullptr;
+  int64_t q0 = 0, ldq = 0, ldk = 0, ldv = 0;
+  const T* Q(int64_t i) const { return q + (i - q0) * ldq; }
+  const T* K(int64_t j) const { return k + j * ldk; }
+  const T* V(int64_t j) const { return v + j * ldv; }
+};
+
+// `rows` rows of `width` elements, `ld` apart from `src` on, as a dense
+// matrix: `src` itself when already dense, else copied into `buf`.
+template <typename T>
+const T* PackRows(const T* src, int64_t rows, int64_t width, int64_t ld, std::vector<T>& buf) {
+  if (ld == width) return src;
+  buf.resize(static_cast<size_t>(rows * width));
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * ld, width, buf.data() + r * width);
+  return buf.data();
+}
+
+// Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) dense.
+template <typename T>
+Head<T> PackHead(const AttnDims& d, const T* q, const T* k, const T* v, int64_t b, int64_t h, int64_t i0, int64_t nq,
+                 int64_t nk, std::vector<T> (&buf)[3]) {
+  Head<T> hd;
+  hd.q = PackRows(q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), buf[0]);
+  hd.k = PackRows(k + d.KRow(b, 0, h), nk, d.dim, d.LdQK(), buf[1]);
+  hd.v = PackRows(v + d.VRow(b, 0, h), nk, d.dim_v, d.LdV(), buf[2]);
+  hd.q0 = i0;
+  hd.ldq = hd.ldk = d.dim;
+  hd.ldv = d.dim_v;
+  return hd;
+}
+
 // C (accumulator type) = alpha op(A) op(B) + beta C on storage-type operands.
 inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -281,10 +322,9 @@ const T* AsOperand(const A* tile, int64_t rows, int64_t cols, int64_t ld, std::v
 // batch b, head h. Hidden (causal) entries are left as they are: callers
 // read only each row's Visible() prefix.
 template <typename T, typename A = typename AccOf<T>::type>
-void Scores(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
+void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
             int64_t j0, int64_t nk, A* s) {
-  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), q + d.QRow(b, i0, h), d.LdQK(), k + d.KRow(b, j0, h),
-           d.LdQK(), A(0), s, kBlockK);
+  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), hd.Q(i0), hd.ldq, hd.K(j0), hd.ldk, A(0), s, kBlockK);
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
   for (int64_t r = 0; r < nq; ++r) {
@@ -322,7 +362,7 @@ bool LseTooLarge(A lse) {
 // the key tiles the forward scored (the same calls, so the same scores bit
 // for bit): shift = m, inv = 1 / l. `s` is a tile's scratch.
 template <typename T, typename A>
-void RowShifts(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
+void RowShifts(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
                const A* lse, A* shift, A* inv, A* s) {
   bool any = false;
   for (int64_t r = 0; r < nq; ++r) {
@@ -336,7 +376,7 @@ void RowShifts(const AttnDims& d, const T* q, const T* k, const T* mask, int64_t
   const int64_t key_end = d.KeyEnd(i0, nq);
   for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
     const int64_t nk = std::min(kBlockK, key_end - j0);
-    Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s);
+    Scores(d, hd, mask, b, h, i0, nq, j0, nk, s);
     for (int64_t r = 0; r < nq; ++r) {
       if (!LseTooLarge(lse[r])) continue;
       A* srow = s + r * kBlockK;
@@ -398,7 +438,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v), z(kBlockK);
-    std::vector<T> s_op;
+    std::vector<T> s_op, packed[3];
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
       const int64_t b = bh / d.heads, h = bh % d.heads;
@@ -408,9 +448,10 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
       std::fill(l.begin(), l.end(), A(0));
       std::fill(acc.begin(), acc.end(), A(0));
       const int64_t key_end = d.KeyEnd(i0, nq);
+      const Head<T> hd = PackHead(d, q, k, v, b, h, i0, nq, key_end, packed);
       for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
-        Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
+        Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
           A* srow = s.data() + r * kBlockK;
           const int64_t len = d.Visible(i0 + r, j0, nk);
@@ -434,8 +475,8 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           }
           l[r] += sum;
         }
-        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK,
-                 v + d.VRow(b, j0, h), d.LdV(), A(1), acc.data(), d.dim_v);
+        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK, hd.V(j0),
+                 hd.ldv, A(1), acc.data(), d.dim_v);
       }
       for (int64_t r = 0; r < nq; ++r) {
         T* orow = out + d.ORow(b, i0 + r, h);
@@ -450,7 +491,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
       // The [seq_q, seq_k] probabilities only when asked for (return_softmax).
       for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, d.seq_k - j0);
-        if (j0 < key_end) Scores(d, q, k, mask, b, h, i0, nq, j0, nk, s.data());
+        if (j0 < key_end) Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
           A* srow = s.data() + r * kBlockK;
           const A row_lse = lse[bh * d.seq_q + i0 + r];
@@ -473,19 +514,17 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   });
 }
 
-// Zeros rows [t0, t1) of one head in a [batch, seq, heads, width] tensor.
-template <typename T>
-void ZeroRows(T* x, int64_t b, int64_t h, int64_t t0, int64_t t1, int64_t seq, int64_t heads, int64_t width) {
-  for (int64_t t = t0; t < t1; ++t) std::fill_n(x + ((b * seq + t) * heads + h) * width, width, T(0));
+// Zeros rows [t0, t1) of a dense head `width` wide.
+template <typename A>
+void ZeroRows(A* x, int64_t t0, int64_t t1, int64_t width) {
+  if (t1 > t0) std::fill(x + t0 * width, x + t1 * width, A(0));
 }
 
-// The rows of one head of an accumulator tensor written to the output.
+// A dense head's accumulators written as head (b, h) of a [batch, seq,
+// heads, width] tensor.
 template <typename T, typename A>
 void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width) {
-  for (int64_t t = 0; t < seq; ++t) {
-    const int64_t at = ((b * seq + t) * heads + h) * width;
-    Store(x + at, y + at, width);
-  }
+  for (int64_t t = 0; t < seq; ++t) Store(x + t * width, y + ((b * seq + t) * heads + h) * width, width);
 }
 
 template <typename T>
@@ -522,55 +561,45 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
       *narrow[i] = t->Allocate<T>(dev, slots[i].second->GetShape());
   }
   if (!dq && !dk && !dv && !wide[0] && !wide[1] && !wide[2]) return;
-  // The sweep accumulates into A-typed tensors: the outputs themselves when
-  // they are A-typed, else scratch rounded into them head by head. A
-  // gradient nobody wants still takes part: it lands in scratch.
-  std::vector<A> acc_q, acc_k, acc_v;
-  auto accumulator = [](T* out, A* wide_grad, const Tensor& like, std::vector<A>& scratch) -> A* {
-    if (wide_grad) return wide_grad;
-    if constexpr (std::is_same_v<T, A>)
-      if (out) return out;
-    scratch.resize(static_cast<size_t>(like.Numel()));
-    return scratch.data();
-  };
-  A* gq = accumulator(dq, wide[0], tq, acc_q);
-  A* gk = accumulator(dk, wide[1], tk, acc_k);
-  A* gv = accumulator(dv, wide[2], tv, acc_v);
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   // One task per (batch, head): it owns that head's rows of dq, dk and dv,
-  // so the sweep over key tiles accumulates without locks.
+  // accumulates them densely in its own scratch and writes them out once.
   cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q), shift(d.seq_q), inv(d.seq_q);
+    std::vector<A> gq(static_cast<size_t>(d.seq_q * d.dim)), gk(static_cast<size_t>(d.seq_k * d.dim)),
+        gv(static_cast<size_t>(d.seq_k * d.dim_v));
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * kBlockK : 0), pz(dropout.on ? kBlockQ * kBlockK : 0);
-    std::vector<T> p_op, dp_op;
+    std::vector<T> p_op, dp_op, packed[3], dout_buf;
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
+      const Head<T> hd = PackHead(d, q, k, v, b, h, 0, d.seq_q, d.seq_k, packed);
+      const T* dout_h = PackRows(dout + d.ORow(b, 0, h), d.seq_q, d.dim_v, d.LdV(), dout_buf);
       for (int64_t i = 0; i < d.seq_q; ++i) {
-        row_dot[i] = DotOfRows(o + d.ORow(b, i, h), dout + d.ORow(b, i, h), d.dim_v);
+        row_dot[i] = DotOfRows(o + d.ORow(b, i, h), dout_h + i * d.dim_v, d.dim_v);
       }
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += kBlockQ)
-        RowShifts(d, q, k, mask, b, h, i0, std::min(kBlockQ, d.seq_q - i0), row_lse + i0, shift.data() + i0,
+        RowShifts(d, hd, mask, b, h, i0, std::min(kBlockQ, d.seq_q - i0), row_lse + i0, shift.data() + i0,
                   inv.data() + i0, p.data());
       // No zeroing pass: the first product into each gradient tile
       // overwrites it (beta 0). The first key tile reaches every query tile
       // that sees any key; the query rows before it (causal with seq_q >
       // seq_k) and a key tile no query sees are zeroed here.
       const int64_t seen = d.seq_k == 0 ? d.seq_q : d.causal ? std::max<int64_t>(0, -d.offset) / kBlockQ * kBlockQ : 0;
-      ZeroRows(gq, b, h, 0, std::min(seen, d.seq_q), d.seq_q, d.heads, d.dim);
+      ZeroRows(gq.data(), 0, std::min(seen, d.seq_q), d.dim);
       for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, d.seq_k - j0);
         // Causal: the first query that sees key j0 is j0 - offset.
         const int64_t first = d.causal ? std::max<int64_t>(0, j0 - d.offset) / kBlockQ * kBlockQ : 0;
         if (first >= d.seq_q) {
-          ZeroRows(gk, b, h, j0, j0 + nk, d.seq_k, d.heads, d.dim);
-          ZeroRows(gv, b, h, j0, j0 + nk, d.seq_k, d.heads, d.dim_v);
+          ZeroRows(gk.data(), j0, j0 + nk, d.dim);
+          ZeroRows(gv.data(), j0, j0 + nk, d.dim_v);
         }
         for (int64_t i0 = first; i0 < d.seq_q; i0 += kBlockQ) {
           const A beta_kv = i0 == first ? A(0) : A(1), beta_q = j0 == 0 ? A(0) : A(1);
           const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
-          Scores(d, q, k, mask, b, h, i0, nq, j0, nk, p.data());
+          Scores(d, hd, mask, b, h, i0, nq, j0, nk, p.data());
           for (int64_t r = 0; r < nq; ++r) {
             A* prow = p.data() + r * kBlockK;
             const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
@@ -584,12 +613,11 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
               for (int64_t c = 0; c < nk; ++c) pz[r * kBlockK + c] = prow[c] * zrow[c];
             }
           }
-          const T* dout_blk = dout + d.ORow(b, i0, h);
+          const T* dout_blk = dout_h + i0 * d.dim_v;
           const A* p_used = dropout.on ? pz.data() : p.data();
           TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, nk, kBlockK, p_op), kBlockK, dout_blk,
-                   d.LdV(), beta_kv, gv + d.VRow(b, j0, h), d.LdV());
-          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.LdV(), v + d.VRow(b, j0, h), d.LdV(), A(0),
-                   dp.data(), kBlockK);
+                   d.dim_v, beta_kv, gv.data() + j0 * d.dim_v, d.dim_v);
+          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.dim_v, hd.V(j0), hd.ldv, A(0), dp.data(), kBlockK);
           for (int64_t r = 0; r < nq; ++r) {
             const A* prow = p.data() + r * kBlockK;
             A* drow = dp.data() + r * kBlockK;
@@ -603,16 +631,17 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           }
           const A scale = static_cast<A>(d.scale);
           const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
-          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, k + d.KRow(b, j0, h), d.LdQK(), beta_q,
-                   gq + d.QRow(b, i0, h), d.LdQK());
-          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, q + d.QRow(b, i0, h), d.LdQK(), beta_kv,
-                   gk + d.KRow(b, j0, h), d.LdQK());
+          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, hd.K(j0), hd.ldk, beta_q,
+                   gq.data() + i0 * d.dim, d.dim);
+          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, hd.Q(i0), hd.ldq, beta_kv,
+                   gk.data() + j0 * d.dim, d.dim);
         }
       }
-      if constexpr (!std::is_same_v<T, A>) {
-        if (dq) StoreHead(gq, dq, b, h, d.seq_q, d.heads, d.dim);
-        if (dk) StoreHead(gk, dk, b, h, d.seq_k, d.heads, d.dim);
-        if (dv) StoreHead(gv, dv, b, h, d.seq_k, d.heads, d.dim_v);
+      const A* acc[3] = {gq.data(), gk.data(), gv.data()};
+      const int64_t seq[3] = {d.seq_q, d.seq_k, d.seq_k}, width[3] = {d.dim, d.dim, d.dim_v};
+      for (int i = 0; i < 3; ++i) {
+        if (wide[i]) StoreHead(acc[i], wide[i], b, h, seq[i], d.heads, width[i]);
+        if (*narrow[i]) StoreHead(acc[i], *narrow[i], b, h, seq[i], d.heads, width[i]);
       }
     }
   });
