@@ -129,6 +129,11 @@ void MatmulBf16Kernel(const ExecutionContext& ctx) {
   const bfloat16* yd = y.Data<bfloat16>();
   bfloat16* o = AllocOutput<bfloat16>(ctx, ctx.Output("Out"), d.out);
   int64_t m = d.m, k = d.k, n = d.n;
+  if (StacksIntoOneGemm(d, tx)) {  // as the float32 kernel: one GEMM over the stacked batches
+    const int64_t rows = ProductOf(d.out_batch, 0, d.out_batch.size()) * m;
+    cpu::GemmBf16(false, ty, rows, n, k, alpha, xd, k, yd, ty ? k : n, o, n);
+    return;
+  }
   BroadcastIndexer(d.out_batch, d.x_batch, d.y_batch).ForEach([&](int64_t io, int64_t ix, int64_t iy) {
     cpu::GemmBf16(tx, ty, m, n, k, alpha, xd + ix * m * k, tx ? m : k, yd + iy * k * n, ty ? k : n, o + io * m * n, n);
   });

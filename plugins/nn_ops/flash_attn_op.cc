@@ -313,7 +313,10 @@ const T* AsOperand(const A* tile, int64_t rows, int64_t cols, int64_t ld, std::v
     return tile;
   } else {
     buf.resize(static_cast<size_t>(rows * ld));
-    for (int64_t r = 0; r < rows; ++r) cpu::ConvertToBf16(tile + r * ld, buf.data() + r * ld, cols);
+    if (cols == ld)  // whole rows: one call for the tile (a call per row cost as much as the rounding)
+      cpu::ConvertToBf16(tile, buf.data(), rows * ld);
+    else
+      for (int64_t r = 0; r < rows; ++r) cpu::ConvertToBf16(tile + r * ld, buf.data() + r * ld, cols);
     return buf.data();
   }
 }
