@@ -113,6 +113,7 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {256, 256, 2048, 1, 0},
     {256, 1024, 2048, 1, 0},
     {1024, 256, 2048, 1, 0},
+    {512, 128, 1024, 1, 0},
     // The same with the q, k and v projections as one product of N = 3D
     // (the fusion pass's packed attention): forward, dX over K = 3D and dW.
     {1024, 384, 128, 0, 0},

@@ -305,18 +305,20 @@ inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
   cpu::GemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// A tile of rows x cols accumulators (row stride ld) as storage-type GEMM
-// operands: the tile itself when the types agree, else rounded into `buf`.
+// A tile of `rows` rows of `ld` accumulators as storage-type GEMM operands
+// (row stride ld): the tile itself when the types agree, else rounded into
+// `buf`.
 template <typename T, typename A>
-const T* AsOperand(const A* tile, int64_t rows, int64_t cols, int64_t ld, std::vector<T>& buf) {
+const T* AsOperand(const A* tile, int64_t rows, int64_t ld, std::vector<T>& buf) {
   if constexpr (std::is_same_v<T, A>) {
     return tile;
   } else {
+    // One call for the whole rows, the columns past the tile's keys too
+    // (the GEMM reads none of them; every tile buffer starts zeroed, so they
+    // hold finite leftovers): a call per row cost more than its rounding
+    // where rows are short (64 keys at T = 64).
     buf.resize(static_cast<size_t>(rows * ld));
-    if (cols == ld)  // whole rows: one call for the tile (a call per row cost as much as the rounding)
-      cpu::ConvertToBf16(tile, buf.data(), rows * ld);
-    else
-      for (int64_t r = 0; r < rows; ++r) cpu::ConvertToBf16(tile + r * ld, buf.data() + r * ld, cols);
+    cpu::ConvertToBf16(tile, buf.data(), rows * ld);
     return buf.data();
   }
 }
@@ -410,6 +412,22 @@ void Store(const A* x, T* y, int64_t n) {
     cpu::ConvertToBf16(x, y, n);
 }
 
+// Writes `rows` dense rows of `width` accumulators as storage-type rows `ld`
+// apart: bfloat16 rounded in one call into `buf` first, then copied (a
+// conversion call per row cost more than its work for short rows).
+template <typename T, typename A>
+void StoreRows(const A* x, int64_t rows, int64_t width, T* y, int64_t ld, std::vector<T>& buf) {
+  const T* src;
+  if constexpr (std::is_same_v<T, A>) {
+    src = x;
+  } else {
+    buf.resize(static_cast<size_t>(rows * width));
+    cpu::ConvertToBf16(x, buf.data(), rows * width);
+    src = buf.data();
+  }
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * width, width, y + r * ld);
+}
+
 template <typename T>
 void FlashAttnKernel(const ExecutionContext& ctx) {
   using A = typename AccOf<T>::type;
@@ -440,8 +458,8 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), row(d.dim_v), z(kBlockK);
-    std::vector<T> s_op, packed[3];
+    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), z(kBlockK);
+    std::vector<T> s_op, packed[3], out_op;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
       const int64_t b = bh / d.heads, h = bh % d.heads;
@@ -478,18 +496,16 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           }
           l[r] += sum;
         }
-        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, nk, kBlockK, s_op), kBlockK, hd.V(j0),
+        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, kBlockK, s_op), kBlockK, hd.V(j0),
                  hd.ldv, A(1), acc.data(), d.dim_v);
       }
       for (int64_t r = 0; r < nq; ++r) {
-        T* orow = out + d.ORow(b, i0 + r, h);
-        const A* arow = acc.data() + r * d.dim_v;
-        A& row_lse = lse[bh * d.seq_q + i0 + r];
+        A* arow = acc.data() + r * d.dim_v;
         const A inv = l[r] == A(0) ? A(0) : A(1) / l[r];
-        for (int64_t c = 0; c < d.dim_v; ++c) row[c] = arow[c] * inv;
-        Store(row.data(), orow, d.dim_v);
-        row_lse = l[r] == A(0) ? kNegInf : m[r] + std::log(l[r]);
+        for (int64_t c = 0; c < d.dim_v; ++c) arow[c] *= inv;
+        lse[bh * d.seq_q + i0 + r] = l[r] == A(0) ? kNegInf : m[r] + std::log(l[r]);
       }
+      StoreRows(acc.data(), nq, d.dim_v, out + d.ORow(b, i0, h), d.LdV(), out_op);
       if (!probs) continue;
       // The [seq_q, seq_k] probabilities only when asked for (return_softmax).
       for (int64_t j0 = 0; j0 < d.seq_k; j0 += kBlockK) {
@@ -526,8 +542,9 @@ void ZeroRows(A* x, int64_t t0, int64_t t1, int64_t width) {
 // A dense head's accumulators written as head (b, h) of a [batch, seq,
 // heads, width] tensor.
 template <typename T, typename A>
-void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width) {
-  for (int64_t t = 0; t < seq; ++t) Store(x + t * width, y + ((b * seq + t) * heads + h) * width, width);
+void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width,
+               std::vector<T>& buf) {
+  StoreRows(x, seq, width, y + (b * seq * heads + h) * width, heads * width, buf);
 }
 
 template <typename T>
@@ -573,7 +590,8 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
         gv(static_cast<size_t>(d.seq_k * d.dim_v));
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * kBlockK : 0), pz(dropout.on ? kBlockQ * kBlockK : 0);
-    std::vector<T> p_op, dp_op, packed[3], dout_buf;
+    std::vector<T> p_op, dp_op, packed[3], dout_buf, narrow_buf;
+    std::vector<A> wide_buf;  // unused: wide gradients are copied as they are
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
@@ -618,7 +636,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           }
           const T* dout_blk = dout_h + i0 * d.dim_v;
           const A* p_used = dropout.on ? pz.data() : p.data();
-          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, nk, kBlockK, p_op), kBlockK, dout_blk,
+          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, kBlockK, p_op), kBlockK, dout_blk,
                    d.dim_v, beta_kv, gv.data() + j0 * d.dim_v, d.dim_v);
           TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.dim_v, hd.V(j0), hd.ldv, A(0), dp.data(), kBlockK);
           for (int64_t r = 0; r < nq; ++r) {
@@ -633,7 +651,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
             }
           }
           const A scale = static_cast<A>(d.scale);
-          const T* ds = AsOperand(dp.data(), nq, nk, kBlockK, dp_op);
+          const T* ds = AsOperand(dp.data(), nq, kBlockK, dp_op);
           TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, hd.K(j0), hd.ldk, beta_q,
                    gq.data() + i0 * d.dim, d.dim);
           TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, hd.Q(i0), hd.ldq, beta_kv,
@@ -643,8 +661,8 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
       const A* acc[3] = {gq.data(), gk.data(), gv.data()};
       const int64_t seq[3] = {d.seq_q, d.seq_k, d.seq_k}, width[3] = {d.dim, d.dim, d.dim_v};
       for (int i = 0; i < 3; ++i) {
-        if (wide[i]) StoreHead(acc[i], wide[i], b, h, seq[i], d.heads, width[i]);
-        if (*narrow[i]) StoreHead(acc[i], *narrow[i], b, h, seq[i], d.heads, width[i]);
+        if (wide[i]) StoreHead(acc[i], wide[i], b, h, seq[i], d.heads, width[i], wide_buf);
+        if (*narrow[i]) StoreHead(acc[i], *narrow[i], b, h, seq[i], d.heads, width[i], narrow_buf);
       }
     }
   });
