@@ -159,6 +159,10 @@ constexpr int64_t kBlockK = 128;
 struct AttnDims {
   int64_t batch = 0, seq_q = 0, seq_k = 0, heads = 0, dim = 0, dim_v = 0;
   int64_t offset = 0;  // causal: key j is visible to query i iff j <= i + offset
+  // The row stride of a tile of scores: kBlockK, or seq_k rounded up to 16
+  // where shorter, so that a short sequence's tiles are dense GEMM operands
+  // (oneDNN's brgemm takes dense ones only: gemm_bench's BM_TileBf16).
+  int64_t ls = kBlockK;
   bool causal = false;
   // attn_mask is the causal pattern (IsCausalMask): causal runs instead and
   // the mask is not read, so hidden scores are never computed.
@@ -192,6 +196,7 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   d.seq_k = k.Dim(1);
   d.dim_v = v.Dim(3);
   d.offset = d.seq_k - d.seq_q;
+  d.ls = std::min(kBlockK, std::max<int64_t>(16, (d.seq_k + 15) / 16 * 16));
   d.causal = ctx.Attr<bool>("causal");
   d.scale = 1.0 / std::sqrt(static_cast<double>(d.dim));
   if (ctx.HasInput("attn_mask")) {
@@ -335,18 +340,18 @@ const T* AsOperand(const A* tile, int64_t rows, int64_t ld, std::vector<T>& buf)
   }
 }
 
-// s[nq x nk] (row stride kBlockK) = scale * q[i0..] k[j0..]^T + attn_mask for
+// s[nq x nk] (row stride d.ls) = scale * q[i0..] k[j0..]^T + attn_mask for
 // batch b, head h. Hidden (causal) entries are left as they are: callers
 // read only each row's Visible() prefix.
 template <typename T, typename A = typename AccOf<T>::type>
 void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
             int64_t j0, int64_t nk, A* s) {
-  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), hd.Q(i0), hd.ldq, hd.K(j0), hd.ldk, A(0), s, kBlockK);
+  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), hd.Q(i0), hd.ldq, hd.K(j0), hd.ldk, A(0), s, d.ls);
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
   for (int64_t r = 0; r < nq; ++r) {
     const T* mrow = mask + b * ms[0] + h * ms[1] + (i0 + r) * ms[2] + j0 * ms[3];
-    A* srow = s + r * kBlockK;
+    A* srow = s + r * d.ls;
     const int64_t len = d.Visible(i0 + r, j0, nk);
     if (ms[3] == 0)
       for (int64_t c = 0; c < len; ++c) srow[c] += ToAcc(mrow[0]);
@@ -396,7 +401,7 @@ void RowShifts(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, i
     Scores(d, hd, mask, b, h, i0, nq, j0, nk, s);
     for (int64_t r = 0; r < nq; ++r) {
       if (!LseTooLarge(lse[r])) continue;
-      A* srow = s + r * kBlockK;
+      A* srow = s + r * d.ls;
       const int64_t len = d.Visible(i0 + r, j0, nk);
       const A m_new = std::max(m[r], MaxOfRow(srow, len));
       if (m_new == kNegInf) continue;
@@ -470,7 +475,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> s(kBlockQ * kBlockK), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), z(kBlockK);
+    std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), z(kBlockK);
     std::vector<T> s_op, packed[3], out_op;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
@@ -486,7 +491,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
         Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
-          A* srow = s.data() + r * kBlockK;
+          A* srow = s.data() + r * d.ls;
           const int64_t len = d.Visible(i0 + r, j0, nk);
           const A m_new = std::max(m[r], MaxOfRow(srow, len));
           if (m_new == kNegInf) {  // nothing visible to this row yet
@@ -508,7 +513,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           }
           l[r] += sum;
         }
-        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, kBlockK, s_op), kBlockK, hd.V(j0),
+        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, d.ls, s_op), d.ls, hd.V(j0),
                  hd.ldv, A(1), acc.data(), d.dim_v);
       }
       for (int64_t r = 0; r < nq; ++r) {
@@ -524,7 +529,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         const int64_t nk = std::min(kBlockK, d.seq_k - j0);
         if (j0 < key_end) Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
         for (int64_t r = 0; r < nq; ++r) {
-          A* srow = s.data() + r * kBlockK;
+          A* srow = s.data() + r * d.ls;
           const A row_lse = lse[bh * d.seq_q + i0 + r];
           const int64_t len = j0 < key_end && row_lse != kNegInf ? d.Visible(i0 + r, j0, nk) : 0;
           if (LseTooLarge(row_lse)) {  // this row's m and l are at hand
@@ -597,11 +602,11 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // One task per (batch, head): it owns that head's rows of dq, dk and dv,
   // accumulates them densely in its own scratch and writes them out once.
   cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> p(kBlockQ * kBlockK), dp(kBlockQ * kBlockK), row_dot(d.seq_q), shift(d.seq_q), inv(d.seq_q);
+    std::vector<A> p(kBlockQ * d.ls), dp(kBlockQ * d.ls), row_dot(d.seq_q), shift(d.seq_q), inv(d.seq_q);
     std::vector<A> gq(static_cast<size_t>(d.seq_q * d.dim)), gk(static_cast<size_t>(d.seq_k * d.dim)),
         gv(static_cast<size_t>(d.seq_k * d.dim_v));
     // With dropout: its factors and the dropped probabilities P * Z.
-    std::vector<A> z(dropout.on ? kBlockQ * kBlockK : 0), pz(dropout.on ? kBlockQ * kBlockK : 0);
+    std::vector<A> z(dropout.on ? kBlockQ * d.ls : 0), pz(dropout.on ? kBlockQ * d.ls : 0);
     std::vector<T> p_op, dp_op, packed[3], dout_buf, narrow_buf;
     std::vector<A> wide_buf;  // unused: wide gradients are copied as they are
     for (int64_t bh = begin; bh < end; ++bh) {
@@ -634,39 +639,39 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
           Scores(d, hd, mask, b, h, i0, nq, j0, nk, p.data());
           for (int64_t r = 0; r < nq; ++r) {
-            A* prow = p.data() + r * kBlockK;
+            A* prow = p.data() + r * d.ls;
             const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
             ExpRow(prow, shift[i0 + r], prow, len);
             if (inv[i0 + r] != A(1))
               for (int64_t c = 0; c < len; ++c) prow[c] *= inv[i0 + r];
             std::fill(prow + len, prow + nk, A(0));
             if (dropout.on) {
-              A* zrow = z.data() + r * kBlockK;
+              A* zrow = z.data() + r * d.ls;
               DropoutFactors(dropout, bh, i0 + r, j0, nk, zrow);
-              for (int64_t c = 0; c < nk; ++c) pz[r * kBlockK + c] = prow[c] * zrow[c];
+              for (int64_t c = 0; c < nk; ++c) pz[r * d.ls + c] = prow[c] * zrow[c];
             }
           }
           const T* dout_blk = dout_h + i0 * d.dim_v;
           const A* p_used = dropout.on ? pz.data() : p.data();
-          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, kBlockK, p_op), kBlockK, dout_blk,
+          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, d.ls, p_op), d.ls, dout_blk,
                    d.dim_v, beta_kv, gv.data() + j0 * d.dim_v, d.dim_v);
-          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.dim_v, hd.V(j0), hd.ldv, A(0), dp.data(), kBlockK);
+          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.dim_v, hd.V(j0), hd.ldv, A(0), dp.data(), d.ls);
           for (int64_t r = 0; r < nq; ++r) {
-            const A* prow = p.data() + r * kBlockK;
-            A* drow = dp.data() + r * kBlockK;
+            const A* prow = p.data() + r * d.ls;
+            A* drow = dp.data() + r * d.ls;
             const A dot = row_dot[i0 + r];
             if (dropout.on) {
-              const A* zrow = z.data() + r * kBlockK;
+              const A* zrow = z.data() + r * d.ls;
               for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
             } else {
               for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
             }
           }
           const A scale = static_cast<A>(d.scale);
-          const T* ds = AsOperand(dp.data(), nq, kBlockK, dp_op);
-          TileGemm(false, false, nq, d.dim, nk, scale, ds, kBlockK, hd.K(j0), hd.ldk, beta_q,
+          const T* ds = AsOperand(dp.data(), nq, d.ls, dp_op);
+          TileGemm(false, false, nq, d.dim, nk, scale, ds, d.ls, hd.K(j0), hd.ldk, beta_q,
                    gq.data() + i0 * d.dim, d.dim);
-          TileGemm(true, false, nk, d.dim, nq, scale, ds, kBlockK, hd.Q(i0), hd.ldq, beta_kv,
+          TileGemm(true, false, nk, d.dim, nq, scale, ds, d.ls, hd.Q(i0), hd.ldq, beta_kv,
                    gk.data() + j0 * d.dim, d.dim);
         }
       }
