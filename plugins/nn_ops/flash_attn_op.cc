@@ -608,7 +608,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * d.ls : 0), pz(dropout.on ? kBlockQ * d.ls : 0);
     std::vector<T> p_op, dp_op, packed[3], dout_buf, narrow_buf;
-    std::vector<A> wide_buf;  // unused: wide gradients are copied as they are
+    std::vector<A> wide_buf;  // never filled: wide gradients are copied as they are
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
