@@ -513,8 +513,8 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           }
           l[r] += sum;
         }
-        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, d.ls, s_op), d.ls, hd.V(j0),
-                 hd.ldv, A(1), acc.data(), d.dim_v);
+        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, d.ls, s_op), d.ls, hd.V(j0), hd.ldv, A(1),
+                 acc.data(), d.dim_v);
       }
       for (int64_t r = 0; r < nq; ++r) {
         A* arow = acc.data() + r * d.dim_v;
@@ -559,8 +559,7 @@ void ZeroRows(A* x, int64_t t0, int64_t t1, int64_t width) {
 // A dense head's accumulators written as head (b, h) of a [batch, seq,
 // heads, width] tensor.
 template <typename T, typename A>
-void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width,
-               std::vector<T>& buf) {
+void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width, std::vector<T>& buf) {
   StoreRows(x, seq, width, y + (b * seq * heads + h) * width, heads * width, buf);
 }
 
@@ -653,8 +652,8 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           }
           const T* dout_blk = dout_h + i0 * d.dim_v;
           const A* p_used = dropout.on ? pz.data() : p.data();
-          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, d.ls, p_op), d.ls, dout_blk,
-                   d.dim_v, beta_kv, gv.data() + j0 * d.dim_v, d.dim_v);
+          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, d.ls, p_op), d.ls, dout_blk, d.dim_v,
+                   beta_kv, gv.data() + j0 * d.dim_v, d.dim_v);
           TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.dim_v, hd.V(j0), hd.ldv, A(0), dp.data(), d.ls);
           for (int64_t r = 0; r < nq; ++r) {
             const A* prow = p.data() + r * d.ls;
@@ -669,10 +668,10 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           }
           const A scale = static_cast<A>(d.scale);
           const T* ds = AsOperand(dp.data(), nq, d.ls, dp_op);
-          TileGemm(false, false, nq, d.dim, nk, scale, ds, d.ls, hd.K(j0), hd.ldk, beta_q,
-                   gq.data() + i0 * d.dim, d.dim);
-          TileGemm(true, false, nk, d.dim, nq, scale, ds, d.ls, hd.Q(i0), hd.ldq, beta_kv,
-                   gk.data() + j0 * d.dim, d.dim);
+          TileGemm(false, false, nq, d.dim, nk, scale, ds, d.ls, hd.K(j0), hd.ldk, beta_q, gq.data() + i0 * d.dim,
+                   d.dim);
+          TileGemm(true, false, nk, d.dim, nq, scale, ds, d.ls, hd.Q(i0), hd.ldq, beta_kv, gk.data() + j0 * d.dim,
+                   d.dim);
         }
       }
       const A* acc[3] = {gq.data(), gk.data(), gv.data()};
