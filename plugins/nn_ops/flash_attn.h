@@ -42,9 +42,10 @@ AttnDropout BackwardDropout(const ExecutionContext& ctx);
 // Whether an additive mask (rank 2 to 4, broadcast over batch and heads; on
 // the host) is the causal pattern: 0 exactly where a causal flash_attn shows
 // key j to query i (j <= i + seq_k - seq_q) and -1e9 or less (-inf) in all
-// its other entries, with seq_k >= seq_q so every query sees a key. Adding
-// it is then the same as causal: exp(s - 1e9 - max) is 0 in float32 and
-// float64 for any score short of 1e9 - 745, as it is for a hidden key.
+// its other entries (for a bfloat16 mask -1e9 as bfloat16 rounds it,
+// -998244352), with seq_k >= seq_q so every query sees a key. Adding it is
+// then the same as causal: exp(s - 1e9 - max) is 0 in float32 and float64
+// for any score short of 1e9 - 745, as it is for a hidden key.
 bool IsCausalMask(const Tensor& mask, int64_t seq_q, int64_t seq_k);
 
 // The fusion pass's rewrite of attention written with transpose, matmul and

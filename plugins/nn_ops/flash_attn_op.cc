@@ -86,16 +86,30 @@ inline double ToDouble(float x) { return x; }
 inline double ToDouble(double x) { return x; }
 inline double ToDouble(bfloat16 x) { return Bf16ToFloat(x); }
 
+// -1e9, the hiding value, as type T holds it: float32 and float64 exactly,
+// bfloat16 as -998244352 (its nearest, 8 bits of mantissa). A float32
+// causal mask cast to bfloat16 (precision: bf16) must still read as causal:
+// compared with -1e9 itself, the GPT step's bf16 attention ran every tile,
+// added the mask and took exps of hidden scores.
+template <typename T>
+double HidingValue() {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return ToDouble(FloatToBf16(-1e9f));
+  else
+    return ToDouble(static_cast<T>(-1e9));
+}
+
 template <typename T>
 bool CausalPattern(const T* mask, int64_t n, int64_t seq_q, int64_t seq_k) {
   const int64_t offset = seq_k - seq_q;
+  const double hidden = HidingValue<T>();
   for (int64_t at = 0; at < n; at += seq_k) {
     const int64_t i = (at / seq_k) % seq_q;
     const int64_t visible = std::min(seq_k, i + offset + 1);
     for (int64_t j = 0; j < visible; ++j)
       if (ToDouble(mask[at + j]) != 0.0) return false;
     for (int64_t j = visible; j < seq_k; ++j)
-      if (!(ToDouble(mask[at + j]) <= -1e9)) return false;
+      if (!(ToDouble(mask[at + j]) <= hidden)) return false;
   }
   return true;
 }

@@ -662,6 +662,65 @@ blocks:
   }
 }
 
+// A float32 causal mask (0, and -1e9 above the diagonal) cast to bfloat16,
+// where -1e9 becomes -998244352, is still read as the causal pattern: the
+// attention skips the hidden keys instead of adding the mask. The last key's
+// scores (1.2e9) are made to outweigh the mask, so adding it would give each
+// earlier query that key's value; skipping gives the plain causal output,
+// bit for bit, as in float32.
+TEST(Bf16Kernels, CastCausalMaskIsReadAsCausal) {
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      q: {shape: [1, 40, 1, 16], dtype: float32}
+      k: {shape: [1, 40, 1, 16], dtype: float32}
+      v: {shape: [1, 40, 1, 16], dtype: float32}
+      mask: {shape: [40, 40], dtype: float32}
+    ops:
+      - {type: flash_attn, inputs: {q: [q], k: [k], v: [v], attn_mask: [mask]}, outputs: {out: [masked], softmax_lse: [l1]}}
+      - {type: flash_attn, inputs: {q: [q], k: [k], v: [v]}, outputs: {out: [causal], softmax_lse: [l2]}, attrs: {causal: true}}
+      - {type: cast, inputs: {X: [q]}, outputs: {Out: [qb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: cast, inputs: {X: [k]}, outputs: {Out: [kb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: cast, inputs: {X: [v]}, outputs: {Out: [vb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: cast, inputs: {X: [mask]}, outputs: {Out: [maskb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: flash_attn, inputs: {q: [qb], k: [kb], v: [vb], attn_mask: [maskb]}, outputs: {out: [masked_b], softmax_lse: [l3]}}
+      - {type: flash_attn, inputs: {q: [qb], k: [kb], v: [vb]}, outputs: {out: [causal_b], softmax_lse: [l4]}, attrs: {causal: true}}
+)",
+                               "cast_mask.yaml");
+  Scope scope;
+  std::mt19937 gen(3);
+  std::normal_distribution<float> d;
+  const int64_t t = 40, dim = 16;
+  float* q = scope.Var("q")->GetTensor().Allocate<float>(HostDevice(), {1, t, 1, dim});
+  float* k = scope.Var("k")->GetTensor().Allocate<float>(HostDevice(), {1, t, 1, dim});
+  float* v = scope.Var("v")->GetTensor().Allocate<float>(HostDevice(), {1, t, 1, dim});
+  float* mask = scope.Var("mask")->GetTensor().Allocate<float>(HostDevice(), {t, t});
+  for (int64_t i = 0; i < t * dim; ++i) {
+    q[i] = 1.0f;
+    k[i] = i / dim == t - 1 ? 3e8f : 0.0f;  // scores 16 * 3e8 / sqrt(16) for the last key, 0 for the rest
+    v[i] = d(gen);
+  }
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -1e9f;
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  auto values = [&](const char* var) {
+    const Tensor& x = scope.FindVar(var)->GetTensor();
+    std::vector<float> out(static_cast<size_t>(x.Numel()));
+    for (int64_t i = 0; i < x.Numel(); ++i)
+      out[i] = x.GetDType() == DType::kBFloat16 ? Bf16ToFloat(x.Data<bfloat16>()[i]) : x.Data<float>()[i];
+    return out;
+  };
+  EXPECT_EQ(values("masked"), values("causal"));
+  const std::vector<float> masked = values("masked_b"), causal = values("causal_b");
+  EXPECT_EQ(masked, causal) << "the bfloat16 mask was added, not read as causal";
+  // The first query sees only the first key: its output is that key's value.
+  for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(causal[c], Bf16ToFloat(FloatToBf16(v[c]))) << c;
+}
+
 // Both forms of the bf16 grad kernels of mul, matmul (transposed Y, a
 // broadcast batch) and conv2d (NCHW: oneDNN): the program as the pass and
 // the backward builder leave it (bf16 gradients, casts to float32) against
