@@ -230,23 +230,59 @@ inline void ExpRow(const float* x, float shift, float* y, int64_t n) { cpu::ExpS
 inline void ExpRow(const double* x, double shift, double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
-// ExpRow returning sum(y): in float32 one vectorized pass (a scalar sum is a
-// chain of dependent adds, 0.5 ns a score, as long as the exps themselves).
-inline float ExpRowSum(const float* x, float shift, float* y, int64_t n) { return cpu::ExpShiftedSum(x, shift, y, n); }
-inline double ExpRowSum(const double* x, double shift, double* y, int64_t n) {
-  ExpRow(x, shift, y, n);
+
+// A tile's exps take one backend call, not one per row (and the forward's
+// maxima and sums none): each row is first shifted here (ShiftRow: x -
+// shift where visible, -inf past it), ExpTile takes the exp of the whole
+// tile (exp(-inf) is exactly 0), SumOfRow adds up what the forward needs.
+// The forward at the GPT's T = 256 (8 x 4 heads of 64, causal) went from
+// 3.9 to 3.65 ms in float32 and 2.85 to 2.63 ms in bfloat16 (1 thread); the
+// backward, which had one call per row, stayed as it was. The values are
+// those of the per-row calls bit for bit: the backend computes x - 0 = x
+// and then the same exp, and SumOfRow adds in ExpShiftedSum's order.
+
+// x[c] - shift for c < len, -inf for len <= c < width.
+template <typename A>
+void ShiftRow(A* x, A shift, int64_t len, int64_t width) {
+  for (int64_t c = 0; c < len; ++c) x[c] -= shift;
+  std::fill(x + len, x + width, -std::numeric_limits<A>::infinity());
+}
+inline void ExpTile(float* x, int64_t n) { cpu::ExpShifted(x, 0.0f, x, n); }
+inline void ExpTile(double* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+// sum(y[0, n)) as the CPU backend's ExpShiftedSum adds it: element i into
+// lane i % 16, then the lanes pairwise (its AddLanes).
+inline float SumOfRow(const float* y, int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += y[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += y[i];
+  float t[kLanes / 2];
+  for (int l = 0; l < kLanes / 2; ++l) t[l] = acc[l] + acc[l + kLanes / 2];
+  for (int w = kLanes / 4; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) t[l] += t[l + w];
+  return t[0];
+}
+inline double SumOfRow(const double* y, int64_t n) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += y[i];
   return sum;
 }
-// The largest of x[0, n); -inf for n == 0.
-inline float MaxOfRow(const float* x, int64_t n) {
-  return n > 0 ? cpu::RowMax(x, n) : -std::numeric_limits<float>::infinity();
-}
-inline double MaxOfRow(const double* x, int64_t n) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  return m;
+// The largest of x[0, n); -inf for n == 0. Sixteen running maxima, which
+// the compiler keeps in vector registers (a max is exact in any order).
+template <typename A>
+A MaxOfRow(const A* x, int64_t n) {
+  constexpr int kLanes = 16;
+  A acc[kLanes];
+  std::fill(acc, acc + kLanes, -std::numeric_limits<A>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], x[i + l]);
+  for (int l = 0; i < n; ++i, ++l) acc[l] = std::max(acc[l], x[i]);
+  return *std::max_element(acc, acc + kLanes);
 }
 
 // The arithmetic type of each storage type: bfloat16 tensors compute in
@@ -489,7 +525,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), z(kBlockK);
+    std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), m_new(kBlockQ), l(kBlockQ), z(kBlockK);
     std::vector<T> s_op, packed[3], out_op;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
@@ -507,23 +543,26 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         for (int64_t r = 0; r < nq; ++r) {
           A* srow = s.data() + r * d.ls;
           const int64_t len = d.Visible(i0 + r, j0, nk);
-          const A m_new = std::max(m[r], MaxOfRow(srow, len));
-          if (m_new == kNegInf) {  // nothing visible to this row yet
-            std::fill(srow, srow + nk, A(0));
-            continue;
-          }
-          const A sum = ExpRowSum(srow, m_new, srow, len);
-          std::fill(srow + len, srow + nk, A(0));
+          m_new[r] = std::max(m[r], MaxOfRow(srow, len));
+          // A row that has seen nothing yet gets zeros.
+          ShiftRow(srow, m_new[r], m_new[r] == kNegInf ? 0 : len, d.ls);
+        }
+        ExpTile(s.data(), nq * d.ls);
+        for (int64_t r = 0; r < nq; ++r) {
+          if (m_new[r] == kNegInf) continue;
+          A* srow = s.data() + r * d.ls;
+          const int64_t len = d.Visible(i0 + r, j0, nk);
+          const A sum = SumOfRow(srow, len);
           if (dropout.on) {  // l sums the probabilities before dropout, the output those after
             DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
             for (int64_t c = 0; c < len; ++c) srow[c] *= z[c];
           }
-          if (m_new != m[r]) {
-            const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new);
+          if (m_new[r] != m[r]) {
+            const A alpha = m[r] == kNegInf ? A(0) : std::exp(m[r] - m_new[r]);
             A* arow = acc.data() + r * d.dim_v;
             for (int64_t c = 0; c < d.dim_v; ++c) arow[c] *= alpha;
             l[r] *= alpha;
-            m[r] = m_new;
+            m[r] = m_new[r];
           }
           l[r] += sum;
         }
@@ -652,12 +691,16 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
           Scores(d, hd, mask, b, h, i0, nq, j0, nk, p.data());
           for (int64_t r = 0; r < nq; ++r) {
-            A* prow = p.data() + r * d.ls;
             const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
-            ExpRow(prow, shift[i0 + r], prow, len);
-            if (inv[i0 + r] != A(1))
+            ShiftRow(p.data() + r * d.ls, shift[i0 + r], len, d.ls);
+          }
+          ExpTile(p.data(), nq * d.ls);
+          for (int64_t r = 0; r < nq; ++r) {
+            A* prow = p.data() + r * d.ls;
+            if (inv[i0 + r] != A(1)) {
+              const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
               for (int64_t c = 0; c < len; ++c) prow[c] *= inv[i0 + r];
-            std::fill(prow + len, prow + nk, A(0));
+            }
             if (dropout.on) {
               A* zrow = z.data() + r * d.ls;
               DropoutFactors(dropout, bh, i0 + r, j0, nk, zrow);
