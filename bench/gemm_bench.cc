@@ -122,6 +122,15 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {2048, 768, 256, 0, 0},
     {2048, 256, 768, 0, 1},
     {256, 768, 2048, 1, 0},
+    // flash_attn's float32 tiles: scores (and dP) q k^T, P v (and dS k), and
+    // P^T dO (and dS^T q), at head_dim 32 with T = 64 and head_dim 64 with
+    // 128-key tiles.
+    {64, 64, 32, 0, 1},
+    {64, 32, 64, 0, 0},
+    {64, 32, 64, 1, 0},
+    {128, 128, 64, 0, 1},
+    {128, 64, 128, 0, 0},
+    {128, 64, 128, 1, 0},
 };
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
