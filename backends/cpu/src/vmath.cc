@@ -247,12 +247,19 @@ inline float AddLanes(const float* acc) {
   return t[0];
 }
 
+// kLanes floats as one vector of the compiler's (GCC and Clang), lowered to
+// each clone's registers. RowMax's lane array written as scalars compiled to
+// 16 scalar maxss (GCC did not vectorize the select): 45 ns for a row of 256.
+typedef float LaneVec __attribute__((vector_size(kLanes * sizeof(float))));
+
 inline float RowMaxImpl(const float* x, int64_t n) {
-  float acc[kLanes];
-  for (int l = 0; l < kLanes; ++l) acc[l] = x[0];
+  LaneVec acc = LaneVec{} + x[0];
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], x[i + l]);
+  for (; i + kLanes <= n; i += kLanes) {
+    LaneVec v;
+    std::memcpy(&v, x + i, sizeof v);
+    acc = acc < v ? v : acc;
+  }
   float m = acc[0];
   for (int l = 1; l < kLanes; ++l) m = std::max(m, acc[l]);
   for (; i < n; ++i) m = std::max(m, x[i]);
