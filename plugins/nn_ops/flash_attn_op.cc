@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -251,18 +252,26 @@ inline void ExpTile(float* x, int64_t n) { cpu::ExpShifted(x, 0.0f, x, n); }
 inline void ExpTile(double* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
+// Four floats as one vector of the compiler's (GCC and Clang), the SSE
+// register this plugin is built for; four of them hold 16 lanes. A scalar
+// lane array compiled to scalar maxss for the maxima below.
+typedef float Lanes4 __attribute__((vector_size(4 * sizeof(float))));
+
 // sum(y[0, n)) as the CPU backend's ExpShiftedSum adds it: element i into
 // lane i % 16, then the lanes pairwise (its AddLanes).
 inline float SumOfRow(const float* y, int64_t n) {
-  constexpr int kLanes = 16;
-  float acc[kLanes] = {};
+  Lanes4 acc[4] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += y[i + l];
-  for (int l = 0; i < n; ++i, ++l) acc[l] += y[i];
-  float t[kLanes / 2];
-  for (int l = 0; l < kLanes / 2; ++l) t[l] = acc[l] + acc[l + kLanes / 2];
-  for (int w = kLanes / 4; w >= 1; w /= 2)
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 4; ++j) {
+      Lanes4 v;
+      std::memcpy(&v, y + i + 4 * j, sizeof v);
+      acc[j] += v;
+    }
+  for (int l = 0; i < n; ++i, ++l) acc[l / 4][l % 4] += y[i];
+  float t[8];
+  for (int l = 0; l < 8; ++l) t[l] = acc[l / 4][l % 4] + acc[2 + l / 4][l % 4];
+  for (int w = 4; w >= 1; w /= 2)
     for (int l = 0; l < w; ++l) t[l] += t[l + w];
   return t[0];
 }
@@ -271,18 +280,27 @@ inline double SumOfRow(const double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += y[i];
   return sum;
 }
-// The largest of x[0, n); -inf for n == 0. Sixteen running maxima, which
-// the compiler keeps in vector registers (a max is exact in any order).
-template <typename A>
-A MaxOfRow(const A* x, int64_t n) {
-  constexpr int kLanes = 16;
-  A acc[kLanes];
-  std::fill(acc, acc + kLanes, -std::numeric_limits<A>::infinity());
+// The largest of x[0, n); -inf for n == 0 (a max is exact in any order).
+inline float MaxOfRow(const float* x, int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  Lanes4 acc[4] = {Lanes4{} + kNegInf, Lanes4{} + kNegInf, Lanes4{} + kNegInf, Lanes4{} + kNegInf};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = std::max(acc[l], x[i + l]);
-  for (int l = 0; i < n; ++i, ++l) acc[l] = std::max(acc[l], x[i]);
-  return *std::max_element(acc, acc + kLanes);
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 4; ++j) {
+      Lanes4 v;
+      std::memcpy(&v, x + i + 4 * j, sizeof v);
+      acc[j] = acc[j] < v ? v : acc[j];
+    }
+  float m = kNegInf;
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 4; ++l) m = std::max(m, acc[j][l]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+inline double MaxOfRow(const double* x, int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
 }
 
 // The arithmetic type of each storage type: bfloat16 tensors compute in
