@@ -667,22 +667,41 @@ blocks:
 // attention skips the hidden keys instead of adding the mask. The last key's
 // scores (1.2e9) are made to outweigh the mask, so adding it would give each
 // earlier query that key's value; skipping gives the plain causal output,
-// bit for bit, as in float32.
+// bit for bit, as in float32. Square and bottom-right aligned (seq_q <
+// seq_k), masks of rank 2 and 4, hidden entries -1e9 and -inf.
 TEST(Bf16Kernels, CastCausalMaskIsReadAsCausal) {
   // Without bf16 instructions the products run widened to float32, but only
   // through oneDNN (the sanitizer builds have none).
   if (!cpu::OneDnnGemmBuilt()) GTEST_SKIP() << "bfloat16 GEMM needs oneDNN, which this build lacks";
   cpu::InitCpuBackend();
   PluginManager::Instance().LoadDefaults();
-  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+  struct Case {
+    int64_t seq_q, seq_k;
+    bool rank4;
+    float hide;
+  };
+  for (const Case& c : {Case{40, 40, false, -1e9f}, Case{24, 40, true, -1e9f},
+                        Case{40, 40, true, -std::numeric_limits<float>::infinity()}}) {
+    SCOPED_TRACE(std::to_string(c.seq_q) + "x" + std::to_string(c.seq_k) + (c.rank4 ? " rank 4" : " rank 2") +
+                 " hidden " + std::to_string(c.hide));
+    const int64_t tq = c.seq_q, tk = c.seq_k, dim = 16;
+    const Shape mask_shape = c.rank4 ? Shape{1, 1, tq, tk} : Shape{tq, tk};
+    auto dims = [](const Shape& s) {
+      std::string out;
+      for (int64_t x : s) out += (out.empty() ? "" : ", ") + std::to_string(x);
+      return "[" + out + "]";
+    };
+    const std::string qs = dims({1, tq, 1, dim}), ks = dims({1, tk, 1, dim});
+    ProgramDesc p = ParseProgram(R"(format: nabla-program/1
 blocks:
   - idx: 0
     parent: -1
     vars:
-      q: {shape: [1, 40, 1, 16], dtype: float32}
-      k: {shape: [1, 40, 1, 16], dtype: float32}
-      v: {shape: [1, 40, 1, 16], dtype: float32}
-      mask: {shape: [40, 40], dtype: float32}
+      q: {shape: )" + qs + R"(, dtype: float32}
+      k: {shape: )" + ks + R"(, dtype: float32}
+      v: {shape: )" + ks + R"(, dtype: float32}
+      mask: {shape: )" + dims(mask_shape) +
+                                     R"(, dtype: float32}
     ops:
       - {type: flash_attn, inputs: {q: [q], k: [k], v: [v], attn_mask: [mask]}, outputs: {out: [masked], softmax_lse: [l1]}}
       - {type: flash_attn, inputs: {q: [q], k: [k], v: [v]}, outputs: {out: [causal], softmax_lse: [l2]}, attrs: {causal: true}}
@@ -693,35 +712,41 @@ blocks:
       - {type: flash_attn, inputs: {q: [qb], k: [kb], v: [vb], attn_mask: [maskb]}, outputs: {out: [masked_b], softmax_lse: [l3]}}
       - {type: flash_attn, inputs: {q: [qb], k: [kb], v: [vb]}, outputs: {out: [causal_b], softmax_lse: [l4]}, attrs: {causal: true}}
 )",
-                               "cast_mask.yaml");
-  Scope scope;
-  std::mt19937 gen(3);
-  std::normal_distribution<float> d;
-  const int64_t t = 40, dim = 16;
-  float* q = scope.Var("q")->GetTensor().Allocate<float>(HostDevice(), {1, t, 1, dim});
-  float* k = scope.Var("k")->GetTensor().Allocate<float>(HostDevice(), {1, t, 1, dim});
-  float* v = scope.Var("v")->GetTensor().Allocate<float>(HostDevice(), {1, t, 1, dim});
-  float* mask = scope.Var("mask")->GetTensor().Allocate<float>(HostDevice(), {t, t});
-  for (int64_t i = 0; i < t * dim; ++i) {
-    q[i] = 1.0f;
-    k[i] = i / dim == t - 1 ? 3e8f : 0.0f;  // scores 16 * 3e8 / sqrt(16) for the last key, 0 for the rest
-    v[i] = d(gen);
+                                 "cast_mask.yaml");
+    Scope scope;
+    std::mt19937 gen(3);
+    std::normal_distribution<float> d;
+    float* q = scope.Var("q")->GetTensor().Allocate<float>(HostDevice(), {1, tq, 1, dim});
+    float* k = scope.Var("k")->GetTensor().Allocate<float>(HostDevice(), {1, tk, 1, dim});
+    float* v = scope.Var("v")->GetTensor().Allocate<float>(HostDevice(), {1, tk, 1, dim});
+    float* mask = scope.Var("mask")->GetTensor().Allocate<float>(HostDevice(), mask_shape);
+    std::fill(q, q + tq * dim, 1.0f);
+    for (int64_t i = 0; i < tk * dim; ++i) {
+      k[i] = i / dim == tk - 1 ? 3e8f : 0.0f;  // scores 16 * 3e8 / sqrt(16) for the last key, 0 for the rest
+      v[i] = d(gen);
+    }
+    const int64_t offset = tk - tq;  // key j is visible to query i iff j <= i + offset
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = 0; j < tk; ++j) mask[i * tk + j] = j <= i + offset ? 0.0f : c.hide;
+    CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+    auto values = [&](const char* var) {
+      const Tensor& x = scope.FindVar(var)->GetTensor();
+      std::vector<float> out(static_cast<size_t>(x.Numel()));
+      for (int64_t i = 0; i < x.Numel(); ++i)
+        out[i] = x.GetDType() == DType::kBFloat16 ? Bf16ToFloat(x.Data<bfloat16>()[i]) : x.Data<float>()[i];
+      return out;
+    };
+    EXPECT_EQ(values("masked"), values("causal"));
+    const std::vector<float> masked = values("masked_b"), causal = values("causal_b");
+    EXPECT_EQ(masked, causal) << "the bfloat16 mask was added, not read as causal";
+    // The first query sees keys 0..offset, all scored 0: its output is their mean, far from the hidden last key's.
+    for (int64_t col = 0; col < dim; ++col) {
+      float mean = 0;
+      for (int64_t j = 0; j <= offset; ++j) mean += Bf16ToFloat(FloatToBf16(v[j * dim + col]));
+      mean /= static_cast<float>(offset + 1);
+      EXPECT_NEAR(causal[col], mean, 2e-2 * (1 + std::abs(mean))) << col;
+    }
   }
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0.0f : -1e9f;
-  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
-  auto values = [&](const char* var) {
-    const Tensor& x = scope.FindVar(var)->GetTensor();
-    std::vector<float> out(static_cast<size_t>(x.Numel()));
-    for (int64_t i = 0; i < x.Numel(); ++i)
-      out[i] = x.GetDType() == DType::kBFloat16 ? Bf16ToFloat(x.Data<bfloat16>()[i]) : x.Data<float>()[i];
-    return out;
-  };
-  EXPECT_EQ(values("masked"), values("causal"));
-  const std::vector<float> masked = values("masked_b"), causal = values("causal_b");
-  EXPECT_EQ(masked, causal) << "the bfloat16 mask was added, not read as causal";
-  // The first query sees only the first key: its output is that key's value.
-  for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(causal[c], Bf16ToFloat(FloatToBf16(v[c]))) << c;
 }
 
 // Both forms of the bf16 grad kernels of mul, matmul (transposed Y, a
