@@ -362,13 +362,35 @@ T* AtLeast(std::vector<T>& buf, int64_t n) {
   return buf.data();
 }
 
+// Copies `rows` rows of `width` elements from x (rows ldx apart) to y (rows
+// ldy apart). A head's row is 64 or 128 bytes (32 or 64 elements of
+// bfloat16, 32 of float32): a copy of a size known here is a few vector
+// moves, where memmove's call cost more than the copy (bfloat16 causal
+// attention at T = 64, 16 x 4 heads of 32, forward and backward: 1.29 ->
+// 1.24 ms, median of 4 alternating runs; no change at T = 256 or in float32).
+template <typename T>
+void CopyRows(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t width) {
+  const size_t bytes = static_cast<size_t>(width) * sizeof(T);
+  auto fixed = [&](auto n) {
+    for (int64_t r = 0; r < rows; ++r) __builtin_memcpy(y + r * ldy, x + r * ldx, decltype(n)::value);
+  };
+  if (bytes == 64)
+    fixed(std::integral_constant<size_t, 64>{});
+  else if (bytes == 128)
+    fixed(std::integral_constant<size_t, 128>{});
+  else if (bytes == 256)
+    fixed(std::integral_constant<size_t, 256>{});
+  else
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(x + r * ldx, width, y + r * ldy);
+}
+
 // `rows` rows of `width` elements, `ld` apart from `src` on, as a dense
 // matrix: `src` itself when already dense, else copied into `buf`.
 template <typename T>
 const T* PackRows(const T* src, int64_t rows, int64_t width, int64_t ld, std::vector<T>& buf) {
   if (ld == width) return src;
   T* dense = AtLeast(buf, rows * width);
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * ld, width, dense + r * width);
+  CopyRows(src, ld, dense, width, rows, width);
   return dense;
 }
 
@@ -520,7 +542,7 @@ void StoreRows(const A* x, int64_t rows, int64_t width, T* y, int64_t ld, std::v
     cpu::ConvertToBf16(x, rounded, rows * width);
     src = rounded;
   }
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * width, width, y + r * ld);
+  CopyRows(src, width, y, ld, rows, width);
 }
 
 template <typename T>
