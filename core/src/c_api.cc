@@ -1377,6 +1377,10 @@ const nabla_tensor* ApiKernelInputVar(nabla_kernel_context* c, const char* slot,
       nullptr, [&] { return reinterpret_cast<const nabla_tensor*>(&K(c).InputVar(Str(slot), i)->GetTensor()); });
 }
 
+int32_t ApiOpBf16TakesFloat32(nabla_op_builder* b, const char* slot) {
+  return GuardStatus([&] { B(b).Bf16TakesFloat32({Str(slot)}); });
+}
+
 int32_t ApiOpInputNoBuffer(nabla_op_builder* b, const char* slot) {
   return GuardStatus([&] { B(b).NoBufferInput(Str(slot)); });
 }
@@ -1886,6 +1890,7 @@ nabla_api MakeTable() {
   api.grad_block = ApiGradBlock;
   api.kernel_attr = ApiKernelAttr;
   api.op_version = ApiOpVersion;
+  api.op_bf16_takes_float32 = ApiOpBf16TakesFloat32;
   return api;
 }
 

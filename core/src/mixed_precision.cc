@@ -157,12 +157,211 @@ const OpDesc* SoleWideningCast(const OpRegistry& registry, const BlockDesc& bloc
   return nullptr;
 }
 
+// Whether `op` is the dtype cast from `from` to `to` on dense vars, one in
+// and one out.
+bool IsCast(const OpRegistry& registry, const BlockDesc& block, const OpDesc& op, DType from, DType to) {
+  const OpInfo* info = registry.Find(op.Type());
+  if (!info || !info->traits.dtype_cast) return false;
+  const std::vector<std::string> ins = op.InputArgumentNames(), outs = op.OutputArgumentNames();
+  if (ins.size() != 1 || outs.size() != 1) return false;
+  const VarDesc* in = block.FindVarRecursive(ins[0]);
+  const VarDesc* out = block.FindVarRecursive(outs[0]);
+  return in && out && in->Type() == VarType::kDense && out->Type() == VarType::kDense && in->HasDType() &&
+         out->HasDType() && in->GetDType() == from && out->GetDType() == to;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Positions of block 0's ops.
+std::unordered_map<const OpDesc*, size_t> Positions(const BlockDesc& block) {
+  std::unordered_map<const OpDesc*, size_t> at;
+  for (size_t i = 0; i < block.OpSize(); ++i) at[block.Op(i)] = i;
+  return at;
+}
+
+// A var of block 0 that a pass may make disappear: dense, not persistable,
+// not kept, written once.
+bool Removable(const BlockDesc& block, const std::string& name, const VarUse& use,
+               const std::unordered_set<std::string>& keep) {
+  const VarDesc* v = block.FindVar(name);
+  auto w = use.writers.find(name);
+  return v && !v->Persistable() && v->Type() == VarType::kDense && !keep.count(name) && w != use.writers.end() &&
+         w->second == 1;
+}
+
+// The one op reading `name` (once), or null.
+const OpDesc* SoleReader(const std::string& name, const VarUse& use) {
+  auto r = use.readers.find(name);
+  return r == use.readers.end() || r->second.size() != 1 ? nullptr : r->second.front();
+}
+
+// The bfloat16 var that the widening cast writing `wide` (a var only `op`
+// reads, once, written by that cast alone, before position `at`) reads;
+// empty when `wide` is no such var.
+std::string NarrowSource(const OpRegistry& registry, const BlockDesc& block, const OpDesc& op, size_t at,
+                         const std::string& wide, const VarUse& use, const std::unordered_set<std::string>& keep,
+                         const std::unordered_map<const OpDesc*, size_t>& pos, const OpDesc** cast) {
+  if (!Removable(block, wide, use, keep) || SoleReader(wide, use) != &op) return "";
+  for (size_t i = 0; i < at; ++i) {
+    const OpDesc* w = block.Op(i);
+    if (!Contains(w->OutputArgumentNames(), wide)) continue;
+    if (!IsCast(registry, block, *w, DType::kBFloat16, DType::kFloat32) || pos.at(w) >= at) return "";
+    *cast = w;
+    return w->InputArgumentNames()[0];
+  }
+  return "";
+}
+
+// The bfloat16 var of the narrowing cast that alone reads `wide` (written by
+// `op` alone, at position `at`); empty when there is none.
+std::string NarrowSink(const OpRegistry& registry, const BlockDesc& block, size_t at, const std::string& wide,
+                       const VarUse& use, const std::unordered_set<std::string>& keep,
+                       const std::unordered_map<const OpDesc*, size_t>& pos, const OpDesc** cast) {
+  if (!Removable(block, wide, use, keep)) return "";
+  const OpDesc* r = SoleReader(wide, use);
+  if (!r || !pos.count(r) || pos.at(r) <= at || !IsCast(registry, block, *r, DType::kFloat32, DType::kBFloat16))
+    return "";
+  const std::string narrow = r->OutputArgumentNames()[0];
+  auto w = use.writers.find(narrow);
+  const VarDesc* v = block.FindVar(narrow);
+  if (!v || v->Persistable() || w == use.writers.end() || w->second != 1) return "";
+  *cast = r;
+  return narrow;
+}
+
+// One op of block 0 between a widening and a narrowing cast, made to run
+// in bfloat16 (see ElideBf16Casts); false, leaving it as it was, where it
+// cannot.
+bool RunInBf16(const OpRegistry& registry, BlockDesc& block, size_t at, const VarUse& use,
+               const std::unordered_set<std::string>& keep, DeviceType device,
+               std::unordered_set<const OpDesc*>* dropped) {
+  OpDesc& op = *block.Op(at);
+  const OpInfo* info = registry.Find(op.Type());
+  if (!info || info->traits.precision != OpPrecision::kFollowInputs || info->traits.has_sub_block ||
+      info->traits.control_flow || info->traits.dtype_cast)
+    return false;
+  // Its gradient will run in bfloat16 too: an op with a gradient must have
+  // the bfloat16 kernel of its default grad op (one whose grad maker makes
+  // other ops is left alone).
+  if (info->HasGradient() && !registry.FindKernel(op.Type() + "_grad", device, DType::kBFloat16)) return false;
+  const auto pos = Positions(block);
+  std::vector<std::pair<std::string, std::string>> ins, outs;  // (float32 var, its bfloat16 var)
+  std::vector<const OpDesc*> casts;
+  bool first_floating = true;  // the input the kernel's dtype comes from (the executor's FirstDenseInput)
+  for (const SlotDef& slot : info->schema.inputs) {
+    const bool may_stay = Contains(info->traits.bf16_float32_inputs, slot.name);
+    for (const std::string& arg : op.Input(slot.name)) {
+      const VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
+      if (!v || !v->HasDType() || v->Type() != VarType::kDense || !IsFloating(v->GetDType())) continue;
+      const bool first = first_floating;
+      first_floating = false;
+      if (v->GetDType() == DType::kBFloat16) continue;
+      if (v->GetDType() != DType::kFloat32) return false;
+      const OpDesc* cast = nullptr;
+      const std::string narrow = NarrowSource(registry, block, op, at, arg, use, keep, pos, &cast);
+      if (narrow.empty()) {
+        if (first || !may_stay) return false;
+        continue;
+      }
+      ins.emplace_back(arg, narrow);
+      casts.push_back(cast);
+    }
+  }
+  for (const std::string& arg : op.OutputArgumentNames()) {
+    const VarDesc* v = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
+    if (!v || !v->HasDType() || !IsFloating(v->GetDType())) continue;
+    if (v->GetDType() != DType::kFloat32) return false;
+    const OpDesc* cast = nullptr;
+    const std::string narrow = NarrowSink(registry, block, at, arg, use, keep, pos, &cast);
+    if (narrow.empty()) return false;
+    outs.emplace_back(arg, narrow);
+    casts.push_back(cast);
+  }
+  if (ins.empty() || outs.empty()) return false;
+  // The op's own inference decides whether it takes this mix of dtypes and
+  // writes bfloat16: tried on a copy, the narrow outputs' descs restored if
+  // it refuses.
+  OpDesc trial = op;
+  for (const auto& [wide, narrow] : ins) trial.RenameInput(wide, narrow);
+  for (const auto& [wide, narrow] : outs) trial.RenameOutput(wide, narrow);
+  std::vector<std::pair<VarDesc*, std::pair<Shape, DType>>> saved;
+  for (const auto& [wide, narrow] : outs) {
+    VarDesc* v = block.FindVar(narrow);
+    saved.push_back({v, {v->GetShape(), v->GetDType()}});
+  }
+  bool accepted = true;
+  try {
+    InferOpAtBuildTime(trial, block, registry);
+    for (const auto& [wide, narrow] : outs)
+      accepted = accepted && block.FindVar(narrow)->GetDType() == DType::kBFloat16;
+  } catch (const Error&) {
+    accepted = false;
+  }
+  if (!accepted) {
+    for (auto& [v, sd] : saved) {
+      v->SetShape(sd.first);
+      v->SetDType(sd.second);
+      v->MarkDTypeKnown();
+    }
+    return false;
+  }
+  for (const auto& [wide, narrow] : ins) op.RenameInput(wide, narrow);
+  for (const auto& [wide, narrow] : outs) op.RenameOutput(wide, narrow);
+  for (const OpDesc* c : casts) dropped->insert(c);
+  for (const auto& pair : ins) {
+    const VarDesc* v = block.FindVar(pair.first);
+    if (v && !v->Declared()) block.RemoveVar(pair.first);
+  }
+  for (const auto& pair : outs) {
+    const VarDesc* v = block.FindVar(pair.first);
+    if (v && !v->Declared()) block.RemoveVar(pair.first);
+  }
+  return true;
+}
+
+// Whether every reader of `var` (bfloat16, written once, by the op at `at`)
+// runs its bfloat16 kernel and takes `var` in float32 as well: it is read
+// after `at` in block 0 only, through slots the reader declares with
+// OpBuilder::Bf16TakesFloat32, and the reader's kernel dtype comes from
+// another, bfloat16 input.
+bool ReadersTakeFloat32(const OpRegistry& registry, const BlockDesc& block, size_t at, const std::string& var,
+                        const VarUse& use, const std::unordered_map<const OpDesc*, size_t>& pos, DeviceType device) {
+  const VarDesc* v = block.FindVar(var);
+  if (!v || v->Persistable() || v->Type() != VarType::kDense || !v->HasDType() || v->GetDType() != DType::kBFloat16)
+    return false;
+  auto w = use.writers.find(var);
+  auto r = use.readers.find(var);
+  if (w == use.writers.end() || w->second != 1 || r == use.readers.end() || r->second.empty()) return false;
+  for (const OpDesc* reader : r->second) {
+    auto p = pos.find(reader);
+    if (p == pos.end() || p->second <= at) return false;
+    const OpInfo* info = registry.Find(reader->Type());
+    if (!info || info->traits.dtype_cast || !registry.FindKernel(reader->Type(), device, DType::kBFloat16))
+      return false;
+    bool kernel_dtype_seen = false;
+    for (const SlotDef& slot : info->schema.inputs) {
+      for (const std::string& arg : reader->Input(slot.name)) {
+        if (arg == var && !Contains(info->traits.bf16_float32_inputs, slot.name)) return false;
+        const VarDesc* in = arg == kEmptyVarName ? nullptr : block.FindVarRecursive(arg);
+        if (kernel_dtype_seen || !in || !in->HasDType() || in->Type() != VarType::kDense || !IsFloating(in->GetDType()))
+          continue;
+        kernel_dtype_seen = true;
+        if (arg == var || in->GetDType() != DType::kBFloat16) return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
   const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   BlockDesc& block = *program.Root();
   const VarUse use = CountUses(program);
+  const auto pos = Positions(block);
   std::unordered_set<const OpDesc*> dropped;
   for (size_t i = 0; i < block.OpSize(); ++i) {
     OpDesc& op = *block.Op(i);
@@ -170,18 +369,23 @@ size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
     if (!info || !DeclaresForceFp32(*info) || !registry->FindKernel(op.Type(), device, DType::kBFloat16)) continue;
     if (op.HasAttr(kForceFp32OutputAttr) && op.Attr<bool>(kForceFp32OutputAttr)) continue;
     std::vector<std::pair<std::string, const OpDesc*>> casts;  // (narrow var, its cast)
+    std::vector<std::string> in_place;                         // bfloat16 vars that become float32
     bool all = true;
     for (const auto& n : op.OutputArgumentNames()) {
       if (n == kEmptyVarName) continue;
       const OpDesc* cast = SoleWideningCast(*registry, block, i, n, use);
-      if (!cast) {
+      if (cast) {
+        casts.emplace_back(n, cast);
+      } else if (ReadersTakeFloat32(*registry, block, i, n, use, pos, device)) {
+        in_place.push_back(n);
+      } else {
         all = false;
         break;
       }
-      casts.emplace_back(n, cast);
     }
     // One attribute switches every output: fold all or none.
     if (!all || casts.empty()) continue;
+    for (const std::string& n : in_place) block.FindVar(n)->SetDType(DType::kFloat32);
     for (auto& [slot, args] : op.MutableOutputs()) {
       for (auto& arg : args) {
         for (const auto& [narrow, cast] : casts) {
@@ -271,6 +475,22 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
     ++stats.low_ops;
   }
   return stats;
+}
+
+size_t ElideBf16Casts(ProgramDesc& program, const std::unordered_set<std::string>& keep, DeviceType device) {
+  const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  BlockDesc& block = *program.Root();
+  std::unordered_set<const OpDesc*> dropped;
+  size_t changed = 0;
+  for (size_t i = 0; i < block.OpSize(); ++i) {
+    const OpDesc& op = *block.Op(i);
+    if (dropped.count(&op) || !registry->FindKernel(op.Type(), device, DType::kBFloat16)) continue;
+    // Recounted per op: each rewrite moves readers from one var to another.
+    if (RunInBf16(*registry, block, i, CountUses(program), keep, device, &dropped)) ++changed;
+  }
+  for (size_t i = block.OpSize(); i-- > 0;)
+    if (dropped.count(block.Op(i))) block.RemoveOps(i, i + 1);
+  return changed;
 }
 
 }  // namespace nabla

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cctype>
 
 #include "nabla/plugin.h"
@@ -161,6 +162,16 @@ OpBuilder& OpBuilder::DTypeCast() {
 
 OpBuilder& OpBuilder::Precision(OpPrecision p) {
   info_->traits.precision = p;
+  return *this;
+}
+
+OpBuilder& OpBuilder::Bf16TakesFloat32(std::vector<std::string> slots) {
+  std::vector<std::string>& marked = info_->traits.bf16_float32_inputs;
+  for (std::string& slot : slots) {
+    NABLA_ENFORCE(info_->schema.FindInput(slot) != nullptr, kInvalidArgument, "op '", info_->schema.type,
+                  "': Bf16TakesFloat32('", slot, "') needs an input slot of that name declared before it");
+    if (std::find(marked.begin(), marked.end(), slot) == marked.end()) marked.push_back(std::move(slot));
+  }
   return *this;
 }
 

@@ -442,6 +442,65 @@ TEST_F(Bf16Pass, OpsDeclareTheirPrecision) {
                          "cross_entropy", "layer_norm", "batch_norm", "sgd", "momentum", "adam"})
     EXPECT_EQ(r.Get(op).traits.precision, OpPrecision::kFloat32) << op;
   EXPECT_EQ(r.Get("relu").traits.precision, OpPrecision::kFollowInputs);
+  // The bias and activation between two GEMMs (ElideBf16Casts), declared
+  // through the C ABI (version 8).
+  EXPECT_EQ(r.Get("fused_elemwise_activation").traits.precision, OpPrecision::kFollowInputs);
+  EXPECT_EQ(r.Get("fused_elemwise_activation").traits.bf16_float32_inputs, std::vector<std::string>{"Y"});
+  EXPECT_EQ(r.Get("fused_elemwise_activation_grad").traits.bf16_float32_inputs,
+            (std::vector<std::string>{"Y", "Out@GRAD"}));
+}
+
+// ElideBf16Casts leaves an op where a var between the casts has another
+// use: kept (a fetch), read by a float32 op, or the op's input not the
+// output of a widening cast.
+TEST_F(Bf16Pass, ElideLeavesOpsWhoseVarsHaveOtherUses) {
+  auto program = [](const std::string& after) {
+    return ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [4, 8], dtype: float32}
+      w1: {shape: [8, 6], dtype: float32, persistable: true}
+      b: {shape: [6], dtype: float32, persistable: true}
+      w2: {shape: [6, 3], dtype: float32, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w1]}, outputs: {Out: [h]}}
+      - {type: fused_elemwise_activation, inputs: {X: [h], Y: [b]}, outputs: {Out: [t]}, attrs: {functor_list: [relu, elementwise_add]}}
+)" + after,
+                        "bias_act.yaml");
+  };
+  const std::string gemm = "      - {type: mul, inputs: {X: [t], Y: [w2]}, outputs: {Out: [o]}}\n";
+  ProgramDesc p = program(gemm);
+  ApplyBf16MixedPrecision(p);
+  ProgramDesc kept = p;
+  EXPECT_EQ(ElideBf16Casts(kept, {"t"}), 0u);
+  EXPECT_EQ(ElideBf16Casts(kept, {"h"}), 0u);
+  EXPECT_EQ(Ops(kept), Ops(p));
+  EXPECT_EQ(ElideBf16Casts(p, {}), 1u);
+  EXPECT_EQ(ElideBf16Casts(p, {}), 0u);  // idempotent
+  EXPECT_FALSE(p.Root()->HasVar("t"));
+  EXPECT_EQ(DTypeOf(p, "h@BF16"), DType::kBFloat16);
+  // t also read by a float32 op: t stays, and so do the casts.
+  ProgramDesc shared = program(gemm + "      - {type: mean, inputs: {X: [t]}, outputs: {Out: [m]}}\n");
+  ApplyBf16MixedPrecision(shared);
+  EXPECT_EQ(ElideBf16Casts(shared, {}), 0u);
+  // A float32 input from no cast (x itself): nothing to elide.
+  ProgramDesc direct = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [4, 6], dtype: float32}
+      b: {shape: [6], dtype: float32, persistable: true}
+      w2: {shape: [6, 3], dtype: float32, persistable: true}
+    ops:
+      - {type: fused_elemwise_activation, inputs: {X: [x], Y: [b]}, outputs: {Out: [t]}, attrs: {functor_list: [relu, elementwise_add]}}
+      - {type: mul, inputs: {X: [t], Y: [w2]}, outputs: {Out: [o]}}
+)",
+                                    "direct.yaml");
+  ApplyBf16MixedPrecision(direct);
+  EXPECT_EQ(ElideBf16Casts(direct, {}), 0u);
 }
 
 // ---------------------------------------------------------------- parity
@@ -825,6 +884,97 @@ TEST(Bf16Kernels, FoldedGradientsAreFloat32AndCloserToIt) {
     off_folded += worst_f / scale;
   }
   EXPECT_LT(off_folded, off_rounded);
+}
+
+// A bias and activation between two GEMMs, as ElideBf16Casts runs it in
+// bfloat16 (no casts around it), against the program the mixed-precision
+// pass leaves (the float32 op between a widening and a narrowing cast):
+// the loss and every gradient bit for bit, for each activation and for the
+// bias form (the kernels' one-pass path) and two other broadcasts.
+struct ElideCase {
+  const char* act;
+  const char* name;
+  const char* y_shape;
+  int axis;
+};
+
+std::map<std::string, std::vector<float>> RunBiasActBetweenGemms(const ElideCase& c, bool elide, size_t* elided,
+                                                                 std::vector<std::string>* ops) {
+  ProgramDesc p = ParseProgram(StrCat(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3, 16], dtype: float32, persistable: true}
+      w1: {shape: [16, 24], dtype: float32, persistable: true}
+      b: {shape: )",
+                                      c.y_shape, R"(, dtype: float32, persistable: true}
+      w2: {shape: [24, 8], dtype: float32, persistable: true}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w1]}, outputs: {Out: [h]}, attrs: {x_num_col_dims: 2}}
+      - type: fused_elemwise_activation
+        inputs: {X: [h], Y: [b]}
+        outputs: {Out: [t]}
+        attrs: {axis: )",
+                                      c.axis, ", functor_list: [", c.act, R"(, elementwise_add]}
+      - {type: mul, inputs: {X: [t], Y: [w2]}, outputs: {Out: [o]}, attrs: {x_num_col_dims: 2}}
+      - {type: square, inputs: {X: [o]}, outputs: {Out: [sq]}}
+      - {type: mean, inputs: {X: [sq]}, outputs: {Out: [loss]}}
+)"),
+                               "bias_act.yaml");
+  ApplyBf16MixedPrecision(p);
+  if (elide) *elided = ElideBf16Casts(p, {"loss"});
+  AppendBackward(p, "loss", {}, {});
+  FoldBf16Casts(p);
+  for (const auto& op : p.Root()->AllOps()) {
+    std::string s = op->Type() + "(";
+    for (const auto& n : op->InputArgumentNames()) s += n + " ";
+    ops->push_back(s + ")");
+  }
+  Scope scope;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> d;
+  for (const char* name : {"x", "w1", "b", "w2"}) {
+    const Shape shape = p.Root()->FindVar(name)->GetShape();
+    float* v = scope.Var(name)->GetTensor().Allocate<float>(HostDevice(), shape);
+    for (int64_t i = 0; i < NumElements(shape); ++i) v[i] = d(gen) * 0.7f;
+  }
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  std::map<std::string, std::vector<float>> out;
+  for (const char* var : {"loss", "x@GRAD", "w1@GRAD", "b@GRAD", "w2@GRAD"}) {
+    const Tensor& t = scope.FindVar(var)->GetTensor();
+    EXPECT_EQ(t.GetDType(), DType::kFloat32) << var;
+    out[var].assign(t.Data<float>(), t.Data<float>() + t.Numel());
+  }
+  return out;
+}
+
+TEST(Bf16Kernels, BiasActivationBetweenGemmsRunsInBf16WithTheSameBits) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  const ElideCase cases[] = {{"relu", "bias", "[24]", -1},
+                             {"tanh", "bias", "[24]", -1},
+                             {"sigmoid", "bias", "[24]", -1},
+                             {"gelu", "bias", "[24]", -1},
+                             {"gelu", "same_shape", "[2, 3, 24]", -1},
+                             {"tanh", "same_shape", "[2, 3, 24]", -1},
+                             {"gelu", "axis_1", "[3]", 1},
+                             {"sigmoid", "axis_1", "[3]", 1}};
+  for (const ElideCase& c : cases) {
+    SCOPED_TRACE(StrCat(c.act, " ", c.name));
+    size_t elided = 0;
+    std::vector<std::string> plain_ops, elided_ops;
+    const auto plain = RunBiasActBetweenGemms(c, false, &elided, &plain_ops);
+    const auto bf16 = RunBiasActBetweenGemms(c, true, &elided, &elided_ops);
+    EXPECT_EQ(elided, 1u);
+    // The two casts around the activation go, and the one narrowing its
+    // input's gradient (the fold removed the other one from both).
+    EXPECT_EQ(plain_ops.size(), elided_ops.size() + 3) << ::testing::PrintToString(elided_ops);
+    for (const auto& s : elided_ops)
+      if (s.rfind("fused_elemwise_activation", 0) == 0) EXPECT_NE(s.find("h@BF16 "), std::string::npos) << s;
+    for (const auto& [var, want] : plain) EXPECT_EQ(bf16.at(var), want) << var;
+  }
 }
 
 // ---------------------------------------------------------------- nabla run

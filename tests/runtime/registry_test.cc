@@ -124,6 +124,28 @@ TEST(Registry, DefaultGradOpDerivesSlotsFromForward) {
   ASSERT_NE(g.schema.FindAttr("x_num_col_dims"), nullptr);
 }
 
+// Inputs a bfloat16 kernel also takes in float32 are marked on declared
+// slots (DefaultGradOp's too), each once; an undeclared slot is refused.
+TEST(Registry, Bf16TakesFloat32MarksDeclaredInputs) {
+  RegisterOps("bf16_f32", [](Registrar& r) {
+    r.Op("bf_bias").Input("X", "x").Input("Y", "y").Output("Out", "o").Bf16TakesFloat32({"Y"});
+    r.DefaultGradOp("bf_bias").Bf16TakesFloat32({"Y", "Out@GRAD"}).Bf16TakesFloat32({"Y"});
+  });
+  EXPECT_EQ(CurrentRegistry()->Get("bf_bias").traits.bf16_float32_inputs, std::vector<std::string>{"Y"});
+  EXPECT_EQ(CurrentRegistry()->Get("bf_bias_grad").traits.bf16_float32_inputs,
+            (std::vector<std::string>{"Y", "Out@GRAD"}));
+  const std::vector<std::string> before = CurrentRegistry()->OpTypes();
+  try {
+    RegisterOps("bf16_f32_bad", [](Registrar& r) { r.Op("bf_bad").Input("X", "x").Bf16TakesFloat32({"Z"}); });
+    ADD_FAILURE() << "Bf16TakesFloat32 of an undeclared slot was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("op 'bf_bad': Bf16TakesFloat32('Z') needs an input slot of that name"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(CurrentRegistry()->OpTypes(), before);
+}
+
 // A grad op's kernel that reads an input's shape only marks that input,
 // declared by DefaultGradOp, no-buffer; a slot not declared is refused.
 TEST(Registry, NoBufferInputMarksADeclaredInput) {

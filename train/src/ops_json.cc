@@ -66,7 +66,8 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
             {"collective", info.traits.collective},
             {"updates_in_place", info.traits.updates_in_place},
             {"dtype_cast", info.traits.dtype_cast},
-            {"precision", OpPrecisionName(info.traits.precision)}}},
+            {"precision", OpPrecisionName(info.traits.precision)},
+            {"bf16_float32_inputs", info.traits.bf16_float32_inputs}}},
           {"kernels", KernelsByDevice(registry, info.schema.type)},
           {"grad_checks", checks}};
 }

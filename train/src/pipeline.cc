@@ -25,6 +25,8 @@ PassPipelineResult ApplyPassPipeline(ProgramDesc& program, const PassPipelineOpt
     const bool bf16_next = o.precision == "bf16" && o.device == DeviceType::kCPU && cpu::HasBf16Gemm();
     if (fuse) FuseOps(program, keep, bf16_next);
     result.bf16 = ApplyPrecision(program, o.precision, o.device, *o.note, o.precision_where);
+    // With fusion, ops between two bfloat16 GEMMs run in bfloat16 too.
+    if (result.bf16 && fuse) ElideBf16Casts(program, keep, o.device);
     if (o.before_backward) o.before_backward(program);
     if (!o.loss.empty()) result.param_grads = AppendBackward(program, o.loss, o.params, o.no_grad);
     if (result.bf16) FoldBf16Casts(program, o.device);

@@ -48,8 +48,9 @@ extern "C" {
  * variables, tensor arrays and var-type inference, and the CPU backend's
  * GEMM with a fused bias and activation; version 6: control flow: scopes,
  * running blocks, block attributes; version 7: a kernel's attribute reads
- * and op versions). */
-#define NABLA_C_API_VERSION 7
+ * and op versions; version 8: inputs a bfloat16 kernel also takes in
+ * float32). */
+#define NABLA_C_API_VERSION 8
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -794,6 +795,17 @@ typedef struct nabla_api {
    * change renews it, a copy of the op carries it (its position in the
    * YAML, op_pos, is not part of it). 0 on error; never 0 otherwise. */
   uint64_t (*op_version)(const nabla_op* op);
+
+  /* ---- Version 8: mixed precision across ops
+   *
+   * Under bfloat16 mixed precision with fusion, an op between two bfloat16
+   * GEMMs (a bias and activation) runs its bfloat16 kernel on their
+   * bfloat16 vars (nabla/mixed_precision.h: ElideBf16Casts), and a GEMM's
+   * grad op may hand it a gradient in float32 (FoldBf16Casts). */
+  /* Marks input `slot`, declared before (op_input, or op_new_default_grad's
+   * slots), as one the op's bfloat16 kernel also takes in float32: the
+   * kernel must read that input in either dtype. */
+  int32_t (*op_bf16_takes_float32)(nabla_op_builder* b, const char* slot);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

@@ -15,7 +15,11 @@
 // to float32, so parameters (master weights), optimizer state and the
 // gradients the optimizer reads all stay float32, and gradient sums happen
 // in float32. Ops inside sub-blocks (loops, conditionals) are left alone.
+// ElideBf16Casts (below) then lets an op between two bfloat16 ops run in
+// bfloat16 without the casts, where fusion is on.
 #include <cstddef>
+#include <string>
+#include <unordered_set>
 
 #include "nabla/export.h"
 #include "nabla/mixed_precision_attr.h"
@@ -34,6 +38,23 @@ struct MixedPrecisionStats {
 // they are neither persistable nor written to checkpoints. Idempotent.
 NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
 
+// Run after ApplyBf16MixedPrecision and before AppendBackward, where ops
+// may be fused (it removes vars as FuseOps does: none in `keep`, no
+// persistable one). An op between a widening and a narrowing cast (a bias
+// and activation between two GEMMs: mul, cast, fused_elemwise_activation,
+// cast, mul) runs in bfloat16 instead, where it follows its inputs'
+// precision (OpPrecision::kFollowInputs) and has a bfloat16 kernel: it
+// reads the bfloat16 var the widening cast read and writes the one the
+// narrowing cast wrote; both casts go. Its other floating inputs stay
+// float32 where it declares that its bfloat16 kernel takes them so
+// (OpBuilder::Bf16TakesFloat32: the bias); its inference must accept the
+// mix and write bfloat16. The op's kernel computes in float32 and rounds
+// once, so its outputs are those of the float32 op between the casts, bit
+// for bit. Each var between the casts must have that one reader and writer.
+// Returns the number of ops now running in bfloat16; idempotent.
+NABLA_API size_t ElideBf16Casts(ProgramDesc& program, const std::unordered_set<std::string>& keep,
+                                DeviceType device = DeviceType::kCPU);
+
 // kForceFp32OutputAttr ("force_fp32_output"): nabla/mixed_precision_attr.h.
 
 // Run after AppendBackward (the pass above leaves widening casts behind every
@@ -43,6 +64,11 @@ NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, Devi
 // read only by such a cast, writes the casts' float32 vars itself instead:
 // the attribute is set, the casts and the bfloat16 vars go. That saves a
 // pass over every weight gradient and keeps the gradients' float32 bits.
+// An output that ops running their bfloat16 kernels read instead, each
+// through a slot it declares with OpBuilder::Bf16TakesFloat32 (the
+// gradient that a GEMM's grad op hands a bias and activation's grad op
+// after ElideBf16Casts), becomes float32 as it is, provided some other
+// output of the op folds a cast.
 // Returns the number of casts removed; idempotent.
 NABLA_API size_t FoldBf16Casts(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
 

@@ -177,6 +177,10 @@ class NABLA_API OpBuilder {
   OpBuilder& UpdatesInPlace();          // sets traits.updates_in_place
   OpBuilder& DTypeCast();               // sets traits.dtype_cast
   OpBuilder& Precision(OpPrecision p);  // sets traits.precision
+  // Input slots, declared before, that its bfloat16 kernel also takes in
+  // float32 (adds to traits.bf16_float32_inputs): that kernel must read
+  // each of them in either dtype.
+  OpBuilder& Bf16TakesFloat32(std::vector<std::string> slots);
   // This op may replace a chain of ops (see FusionPattern and FuseOps).
   OpBuilder& Fuses(FusionPattern pattern);
   // This op brings a rewrite for programs with their backward part (see

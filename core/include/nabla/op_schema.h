@@ -90,6 +90,11 @@ struct OpTraits {
   // mixed-precision pass (nabla/mixed_precision.h) inserts.
   bool dtype_cast = false;
   OpPrecision precision = OpPrecision::kFollowInputs;
+  // Input slots that the op's bfloat16 kernel also takes in float32 (a
+  // bias kept float32, a gradient a GEMM wrote in float32): the
+  // mixed-precision passes may leave those float32 when the op runs in
+  // bfloat16 (ElideBf16Casts, FoldBf16Casts in nabla/mixed_precision.h).
+  std::vector<std::string> bf16_float32_inputs;
 };
 
 // A chain of ops that an op can replace (fusion, see nabla/fusion.h): the op

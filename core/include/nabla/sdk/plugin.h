@@ -1855,6 +1855,13 @@ class OpBuilder {
     sdk_detail::Check(Api().op_input_no_buffer(b_, slot.c_str()));
     return *this;
   }
+  // Marks input slots (declared before, e.g. by DefaultGradOp) as ones the
+  // op's bfloat16 kernel also takes in float32, which that kernel must read
+  // in either dtype (nabla/mixed_precision.h; C ABI version 8).
+  OpBuilder& Bf16TakesFloat32(const std::vector<std::string>& slots) {
+    for (const std::string& slot : slots) sdk_detail::Check(Api().op_bf16_takes_float32(b_, slot.c_str()));
+    return *this;
+  }
   template <typename T>
   OpBuilder& Attr(const std::string& name, T default_value, const std::string& doc,
                   std::function<void(const T&)> checker = nullptr) {
