@@ -765,7 +765,8 @@ int32_t ApiOpGradMakerNone(nabla_op_builder* b) {
 int32_t ApiOpTraits(nabla_op_builder* b, uint32_t traits, int32_t precision) {
   return GuardStatus([&] {
     constexpr uint32_t kKnown = NABLA_C_TRAIT_RANDOM | NABLA_C_TRAIT_UPDATES_IN_PLACE | NABLA_C_TRAIT_ARRAY_IO |
-                                NABLA_C_TRAIT_COLLECTIVE | NABLA_C_TRAIT_DTYPE_CAST | NABLA_C_TRAIT_CONTROL_FLOW;
+                                NABLA_C_TRAIT_COLLECTIVE | NABLA_C_TRAIT_DTYPE_CAST | NABLA_C_TRAIT_CONTROL_FLOW |
+                                NABLA_C_TRAIT_MOVES_DATA;
     NABLA_ENFORCE((traits & ~kKnown) == 0, kInvalidArgument, "op '", B(b).Info().schema.type,
                   "': expected trait bits of nabla_c_traits but received ", traits);
     NABLA_ENFORCE(precision >= NABLA_C_PRECISION_FOLLOW_INPUTS && precision <= NABLA_C_PRECISION_FLOAT32,
@@ -778,6 +779,7 @@ int32_t ApiOpTraits(nabla_op_builder* b, uint32_t traits, int32_t precision) {
     if (traits & NABLA_C_TRAIT_COLLECTIVE) builder.Collective();
     if (traits & NABLA_C_TRAIT_DTYPE_CAST) builder.DTypeCast();
     if (traits & NABLA_C_TRAIT_CONTROL_FLOW) builder.ControlFlow();
+    if (traits & NABLA_C_TRAIT_MOVES_DATA) builder.MovesData();
     builder.Precision(static_cast<OpPrecision>(precision));
   });
 }

@@ -231,6 +231,126 @@ std::string NarrowSink(const OpRegistry& registry, const BlockDesc& block, size_
   return narrow;
 }
 
+// The op of block 0 that alone writes `name`, and its position; null if
+// none or several.
+const OpDesc* SoleWriter(const BlockDesc& block, const std::string& name, const VarUse& use, size_t* at) {
+  auto w = use.writers.find(name);
+  if (w == use.writers.end() || w->second != 1) return nullptr;
+  for (size_t i = 0; i < block.OpSize(); ++i) {
+    if (!Contains(block.Op(i)->OutputArgumentNames(), name)) continue;
+    *at = i;
+    return block.Op(i);
+  }
+  return nullptr;
+}
+
+// Whether an op declares that it runs in bfloat16 wherever its inputs come
+// in bfloat16, with the bfloat16 kernels of itself and its default grad op
+// (one whose grad maker makes other ops is left alone).
+bool FollowsIntoBf16(const OpRegistry& registry, const OpDesc& op, DeviceType device) {
+  const OpInfo* info = registry.Find(op.Type());
+  if (!info || info->traits.precision != OpPrecision::kFollowInputs || info->traits.has_sub_block ||
+      info->traits.control_flow || info->traits.dtype_cast)
+    return false;
+  if (!registry.FindKernel(op.Type(), device, DType::kBFloat16)) return false;
+  return !info->HasGradient() || registry.FindKernel(op.Type() + "_grad", device, DType::kBFloat16) != nullptr;
+}
+
+// The floating dense args of `names` in block.
+std::vector<std::string> FloatingArgs(const BlockDesc& block, const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    const VarDesc* v = n == kEmptyVarName ? nullptr : block.FindVarRecursive(n);
+    if (v && v->HasDType() && v->Type() == VarType::kDense && IsFloating(v->GetDType())) out.push_back(n);
+  }
+  return out;
+}
+
+// The narrowing cast at `at`, when it alone reads the one floating output of
+// an op that moves data (OpTraits::moves_data: reshape), runs before that
+// op instead: it narrows the op's one floating input into a new bfloat16
+// var, and the op, in bfloat16, writes what the cast wrote. Exact: the op
+// moves elements, and the cast rounds each alike wherever it runs.
+bool SinkNarrowingCast(const OpRegistry& registry, const std::string& cast_type, BlockDesc& block, size_t at,
+                       const VarUse& use, const std::unordered_set<std::string>& keep, DeviceType device) {
+  OpDesc& cast = *block.Op(at);
+  if (!IsCast(registry, block, cast, DType::kFloat32, DType::kBFloat16)) return false;
+  const std::string wide_out = cast.InputArgumentNames()[0], narrow_out = cast.OutputArgumentNames()[0];
+  if (!Removable(block, wide_out, use, keep) || SoleReader(wide_out, use) != &cast) return false;
+  size_t m_at = 0;
+  const OpDesc* m = SoleWriter(block, wide_out, use, &m_at);
+  if (!m || m_at >= at || !FollowsIntoBf16(registry, *m, device) || !registry.Find(m->Type())->traits.moves_data)
+    return false;
+  const std::vector<std::string> ins = FloatingArgs(block, m->InputArgumentNames());
+  const std::vector<std::string> outs = FloatingArgs(block, m->OutputArgumentNames());
+  if (ins.size() != 1 || outs != std::vector<std::string>{wide_out}) return false;
+  const std::string wide_in = ins[0];
+  const VarDesc* in = block.FindVarRecursive(wide_in);
+  if (in->GetDType() != DType::kFloat32) return false;
+  OpDesc trial = *m;
+  VarDesc* narrow_in = MakeVar(block, wide_in + kLowSuffix, *in, DType::kBFloat16);
+  trial.RenameInput(wide_in, narrow_in->Name());
+  trial.RenameOutput(wide_out, narrow_out);
+  VarDesc* nv = block.FindVar(narrow_out);
+  const Shape shape = nv->GetShape();
+  bool accepted = true;
+  try {
+    InferOpAtBuildTime(trial, block, registry);
+    accepted = nv->GetDType() == DType::kBFloat16;
+  } catch (const Error&) {
+    accepted = false;
+  }
+  if (!accepted) {
+    nv->SetShape(shape);
+    nv->SetDType(DType::kBFloat16);
+    nv->MarkDTypeKnown();
+    block.RemoveVar(narrow_in->Name());
+    return false;
+  }
+  const std::string narrow_name = narrow_in->Name();
+  const SourcePos pos = cast.Pos();
+  OpDesc& mm = *block.Op(m_at);
+  mm.RenameInput(wide_in, narrow_name);
+  mm.RenameOutput(wide_out, narrow_out);
+  block.RemoveOps(at, at + 1);
+  block.InsertOp(m_at, MakeCast(cast_type, wide_in, narrow_name, DType::kFloat32, DType::kBFloat16, pos));
+  const VarDesc* old = block.FindVar(wide_out);
+  if (old && !old->Declared()) block.RemoveVar(wide_out);
+  return true;
+}
+
+// A widening cast followed by a narrowing cast of its output (its one
+// reader) is no conversion at all: the narrowing cast's readers read the
+// bfloat16 var the widening cast read (its one reader), and both casts go.
+bool DropRoundTrip(const OpRegistry& registry, BlockDesc& block, size_t at, const VarUse& use,
+                   const std::unordered_set<std::string>& keep) {
+  OpDesc& narrow = *block.Op(at);
+  if (!IsCast(registry, block, narrow, DType::kFloat32, DType::kBFloat16)) return false;
+  const std::string wide = narrow.InputArgumentNames()[0], narrow_out = narrow.OutputArgumentNames()[0];
+  if (!Removable(block, wide, use, keep) || SoleReader(wide, use) != &narrow) return false;
+  size_t w_at = 0;
+  const OpDesc* widen = SoleWriter(block, wide, use, &w_at);
+  if (!widen || w_at >= at || !IsCast(registry, block, *widen, DType::kBFloat16, DType::kFloat32)) return false;
+  const std::string source = widen->InputArgumentNames()[0];
+  if (SoleReader(source, use) != widen || !Removable(block, narrow_out, use, keep)) return false;
+  // Its readers are renamed in this block: a sub-block's would be missed.
+  size_t here = 0;
+  for (size_t i = at + 1; i < block.OpSize(); ++i) {
+    const auto ins = block.Op(i)->InputArgumentNames();
+    here += static_cast<size_t>(std::count(ins.begin(), ins.end(), narrow_out));
+  }
+  auto r = use.readers.find(narrow_out);
+  if (r != use.readers.end() && r->second.size() != here) return false;
+  for (size_t i = at + 1; i < block.OpSize(); ++i) block.Op(i)->RenameInput(narrow_out, source);
+  block.RemoveOps(at, at + 1);
+  block.RemoveOps(w_at, w_at + 1);
+  for (const std::string& n : {wide, narrow_out}) {
+    const VarDesc* v = block.FindVar(n);
+    if (v && !v->Declared()) block.RemoveVar(n);
+  }
+  return true;
+}
+
 // One op of block 0 between a widening and a narrowing cast, made to run
 // in bfloat16 (see ElideBf16Casts); false, leaving it as it was, where it
 // cannot.
@@ -238,14 +358,8 @@ bool RunInBf16(const OpRegistry& registry, BlockDesc& block, size_t at, const Va
                const std::unordered_set<std::string>& keep, DeviceType device,
                std::unordered_set<const OpDesc*>* dropped) {
   OpDesc& op = *block.Op(at);
+  if (!FollowsIntoBf16(registry, op, device)) return false;
   const OpInfo* info = registry.Find(op.Type());
-  if (!info || info->traits.precision != OpPrecision::kFollowInputs || info->traits.has_sub_block ||
-      info->traits.control_flow || info->traits.dtype_cast)
-    return false;
-  // Its gradient will run in bfloat16 too: an op with a gradient must have
-  // the bfloat16 kernel of its default grad op (one whose grad maker makes
-  // other ops is left alone).
-  if (info->HasGradient() && !registry.FindKernel(op.Type() + "_grad", device, DType::kBFloat16)) return false;
   const auto pos = Positions(block);
   std::vector<std::pair<std::string, std::string>> ins, outs;  // (float32 var, its bfloat16 var)
   std::vector<const OpDesc*> casts;
@@ -479,9 +593,22 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
 
 size_t ElideBf16Casts(ProgramDesc& program, const std::unordered_set<std::string>& keep, DeviceType device) {
   const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  const std::string cast = CastOpType(*registry);
   BlockDesc& block = *program.Root();
-  std::unordered_set<const OpDesc*> dropped;
   size_t changed = 0;
+  // Narrowing casts move up through the ops that move data, as far as they
+  // go; then the widening-narrowing pairs that leaves go. Each rewrite
+  // moves ops, so the scan starts over (a few dozen casts at most).
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < block.OpSize() && !again; ++i) {
+      const VarUse use = CountUses(program);
+      again = SinkNarrowingCast(*registry, cast, block, i, use, keep, device) ||
+              DropRoundTrip(*registry, block, i, use, keep);
+      if (again) ++changed;
+    }
+  }
+  std::unordered_set<const OpDesc*> dropped;
   for (size_t i = 0; i < block.OpSize(); ++i) {
     const OpDesc& op = *block.Op(i);
     if (dropped.count(&op) || !registry->FindKernel(op.Type(), device, DType::kBFloat16)) continue;

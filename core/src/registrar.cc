@@ -159,6 +159,10 @@ OpBuilder& OpBuilder::DTypeCast() {
   info_->traits.dtype_cast = true;
   return *this;
 }
+OpBuilder& OpBuilder::MovesData() {
+  info_->traits.moves_data = true;
+  return *this;
+}
 
 OpBuilder& OpBuilder::Precision(OpPrecision p) {
   info_->traits.precision = p;

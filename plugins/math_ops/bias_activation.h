@@ -4,7 +4,9 @@
 // tanh_op.cc's (float64), sigmoid_op.cc's (opkit::Sigmoid) and gelu_op.cc's
 // (float64: opkit::GeluErf), written once here so that a fused program
 // computes the unfused one's bits by construction.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "math_util.h"
@@ -49,5 +51,27 @@ T ApplyBiasAct(BiasAct act, T x) {
   }
   return x;
 }
+
+// dOut * act'(x) from act's output `out` (identity: dOut; gelu, whose
+// derivative needs the sum and not Out, is each kernel's own business).
+template <typename T>
+T BiasActGrad(BiasAct act, T out, T dout) {
+  switch (act) {
+    case BiasAct::kRelu:
+      return out > T(0) ? dout : T(0);
+    case BiasAct::kTanh:
+      return dout * (T(1) - out * out);
+    case BiasAct::kSigmoid:
+      return dout * out * (T(1) - out);
+    case BiasAct::kGelu:
+    case BiasAct::kIdentity:
+      break;
+  }
+  return dout;
+}
+
+// Rows of `inner` elements in a block of about 4096 (16 KiB of float32, in
+// L1 while the sum and the activation or its gradient pass over it).
+inline int64_t RowsPerBlock(int64_t inner) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)); }
 
 }  // namespace nabla::math_ops

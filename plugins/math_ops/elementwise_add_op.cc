@@ -1,6 +1,7 @@
 // elementwise_add: Out = X + Y with Paddle's axis broadcasting.
 #include <unordered_set>
 
+#include "bias_activation_bf16.h"
 #include "grad_pass_util.h"
 #include "math_util.h"
 #include "nabla/plugin.h"
@@ -89,16 +90,26 @@ size_t PassAddGradientsThrough(ProgramDesc& program, const std::unordered_set<st
 }
 
 NABLA_REGISTER_OPS(elementwise_add) {
+  OpBuilder* grad = nullptr;
   RegisterElementwiseOp(
       registrar, "elementwise_add",
       "Out = X + Y. Y is broadcast onto X: its dims align with X's starting at `axis` (see the axis attribute).",
       __FILE__, __LINE__, /*int_kernels=*/true, [](auto x, auto y) { return x + y; },
-      [](auto, auto, auto dout) { return dout; }, [](auto, auto, auto dout) { return dout; })
+      [](auto, auto, auto dout) { return dout; }, [](auto, auto, auto dout) { return dout; }, &grad)
+      // bfloat16 (mixed precision, ElideBf16Casts): a layer's bias add
+      // between a GEMM and the op after it, its bias kept float32.
+      .InferShape(InferElementwiseShapeBf16Bias)
+      .Bf16TakesFloat32({"Y"})
       .RewritesAfterBackward(ProgramPass{"pass_add_gradients_through", PassAddGradientsThrough})
       .GradCheck(CheckCase("same_shape", {CheckInput("X", {2, 3}), CheckInput("Y", {2, 3})}))
       .GradCheck(CheckCase("broadcast_axis1", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {3})}, {{"axis", 1}}))
       .GradCheck(CheckCase("broadcast_trailing", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {3, 4})}))
       .GradCheck(CheckCase("x_broadcast", {CheckInput("X", {4}), CheckInput("Y", {3, 4})}));
+  grad->Bf16TakesFloat32({"Y", "Out@GRAD"});
+  registrar.Kernel("elementwise_add", DeviceType::kCPU, DType::kBFloat16, BiasActForwardBf16<BiasAct::kIdentity>,
+                   __FILE__, __LINE__);
+  registrar.Kernel("elementwise_add_grad", DeviceType::kCPU, DType::kBFloat16, BiasActBackwardBf16<BiasAct::kIdentity>,
+                   __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -76,6 +76,21 @@ void ReshapeKernel(const ExecutionContext& ctx) {
          ReshapedShape(ctx.Input("X").GetShape(), *target, target.source, target.BadValueKind(), "op 'reshape'"));
 }
 
+// bfloat16 X (mixed precision: a narrowing cast moved before the reshape,
+// ElideBf16Casts): the gradient a GEMM's grad op wrote in float32 (its
+// fold, FoldBf16Casts) is rounded here, as the cast's gradient rounded it
+// before; a bfloat16 one is viewed as the float32 kernel views.
+void ReshapeGradBf16Kernel(const ExecutionContext& ctx) {
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  Tensor* dx = ctx.Output("X@GRAD");
+  if (!dx || dout.GetDType() != DType::kFloat32) return ViewGradKernel(ctx);
+  const Tensor& x = ctx.Input("X");
+  NABLA_ENFORCE(dout.Numel() == x.Numel(), kInvalidArgument, "op 'reshape_grad': expected Out@GRAD with ", x.Numel(),
+                " elements (X shape ", ShapeToString(x.GetShape()), "), but received shape ",
+                ShapeToString(dout.GetShape()));
+  cpu::ConvertToBf16(dout.Data<float>(), AllocOutput<bfloat16>(ctx, dx, x.GetShape()), x.Numel());
+}
+
 NABLA_REGISTER_OPS(reshape) {
   registrar.Op("reshape", __FILE__, __LINE__)
       .Doc("Out = X with the shape given by `shape` (same elements, same order).")
@@ -93,14 +108,16 @@ NABLA_REGISTER_OPS(reshape) {
                               "(ints, default []) the new shape: 0 copies X's dim at that position, one -1 is "
                               "inferred from the element count; needed unless Shape or ShapeTensor is given")
       .InferShape(InferReshapeShape)
+      .MovesData()
       .GradMaker<DefaultGradOpDescMaker>()
       .GradCheck(CheckCase("infer", {CheckInput("X", {2, 3, 4})}, {{"shape", std::vector<int>{0, -1}}}))
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3})}, {{"shape", std::vector<int>{6}}}));
-  registrar.DefaultGradOp("reshape", __FILE__, __LINE__).InferShape(InferGradShapes);
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+  registrar.DefaultGradOp("reshape", __FILE__, __LINE__).InferShape(InferGradShapes).Bf16TakesFloat32({"Out@GRAD"});
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool, DType::kBFloat16})
     registrar.Kernel("reshape", DeviceType::kCPU, t, ReshapeKernel, __FILE__, __LINE__);
   for (DType t : {DType::kFloat32, DType::kFloat64})
     registrar.Kernel("reshape_grad", DeviceType::kCPU, t, ViewGradKernel, __FILE__, __LINE__);
+  registrar.Kernel("reshape_grad", DeviceType::kCPU, DType::kBFloat16, ReshapeGradBf16Kernel, __FILE__, __LINE__);
 }
 
 }  // namespace

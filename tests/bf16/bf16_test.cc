@@ -977,6 +977,106 @@ TEST(Bf16Kernels, BiasActivationBetweenGemmsRunsInBf16WithTheSameBits) {
   }
 }
 
+// The attention projections as the GPT example writes them: mul, bias add
+// and reshape into flash_attn for q, k and v; flash_attn's output reshaped
+// into the output projection. ElideBf16Casts moves each narrowing cast up
+// through its reshape (reshape moves data) and then runs the bias adds in
+// bfloat16, and drops the widening-narrowing pair left around flash_attn's
+// output: no cast between the GEMMs and the attention. The loss and every
+// weight's and x's gradient keep their bits; the q, k and v biases' are
+// summed from gradients rounded to bfloat16 one step earlier.
+std::map<std::string, std::vector<float>> RunProjections(bool elide, size_t* casts) {
+  std::string ops;
+  for (const char* t : {"q", "k", "v"})
+    ops += StrCat("      - {type: mul, inputs: {X: [x], Y: [w", t, "]}, outputs: {Out: [", t,
+                  "_xw]}, attrs: {x_num_col_dims: 2}}\n      - {type: elementwise_add, inputs: {X: [", t, "_xw], Y: [b",
+                  t, "]}, outputs: {Out: [", t, "]}}\n      - {type: reshape, inputs: {X: [", t, "]}, outputs: {Out: [",
+                  t, "4]}, attrs: {shape: [0, 0, 2, 8]}}\n");
+  ProgramDesc p = ParseProgram(
+      StrCat(
+          R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 6, 16], dtype: float32, persistable: true}
+      wq: {shape: [16, 16], dtype: float32, persistable: true}
+      wk: {shape: [16, 16], dtype: float32, persistable: true}
+      wv: {shape: [16, 16], dtype: float32, persistable: true}
+      bq: {shape: [16], dtype: float32, persistable: true}
+      bk: {shape: [16], dtype: float32, persistable: true}
+      bv: {shape: [16], dtype: float32, persistable: true}
+      wp: {shape: [16, 16], dtype: float32, persistable: true}
+    ops:
+)",
+          ops,
+          R"(      - {type: flash_attn, inputs: {q: [q4], k: [k4], v: [v4]}, outputs: {out: [o], softmax_lse: [lse]}, attrs: {causal: true}}
+      - {type: reshape, inputs: {X: [o]}, outputs: {Out: [att]}, attrs: {shape: [0, 0, 16]}}
+      - {type: mul, inputs: {X: [att], Y: [wp]}, outputs: {Out: [proj]}, attrs: {x_num_col_dims: 2}}
+      - {type: square, inputs: {X: [proj]}, outputs: {Out: [sq]}}
+      - {type: mean, inputs: {X: [sq]}, outputs: {Out: [loss]}}
+)"),
+      "projections.yaml");
+  ApplyBf16MixedPrecision(p);
+  if (elide) {
+    EXPECT_GT(ElideBf16Casts(p, {"loss"}), 0u);
+    for (const auto& op : p.Root()->AllOps())
+      if (op->Type() == "elementwise_add" || op->Type() == "reshape")
+        for (const auto& n : op->OutputArgumentNames())
+          EXPECT_EQ(p.Root()->FindVar(n)->GetDType(), DType::kBFloat16) << op->Type() << " " << n;
+  }
+  AppendBackward(p, "loss", {}, {});
+  FoldBf16Casts(p);
+  *casts = 0;
+  for (const auto& op : p.Root()->AllOps()) *casts += op->Type() == "cast";
+  Scope scope;
+  std::mt19937 gen(13);
+  std::normal_distribution<float> d;
+  for (const char* name : {"x", "wq", "wk", "wv", "bq", "bk", "bv", "wp"}) {
+    const Shape shape = p.Root()->FindVar(name)->GetShape();
+    float* v = scope.Var(name)->GetTensor().Allocate<float>(HostDevice(), shape);
+    for (int64_t i = 0; i < NumElements(shape); ++i) v[i] = d(gen) * 0.5f;
+  }
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  std::map<std::string, std::vector<float>> out;
+  for (const char* var :
+       {"loss", "x@GRAD", "wq@GRAD", "wk@GRAD", "wv@GRAD", "wp@GRAD", "bq@GRAD", "bk@GRAD", "bv@GRAD"}) {
+    const Tensor& t = scope.FindVar(var)->GetTensor();
+    EXPECT_EQ(t.GetDType(), DType::kFloat32) << var;
+    out[var].assign(t.Data<float>(), t.Data<float>() + t.Numel());
+  }
+  return out;
+}
+
+TEST(Bf16Kernels, AttentionProjectionsRunWithoutCastsBetweenGemms) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  size_t plain_casts = 0, elided_casts = 0;
+  const auto plain = RunProjections(false, &plain_casts);
+  const auto elided = RunProjections(true, &elided_casts);
+  // Forward: a widening and a narrowing cast around each bias add and
+  // around flash_attn's output; backward: the three casts narrowing the bias
+  // adds' input gradients and the one narrowing flash_attn's output gradient.
+  EXPECT_EQ(plain_casts, elided_casts + 12);
+  // The biases against the largest of their gradients: k's is 0 in exact
+  // arithmetic (a shift of every key moves each query's scores alike, which
+  // softmax ignores), so its own values are rounding noise.
+  double scale = 0;
+  for (const char* var : {"bq@GRAD", "bk@GRAD", "bv@GRAD"})
+    for (float v : plain.at(var)) scale = std::max(scale, std::abs(static_cast<double>(v)));
+  for (const auto& [var, want] : plain) {
+    if (var[0] != 'b') {
+      EXPECT_EQ(elided.at(var), want) << var;
+      continue;
+    }
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(elided.at(var)[i]) - want[i]));
+    EXPECT_LE(worst, 4e-3 * scale) << var;
+  }
+}
+
 // ---------------------------------------------------------------- nabla run
 
 class Bf16Run : public ::testing::Test {

@@ -1,7 +1,8 @@
 // The op plugin frozen at version 8 of the C ABI (tests/plugins/abi_v8/,
 // built against the headers copied there and never edited) loads into this
 // core and behaves as it did: the input slots it marks with
-// op_bf16_takes_float32 read back as its traits, and under bfloat16 mixed
+// op_bf16_takes_float32 and the op it declares with the MOVES_DATA trait
+// read back as their traits, and under bfloat16 mixed
 // precision its bias + relu between two GEMMs runs in bfloat16 without the
 // casts around it, its bias and the gradient the GEMM after it hands back
 // staying float32, with the loss and every gradient bit for bit those of
@@ -44,6 +45,8 @@ TEST(CApiV8, FrozenPluginLoadsWithItsAbiTagAndTraits) {
   const OpRegistry& r = *CurrentRegistry();
   EXPECT_EQ(r.Get("abi_v8_bias_relu").traits.bf16_float32_inputs, std::vector<std::string>{"Y"});
   EXPECT_EQ(r.Get("abi_v8_bias_relu_grad").traits.bf16_float32_inputs, (std::vector<std::string>{"Y", "Out@GRAD"}));
+  EXPECT_TRUE(r.Get("abi_v8_copy").traits.moves_data);
+  EXPECT_FALSE(r.Get("abi_v8_bias_relu").traits.moves_data);
 }
 
 // mul, the plugin's bias + relu, mul; with or without ElideBf16Casts.

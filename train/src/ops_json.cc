@@ -66,6 +66,7 @@ Json OpToJson(const OpRegistry& registry, const OpInfo& info) {
             {"collective", info.traits.collective},
             {"updates_in_place", info.traits.updates_in_place},
             {"dtype_cast", info.traits.dtype_cast},
+            {"moves_data", info.traits.moves_data},
             {"precision", OpPrecisionName(info.traits.precision)},
             {"bf16_float32_inputs", info.traits.bf16_float32_inputs}}},
           {"kernels", KernelsByDevice(registry, info.schema.type)},

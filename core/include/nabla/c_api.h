@@ -134,7 +134,10 @@ enum nabla_c_traits {
    * NABLA_C_TRAIT_CONTROL_FLOW (a kernel that calls kernel_run_block);
    * HAS_SUB_BLOCK follows from declaring a block attribute. */
   NABLA_C_TRAIT_HAS_SUB_BLOCK = 1u << 5,
-  NABLA_C_TRAIT_CONTROL_FLOW = 1u << 6
+  NABLA_C_TRAIT_CONTROL_FLOW = 1u << 6,
+  /* Version 8: the op's outputs are elements of its input, unchanged
+   * (reshape, transpose): a dtype cast commutes with it. */
+  NABLA_C_TRAIT_MOVES_DATA = 1u << 7
 };
 
 /* A var's flags (nabla_var_info, version 4). */

@@ -40,18 +40,28 @@ NABLA_API MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, Devi
 
 // Run after ApplyBf16MixedPrecision and before AppendBackward, where ops
 // may be fused (it removes vars as FuseOps does: none in `keep`, no
-// persistable one). An op between a widening and a narrowing cast (a bias
-// and activation between two GEMMs: mul, cast, fused_elemwise_activation,
-// cast, mul) runs in bfloat16 instead, where it follows its inputs'
-// precision (OpPrecision::kFollowInputs) and has a bfloat16 kernel: it
-// reads the bfloat16 var the widening cast read and writes the one the
-// narrowing cast wrote; both casts go. Its other floating inputs stay
-// float32 where it declares that its bfloat16 kernel takes them so
-// (OpBuilder::Bf16TakesFloat32: the bias); its inference must accept the
-// mix and write bfloat16. The op's kernel computes in float32 and rounds
-// once, so its outputs are those of the float32 op between the casts, bit
-// for bit. Each var between the casts must have that one reader and writer.
-// Returns the number of ops now running in bfloat16; idempotent.
+// persistable one). It takes the casts out from between bfloat16 ops, in
+// three rewrites, none changing a forward value:
+//  - a narrowing cast moves up through an op that moves data
+//    (OpBuilder::MovesData: reshape), which then runs in bfloat16;
+//  - a widening cast whose one reader is a narrowing cast, and that cast,
+//    go (flash_attn's output reshaped into the next GEMM);
+//  - an op between a widening and a narrowing cast (a bias, or a bias and
+//    activation, between two GEMMs) runs in bfloat16 where it follows its
+//    inputs' precision (OpPrecision::kFollowInputs) and has a bfloat16
+//    kernel, as has its default grad op: it reads the bfloat16 var the
+//    widening cast read and writes the one the narrowing cast wrote; both
+//    casts go. Its other floating inputs stay float32 where it declares that
+//    its bfloat16 kernel takes them so (OpBuilder::Bf16TakesFloat32: the
+//    bias); its inference must accept the mix and write bfloat16. Its kernel
+//    computes in float32 and rounds once: the float32 op's bits between
+//    the casts.
+// Each var between the casts must have that one reader and writer. The
+// gradients keep their bits too, except a bias's whose gradient reached it
+// through a moved cast (the q, k and v biases before flash_attn): its
+// terms are rounded to bfloat16 before they are summed (as in PyTorch's
+// autocast), where the float32 op summed them unrounded. Returns the
+// number of rewrites; idempotent.
 NABLA_API size_t ElideBf16Casts(ProgramDesc& program, const std::unordered_set<std::string>& keep,
                                 DeviceType device = DeviceType::kCPU);
 

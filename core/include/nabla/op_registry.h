@@ -176,6 +176,7 @@ class NABLA_API OpBuilder {
   OpBuilder& Collective();              // sets traits.collective
   OpBuilder& UpdatesInPlace();          // sets traits.updates_in_place
   OpBuilder& DTypeCast();               // sets traits.dtype_cast
+  OpBuilder& MovesData();               // sets traits.moves_data
   OpBuilder& Precision(OpPrecision p);  // sets traits.precision
   // Input slots, declared before, that its bfloat16 kernel also takes in
   // float32 (adds to traits.bf16_float32_inputs): that kernel must read

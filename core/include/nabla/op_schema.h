@@ -89,6 +89,10 @@ struct OpTraits {
   // Converts X into Out of attribute out_dtype (from in_dtype): the op the
   // mixed-precision pass (nabla/mixed_precision.h) inserts.
   bool dtype_cast = false;
+  // Its outputs are elements of its one floating input, unchanged (reshape,
+  // transpose): a dtype cast after it may run before it instead
+  // (ElideBf16Casts).
+  bool moves_data = false;
   OpPrecision precision = OpPrecision::kFollowInputs;
   // Input slots that the op's bfloat16 kernel also takes in float32 (a
   // bias kept float32, a gradient a GEMM wrote in float32): the

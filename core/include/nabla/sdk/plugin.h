@@ -1984,6 +1984,8 @@ class OpBuilder {
   OpBuilder& Collective() { return Traits(NABLA_C_TRAIT_COLLECTIVE); }
   OpBuilder& UpdatesInPlace() { return Traits(NABLA_C_TRAIT_UPDATES_IN_PLACE); }
   OpBuilder& DTypeCast() { return Traits(NABLA_C_TRAIT_DTYPE_CAST); }
+  // Its outputs are elements of its input, unchanged (C ABI version 8).
+  OpBuilder& MovesData() { return Traits(NABLA_C_TRAIT_MOVES_DATA); }
   // The kernel runs blocks itself (ExecutionContext::RunBlock; C ABI version 6).
   OpBuilder& ControlFlow() { return Traits(NABLA_C_TRAIT_CONTROL_FLOW); }
   OpBuilder& Precision(OpPrecision p) {

@@ -170,12 +170,27 @@ inline void InferElementwiseShape(InferShapeContext& c) {
   c.SetOutputDType("Out", dx);
 }
 
+// InferElementwiseShape for an op whose bfloat16 kernel also takes a
+// float32 Y (OpBuilder::Bf16TakesFloat32({"Y"}): a bias that mixed
+// precision keeps float32): X bfloat16 with Y float32 is accepted too.
+inline void InferElementwiseShapeBf16Bias(InferShapeContext& c) {
+  BroadcastShapes s = BroadcastElementwise(c.InputShape("X"), c.InputShape("Y"), c.Attr<int>("axis"), c.Where());
+  DType dx = c.InputDType("X"), dy = c.InputDType("Y");
+  NABLA_ENFORCE(dx == dy || (dx == DType::kBFloat16 && dy == DType::kFloat32), kInvalidArgument, c.Where(),
+                ": X and Y must have the same dtype (or X bfloat16 and Y float32), but received ", DTypeName(dx),
+                " and ", DTypeName(dy));
+  c.SetOutputShape("Out", s.out);
+  c.SetOutputDType("Out", dx);
+}
+
 // Registers `type` (float32/float64, plus int32/int64 forward kernels when
 // `int_kernels`) and `<type>_grad`. fwd(x, y), gx(x, y, dout), gy(x, y, dout)
-// are generic lambdas.
+// are generic lambdas. Returns the op's builder; `grad`, when given, gets
+// the grad op's.
 template <typename Fwd, typename Gx, typename Gy>
 OpBuilder& RegisterElementwiseOp(Registrar& registrar, const std::string& type, const std::string& doc,
-                                 const char* file, int line, bool int_kernels, Fwd fwd, Gx gx, Gy gy) {
+                                 const char* file, int line, bool int_kernels, Fwd fwd, Gx gx, Gy gy,
+                                 OpBuilder** grad = nullptr) {
   OpBuilder& b =
       registrar.Op(type, file, line)
           .Doc(doc)
@@ -187,7 +202,8 @@ OpBuilder& RegisterElementwiseOp(Registrar& registrar, const std::string& type, 
                      "-1 aligns them at the end (numpy broadcasting)")
           .InferShape(InferElementwiseShape)
           .template GradMaker<DefaultGradOpDescMaker>();
-  registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
+  OpBuilder& g = registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
+  if (grad) *grad = &g;
   auto forward = [&](auto tag) {
     using T = typename decltype(tag)::type;
     registrar.Kernel(

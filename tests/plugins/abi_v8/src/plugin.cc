@@ -6,6 +6,8 @@
 //     kernel takes Y and Out@GRAD in either dtype. So mixed precision runs
 //     it between two bfloat16 GEMMs without the casts around it, its bias
 //     and the gradient the GEMM after it hands back staying float32.
+//   abi_v8_copy: Out = X, declared as an op that moves data (MovesData: a
+//     dtype cast commutes with it).
 // Never edit this file (README.md).
 #include <cstdint>
 #include <type_traits>
@@ -109,6 +111,21 @@ NABLA_REGISTER_OPS(abi_v8_ops) {
         c.ShareShapeAndDType("Y", "Y@GRAD");
       })
       .Bf16TakesFloat32({"Y", "Out@GRAD"});
+  registrar.Op("abi_v8_copy", __FILE__, __LINE__)
+      .Doc("Out = X.")
+      .Input("X", "(Tensor)")
+      .Output("Out", "(Tensor) X")
+      .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })
+      .MovesData()
+      .GradMaker<nabla::EmptyGradOpDescMaker>();
+  registrar.Kernel(
+      "abi_v8_copy", nabla::DeviceType::kCPU, DType::kFloat32,
+      [](const ExecutionContext& ctx) {
+        const Tensor& x = ctx.Input("X");
+        float* out = ctx.Output("Out")->Allocate<float>(ctx.GetDevice(), x.GetShape());
+        for (int64_t i = 0; i < x.Numel(); ++i) out[i] = x.Data<float>()[i];
+      },
+      __FILE__, __LINE__);
   registrar.Kernel("abi_v8_bias_relu", nabla::DeviceType::kCPU, DType::kFloat32, BiasReluKernel<float>, __FILE__,
                    __LINE__);
   registrar.Kernel("abi_v8_bias_relu", nabla::DeviceType::kCPU, DType::kBFloat16, BiasReluKernel<bfloat16>, __FILE__,
