@@ -32,7 +32,8 @@ inline const float* Float32Of(const Tensor& t, std::vector<float>& buf) {
 // The sums X + Y of rows [r0, r1) of the indexer into sum, in float32 (the
 // widening inline: a backend conversion call, then the bias added in a
 // second loop, was slower).
-inline void SumsOf(const BroadcastIndexer& indexer, int64_t r0, int64_t r1, const bfloat16* xd, const float* yf, float* sum) {
+inline void SumsOf(const BroadcastIndexer& indexer, int64_t r0, int64_t r1, const bfloat16* xd, const float* yf,
+                   float* sum) {
   const int64_t at = r0 * indexer.Inner();
   indexer.ForEachRows(r0, r1, [&](int64_t io, int64_t ix, int64_t iy) { sum[io - at] = Bf16ToFloat(xd[ix]) + yf[iy]; });
 }
@@ -96,9 +97,8 @@ void BiasActBackwardBf16(const ExecutionContext& ctx) {
   const Tensor& dout = ctx.Input("Out@GRAD");
   BroadcastShapes s = BroadcastElementwise(x.GetShape(), y.GetShape(), ctx.Attr<int>("axis"), ctx);
   // Out is not read: the activation is recomputed from the sums.
-  NABLA_ENFORCE(dout.GetShape() == s.out, kInvalidArgument, "op '", ctx.Op().Type(),
-                "': expected Out@GRAD of shape ", ShapeToString(s.out), " but received ",
-                ShapeToString(dout.GetShape()));
+  NABLA_ENFORCE(dout.GetShape() == s.out, kInvalidArgument, "op '", ctx.Op().Type(), "': expected Out@GRAD of shape ",
+                ShapeToString(s.out), " but received ", ShapeToString(dout.GetShape()));
   std::vector<float> ybuf, dbuf;
   const float* yf = Float32Of(y, ybuf);
   // The identity's terms are Out@GRAD itself: a bfloat16 one is read as it
