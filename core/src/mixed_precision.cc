@@ -272,7 +272,8 @@ std::vector<std::string> FloatingArgs(const BlockDesc& block, const std::vector<
 // var, and the op, in bfloat16, writes what the cast wrote. Exact: the op
 // moves elements, and the cast rounds each alike wherever it runs.
 bool SinkNarrowingCast(const OpRegistry& registry, const std::string& cast_type, BlockDesc& block, size_t at,
-                       const VarUse& use, const std::unordered_set<std::string>& keep, DeviceType device) {
+                       const VarUse& use, const std::unordered_set<std::string>& keep, DeviceType device,
+                       size_t* moved_to) {
   OpDesc& cast = *block.Op(at);
   if (!IsCast(registry, block, cast, DType::kFloat32, DType::kBFloat16)) return false;
   const std::string wide_out = cast.InputArgumentNames()[0], narrow_out = cast.OutputArgumentNames()[0];
@@ -314,6 +315,7 @@ bool SinkNarrowingCast(const OpRegistry& registry, const std::string& cast_type,
   mm.RenameOutput(wide_out, narrow_out);
   block.RemoveOps(at, at + 1);
   block.InsertOp(m_at, MakeCast(cast_type, wide_in, narrow_name, DType::kFloat32, DType::kBFloat16, pos));
+  *moved_to = m_at;
   const VarDesc* old = block.FindVar(wide_out);
   if (old && !old->Declared()) block.RemoveVar(wide_out);
   return true;
@@ -469,6 +471,31 @@ bool ReadersTakeFloat32(const OpRegistry& registry, const BlockDesc& block, size
   return true;
 }
 
+// Takes the narrowing cast at `at` out of `program`: as the second half of
+// a round trip, as the narrowing end of an op made to run in bfloat16, or
+// moved up through an op that moves data and taken out there. Returns the
+// number of rewrites; 0 when the cast stays, `program` then possibly half
+// rewritten (the caller works on a copy).
+size_t TakeOutNarrowingCast(const OpRegistry& registry, const std::string& cast_type, ProgramDesc& program, size_t at,
+                            const std::unordered_set<std::string>& keep, DeviceType device) {
+  BlockDesc& block = *program.Root();
+  const VarUse use = CountUses(program);
+  if (DropRoundTrip(registry, block, at, use, keep)) return 1;
+  size_t w_at = 0;
+  if (SoleWriter(block, block.Op(at)->InputArgumentNames()[0], use, &w_at)) {
+    std::unordered_set<const OpDesc*> dropped;
+    if (RunInBf16(registry, block, w_at, use, keep, device, &dropped)) {
+      for (size_t i = block.OpSize(); i-- > 0;)
+        if (dropped.count(block.Op(i))) block.RemoveOps(i, i + 1);
+      return 1;
+    }
+  }
+  size_t moved = 0;
+  if (!SinkNarrowingCast(registry, cast_type, block, at, use, keep, device, &moved)) return 0;
+  const size_t rest = TakeOutNarrowingCast(registry, cast_type, program, moved, keep, device);
+  return rest == 0 ? 0 : rest + 1;
+}
+
 }  // namespace
 
 size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
@@ -594,29 +621,25 @@ MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType dev
 size_t ElideBf16Casts(ProgramDesc& program, const std::unordered_set<std::string>& keep, DeviceType device) {
   const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
   const std::string cast = CastOpType(*registry);
-  BlockDesc& block = *program.Root();
   size_t changed = 0;
-  // Narrowing casts move up through the ops that move data, as far as they
-  // go; then the widening-narrowing pairs that leaves go. Each rewrite
-  // moves ops, so the scan starts over (a few dozen casts at most).
+  // Each narrowing cast is tried on a copy of the program, kept where the
+  // cast goes: a cast moved up through a reshape that stayed there would
+  // only round the gradient of the op before it, which a GEMM's grad op
+  // hands on in float32 today. Each success moves ops, so the scan starts
+  // over (a few dozen casts at most).
   for (bool again = true; again;) {
     again = false;
-    for (size_t i = 0; i < block.OpSize() && !again; ++i) {
-      const VarUse use = CountUses(program);
-      again = SinkNarrowingCast(*registry, cast, block, i, use, keep, device) ||
-              DropRoundTrip(*registry, block, i, use, keep);
-      if (again) ++changed;
+    for (size_t i = 0; i < program.Root()->OpSize() && !again; ++i) {
+      const BlockDesc& block = *program.Root();
+      if (!IsCast(*registry, block, *block.Op(i), DType::kFloat32, DType::kBFloat16)) continue;
+      ProgramDesc trial = program;
+      const size_t n = TakeOutNarrowingCast(*registry, cast, trial, i, keep, device);
+      if (n == 0) continue;
+      program = std::move(trial);
+      changed += n;
+      again = true;
     }
   }
-  std::unordered_set<const OpDesc*> dropped;
-  for (size_t i = 0; i < block.OpSize(); ++i) {
-    const OpDesc& op = *block.Op(i);
-    if (dropped.count(&op) || !registry->FindKernel(op.Type(), device, DType::kBFloat16)) continue;
-    // Recounted per op: each rewrite moves readers from one var to another.
-    if (RunInBf16(*registry, block, i, CountUses(program), keep, device, &dropped)) ++changed;
-  }
-  for (size_t i = block.OpSize(); i-- > 0;)
-    if (dropped.count(block.Op(i))) block.RemoveOps(i, i + 1);
   return changed;
 }
 

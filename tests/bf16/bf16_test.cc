@@ -501,6 +501,26 @@ blocks:
                                     "direct.yaml");
   ApplyBf16MixedPrecision(direct);
   EXPECT_EQ(ElideBf16Casts(direct, {}), 0u);
+  // A narrowing cast after a reshape of a float32 op's output stays where
+  // it is: moved before the reshape it would go nowhere, and the reshape's
+  // gradient would round what the GEMM's grad op hands tanh in float32.
+  ProgramDesc reshaped = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [4, 2, 3], dtype: float32}
+      w: {shape: [6, 3], dtype: float32, persistable: true}
+    ops:
+      - {type: tanh, inputs: {X: [x]}, outputs: {Out: [t]}}
+      - {type: reshape, inputs: {X: [t]}, outputs: {Out: [r]}, attrs: {shape: [4, 6]}}
+      - {type: mul, inputs: {X: [r], Y: [w]}, outputs: {Out: [o]}}
+)",
+                                      "reshaped.yaml");
+  ApplyBf16MixedPrecision(reshaped);
+  const std::vector<std::string> before = Ops(reshaped);
+  EXPECT_EQ(ElideBf16Casts(reshaped, {}), 0u);
+  EXPECT_EQ(Ops(reshaped), before);
 }
 
 // ---------------------------------------------------------------- parity
