@@ -275,15 +275,7 @@ void FusedGradKernel(const ExecutionContext& ctx) {
 
 void InferFused(InferShapeContext& c) {
   ActOf(c.Op());
-  BroadcastShapes s = BroadcastElementwise(c.InputShape("X"), c.InputShape("Y"), c.Attr<int>("axis"), c.Where());
-  const DType dx = c.InputDType("X"), dy = c.InputDType("Y");
-  // A bfloat16 X may take a float32 Y: the bias stays float32 under mixed
-  // precision (Bf16TakesFloat32).
-  NABLA_ENFORCE(dx == dy || (dx == DType::kBFloat16 && dy == DType::kFloat32), kInvalidArgument, c.Where(),
-                ": X and Y must have the same dtype (or X bfloat16 and Y float32), but received ", DTypeName(dx),
-                " and ", DTypeName(dy));
-  c.SetOutputShape("Out", s.out);
-  c.SetOutputDType("Out", dx);
+  InferElementwiseShapeBf16Bias(c);
 }
 
 // elementwise_add(X, Y) -> Out = s, then act(X = s) -> Out = h becomes
