@@ -198,7 +198,11 @@ BENCHMARK(BM_TileBf16)
     ->Args({128, 64, 128, 0, 0, 256, 256})
     ->Args({128, 64, 128, 0, 0, 64, 0})
     ->Args({128, 64, 128, 1, 0, 256, 256})
-    ->Args({128, 64, 128, 1, 0, 64, 0});
+    ->Args({128, 64, 128, 1, 0, 64, 0})
+    // T = 64 (the GPT's B = 16, 4 heads of 32): scores, P V, P^T dO.
+    ->Args({64, 64, 32, 0, 1, 0, 0})
+    ->Args({64, 32, 64, 0, 0, 0, 0})
+    ->Args({64, 32, 64, 1, 0, 0, 0});
 
 // 12 independent accumulators hide the FMA latency (4 cycles, 2 ports).
 constexpr int kAcc = 12;

@@ -146,6 +146,55 @@ TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
         });
 }
 
+// Small products (flash_attn's tiles) run on the backend's own AVX512-BF16
+// kernels where the CPU has them: every edge of their blocking (6 rows, 16
+// and 64 columns, pairs of k, an odd k), strided operands and C, each
+// transpose. Operands sit in vectors of their exact size, so a read past one
+// is an ASan failure; C beyond n and a beta = 0 C full of NaN show what is
+// written and read. Against float64 sums of the exact bf16 products.
+TEST(GemmBf16, SmallProductsAtEveryEdgeOfTheBlocking) {
+  if (!cpu::OneDnnGemmBuilt()) GTEST_SKIP() << "built without oneDNN";
+  cpu::InitCpuBackend();
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t m : {1, 6, 7, 13, 64})
+    for (int64_t n : {1, 16, 17, 63, 80})
+      for (int64_t k : {1, 2, 3, 32, 71, 128})
+        for (int t = 0; t < 4; ++t) {
+          const bool ta = t & 1, tb = t & 2;
+          SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb);
+          const int64_t arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+          const int64_t lda = acols + (m % 2), ldb = bcols + 3, ldc = n + 2;
+          std::vector<bfloat16> a(arows * lda - (lda - acols)), b(brows * ldb - (ldb - bcols));
+          for (auto& x : a) x = FloatToBf16(d(gen));
+          for (auto& x : b) x = FloatToBf16(d(gen));
+          auto at = [&](int64_t i, int64_t p) { return Bf16ToFloat(ta ? a[p * lda + i] : a[i * lda + p]); };
+          auto bt = [&](int64_t p, int64_t j) { return Bf16ToFloat(tb ? b[j * ldb + p] : b[p * ldb + j]); };
+          std::vector<float> c0(m * ldc);
+          for (auto& x : c0) x = d(gen);
+          for (float beta : {0.0f, -1.5f}) {
+            std::vector<float> c = c0;
+            if (beta == 0.0f)
+              for (int64_t i = 0; i < m; ++i) std::fill_n(c.begin() + i * ldc, n, nan);
+            cpu::GemmBf16(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                double sum = 0, mag = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  sum += static_cast<double>(at(i, p)) * bt(p, j);
+                  mag += std::abs(static_cast<double>(at(i, p)) * bt(p, j));
+                }
+                const double want = 0.5 * sum + beta * static_cast<double>(c0[i * ldc + j]);
+                ASSERT_NEAR(c[i * ldc + j], want, 1e-6 * (k + 2) * (mag + std::abs(want)) + 1e-30)
+                    << "beta " << beta << " at " << i << "," << j;
+              }
+              for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "past n, row " << i;
+            }
+          }
+        }
+}
+
 // ---------------------------------------------------------------- the pass
 
 class Bf16Pass : public ::testing::Test {

@@ -1,4 +1,5 @@
-// bfloat16 GEMM on oneDNN's matmul (bf16 operands, float32 accumulation),
+// bfloat16 GEMM on oneDNN's matmul (bf16 operands, float32 accumulation;
+// small products with float32 C on gemm_bf16_small.cc's kernels),
 // the float32 <-> bfloat16 conversions, and the oneDNN thread budget that
 // every oneDNN call of the process shares (see nabla/cpu/cpu.h).
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <vector>
+#include "gemm_bf16_small.h"
 #include "gemm_dnnl.h"
 #include "nabla/cpu/dnnl.h"
 #include "split_gemm.h"
@@ -190,6 +192,8 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       }
     return;
   }
+  if constexpr (std::is_same_v<C, float>)
+    if (SmallGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   // One oneDNN call per block of C on the executor's threads, each with a
   // one-thread OpenMP team, as for float32 (blas.cc): a team of its own would
   // wake an OpenMP thread per call to fight the executor's idle TBB worker

@@ -109,8 +109,11 @@ NABLA_API void ConvertFromBf16(const bfloat16* x, float* y, int64_t n);
 NABLA_API bool HasBf16Gemm();
 
 // C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float32
-// accumulation, on oneDNN's matmul (gemm_bf16.cc); shapes and leading
-// dimensions as in Gemm. Primitives are cached per shape and thread count.
+// accumulation, on oneDNN's matmul (gemm_bf16.cc) or, for products up to
+// 128 x 128 x 128 on CPUs with AVX512-BF16, the backend's own kernels
+// (gemm_bf16_small.cc: oneDNN's call costs as much as such a product);
+// shapes and leading dimensions as in Gemm. Primitives are cached per
+// shape and thread count.
 NABLA_API void GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
                         int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // The same with C rounded to bfloat16 (beta = 0: C is only written).
