@@ -202,7 +202,18 @@ BENCHMARK(BM_TileBf16)
     // T = 64 (the GPT's B = 16, 4 heads of 32): scores, P V, P^T dO.
     ->Args({64, 64, 32, 0, 1, 0, 0})
     ->Args({64, 32, 64, 0, 0, 0, 0})
-    ->Args({64, 32, 64, 1, 0, 0, 0});
+    ->Args({64, 32, 64, 1, 0, 0, 0})
+    // The GPT block's linear layers at B * T = 1024, D = 128 (as BM_Gemm's):
+    // forward, dX = dY W^T and dW = X^T dY of D -> D, D -> 4D and 4D -> D.
+    ->Args({1024, 128, 128, 0, 0, 0, 0})
+    ->Args({1024, 128, 128, 0, 1, 0, 0})
+    ->Args({128, 128, 1024, 1, 0, 0, 0})
+    ->Args({1024, 512, 128, 0, 0, 0, 0})
+    ->Args({1024, 128, 512, 0, 1, 0, 0})
+    ->Args({128, 512, 1024, 1, 0, 0, 0})
+    ->Args({1024, 128, 512, 0, 0, 0, 0})
+    ->Args({1024, 512, 128, 0, 1, 0, 0})
+    ->Args({512, 128, 1024, 1, 0, 0, 0});
 
 // 12 independent accumulators hide the FMA latency (4 cycles, 2 ports).
 constexpr int kAcc = 12;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "nabla/cpu/cpu.h"
@@ -26,7 +27,9 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // GCC 12 reports the undefined pass-through operand of its own shuffle
 // intrinsics as maybe uninitialized (GCC bug 105593, fixed in 13).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define NABLA_SMALL_GEMM_BF16 1
 #endif
