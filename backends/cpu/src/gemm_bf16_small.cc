@@ -55,11 +55,13 @@ namespace {
 // more rows, so each vector of B loaded serves more multiplies.
 constexpr int kNv = 4;
 constexpr int MrFor(int nv) { return nv == 4 ? 6 : nv == 3 ? 8 : nv == 2 ? 12 : 16; }
-// Up to 128 x 128 x 128 multiply-adds, the size below which SplitGemm
-// keeps a GEMM on one thread anyway; B's packed panels (k x 64 columns of
-// bfloat16 per group of kNv vectors, 16 KiB at k = 128) stay in L1.
+// Tiles: up to 128 x 128 x 128 multiply-adds, the size below which
+// SplitGemm keeps a GEMM on one thread anyway, with no edge over 256, so the
+// packed operands (at most 128 KiB each, kept per thread for the next call)
+// stay small; B's panels for one group of kNv vectors (k x 64 columns of
+// bfloat16, 16 KiB at k = 128) stay in L1.
 constexpr double kMaxMacs = 128.0 * 128.0 * 128.0;
-constexpr int64_t kMaxK = 256;
+constexpr int64_t kMaxEdge = 256;
 
 // Grows, never shrinks: packing overwrites what it uses.
 uint32_t* AtLeast(std::vector<uint32_t>& buf, int64_t n) {
@@ -192,7 +194,9 @@ bool CpuHasAvx512Bf16() {
 
 bool SmallGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
                    const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (k <= 0 || k > kMaxK || static_cast<double>(m) * n * k > kMaxMacs || !CpuHasAvx512Bf16()) return false;
+  if (k <= 0 || k > kMaxEdge || m > kMaxEdge || n > kMaxEdge || static_cast<double>(m) * n * k > kMaxMacs ||
+      !CpuHasAvx512Bf16())
+    return false;
   const int64_t kp = (k + 1) / 2, nb = (n + 15) / 16;
   thread_local std::vector<uint32_t> b_buf, a_buf;
   uint32_t* bp = AtLeast(b_buf, nb * kp * 16);

@@ -10,8 +10,8 @@ namespace nabla::cpu {
 // C = alpha * op(A) * op(B) + beta * C (float32 C, float32 accumulation of
 // exact bfloat16 products, as oneDNN's kernels on this ISA: VDPBF16PS), or
 // false, computing nothing, where the CPU lacks AVX512-BF16 or the product
-// is too large for its operands to stay in L1/L2 (oneDNN's packing then
-// pays for itself). beta == 0 never reads C.
+// is larger than a tile (over 128^3 multiply-adds or an edge over 256:
+// oneDNN's packing then pays for itself). beta == 0 never reads C.
 bool SmallGemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
                    int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
