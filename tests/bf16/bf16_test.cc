@@ -1040,8 +1040,11 @@ TEST(Bf16Kernels, BiasActivationBetweenGemmsRunsInBf16WithTheSameBits) {
     // The two casts around the activation go, and the one narrowing its
     // input's gradient (the fold removed the other one from both).
     EXPECT_EQ(plain_ops.size(), elided_ops.size() + 3) << ::testing::PrintToString(elided_ops);
-    for (const auto& s : elided_ops)
-      if (s.rfind("fused_elemwise_activation", 0) == 0) EXPECT_NE(s.find("h@BF16 "), std::string::npos) << s;
+    for (const auto& s : elided_ops) {
+      if (s.rfind("fused_elemwise_activation", 0) == 0) {
+        EXPECT_NE(s.find("h@BF16 "), std::string::npos) << s;
+      }
+    }
     for (const auto& [var, want] : plain) EXPECT_EQ(bf16.at(var), want) << var;
   }
 }
@@ -1089,10 +1092,12 @@ blocks:
   ApplyBf16MixedPrecision(p);
   if (elide) {
     EXPECT_GT(ElideBf16Casts(p, {"loss"}), 0u);
-    for (const auto& op : p.Root()->AllOps())
-      if (op->Type() == "elementwise_add" || op->Type() == "reshape")
+    for (const auto& op : p.Root()->AllOps()) {
+      if (op->Type() == "elementwise_add" || op->Type() == "reshape") {
         for (const auto& n : op->OutputArgumentNames())
           EXPECT_EQ(p.Root()->FindVar(n)->GetDType(), DType::kBFloat16) << op->Type() << " " << n;
+      }
+    }
   }
   AppendBackward(p, "loss", {}, {});
   FoldBf16Casts(p);

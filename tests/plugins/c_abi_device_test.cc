@@ -93,7 +93,9 @@ TEST_F(DevicePlugin, SkeletonRunsLikeTheCpu) {
     const op_case::Result dev = RunOps(ops, inputs, skeleton);
     EXPECT_EQ(dev.values, cpu.values) << DTypeName(dtype);
     for (const auto& [name, device] : dev.devices) EXPECT_EQ(device, &skeleton) << name;
-    if (dtype == DType::kFloat32) EXPECT_EQ(dev.values.at("w"), dev.values.at("z"));
+    if (dtype == DType::kFloat32) {
+      EXPECT_EQ(dev.values.at("w"), dev.values.at("z"));
+    }
   }
 }
 
