@@ -227,6 +227,33 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   return d;
 }
 
+// A causal tile that the diagonal crosses is cut into bands of kBand rows
+// (or, for the products over its rows, of kBand keys), each product only as
+// wide (or as deep) as what its band sees: in a 128 x 128 diagonal tile the
+// GEMMs then do 62.5 % of the tile's multiply-adds instead of all of them,
+// the zeros above the diagonal skipped. At the GPT's T = 256 two of a
+// head's three tiles are diagonal. A tile every row sees whole is one band.
+constexpr int64_t kBand = 32;
+
+// f(r0, r1, width): rows [r0, r1) of the tile see at most keys [0, width).
+template <typename F>
+void ForEachRowBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64_t nk, F&& f) {
+  if (d.Visible(i0, j0, nk) == nk) return f(int64_t{0}, nq, nk);
+  for (int64_t r0 = 0; r0 < nq; r0 += kBand) {
+    const int64_t r1 = std::min(nq, r0 + kBand);
+    f(r0, r1, d.Visible(i0 + r1 - 1, j0, nk));
+  }
+}
+
+// f(c0, c1, first): keys [c0, c1) of the tile are seen by rows [first, nq)
+// only (every row from the first that sees key c0 on).
+template <typename F>
+void ForEachKeyBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64_t nk, F&& f) {
+  if (d.Visible(i0, j0, nk) == nk) return f(int64_t{0}, nk, int64_t{0});
+  for (int64_t c0 = 0; c0 < nk; c0 += kBand)
+    f(c0, std::min(nk, c0 + kBand), std::clamp<int64_t>(j0 + c0 - d.offset - i0, 0, nq));
+}
+
 inline void ExpRow(const float* x, float shift, float* y, int64_t n) { cpu::ExpShifted(x, shift, y, n); }
 inline void ExpRow(const double* x, double shift, double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
@@ -441,12 +468,17 @@ const T* AsOperand(const A* tile, int64_t rows, int64_t ld, std::vector<T>& buf)
 }
 
 // s[nq x nk] (row stride d.ls) = scale * q[i0..] k[j0..]^T + attn_mask for
-// batch b, head h. Hidden (causal) entries are left as they are: callers
-// read only each row's Visible() prefix.
+// batch b, head h. Hidden (causal) entries are left as they are, unwritten
+// past each row band's width: callers read only each row's Visible() prefix.
+// Forward and backward score a tile by this one function, so the same bits.
 template <typename T, typename A = typename AccOf<T>::type>
 void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
             int64_t j0, int64_t nk, A* s) {
-  TileGemm(false, true, nq, nk, d.dim, static_cast<A>(d.scale), hd.Q(i0), hd.ldq, hd.K(j0), hd.ldk, A(0), s, d.ls);
+  ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
+    if (width > 0)
+      TileGemm(false, true, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.K(j0), hd.ldk,
+               A(0), s + r0 * d.ls, d.ls);
+  });
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
   for (int64_t r = 0; r < nq; ++r) {
@@ -616,8 +648,11 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
           }
           l[r] += sum;
         }
-        TileGemm(false, false, nq, d.dim_v, nk, A(1), AsOperand(s.data(), nq, d.ls, s_op), d.ls, hd.V(j0), hd.ldv, A(1),
-                 acc.data(), d.dim_v);
+        const T* s_used = AsOperand(s.data(), nq, d.ls, s_op);
+        ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
+          TileGemm(false, false, r1 - r0, d.dim_v, width, A(1), s_used + r0 * d.ls, d.ls, hd.V(j0), hd.ldv, A(1),
+                   acc.data() + r0 * d.dim_v, d.dim_v);
+        });
       }
       for (int64_t r = 0; r < nq; ++r) {
         A* arow = acc.data() + r * d.dim_v;
@@ -759,26 +794,44 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           }
           const T* dout_blk = dout_h + i0 * d.dim_v;
           const A* p_used = dropout.on ? pz.data() : p.data();
-          TileGemm(true, false, nk, d.dim_v, nq, A(1), AsOperand(p_used, nq, d.ls, p_op), d.ls, dout_blk, d.dim_v,
-                   beta_kv, gv.data() + j0 * d.dim_v, d.dim_v);
-          TileGemm(false, true, nq, nk, d.dim_v, A(1), dout_blk, d.dim_v, hd.V(j0), hd.ldv, A(0), dp.data(), d.ls);
+          // Key bands: dV's rows [c0, c1) sum over the query rows that see
+          // them, [first, nq); no such row (first == nq) is an empty sum.
+          const T* p_op_used = AsOperand(p_used, nq, d.ls, p_op);
+          ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t first) {
+            TileGemm(true, false, c1 - c0, d.dim_v, nq - first, A(1), p_op_used + first * d.ls + c0, d.ls,
+                     dout_blk + first * d.dim_v, d.dim_v, beta_kv, gv.data() + (j0 + c0) * d.dim_v, d.dim_v);
+          });
+          ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
+            if (width > 0)
+              TileGemm(false, true, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.V(j0), hd.ldv,
+                       A(0), dp.data() + r0 * d.ls, d.ls);
+          });
+          // dS past a row's visible keys is 0 (its P is): written as such,
+          // since dP is not computed there.
           for (int64_t r = 0; r < nq; ++r) {
             const A* prow = p.data() + r * d.ls;
             A* drow = dp.data() + r * d.ls;
             const A dot = row_dot[i0 + r];
+            const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
             if (dropout.on) {
               const A* zrow = z.data() + r * d.ls;
-              for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
+              for (int64_t c = 0; c < len; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
             } else {
-              for (int64_t c = 0; c < nk; ++c) drow[c] = prow[c] * (drow[c] - dot);
+              for (int64_t c = 0; c < len; ++c) drow[c] = prow[c] * (drow[c] - dot);
             }
+            std::fill(drow + len, drow + nk, A(0));
           }
           const A scale = static_cast<A>(d.scale);
           const T* ds = AsOperand(dp.data(), nq, d.ls, dp_op);
-          TileGemm(false, false, nq, d.dim, nk, scale, ds, d.ls, hd.K(j0), hd.ldk, beta_q, gq.data() + i0 * d.dim,
-                   d.dim);
-          TileGemm(true, false, nk, d.dim, nq, scale, ds, d.ls, hd.Q(i0), hd.ldq, beta_kv, gk.data() + j0 * d.dim,
-                   d.dim);
+          // Row bands of an empty width still run: beta_q 0 zeroes their rows.
+          ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
+            TileGemm(false, false, r1 - r0, d.dim, width, scale, ds + r0 * d.ls, d.ls, hd.K(j0), hd.ldk, beta_q,
+                     gq.data() + (i0 + r0) * d.dim, d.dim);
+          });
+          ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t first) {
+            TileGemm(true, false, c1 - c0, d.dim, nq - first, scale, ds + first * d.ls + c0, d.ls, hd.Q(i0 + first),
+                     hd.ldq, beta_kv, gk.data() + (j0 + c0) * d.dim, d.dim);
+          });
         }
       }
       const A* acc[3] = {gq.data(), gk.data(), gv.data()};
