@@ -131,6 +131,19 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {128, 128, 64, 0, 1},
     {128, 64, 128, 0, 0},
     {128, 64, 128, 1, 0},
+    // flash_attn's causal bands at head_dim 64: 32 query rows against the
+    // 32-128 keys they see (scores and dP, then P v and dS k), and 32 keys'
+    // rows of dV and dK over the 32-128 queries that see them.
+    {32, 32, 64, 0, 1},
+    {32, 64, 64, 0, 1},
+    {32, 96, 64, 0, 1},
+    {32, 128, 64, 0, 1},
+    {32, 64, 32, 0, 0},
+    {32, 64, 96, 0, 0},
+    {32, 64, 128, 0, 0},
+    {32, 64, 32, 1, 0},
+    {32, 64, 96, 1, 0},
+    {32, 64, 128, 1, 0},
 };
 
 void GemmArgs(benchmark::internal::Benchmark* b) {

@@ -15,7 +15,10 @@
 // dense scratch first (Head, PackRows) and accumulate its gradients densely,
 // because oneDNN takes dense tiles with its brgemm kernels and strided ones
 // with its older gemm (bfloat16 128 x 128 x 64 tiles: 270 against 330-360
-// GFLOP/s, gemm_bench's BM_TileBf16), which outweighs the copies.
+// GFLOP/s, gemm_bench's BM_TileBf16), which outweighs the copies. In
+// float32 k and v are also packed transposed (kKeysTransposed), so that no
+// tile product has a transposed B; a causal tile the diagonal crosses runs
+// as bands only as wide as what they see (ForEachRowBand).
 // causal: key j is visible to query i iff j <= i + (seq_k - seq_q), the
 // bottom-right alignment of FlashAttention 2.1 on, the plain lower triangle
 // when seq_q == seq_k. Tiles wholly above the diagonal are skipped and, inside
@@ -36,6 +39,8 @@
 #include <limits>
 #include <type_traits>
 #include <vector>
+
+#include <xmmintrin.h>
 
 #include "flash_attn.h"
 #include "nabla/cpu/vmath.h"
@@ -374,6 +379,11 @@ struct Head {
   const T* k = nullptr;
   const T* v = nullptr;
   int64_t q0 = 0, ldq = 0, ldk = 0, ldv = 0;
+  // float32: k and v also (or only) transposed, [dim][keys], so that the
+  // scores and dP are products of untransposed operands (kKeysTransposed).
+  const T* kt = nullptr;
+  const T* vt = nullptr;
+  int64_t ldkt = 0, ldvt = 0;
   const T* Q(int64_t i) const { return q + (i - q0) * ldq; }
   const T* K(int64_t j) const { return k + j * ldk; }
   const T* V(int64_t j) const { return v + j * ldv; }
@@ -421,17 +431,70 @@ const T* PackRows(const T* src, int64_t rows, int64_t width, int64_t ld, std::ve
   return dense;
 }
 
-// Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) dense.
+// The rows x cols matrix x (rows ldx apart) written transposed into y
+// (rows ldy apart): 4 x 4 blocks in SSE registers, the columns of x four
+// at a time so that y's rows are written in runs.
+inline void TransposeRows(const float* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
+  int64_t c = 0;
+  for (; c + 4 <= cols; c += 4) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      __m128 a = _mm_loadu_ps(x + r * ldx + c), b = _mm_loadu_ps(x + (r + 1) * ldx + c);
+      __m128 e = _mm_loadu_ps(x + (r + 2) * ldx + c), f = _mm_loadu_ps(x + (r + 3) * ldx + c);
+      _MM_TRANSPOSE4_PS(a, b, e, f);
+      _mm_storeu_ps(y + c * ldy + r, a);
+      _mm_storeu_ps(y + (c + 1) * ldy + r, b);
+      _mm_storeu_ps(y + (c + 2) * ldy + r, e);
+      _mm_storeu_ps(y + (c + 3) * ldy + r, f);
+    }
+    for (; r < rows; ++r)
+      for (int64_t i = 0; i < 4; ++i) y[(c + i) * ldy + r] = x[r * ldx + c + i];
+  }
+  for (; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) y[c * ldy + r] = x[r * ldx + c];
+}
+
+// float32 scores q k^T and dP = dO v^T as products of untransposed operands,
+// on k and v packed transposed: OpenBLAS's small kernels for a transposed
+// B are its slow ones (gemm_bench, one Zen 5 core, GFLOP/s: 32 x 128 x 64
+// 110 with B transposed, 210 without; flash_attn's causal bands are such
+// products). The transposing pack replaces the copy where the rows
+// themselves are not needed (k in forward, v in backward).
+template <typename T>
+constexpr bool kKeysTransposed = std::is_same_v<T, float>;
+
+// What of a head's k and v a kernel reads: as rows, transposed, or both.
+struct HeadParts {
+  bool k_rows = true, k_t = false, v_rows = true, v_t = false;
+};
+
+// Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) dense, or
+// transposed as `parts` asks where kKeysTransposed.
 template <typename T>
 Head<T> PackHead(const AttnDims& d, const T* q, const T* k, const T* v, int64_t b, int64_t h, int64_t i0, int64_t nq,
-                 int64_t nk, std::vector<T> (&buf)[3]) {
+                 int64_t nk, HeadParts parts, std::vector<T> (&buf)[5]) {
+  if constexpr (!kKeysTransposed<T>) parts = HeadParts{};
   Head<T> hd;
   hd.q = PackRows(q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), buf[0]);
-  hd.k = PackRows(k + d.KRow(b, 0, h), nk, d.dim, d.LdQK(), buf[1]);
-  hd.v = PackRows(v + d.VRow(b, 0, h), nk, d.dim_v, d.LdV(), buf[2]);
+  if (parts.k_rows) hd.k = PackRows(k + d.KRow(b, 0, h), nk, d.dim, d.LdQK(), buf[1]);
+  if (parts.v_rows) hd.v = PackRows(v + d.VRow(b, 0, h), nk, d.dim_v, d.LdV(), buf[2]);
   hd.q0 = i0;
   hd.ldq = hd.ldk = d.dim;
   hd.ldv = d.dim_v;
+  if constexpr (kKeysTransposed<T>) {
+    if (parts.k_t) {
+      T* kt = AtLeast(buf[3], nk * d.dim);
+      TransposeRows(k + d.KRow(b, 0, h), d.LdQK(), nk, d.dim, kt, nk);
+      hd.kt = kt;
+      hd.ldkt = nk;
+    }
+    if (parts.v_t) {
+      T* vt = AtLeast(buf[4], nk * d.dim_v);
+      TransposeRows(v + d.VRow(b, 0, h), d.LdV(), nk, d.dim_v, vt, nk);
+      hd.vt = vt;
+      hd.ldvt = nk;
+    }
+  }
   return hd;
 }
 
@@ -475,7 +538,10 @@ template <typename T, typename A = typename AccOf<T>::type>
 void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
             int64_t j0, int64_t nk, A* s) {
   ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-    if (width > 0)
+    if (width > 0 && hd.kt)
+      TileGemm(false, false, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.kt + j0, hd.ldkt,
+               A(0), s + r0 * d.ls, d.ls);
+    else if (width > 0)
       TileGemm(false, true, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.K(j0), hd.ldk,
                A(0), s + r0 * d.ls, d.ls);
   });
@@ -608,7 +674,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), m_new(kBlockQ), l(kBlockQ), z(kBlockK);
-    std::vector<T> s_op, packed[3], out_op;
+    std::vector<T> s_op, packed[5], out_op;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
       const int64_t b = bh / d.heads, h = bh % d.heads;
@@ -618,7 +684,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
       std::fill(l.begin(), l.end(), A(0));
       std::fill(acc.begin(), acc.end(), A(0));
       const int64_t key_end = d.KeyEnd(i0, nq);
-      const Head<T> hd = PackHead(d, q, k, v, b, h, i0, nq, key_end, packed);
+      const Head<T> hd = PackHead(d, q, k, v, b, h, i0, nq, key_end, {false, true, true, false}, packed);
       for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
         Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
@@ -744,12 +810,12 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
         gv(static_cast<size_t>(d.seq_k * d.dim_v));
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * d.ls : 0), pz(dropout.on ? kBlockQ * d.ls : 0);
-    std::vector<T> p_op, dp_op, packed[3], dout_buf, narrow_buf;
+    std::vector<T> p_op, dp_op, packed[5], dout_buf, narrow_buf;
     std::vector<A> wide_buf;  // never filled: wide gradients are copied as they are
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
-      const Head<T> hd = PackHead(d, q, k, v, b, h, 0, d.seq_q, d.seq_k, packed);
+      const Head<T> hd = PackHead(d, q, k, v, b, h, 0, d.seq_q, d.seq_k, {true, true, false, true}, packed);
       const T* dout_h = PackRows(dout + d.ORow(b, 0, h), d.seq_q, d.dim_v, d.LdV(), dout_buf);
       for (int64_t i = 0; i < d.seq_q; ++i) {
         row_dot[i] = DotOfRows(o + d.ORow(b, i, h), dout_h + i * d.dim_v, d.dim_v);
@@ -802,7 +868,10 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
                      dout_blk + first * d.dim_v, d.dim_v, beta_kv, gv.data() + (j0 + c0) * d.dim_v, d.dim_v);
           });
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-            if (width > 0)
+            if (width > 0 && hd.vt)
+              TileGemm(false, false, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.vt + j0,
+                       hd.ldvt, A(0), dp.data() + r0 * d.ls, d.ls);
+            else if (width > 0)
               TileGemm(false, true, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.V(j0), hd.ldv,
                        A(0), dp.data() + r0 * d.ls, d.ls);
           });
