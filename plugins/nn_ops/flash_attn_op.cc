@@ -12,13 +12,14 @@
 //    dQ += scale dS K, dK += scale dS^T Q.
 // Tiles are products of GEMMs (cpu::Gemm) on one head's rows. In the tensors
 // those rows are heads * head_dim apart; the kernels copy a head's rows into
-// dense scratch first (Head, PackRows) and accumulate its gradients densely,
-// because oneDNN takes dense tiles with its brgemm kernels and strided ones
-// with its older gemm (bfloat16 128 x 128 x 64 tiles: 270 against 330-360
-// GFLOP/s, gemm_bench's BM_TileBf16), which outweighs the copies. In
-// float32 k and v are also packed transposed (kKeysTransposed), so that no
-// tile product has a transposed B; a causal tile the diagonal crosses runs
-// as bands only as wide as what they see (ForEachRowBand).
+// dense scratch first (Head, PackRows) and accumulate its bfloat16
+// gradients densely (float32 ones where they lie), because oneDNN takes
+// dense tiles with its brgemm kernels and strided ones with its older gemm
+// (bfloat16 128 x 128 x 64 tiles: 270 against 330-360 GFLOP/s, gemm_bench's
+// BM_TileBf16), which outweighs the copies. In float32 k and v are also
+// packed transposed (kKeysTransposed), so that no tile product has a
+// transposed B; a causal tile the diagonal crosses runs as bands only as
+// wide as what they see (ForEachRowBand).
 // causal: key j is visible to query i iff j <= i + (seq_k - seq_q), the
 // bottom-right alignment of FlashAttention 2.1 on, the plain lower triangle
 // when seq_q == seq_k. Tiles wholly above the diagonal are skipped and, inside
