@@ -251,8 +251,8 @@ void ForEachRowBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64
   }
 }
 
-// f(c0, c1, first): keys [c0, c1) of the tile are seen by rows [first, nq)
-// only (every row from the first that sees key c0 on).
+// f(c0, c1, r0): keys [c0, c1) of the tile are seen by rows [r0, nq) only
+// (every row from the first that sees key c0 on).
 template <typename F>
 void ForEachKeyBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64_t nk, F&& f) {
   if (d.Visible(i0, j0, nk) == nk) return f(int64_t{0}, nk, int64_t{0});
@@ -803,8 +803,9 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   }
   if (!dq && !dk && !dv && !wide[0] && !wide[1] && !wide[2]) return;
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
-  // One task per (batch, head): it owns that head's rows of dq, dk and dv,
-  // accumulates them densely in its own scratch and writes them out once.
+  // One task per (batch, head): it owns that head's rows of dq, dk and dv
+  // and accumulates them in place (float32, float64) or densely in its own
+  // scratch, written out once (bfloat16, wide gradients).
   cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<A> p(kBlockQ * d.ls), dp(kBlockQ * d.ls), row_dot(d.seq_q), shift(d.seq_q), inv(d.seq_q);
     // Dense scratch for a head's gradients where they are not accumulated in
@@ -882,11 +883,11 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const T* dout_blk = dout_h + i0 * d.dim_v;
           const A* p_used = dropout.on ? pz.data() : p.data();
           // Key bands: dV's rows [c0, c1) sum over the query rows that see
-          // them, [first, nq); no such row (first == nq) is an empty sum.
+          // them, [r0, nq); no such row (r0 == nq) is an empty sum.
           const T* p_op_used = AsOperand(p_used, nq, d.ls, p_op);
-          ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t first) {
-            TileGemm(true, false, c1 - c0, d.dim_v, nq - first, A(1), p_op_used + first * d.ls + c0, d.ls,
-                     dout_blk + first * d.dim_v, d.dim_v, beta_kv, av + (j0 + c0) * lv, lv);
+          ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t r0) {
+            TileGemm(true, false, c1 - c0, d.dim_v, nq - r0, A(1), p_op_used + r0 * d.ls + c0, d.ls,
+                     dout_blk + r0 * d.dim_v, d.dim_v, beta_kv, av + (j0 + c0) * lv, lv);
           });
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
             if (width > 0 && hd.vt)
@@ -918,9 +919,9 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
             TileGemm(false, false, r1 - r0, d.dim, width, scale, ds + r0 * d.ls, d.ls, hd.K(j0), hd.ldk, beta_q,
                      aq + (i0 + r0) * lq, lq);
           });
-          ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t first) {
-            TileGemm(true, false, c1 - c0, d.dim, nq - first, scale, ds + first * d.ls + c0, d.ls, hd.Q(i0 + first),
-                     hd.ldq, beta_kv, ak + (j0 + c0) * lk, lk);
+          ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t r0) {
+            TileGemm(true, false, c1 - c0, d.dim, nq - r0, scale, ds + r0 * d.ls + c0, d.ls, hd.Q(i0 + r0), hd.ldq,
+                     beta_kv, ak + (j0 + c0) * lk, lk);
           });
         }
       }
