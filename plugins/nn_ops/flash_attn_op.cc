@@ -468,6 +468,10 @@ constexpr bool kKeysTransposed = std::is_same_v<T, float>;
 struct HeadParts {
   bool k_rows = true, k_t = false, v_rows = true, v_t = false;
 };
+// Forward: scores from k^T, out from v's rows. Backward: scores from k^T,
+// dQ from k's rows, dP from v^T.
+constexpr HeadParts kForwardParts{false, true, true, false};
+constexpr HeadParts kBackwardParts{true, true, false, true};
 
 // Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) dense, or
 // transposed as `parts` asks where kKeysTransposed.
@@ -513,6 +517,19 @@ inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
   cpu::GemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// c[rows x width] = alpha a[rows x depth] b[j0 .. j0 + width)^T for a head's
+// k or v: from its transposed pack bt (rows ldbt apart) where the head has
+// one (kKeysTransposed), else from its rows b. Nothing for width 0.
+template <typename T, typename A>
+void TimesRowsT(int64_t rows, int64_t width, int64_t depth, A alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+                const T* bt, int64_t ldbt, int64_t j0, A* c, int64_t ldc) {
+  if (width <= 0) return;
+  if (bt)
+    TileGemm(false, false, rows, width, depth, alpha, a, lda, bt + j0, ldbt, A(0), c, ldc);
+  else
+    TileGemm(false, true, rows, width, depth, alpha, a, lda, b + j0 * ldb, ldb, A(0), c, ldc);
+}
+
 // A tile of `rows` rows of `ld` accumulators as storage-type GEMM operands
 // (row stride ld): the tile itself when the types agree, else rounded into
 // `buf`.
@@ -539,12 +556,8 @@ template <typename T, typename A = typename AccOf<T>::type>
 void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
             int64_t j0, int64_t nk, A* s) {
   ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-    if (width > 0 && hd.kt)
-      TileGemm(false, false, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.kt + j0, hd.ldkt,
-               A(0), s + r0 * d.ls, d.ls);
-    else if (width > 0)
-      TileGemm(false, true, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.K(j0), hd.ldk,
-               A(0), s + r0 * d.ls, d.ls);
+    TimesRowsT(r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.k, hd.ldk, hd.kt, hd.ldkt, j0,
+               s + r0 * d.ls, d.ls);
   });
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
@@ -685,7 +698,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
       std::fill(l.begin(), l.end(), A(0));
       std::fill(acc.begin(), acc.end(), A(0));
       const int64_t key_end = d.KeyEnd(i0, nq);
-      const Head<T> hd = PackHead(d, q, k, v, b, h, i0, nq, key_end, {false, true, true, false}, packed);
+      const Head<T> hd = PackHead(d, q, k, v, b, h, i0, nq, key_end, kForwardParts, packed);
       for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
         Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
@@ -821,7 +834,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
-      const Head<T> hd = PackHead(d, q, k, v, b, h, 0, d.seq_q, d.seq_k, {true, true, false, true}, packed);
+      const Head<T> hd = PackHead(d, q, k, v, b, h, 0, d.seq_q, d.seq_k, kBackwardParts, packed);
       const T* dout_h = PackRows(dout + d.ORow(b, 0, h), d.seq_q, d.dim_v, d.LdV(), dout_buf);
       for (int64_t i = 0; i < d.seq_q; ++i) {
         row_dot[i] = DotOfRows(o + d.ORow(b, i, h), dout_h + i * d.dim_v, d.dim_v);
@@ -890,12 +903,8 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
                      dout_blk + r0 * d.dim_v, d.dim_v, beta_kv, av + (j0 + c0) * lv, lv);
           });
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-            if (width > 0 && hd.vt)
-              TileGemm(false, false, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.vt + j0,
-                       hd.ldvt, A(0), dp.data() + r0 * d.ls, d.ls);
-            else if (width > 0)
-              TileGemm(false, true, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.V(j0), hd.ldv,
-                       A(0), dp.data() + r0 * d.ls, d.ls);
+            TimesRowsT(r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.v, hd.ldv, hd.vt, hd.ldvt,
+                       j0, dp.data() + r0 * d.ls, d.ls);
           });
           // dS past a row's visible keys is 0 (its P is): written as such,
           // since dP is not computed there.
