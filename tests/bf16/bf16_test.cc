@@ -143,6 +143,20 @@ TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
           cpu::Gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, want.data(), n);
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_NEAR(Bf16ToFloat(low[i]), want[i], 1e-2f * (1e-2f + std::abs(want[i]))) << i;
+          // A bfloat16 C inside a wider one (with AMX: computed dense, then
+          // rounded into its rows).
+          const bfloat16 fence = FloatToBf16(7.0f);
+          std::vector<bfloat16> wide_low(m * ldc, fence);
+          cpu::GemmBf16(ta, tb, m, n, k, 1.0f, ab.data(), lda, bb.data(), ldb, wide_low.data(), ldc);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const float got_ij = Bf16ToFloat(wide_low[i * ldc + j]);
+              if (j < n)
+                ASSERT_NEAR(got_ij, want[i * n + j], 1e-2f * (1e-2f + std::abs(want[i * n + j])))
+                    << "strided bf16 C at " << i << "," << j;
+              else
+                ASSERT_EQ(got_ij, 7.0f) << "past n, row " << i;
+            }
         });
 }
 

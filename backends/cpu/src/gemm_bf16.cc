@@ -176,6 +176,73 @@ void WidenedGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
   }
 }
 
+// True where oneDNN's bfloat16 matmul runs on AMX tiles. Its brgemm kernels
+// then take a product only when A, B and C are all dense (oneDNN 2.6: any
+// leading dimension past the row gives gemm:jit, at a fifth of the rate:
+// a 128 x 512 x 256 block of the MLP's step, 2 threads, mul_grad 0.73 ms
+// at 1 thread and 3.1 ms at 2), and beat the backend's AVX512-BF16 tile
+// kernels 4-5x on dense tiles (gemm_bench BM_TileBf16, 128 x 64 x 128:
+// 417 against 76 GFLOP/s).
+bool HasAmxBf16() {
+  static const bool has = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+    return (isa & want) == want;
+  }();
+  return has;
+}
+
+// Below this many multiply-adds the backend's tile kernels stay ahead of
+// AMX even so, oneDNN's call costing more than the product (the GPT step's
+// flash_attn, 1 thread: its 64 x 64 x 32 tiles at B=16, T=64 2.3 ms on
+// oneDNN against 2.1 ms; its 32 x 128 x 64 bands at B=8, T=256 12.3 ms
+// against 14.4 with 300K here, 18.5 without AMX).
+constexpr double kAmxMinMacs = 192 * 1024;
+
+// rows x cols stored `ld` apart, copied dense into `buf`.
+const bfloat16* Densed(const bfloat16* x, int64_t rows, int64_t cols, int64_t ld, std::vector<bfloat16>& buf) {
+  buf.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(buf.data() + r * cols, x + r * ld, static_cast<size_t>(cols) * sizeof(bfloat16));
+  return buf.data();
+}
+
+// One block of an AMX product (see HasAmxBf16): strided operands are copied
+// dense first and a strided C is computed dense and then added in, so that
+// the block runs on the brgemm kernels (the copies are a k-th of the work).
+template <typename C>
+void DenseBlockBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
+                    const bfloat16* b, int64_t ldb, float beta, C* c, int64_t ldc) {
+  constexpr bool kBf16Out = std::is_same_v<C, bfloat16>;
+  thread_local std::vector<bfloat16> a_buf, b_buf;
+  thread_local std::vector<float> c_buf;
+  if (lda != (ta ? m : k)) {
+    a = ta ? Densed(a, k, m, lda, a_buf) : Densed(a, m, k, lda, a_buf);
+    lda = ta ? m : k;
+  }
+  if (ldb != (tb ? k : n)) {
+    b = tb ? Densed(b, n, k, ldb, b_buf) : Densed(b, k, n, ldb, b_buf);
+    ldb = tb ? k : n;
+  }
+  if (ldc == n) {
+    DnnlGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, kBf16Out, ldc, true);
+    return;
+  }
+  c_buf.resize(static_cast<size_t>(m * n));
+  DnnlGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c_buf.data(), false, n, true);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* p = c_buf.data() + i * n;
+    C* row = c + i * ldc;
+    if constexpr (kBf16Out) {
+      ConvertToBf16(p, row, n);  // beta is 0 for a bfloat16 C
+    } else if (beta == 0.0f) {
+      std::memcpy(row, p, static_cast<size_t>(n) * sizeof(float));
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] = p[j] + beta * row[j];
+    }
+  }
+}
+
 template <typename C>
 void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
                  const bfloat16* b, int64_t ldb, float beta, C* c, int64_t ldc) {
@@ -192,8 +259,20 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       }
     return;
   }
+  const bool amx = HasAmxBf16();
   if constexpr (std::is_same_v<C, float>)
-    if (SmallGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+    if (!(amx && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kAmxMinMacs) &&
+        SmallGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+      return;
+  if (amx) {
+    // Blocks of rows: A's and C's stay dense where the whole ones are.
+    SplitGemm(
+        ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+        [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b,
+            int64_t ldb, C* c, int64_t ldc) { DenseBlockBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); },
+        /*rows_only=*/true);
+    return;
+  }
   // One oneDNN call per block of C on the executor's threads, each with a
   // one-thread OpenMP team, as for float32 (blas.cc): a team of its own would
   // wake an OpenMP thread per call to fight the executor's idle TBB worker

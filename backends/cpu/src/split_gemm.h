@@ -21,14 +21,15 @@ inline constexpr double kSplitMacs = 2.0 * 1024 * 1024;
 inline constexpr int64_t kSplitAlign = 16;
 
 // Row-major C = op(A) * op(B) (+ beta * C, as `call` does it) cut along the
-// longer edge of C; `call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)`
+// longer edge of C, or with `rows_only` into blocks of rows (whole rows of C
+// stay dense); `call(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)`
 // computes one block.
 template <typename T, typename TC, typename Call>
 void SplitGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-               int64_t ldb, TC* c, int64_t ldc, Call&& call) {
+               int64_t ldb, TC* c, int64_t ldc, Call&& call, bool rows_only = false) {
   const int threads = tbb::this_task_arena::max_concurrency();
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool by_cols = n >= m;
+  const bool by_cols = !rows_only && n >= m;
   const int64_t edge = by_cols ? n : m;
   int64_t parts = std::min<int64_t>(threads, edge / kSplitAlign);
   if (threads <= 1 || macs < kSplitMacs || parts <= 1) {
