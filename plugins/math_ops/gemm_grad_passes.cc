@@ -110,17 +110,42 @@ size_t ShareTransposedWeights(ProgramDesc& program, const std::string& grad_type
   return changed;
 }
 
-// After the backward part (FuseGradOps): a weight read by k products gets k
+// After the backward part (FuseGradOps): a var read by k products gets k
 // partial gradients, which the backward builder renames and a sum adds: k
-// buffers of the weight's size written and read once more (the RNN's 31
-// steps: 2 MB for wh, 4 % of its step). Instead the first grad op writes
-// the gradient and each later one adds its product to it in place
-// (AccumulateY, a GEMM with beta 1): no buffer per step and no sum. Each
-// part must come from the Y@GRAD of a grad op of the same float32 Y, be
-// read by the sum alone and not be kept, and nothing between the first of
-// those grad ops and the sum may read or write the gradient.
-size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::string>& keep,
-                            const std::string& grad_type) {
+// buffers of the var's size written and read once more. Instead the first
+// grad op writes the gradient and each later one adds its product to it in
+// place (a GEMM with beta 1): no buffer per part and no sum.
+//  - Y (AccumulateY): a weight applied at every step of an unrolled RNN
+//    (its 31 steps: 2 MB for wh, 4 % of its step). Float32 2-D products.
+//  - X (AccumulateX, mul_grad only): an input several layers read, as the
+//    GPT block's q, k and v projections read ln1 (B=8, T=256: that 3-way
+//    sum 0.5 ms). Float32 X of any rank: its gradient is the product's C.
+// Each part must come from the grad slot of a grad op of the same float32
+// operand, be read by the sum alone and not be kept, and nothing between
+// the first of those grad ops and the sum may read or write the gradient.
+struct ChainSlot {
+  bool input;              // X's gradient, not Y's
+  const char* operand;     // "X" or "Y"
+  const char* grad;        // its gradient's output slot
+  const char* accumulate;  // the grad op's partial-gradient input
+};
+constexpr ChainSlot kChainY{false, "Y", "Y@GRAD", kAccumulateY};
+constexpr ChainSlot kChainX{true, "X", "X@GRAD", kAccumulateX};
+
+// The grad op's operands qualify for chaining `slot`'s gradient.
+bool ChainsSlot(const OpDesc& op, const BlockDesc& block, const ChainSlot& slot) {
+  if (!slot.input) return PlainProduct(op, block);
+  if (op.Type() != "mul_grad") return false;
+  for (const char* in : {"X", "Y", "Out@GRAD"}) {
+    if (op.Input(in).size() != 1) return false;
+    const VarDesc* v = block.FindVarRecursive(op.Input(in)[0]);
+    if (!v || v->GetDType() != DType::kFloat32) return false;
+  }
+  return true;
+}
+
+size_t ChainGradients(ProgramDesc& program, const std::unordered_set<std::string>& keep, const std::string& grad_type,
+                      const ChainSlot& slot) {
   BlockDesc& block = *program.Root();
   auto registry = CurrentRegistry();
   // Counted again after each rewrite: a chained gradient gains writers.
@@ -137,7 +162,7 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
     const std::string grad = sum.Output("Out")[0];
     if (writers[grad] != 1 || !is_float32(grad)) continue;
     std::vector<size_t> at;  // the grad op writing each part
-    std::string y;
+    std::string operand;
     for (const std::string& part : sum.Input("X")) {
       if (part == kEmptyVarName || keep.count(part) || readers[part] != 1 || writers[part] != 1 || !is_float32(part))
         break;
@@ -146,12 +171,17 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
       if (w == s) break;
       const OpDesc& op = *block.Op(w);
       // Float32 operands: the kernel that accumulates (a bf16 grad op also
-      // writes float32 parts, with force_fp32_output).
-      if (op.Type() != grad_type || !op.HasOutput("Y@GRAD") || op.Output("Y@GRAD") != std::vector<std::string>{part} ||
-          op.HasInput(kAccumulateY) || op.Input("Y").size() != 1 || op.Input("X").size() != 1 ||
-          (!y.empty() && op.Input("Y")[0] != y) || !PlainProduct(op, block))
+      // writes float32 Y parts, with force_fp32_output).
+      if (op.Type() != grad_type || !op.HasOutput(slot.grad) ||
+          op.Output(slot.grad) != std::vector<std::string>{part} || op.HasInput(slot.accumulate) ||
+          op.Input("Y").size() != 1 || op.Input("X").size() != 1 ||
+          (!operand.empty() && op.Input(slot.operand)[0] != operand) || !ChainsSlot(op, block, slot))
         break;
-      y = op.Input("Y")[0];
+      // The gradient is written in place while the op runs: it must not be
+      // one of the op's operands.
+      const auto ins = op.InputArgumentNames();
+      if (std::find(ins.begin(), ins.end(), grad) != ins.end()) break;
+      operand = op.Input(slot.operand)[0];
       at.push_back(w);
     }
     if (at.size() != sum.Input("X").size()) continue;
@@ -167,8 +197,8 @@ size_t ChainWeightGradients(ProgramDesc& program, const std::unordered_set<std::
     const std::vector<std::string> parts = sum.Input("X");
     for (size_t i = 0; i < at.size(); ++i) {
       OpDesc& op = *block.Op(at[i]);
-      op.SetOutput("Y@GRAD", {grad});
-      if (i > 0) op.SetInput(kAccumulateY, {grad});
+      op.SetOutput(slot.grad, {grad});
+      if (i > 0) op.SetInput(slot.accumulate, {grad});
     }
     block.RemoveOps(s, s + 1);
     for (const auto& part : parts) {
@@ -257,9 +287,10 @@ size_t ApplySgdInWeightGradients(ProgramDesc& program, const std::unordered_set<
 
 }  // namespace
 
-void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel) {
-  NABLA_ENFORCE(!ctx.HasInput(kAccumulateY), kUnimplemented, "the ", kernel, " kernel has no ", kAccumulateY,
-                " (FuseGradOps adds it to cpu programs with float32 gradients only)");
+void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel, bool x_only) {
+  for (const char* slot : {kAccumulateX, kAccumulateY})
+    NABLA_ENFORCE(!ctx.HasInput(slot) || (x_only && slot == kAccumulateY), kUnimplemented, "the ", kernel,
+                  " kernel has no ", slot, " (FuseGradOps adds it to cpu programs with float32 gradients only)");
 }
 
 double YGradScale(const ExecutionContext& ctx) {
@@ -284,7 +315,13 @@ ProgramPass ApplySgdInWeightGradientsPass(const std::string& grad_type) {
 ProgramPass ChainWeightGradientsPass(const std::string& grad_type) {
   return ProgramPass{"chain_weight_gradients",
                      [grad_type](ProgramDesc& program, const std::unordered_set<std::string>& keep) {
-                       return ChainWeightGradients(program, keep, grad_type);
+                       return ChainGradients(program, keep, grad_type, kChainY);
+                     }};
+}
+
+ProgramPass ChainInputGradientsPass() {
+  return ProgramPass{"chain_input_gradients", [](ProgramDesc& program, const std::unordered_set<std::string>& keep) {
+                       return ChainGradients(program, keep, "mul_grad", kChainX);
                      }};
 }
 

@@ -20,6 +20,13 @@ inline constexpr const char* kAccumulateYDoc =
     "written in place where both are one var (FuseGradOps chains a shared weight's grad ops through it instead "
     "of a sum); float32 and float64 on the cpu";
 
+// mul_grad's optional input for X@GRAD, as AccumulateY for Y@GRAD.
+inline constexpr const char* kAccumulateX = "AccumulateX";
+inline constexpr const char* kAccumulateXDoc =
+    "(Tensor, optional) a partial gradient of X: X@GRAD is then AccumulateX plus this op's gradient of X, "
+    "written in place where both are one var (FuseGradOps chains the grad ops of the products reading one "
+    "input through it instead of a sum); float32 and float64 on the cpu";
+
 // mul_grad's and matmul_grad's second optional input: with AccumulateY, the
 // op applies an sgd step, Y@GRAD = AccumulateY - LearningRate * (its
 // gradient of Y). FuseGradOps's apply_sgd_in_weight_gradients names the
@@ -35,16 +42,17 @@ inline constexpr const char* kSgdLearningRateDoc =
 // applies sgd.
 double YGradScale(const ExecutionContext& ctx);
 
-// Y@GRAD's data for a kernel that accumulates, holding AccumulateY: the
+// Y@GRAD's (or with kAccumulateX, X@GRAD's) data for a kernel that
+// accumulates, holding AccumulateY (AccumulateX): the
 // same tensor's buffer where both are one var (FuseGradOps's chain, which
 // lets nothing else touch the gradient between its links), else `dy`
 // allocated with `shape` and the partial sum copied in.
 template <typename T>
-T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape) {
-  const Tensor& acc = ctx.Input(kAccumulateY);
+T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape, const char* slot = kAccumulateY) {
+  const Tensor& acc = ctx.Input(slot);
   // No "op '...'" prefix: the dispatcher adds it after the program position.
-  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, kAccumulateY, " has shape ", ShapeToString(acc.GetShape()),
-                " but Y has ", ShapeToString(shape));
+  NABLA_ENFORCE(acc.GetShape() == shape, kInvalidArgument, slot, " has shape ", ShapeToString(acc.GetShape()),
+                " but the gradient it adds to has ", ShapeToString(shape));
   if (&acc == dy) return dy->MutableData<T>();
   const T* partial = acc.Data<T>();
   T* d = dy->Allocate<T>(ctx.GetDevice(), shape);
@@ -52,10 +60,11 @@ T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape
   return d;
 }
 
-// Throws for an op that names AccumulateY, from a kernel that does not
-// accumulate (opencl; bfloat16 without force_fp32_output): the partial sum
-// is never dropped silently.
-void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel);
+// Throws for an op that names AccumulateY or AccumulateX (only the latter
+// with `x_only`), from a kernel that does not accumulate (opencl; bfloat16
+// without force_fp32_output; bfloat16 X@GRAD): the partial sum is never
+// dropped silently.
+void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel, bool x_only = false);
 
 // Computes a weight that several `grad_type` ops read once transposed, so
 // each X@GRAD is a plain product (gemm_grad_passes.cc says when).
@@ -63,6 +72,9 @@ ProgramPass ShareTransposedWeightsPass(const std::string& grad_type);
 // Chains the partial gradients of a weight read by several `grad_type` ops
 // through AccumulateY instead of summing them.
 ProgramPass ChainWeightGradientsPass(const std::string& grad_type);
+// The same for an input read by several mul ops, through mul_grad's
+// AccumulateX.
+ProgramPass ChainInputGradientsPass();
 // Folds an sgd update of a weight into the `grad_type` op that computes its
 // whole gradient (AccumulateY and LearningRate).
 ProgramPass ApplySgdInWeightGradientsPass(const std::string& grad_type);

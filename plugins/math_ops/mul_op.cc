@@ -54,8 +54,13 @@ struct MulGradKernel {
     Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
     Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
     int64_t m = fx.rows, k = fx.cols, n = fy.cols;
-    if (Tensor* dx = ctx.Output("X@GRAD"))
-      cpu::Gemm(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(0), AllocOutput<T>(ctx, dx, x.GetShape()), k);
+    if (Tensor* dx = ctx.Output("X@GRAD")) {
+      // X@GRAD = AccumulateX + Out@GRAD * Y^T (FuseGradOps's chain of the
+      // products reading one input) or the product alone.
+      const bool acc = ctx.HasInput(kAccumulateX);
+      T* d = acc ? StartAccumulation<T>(ctx, dx, x.GetShape(), kAccumulateX) : AllocOutput<T>(ctx, dx, x.GetShape());
+      cpu::Gemm(false, true, m, k, n, T(1), dout, n, y.Data<T>(), n, T(acc ? 1 : 0), d, k);
+    }
     if (Tensor* dy = ctx.Output("Y@GRAD")) {
       if (!ctx.HasInput(kAccumulateY)) {
         cpu::Gemm(true, false, k, n, m, T(1), x.Data<T>(), k, dout, n, T(0), AllocOutput<T>(ctx, dy, y.GetShape()), n);
@@ -94,6 +99,7 @@ void MulBf16Kernel(const ExecutionContext& ctx) {
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {
   if (!ForcesFp32Output(ctx)) RefuseAccumulate(ctx, "bfloat16 (without force_fp32_output)");
+  RefuseAccumulate(ctx, "bfloat16", /*x_only=*/true);
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const bfloat16* dout = ctx.Input("Out@GRAD").Data<bfloat16>();
@@ -131,15 +137,17 @@ NABLA_REGISTER_OPS(mul) {
       .GradMaker<GradFromInputsMaker>()
       .RewritesAfterBackward(ShareTransposedWeightsPass("mul_grad"))
       .RewritesAfterBackward(ChainWeightGradientsPass("mul_grad"))
+      .RewritesAfterBackward(ChainInputGradientsPass())
       .RewritesAfterBackward(ApplySgdInWeightGradientsPass("mul_grad"))
       .GradCheck(CheckCase("matrix", {CheckInput("X", {3, 4}), CheckInput("Y", {4, 5})}))
       .GradCheck(CheckCase("flatten", {CheckInput("X", {2, 3, 4}), CheckInput("Y", {4, 2, 3})},
                            {{"x_num_col_dims", 2}, {"y_num_col_dims", 1}}))
       .GradCheck(CheckCase("only_x", {CheckInput("X", {2, 3}), NoCheck(CheckInput("Y", {3, 2}))}));
   registrar.DefaultGradOp("mul", __FILE__, __LINE__)
+      .Input(kAccumulateX, kAccumulateXDoc, kDispensable)
       .Input(kAccumulateY, kAccumulateYDoc, kDispensable)
       .Input(kSgdLearningRate, kSgdLearningRateDoc, kDispensable)
-      .UpdatesInPlace()  // Y@GRAD accumulates into AccumulateY
+      .UpdatesInPlace()  // X@GRAD and Y@GRAD accumulate into AccumulateX and AccumulateY
       .Attr<bool>(kForceFp32OutputAttr, false, kForceFp32GradsDoc)
       .InferShape(InferGemmGradShapes);
   RegisterCpuKernels<MulKernel, float, double>(registrar, "mul", __FILE__, __LINE__);

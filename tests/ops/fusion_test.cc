@@ -855,6 +855,117 @@ TEST(FuseGradOps, AChainedGradientIsNotChainedAgain) {
   for (const char* n : {"wh@GRAD", "twice"}) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
 }
 
+// An input read by three products (a GPT block's ln1 by its q, k and v
+// projections), of rank 3: its partial gradients are chained through
+// mul_grad's AccumulateX instead of summed.
+constexpr const char* kThreeReaders = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      xin: {shape: [2, 3, 4], dtype: float32}
+      wq: {shape: [4, 5], dtype: float32, persistable: true}
+      wk: {shape: [4, 5], dtype: float32, persistable: true}
+      wv: {shape: [4, 5], dtype: float32, persistable: true}
+    ops:
+      - {type: tanh, inputs: {X: [xin]}, outputs: {Out: [x]}}
+      - {type: mul, inputs: {X: [x], Y: [wq]}, outputs: {Out: [q]}, attrs: {x_num_col_dims: 2}}
+      - {type: mul, inputs: {X: [x], Y: [wk]}, outputs: {Out: [k]}, attrs: {x_num_col_dims: 2}}
+      - {type: mul, inputs: {X: [x], Y: [wv]}, outputs: {Out: [v]}, attrs: {x_num_col_dims: 2}}
+      - {type: elementwise_mul, inputs: {X: [q], Y: [k]}, outputs: {Out: [qk]}}
+      - {type: elementwise_add, inputs: {X: [qk], Y: [v]}, outputs: {Out: [s]}}
+      - {type: mean, inputs: {X: [s]}, outputs: {Out: [loss]}}
+)";
+
+TEST(FuseGradOps, InputGradientsOfSeveralProductsAccumulateInPlace) {
+  ProgramDesc plain = ParseProgram(kThreeReaders, "three_readers.yaml");
+  AppendBackward(plain, "loss");
+  ASSERT_EQ(CountOps(plain, "sum"), 1u);  // x@GRAD from 3 parts
+  ProgramDesc fused = plain;
+  FuseGradOps(fused, {"loss"});
+  VerifyProgram(fused, *CurrentRegistry());
+  EXPECT_EQ(CountOps(fused, "sum"), 0u);
+  std::vector<const OpDesc*> chain;
+  for (const auto& op : fused.Root()->AllOps())
+    if (op->Type() == "mul_grad") chain.push_back(op.get());
+  ASSERT_EQ(chain.size(), 3u);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    EXPECT_EQ(chain[i]->Output("X@GRAD"), std::vector<std::string>{"x@GRAD"}) << i;
+    EXPECT_EQ(chain[i]->HasInput("AccumulateX"), i > 0) << i;
+    if (i > 0) {
+      EXPECT_EQ(chain[i]->Input("AccumulateX"), std::vector<std::string>{"x@GRAD"});
+    }
+  }
+  EXPECT_FALSE(fused.Root()->HasVar("x@GRAD@RENAME@0"));
+  const Feeds feeds = {{"xin", {2, 3, 4}}, {"wq", {4, 5}}, {"wk", {4, 5}}, {"wv", {4, 5}}};
+  const std::vector<std::string> names = {"loss", "xin@GRAD", "wq@GRAD", "wk@GRAD", "wv@GRAD"};
+  auto want = RunWith(plain, feeds, 13, names);
+  auto got = RunWith(fused, feeds, 13, names);
+  for (const auto& n : names) ExpectNear(got[n], want[n], 1e-6, 1e-7, n);
+  for (int run = 0; run < 20; ++run) {  // the task graph orders the links
+    auto parallel = RunWith(fused, feeds, 13, names, 2);
+    for (const auto& n : names) ExpectNear(parallel[n], want[n], 1e-6, 1e-7, n);
+  }
+  // A part that is fetched keeps its value, so nothing is chained; nor in
+  // bfloat16, whose mul_grad does not accumulate X@GRAD.
+  ProgramDesc kept = plain;
+  std::string part;
+  for (const auto& op : kept.Root()->AllOps())
+    if (op->Type() == "sum") part = op->Input("X")[1];
+  FuseGradOps(kept, {"loss", part});
+  EXPECT_EQ(CountOps(kept, "sum"), 1u);
+  std::string low = kThreeReaders;
+  for (size_t at; (at = low.find("float32")) != std::string::npos;) low.replace(at, 7, "bfloat16");
+  ProgramDesc bf16 = ParseProgram(low, "three_readers_bf16.yaml");
+  AppendBackward(bf16, "loss");
+  FuseGradOps(bf16, {"loss"});
+  EXPECT_EQ(CountOps(bf16, "sum"), 1u);
+}
+
+// mul_grad's AccumulateX on its own: into another var and in place; the
+// bfloat16 kernel refuses it rather than dropping the partial sum.
+TEST(AccumulateX, MulGradAddsItsProductToThePartialGradient) {
+  const std::string text = R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [3, 2], dtype: float32}
+      y: {shape: [2, 4], dtype: float32}
+      g: {shape: [3, 4], dtype: float32}
+      acc: {shape: [3, 2], dtype: float32}
+      dx: {shape: [3, 2], dtype: float32}
+    ops:
+      - {type: mul_grad, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateX: [acc]}, outputs: {X@GRAD: [dx]}}
+      - {type: mul_grad, inputs: {X: [x], Y: [y], Out@GRAD: [g], AccumulateX: [acc]}, outputs: {X@GRAD: [acc]}}
+)";
+  ProgramDesc p = ParseProgram(text, "acc_x.yaml");
+  std::map<std::string, HostTensor> in;
+  auto out = RunWith(p, {{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}, {"acc", {3, 2}}}, 3, {"dx", "acc"}, 0, &in);
+  HostTensor want = in["acc"];  // acc + g y^T
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j) want.v[r * 2 + i] += in["g"].v[r * 4 + j] * in["y"].v[i * 4 + j];
+  ExpectNear(out["dx"], want, 1e-6, 1e-6, "dx");
+  ExpectNear(out["acc"], want, 1e-6, 1e-6, "acc in place");
+
+  std::string low = text;
+  for (size_t at; (at = low.find("float32")) != std::string::npos;) low.replace(at, 7, "bfloat16");
+  ProgramDesc b = ParseProgram(low, "acc_x_bf16.yaml");
+  Scope scope;
+  for (const auto& [name, shape] :
+       std::vector<std::pair<std::string, Shape>>{{"x", {3, 2}}, {"y", {2, 4}}, {"g", {3, 4}}, {"acc", {3, 2}}}) {
+    std::mt19937_64 rng(1);
+    ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kBFloat16, scope.Var(name)->GetTensor());
+  }
+  try {
+    CreateExecutor("sequential", HostDevice(), {})->Run(b, 0, scope);
+    ADD_FAILURE() << "the bfloat16 kernel ran with AccumulateX";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AccumulateX"), std::string::npos) << e.what();
+  }
+}
+
 // The grad ops' AccumulateY on its own: into another var, and in place.
 class AccumulateY : public ::testing::TestWithParam<std::string> {};
 
