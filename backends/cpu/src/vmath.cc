@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "nabla/cpu/cpu.h"
 #include "nabla/cpu/vmath.h"
 
@@ -120,6 +124,46 @@ constexpr float kCubic = 0.044715f;
 // core 0.046 -> 0.045 ms).
 constexpr int64_t kStage = 256;
 
+// r[i] = 1 / d[i] for the m <= kStage elements of d, each d[i] >= 1
+// (erfc's t; not for quotients whose result may be subnormal). With
+// AVX-512, VRCP14PS and one Newton step (within an ulp of the quotient)
+// rather than VDIVPS, whose throughput (16 lanes in about 16 cycles) was a
+// third of gelu's time: 2M elements on a Sapphire Rapids core, gelu 1.77 ->
+// 1.2 ms, its gradient 2.5 -> 1.9. The tail is masked, so an element's
+// bits do not depend on where the blocks fall. d is clamped to 2^100,
+// whose reciprocal (t ~ 1e-30) leaves the results as 0 does (infinite x).
+// Picked once, as Vectorized picks: one call per block.
+using ReciprocalFn = void (*)(const float*, float*, int64_t);
+void ReciprocalDivide(const float* d, float* r, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) r[i] = 1.0f / d[i];
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx512f,fma"))) void ReciprocalNewton(const float* d, float* r, int64_t m) {
+  const __m512 one = _mm512_set1_ps(1.0f), cap = _mm512_set1_ps(1.2676506e30f);
+  for (int64_t i = 0; i < m; i += 16) {
+    const __mmask16 k = m - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (m - i)) - 1);
+    // The masked forms with a source: GCC 12 warns about the plain ones'
+    // undefined source (-Wmaybe-uninitialized).
+    const __mmask16 all = 0xffff;
+    const __m512 in = _mm512_mask_loadu_ps(one, k, d + i);
+    const __m512 x = _mm512_mask_min_ps(in, all, in, cap);
+    const __m512 r0 = _mm512_mask_rcp14_ps(x, all, x);
+    const __m512 e = _mm512_fnmadd_ps(x, r0, one);  // 1 - x r0
+    _mm512_mask_storeu_ps(r + i, k, _mm512_fmadd_ps(r0, e, r0));
+  }
+}
+#endif
+ReciprocalFn PickReciprocal() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (DetectIsa() == Isa::kAvx512) return ReciprocalNewton;
+#endif
+  return ReciprocalDivide;
+}
+inline void Reciprocal(const float* d, float* r, int64_t m) {
+  static const ReciprocalFn f = PickReciprocal();
+  f(d, r, m);
+}
+
 // Phi(x), the standard normal CDF, as 1 - erfc(z) / 2 or erfc(-z) / 2 with
 // z = x / sqrt(2) (never 1 + erf: the left tail keeps its relative
 // accuracy), for the m <= kStage elements of x. erfc(z) for z >= 0 is the
@@ -130,8 +174,9 @@ inline void NormalCdfBlock(const float* x, int64_t m, float* cdf, float* gauss) 
   float z[kStage], t[kStage], p[kStage];
   for (int64_t i = 0; i < m; ++i) {
     z[i] = std::abs(x[i]) * kSqrtHalf;
-    t[i] = 1.0f / (1.0f + 0.5f * z[i]);
+    p[i] = 1.0f + 0.5f * z[i];
   }
+  Reciprocal(p, t, m);
   for (int64_t i = 0; i < m; ++i) {
     const float ti = t[i];
     float q = 0.17087277f;
@@ -161,6 +206,7 @@ inline void TanhFormCdfBlock(const float* x, int64_t m, float* cdf) {
     const float u = kSqrt2OverPi * (x[i] + kCubic * x[i] * x[i] * x[i]);
     e[i] = FastExp(-2.0f * u);
   }
+  // A quotient: 1 + e reaches 1.6e38, whose reciprocal is subnormal.
   for (int64_t i = 0; i < m; ++i) cdf[i] = 1.0f / (1.0f + e[i]);
 }
 
