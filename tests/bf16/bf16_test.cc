@@ -161,8 +161,10 @@ TEST(GemmBf16, MatchesFloat32OnRoundedOperands) {
 }
 
 // Small products (flash_attn's tiles) run on the backend's own AVX512-BF16
-// kernels where the CPU has them: every edge of their blocking (6 rows, 16
-// and 64 columns, pairs of k, an odd k), strided operands and C, each
+// kernels where the CPU has them (AMX tiles where it has those; ctest runs
+// this suite again with NABLA_AMX=0 for the others): every edge of their
+// blocking (6 rows, 16 and 64 columns, pairs of k, an odd k; AMX's 32-row,
+// 32-column and 32-element blocks), strided operands and C, each
 // transpose. Operands sit in vectors of their exact size, so a read past one
 // is an ASan failure; C beyond n and a beta = 0 C full of NaN show what is
 // written and read. Against float64 sums of the exact bf16 products.
@@ -172,8 +174,8 @@ TEST(GemmBf16, SmallProductsAtEveryEdgeOfTheBlocking) {
   std::mt19937 gen(5);
   std::normal_distribution<float> d;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t m : {1, 6, 7, 13, 64})
-    for (int64_t n : {1, 16, 17, 63, 80})
+  for (int64_t m : {1, 6, 7, 13, 33, 64})
+    for (int64_t n : {1, 16, 17, 32, 63, 80})
       for (int64_t k : {1, 2, 3, 32, 71, 128})
         for (int t = 0; t < 4; ++t) {
           const bool ta = t & 1, tb = t & 2;
@@ -187,11 +189,14 @@ TEST(GemmBf16, SmallProductsAtEveryEdgeOfTheBlocking) {
           auto bt = [&](int64_t p, int64_t j) { return Bf16ToFloat(tb ? b[j * ldb + p] : b[p * ldb + j]); };
           std::vector<float> c0(m * ldc);
           for (auto& x : c0) x = d(gen);
-          for (float beta : {0.0f, -1.5f}) {
+          // alpha 1 with beta 0 or 1: the AMX kernel's blocks inside C go
+          // to and from C's own tiles.
+          for (auto [alpha, beta] :
+               {std::pair{0.5f, 0.0f}, std::pair{0.5f, -1.5f}, std::pair{1.0f, 0.0f}, std::pair{1.0f, 1.0f}}) {
             std::vector<float> c = c0;
             if (beta == 0.0f)
               for (int64_t i = 0; i < m; ++i) std::fill_n(c.begin() + i * ldc, n, nan);
-            cpu::GemmBf16(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+            cpu::GemmBf16(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
             for (int64_t i = 0; i < m; ++i) {
               for (int64_t j = 0; j < n; ++j) {
                 double sum = 0, mag = 0;
@@ -199,9 +204,9 @@ TEST(GemmBf16, SmallProductsAtEveryEdgeOfTheBlocking) {
                   sum += static_cast<double>(at(i, p)) * bt(p, j);
                   mag += std::abs(static_cast<double>(at(i, p)) * bt(p, j));
                 }
-                const double want = 0.5 * sum + beta * static_cast<double>(c0[i * ldc + j]);
+                const double want = alpha * sum + beta * static_cast<double>(c0[i * ldc + j]);
                 ASSERT_NEAR(c[i * ldc + j], want, 1e-6 * (k + 2) * (mag + std::abs(want)) + 1e-30)
-                    << "beta " << beta << " at " << i << "," << j;
+                    << "alpha " << alpha << " beta " << beta << " at " << i << "," << j;
               }
               for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << "past n, row " << i;
             }

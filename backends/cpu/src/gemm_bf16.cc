@@ -180,9 +180,8 @@ void WidenedGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
 // then take a product only when A, B and C are all dense (oneDNN 2.6: any
 // leading dimension past the row gives gemm:jit, at a fifth of the rate:
 // a 128 x 512 x 256 block of the MLP's step, 2 threads, mul_grad 0.73 ms
-// at 1 thread and 3.1 ms at 2), and beat the backend's AVX512-BF16 tile
-// kernels 4-5x on dense tiles (gemm_bench BM_TileBf16, 128 x 64 x 128:
-// 417 against 76 GFLOP/s).
+// at 1 thread and 3.1 ms at 2). Products up to a tile run on the
+// backend's own AMX kernel (gemm_bf16_small.cc) before this.
 bool HasAmxBf16() {
   static const bool has = [] {
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
@@ -191,13 +190,6 @@ bool HasAmxBf16() {
   }();
   return has;
 }
-
-// Below this many multiply-adds the backend's tile kernels stay ahead of
-// AMX even so, oneDNN's call costing more than the product (the GPT step's
-// flash_attn, 1 thread: its 64 x 64 x 32 tiles at B=16, T=64 2.3 ms on
-// oneDNN against 2.1 ms; its 32 x 128 x 64 bands at B=8, T=256 12.3 ms
-// against 14.4 with 300K here, 18.5 without AMX).
-constexpr double kAmxMinMacs = 192 * 1024;
 
 // rows x cols stored `ld` apart, copied dense into `buf`.
 const bfloat16* Densed(const bfloat16* x, int64_t rows, int64_t cols, int64_t ld, std::vector<bfloat16>& buf) {
@@ -259,12 +251,9 @@ void RunGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       }
     return;
   }
-  const bool amx = HasAmxBf16();
   if constexpr (std::is_same_v<C, float>)
-    if (!(amx && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kAmxMinMacs) &&
-        SmallGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-      return;
-  if (amx) {
+    if (SmallGemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  if (HasAmxBf16()) {
     // Blocks of rows: A's and C's stay dense where the whole ones are.
     SplitGemm(
         ta, tb, m, n, k, a, lda, b, ldb, c, ldc,

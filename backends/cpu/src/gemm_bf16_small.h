@@ -1,6 +1,6 @@
 #pragma once
-// Small bfloat16 GEMMs (flash_attn's tiles) on AVX512-BF16 micro-kernels of
-// our own. Private to the CPU backend; GemmBf16 tries it before oneDNN.
+// Small bfloat16 GEMMs (flash_attn's tiles) on AVX512-BF16 or AMX
+// micro-kernels of our own. Private to the CPU backend; GemmBf16 tries it before oneDNN.
 #include <cstdint>
 
 #include "nabla/types.h"
@@ -8,7 +8,8 @@
 namespace nabla::cpu {
 
 // C = alpha * op(A) * op(B) + beta * C (float32 C, float32 accumulation of
-// exact bfloat16 products, as oneDNN's kernels on this ISA: VDPBF16PS), or
+// exact bfloat16 products, as oneDNN's kernels on this ISA: VDPBF16PS, or
+// AMX's TDPBF16PS where the CPU has it, NABLA_AMX=0 ruling it out), or
 // false, computing nothing, where the CPU lacks AVX512-BF16 or the product
 // is larger than a tile (over 128^3 multiply-adds or an edge over 256:
 // oneDNN's packing then pays for itself). beta == 0 never reads C.

@@ -110,8 +110,8 @@ NABLA_API bool HasBf16Gemm();
 
 // C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float32
 // accumulation, on oneDNN's matmul (gemm_bf16.cc) or, for tiles (up to
-// 128 x 128 x 128 multiply-adds, no edge over 256; with AMX, under 192K)
-// with a float32 C on CPUs with AVX512-BF16, the backend's own kernels
+// 128 x 128 x 128 multiply-adds, no edge over 256) with a float32 C on CPUs
+// with AVX512-BF16, the backend's own kernels, on AMX where the CPU has it
 // (gemm_bf16_small.cc: oneDNN's call costs as much as such a product);
 // shapes and leading dimensions as in Gemm. Primitives are cached per
 // shape and thread count.
