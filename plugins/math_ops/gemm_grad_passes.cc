@@ -119,10 +119,13 @@ size_t ShareTransposedWeights(ProgramDesc& program, const std::string& grad_type
 //    (its 31 steps: 2 MB for wh, 4 % of its step). Float32 2-D products.
 //  - X (AccumulateX, mul_grad only): an input several layers read, as the
 //    GPT block's q, k and v projections read ln1 (B=8, T=256: that 3-way
-//    sum 0.5 ms). Float32 X of any rank: its gradient is the product's C.
-// Each part must come from the grad slot of a grad op of the same float32
-// operand, be read by the sum alone and not be kept, and nothing between
-// the first of those grad ops and the sum may read or write the gradient.
+//    sum 0.5 ms). X of any rank: its gradient is the product's C; float32,
+//    or bfloat16 with float32 gradients.
+// Each part must come from the grad slot of a grad op (for Y, of the same
+// weight; for X, of any input: the bf16 pass gives each reader of a var its
+// own cast of it), be read by the sum alone and not be kept, and nothing
+// between the first of those grad ops and the sum may read or write the
+// gradient.
 struct ChainSlot {
   bool input;              // X's gradient, not Y's
   const char* operand;     // "X" or "Y"
@@ -136,10 +139,13 @@ constexpr ChainSlot kChainX{true, "X", "X@GRAD", kAccumulateX};
 bool ChainsSlot(const OpDesc& op, const BlockDesc& block, const ChainSlot& slot) {
   if (!slot.input) return PlainProduct(op, block);
   if (op.Type() != "mul_grad") return false;
+  // Float32 operands, or bfloat16 ones whose gradients are written in
+  // float32 (force_fp32_output, the bf16 fold's).
+  const bool fp32_grads = op.HasAttr(kForceFp32OutputAttr) && op.Attr<bool>(kForceFp32OutputAttr);
   for (const char* in : {"X", "Y", "Out@GRAD"}) {
     if (op.Input(in).size() != 1) return false;
     const VarDesc* v = block.FindVarRecursive(op.Input(in)[0]);
-    if (!v || v->GetDType() != DType::kFloat32) return false;
+    if (!v || (v->GetDType() != DType::kFloat32 && !(fp32_grads && v->GetDType() == DType::kBFloat16))) return false;
   }
   return true;
 }
@@ -175,12 +181,14 @@ size_t ChainGradients(ProgramDesc& program, const std::unordered_set<std::string
       if (op.Type() != grad_type || !op.HasOutput(slot.grad) ||
           op.Output(slot.grad) != std::vector<std::string>{part} || op.HasInput(slot.accumulate) ||
           op.Input("Y").size() != 1 || op.Input("X").size() != 1 ||
-          (!operand.empty() && op.Input(slot.operand)[0] != operand) || !ChainsSlot(op, block, slot))
+          (!slot.input && !operand.empty() && op.Input(slot.operand)[0] != operand) || !ChainsSlot(op, block, slot))
         break;
       // The gradient is written in place while the op runs: it must not be
-      // one of the op's operands.
+      // one of the op's operands, and has the operand's shape.
       const auto ins = op.InputArgumentNames();
       if (std::find(ins.begin(), ins.end(), grad) != ins.end()) break;
+      const VarDesc* ov = block.FindVarRecursive(op.Input(slot.operand)[0]);
+      if (!ov || ov->GetShape() != block.FindVarRecursive(grad)->GetShape()) break;
       operand = op.Input(slot.operand)[0];
       at.push_back(w);
     }
@@ -287,10 +295,10 @@ size_t ApplySgdInWeightGradients(ProgramDesc& program, const std::unordered_set<
 
 }  // namespace
 
-void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel, bool x_only) {
+void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel) {
   for (const char* slot : {kAccumulateX, kAccumulateY})
-    NABLA_ENFORCE(!ctx.HasInput(slot) || (x_only && slot == kAccumulateY), kUnimplemented, "the ", kernel,
-                  " kernel has no ", slot, " (FuseGradOps adds it to cpu programs with float32 gradients only)");
+    NABLA_ENFORCE(!ctx.HasInput(slot), kUnimplemented, "the ", kernel, " kernel has no ", slot,
+                  " (FuseGradOps adds it to cpu programs with float32 gradients only)");
 }
 
 double YGradScale(const ExecutionContext& ctx) {

@@ -60,11 +60,10 @@ T* StartAccumulation(const ExecutionContext& ctx, Tensor* dy, const Shape& shape
   return d;
 }
 
-// Throws for an op that names AccumulateY or AccumulateX (only the latter
-// with `x_only`), from a kernel that does not accumulate (opencl; bfloat16
-// without force_fp32_output; bfloat16 X@GRAD): the partial sum is never
-// dropped silently.
-void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel, bool x_only = false);
+// Throws for an op that names AccumulateY or AccumulateX, from a kernel
+// that does not accumulate (opencl; bfloat16 without force_fp32_output):
+// the partial sum is never dropped silently.
+void RefuseAccumulate(const ExecutionContext& ctx, const char* kernel);
 
 // Computes a weight that several `grad_type` ops read once transposed, so
 // each X@GRAD is a plain product (gemm_grad_passes.cc says when).

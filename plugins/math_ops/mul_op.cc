@@ -99,15 +99,19 @@ void MulBf16Kernel(const ExecutionContext& ctx) {
 
 void MulGradBf16Kernel(const ExecutionContext& ctx) {
   if (!ForcesFp32Output(ctx)) RefuseAccumulate(ctx, "bfloat16 (without force_fp32_output)");
-  RefuseAccumulate(ctx, "bfloat16", /*x_only=*/true);
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const bfloat16* dout = ctx.Input("Out@GRAD").Data<bfloat16>();
   Flat2D fx = Flatten(x.GetShape(), ctx.Attr<int>("x_num_col_dims"));
   Flat2D fy = Flatten(y.GetShape(), ctx.Attr<int>("y_num_col_dims"));
   int64_t m = fx.rows, k = fx.cols, n = fy.cols;
-  if (Tensor* dx = ctx.Output("X@GRAD"))
+  Tensor* dx = ctx.Output("X@GRAD");
+  if (dx && ctx.HasInput(kAccumulateX)) {  // float32 (above): as the float32 kernel
+    float* d = StartAccumulation<float>(ctx, dx, x.GetShape(), kAccumulateX);
+    cpu::GemmBf16(false, true, m, k, n, 1.0f, dout, n, y.Data<bfloat16>(), n, 1.0f, d, k);
+  } else if (dx) {
     GemmBf16Into(ctx, dx, x.GetShape(), false, true, m, k, n, dout, n, y.Data<bfloat16>(), n);
+  }
   Tensor* dy = ctx.Output("Y@GRAD");
   if (dy && ctx.HasInput(kAccumulateY)) {  // float32 (above): as the float32 kernel
     float* d = StartAccumulation<float>(ctx, dy, y.GetShape());

@@ -22,6 +22,7 @@
 #include "nabla/backward.h"
 #include "nabla/cpu/cpu.h"
 #include "nabla/executor.h"
+#include "nabla/fusion.h"
 #include "nabla/mixed_precision.h"
 #include "nabla/npy.h"
 #include "nabla/op_registry.h"
@@ -418,6 +419,56 @@ TEST_F(Bf16Pass, GemmGradientsWriteFloat32AfterTheFold) {
   VerifyProgram(p, *CurrentRegistry());
   for (const auto& [param, grad] : pg) EXPECT_EQ(DTypeOf(p, grad), DType::kFloat32) << grad;
   EXPECT_EQ(FoldBf16Casts(p), 0u);  // idempotent
+}
+
+// After the fold, t's two float32 gradient parts (from the two bf16
+// mul_grads reading it) are chained through AccumulateX, as in float32,
+// with the same values as the sum.
+TEST_F(Bf16Pass, FoldedInputGradientsChainInPlace) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  ProgramDesc p = Mlp();
+  ApplyBf16MixedPrecision(p);
+  AppendBackward(p, "loss", {}, {});
+  FoldBf16Casts(p);
+  InferProgram(p);
+  ProgramDesc fused = p;
+  FuseGradOps(fused, {"loss"});
+  VerifyProgram(fused, *CurrentRegistry());
+  std::vector<const OpDesc*> chain;
+  for (const auto& op : fused.Root()->AllOps())
+    if (op->Type() == "mul_grad" && op->HasOutput("X@GRAD") &&
+        op->Output("X@GRAD") == std::vector<std::string>{"t@GRAD"})
+      chain.push_back(op.get());
+  ASSERT_EQ(chain.size(), 2u) << ::testing::PrintToString(Ops(fused));
+  EXPECT_FALSE(chain[0]->HasInput("AccumulateX"));
+  EXPECT_EQ(chain[1]->Input("AccumulateX"), std::vector<std::string>{"t@GRAD"});
+  auto run = [](const ProgramDesc& prog) {
+    Scope scope;
+    std::mt19937 gen(9);
+    std::normal_distribution<float> d;
+    float* x = scope.Var("x")->GetTensor().Allocate<float>(HostDevice(), {6, 8});
+    for (int i = 0; i < 48; ++i) x[i] = d(gen);
+    int64_t* label = scope.Var("label")->GetTensor().Allocate<int64_t>(HostDevice(), {6, 1});
+    for (int i = 0; i < 6; ++i) label[i] = i % 3;
+    for (const auto& [w, shape] : std::vector<std::pair<std::string, Shape>>{{"w1", {8, 4}}, {"w2", {4, 3}}}) {
+      float* v = scope.Var(w)->GetTensor().Allocate<float>(HostDevice(), shape);
+      for (int64_t i = 0; i < shape[0] * shape[1]; ++i) v[i] = 0.5f * d(gen);
+    }
+    CreateExecutor("sequential", HostDevice())->Run(prog, 0, scope);
+    std::map<std::string, std::vector<float>> out;
+    for (const char* n : {"w1@GRAD", "w2@GRAD", "t@GRAD"}) {
+      const Tensor& t = scope.FindVar(n)->GetTensor();
+      out[n].assign(t.Data<float>(), t.Data<float>() + t.Numel());
+    }
+    return out;
+  };
+  cpu::InitCpuBackend();
+  const auto want = run(p), got = run(fused);
+  for (const auto& [name, values] : want) {
+    ASSERT_EQ(got.at(name).size(), values.size()) << name;
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_NEAR(got.at(name)[i], values[i], 1e-6f * (1 + std::abs(values[i]))) << name << " " << i;
+  }
 }
 
 TEST_F(Bf16Pass, FoldsOnlyWhereTheCastIsTheOnlyReader) {

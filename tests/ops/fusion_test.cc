@@ -906,8 +906,8 @@ TEST(FuseGradOps, InputGradientsOfSeveralProductsAccumulateInPlace) {
     auto parallel = RunWith(fused, feeds, 13, names, 2);
     for (const auto& n : names) ExpectNear(parallel[n], want[n], 1e-6, 1e-7, n);
   }
-  // A part that is fetched keeps its value, so nothing is chained; nor in
-  // bfloat16, whose mul_grad does not accumulate X@GRAD.
+  // A part that is fetched keeps its value, so nothing is chained; nor are
+  // bfloat16 gradients (without the bf16 fold's force_fp32_output).
   ProgramDesc kept = plain;
   std::string part;
   for (const auto& op : kept.Root()->AllOps())
@@ -923,7 +923,8 @@ TEST(FuseGradOps, InputGradientsOfSeveralProductsAccumulateInPlace) {
 }
 
 // mul_grad's AccumulateX on its own: into another var and in place; the
-// bfloat16 kernel refuses it rather than dropping the partial sum.
+// bfloat16 kernel without force_fp32_output refuses it rather than
+// dropping the partial sum.
 TEST(AccumulateX, MulGradAddsItsProductToThePartialGradient) {
   const std::string text = R"(format: nabla-program/1
 blocks:
