@@ -16,7 +16,9 @@
 // gradients densely (float32 ones where they lie), because oneDNN takes
 // dense tiles with its brgemm kernels and strided ones with its older gemm
 // (bfloat16 128 x 128 x 64 tiles: 270 against 330-360 GFLOP/s, gemm_bench's
-// BM_TileBf16), which outweighs the copies. In float32 k and v are also
+// BM_TileBf16), which outweighs the copies. (bfloat16 tiles now run on the
+// backend's own kernels, AVX512-BF16 or AMX, which pack B either way and
+// read a dense A in place on AVX512-BF16.) In float32 k and v are also
 // packed transposed (kKeysTransposed), so that no tile product has a
 // transposed B; a causal tile the diagonal crosses runs as bands only as
 // wide as what they see (ForEachRowBand).
