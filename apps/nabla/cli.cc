@@ -28,10 +28,8 @@ constexpr CommandFactory kCommands[] = {
 
 std::string VersionString() {
   return StrCat("nabla ", NABLA_VERSION, " (OpenBLAS kernels: ", cpu::BlasCoreName(), ", gemm: ", cpu::GemmPolicy(),
-                ", bf16: ",
-                cpu::HasBf16Gemm() ? "onednn, tiles to 128^3 on nabla's avx512_bf16 kernels"
-                                   : "none on this CPU (precision bf16 runs fp32)",
-                ", plugin C API ", NABLA_C_API_VERSION, ", plugin ABI ", ExpectedAbiTag(), ")");
+                ", bf16: ", cpu::Bf16Policy(), ", plugin C API ", NABLA_C_API_VERSION, ", plugin ABI ",
+                ExpectedAbiTag(), ")");
 }
 
 void AddOption(CLI::App& sub, const OptionSpec& spec) {

@@ -131,6 +131,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ConvertFromBf1
 #ifndef NABLA_WITH_DNNL
 
 bool HasBf16Gemm() { return false; }
+std::string Bf16Policy() { return "none (built without oneDNN: precision bf16 runs fp32)"; }
 DnnlThreadBudget::DnnlThreadBudget() : want_(1), granted_(1) {}
 DnnlThreadBudget::~DnnlThreadBudget() = default;
 void GemmBf16(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16*, int64_t, const bfloat16*, int64_t, float,
@@ -309,6 +310,12 @@ bool HasBf16Gemm() {
     return (isa & want) == want;
   }();
   return has;
+}
+
+std::string Bf16Policy() {
+  if (!HasBf16Gemm()) return "none on this CPU (precision bf16 runs fp32)";
+  return std::string(HasAmxBf16() ? "onednn on amx" : "onednn") + ", tiles to 128^3 on nabla's " +
+         (SmallGemmBf16OnAmx() ? "amx" : "avx512_bf16") + " kernels";
 }
 
 DnnlThreadBudget::DnnlThreadBudget() : want_(std::max(1, tbb::this_task_arena::max_concurrency())) {

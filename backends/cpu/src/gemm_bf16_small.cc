@@ -47,6 +47,7 @@ namespace nabla::cpu {
 
 #ifndef NABLA_SMALL_GEMM_BF16
 
+bool SmallGemmBf16OnAmx() { return false; }
 bool SmallGemmBf16(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16*, int64_t, const bfloat16*, int64_t,
                    float, float*, int64_t) {
   return false;
@@ -343,6 +344,8 @@ NABLA_AMX_TARGET void AmxGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 }
 
 }  // namespace
+
+bool SmallGemmBf16OnAmx() { return CpuHasAmx(); }
 
 bool SmallGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
                    const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {

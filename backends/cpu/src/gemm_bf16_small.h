@@ -13,6 +13,9 @@ namespace nabla::cpu {
 // false, computing nothing, where the CPU lacks AVX512-BF16 or the product
 // is larger than a tile (over 128^3 multiply-adds or an edge over 256:
 // oneDNN's packing then pays for itself). beta == 0 never reads C.
+// Whether SmallGemmBf16 runs on AMX here.
+bool SmallGemmBf16OnAmx();
+
 bool SmallGemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
                    int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
 

@@ -107,6 +107,8 @@ NABLA_API void ConvertFromBf16(const bfloat16* x, float* y, int64_t n);
 // ONEDNN_MAX_CPU_ISA can lower it). Elsewhere mixed precision would be
 // emulated and slower than float32, so callers run float32 instead.
 NABLA_API bool HasBf16Gemm();
+// Which kernels bfloat16 GEMMs run on here, for `nabla --version`.
+NABLA_API std::string Bf16Policy();
 
 // C = alpha * op(A) * op(B) + beta * C with bfloat16 A and B and float32
 // accumulation, on oneDNN's matmul (gemm_bf16.cc) or, for tiles (up to
