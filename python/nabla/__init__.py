@@ -15,24 +15,64 @@ def _choose_blas_kernels():
     # Debian's OpenBLAS does not recognise recent Xeons and falls back to its
     # SSE3 kernels, 4-5x slower; it reads OPENBLAS_CORETYPE once, when it
     # loads, which is when _nabla is imported below (the nabla binary does the
-    # same before it starts, apps/nabla/main.cc).
+    # same before it starts, apps/nabla/main.cc). Returns the kernels chosen,
+    # None where the environment chose.
     if "OPENBLAS_CORETYPE" in _os.environ:
-        return
+        return None
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     except OSError:
+        return None
+    choice = "SkylakeX" if "avx512f" in flags else "Haswell" if "avx2" in flags else None
+    if choice:
+        _os.environ["OPENBLAS_CORETYPE"] = choice
+    return choice
+
+
+def _openblas_loaded():
+    # Whether a module imported before nabla (numpy) has loaded OpenBLAS
+    # already: then it chose its kernels without OPENBLAS_CORETYPE.
+    try:
+        with open("/proc/self/maps") as f:
+            return any("libopenblas" in line for line in f)
+    except OSError:
+        return False
+
+
+# The kernels of an AVX2 or AVX-512 core: OpenBLAS's own pick on CPUs it knows.
+_FAST_BLAS_CORES = {"skylakex", "cooperlake", "sapphirerapids", "haswell", "zen"}
+
+
+def _warn_if_blas_fell_back(choice):
+    # numpy (or another module) loaded OpenBLAS before nabla could set
+    # OPENBLAS_CORETYPE: on a CPU OpenBLAS does not know, its small float32
+    # GEMMs then run the SSE3 kernels for the whole process, slower and with
+    # other rounding than the `nabla` binary's. Said once, at import.
+    try:
+        import ctypes
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
         return
-    if "avx512f" in flags:
-        _os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-    elif "avx2" in flags:
-        _os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    if core.lower() in _FAST_BLAS_CORES:
+        return
+    import warnings
+    warnings.warn(
+        f"OpenBLAS was loaded before nabla (by numpy?) and runs its {core} kernels on this CPU, not {choice}: "
+        f"small float32 GEMMs are slower and round differently from the nabla binary's; set "
+        f"OPENBLAS_CORETYPE={choice} before starting Python, or import nabla before numpy",
+        RuntimeWarning, stacklevel=3)
 
 
-_choose_blas_kernels()
+_blas_choice = _choose_blas_kernels()
+_blas_loaded_early = _blas_choice is not None and _openblas_loaded()
 
 from ._version import __version__  # noqa: E402,F401  (the project version in CMakeLists.txt)
 from . import _nabla  # noqa: E402
+if _blas_loaded_early:
+    _warn_if_blas_fell_back(_blas_choice)
 from ._nabla import Error, Program, append_backward, append_optimizer, default_plugin_dir  # noqa: E402,F401
 from ._nabla import Tensor, default_device, grad_enabled, set_default_device, tensor  # noqa: E402,F401
 from . import onnx  # noqa: E402,F401  (nabla.onnx.load / save)

@@ -2,7 +2,17 @@
 import os
 import pathlib
 
-import numpy as np
+# numpy loads OpenBLAS, which reads OPENBLAS_CORETYPE then: the kernels the
+# nabla binary and `import nabla` choose (SkylakeX with AVX-512, Haswell with
+# AVX2), so that the tests' processes and the binary compute the same bits.
+# test_package checks what an unset one gives.
+if "OPENBLAS_CORETYPE" not in os.environ:
+    with open("/proc/cpuinfo") as _f:
+        _flags = next((line.split(":", 1)[1].split() for line in _f if line.startswith("flags")), [])
+    if "avx512f" in _flags or "avx2" in _flags:
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX" if "avx512f" in _flags else "Haswell"
+
+import numpy as np  # noqa: E402
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

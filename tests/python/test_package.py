@@ -44,6 +44,40 @@ def test_python_m_nabla_runs_the_cli_and_passes_its_exit_status():
     assert '"type": "softmax_with_cross_entropy"' in done.stdout
 
 
+CORE_NAME = ("import ctypes; lib = ctypes.CDLL('libopenblas.so.0'); "
+             "lib.openblas_get_corename.restype = ctypes.c_char_p; print(lib.openblas_get_corename().decode())")
+
+
+def test_kernels_openblas_chose_before_nabla_are_reported_when_slow():
+    """`import nabla` sets OPENBLAS_CORETYPE before OpenBLAS loads; numpy
+    imported first loads it earlier, and on a CPU OpenBLAS does not know it
+    then runs SSE3 kernels: the import says so (a RuntimeWarning), and is
+    silent where OpenBLAS chose an AVX2 or AVX-512 core itself."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+
+    def python(code):
+        return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, env=env,
+                              cwd="/", timeout=120)
+
+    probe = python("import numpy; " + CORE_NAME)
+    if probe.returncode != 0:
+        pytest.skip(f"numpy's BLAS is not OpenBLAS here: {probe.stderr.strip()[-200:]}")
+    own_choice = probe.stdout.strip()
+    fell_back = own_choice.lower() not in nabla._FAST_BLAS_CORES
+    late = python("import numpy; import nabla")
+    assert late.returncode == 0, late.stderr
+    assert ("OpenBLAS was loaded before nabla" in late.stderr) == fell_back, (own_choice, late.stderr)
+    if fell_back:
+        assert f"runs its {own_choice} kernels" in late.stderr
+    early = python("import nabla; import numpy; " + CORE_NAME)
+    assert early.returncode == 0, early.stderr
+    assert "OpenBLAS was loaded before nabla" not in early.stderr
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    if "avx512f" in flags or "avx2" in flags:
+        assert early.stdout.strip() == ("SkylakeX" if "avx512f" in flags else "Haswell")
+
+
 def test_the_standard_plugins_are_found_beside_the_core():
     # No NABLA_PLUGIN_PATH: the folder is found from libnabla_core itself,
     # inside the package after a pip install.
