@@ -183,12 +183,14 @@ void WidenedGemmBf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
 // a 128 x 512 x 256 block of the MLP's step, 2 threads, mul_grad 0.73 ms
 // at 1 thread and 3.1 ms at 2). Products up to a tile run on the
 // backend's own AMX kernel (gemm_bf16_small.cc) before this.
+// Whether the ISA oneDNN runs on includes `want` (its flags nest).
+bool DnnlIsaIncludes(dnnl::cpu_isa want) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
+
 bool HasAmxBf16() {
-  static const bool has = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
-    return (isa & want) == want;
-  }();
+  static const bool has = DnnlIsaIncludes(dnnl::cpu_isa::avx512_core_amx);
   return has;
 }
 
@@ -304,11 +306,7 @@ dnnl::stream& DnnlStream() {
 }
 
 bool HasBf16Gemm() {
-  static const bool has = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    return (isa & want) == want;
-  }();
+  static const bool has = DnnlIsaIncludes(dnnl::cpu_isa::avx512_core_bf16);
   return has;
 }
 
