@@ -47,6 +47,7 @@
 
 #include "flash_attn.h"
 #include "nabla/cpu/vmath.h"
+#include "nabla/cpu_vectorized.h"
 #include "nabla/opkit/philox.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
@@ -287,25 +288,25 @@ inline void ExpTile(float* x, int64_t n) { cpu::ExpShifted(x, 0.0f, x, n); }
 inline void ExpTile(double* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
-// Four floats as one vector of the compiler's (GCC and Clang), the SSE
-// register this plugin is built for; four of them hold 16 lanes. A scalar
-// lane array compiled to scalar maxss for the maxima below.
-typedef float Lanes4 __attribute__((vector_size(4 * sizeof(float))));
+// Sixteen floats as one vector of the compiler's (GCC and Clang): one
+// register under AVX-512, two under AVX2, four in the baseline's SSE
+// (cpu_isa::Vectorized picks the copy). A scalar lane array compiled to
+// scalar maxss for the maxima below.
+typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float))));
 
 // sum(y[0, n)) as the CPU backend's ExpShiftedSum adds it: element i into
 // lane i % 16, then the lanes pairwise (its AddLanes).
 inline float SumOfRow(const float* y, int64_t n) {
-  Lanes4 acc[4] = {};
+  Lanes16 acc = {};
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 4; ++j) {
-      Lanes4 v;
-      std::memcpy(&v, y + i + 4 * j, sizeof v);
-      acc[j] += v;
-    }
-  for (int l = 0; i < n; ++i, ++l) acc[l / 4][l % 4] += y[i];
+  for (; i + 16 <= n; i += 16) {
+    Lanes16 v;
+    std::memcpy(&v, y + i, sizeof v);
+    acc += v;
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] += y[i];
   float t[8];
-  for (int l = 0; l < 8; ++l) t[l] = acc[l / 4][l % 4] + acc[2 + l / 4][l % 4];
+  for (int l = 0; l < 8; ++l) t[l] = acc[l] + acc[l + 8];
   for (int w = 4; w >= 1; w /= 2)
     for (int l = 0; l < w; ++l) t[l] += t[l + w];
   return t[0];
@@ -318,17 +319,15 @@ inline double SumOfRow(const double* y, int64_t n) {
 // The largest of x[0, n); -inf for n == 0 (a max is exact in any order).
 inline float MaxOfRow(const float* x, int64_t n) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  Lanes4 acc[4] = {Lanes4{} + kNegInf, Lanes4{} + kNegInf, Lanes4{} + kNegInf, Lanes4{} + kNegInf};
+  Lanes16 acc = Lanes16{} + kNegInf;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 4; ++j) {
-      Lanes4 v;
-      std::memcpy(&v, x + i + 4 * j, sizeof v);
-      acc[j] = acc[j] < v ? v : acc[j];
-    }
+  for (; i + 16 <= n; i += 16) {
+    Lanes16 v;
+    std::memcpy(&v, x + i, sizeof v);
+    acc = acc < v ? v : acc;
+  }
   float m = kNegInf;
-  for (int j = 0; j < 4; ++j)
-    for (int l = 0; l < 4; ++l) m = std::max(m, acc[j][l]);
+  for (int l = 0; l < 16; ++l) m = std::max(m, acc[l]);
   for (; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }
@@ -688,7 +687,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   }
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
-  cpu::ParallelFor(d.batch * d.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
+  auto run = [&](int64_t begin, int64_t end) {
     std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), m_new(kBlockQ), l(kBlockQ), z(kBlockK);
     std::vector<T> s_op, packed[5], out_op;
     Head<T> keys;
@@ -781,7 +780,10 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         }
       }
     }
-  });
+  };
+  // Its loops at the CPU's vector width (nabla/cpu_vectorized.h).
+  cpu::ParallelFor(d.batch * d.heads * q_blocks, 1,
+                   [&](int64_t begin, int64_t end) { cpu_isa::Vectorized([&] { run(begin, end); }); });
 }
 
 // Zeros rows [t0, t1) of a dense head `width` wide.
@@ -835,7 +837,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // One task per (batch, head): it owns that head's rows of dq, dk and dv
   // and accumulates them in place (float32, float64) or densely in its own
   // scratch, written out once (bfloat16, wide gradients).
-  cpu::ParallelFor(d.batch * d.heads, 1, [&](int64_t begin, int64_t end) {
+  auto run = [&](int64_t begin, int64_t end) {
     std::vector<A> p(kBlockQ * d.ls), dp(kBlockQ * d.ls), row_dot(d.seq_q), shift(d.seq_q), inv(d.seq_q);
     // Dense scratch for a head's gradients where they are not accumulated in
     // place (below): bfloat16 or wide ones, or a gradient nobody asked for.
@@ -957,7 +959,10 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
         if (*narrow[i] && !direct[i]) StoreHead(acc[i], *narrow[i], b, h, seq[i], d.heads, width[i], narrow_buf);
       }
     }
-  });
+  };
+  // Its loops at the CPU's vector width (nabla/cpu_vectorized.h).
+  cpu::ParallelFor(d.batch * d.heads, 1,
+                   [&](int64_t begin, int64_t end) { cpu_isa::Vectorized([&] { run(begin, end); }); });
 }
 
 void InferFlashAttn(InferShapeContext& c) {

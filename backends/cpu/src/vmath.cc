@@ -15,47 +15,13 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/cpu/vmath.h"
+#include "nabla/cpu_vectorized.h"
 
 namespace nabla::cpu {
 namespace {
 
-// f() compiled for the widest vectors the CPU has. Each copy is `flatten`,
-// so f's body (a loop nest over the Impl functions below, inlined) is
-// vectorized at that copy's width. Not GCC's target_clones: its "avx2"
-// clone has no FMA (a separate feature), and the polynomials below are
-// chains of multiply-adds: without FMA gelu ran at 2.4 ns an element on
-// an AVX2 EPYC, a tenth of the GPT block step.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-template <typename F>
-__attribute__((target("avx512f,fma"), flatten)) auto OnAvx512(const F& f) -> decltype(f()) {
-  return f();
-}
-template <typename F>
-__attribute__((target("avx2,fma"), flatten)) auto OnAvx2Fma(const F& f) -> decltype(f()) {
-  return f();
-}
-enum class Isa { kBaseline, kAvx2Fma, kAvx512 };
-Isa DetectIsa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2Fma;
-  return Isa::kBaseline;
-}
-#endif
-template <typename F>
-__attribute__((flatten)) auto OnBaseline(const F& f) -> decltype(f()) {
-  return f();
-}
-
-template <typename F>
-auto Vectorized(const F& f) -> decltype(f()) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const Isa isa = DetectIsa();
-  if (isa == Isa::kAvx512) return OnAvx512(f);
-  if (isa == Isa::kAvx2Fma) return OnAvx2Fma(f);
-#endif
-  return OnBaseline(f);
-}
+// f() compiled for the widest vectors the CPU has (nabla/cpu_vectorized.h).
+using cpu_isa::Vectorized;
 
 inline float FastTanh(float x) {
   // Beyond +-7.9 the result rounds to +-1 in float.
@@ -155,7 +121,7 @@ __attribute__((target("avx512f,fma"))) void ReciprocalNewton(const float* d, flo
 #endif
 ReciprocalFn PickReciprocal() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (DetectIsa() == Isa::kAvx512) return ReciprocalNewton;
+  if (cpu_isa::CpuIsa() == cpu_isa::Isa::kAvx512) return ReciprocalNewton;
 #endif
   return ReciprocalDivide;
 }
