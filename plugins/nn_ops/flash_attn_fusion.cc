@@ -4,6 +4,7 @@
 //
 //   qt = transpose(q, [0, 2, 1, 3])   (and kt, vt alike; q, k, v [B, T, H, D])
 //   s  = matmul(qt, kt, transpose_Y, alpha = 1 / sqrt(D))
+//        (or alpha a and then s = scale(s, scale = c), a c = 1 / sqrt(D))
 //   s' = elementwise_add(s, mask)      (optional, a mask without a gradient)
 //   p  = softmax(s', axis -1)
 //   o  = matmul(p, vt)                 ([B, H, T, Dv])
@@ -97,8 +98,22 @@ class AttentionFusion {
       raw = add->Input("X")[0];
       mask = add->Input("Y")[0];
     }
-    const OpDesc* qk = Writer(block, raw);
-    if (!qk || qk->Type() != "matmul" || !Link(block, raw) || !Link(block, probs)) return false;
+    // The scores' scale: matmul's alpha, or a scale op on its result (as
+    // paddle.scale writes it), or both.
+    const OpDesc* scale = Writer(block, raw);
+    double scaled_by = 1.0;
+    std::string product = raw;
+    if (scale && scale->Type() == "scale") {
+      if (!Link(block, raw) || scale->Input("X").size() != 1 || scale->HasInput("ScaleTensor") ||
+          FloatAttr(*scale, "bias", 0.0f) != 0.0f)
+        return false;
+      scaled_by = FloatAttr(*scale, "scale", 1.0f);
+      product = scale->Input("X")[0];
+    } else {
+      scale = nullptr;
+    }
+    const OpDesc* qk = Writer(block, product);
+    if (!qk || qk->Type() != "matmul" || !Link(block, product) || !Link(block, probs)) return false;
     if (BoolAttr(*qk, "transpose_X") || !BoolAttr(*qk, "transpose_Y")) return false;
     // p's one reader: matmul(p, vt).
     const OpDesc* pv = nullptr;
@@ -133,7 +148,7 @@ class AttentionFusion {
     if (dtype != DType::kFloat32 && dtype != DType::kFloat64 && dtype != DType::kBFloat16) return false;
     const int64_t d = shapes[0][3];
     if (d <= 0) return false;
-    const double alpha = FloatAttr(*qk, "alpha", 1.0f);
+    const double alpha = FloatAttr(*qk, "alpha", 1.0f) * scaled_by;
     if (std::abs(alpha * std::sqrt(static_cast<double>(d)) - 1.0) > 1e-6) return false;
     // Softmax over the keys.
     if (softmax.HasAttr("axis")) {
@@ -205,6 +220,10 @@ class AttentionFusion {
     // of its output comes after the back-transpose it replaces).
     std::vector<size_t> gone{Index(block, qk), i, pv_at};
     std::vector<std::string> links{raw, probs, o};
+    if (scale) {
+      gone.push_back(Index(block, scale));
+      links.push_back(product);
+    }
     if (add) {
       gone.push_back(Index(block, add));
       links.push_back(scores);

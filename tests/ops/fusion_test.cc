@@ -540,6 +540,51 @@ TEST(Fusion, AttentionWithMatmulAndSoftmaxBecomesFlashAttn) {
   }
 }
 
+// The scale as a scale op after the product (paddle.scale), alone or with
+// part of it in matmul's alpha: the same rewrite, the scale op gone too.
+TEST(Fusion, AttentionScaledByAScaleOpBecomesFlashAttn) {
+  const std::string product =
+      "      - {type: matmul, inputs: {X: [qt], Y: [kt]}, outputs: {Out: [s]}, attrs: "
+      "{transpose_Y: true, alpha: 0.5}}";
+  auto scaled = [&](const char* alpha, const char* scale) {
+    return std::pair<std::string, std::string>{
+        product,
+        "      - {type: matmul, inputs: {X: [qt], Y: [kt]}, outputs: {Out: [raw]}, attrs: {transpose_Y: "
+        "true, alpha: " +
+            std::string(alpha) + "}}\n      - {type: scale, inputs: {X: [raw]}, outputs: {Out: [s]}, " +
+            "attrs: {scale: " + scale + "}}"};
+  };
+  for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+    for (const auto& edit : {scaled("1.0", "0.5"), scaled("2.0", "0.25")}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + edit.second);
+      ProgramDesc fused = Attention(dtype, {edit});
+      ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
+      EXPECT_EQ(CountTypes(fused, "flash_attn"), 1u);
+      EXPECT_EQ(CountTypes(fused, "scale"), 0u);
+      EXPECT_FALSE(fused.Root()->HasVar("raw"));
+      ExpectSameResults(Attention(dtype, {edit}), fused, dtype);
+    }
+  }
+  // Not 1/sqrt(head_dim) in all, a bias, or the product or the scaled
+  // scores read elsewhere: left alone.
+  const std::pair<std::string, std::string> biased{
+      product,
+      "      - {type: matmul, inputs: {X: [qt], Y: [kt]}, outputs: {Out: [raw]}, attrs: {transpose_Y: "
+      "true}}\n      - {type: scale, inputs: {X: [raw]}, outputs: {Out: [s]}, attrs: {scale: 0.5, bias: "
+      "1.0}}"};
+  for (const auto& [edit, keep] :
+       std::vector<std::pair<std::pair<std::string, std::string>, std::string>>{{scaled("1.0", "0.25"), "loss"},
+                                                                                {biased, "loss"},
+                                                                                {scaled("1.0", "0.5"), "raw"},
+                                                                                {scaled("1.0", "0.5"), "s"}}) {
+    SCOPED_TRACE(edit.second + " keep " + keep);
+    ProgramDesc p = Attention(DType::kFloat64, {edit});
+    FuseOps(p, {"loss", keep});
+    EXPECT_EQ(CountTypes(p, "flash_attn"), 0u);
+    EXPECT_EQ(CountTypes(p, "softmax"), 1u);
+  }
+}
+
 // o is fetched: flash_attn writes a var of its own, transposed into o.
 TEST(Fusion, AttentionOutputReadAsItIsGetsATransposeBack) {
   ProgramDesc fused = Attention(DType::kFloat64);
