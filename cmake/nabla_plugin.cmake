@@ -22,7 +22,10 @@
 #     against an install: the ABI tag the core checks at load time spells
 #     the compiler's major version and the standard-library ABI, read by
 #     nabla/plugin.h from the compiler itself);
-#   - NABLA_PLUGIN_NAME, the target name as a string, for NABLA_PLUGIN(...).
+#   - NABLA_PLUGIN_NAME, the target name as a string, for NABLA_PLUGIN(...);
+#   - -ffp-contract=off: loops the op kit runs at the CPU's vector width
+#     (nabla/cpu_vectorized.h: AVX-512 and AVX2 + FMA copies) give the bits
+#     of the baseline build, which has no FMA to contract a * b + c into.
 # Without OUTPUT_DIR the plugin is written to NABLA_PLUGIN_OUTPUT_DIR when it
 # is set (the standard plugin folder in this tree) and is installed to
 # NABLA_PLUGIN_INSTALL_DIR (default lib/nabla/plugins: the folder an installed
@@ -87,6 +90,7 @@ function(_nabla_add_c_abi_plugin name)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-gnu-unique>)
     endif()
+    target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
   endif()
   if(NOT NABLA_SANITIZE)
     target_link_options(${name} PRIVATE -Wl,--no-undefined)
@@ -155,7 +159,7 @@ function(nabla_add_plugin name)
   add_library(${name} MODULE ${P_SOURCES})
   target_link_libraries(${name} PRIVATE nabla::core ${P_LIBRARIES})
   target_compile_features(${name} PRIVATE cxx_std_17)
-  target_compile_options(${name} PRIVATE -fno-gnu-unique)
+  target_compile_options(${name} PRIVATE -fno-gnu-unique -ffp-contract=off)
   if(NOT NABLA_SANITIZE)
     target_link_options(${name} PRIVATE -Wl,--no-undefined)
   endif()

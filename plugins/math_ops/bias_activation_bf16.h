@@ -66,7 +66,7 @@ void BiasActForwardBf16(const ExecutionContext& ctx) {
   BroadcastIndexer indexer(s.out, s.x, s.y);
   const int64_t inner = indexer.Inner();
   const int64_t block_rows = RowsPerBlock(inner);
-  cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+  opkit::VectorizedParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
     std::vector<float> sum(static_cast<size_t>(std::min(block_rows, e - b) * inner));
     for (int64_t r0 = b; r0 < e; r0 += block_rows) {
       const int64_t r1 = std::min(e, r0 + block_rows), n = (r1 - r0) * inner, at = r0 * inner;
@@ -125,7 +125,7 @@ void BiasActBackwardBf16(const ExecutionContext& ctx) {
     // each column's sum in row order from 0 (the float32 kernel's order),
     // split over blocks of columns.
     const int64_t m = v.r, n = v.inner;
-    cpu::ParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
+    opkit::VectorizedParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
       const int64_t w = j1 - j0;
       std::vector<float> sum(static_cast<size_t>(w)), d(static_cast<size_t>(w));
       float* gy = gyf + j0;
@@ -154,7 +154,7 @@ void BiasActBackwardBf16(const ExecutionContext& ctx) {
     std::vector<float> d(static_cast<size_t>(indexer.Total()));
     const int64_t inner = indexer.Inner();
     const int64_t block_rows = RowsPerBlock(inner);
-    cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+    opkit::VectorizedParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
       std::vector<float> sum(static_cast<size_t>(std::min(block_rows, e - b) * inner));
       for (int64_t r0 = b; r0 < e; r0 += block_rows) {
         const int64_t r1 = std::min(e, r0 + block_rows), at = r0 * inner;

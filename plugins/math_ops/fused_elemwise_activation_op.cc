@@ -54,7 +54,7 @@ void FusedForward(const ExecutionContext& ctx) {
     // 2048 x 1024 MLP activation took 2.3 ms where gelu alone takes 1.1).
     const int64_t inner = indexer.Inner();
     const int64_t block_rows = RowsPerBlock(inner);
-    cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+    opkit::VectorizedParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
       for (int64_t r0 = b; r0 < e; r0 += block_rows) {
         const int64_t r1 = std::min(e, r0 + block_rows);
         indexer.ForEachRows(r0, r1,
@@ -88,7 +88,7 @@ bool BiasGradInOnePass(const BroadcastShapes& s, const T* od, const T* dod, T* g
   if (s.x != s.out || !MakeReduceView(s.out, s.y, &v) || v.outer != 1) return false;
   const int64_t m = v.r, n = v.inner;
   // At least 64 columns a block: 256-byte runs of each row in float32.
-  cpu::ParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
+  opkit::VectorizedParallelFor(n, std::max<int64_t>(64, cpu::GrainForRows(m)), [&](int64_t j0, int64_t j1) {
     T* __restrict gy = gyd + j0;
     const int64_t w = j1 - j0;
     std::fill(gy, gy + w, T(0));
@@ -175,7 +175,7 @@ void FusedBackward(const ExecutionContext& ctx) {
     T* d = into_gx ? gxd : whole.data();
     const int64_t inner = indexer.Inner();
     const int64_t block_rows = RowsPerBlock(inner);
-    cpu::ParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
+    opkit::VectorizedParallelFor(indexer.Rows(), cpu::GrainForRows(inner), [&](int64_t b, int64_t e) {
       if (bias_form && b == 0 && e == indexer.Rows()) {
         GeluBiasGradRows(v.r, v.inner, xd, yd, dod, gxd, gyd);
         summed = true;

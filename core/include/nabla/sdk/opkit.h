@@ -23,4 +23,5 @@
 #include "nabla/opkit/reduce.h"
 #include "nabla/opkit/scalar.h"
 #include "nabla/opkit/unary.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/opkit/view.h"

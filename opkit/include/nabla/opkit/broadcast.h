@@ -10,6 +10,7 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/error.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/program.h"  // OpDesc, for the error's op name
 #include "nabla/types.h"
 
@@ -175,11 +176,12 @@ class BroadcastIndexer {
     }
   }
 
-  // Runs ForEach's calls split over rows with cpu::ParallelFor; f must only
-  // write output-indexed (or otherwise disjoint) elements.
+  // Runs ForEach's calls split over rows with cpu::ParallelFor, at the CPU's
+  // vector width (vectorized.h); f must only write output-indexed (or
+  // otherwise disjoint) elements.
   template <typename F>
   void ParallelForEach(F&& f) const {
-    cpu::ParallelFor(Rows(), cpu::GrainForRows(Inner()), [&](int64_t b, int64_t e) { ForEachRows(b, e, f); });
+    VectorizedParallelFor(Rows(), cpu::GrainForRows(Inner()), [&](int64_t b, int64_t e) { ForEachRows(b, e, f); });
   }
 
  private:

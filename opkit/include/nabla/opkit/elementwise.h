@@ -21,6 +21,7 @@
 #include "nabla/opkit/kernels.h"
 #include "nabla/opkit/reduce.h"
 #include "nabla/opkit/unary.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/tensor.h"
 
 namespace nabla::opkit {
@@ -56,7 +57,7 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
   if (x_full && y_full) {
     const int64_t n = ProductOf(s.out, 0, s.out.size());
     // One loop per pair of outputs wanted, so each vectorizes.
-    cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+    VectorizedParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
       if (gxd && gyd) {
         for (int64_t i = b; i < e; ++i) {
           const auto g = d(i, i, i);
@@ -114,7 +115,7 @@ void AccumulateBroadcastGrads(const BroadcastShapes& s, T* gxd, T* gyd, D&& d) {
   if (y_spans || (y_full && MakeSpanView(s.out, s.x, &m))) {
     T* g_full = y_spans ? gxd : gyd;
     T* g_span = y_spans ? gyd : gxd;
-    cpu::ParallelFor(m.span, cpu::GrainForRows(m.before * m.after), [&](int64_t c0, int64_t c1) {
+    VectorizedParallelFor(m.span, cpu::GrainForRows(m.before * m.after), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         T acc = T(0);
         for (int64_t b = 0; b < m.before; ++b) {

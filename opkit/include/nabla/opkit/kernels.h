@@ -9,6 +9,7 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/op_registry.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/tensor.h"
 #include "nabla/types.h"
 
@@ -64,10 +65,11 @@ T* AllocOutput(const ExecutionContext& ctx, Tensor* out, const Shape& shape) {
 }
 
 // f(i) for every i in [0, n), split over the executor's threads when n is
-// large (cpu::ParallelFor). f(i) must write element i only.
+// large (cpu::ParallelFor), at the CPU's vector width (vectorized.h). f(i)
+// must write element i only.
 template <typename F>
 void ParallelElementwise(int64_t n, F&& f) {
-  cpu::ParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+  VectorizedParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) f(i);
   });
 }

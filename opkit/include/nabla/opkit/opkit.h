@@ -6,6 +6,7 @@
 //   broadcast.h   Paddle's `axis` broadcasting, BroadcastIndexer
 //   reduce.h      reduced dims and shapes, deterministic reduction walks
 //   kernels.h     kernel registration over dtypes, AllocOutput, parallel loops
+//   vectorized.h  VectorizedParallelFor: a parallel loop at the CPU's vector width
 //   unary.h       unary, activation and activation-gradient op templates, Sigmoid, Softplus
 //   elementwise.h unary.h and the broadcast binary op templates
 //   view.h        view ops (Out shares X's buffer under a new shape)
@@ -27,4 +28,5 @@
 #include "nabla/opkit/reduce.h"
 #include "nabla/opkit/scalar.h"
 #include "nabla/opkit/unary.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/opkit/view.h"

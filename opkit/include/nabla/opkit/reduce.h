@@ -9,6 +9,7 @@
 
 #include "nabla/cpu/cpu.h"
 #include "nabla/opkit/axis.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/types.h"
 
 namespace nabla::opkit {
@@ -102,7 +103,7 @@ template <typename F>
 void ParallelReduceWalk(const ReduceView& v, F&& f) {
   const int64_t positions = v.outer * v.inner;
   const int64_t r = v.r, inner = v.inner;
-  cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
+  VectorizedParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
     for (int64_t o = p0 / inner; o * inner < p1; ++o) {
       const int64_t i0 = std::max(p0, o * inner) - o * inner;
       const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
@@ -123,7 +124,7 @@ template <typename F>
 void ParallelReduceWalkSpans(const ReduceView& v, F&& f) {
   const int64_t positions = v.outer * v.inner;
   const int64_t r = v.r, inner = v.inner;
-  cpu::ParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
+  VectorizedParallelFor(positions, cpu::GrainForRows(r), [&](int64_t p0, int64_t p1) {
     for (int64_t o = p0 / inner; o * inner < p1; ++o) {
       const int64_t i0 = std::max(p0, o * inner) - o * inner;
       const int64_t i1 = std::min(p1, (o + 1) * inner) - o * inner;
@@ -139,7 +140,7 @@ void ParallelReduceWalkSpans(const ReduceView& v, F&& f) {
 template <typename F>
 void ForEachReducedRow(const ReduceView& v, F&& f) {
   const int64_t rows = v.outer * v.r;
-  cpu::ParallelFor(rows, cpu::GrainForRows(v.inner), [&](int64_t r0, int64_t r1) {
+  VectorizedParallelFor(rows, cpu::GrainForRows(v.inner), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) f(row * v.inner, (row / v.r) * v.inner);
   });
 }

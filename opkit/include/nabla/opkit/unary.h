@@ -20,6 +20,7 @@
 #include "nabla/op_registry.h"
 #include "nabla/opkit/grad.h"
 #include "nabla/opkit/kernels.h"
+#include "nabla/opkit/vectorized.h"
 #include "nabla/tensor.h"
 
 namespace nabla::opkit {
@@ -64,7 +65,7 @@ OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const 
           Tensor* out = ctx.Output("Out");
           const T* xd = x.Data<T>();
           T* o = AllocOutput<T>(ctx, out, x.GetShape());
-          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+          VectorizedParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(fwd(xd[i]));
           });
         },
@@ -79,7 +80,7 @@ OpBuilder& RegisterUnaryOp(Registrar& registrar, const std::string& type, const 
           const T* od = ctx.Input("Out").Data<T>();
           const T* dod = ctx.Input("Out@GRAD").Data<T>();
           T* g = AllocOutput<T>(ctx, dx, x.GetShape());
-          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+          VectorizedParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) g[i] = static_cast<T>(bwd(xd[i], od[i], dod[i]));
           });
         },
@@ -119,7 +120,7 @@ OpBuilder& RegisterGradFromOut(Registrar& registrar, const std::string& type, co
           T* pdx = AllocOutput<T>(ctx, dx, out.GetShape());
           // Pointers captured by value and both operands loaded
           // unconditionally, so a select in bwd compiles branch-free.
-          cpu::ParallelFor(out.Numel(), cpu::kParallelGrain, [po, pd, pdx, bwd](int64_t b, int64_t e) {
+          VectorizedParallelFor(out.Numel(), cpu::kParallelGrain, [po, pd, pdx, bwd](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
               const T o = po[i], d = pd[i];
               pdx[i] = static_cast<T>(bwd(o, d));
@@ -207,7 +208,7 @@ OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, con
           const ActivationAttrs<T> a = ReadActivationAttrs<T>(ctx, names);
           const T* px = x.Data<T>();
           T* po = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
-          cpu::ParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+          VectorizedParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) po[i] = static_cast<T>(fwd(px[i], a));
           });
         },
@@ -226,7 +227,7 @@ OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, con
           const T* pv = v.Data<T>();
           const T* pd = dout.Data<T>();
           T* pdx = AllocOutput<T>(ctx, dx, v.GetShape());
-          cpu::ParallelFor(v.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
+          VectorizedParallelFor(v.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) pdx[i] = static_cast<T>(bwd(pv[i], pd[i], a));
           });
         },
