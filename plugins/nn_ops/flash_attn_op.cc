@@ -180,6 +180,21 @@ void DropoutFactors(const AttnDropout& dr, int64_t bh, int64_t i, int64_t j0, in
 constexpr int64_t kBlockQ = 128;
 constexpr int64_t kBlockK = 128;
 
+// Whether a head's rows are copied dense before its products. bfloat16's
+// tiles run on oneDNN's brgemm or the backend's own kernels, which take
+// dense operands. float32 and float64 ones run on OpenBLAS and oneDNN's
+// gemm:jit (ONEDNN_VERBOSE), which read rows heads * head_dim apart as
+// they lie: where a head has one or two tiles of rows (sequences to 256),
+// each row is read by few products and the copies, a fifth of float32
+// attention's own work at the GPT's T = 256 (rows of 256 bytes a KiB
+// apart), cost more than the strided reads (forward + backward 12.6 -> 11.9
+// ms there; 13.5 -> 12.1 at T = 128, 12 heads); from 512 on every row is
+// read by four or more and the dense copies won (non-causal T = 512, 8
+// heads: 72 against 73.5 ms; causal T = 1024: 38.2 against 39.2).
+inline bool DenseRows(DType dtype, int64_t seq_q, int64_t seq_k) {
+  return dtype == DType::kBFloat16 || std::max(seq_q, seq_k) > 2 * kBlockQ;
+}
+
 struct AttnDims {
   int64_t batch = 0, seq_q = 0, seq_k = 0, heads = 0, dim = 0, dim_v = 0;
   int64_t offset = 0;  // causal: key j is visible to query i iff j <= i + offset
@@ -188,6 +203,9 @@ struct AttnDims {
   // (oneDNN's brgemm takes dense ones only: gemm_bench's BM_TileBf16).
   int64_t ls = kBlockK;
   bool causal = false;
+  // A head's q, k, v and dout rows are copied dense before its products
+  // (DenseRows) rather than read where they lie.
+  bool dense_rows = true;
   // attn_mask is the causal pattern (IsCausalMask): causal runs instead and
   // the mask is not read, so hidden scores are never computed.
   bool mask_is_causal = false;
@@ -223,6 +241,7 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   d.ls = std::min(kBlockK, std::max<int64_t>(16, (d.seq_k + 15) / 16 * 16));
   d.causal = ctx.Attr<bool>("causal");
   d.scale = 1.0 / std::sqrt(static_cast<double>(d.dim));
+  d.dense_rows = DenseRows(q.GetDType(), d.seq_q, d.seq_k);
   if (ctx.HasInput("attn_mask")) {
     const Tensor& mask = ctx.Input("attn_mask");
     AttnMaskStrides(mask.GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
@@ -474,19 +493,33 @@ struct HeadParts {
 constexpr HeadParts kForwardParts{false, true, true, false};
 constexpr HeadParts kBackwardParts{true, true, false, true};
 
-// Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) dense, or
-// transposed as `parts` asks where kKeysTransposed.
+// `rows` rows of a head from `src` on (`ld` apart) as a GEMM operand: a
+// dense copy in `buf` (d.dense_rows) or the rows where they lie; *ld_out
+// is its row stride.
+template <typename T>
+const T* HeadRows(const AttnDims& d, const T* src, int64_t rows, int64_t width, int64_t ld, std::vector<T>& buf,
+                  int64_t* ld_out) {
+  if (d.dense_rows) {
+    *ld_out = width;
+    return PackRows(src, rows, width, ld, buf);
+  }
+  *ld_out = ld;
+  return src;
+}
+
+// Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) as operands
+// (HeadRows), or transposed as `parts` asks where kKeysTransposed.
 template <typename T>
 Head<T> PackHead(const AttnDims& d, const T* q, const T* k, const T* v, int64_t b, int64_t h, int64_t i0, int64_t nq,
                  int64_t nk, HeadParts parts, std::vector<T> (&buf)[5]) {
   if constexpr (!kKeysTransposed<T>) parts = HeadParts{};
   Head<T> hd;
-  hd.q = PackRows(q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), buf[0]);
-  if (parts.k_rows) hd.k = PackRows(k + d.KRow(b, 0, h), nk, d.dim, d.LdQK(), buf[1]);
-  if (parts.v_rows) hd.v = PackRows(v + d.VRow(b, 0, h), nk, d.dim_v, d.LdV(), buf[2]);
-  hd.q0 = i0;
-  hd.ldq = hd.ldk = d.dim;
+  hd.q = HeadRows(d, q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), buf[0], &hd.ldq);
+  hd.ldk = d.dim;
   hd.ldv = d.dim_v;
+  if (parts.k_rows) hd.k = HeadRows(d, k + d.KRow(b, 0, h), nk, d.dim, d.LdQK(), buf[1], &hd.ldk);
+  if (parts.v_rows) hd.v = HeadRows(d, v + d.VRow(b, 0, h), nk, d.dim_v, d.LdV(), buf[2], &hd.ldv);
+  hd.q0 = i0;
   if constexpr (kKeysTransposed<T>) {
     if (parts.k_t) {
       T* kt = AtLeast(buf[3], nk * d.dim);
@@ -712,7 +745,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         keys_bh = bh;
       }
       Head<T> hd = keys;
-      hd.q = PackRows(q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), packed[0]);
+      hd.q = HeadRows(d, q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), packed[0], &hd.ldq);
       hd.q0 = i0;
       for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
@@ -853,9 +886,10 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
       const Head<T> hd = PackHead(d, q, k, v, b, h, 0, d.seq_q, d.seq_k, kBackwardParts, packed);
-      const T* dout_h = PackRows(dout + d.ORow(b, 0, h), d.seq_q, d.dim_v, d.LdV(), dout_buf);
+      int64_t ld_dout = 0;
+      const T* dout_h = HeadRows(d, dout + d.ORow(b, 0, h), d.seq_q, d.dim_v, d.LdV(), dout_buf, &ld_dout);
       for (int64_t i = 0; i < d.seq_q; ++i) {
-        row_dot[i] = DotOfRows(o + d.ORow(b, i, h), dout_h + i * d.dim_v, d.dim_v);
+        row_dot[i] = DotOfRows(o + d.ORow(b, i, h), dout_h + i * ld_dout, d.dim_v);
       }
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += kBlockQ)
         RowShifts(d, hd, mask, b, h, i0, std::min(kBlockQ, d.seq_q - i0), row_lse + i0, shift.data() + i0,
@@ -911,17 +945,17 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
               for (int64_t c = 0; c < nk; ++c) pz[r * d.ls + c] = prow[c] * zrow[c];
             }
           }
-          const T* dout_blk = dout_h + i0 * d.dim_v;
+          const T* dout_blk = dout_h + i0 * ld_dout;
           const A* p_used = dropout.on ? pz.data() : p.data();
           // Key bands: dV's rows [c0, c1) sum over the query rows that see
           // them, [r0, nq); no such row (r0 == nq) is an empty sum.
           const T* p_op_used = AsOperand(p_used, nq, d.ls, p_op);
           ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t r0) {
             TileGemm(true, false, c1 - c0, d.dim_v, nq - r0, A(1), p_op_used + r0 * d.ls + c0, d.ls,
-                     dout_blk + r0 * d.dim_v, d.dim_v, beta_kv, av + (j0 + c0) * lv, lv);
+                     dout_blk + r0 * ld_dout, ld_dout, beta_kv, av + (j0 + c0) * lv, lv);
           });
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-            TimesRowsT(r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * d.dim_v, d.dim_v, hd.v, hd.ldv, hd.vt, hd.ldvt,
+            TimesRowsT(r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * ld_dout, ld_dout, hd.v, hd.ldv, hd.vt, hd.ldvt,
                        j0, dp.data() + r0 * d.ls, d.ls);
           });
           // dS past a row's visible keys is 0 (its P is): written as such,

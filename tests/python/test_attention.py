@@ -110,6 +110,10 @@ CONFIGS = [
     (2, 200, 230, 2, 48, True, None),
     # A head_dim and key count that are no multiples of 4: the edges of float32's transposing pack.
     (1, 70, 75, 3, 30, True, None),
+    # Past 256 rows float32 copies a head's rows dense before its products (below, they are read
+    # where they lie, heads * head_dim apart): both ways, causal or masked, uneven lengths.
+    (1, 280, 300, 2, 64, True, None),
+    (1, 260, 390, 3, 32, False, "float_2d"),
 ]
 
 
