@@ -11,14 +11,15 @@
 //    D = rowsum(dO * O): dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
 //    dQ += scale dS K, dK += scale dS^T Q.
 // Tiles are products of GEMMs (cpu::Gemm) on one head's rows. In the tensors
-// those rows are heads * head_dim apart; the kernels copy a head's rows into
-// dense scratch first (Head, PackRows) and accumulate its bfloat16
-// gradients densely (float32 ones where they lie), because oneDNN takes
-// dense tiles with its brgemm kernels and strided ones with its older gemm
-// (bfloat16 128 x 128 x 64 tiles: 270 against 330-360 GFLOP/s, gemm_bench's
-// BM_TileBf16), which outweighs the copies. (bfloat16 tiles now run on the
-// backend's own kernels, AVX512-BF16 or AMX, which pack B either way and
-// read a dense A in place on AVX512-BF16.) In float32 k and v are also
+// those rows are heads * head_dim apart; the bfloat16 kernels, and the
+// float32 ones past 256 rows, copy a head's rows into dense scratch first
+// (Head, HeadRows, DenseRows) and accumulate its bfloat16 gradients densely
+// (float32 ones where they lie), because oneDNN takes dense tiles with its
+// brgemm kernels and strided ones with its older gemm (bfloat16 128 x 128 x
+// 64 tiles: 270 against 330-360 GFLOP/s, gemm_bench's BM_TileBf16), which
+// outweighs the copies. (bfloat16 tiles now run on the backend's own
+// kernels, AVX512-BF16 or AMX, which pack B either way and read a dense A
+// in place on AVX512-BF16.) In float32 k and v are also
 // packed transposed (kKeysTransposed), so that no tile product has a
 // transposed B; a causal tile the diagonal crosses runs as bands only as
 // wide as what they see (ForEachRowBand).
@@ -188,9 +189,9 @@ constexpr int64_t kBlockK = 128;
 // each row is read by few products and the copies, a fifth of float32
 // attention's own work at the GPT's T = 256 (rows of 256 bytes a KiB
 // apart), cost more than the strided reads (forward + backward 12.6 -> 11.9
-// ms there; 13.5 -> 12.1 at T = 128, 12 heads); from 512 on every row is
-// read by four or more and the dense copies won (non-causal T = 512, 8
-// heads: 72 against 73.5 ms; causal T = 1024: 38.2 against 39.2).
+// ms there, 1 thread); from 512 on every row is read by four or more
+// products and the dense copies won (non-causal T = 512, 8 heads: 72
+// against 73.5 ms; causal T = 1024: 38.2 against 39.2).
 inline bool DenseRows(DType dtype, int64_t seq_q, int64_t seq_k) {
   return dtype == DType::kBFloat16 || std::max(seq_q, seq_k) > 2 * kBlockQ;
 }
