@@ -14,9 +14,11 @@
 //
 // Not GCC's target_clones: its "avx2" clone has no FMA (a separate feature),
 // and polynomial chains without FMA ran at half speed (gelu on an AVX2
-// EPYC). C++ contracts a * b + c into an FMA where the target has one, so a
-// result may differ by an ulp between CPUs of different widths; on one CPU
-// every call takes the same copy.
+// EPYC). C++ contracts a * b + c into an FMA where the target has one: the
+// backend's vector math relies on it, and its results may differ by an ulp
+// between CPUs of different widths (on one CPU every call takes the same
+// copy). Plugins are built with -ffp-contract=off (nabla_add_plugin), so
+// their wider copies give the baseline's bits.
 //
 // NABLA_CPU_ISA=baseline, avx2 or avx512 caps the copy taken (never above what the
 // CPU has): the tests run the narrower copies this way on a wider CPU.
