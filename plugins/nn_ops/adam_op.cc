@@ -50,7 +50,7 @@ void AdamStep(const ExecutionContext& ctx, double lr_ratio, double decay) {
   T* po = ctx.Output("ParamOut")->Allocate<T>(dev, param.GetShape());
   T* pm1o = ctx.Output("Moment1Out")->Allocate<T>(dev, m1.GetShape());
   T* pm2o = ctx.Output("Moment2Out")->Allocate<T>(dev, m2.GetShape());
-  ParallelElementwise(n, [&](int64_t i) {
+  ParallelElementwise(n, [=](int64_t i) {
     const T g = pg[i];
     const T m = b1 * pm1[i] + (T(1) - b1) * g;
     const T v = b2 * pm2[i] + (T(1) - b2) * g * g;

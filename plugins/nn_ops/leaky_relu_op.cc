@@ -12,7 +12,7 @@ void LeakyReluKernel(const ExecutionContext& ctx) {
   const T alpha = static_cast<T>(ctx.Attr<float>("alpha"));
   const T* px = x.Data<T>();
   T* po = ctx.Output("Out")->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  ParallelElementwise(x.Numel(), [&](int64_t i) { po[i] = px[i] > T(0) ? px[i] : alpha * px[i]; });
+  ParallelElementwise(x.Numel(), [=](int64_t i) { po[i] = px[i] > T(0) ? px[i] : alpha * px[i]; });
 }
 
 template <typename T>
@@ -24,7 +24,7 @@ void LeakyReluGradKernel(const ExecutionContext& ctx) {
   const T* px = x.Data<T>();
   const T* pd = ctx.Input(GradVarName("Out")).Data<T>();
   T* pdx = dx->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  ParallelElementwise(x.Numel(), [&](int64_t i) { pdx[i] = px[i] > T(0) ? pd[i] : alpha * pd[i]; });
+  ParallelElementwise(x.Numel(), [=](int64_t i) { pdx[i] = px[i] > T(0) ? pd[i] : alpha * pd[i]; });
 }
 
 }  // namespace

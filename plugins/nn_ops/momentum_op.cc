@@ -32,7 +32,7 @@ void MomentumKernel(const ExecutionContext& ctx) {
   const T* pv = velocity.Data<T>();
   T* po = ctx.Output("ParamOut")->Allocate<T>(ctx.GetDevice(), param.GetShape());
   T* pvo = ctx.Output("VelocityOut")->Allocate<T>(ctx.GetDevice(), velocity.GetShape());
-  ParallelElementwise(n, [&](int64_t i) {
+  ParallelElementwise(n, [=](int64_t i) {
     const T p = pp[i];
     const T g = pg[i] * rescale + decay * p;
     const T v = mu * pv[i] + g;

@@ -18,7 +18,7 @@ void SgdKernel(const ExecutionContext& ctx) {
   const T* pg = grad.Data<T>();
   T* po = ctx.Output("ParamOut")->Allocate<T>(ctx.GetDevice(), param.GetShape());
   const int64_t n = param.Numel();
-  ParallelElementwise(n, [&](int64_t i) { po[i] = pp[i] - lr * pg[i]; });
+  ParallelElementwise(n, [=](int64_t i) { po[i] = pp[i] - lr * pg[i]; });
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "nabla/cpu/cpu.h"
@@ -66,11 +67,16 @@ T* AllocOutput(const ExecutionContext& ctx, Tensor* out, const Shape& shape) {
 
 // f(i) for every i in [0, n), split over the executor's threads when n is
 // large (cpu::ParallelFor), at the CPU's vector width (vectorized.h). f(i)
-// must write element i only.
+// must write element i only. Each chunk runs a copy of f, a local the
+// compiler keeps in registers: a float f captures by value then cannot be
+// overwritten by f's own float stores, so the loop vectorizes. A float
+// captured by reference could be, and is reloaded each element, which
+// keeps the loop scalar (leaky_relu: 6 ns an element); capture by value.
 template <typename F>
 void ParallelElementwise(int64_t n, F&& f) {
   VectorizedParallelFor(n, cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) f(i);
+    std::decay_t<F> g = f;
+    for (int64_t i = b; i < e; ++i) g(i);
   });
 }
 

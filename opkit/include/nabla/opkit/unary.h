@@ -209,7 +209,8 @@ OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, con
           const T* px = x.Data<T>();
           T* po = AllocOutput<T>(ctx, ctx.Output("Out"), x.GetShape());
           VectorizedParallelFor(x.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) po[i] = static_cast<T>(fwd(px[i], a));
+            const ActivationAttrs<T> la = a;  // a local: see ParallelElementwise
+            for (int64_t i = b; i < e; ++i) po[i] = static_cast<T>(fwd(px[i], la));
           });
         },
         file, line);
@@ -228,7 +229,8 @@ OpBuilder& RegisterActivation(Registrar& registrar, const std::string& type, con
           const T* pd = dout.Data<T>();
           T* pdx = AllocOutput<T>(ctx, dx, v.GetShape());
           VectorizedParallelFor(v.Numel(), cpu::kParallelGrain, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) pdx[i] = static_cast<T>(bwd(pv[i], pd[i], a));
+            const ActivationAttrs<T> la = a;  // a local: see ParallelElementwise
+            for (int64_t i = b; i < e; ++i) pdx[i] = static_cast<T>(bwd(pv[i], pd[i], la));
           });
         },
         file, line);
