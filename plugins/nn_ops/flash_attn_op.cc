@@ -310,8 +310,7 @@ inline void ExpTile(double* x, int64_t n) {
 }
 // Sixteen floats as one vector of the compiler's (GCC and Clang): one
 // register under AVX-512, two under AVX2, four in the baseline's SSE
-// (cpu_isa::Vectorized picks the copy). A scalar lane array compiled to
-// scalar maxss for the maxima below.
+// (cpu_isa::Vectorized picks the copy): adds split over registers well.
 typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float))));
 
 // sum(y[0, n)) as the CPU backend's ExpShiftedSum adds it: element i into
@@ -336,18 +335,29 @@ inline double SumOfRow(const double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += y[i];
   return sum;
 }
-// The largest of x[0, n); -inf for n == 0 (a max is exact in any order).
+// Four floats: one register on every copy. A select over Lanes16, wider
+// than AVX2's and SSE's registers, GCC 12 lowers to scalar compares and
+// stack spills (the AVX2 EPYC's RowMax, the same loop, took longer than the
+// exps of its row).
+typedef float Lanes4 __attribute__((vector_size(4 * sizeof(float))));
+inline Lanes4 MaxLanes(Lanes4 a, Lanes4 b) { return a < b ? b : a; }
+
+// The largest of x[0, n); -inf for n == 0 (a max is exact in any order,
+// and NaNs, never greater, are passed over in any grouping).
 inline float MaxOfRow(const float* x, int64_t n) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  Lanes16 acc = Lanes16{} + kNegInf;
+  Lanes4 acc[4];
+  for (auto& a : acc) a = Lanes4{} + kNegInf;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Lanes16 v;
-    std::memcpy(&v, x + i, sizeof v);
-    acc = acc < v ? v : acc;
-  }
+  for (; i + 16 <= n; i += 16)
+    for (int g = 0; g < 4; ++g) {
+      Lanes4 v;
+      std::memcpy(&v, x + i + 4 * g, sizeof v);
+      acc[g] = MaxLanes(acc[g], v);
+    }
+  const Lanes4 a = MaxLanes(MaxLanes(acc[0], acc[1]), MaxLanes(acc[2], acc[3]));
   float m = kNegInf;
-  for (int l = 0; l < 16; ++l) m = std::max(m, acc[l]);
+  for (int l = 0; l < 4; ++l) m = std::max(m, a[l]);
   for (; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }

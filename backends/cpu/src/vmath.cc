@@ -118,10 +118,33 @@ __attribute__((target("avx512f,fma"))) void ReciprocalNewton(const float* d, flo
     _mm512_mask_storeu_ps(r + i, k, _mm512_fmadd_ps(r0, e, r0));
   }
 }
+// AVX2: VRCPPS (12 bits) and one Newton step, within 3 ulp of the quotient
+// (erfc's polynomial fit is good to 1.2e-7 relative, so Phi keeps its
+// accuracy), rather than VDIVPS: bias + gelu on 2M elements on an AVX2
+// EPYC, alternating builds, forward 3.0 -> 2.72 ms, gradient 4.9 -> 4.54.
+__attribute__((target("avx2,fma"))) inline __m256 RcpNewton8(__m256 in) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 x = _mm256_min_ps(in, _mm256_set1_ps(1.2676506e30f));
+  const __m256 r0 = _mm256_rcp_ps(x);
+  const __m256 e = _mm256_fnmadd_ps(x, r0, one);  // 1 - x r0
+  return _mm256_fmadd_ps(r0, e, r0);
+}
+__attribute__((target("avx2,fma"))) void ReciprocalNewtonAvx2(const float* d, float* r, int64_t m) {
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8) _mm256_storeu_ps(r + i, RcpNewton8(_mm256_loadu_ps(d + i)));
+  if (i == m) return;
+  // The tail through a padded copy (VMASKMOVPS stores are microcoded on
+  // AMD cores: masked, gelu was slower than with VDIVPS).
+  alignas(32) float pad[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  std::memcpy(pad, d + i, sizeof(float) * static_cast<size_t>(m - i));
+  _mm256_store_ps(pad, RcpNewton8(_mm256_load_ps(pad)));
+  std::memcpy(r + i, pad, sizeof(float) * static_cast<size_t>(m - i));
+}
 #endif
 ReciprocalFn PickReciprocal() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (cpu_isa::CpuIsa() == cpu_isa::Isa::kAvx512) return ReciprocalNewton;
+  if (cpu_isa::CpuIsa() == cpu_isa::Isa::kAvx2Fma) return ReciprocalNewtonAvx2;
 #endif
   return ReciprocalDivide;
 }
@@ -259,21 +282,31 @@ inline float AddLanes(const float* acc) {
   return t[0];
 }
 
-// kLanes floats as one vector of the compiler's (GCC and Clang), lowered to
-// each clone's registers. RowMax's lane array written as scalars compiled to
-// 16 scalar maxss (GCC did not vectorize the select): 45 ns for a row of 256.
-typedef float LaneVec __attribute__((vector_size(kLanes * sizeof(float))));
+// Four floats as one vector of the compiler's (GCC and Clang): one register
+// on every clone. RowMax's lane array written as scalars compiled to 16
+// scalar maxss (GCC did not vectorize the select), and so did a select over
+// one 16-float vector on the AVX2 and baseline clones, wider than their
+// registers (GCC 12 splits it into scalar compares and stack spills: the
+// GPT's softmax_with_cross_entropy, 2048 rows of 256, 1.41 -> 0.51 ms on an
+// AVX2 EPYC). Four of them keep 16 lanes in flight; a max is exact in any
+// order, and NaNs (never greater) are passed over in any grouping.
+typedef float Lanes4 __attribute__((vector_size(4 * sizeof(float))));
+
+inline Lanes4 MaxLanes(Lanes4 a, Lanes4 b) { return a < b ? b : a; }
 
 inline float RowMaxImpl(const float* x, int64_t n) {
-  LaneVec acc = LaneVec{} + x[0];
+  Lanes4 acc[4];
+  for (auto& a : acc) a = Lanes4{} + x[0];
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    LaneVec v;
-    std::memcpy(&v, x + i, sizeof v);
-    acc = acc < v ? v : acc;
-  }
-  float m = acc[0];
-  for (int l = 1; l < kLanes; ++l) m = std::max(m, acc[l]);
+  for (; i + 16 <= n; i += 16)
+    for (int g = 0; g < 4; ++g) {
+      Lanes4 v;
+      std::memcpy(&v, x + i + 4 * g, sizeof v);
+      acc[g] = MaxLanes(acc[g], v);
+    }
+  const Lanes4 a = MaxLanes(MaxLanes(acc[0], acc[1]), MaxLanes(acc[2], acc[3]));
+  float m = a[0];
+  for (int l = 1; l < 4; ++l) m = std::max(m, a[l]);
   for (; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }
