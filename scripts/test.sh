@@ -1,7 +1,8 @@
 #!/bin/sh
 # The whole test suite: a Release build with every test and the plugin SDK
 # as an outside author uses it, an AddressSanitizer + UndefinedBehaviorSanitizer
-# build running the same tests, then the task-graph executor under
+# build (-O1) running the same tests but std_sdk_test (its C++-ABI twin
+# plugins are built in Release only), then the task-graph executor under
 # ThreadSanitizer.
 set -eu
 cd "$(dirname "$0")/.."
