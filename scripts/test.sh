@@ -3,7 +3,7 @@
 # as an outside author uses it, an AddressSanitizer + UndefinedBehaviorSanitizer
 # build (-O1) running the same tests but std_sdk_test (its C++-ABI twin
 # plugins are built in Release only), then the task-graph executor under
-# ThreadSanitizer.
+# ThreadSanitizer (-O1 too).
 set -eu
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
