@@ -40,6 +40,10 @@ namespace {
 // On an AVX2-only EPYC oneDNN has no brgemm kernels and its JIT sgemm ran
 // 0.71-1.04x OpenBLAS's Haswell kernels on the MLP's products; there the
 // MLP step took 7 % longer with oneDNN (compare_torch), so OpenBLAS runs all.
+// On Zen 5 OpenBLAS's SkylakeX kernels gave some of the GPT's shapes alone
+// more (gemm_bench: 2048 x 256 x 1024 174 against 151 GFLOP/s), but in the
+// GPT B=8, T=256 step at 1 thread OpenBLAS for all (NABLA_DNNL=0) took
+// 74.4-76.3 ms against 71.8-72.9 with this rule (3 alternating pairs).
 constexpr double kDnnlMinMacs = 1.0 * 1024 * 1024;
 
 // C = beta * C for a product over k == 0; beta == 0 writes zeros even
