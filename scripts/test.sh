@@ -25,6 +25,8 @@ BUILD_DIR=build-asan scripts/build.sh -DNABLA_BUILD_BENCHMARKS=OFF -DNABLA_SANIT
 # Plugins are dlopen'ed and never unloaded on purpose; LSan still checks the rest.
 # tests/asan.supp: the plugins' ABI tag symbols, which tests linking the
 # OpenCL device plugin directly make one address (see the file).
+# Each GoogleTest binary runs as one ctest test here, not a process per case
+# (nabla_add_test in cmake/nabla_helpers.cmake: process starts are dear under ASan).
 # The mpirun tests (label mpi) run in the Release stage only: OpenMPI's
 # launcher and shared-memory transport are not ours to sanitize.
 (cd build-asan && ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:suppressions=$(pwd)/../tests/asan.supp} \
