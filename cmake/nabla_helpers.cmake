@@ -4,6 +4,19 @@ if(NOT TARGET nabla_standard_plugins)
   add_custom_target(nabla_standard_plugins)
 endif()
 
+# nabla_plugin_pch(TARGET HEADER...): the headers every op file of an
+# in-tree plugin includes, parsed once into a precompiled header rather
+# than once per file: math_ops compiled in 306 CPU s instead of 372 (Release,
+# 2-core Zen 5), and the Release, ASan and TSan builds each compile the
+# plugins. Not part of the installed nabla_add_plugin: a plugin author's
+# build is theirs to tune.
+option(NABLA_PCH "Precompile the standard plugins' common headers" ON)
+function(nabla_plugin_pch target)
+  if(NABLA_PCH)
+    target_precompile_headers(${target} PRIVATE ${ARGN})
+  endif()
+endfunction()
+
 # nabla_add_plugin(): one definition, shared with third-party plugins through
 # the installed package (see nabla_plugin.cmake).
 include(${CMAKE_CURRENT_LIST_DIR}/nabla_plugin.cmake)
