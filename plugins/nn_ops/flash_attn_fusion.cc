@@ -15,8 +15,16 @@
 // [B, H, T, T] scores and probabilities. Only where that is exact: s, s' and
 // p are read by the next op alone and are neither kept nor persistable, the
 // transposes permute [0, 2, 1, 3], alpha is 1/sqrt(D) to float precision,
-// softmax runs over the keys, and no gradient flows into the mask (flash_attn
-// has none for it). Transposes left without readers go too.
+// softmax runs over the keys, q, k and v agree in batch and heads (matmul
+// would broadcast them, flash_attn does not), nothing writes q, k, v or the
+// mask between where the matched ops read them and the fused op, and no
+// gradient flows into the mask (flash_attn has none for it: a fed mask must
+// stop gradients). Transposes left without readers go too.
+//
+// One difference remains, by design: a query row whose every key the mask
+// hides with -inf gets softmax's NaN unfused and flash_attn's 0 (output and
+// gradients, as Paddle's and FlashAttention's kernels give) fused. A -1e9
+// mask has no such row: both give the same probabilities.
 //
 // A mask that ops of the program compute from constants alone (no feed, no
 // parameter, nothing random: fill_constant and tril_triu, say) is evaluated
@@ -137,13 +145,20 @@ class AttentionFusion {
       const OpDesc* tr = Writer(block, *from[t]);
       if (!tr || !HasPerm0213(*tr) || Count(uses_.writers, *from[t]) != 1) return false;
       qkv[t] = tr->Input("X")[0];
-      // Written once at most (fed, or by one op before the transpose): no
-      // op between the transpose and the fused op can change it.
-      if (Count(uses_.writers, qkv[t]) > 1) return false;
+      // The fused op reads it where pv was: nothing may write it after the
+      // transpose that read it.
+      if (!UnchangedAfter(block, qkv[t], Index(block, tr))) return false;
       const VarDesc* v = block.FindVarRecursive(qkv[t]);
       if (!v || v->GetShape().size() != 4) return false;
       shapes[t] = v->GetShape();
     }
+    // flash_attn's shapes: matmul broadcasts batch and heads (k and v of
+    // one head, multi-query attention; or of batch 1), flash_attn does not.
+    // A dim unknown here (-1) matches only an unknown one; should they
+    // differ at run time, flash_attn says so rather than computing.
+    const Shape &sq = shapes[0], &sk = shapes[1], &sv = shapes[2];
+    if (sk[0] != sq[0] || sv[0] != sq[0] || sk[2] != sq[2] || sv[2] != sq[2] || sv[1] != sk[1] || sk[3] != sq[3])
+      return false;
     const DType dtype = block.FindVarRecursive(qkv[0])->GetDType();
     if (dtype != DType::kFloat32 && dtype != DType::kFloat64 && dtype != DType::kBFloat16) return false;
     const int64_t d = shapes[0][3];
@@ -162,6 +177,7 @@ class AttentionFusion {
       if (!mv || mv->GetShape().empty() || mv->GetShape().size() > 4) return false;
       if (axis != -1 && axis != static_cast<int>(4 - mv->GetShape().size())) return false;
       if (mv->GetDType() != dtype || NeedsGradient(block, mask, 0)) return false;
+      if (!UnchangedAfter(block, mask, Index(block, add))) return false;
       int64_t strides[4];
       try {
         AttnMaskStrides(mv->GetShape(), {shapes[0][0], shapes[0][2], shapes[0][1], shapes[1][1]}, strides, "");
@@ -336,15 +352,27 @@ class AttentionFusion {
            !IsPersistable(block, var);
   }
 
-  // Whether a gradient would reach `var`: a trainable parameter, or computed
-  // from one.
+  // Whether `var`, read by the op at `reader`, keeps its value until the
+  // fused op (at pv's place, after `reader`): written by no op, or by one op
+  // of this block before `reader`.
+  bool UnchangedAfter(const BlockDesc& block, const std::string& var, size_t reader) const {
+    const int writers = Count(uses_.writers, var);
+    if (writers == 0) return true;
+    if (writers > 1) return false;
+    const auto it = uses_.writer.find(var);
+    return it != uses_.writer.end() && it->second.first == &block && it->second.second < reader;
+  }
+
+  // Whether a gradient would reach `var`: a trainable parameter, a fed var
+  // that does not stop gradients (the backward part computes its gradient:
+  // `mask@GRAD` can be fetched), or computed from one of them.
   bool NeedsGradient(const BlockDesc& block, const std::string& var, int depth) const {
     const VarDesc* v = block.FindVarRecursive(var);
     if (v && v->StopGradient()) return false;
     if (v && v->Persistable()) return true;
     if (depth > 64) return true;  // too deep to tell: assume so
     const OpDesc* w = Writer(block, var);
-    if (!w) return false;  // fed
+    if (!w) return v && (!v->HasDType() || IsFloating(v->GetDType()));  // fed (or the parent block's)
     for (const auto& in : w->InputArgumentNames())
       if (NeedsGradient(block, in, depth + 1)) return true;
     return false;

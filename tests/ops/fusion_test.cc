@@ -674,6 +674,29 @@ TEST(Fusion, AttentionIsLeftAloneWhereTheRewriteWouldNotBeExact) {
        {{"mask: {shape: [5, 5], dtype: float64, stop_gradient: true}",
          "mask: {shape: [5, 5], dtype: float64, persistable: true}"}},
        {"loss"}},
+      // A fed var that does not stop gradients gets one: mask@GRAD.
+      {"a fed mask without stop_gradient",
+       {{"mask: {shape: [5, 5], dtype: float64, stop_gradient: true}", "mask: {shape: [5, 5], dtype: float64}"}},
+       {"loss"}},
+      // flash_attn would read the mask where the second matmul was.
+      {"the mask rewritten after the add",
+       {{"outputs: {Out: [sm]}}\n",
+         "outputs: {Out: [sm]}}\n"
+         "      - {type: scale, inputs: {X: [mask]}, outputs: {Out: [mask]}, attrs: {scale: 0.0}}\n"}},
+       {"loss"}},
+      // matmul broadcasts k and v over q's heads (multi-query attention) or
+      // batch; flash_attn does not.
+      {"k and v of one head",
+       {{"wk: {shape: [12, 12]", "wk: {shape: [12, 4]"},
+        {"wv: {shape: [12, 12]", "wv: {shape: [12, 4]"},
+        {"outputs: {Out: [k4]}, attrs: {shape: [0, 0, 3, 4]}", "outputs: {Out: [k4]}, attrs: {shape: [0, 0, 1, 4]}"},
+        {"outputs: {Out: [v4]}, attrs: {shape: [0, 0, 3, 4]}", "outputs: {Out: [v4]}, attrs: {shape: [0, 0, 1, 4]}"}},
+       {"loss"}},
+      {"k and v of batch 1",
+       {{"      mask: {shape", "      xkv: {shape: [1, 5, 12], dtype: float64, stop_gradient: true}\n      mask: {shape"},
+        {"{type: mul, inputs: {X: [x], Y: [wk]}", "{type: mul, inputs: {X: [xkv], Y: [wk]}"},
+        {"{type: mul, inputs: {X: [x], Y: [wv]}", "{type: mul, inputs: {X: [xkv], Y: [wv]}"}},
+       {"loss"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
