@@ -109,6 +109,19 @@ TEST_F(Eager, OutputCountsFollowFromAttributesThroughTheOpsTrait) {
   EXPECT_EQ(Call("split", {{"X", {x}}}, {{"num", 3}, {"axis", 1}}, {{"Out", 3}}).List("Out").size(), 3u);
 }
 
+TEST_F(Eager, AttributeCheckersRunAsInAProgram) {
+  Tensor x = Vec({1, 2, 3, 4}, {2, 2}, false, "x");
+  // dropout_prob in [0, 1]: a program's verifier refuses 1.5, and so does
+  // an eager call, rather than dropping every element.
+  std::string msg = ErrorOf([&] { Call("dropout", {{"X", {x}}}, {{"dropout_prob", 1.5f}}); });
+  EXPECT_NE(msg.find("eager: op 'dropout': attribute 'dropout_prob' = 1.5 is rejected by the op's checker"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(Call("dropout", {{"X", {x}}}, {{"dropout_prob", 0.0f}})["Out"].ToVector<float>(),
+            (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST_F(Eager, AnOpWithoutOutputCountTraitNeedsOutputCountsAndSaysSo) {
   ToyOpWithUnsizedOutputs();
   Tensor x = Vec({1, 2}, {2}, false, "x");

@@ -61,5 +61,8 @@ NABLA_API bool HasFloat32Kernels(const std::string& op_type, Device& device);
 // slots, arity of non-duplicable slots, unknown, ill-typed, rejected or
 // missing required attributes. Messages start with `where`.
 NABLA_API void VerifyOpSchema(const OpDesc& op, const OpSchema& schema, const std::string& where);
+// The attribute half of VerifyOpSchema (eager calls, whose slots are checked
+// as they are bound): each attribute's checker too.
+NABLA_API void VerifyOpAttrs(const OpDesc& op, const OpSchema& schema, const std::string& where);
 
 }  // namespace nabla

@@ -9,6 +9,7 @@
 #include "nabla/device.h"
 #include "nabla/executor.h"
 #include "nabla/npy.h"
+#include "nabla/opcheck.h"
 
 namespace nabla::eager {
 
@@ -216,6 +217,9 @@ PreparedCall::PreparedCall(const std::string& type, const SlotArgs& in_args, con
   // Before the outputs: an op's output counts follow from its attributes.
   desc_.MutableAttrs() = attrs;
   FillDefaultAttrs(desc_, *registry_);
+  // The checkers a program's verifier runs (dropout in [0, 1), say): once
+  // per prepared call, not per run.
+  VerifyOpAttrs(desc_, info.schema, where);
   if (out_args) {
     for (const auto& [slot, present] : *out_args) {
       NABLA_ENFORCE(info.schema.FindOutput(slot), kInvalidArgument, where, ": unknown output slot '", slot, "'");
