@@ -175,7 +175,9 @@ void VerifyOpSchema(const OpDesc& op, const OpSchema& schema, const std::string&
   CheckAttrs(where, op, schema);
 }
 
-void VerifyOpAttrs(const OpDesc& op, const OpSchema& schema, const std::string& where) { CheckAttrs(where, op, schema); }
+void VerifyOpAttrs(const OpDesc& op, const OpSchema& schema, const std::string& where) {
+  CheckAttrs(where, op, schema);
+}
 
 void VerifyProgram(const ProgramDesc& program, const OpRegistry& registry) {
   VerifyBlockStructure(program);
