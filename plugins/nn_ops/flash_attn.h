@@ -48,6 +48,18 @@ AttnDropout BackwardDropout(const ExecutionContext& ctx);
 // for any score short of 1e9 - 745, as it is for a hidden key.
 bool IsCausalMask(const Tensor& mask, int64_t seq_q, int64_t seq_k);
 
+// softmax_lse = m + log(l) cannot hold log(l) once |m| is large (a row an
+// additive mask shifts by -1e9): from this |lse| on, the backward (CPU and
+// OpenCL) finds the row's max and sum again rather than take exp(s - lse).
+// float32: 128, below which lse's rounding costs a probability 8e-6
+// relative at most, about exp's own error on such scores. float64: 1024
+// (1.1e-13; float64 is for gradient checks, and at 2^36 a row masked by
+// -1e9 had gradients 5e-8 off).
+template <typename A>
+constexpr A LseRecomputeBound() {
+  return sizeof(A) == sizeof(float) ? A(128) : A(1024);
+}
+
 // The fusion pass's rewrite of attention written with transpose, matmul and
 // softmax into flash_attn (flash_attn_fusion.cc), flash_attn's
 // OpBuilder::RewritesBeforeBackward.

@@ -23,8 +23,9 @@
 //
 // One difference remains, by design: a query row whose every key the mask
 // hides with -inf gets softmax's NaN unfused and flash_attn's 0 (output and
-// gradients, as Paddle's and FlashAttention's kernels give) fused. A -1e9
-// mask has no such row: both give the same probabilities.
+// gradients, as Paddle's and FlashAttention's kernels give) fused. Under a
+// -1e9 mask such a row attends to all its keys alike in both (flash_attn
+// finds that row's max and sum again rather than trust its lse).
 //
 // A mask that ops of the program compute from constants alone (no feed, no
 // parameter, nothing random: fill_constant and tril_triu, say) is evaluated

@@ -692,13 +692,11 @@ const T* MaskData(const ExecutionContext& ctx, const AttnDims& d) {
 // additive mask shifts every score of a row by -1e9 (a query that sees only
 // masked keys), float32's -1e9 + log(257) is -1e9, and exp(s - lse) would
 // make every probability 1 in place of 1/257 (the forward's own are right:
-// it keeps m and l apart). Rows whose |lse| reaches this (128 in float32,
-// 2^36 in float64: an lse rounding error of 2^-16 at most below it) take
+// it keeps m and l apart). Rows whose |lse| reaches LseRecomputeBound take
 // their probabilities as exp(s - m) / l with m and l found again.
 template <typename A>
 bool LseTooLarge(A lse) {
-  constexpr A kLarge = A(1) / (A(65536) * std::numeric_limits<A>::epsilon());
-  return std::abs(lse) >= kLarge && std::abs(lse) != std::numeric_limits<A>::infinity();
+  return std::abs(lse) >= LseRecomputeBound<A>() && std::abs(lse) != std::numeric_limits<A>::infinity();
 }
 
 // What the probabilities of rows [i0, i0 + nq) of head (b, h) are made of:

@@ -46,12 +46,12 @@ struct ClAttn {
 };
 
 // flash_attn.cl's row shifts (flash_attn_row_shift) into `shift` and `inv`:
-// from the |softmax_lse| on that cannot hold log(l) to 2^-16 (the CPU's
-// LseTooLarge), a row's max and sum are found again.
+// from LseRecomputeBound on (as the CPU's LseTooLarge), a row's max and
+// sum are found again.
 template <typename T>
 void RowShifts(OpenClDevice& dev, const ClAttn& a, const KernelArg& qa, const KernelArg& ka, const KernelArg& ma,
                const KernelArg& la, void* shift, void* inv) {
-  const T large = T(1) / (T(65536) * std::numeric_limits<T>::epsilon());
+  const T large = LseRecomputeBound<T>();
   Run<T>(dev, cl_source::flash_attn(), "flash_attn_row_shift",
          {qa, ka, ma, la, KernelArg::Buffer(shift), KernelArg::Buffer(inv), KernelArg(a.QueryRows()), a.Dims(),
           a.Mask(), KernelArg(static_cast<T>(a.scale)), KernelArg(large)},

@@ -274,6 +274,10 @@ NABLA_REGISTER_OPS(softmax_with_cross_entropy) {
       .Attr<bool>("use_softmax", true,
                   "(bool, default true) apply softmax to Logits; false: Logits are probabilities already, Softmax "
                   "is a copy of them and Loss is cross_entropy's (-log(Logits[Label]), the log clipped at 1e-20)")
+      .Attr<bool>("numeric_stable_mode", true,
+                  "(bool, default true) Paddle's choice between its max-shifted softmax and a plain one; nabla "
+                  "always shifts by the row's max (and computes the loss as logsumexp minus the logit), so both "
+                  "values give the same results")
       .InferShape(InferSoftmaxWithCrossEntropy)
       .GradMaker<SoftmaxWithCrossEntropyGradMaker>()
       .GradCheck(hard)
