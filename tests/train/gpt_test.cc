@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "nabla/cpu/cpu.h"
+#include "nabla/train/checkpoint.h"
 #include "run_util.h"
 #include "test_util.h"
 
@@ -99,9 +101,28 @@ TEST_F(GptTest, TrainsAndGenerates) {
   ASSERT_EQ(greedy.rc, 0) << greedy.err;
   EXPECT_EQ(top1.out, greedy.out);
 
+  // A temperature so small that a score over it overflows is still greedy
+  // (the draw once fell through to the k-th score: the least likely byte).
+  Result tiny =
+      Nabla(dir_, "generate run.yaml --checkpoint ckpt --prompt '" + prompt + "' --tokens 24 --temperature 1e-320");
+  ASSERT_EQ(tiny.rc, 0) << tiny.err;
+  EXPECT_EQ(tiny.out, greedy.out);
+
   Result bad = Nabla(dir_, "generate run.yaml --checkpoint nowhere --prompt x");
   EXPECT_EQ(bad.rc, 2) << bad.out << bad.err;
   EXPECT_NE(bad.err.find("nowhere"), std::string::npos) << bad.err;
+  // A checkpoint of a bigger model (a parameter the program lacks) is
+  // refused, not sampled from in part.
+  cpu::InitCpuBackend();  // the host device the file's tensors land on
+  SafetensorsFile ck = ReadSafetensors(dir_.Path("ckpt/ckpt-00000012.safetensors"));
+  NamedTensors more(ck.tensors.begin(), ck.tensors.end());
+  more.emplace_back("l9_fc_w", ck.tensors.begin()->second);
+  ck.metadata.erase("data_crc32");
+  WriteSafetensors(dir_.Path("bigger.safetensors"), more, ck.metadata);
+  Result bigger = Nabla(dir_, "generate run.yaml --checkpoint bigger.safetensors --prompt x");
+  EXPECT_EQ(bigger.rc, 2) << bigger.out << bigger.err;
+  EXPECT_NE(bigger.err.find("holds tensor 'l9_fc_w', which the program does not have"), std::string::npos)
+      << bigger.err;
 }
 
 }  // namespace

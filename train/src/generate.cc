@@ -28,9 +28,12 @@ int64_t SampleToken(const float* logits, int64_t vocab, double temperature, int6
   std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   const int64_t k = top_k > 0 ? std::min(top_k, vocab) : vocab;
   std::vector<double> p(static_cast<size_t>(k));
-  const double top = logits[idx[0]] / temperature;
+  // Differences from the top score, divided: each <= 0, so a temperature
+  // so small that a score over it overflows gives exp(-inf) = 0 rather than
+  // inf - inf = NaN (the draw then fell through to the k-th score).
+  const double top = logits[idx[0]];
   double total = 0;
-  for (int64_t i = 0; i < k; ++i) total += p[i] = std::exp(logits[idx[i]] / temperature - top);
+  for (int64_t i = 0; i < k; ++i) total += p[i] = std::exp((logits[idx[i]] - top) / temperature);
   const double u = static_cast<double>(random_bits >> 11) * 0x1.0p-53 * total;
   double acc = 0;
   for (int64_t i = 0; i < k; ++i) {
@@ -107,6 +110,13 @@ std::string GenerateText(const RunConfig& c, const GenerateOptions& o, const std
                   ShapeToString(dst.GetShape()));
     dst.CopyFrom(it->second, device);
   }
+  // A parameter the program lacks means another model (a checkpoint of more
+  // layers sampled from only some of them); other optimizer state is fine.
+  for (const auto& [name, t] : ckpt.tensors)
+    NABLA_ENFORCE(
+        name.find('@') != std::string::npos || std::binary_search(tp.persistables.begin(), tp.persistables.end(), name),
+        kInvalidArgument, file, ": the checkpoint holds tensor '", name,
+        "', which the program does not have (was it written by another program?)");
 
   auto int_tensor = [&](const std::string& var, const std::vector<int64_t>& values) {
     const VarDesc* v = block.FindVarRecursive(var);
