@@ -1,10 +1,13 @@
 // Dataset readers on small files the tests write themselves, feed binding,
 // batching and seeded shuffling.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <numeric>
 
 #include "nabla/cpu/cpu.h"
@@ -169,6 +172,31 @@ TEST_F(DatasetTest, TextWindowsAndHeldOutTails) {
   EXPECT_NE(ErrorOf([&] { ExpandTextFiles({dir_.Path("*.md")}, {}); }).find("*.md: no such file"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { ReadTextDataset({b}, 20, 0); }).find("holds no training window of 21 bytes"),
             std::string::npos);
+}
+
+// What a glob may match that is not text: a folder reads as nothing and a
+// named pipe blocks open(2) until a writer comes (a run hung on one). Both
+// are errors naming the path, before anything is opened. A file whose name
+// holds glob characters is itself; seq_len + 1 must not overflow.
+TEST_F(DatasetTest, TextFilesAreRegularFilesAndLiteralNamesWork) {
+  dir_.Write("a.txt", "abcdefghij");
+  const std::string sub = dir_.Path("sub");
+  std::filesystem::create_directory(sub);
+  std::string msg = ErrorOf([&] { ExpandTextFiles({dir_.Path("*")}, {}); });
+  EXPECT_NE(msg.find(sub + ": not a regular file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(matched by " + dir_.Path("*") + ")"), std::string::npos) << msg;
+  std::filesystem::remove(sub);
+  const std::string fifo = dir_.Path("pipe");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  msg = ErrorOf([&] { ExpandTextFiles({fifo}, {}); });
+  EXPECT_NE(msg.find(fifo + ": not a regular file"), std::string::npos) << msg;
+  std::filesystem::remove(fifo);
+  const std::string literal = dir_.Write("b[1].txt", "0123456789");
+  EXPECT_EQ(ExpandTextFiles({literal}, {}), std::vector<std::string>{literal});
+  msg = ErrorOf([&] { ReadTextDataset({literal}, std::numeric_limits<int64_t>::max(), 0); });
+  EXPECT_NE(msg.find("seq_len must lie in [1, 2^30]"), std::string::npos) << msg;
+  msg = ErrorOf([&] { ReadTextDataset({literal}, 20, 0, "evaluation"); });
+  EXPECT_NE(msg.find("holds no evaluation window of 21 bytes"), std::string::npos) << msg;
 }
 
 TEST_F(DatasetTest, NumBatchesKeepsOrDropsTheLastPartialBatch) {

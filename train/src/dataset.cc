@@ -347,12 +347,21 @@ std::vector<std::string> ExpandTextFiles(const std::vector<std::string>& pattern
     globfree(&g);
     NABLA_ENFORCE(rc == 0 || rc == GLOB_NOMATCH, kInvalidArgument, pattern, ": the glob failed (glob(3) code ", rc,
                   ")");
+    // A file whose own name holds glob characters ("a[1].txt") is itself.
+    std::error_code exists_ec;
+    if (matches.empty() && std::filesystem::exists(pattern, exists_ec)) matches.push_back(pattern);
     NABLA_ENFORCE(!matches.empty(), kNotFound, pattern, ": no such file (the pattern matches nothing)");
     std::sort(matches.begin(), matches.end());
     for (const auto& m : matches) {
       bool excluded = false;
       for (const auto& e : exclude) excluded = excluded || fnmatch(e.c_str(), m.c_str(), 0) == 0;
       if (excluded) continue;
+      // Checked before anything opens it: a named pipe blocks open(2) until
+      // a writer comes, and a folder reads as empty text.
+      std::error_code type_ec;
+      NABLA_ENFORCE(std::filesystem::is_regular_file(m, type_ec), kInvalidArgument, m,
+                    ": not a regular file (a folder, pipe or device); name text files, or a glob of them",
+                    m == pattern ? "" : StrCat(" (matched by ", pattern, ")"));
       std::error_code ec;
       const std::string canonical = std::filesystem::canonical(m, ec).string();
       if (!seen.insert(ec ? m : canonical).second) continue;
@@ -363,8 +372,10 @@ std::vector<std::string> ExpandTextFiles(const std::vector<std::string>& pattern
   return out;
 }
 
-TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_len, double eval_fraction) {
-  NABLA_ENFORCE(seq_len >= 1, kInvalidArgument, "text dataset: seq_len must be at least 1, but received ", seq_len);
+TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_len, double eval_fraction,
+                           const std::string& split) {
+  NABLA_ENFORCE(seq_len >= 1 && seq_len <= kMaxTextSeqLen, kInvalidArgument,
+                "text dataset: seq_len must lie in [1, 2^30], but received ", seq_len);
   NABLA_ENFORCE(eval_fraction >= 0 && eval_fraction < 1, kInvalidArgument,
                 "text dataset: eval_fraction must lie in [0, 1), but received ", eval_fraction);
   std::vector<uint8_t> train_bytes, eval_bytes;  // windows back to back, seq_len + 1 each
@@ -406,7 +417,7 @@ TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_le
     return d;
   };
   TextSplits s{make(train_bytes), make(eval_bytes)};
-  NABLA_ENFORCE(s.train.Size() > 0, kInvalidArgument, source, ": the text holds no training window of ", seq_len + 1,
+  NABLA_ENFORCE(s.train.Size() > 0, kInvalidArgument, source, ": the text holds no ", split, " window of ", seq_len + 1,
                 " bytes (files shorter than that, or all held out)");
   return s;
 }

@@ -15,6 +15,7 @@
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
 #include "nabla/plugin.h"
+#include "nabla/train/dataset.h"
 
 namespace nabla::train {
 
@@ -375,7 +376,12 @@ void ParseData(const Reader& r, const YAML::Node& n, DataConfig& d) {
   };
   text_only("seq_len");
   text_only("eval_fraction");
-  if (d.format == "text") d.seq_len = r.Int(r.Required(n, "seq_len", "data (format text)"), "data.seq_len", 1);
+  if (d.format == "text") {
+    const YAML::Node seq = r.Required(n, "seq_len", "data (format text)");
+    d.seq_len = r.Int(seq, "data.seq_len", 1);
+    NABLA_ENFORCE(d.seq_len <= kMaxTextSeqLen, kInvalidArgument, r.Where(seq),
+                  ": data.seq_len must be at most 2^30 (a window is seq_len + 1 bytes), but received ", d.seq_len);
+  }
   if (n["eval_fraction"]) {
     d.eval_fraction = r.NonNegative(n["eval_fraction"], "data.eval_fraction");
     NABLA_ENFORCE(d.eval_fraction < 1, kInvalidArgument, r.Where(n["eval_fraction"]),

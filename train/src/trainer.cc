@@ -185,6 +185,15 @@ void BindSplit(Split& out, const SplitConfig& s, const BlockDesc& block, const T
   }
 }
 
+// A text split's errors name the config position of the split they read.
+TextSplits ReadTextSplit(const SplitConfig& s, int64_t seq_len, double eval_fraction, const std::string& split) {
+  try {
+    return ReadTextDataset(ExpandTextFiles(s.text_files, s.text_exclude), seq_len, eval_fraction, split);
+  } catch (const Error& e) {
+    throw Error(e.kind(), StrCat(s.pos.Where(), ": ", e.what()));
+  }
+}
+
 Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block, const TrainPrograms& tp) {
   Split out;
   const DataConfig& d = c.data;
@@ -193,7 +202,7 @@ Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block
   } else if (d.format == "npy") {
     out.data = ReadNpyDataset(s.files);
   } else if (d.format == "text") {
-    out.data = ReadTextDataset(ExpandTextFiles(s.text_files, s.text_exclude), d.seq_len, 0).train;
+    out.data = ReadTextSplit(s, d.seq_len, 0, &s == &d.train ? "training" : "evaluation").train;
   } else {
     std::vector<std::string> specs;
     for (const auto& f : s.feeds) specs.push_back(f.column);
@@ -208,16 +217,18 @@ Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block
 std::pair<Split, std::optional<Split>> LoadSplits(const RunConfig& c, const BlockDesc& block, const TrainPrograms& tp) {
   const DataConfig& d = c.data;
   if (d.format == "text" && d.eval_fraction > 0) {
-    TextSplits t =
-        ReadTextDataset(ExpandTextFiles(d.train.text_files, d.train.text_exclude), d.seq_len, d.eval_fraction);
+    TextSplits t = ReadTextSplit(d.train, d.seq_len, d.eval_fraction, "training");
+    // Asked to hold text out, a run that would print no eval loss is an
+    // error: each file needs two windows for one to go.
+    NABLA_ENFORCE(t.eval.Size() > 0, kInvalidArgument, d.train.pos.Where(), ": data.eval_fraction ", d.eval_fraction,
+                  " holds out no window: no text file has two windows of ", d.seq_len + 1,
+                  " bytes (one stays for training); give longer files, a shorter seq_len or data.eval");
     std::pair<Split, std::optional<Split>> out;
     out.first.data = std::move(t.train);
     BindSplit(out.first, d.train, block, tp);
-    if (t.eval.Size() > 0) {
-      out.second.emplace();
-      out.second->data = std::move(t.eval);
-      BindSplit(*out.second, d.train, block, tp);
-    }
+    out.second.emplace();
+    out.second->data = std::move(t.eval);
+    BindSplit(*out.second, d.train, block, tp);
     return out;
   }
   std::pair<Split, std::optional<Split>> out{LoadSplit(c, d.train, block, tp), std::nullopt};

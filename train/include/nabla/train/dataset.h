@@ -52,7 +52,9 @@ Dataset ReadNpyDataset(const std::map<std::string, std::string>& files);
 // `patterns` are paths or globs (glob(3)), expanded in order, each glob's
 // matches sorted, files seen before (a symlink to one, say) skipped, and
 // paths matching an `exclude` glob (fnmatch(3) on the whole path) dropped;
-// a pattern that matches nothing is an error naming it.
+// a pattern that matches nothing is an error naming it, unless it is itself
+// the name of a file ("a[1].txt"); every path must be a regular file (a
+// folder, pipe or device is an error, before anything opens it).
 std::vector<std::string> ExpandTextFiles(const std::vector<std::string>& patterns,
                                          const std::vector<std::string>& exclude);
 // Cuts each file into windows of seq_len + 1 bytes at stride seq_len (a
@@ -66,7 +68,12 @@ struct TextSplits {
   Dataset train;
   Dataset eval;
 };
-TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_len, double eval_fraction);
+// seq_len lies in [1, kMaxTextSeqLen]; `split` names the windows in the
+// error for text without any ("training", or "evaluation" for an eval
+// split read on its own).
+inline constexpr int64_t kMaxTextSeqLen = int64_t(1) << 30;
+TextSplits ReadTextDataset(const std::vector<std::string>& files, int64_t seq_len, double eval_fraction,
+                           const std::string& split = "training");
 
 // CSV columns chosen by spec: a header name, a 0-based index, or a 0-based
 // half-open range "a:b" / "a:" (many numeric columns into one feature
