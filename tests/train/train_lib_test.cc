@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "nabla/nabla.h"
 #include "nabla/train.h"
 #include "nabla/train/pipeline.h"
+#include "test_util.h"
 
 namespace nabla::train {
 namespace {
@@ -106,6 +108,36 @@ class TrainLibTest : public ::testing::Test {
   Scope scope_;
   std::unique_ptr<Executor> executor_;
 };
+
+// The ranges a run config's optimizer keys are held to, for programs built
+// through the library (Python's append_optimizer): a negative adamw decay
+// once trained with no decay, and wrote an op its own checker refuses.
+TEST_F(TrainLibTest, OptimizerValuesOutsideTheirRangesAreErrors) {
+  struct Case {
+    void (*set)(OptimizerOptions&);
+    std::string message;
+  };
+  const Case cases[] = {
+      {[](OptimizerOptions& o) { o.lr = -0.05; }, "optimizer's lr must be positive, but received -0.05"},
+      {[](OptimizerOptions& o) { o.weight_decay = -0.1; }, "weight_decay must be >= 0, but received -0.1"},
+      {[](OptimizerOptions& o) { o.beta2 = 1.0; }, "beta2 must be in [0, 1)"},
+      {[](OptimizerOptions& o) { o.epsilon = 0; }, "epsilon must be positive"},
+      {[](OptimizerOptions& o) { o.clip_global_norm = -1; }, "clip_global_norm must be >= 0"},
+      {[](OptimizerOptions& o) { o.lr = std::numeric_limits<double>::quiet_NaN(); }, "lr must be positive"},
+      {[](OptimizerOptions& o) { o.nesterov = true; }, "nesterov applies to the momentum optimizer"},
+  };
+  for (const Case& c : cases) {
+    ParamGrads pg;
+    ProgramDesc p = Linear(pg);
+    const size_t before = p.Root()->OpSize();
+    OptimizerOptions o;
+    o.type = "adamw";
+    c.set(o);
+    const std::string msg = testing::ErrorOf([&] { AppendOptimizer(p, pg, o); });
+    EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
+    EXPECT_EQ(p.Root()->OpSize(), before);  // nothing appended
+  }
+}
 
 TEST_F(TrainLibTest, SgdAddsOneUpdatePerParameterAndTheLearningRateVar) {
   ParamGrads pg;

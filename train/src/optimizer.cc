@@ -84,6 +84,23 @@ void AppendAdam(OpBuilder& b, const OptimizerOptions& o, const std::string& p, c
 void AppendOptimizer(ProgramDesc& program, const ParamGrads& pg, const OptimizerOptions& o) {
   NABLA_ENFORCE(o.type == "sgd" || o.type == "momentum" || o.type == "adam" || o.type == "adamw", kInvalidArgument,
                 "the optimizer type must be one of sgd, momentum, adam, adamw, but received '", o.type, "'");
+  // The ranges a run config's optimizer keys are held to (run_config.cc
+  // checks them first, with positions): a program built through the
+  // library must not get what `nabla run` refuses (a negative decay that
+  // silently did nothing, or gradient ascent).
+  auto check = [&](bool ok, const char* key, double v, const char* range) {
+    NABLA_ENFORCE(ok && std::isfinite(v), kInvalidArgument, "the ", o.type, " optimizer's ", key, " must be ", range,
+                  ", but received ", v);
+  };
+  check(o.lr > 0, "lr", o.lr, "positive");
+  check(o.momentum >= 0, "momentum", o.momentum, ">= 0");
+  check(o.beta1 >= 0 && o.beta1 < 1, "beta1", o.beta1, "in [0, 1)");
+  check(o.beta2 >= 0 && o.beta2 < 1, "beta2", o.beta2, "in [0, 1)");
+  check(o.epsilon > 0, "epsilon", o.epsilon, "positive");
+  check(o.weight_decay >= 0, "weight_decay", o.weight_decay, ">= 0");
+  check(o.clip_global_norm >= 0, "clip_global_norm", o.clip_global_norm, ">= 0 (0: no clipping)");
+  NABLA_ENFORCE(!o.nesterov || o.type == "momentum", kInvalidArgument,
+                "nesterov applies to the momentum optimizer, but the optimizer type is '", o.type, "'");
   NABLA_ENFORCE(!pg.empty(), kInvalidArgument, "the ", o.type,
                 " optimizer has no (parameter, gradient) pair to update; did AppendBackward find no parameter?");
   OpBuilder b(program);
