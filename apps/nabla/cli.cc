@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <iostream>
 #include <string>
 #include <type_traits>
@@ -43,6 +45,20 @@ void AddOption(CLI::App& sub, const OptionSpec& spec) {
         }
       },
       spec.target);
+  // CLI11 2.1 converts int64 options with strtoll, whose overflow clamps:
+  // --seed 99999999999999999999 ran as 9223372036854775807 (an int option
+  // is checked, an int64 one was not).
+  if (std::holds_alternative<int64_t*>(spec.target))
+    opt->check(CLI::Validator(
+        [](std::string& text) -> std::string {
+          const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
+          int64_t v = 0;
+          const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), v);
+          if (ec == std::errc::result_out_of_range)
+            return StrCat("value ", text, " lies outside the 64-bit integers [", INT64_MIN, ", ", INT64_MAX, "]");
+          return "";
+        },
+        ""));
   if (!spec.value_name.empty()) opt->type_name(spec.value_name);
   if (spec.required) opt->required();
   if (spec.delimiter != '\0') opt->delimiter(spec.delimiter);

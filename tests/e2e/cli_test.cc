@@ -466,6 +466,10 @@ TEST_F(CliTest, UsageErrors) {
   ExpectBadInput(LinearArgs() + " --device tpu", {"tpu"});
   ExpectBadInput(LinearArgs() + " --threads many", {"many"});
   ExpectBadInput(LinearArgs() + " --params w", {"--backward"});
+  // An int64 option past the 64-bit integers is refused, not clamped to
+  // 9223372036854775807 (strtoll's overflow).
+  ExpectBadInput(LinearArgs() + " --seed 99999999999999999999", {"--seed", "99999999999999999999", "64-bit"});
+  ExpectBadInput(LinearArgs() + " --seed 18446744073709551615", {"--seed", "64-bit"});
 }
 
 }  // namespace
