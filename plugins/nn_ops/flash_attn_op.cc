@@ -41,7 +41,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <immintrin.h>
@@ -425,12 +428,39 @@ struct Head {
   const T* V(int64_t j) const { return v + j * ldv; }
 };
 
-// Makes `buf` hold at least n elements. Never shrinks it: a resize down and
-// back up zero-fills the regrown part, which every tile then overwrites
-// (the forward's k and v buffers change length with the query block: 2-3 %
-// of bfloat16 attention at T = 256 in perf).
+// An allocator whose resize leaves new elements default-initialized, so
+// scratch that every use writes before it reads is not filled first: a
+// std::vector<bfloat16> fills element by element, 2 bytes a store (with a
+// task per head at 2 threads, each task's fresh packs and tile operands
+// were a third to a half of bfloat16 flash_attn's own time, perf).
 template <typename T>
-T* AtLeast(std::vector<T>& buf, int64_t n) {
+struct NoFillAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = NoFillAllocator<U>;
+  };
+  NoFillAllocator() = default;
+  template <typename U>
+  NoFillAllocator(const NoFillAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+// Storage-type scratch: packed q, k, v, tile operands, rounded rows.
+template <typename T>
+using Scratch = std::vector<T, NoFillAllocator<T>>;
+
+// Makes `buf` hold at least n elements. Never shrinks it: a resize down and
+// back up would construct the regrown part again, which every tile then
+// overwrites (the forward's k and v buffers change length with the query
+// block).
+template <typename T>
+T* AtLeast(Scratch<T>& buf, int64_t n) {
   if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
   return buf.data();
 }
@@ -460,7 +490,7 @@ void CopyRows(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t 
 // `rows` rows of `width` elements, `ld` apart from `src` on, as a dense
 // matrix: `src` itself when already dense, else copied into `buf`.
 template <typename T>
-const T* PackRows(const T* src, int64_t rows, int64_t width, int64_t ld, std::vector<T>& buf) {
+const T* PackRows(const T* src, int64_t rows, int64_t width, int64_t ld, Scratch<T>& buf) {
   if (ld == width) return src;
   T* dense = AtLeast(buf, rows * width);
   CopyRows(src, ld, dense, width, rows, width);
@@ -574,7 +604,7 @@ constexpr HeadParts kBackwardParts{true, true, false, true};
 // dense copy in `buf` (d.dense_rows) or the rows where they lie; *ld_out
 // is its row stride.
 template <typename T>
-const T* HeadRows(const AttnDims& d, const T* src, int64_t rows, int64_t width, int64_t ld, std::vector<T>& buf,
+const T* HeadRows(const AttnDims& d, const T* src, int64_t rows, int64_t width, int64_t ld, Scratch<T>& buf,
                   int64_t* ld_out) {
   if (d.dense_rows) {
     *ld_out = width;
@@ -588,7 +618,7 @@ const T* HeadRows(const AttnDims& d, const T* src, int64_t rows, int64_t width, 
 // (HeadRows), or transposed as `parts` asks where kKeysTransposed.
 template <typename T>
 Head<T> PackHead(const AttnDims& d, const T* q, const T* k, const T* v, int64_t b, int64_t h, int64_t i0, int64_t nq,
-                 int64_t nk, HeadParts parts, std::vector<T> (&buf)[5]) {
+                 int64_t nk, HeadParts parts, Scratch<T> (&buf)[5]) {
   if constexpr (!kKeysTransposed<T>) parts = HeadParts{};
   Head<T> hd;
   hd.q = HeadRows(d, q + d.QRow(b, i0, h), nq, d.dim, d.LdQK(), buf[0], &hd.ldq);
@@ -645,7 +675,7 @@ void TimesRowsT(int64_t rows, int64_t width, int64_t depth, A alpha, const T* a,
 // (row stride ld): the tile itself when the types agree, else rounded into
 // `buf`.
 template <typename T, typename A>
-const T* AsOperand(const A* tile, int64_t rows, int64_t ld, std::vector<T>& buf) {
+const T* AsOperand(const A* tile, int64_t rows, int64_t ld, Scratch<T>& buf) {
   if constexpr (std::is_same_v<T, A>) {
     return tile;
   } else {
@@ -754,7 +784,7 @@ void Store(const A* x, T* y, int64_t n) {
 // apart: bfloat16 rounded in one call into `buf` first, then copied (a
 // conversion call per row cost more than its work for short rows).
 template <typename T, typename A>
-void StoreRows(const A* x, int64_t rows, int64_t width, T* y, int64_t ld, std::vector<T>& buf) {
+void StoreRows(const A* x, int64_t rows, int64_t width, T* y, int64_t ld, Scratch<T>& buf) {
   const T* src;
   if constexpr (std::is_same_v<T, A>) {
     src = x;
@@ -797,7 +827,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), m_new(kBlockQ), l(kBlockQ), z(kBlockK);
-    std::vector<T> s_op, packed[5], out_op;
+    Scratch<T> s_op, packed[5], out_op;
     Head<T> keys;
     int64_t keys_bh = -1;
     for (int64_t task = begin; task < end; ++task) {
@@ -903,7 +933,7 @@ void ZeroRows(A* x, int64_t t0, int64_t t1, int64_t width, int64_t ld) {
 // A dense head's accumulators written as head (b, h) of a [batch, seq,
 // heads, width] tensor.
 template <typename T, typename A>
-void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width, std::vector<T>& buf) {
+void StoreHead(const A* x, T* y, int64_t b, int64_t h, int64_t seq, int64_t heads, int64_t width, Scratch<T>& buf) {
   StoreRows(x, seq, width, y + (b * seq * heads + h) * width, heads * width, buf);
 }
 
@@ -955,8 +985,8 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
         gv(scratch(dv, d.seq_k * d.dim_v));
     // With dropout: its factors and the dropped probabilities P * Z.
     std::vector<A> z(dropout.on ? kBlockQ * d.ls : 0), pz(dropout.on ? kBlockQ * d.ls : 0);
-    std::vector<T> p_op, dp_op, packed[5], dout_buf, narrow_buf;
-    std::vector<A> wide_buf;  // never filled: wide gradients are copied as they are
+    Scratch<T> p_op, dp_op, packed[5], dout_buf, narrow_buf;
+    Scratch<A> wide_buf;  // never filled: wide gradients are copied as they are
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / d.heads, h = bh % d.heads;
       const A* row_lse = lse + bh * d.seq_q;
