@@ -125,5 +125,16 @@ TEST_F(GptTest, TrainsAndGenerates) {
       << bigger.err;
 }
 
+// metrics.accuracy ranks [batch, classes] scores; a language model's are
+// [batch, seq, vocab]: the error is at the config's key, not from the
+// metric's own top_k and accuracy ops.
+TEST_F(GptTest, AccuracyOfASequenceModelIsAConfigError) {
+  WriteConfig("acc.yaml", "metrics: {accuracy: {label: labels}}\n");
+  Result r = Nabla(dir_, "run acc.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("acc.yaml:1:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("metrics.accuracy ranks one score row per sample"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace nabla::train

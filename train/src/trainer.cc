@@ -276,6 +276,14 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
                   "' through a Label slot; set metrics.accuracy.logits");
     NABLA_ENFORCE(block->FindVar(label) != nullptr, kNotFound, c.accuracy.pos.Where(), ": metrics.accuracy.label '",
                   label, "' is not a var of the program");
+    // Said here, at the config's key, rather than by the metric's top_k and
+    // accuracy ops, which a user never wrote.
+    const Shape& ls = block->FindVarRecursive(logits)->GetShape();
+    NABLA_ENFORCE(ls.size() == 2, kInvalidArgument, c.accuracy.pos.Where(),
+                  ": metrics.accuracy ranks one score row per sample, [batch, classes], but '", logits, "' is ",
+                  ShapeToString(ls), " (a sequence model's scores); leave metrics.accuracy out");
+    NABLA_ENFORCE(ls[1] < 0 || c.accuracy.k <= ls[1], kInvalidArgument, c.accuracy.pos.Where(),
+                  ": metrics.accuracy.k = ", c.accuracy.k, " exceeds the ", ls[1], " classes of '", logits, "'");
     tp.accuracy = AppendAccuracy(program, logits, label, c.accuracy.k).correct;
   }
   // Checked on the program as written, before the fusion pass replaces
