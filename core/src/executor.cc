@@ -196,10 +196,12 @@ std::string Where(const OpDesc& op, const RunContext& run) {
 // stderr. Its inputs (and tensor-array outputs, which ops append to) are
 // copied to the host into a child scope that shadows them, and the CPU
 // kernel runs on the host device. Each output goes back to `device` when
-// its var already lived there; a var that was empty or on the host keeps
-// the host result, so chains of CPU-only ops (a loop condition computed by
-// less_than and read by while) stay on the host, and device kernels upload
-// what they read from it.
+// its var already lived there, or always for an eager call
+// (RunContext::outputs_on_device: its result must be on its device, where
+// the next call checks it); in a program a var that was empty or on the
+// host keeps the host result, so chains of CPU-only ops (a loop condition
+// computed by less_than and read by while) stay on the host, and device
+// kernels upload what they read from it.
 // Control-flow ops run sub-blocks in scopes they create under `scope`, so
 // they cannot live in a throw-away child: their inputs (every outer var
 // their blocks read) move to the host in place instead, and their blocks run
@@ -289,7 +291,7 @@ void RunOnHost(const OpDesc& op, const OpInfo& info, const KernelInfo& kernel, S
       Variable* h = name == kEmptyVarName ? nullptr : local.FindLocalVar(name);
       Variable* v = h ? scope.FindVar(name) : nullptr;
       if (!v) continue;
-      Device& to = was_on_device.count(name) ? device : host;
+      Device& to = run.outputs_on_device || was_on_device.count(name) ? device : host;
       v->SetType(h->Type());
       if (h->GetTensor().IsInitialized()) put(v->GetTensor(), h->GetTensor(), to);
       v->GetArray().resize(h->GetArray().size());

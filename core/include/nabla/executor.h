@@ -30,6 +30,10 @@ struct RunContext {
   Executor* executor = nullptr;          // non-owning
   const ExecutorOptions* options = nullptr;
   uint64_t run_index = 0;  // counts top-level runs; varies random ops per step
+  // Eager calls: an op without a kernel for the device runs its cpu kernel
+  // on host copies, and its results go back to the device (a program's
+  // outputs go back only to vars that lived there).
+  bool outputs_on_device = false;
 };
 
 class NABLA_API Executor {

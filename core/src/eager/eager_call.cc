@@ -304,6 +304,7 @@ void PreparedCall::Dispatch(Device& device) {
   RunContext run;
   run.options = &options;
   run.run_index = run_index++;
+  run.outputs_on_device = true;  // a call's results live on its inputs' device
   DispatchPrepared(prepared_, *registry_, scope_, device, run);
 }
 
