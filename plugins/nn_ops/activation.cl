@@ -12,17 +12,26 @@ T sigmoid_of(T v) {
 // gelu exactly (erf) and with the tanh approximation, and their derivatives.
 T gelu_erf(T v) { return (T)0.5 * v * ((T)1 + erf(v * (T)0.70710678118654752440)); }
 
-T gelu_tanh(T v) { return (T)0.5 * v * ((T)1 + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))); }
+// The tanh form through the logistic, (1 + tanh u) / 2 = 1 / (1 + e^-2u),
+// as the CPU computes it: PoCL's float tanh stops at 1 - 2^-24, and
+// gelu_tanh_grad's (1 - t^2) times v du, which grows as v^3, then gave
+// 1.0004 at v = 40 (and -4e-4 at -40) where the derivative is 1 (and 0).
+T gelu_tanh_cdf(T v) {
+  return (T)1 / ((T)1 + exp((T)-2 * (T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v)));
+}
+
+T gelu_tanh(T v) { return v * gelu_tanh_cdf(v); }
 
 T gelu_erf_grad(T v) {
   T cdf = (T)0.5 * ((T)1 + erf(v * (T)0.70710678118654752440));
   return cdf + v * (T)0.39894228040143267794 * exp((T)-0.5 * v * v);
 }
 
+// (1 + tanh u) / 2 = c and (1 - tanh^2 u) / 2 = 2 c (1 - c).
 T gelu_tanh_grad(T v) {
-  T t = tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v));
+  T c = gelu_tanh_cdf(v);
   T du = (T)0.79788456080286535588 * ((T)1 + (T)(3 * 0.044715) * v * v);
-  return (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * du;
+  return c + (T)2 * v * c * ((T)1 - c) * du;
 }
 
 // log(1 + e^v) as max(v, 0) + log1p(e^-|v|): exponentiates a non-positive
