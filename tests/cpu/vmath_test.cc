@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -179,6 +180,27 @@ TEST(RowKernels, SoftmaxPiecesMatchFloat64) {
     EXPECT_NEAR(DotRow(y.data(), dy.data(), n), dot, 1e-6 * (1.0 + std::abs(dot))) << n;
     SoftmaxGradRow(y.data(), dy.data(), dx.data(), n);
     for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(dx[i], y[i] * (dy[i] - dot), 1e-6) << n << ", " << i;
+  }
+}
+
+// A NaN score gives a NaN probability (as std::exp and PyTorch do); it
+// once passed FastExp's clamps as -87, and a row of NaN or -inf - -inf
+// scores came out uniform, on the CPU alone. Infinities keep their limits.
+TEST(RowKernels, ExpOfNaNIsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : kRowLengths) {
+    std::vector<float> x(n, 0.5f), y(n);
+    x[n - 1] = nan;
+    if (n > 1) x[0] = -inf;
+    const float sum = ExpShiftedSum(x.data(), 0.0f, y.data(), n);
+    EXPECT_TRUE(std::isnan(y[n - 1])) << n;
+    EXPECT_TRUE(std::isnan(sum)) << n;
+    if (n > 1) EXPECT_EQ(y[0], 0.0f) << n;
+    ExpShifted(x.data(), 0.0f, y.data(), n);
+    EXPECT_TRUE(std::isnan(y[n - 1])) << n;
+    std::vector<float> g(n);
+    Gelu(x.data(), g.data(), n, false);
+    EXPECT_TRUE(std::isnan(g[n - 1])) << n;
   }
 }
 

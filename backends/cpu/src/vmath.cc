@@ -42,7 +42,7 @@ inline float FastTanh(float x) {
   return std::abs(x) < 0.0004f ? x : p / q;
 }
 
-// exp(x), relative error about 1e-7, for x <= 88 (below -87 it returns
+// exp(x), relative error about 1e-7, for x <= 88 and NaN (below -87 it returns
 // exp(-87), about 1.6e-38, rather than a subnormal: gelu's tail is then
 // off by that much, absolutely). 2^k exp(r) with k = round(x / ln 2) and
 // r reduced in two steps (ln 2 split into a short and a long part, so
@@ -51,7 +51,10 @@ inline float FastTanh(float x) {
 // which leaves k in the low mantissa bits: std::floor (a libm call) kept
 // GCC from vectorizing the loops.
 inline float FastExp(float x) {
-  x = std::min(88.0f, std::max(-87.0f, x));
+  // x first in each: a NaN passes both clamps (std::max(-87, NaN) is -87),
+  // so NaN scores give NaN probabilities, as std::exp and PyTorch give,
+  // not a uniform row.
+  x = std::min(std::max(x, -87.0f), 88.0f);
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23, bits 0x4B400000
   const float shifted = x * 1.44269504088896341f + kRound;
   const float k = shifted - kRound;
