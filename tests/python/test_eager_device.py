@@ -122,6 +122,43 @@ def test_default_device_places_new_tensors_and_operands(rng):
 
 
 @needs_opencl
+def test_ops_without_an_opencl_kernel_give_opencl_results(rng):
+    """layer_norm and transpose have no OpenCL kernel: they run on host copies, and their
+    results (and their gradients) come back to OpenCL, so a pre-norm block chains on it. They
+    stayed on the CPU, and the next matmul with an OpenCL weight failed (mixed devices)."""
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    got = {}
+    for device in ("cpu", "opencl:0"):
+        xt = nabla.tensor(x, requires_grad=True, device=device)
+        wt = nabla.tensor(w, requires_grad=True, device=device)
+        n = nabla.call("layer_norm", {"X": xt}, {"begin_norm_axis": 2})["Y"]
+        t = nabla.ops.transpose(n @ wt, axis=[0, 2, 1])
+        assert n.device == device and t.device == device
+        nabla.ops.mean(t * t).backward()
+        assert xt.grad.device == device and wt.grad.device == device
+        got[device] = (t.numpy().copy(), xt.grad.numpy().copy(), wt.grad.numpy().copy())
+    for a, b in zip(got["opencl:0"], got["cpu"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@needs_opencl
+def test_gelu_tanh_form_on_opencl_saturates_as_on_the_cpu():
+    """PoCL's float tanh stops at 1 - 2^-24, and the tanh form's derivative multiplies
+    1 - tanh^2 by v^3: at v = 40 it was 1.0004, at -40 -4e-4 (exactly 1 and 0)."""
+    x = np.array([-40.0, -12.0, -3.0, 0.5, 12.0, 40.0], np.float32)
+    got = {}
+    for device in ("cpu", "opencl:0"):
+        t = nabla.tensor(x, requires_grad=True, device=device)
+        y = nabla.call("gelu", {"X": t}, {"approximate": True})["Out"]
+        nabla.ops.reduce_sum(y, reduce_all=True).backward()
+        got[device] = (y.numpy().copy(), t.grad.numpy().copy())
+    for a, b in zip(got["opencl:0"], got["cpu"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-30)
+    np.testing.assert_array_equal(got["opencl:0"][1][[0, 5]], [0.0, 1.0])
+
+
+@needs_opencl
 def test_mixing_devices_in_one_call_is_an_error():
     a = nabla.tensor(np.ones((2, 2), np.float32), name="a", device="cpu")
     b = nabla.tensor(np.ones((2, 2), np.float32), name="b", device="opencl")
