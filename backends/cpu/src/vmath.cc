@@ -67,9 +67,11 @@ inline float FastExp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t k_bits;
+  // Unsigned: a NaN's bits (k is NaN then, and the product too) must not
+  // overflow a signed shift (UBSan).
+  uint32_t k_bits;
   std::memcpy(&k_bits, &shifted, sizeof k_bits);
-  const int32_t bits = (k_bits - 0x4B400000 + 127) << 23;
+  const uint32_t bits = (k_bits - 0x4B400000u + 127u) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
