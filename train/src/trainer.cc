@@ -281,7 +281,7 @@ TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
     const Shape& ls = block->FindVarRecursive(logits)->GetShape();
     NABLA_ENFORCE(ls.size() == 2, kInvalidArgument, c.accuracy.pos.Where(),
                   ": metrics.accuracy ranks one score row per sample, [batch, classes], but '", logits, "' is ",
-                  ShapeToString(ls), " (a sequence model's scores); leave metrics.accuracy out");
+                  ShapeToString(ls), ls.size() > 2 ? " (a sequence model's scores); leave metrics.accuracy out" : "");
     NABLA_ENFORCE(ls[1] < 0 || c.accuracy.k <= ls[1], kInvalidArgument, c.accuracy.pos.Where(),
                   ": metrics.accuracy.k = ", c.accuracy.k, " exceeds the ", ls[1], " classes of '", logits, "'");
     tp.accuracy = AppendAccuracy(program, logits, label, c.accuracy.k).correct;
