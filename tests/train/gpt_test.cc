@@ -136,5 +136,39 @@ TEST_F(GptTest, AccuracyOfASequenceModelIsAConfigError) {
   EXPECT_NE(r.err.find("metrics.accuracy ranks one score row per sample"), std::string::npos) << r.err;
 }
 
+// Text-split errors name the split's place in the config: a held-out
+// fraction that holds nothing out (no file has two windows), a glob that
+// matches a folder, and a seq_len whose window would overflow.
+TEST_F(GptTest, TextSplitErrorsNameTheConfigPosition) {
+  std::filesystem::create_directories(dir_.Path("short/sub"));
+  dir_.Write("short/one.txt", std::string(200, 'a'));  // one window of 129 bytes
+  auto config = [&](const std::string& files, const std::string& seq_len) {
+    return "program: " + std::string(NABLA_SOURCE_DIR) + R"(/examples/gpt/gpt.yaml
+loss: loss
+data:
+  format: text
+  seq_len: )" +
+           seq_len + R"(
+  eval_fraction: 0.2
+  train: {files: ")" +
+           files + R"(", feeds: {tokens: inputs, labels: labels}}
+  batch_size: 1
+)";
+  };
+  dir_.Write("noeval.yaml", config("short/one.txt", "128"));
+  Result r = Nabla(dir_, "run noeval.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("noeval.yaml:7:10: data.eval_fraction 0.2 holds out no window"), std::string::npos) << r.err;
+  dir_.Write("folder.yaml", config("short/*", "128"));
+  r = Nabla(dir_, "run folder.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("folder.yaml:7:10: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("short/sub: not a regular file"), std::string::npos) << r.err;
+  dir_.Write("huge.yaml", config("short/one.txt", "9223372036854775807"));
+  r = Nabla(dir_, "run huge.yaml");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("huge.yaml:5:12: data.seq_len must be at most 2^30"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace nabla::train
