@@ -7,6 +7,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -398,7 +400,30 @@ bool IsScalar(const py::handle& obj) {
 enum class Arith { kAdd, kSub, kMul, kDiv };
 
 Tensor ArithOp(const Tensor& x, const py::handle& other, Arith kind, bool reflected) {
-  if (IsScalar(other) && IsFloating(x.GetDType())) {
+  const DType dtype = x.GetDType();
+  if (IsScalar(other) && !IsFloating(dtype)) {
+    // PyTorch promotes these to floating point; a one-element tensor of x's
+    // integer dtype would truncate the float (t * 2.5 gave t * 2), make `/`
+    // an integer division and wrap a large int. Refused instead: the caller
+    // casts first and says which float dtype it wants.
+    NABLA_ENFORCE(!py::isinstance<py::float_>(other), kInvalidArgument, "a float scalar with a tensor of dtype ",
+                  DTypeName(dtype), ": cast the tensor to a floating dtype first (nabla.ops.cast)");
+    NABLA_ENFORCE(kind != Arith::kDiv, kInvalidArgument, "true division of a tensor of dtype ", DTypeName(dtype),
+                  ": cast it to a floating dtype first (nabla.ops.cast)");
+    if (dtype == DType::kInt32 || dtype == DType::kInt64) {
+      const bool narrow = dtype == DType::kInt32;
+      const py::int_ lo(narrow ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min());
+      const py::int_ hi(narrow ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max());
+      NABLA_ENFORCE(!(other < lo) && !(other > hi), kInvalidArgument, "the scalar ", std::string(py::str(other)),
+                    " does not fit a tensor of dtype ", DTypeName(dtype));
+    }
+  }
+  // float32 and bfloat16 with a number: one scale op, the number rounded to
+  // float32 as PyTorch rounds a scalar to a float32 tensor's type. Not for
+  // division (x * (1 / c) is not x / c rounded once) nor for float64, whose
+  // scalars a float32 attribute would round: a one-element tensor of x's
+  // dtype and the elementwise op.
+  if (IsScalar(other) && (dtype == DType::kFloat32 || dtype == DType::kBFloat16)) {
     const float c = py::cast<float>(other);
     switch (kind) {
       case Arith::kAdd:
@@ -408,7 +433,8 @@ Tensor ArithOp(const Tensor& x, const py::handle& other, Arith kind, bool reflec
       case Arith::kMul:
         return Scale(x, c, 0.0f);
       case Arith::kDiv:
-        if (!reflected) return Scale(x, 1.0f / c, 0.0f);
+        // NumPy has no bfloat16 for the one-element tensor.
+        if (!reflected && dtype == DType::kBFloat16) return Scale(x, 1.0f / c, 0.0f);
         break;
     }
   }
@@ -557,7 +583,18 @@ void BindEager(py::module_& m) {
           py::arg("src"),
           "Writes src into this tensor in place (refused on a leaf that requires grad, outside no_grad).")
       .def("__repr__", &Tensor::ToString)
-      .def("__float__", [](const Tensor& t) { return py::float_(NumpyOf(t).attr("reshape")(-1)[py::int_(0)]); })
+      .def("__float__",
+           [](const Tensor& t) {
+             NABLA_ENFORCE(t.Numel() == 1, kInvalidArgument, "float(Tensor): expected one element but ", t.ToString(),
+                           " has ", t.Numel());
+             return py::float_(NumpyOf(t).attr("reshape")(-1)[py::int_(0)]);
+           })
+      .def("__bool__",
+           [](const Tensor& t) {
+             NABLA_ENFORCE(t.Numel() == 1, kInvalidArgument, "bool(Tensor): the truth value of ", t.ToString(),
+                           " with ", t.Numel(), " elements is ambiguous: use .numpy().any() or .all()");
+             return py::bool_(NumpyOf(t).attr("reshape")(-1)[py::int_(0)]);
+           })
       .def("__add__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kAdd, false); })
       .def("__radd__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kAdd, true); })
       .def("__sub__", [](const Tensor& x, const py::object& o) { return ArithOp(x, o, Arith::kSub, false); })

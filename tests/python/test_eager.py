@@ -249,3 +249,62 @@ def test_fc_and_its_gradient_through_the_unfused_grad_ops(act):
     (tout * tout).mean().backward()
     for got, want in ((x, tx), (w, tw), (b, tb)):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_a_read_only_array_is_copied_not_shared():
+    frozen = bytes(np.ones(3, np.float32).tobytes())
+    t = nabla.tensor(np.frombuffer(frozen, np.float32))
+    with nabla.no_grad():
+        t.copy_(np.full(3, 5.0, np.float32))
+    assert t.numpy().tolist() == [5.0, 5.0, 5.0]
+    assert np.frombuffer(frozen, np.float32).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_python_numbers_in_arithmetic_as_torch_computes_them(rng):
+    x64 = nabla.tensor(np.array([1.0, 2.0, 3.0]))
+    # float64 scalars stay float64 (a float32 attribute rounded them).
+    assert (x64 - 1073741825).numpy().tolist() == [-1073741824.0, -1073741823.0, -1073741822.0]
+    np.testing.assert_array_equal((x64 + 0.1).numpy(), np.array([1.0, 2.0, 3.0]) + 0.1)
+    np.testing.assert_array_equal((x64 * 1e-50).numpy(), np.array([1.0, 2.0, 3.0]) * 1e-50)
+    np.testing.assert_array_equal((x64 / 1e-45).numpy(), np.array([1.0, 2.0, 3.0]) / 1e-45)
+    # Division rounds once, as x / c, not x * (1 / c) (PyTorch's own 3 / t
+    # is 3 * t.reciprocal(), so NumPy is the reference).
+    a = rng.standard_normal(10000).astype(np.float32)
+    np.testing.assert_array_equal((nabla.tensor(a) / 3).numpy(), a / np.float32(3))
+    np.testing.assert_array_equal((3 / nabla.tensor(a)).numpy(), np.float32(3) / a)
+    # Integer tensors: an int keeps the dtype; what PyTorch would promote to
+    # float, or wrap, is refused rather than truncated.
+    i = nabla.tensor(np.array([1, 2, 3], np.int32))
+    assert (i * 2 + 1).numpy().tolist() == [3, 5, 7] and (i * 2).dtype == np.int32
+    with pytest.raises(nabla.Error, match="float scalar with a tensor of dtype int32"):
+        i * 2.5
+    with pytest.raises(nabla.Error, match="true division of a tensor of dtype int32"):
+        i / 2
+    with pytest.raises(nabla.Error, match="does not fit a tensor of dtype int32"):
+        i + 2**40
+
+
+def test_float_and_bool_of_a_tensor_need_one_element():
+    assert float(nabla.tensor(np.array([2.5]))) == 2.5
+    assert not bool(nabla.tensor(np.array([0.0]))) and bool(nabla.tensor(np.array([3])))
+    with pytest.raises(nabla.Error, match="expected one element"):
+        float(nabla.tensor(np.array([1.0, 2.0])))
+    with pytest.raises(nabla.Error, match="ambiguous"):
+        bool(nabla.tensor(np.array([1.0, 2.0])))
+
+
+def test_threads_running_backward_into_one_leaf_add_up():
+    import threading
+
+    w = nabla.tensor(np.zeros(64), requires_grad=True)
+
+    def work():
+        for _ in range(50):
+            nabla.ops.reduce_sum(w * 2.0).backward()
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert w.grad.numpy().tolist() == [600.0] * 64
