@@ -814,6 +814,11 @@ std::vector<std::string> ExecutorNames() {
 }
 
 std::unique_ptr<Executor> CreateExecutor(const std::string& name, Device& device, const ExecutorOptions& options) {
+  // TBB takes any count for an arena, but one of 70000 threads crashed in
+  // its destructor (nabla.Executor(threads=70000), then del).
+  constexpr int kMaxThreads = 4096;
+  NABLA_ENFORCE(options.threads >= 0 && options.threads <= kMaxThreads, kInvalidArgument,
+                "executor threads must be from 0 (all cores) to ", kMaxThreads, " but received ", options.threads);
   ExecutorFactory factory;
   {
     std::lock_guard<std::mutex> lock(g_exec_mutex);

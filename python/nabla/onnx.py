@@ -23,4 +23,6 @@ def save(program, path, weights=None, outputs=None, opset=17):
     checked by onnx's checker and shape inference. weights: {name: ndarray}
     for persistable vars (the others take their init: values). outputs: the
     graph outputs (default: every var written and never read)."""
+    if isinstance(outputs, str):  # one name, not its characters
+        outputs = [outputs]
     _nabla._onnx_save(program, str(path), dict(weights or {}), list(outputs or []), int(opset))

@@ -11,6 +11,7 @@ import os as _os
 from . import _nabla
 
 _OVERRIDES = ("steps", "epochs", "resume", "progress", "weights")
+_PROGRESS = ("auto", "bar", "lines", "none")  # nabla run --progress
 
 
 def _to_yaml(mapping, indent=0):
@@ -62,7 +63,14 @@ def run(config, **overrides):
         path = _os.fsdecode(config)
     else:
         raise TypeError(f"nabla.train.run: config must be a path or a dict, but received {type(config).__name__}")
+    # Checked as `nabla run` checks its flags: "fancy" or resume="no" would
+    # otherwise run (with the default display, or resuming).
     progress = overrides.get("progress")
+    if progress is not None and progress not in _PROGRESS:
+        raise ValueError(f"nabla.train.run: progress must be one of {', '.join(_PROGRESS)}, but received {progress!r}")
+    resume = overrides.get("resume", False)
+    if not isinstance(resume, bool):
+        raise TypeError(f"nabla.train.run: resume must be True or False, but received {resume!r}")
     weights = overrides.get("weights")
     summary = _nabla._train_run(
         path,
@@ -70,7 +78,7 @@ def run(config, **overrides):
         _os.getcwd(),
         overrides.get("steps"),
         overrides.get("epochs"),
-        bool(overrides.get("resume", False)),
+        resume,
         progress,
         None if weights is None else _os.fsdecode(weights),
     )

@@ -25,6 +25,7 @@
 #include "nabla/feed_fetch.h"
 #include "nabla/onnx.h"
 #include "nabla/op_registry.h"
+#include "nabla/opcheck.h"
 #include "nabla/plugin.h"
 #include "nabla/program.h"
 #include "nabla/program_io.h"
@@ -33,6 +34,7 @@
 #include "nabla/train/data_parallel.h"
 #include "nabla/train/ops_json.h"
 #include "nabla/train/pipeline.h"
+#include "nabla/train/weights.h"
 #include "ndarray.h"
 
 namespace nabla::python {
@@ -125,6 +127,9 @@ void AppendOp(ProgramDesc& program, const std::string& type, const py::dict& inp
   const size_t index = block.OpSize();
   OpDesc* added = block.AppendOp(std::move(op));
   try {
+    // Unknown or misspelled slots are errors here, as Program.load and eager
+    // calls make them: ignored, the op ran without the input it was given.
+    VerifyOpSchema(*added, info.schema, where);
     for (const std::string& name : added->InputArgumentNames()) {
       NABLA_ENFORCE(name == kEmptyVarName || block.HasVarRecursive(name), kNotFound, where, ": input var '", name,
                     "' is neither declared nor produced by an earlier op of block ", block_idx);
@@ -562,6 +567,9 @@ void BindStatic(py::module_& m) {
           const std::string name = py::cast<std::string>(key);
           given[name] = TensorFromArray(value, "weights['" + name + "']");
         }
+        // As --weights checks them: a misspelled name or a wrong shape is an
+        // error, not an export of the var's init: values.
+        train::CheckWeights(given, *program, "nabla.onnx.save: weights");
         py::gil_scoped_release release;
         // Persistable vars not given take their init: values.
         std::vector<std::string> skip;

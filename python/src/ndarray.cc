@@ -63,11 +63,16 @@ Tensor TensorFromArray(const py::handle& obj, const std::string& what) {
   const int flags = py::array::c_style | py::array::forcecast;
   const bool native = arr.dtype().byteorder() != '>';
   const bool aligned = reinterpret_cast<uintptr_t>(arr.data()) % DTypeSize(dtype) == 0;
-  if (!native || !aligned || !py::array::check_(arr) || !(arr.flags() & py::array::c_style)) {
-    // A view with strides, a byte-swapped or misaligned array: one copy into
-    // the C-contiguous native layout the kernels read.
-    arr = py::array::ensure(
-        py::module_::import("numpy").attr("ascontiguousarray")(arr, arr.dtype().attr("newbyteorder")("=")), flags);
+  // A read-only array (np.frombuffer of bytes, a memmap opened 'r') is
+  // copied too: shared, an in-place write (Tensor.copy_) or a fetched alias
+  // of the feed would write to memory its owner declared immutable.
+  const bool writeable = py::array::check_(arr) && arr.writeable();
+  if (!native || !aligned || !writeable || !(arr.flags() & py::array::c_style)) {
+    // A view with strides, a byte-swapped, misaligned or read-only array:
+    // one copy into the C-contiguous native layout the kernels read.
+    arr = py::array::ensure(py::module_::import("numpy").attr("array")(arr, arr.dtype().attr("newbyteorder")("="),
+                                                                       py::arg("copy") = true, py::arg("order") = "C"),
+                            flags);
   }
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   const size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);

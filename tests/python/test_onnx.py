@@ -44,3 +44,30 @@ blocks:
     with pytest.raises(nabla.Error, match="fill_zeros_like"):
         nabla.onnx.save(p, tmp_path / "z.onnx")
     assert not (tmp_path / "z.onnx").exists()
+
+
+def test_save_checks_weights_and_takes_one_output_name(tmp_path):
+    p = nabla.Program.from_yaml("""
+format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [-1, 4], dtype: float32}
+      w: {shape: [4, 3], dtype: float32, persistable: true, init: {type: fill_constant, value: 0.5}}
+    ops:
+      - {type: mul, inputs: {X: [x], Y: [w]}, outputs: {Out: [y]}}
+      - {type: softmax, inputs: {X: [y]}, outputs: {Out: [prob]}}
+""")
+    out = tmp_path / "m.onnx"
+    with pytest.raises(nabla.Error, match="tensor 'W' names no var"):
+        nabla.onnx.save(p, out, weights={"W": np.ones((4, 3), np.float32)})
+    with pytest.raises(nabla.Error, match=r"tensor 'w' has shape \[1\] but the var is declared \[4, 3\]"):
+        nabla.onnx.save(p, out, weights={"w": np.ones(1, np.float32)})
+    with pytest.raises(nabla.Error, match="tensor 'w' is float64 but the var is float32"):
+        nabla.onnx.save(p, out, weights={"w": np.ones((4, 3))})
+    assert not out.exists()
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    nabla.onnx.save(p, out, weights={"w": w}, outputs="prob")  # one name, not its letters
+    program, weights = nabla.onnx.load(out)
+    np.testing.assert_array_equal(weights["w"], w)

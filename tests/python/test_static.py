@@ -75,7 +75,18 @@ def test_append_op_errors_leave_the_program_unchanged():
     with pytest.raises(nabla.Error, match="elementwise_add"):  # shapes [?, 2] and [7] do not broadcast
         p.create_var("c7", [7], "float32", persistable=True, init={"type": "fill_constant", "value": 0.0})
         p.append_op("elementwise_add", {"X": "y", "Y": "c7"}, {"Out": "q"})
+    with pytest.raises(nabla.Error, match="unknown input slot.*'ScaleTensr'"):
+        p.append_op("scale", {"X": "y", "ScaleTensr": "y"}, {"Out": "q"})
+    with pytest.raises(nabla.Error, match="unknown output slot.*'Outt'"):
+        p.append_op("scale", {"X": "y"}, {"Out": "q", "Outt": "q2"})
     assert [o["type"] for o in p.ops()] == [o["type"] for o in nabla.Program.from_yaml(before).ops()]
+
+
+def test_executor_thread_counts_are_bounded():
+    for bad in (-1, 100000):
+        with pytest.raises(nabla.Error, match="threads"):
+            nabla.Executor(threads=bad)
+    nabla.Executor(threads=4096)
 
 
 # ---------------------------------------------------------- append_backward
@@ -176,6 +187,12 @@ def test_feed_is_not_copied_and_never_written():
     ro.flags.writeable = False
     (y3,) = nabla.Executor().run(p, feed={"x": ro}, fetch_list=["y"])
     np.testing.assert_array_equal(y3, ro)
+    # A read-only feed is copied: a fetched alias would be a writable view
+    # of memory its owner declared immutable (np.frombuffer of bytes).
+    frozen = bytes(np.ones(3, np.float32).tobytes())
+    (x4,) = nabla.Executor().run(p, feed={"x": np.frombuffer(frozen, np.float32)}, fetch_list=["x"])
+    x4[0] = 42.0
+    assert np.frombuffer(frozen, np.float32).tolist() == [1.0, 1.0, 1.0]
 
 
 def test_append_optimizer_builds_the_update_nabla_run_builds(rng):

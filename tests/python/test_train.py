@@ -129,6 +129,10 @@ def test_bad_configs_and_overrides_are_errors(tmp_path, monkeypatch):
         nabla.train.run(tiny_config(tmp_path), lr=0.5)
     with pytest.raises(TypeError, match="a path or a dict"):
         nabla.train.run(42)
+    with pytest.raises(ValueError, match="progress must be one of auto, bar, lines, none.*'fancy'"):
+        nabla.train.run(tiny_config(tmp_path), progress="fancy")
+    with pytest.raises(TypeError, match="resume must be True or False.*'no'"):
+        nabla.train.run(tiny_config(tmp_path), resume="no")
 
 
 def test_the_gil_is_released_while_it_trains(tmp_path, monkeypatch):
