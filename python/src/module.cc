@@ -157,6 +157,21 @@ void CreateVar(ProgramDesc& program, const std::string& name, const std::vector<
     s.attrs = AttrsFromPython(init, info.schema, "create_var('" + name + "') init", {"type"});
     spec = std::move(s);
   }
+  // As Program.load checks a var: dims >= 0 or -1 (unknown), their product
+  // within a 64-bit count.
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    NABLA_ENFORCE(d >= -1, kInvalidArgument, "create_var('", name, "'): expected dims >= 0 or -1 (unknown) but shape ",
+                  ShapeToString(Shape(shape.begin(), shape.end())), " has ", d);
+    NABLA_ENFORCE(d <= 0 || !__builtin_mul_overflow(n, d, &n), kOutOfRange, "create_var('", name, "'): shape ",
+                  ShapeToString(Shape(shape.begin(), shape.end())), " has more elements than a 64-bit count holds");
+  }
+  // A second declaration would silently retype a var the ops already read
+  // with the first one's dtype and shape.
+  if (const VarDesc* old = block.FindVar(name))
+    NABLA_ENFORCE(!old->Declared(), kAlreadyExists, "create_var('", name, "'): block ", block_idx,
+                  " already declares it (", ShapeToString(old->GetShape()), " ",
+                  old->HasDType() ? DTypeName(old->GetDType()) : "of unknown dtype", ")");
   VarDesc* v = block.Var(name);
   v->SetShape(Shape(shape.begin(), shape.end()));
   v->SetDType(dt);

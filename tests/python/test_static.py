@@ -82,6 +82,19 @@ def test_append_op_errors_leave_the_program_unchanged():
     assert [o["type"] for o in p.ops()] == [o["type"] for o in nabla.Program.from_yaml(before).ops()]
 
 
+def test_create_var_checks_dims_and_refuses_a_second_declaration():
+    p = nabla.Program()
+    with pytest.raises(nabla.Error, match=r"create_var\('x'\): expected dims >= 0 or -1.*has -5"):
+        p.create_var("x", [-5, 3], "float32")
+    with pytest.raises(nabla.Error, match="more elements than a 64-bit count holds"):
+        p.create_var("x", [2**40, 2**40], "float32")
+    p.create_var("x", [-1, 3], "float32")
+    p.append_op("scale", {"X": "x"}, {"Out": "y"})
+    with pytest.raises(nabla.Error, match=r"create_var\('x'\): block 0 already declares it \(\[-1, 3\] float32\)"):
+        p.create_var("x", [7], "int64")
+    assert [v["dtype"] for v in p.vars() if v["name"] == "x"] == ["float32"]
+
+
 def test_executor_thread_counts_are_bounded():
     for bad in (-1, 100000):
         with pytest.raises(nabla.Error, match="threads"):
