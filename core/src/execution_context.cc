@@ -134,19 +134,27 @@ std::vector<Tensor*> ExecutionContext::MultiOutput(const std::string& slot) cons
 void ExecutionContext::RunBlock(int block_idx, Scope& scope) const {
   NABLA_ENFORCE(run_ && run_->executor && run_->program, kPreconditionNotMet, "op '", op_.Type(),
                 "' runs a sub-block but was not started by an executor");
-  run_->executor->Run(*run_->program, block_idx, scope);
+  // The sub-block draws as its parent run does (the step's index), not as a
+  // run of its own.
+  RunOptions options;
+  options.random_index = run_->run_index;
+  options.random_stream = run_->random_stream;
+  run_->executor->Run(*run_->program, block_idx, scope, options);
 }
 
 uint64_t ExecutionContext::Seed() const {
   if (op_.HasAttr("seed")) {
     if (const int* s = std::get_if<int>(&op_.GetAttr("seed")); s && *s != 0) return static_cast<uint64_t>(*s);
   }
-  // Derive a seed from the run's base seed, the op's first output and the run
-  // index: reproducible across processes, different from step to step.
+  // Derive a seed from the run's base seed, the op's outputs and the run
+  // index (the training step where the trainer runs it; RunOptions):
+  // reproducible across processes and resumes, different from step to step.
+  // A data-parallel rank's stream makes its draws its own.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   mix(run_ && run_->options ? run_->options->seed : 0);
   mix(run_ ? run_->run_index : 0);
+  if (run_ && run_->random_stream != 0) mix(run_->random_stream);
   for (const auto& name : op_.OutputArgumentNames())
     for (char c : name) mix(static_cast<unsigned char>(c));
   return h;

@@ -33,7 +33,7 @@ void DropoutKernel(const ExecutionContext& ctx) {
   T* pm = mask->Allocate<T>(ctx.GetDevice(), x.GetShape());
   // Input Seed pins the mask (Paddle: before fix_seed and seed); fix_seed
   // pins it to `seed`; otherwise ExecutionContext::Seed() varies it per
-  // step, reproducibly for a given run seed.
+  // step (RunOptions::random_index), reproducibly for a given run seed.
   const uint64_t seed = ctx.HasInput("Seed")         ? static_cast<uint64_t>(*IntAttrOrTensor(ctx, "Seed", "seed"))
                         : ctx.Attr<bool>("fix_seed") ? static_cast<uint64_t>(ctx.Attr<int>("seed"))
                                                      : ctx.Seed();
@@ -109,7 +109,8 @@ NABLA_REGISTER_OPS(dropout) {
       .Attr<bool>("fix_seed", false, "(bool, default false) draw the mask from `seed` on every run")
       .Attr<int>("seed", 0,
                  "(int, default 0) the mask's seed when fix_seed is true; otherwise a non-zero seed still fixes "
-                 "it and 0 derives one from the run's seed and step")
+                 "it and 0 derives one from the run's seed and step (nabla run: the optimizer step, which a "
+                 "resumed run takes again, and the data-parallel rank; elsewhere the executor's count of runs)")
       .Attr<std::string>("dropout_implementation", "downgrade_in_infer",
                          "(string, default \"downgrade_in_infer\") \"downgrade_in_infer\": scale by (1 - p) at test "
                          "time; \"upscale_in_train\": scale kept values by 1 / (1 - p) in training",

@@ -136,6 +136,55 @@ TEST_F(RunTest, ResumeContinuesExactly) {
       << resumed.metadata.at("plugins");
 }
 
+void ExpectSameTensors(const SafetensorsFile& a, const SafetensorsFile& b, const std::string& what) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
+  for (const auto& [name, t] : a.tensors) {
+    const Tensor& u = b.tensors.at(name);
+    ASSERT_EQ(t.Bytes(), u.Bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.RawData(), u.RawData(), t.Bytes()), 0) << name << " differs: " << what;
+  }
+}
+
+// Dropout's mask (seed 0) follows the optimizer step, not the executor's
+// count of runs, which the startup program, every evaluation batch and a
+// resume moved: a resumed run trained other masks than the uninterrupted
+// one, and eval_batch_size (documented to change only speed) changed the
+// trained weights.
+TEST_F(RunTest, DropoutMasksFollowTheStepAcrossResumeAndEvalBatches) {
+  auto config = [](const std::string& eval_batch_size) {
+    std::string s =
+        Config("{type: sgd, lr: 0.2}", "epochs: 3\ncheckpoint: {dir: ckpt, every_steps: 2, keep_last: 0}\n");
+    const std::string add = "        - {type: elementwise_add, inputs: {X: [xw], Y: [b]}";
+    EXPECT_NE(s.find(add), std::string::npos);
+    s.replace(s.find(add), add.size(),
+              "        - {type: dropout, inputs: {X: [xw]}, outputs: {Out: [xwd], Mask: [mask]}, "
+              "attrs: {dropout_prob: 0.5}}\n"
+              "        - {type: elementwise_add, inputs: {X: [xwd], Y: [b]}");
+    if (!eval_batch_size.empty())
+      s.replace(s.find("  batch_size: 16\n"), 16, "  batch_size: 16\n  eval_batch_size: " + eval_batch_size);
+    return s;
+  };
+  // 14 steps: past the first epoch's 10, so 4 evaluation batches run between
+  // step 10 and step 11.
+  dir_.Write("run.yaml", config(""));
+  Result a = Nabla(dir_, "run run.yaml --steps 14");
+  ASSERT_EQ(a.rc, 0) << a.out << a.err;
+  auto straight = ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 14));
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+
+  Result b = Nabla(dir_, "run run.yaml --steps 4");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  Result c = Nabla(dir_, "run run.yaml --steps 14 --resume");
+  ASSERT_EQ(c.rc, 0) << c.out << c.err;
+  ExpectSameTensors(straight, ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 14)), "resumed at step 4");
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+
+  dir_.Write("run.yaml", config("7"));
+  Result d = Nabla(dir_, "run run.yaml --steps 14");
+  ASSERT_EQ(d.rc, 0) << d.out << d.err;
+  ExpectSameTensors(straight, ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 14)), "eval_batch_size 7");
+}
+
 double SquaredNorm(const SafetensorsFile& f, const std::vector<std::string>& names,
                    const SafetensorsFile* minus = nullptr) {
   double s = 0;

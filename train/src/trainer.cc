@@ -521,7 +521,11 @@ void TrainingRun::Start() {
   std::vector<std::string> feed_vars;
   for (const auto& f : train.feeds) feed_vars.push_back(f.var);
   ProgramDesc startup = BuildStartupProgram(tp.main, feed_vars);
-  exec->Run(startup, 0, scope);
+  // Random initializers draw with index 0, the steps with their numbers
+  // (Step): neither depends on what else the executor ran.
+  RunOptions startup_options;
+  startup_options.random_index = 0;
+  exec->Run(startup, 0, scope, startup_options);
   if (ov.weights) LoadWeights(*ov.weights, tp.main, scope, *device);
 
   NABLA_ENFORCE(!resume || !c.checkpoint.dir.empty(), kInvalidArgument, c.path,
@@ -716,7 +720,15 @@ void TrainingRun::Step(const std::vector<int64_t>& order, double& ep_loss, int64
   const double lr = ScheduledLearningRate(c.optimizer.lr, c.optimizer.schedule, step, epoch, planned);
   if (lr != current_lr || step == start_step) SetLearningRate(scope, lr);
   current_lr = lr;
-  exec->Run(tp.main, 0, scope);
+  // Random ops (dropout) draw from the step's number, not the executor's
+  // count of runs: a resumed run draws as the uninterrupted one did, and
+  // evaluation batches (their number follows eval_batch_size) leave the
+  // training steps' draws alone. Each data-parallel rank draws its own masks
+  // for its own rows instead of every rank repeating rank 0's.
+  RunOptions step_options;
+  step_options.random_index = static_cast<uint64_t>(step) + 1;
+  step_options.random_stream = static_cast<uint64_t>(world.rank);
+  exec->Run(tp.main, 0, scope, step_options);
   double loss = ReadScalar(scope.FindVar(c.loss)->GetTensor(), c.loss);
   int64_t correct = ReadCorrect(scope);
   if (world.Distributed()) {

@@ -22,11 +22,13 @@ class SequentialExecutor final : public Executor {
   Device& GetDevice() const override { return device_; }
   const ExecutorOptions& Options() const override { return options_; }
 
-  void Run(const ProgramDesc& program, int block_idx, Scope& scope) override {
+  using Executor::Run;
+  void Run(const ProgramDesc& program, int block_idx, Scope& scope, const RunOptions& options) override {
     // Top-level runs reuse a preparation; nested runs (a loop body, once per
     // iteration in a fresh scope) would only pay to prepare, so they look up.
     thread_local int depth = 0;
-    RunContext run{&program, this, &options_, depth == 0 ? run_counter_++ : 0};
+    const uint64_t index = options.random_index ? *options.random_index : depth == 0 ? run_counter_++ : 0;
+    RunContext run{&program, this, &options_, index, options.random_stream};
     if (depth > 0) {
       for (const auto& op : program.Block(block_idx)->AllOps()) RunOp(*op, scope, device_, run);
       return;
@@ -50,7 +52,7 @@ class SequentialExecutor final : public Executor {
   Device& device_;
   ExecutorOptions options_;
   tbb::task_arena arena_;
-  uint64_t run_counter_ = 0;
+  uint64_t run_counter_ = 0;  // top-level runs given no RunOptions::random_index
   std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<PreparedBlock>> prepared_;
 };
 

@@ -100,7 +100,8 @@ class TaskGraphExecutor final : public Executor {
   Device& GetDevice() const override { return device_; }
   const ExecutorOptions& Options() const override { return options_; }
 
-  void Run(const ProgramDesc& program, int block_idx, Scope& scope) override {
+  using Executor::Run;
+  void Run(const ProgramDesc& program, int block_idx, Scope& scope, const RunOptions& options) override {
     // Nested runs (a control-flow op running its sub-block from inside a
     // node) go sequentially inside that op: a sub-block step is usually a
     // handful of small ops, where graph overhead would dominate. Nesting is
@@ -114,7 +115,8 @@ class TaskGraphExecutor final : public Executor {
       ~ActiveGuard() { runs.fetch_sub(1, std::memory_order_acq_rel); }
     } active{active_runs_};
     const BlockDesc& block = *program.Block(block_idx);
-    RunContext run{&program, this, &options_, nested ? 0 : run_counter_++};
+    const uint64_t index = options.random_index ? *options.random_index : nested ? 0 : run_counter_++;
+    RunContext run{&program, this, &options_, index, options.random_stream};
     if (nested) {
       for (const auto& op : block.AllOps()) RunOp(*op, scope, device_, run);
       return;
@@ -256,7 +258,7 @@ class TaskGraphExecutor final : public Executor {
   ExecutorOptions options_;
   tbb::task_arena arena_;
   std::map<std::pair<const ProgramDesc*, int>, std::unique_ptr<Graph>> graphs_;
-  uint64_t run_counter_ = 0;
+  uint64_t run_counter_ = 0;         // top-level runs given no RunOptions::random_index
   std::atomic<int> active_runs_{0};  // Run calls in progress, nested ones included
 };
 

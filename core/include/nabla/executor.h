@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,12 +25,32 @@ struct ExecutorOptions {
   int64_t max_loop_iterations = 1000000;
 };
 
+// What a caller says about one run (Executor::Run).
+struct RunOptions {
+  // The index that random ops whose `seed` is 0 mix into their seed
+  // (ExecutionContext::Seed). Unset, a top-level run takes the executor's
+  // next run number (counting from 0 the top-level runs given none: `nabla
+  // exec --repeat`, Python's Executor.run). A caller that numbers its runs
+  // itself sets it (the counter then stays where it is), so the draws
+  // follow that number alone: the trainer gives a training step its step
+  // number, which a resumed run reaches again and which evaluation runs in
+  // between do not move.
+  std::optional<uint64_t> random_index;
+  // Also mixed in where non-zero: the data-parallel rank, so that each rank
+  // draws its own masks for its own rows (0: one process, whose draws it
+  // leaves as they were).
+  uint64_t random_stream = 0;
+};
+
 // Per-run state kernels may read through ExecutionContext::Run().
 struct RunContext {
   const ProgramDesc* program = nullptr;  // non-owning
   Executor* executor = nullptr;          // non-owning
   const ExecutorOptions* options = nullptr;
-  uint64_t run_index = 0;  // counts top-level runs; varies random ops per step
+  // RunOptions::random_index, or the executor's count of top-level runs; a
+  // nested run (a control-flow op's sub-block) gets its parent run's.
+  uint64_t run_index = 0;
+  uint64_t random_stream = 0;  // RunOptions::random_stream, inherited likewise
   // Eager calls: an op without a kernel for the device runs its cpu kernel
   // on host copies, and its results go back to the device (a program's
   // outputs go back only to vars that lived there).
@@ -45,7 +66,8 @@ class NABLA_API Executor {
   // Runs block `block_idx` in `scope`; output vars missing from the scope
   // chain are created in `scope`. An op failure is rethrown with the op's
   // type, index and source position.
-  virtual void Run(const ProgramDesc& program, int block_idx, Scope& scope) = 0;
+  void Run(const ProgramDesc& program, int block_idx, Scope& scope) { Run(program, block_idx, scope, RunOptions{}); }
+  virtual void Run(const ProgramDesc& program, int block_idx, Scope& scope, const RunOptions& options) = 0;
 };
 
 struct PreparedOp;
