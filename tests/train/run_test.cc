@@ -185,6 +185,70 @@ TEST_F(RunTest, DropoutMasksFollowTheStepAcrossResumeAndEvalBatches) {
   ExpectSameTensors(straight, ReadSafetensors(CheckpointPath(dir_.Path("ckpt"), 14)), "eval_batch_size 7");
 }
 
+// A run resumed mid-epoch (and mid-interval of the `step` rows) reports
+// what the uninterrupted run does: its epoch's `train` row, the summary and
+// the next `step` row averaged only the batches run after the resume.
+TEST_F(RunTest, MetricsOfAResumedEpochCoverTheWholeEpoch) {
+  const std::string extra =
+      "epochs: 2\ncheckpoint: {dir: ckpt, every_steps: 1, keep_last: 0}\n"
+      "logging: {every_steps: 3, metrics_file: m.csv, progress: none}\n";
+  dir_.Write("run.yaml", Config("{type: sgd, lr: 0.5}", extra));
+  Result a = Nabla(dir_, "run run.yaml");
+  ASSERT_EQ(a.rc, 0) << a.out << a.err;
+  // The step and train rows (the stopped run adds an eval row at step 7).
+  auto training_rows = [this] {
+    std::vector<MetricRow> rows;
+    for (const MetricRow& r : ReadMetrics(dir_.Path("m.csv")))
+      if (r.phase != "eval") rows.push_back(r);
+    return rows;
+  };
+  const std::vector<MetricRow> straight = training_rows();
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+  std::filesystem::remove(dir_.Path("m.csv"));
+
+  // Stopped at step 7 of the first epoch's 10, between step rows 6 and 9.
+  Result b = Nabla(dir_, "run run.yaml --steps 7");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  Result c = Nabla(dir_, "run run.yaml --resume");
+  ASSERT_EQ(c.rc, 0) << c.out << c.err;
+  EXPECT_EQ(c.err, "");
+  const std::vector<MetricRow> resumed = training_rows();
+  ASSERT_EQ(straight.size(), 8u);  // steps 3, 6, ..., 18 and two epochs
+  ASSERT_EQ(straight.size(), resumed.size());
+  for (size_t i = 0; i < straight.size(); ++i) {
+    SCOPED_TRACE(straight[i].phase + " row at step " + std::to_string(straight[i].step));
+    EXPECT_EQ(straight[i].phase, resumed[i].phase);
+    EXPECT_EQ(straight[i].step, resumed[i].step);
+    EXPECT_EQ(straight[i].loss, resumed[i].loss);
+    EXPECT_EQ(straight[i].accuracy, resumed[i].accuracy);
+  }
+  auto line = [](const std::string& out, const std::string& start) {
+    const size_t at = out.find("\n" + start);
+    return at == std::string::npos ? std::string() : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(line(a.out, "train loss"), "");
+  EXPECT_EQ(line(a.out, "train loss"), line(c.out, "train loss"));
+
+  // A checkpoint from before the sums were recorded still resumes; the
+  // epoch's numbers then cover the batches after it, and a warning says so.
+  std::filesystem::remove_all(dir_.Path("ckpt"));
+  std::filesystem::remove(dir_.Path("m.csv"));
+  ASSERT_EQ(Nabla(dir_, "run run.yaml --steps 7").rc, 0);
+  const std::string at7 = CheckpointPath(dir_.Path("ckpt"), 7);
+  SafetensorsFile old = ReadSafetensors(at7);
+  for (const char* key :
+       {"epoch_loss_sum", "epoch_samples", "epoch_correct", "window_loss_sum", "window_samples", "window_correct"})
+    EXPECT_EQ(old.metadata.erase(key), 1u) << key;
+  NamedTensors tensors(old.tensors.begin(), old.tensors.end());
+  WriteSafetensors(at7, tensors, old.metadata);
+  Result d = Nabla(dir_, "run run.yaml --resume");
+  ASSERT_EQ(d.rc, 0) << d.out << d.err;
+  EXPECT_NE(d.err.find("warning: ckpt/ckpt-00000007.safetensors predates the metric sums in checkpoints: epoch 1's "
+                       "train loss and accuracy cover only the batches run after this resume"),
+            std::string::npos)
+      << d.err;
+}
+
 double SquaredNorm(const SafetensorsFile& f, const std::vector<std::string>& names,
                    const SafetensorsFile* minus = nullptr) {
   double s = 0;

@@ -1,5 +1,8 @@
 #include "nabla/train/resume.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "nabla/error.h"
@@ -7,6 +10,47 @@
 namespace nabla::train {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+std::string ExactDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+double SumOf(const SafetensorsFile& f, const std::string& path, const std::string& key) {
+  auto it = f.metadata.find(key);
+  NABLA_ENFORCE(it != f.metadata.end(), kInvalidArgument, path, ": the checkpoint metadata lacks '", key, "'");
+  const std::string& v = it->second;
+  char* end = nullptr;
+  const double d = v.empty() ? NAN : std::strtod(v.c_str(), &end);
+  NABLA_ENFORCE(std::isfinite(d) && end == v.c_str() + v.size(), kInvalidArgument, path, ": checkpoint metadata '", key,
+                "' must be a finite number, but is \"", v, "\"");
+  return d;
+}
+
+// The sums of a checkpoint that has them (all six, or it is damaged).
+std::optional<MetricSums> ReadMetricSums(const SafetensorsFile& f, const std::string& path) {
+  if (!f.metadata.count("epoch_samples")) return std::nullopt;
+  MetricSums s;
+  s.epoch_loss = SumOf(f, path, "epoch_loss_sum");
+  s.epoch_samples = CheckpointCount(f, path, "epoch_samples");
+  s.epoch_correct = CheckpointCount(f, path, "epoch_correct");
+  s.window_loss = SumOf(f, path, "window_loss_sum");
+  s.window_samples = CheckpointCount(f, path, "window_samples");
+  s.window_correct = CheckpointCount(f, path, "window_correct");
+  return s;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> MetricSumsMetadata(const MetricSums& sums) {
+  return {
+      {"epoch_loss_sum", ExactDouble(sums.epoch_loss)},        {"epoch_samples", std::to_string(sums.epoch_samples)},
+      {"epoch_correct", std::to_string(sums.epoch_correct)},   {"window_loss_sum", ExactDouble(sums.window_loss)},
+      {"window_samples", std::to_string(sums.window_samples)}, {"window_correct", std::to_string(sums.window_correct)}};
+}
 
 std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream& warn) {
   RemoveStaleTempFiles(dir);
@@ -22,6 +66,7 @@ std::optional<ResumePoint> FindResumePoint(const std::string& dir, std::ostream&
       p.step = CheckpointCount(p.file, p.path, "step");
       p.epoch = CheckpointCount(p.file, p.path, "epoch");
       p.batch = CheckpointCount(p.file, p.path, "batch");
+      p.sums = ReadMetricSums(p.file, p.path);
     } catch (const Error& e) {
       if (first_reason.empty()) first_reason = e.what();
       damaged.push_back(p.path);

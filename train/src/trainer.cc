@@ -371,9 +371,9 @@ struct TrainingRun {
   // Runs epochs until the epoch or step limit or a stop signal.
   void RunEpochs();
   // One optimizer step on batch `batch` of the epoch's `order`; adds its loss
-  // and hits to the epoch's sums.
-  void Step(const std::vector<int64_t>& order, double& ep_loss, int64_t& ep_samples, int64_t& ep_correct);
-  void EndEpoch(double ep_loss, int64_t ep_samples);
+  // and hits to the epoch's and the window's sums.
+  void Step(const std::vector<int64_t>& order);
+  void EndEpoch();
   EpochStats Evaluate();
   // The signal to stop on, agreed by every rank; 0 to go on.
   int PendingStop();
@@ -423,7 +423,12 @@ struct TrainingRun {
   int64_t samples_run = 0;
   int64_t last_eval_step = -1;
   Clock::time_point loop_start;
-  // Interval statistics for the log lines and the "step" metric rows.
+  // The epoch's sums (its "train" row, the summary) and the interval's (the
+  // log lines and the "step" metric rows); checkpoints record both, so a
+  // run resumed mid-epoch or mid-interval reports what an uninterrupted
+  // one does.
+  double ep_loss = 0;
+  int64_t ep_samples = 0, ep_correct = 0;
   double win_loss = 0;
   int64_t win_samples = 0, win_correct = 0;
   Clock::time_point win_start;
@@ -542,8 +547,20 @@ void TrainingRun::Start() {
                     " of an epoch, but an epoch now has ", batches, " batches (did data or batch_size change?)");
       last_checkpoint = point->path;
       resumed = true;
+      if (point->sums) {
+        ep_loss = point->sums->epoch_loss;
+        ep_samples = point->sums->epoch_samples;
+        ep_correct = point->sums->epoch_correct;
+        win_loss = point->sums->window_loss;
+        win_samples = point->sums->window_samples;
+        win_correct = point->sums->window_correct;
+      }
       out << "resumed from " << point->path << " (step " << step << ", epoch " << epoch << ", batch " << batch << ")"
           << std::endl;
+      if (!point->sums && batch > 0) {
+        std::cerr << "warning: " << point->path << " predates the metric sums in checkpoints: epoch " << epoch + 1
+                  << "'s train loss and accuracy cover only the batches run after this resume" << std::endl;
+      }
     } else {
       out << "no checkpoint in " << c.checkpoint.dir << "; starting from scratch" << std::endl;
     }
@@ -555,13 +572,23 @@ void TrainingRun::Start() {
     // it resumes; the other ranks contribute zeros to the sum.
     collectives->BroadcastFromRoot(scope, tp.persistables);
     const bool lead = world.Leader();
+    // (The others add zeros: a sum that is rank 0's values exactly.)
+    auto own = [lead](double v) { return lead ? v : 0.0; };
     std::vector<double> at =
-        collectives->Sum({lead ? static_cast<double>(step) : 0.0, lead ? static_cast<double>(epoch) : 0.0,
-                          lead ? static_cast<double>(batch) : 0.0, lead && resumed ? 1.0 : 0.0});
+        collectives->Sum({own(static_cast<double>(step)), own(static_cast<double>(epoch)),
+                          own(static_cast<double>(batch)), own(resumed ? 1.0 : 0.0), own(ep_loss),
+                          own(static_cast<double>(ep_samples)), own(static_cast<double>(ep_correct)), own(win_loss),
+                          own(static_cast<double>(win_samples)), own(static_cast<double>(win_correct))});
     step = static_cast<int64_t>(at[0]);
     epoch = static_cast<int64_t>(at[1]);
     batch = static_cast<int64_t>(at[2]);
     resumed = at[3] > 0;
+    ep_loss = at[4];
+    ep_samples = static_cast<int64_t>(at[5]);
+    ep_correct = static_cast<int64_t>(at[6]);
+    win_loss = at[7];
+    win_samples = static_cast<int64_t>(at[8]);
+    win_correct = static_cast<int64_t>(at[9]);
   }
 
   // A persistable var with no init: (an imported model's parameter) must
@@ -605,10 +632,22 @@ void TrainingRun::Save(int64_t done_epochs, int64_t done_batches) {
     Variable* v = scope.FindVar(name);
     if (v && v->GetTensor().IsInitialized()) tensors.emplace_back(name, v->GetTensor());
   }
-  last_checkpoint =
-      SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors,
-                     {{"batch", std::to_string(done_batches)}, {"loss", c.loss}, {"plugins", PluginsUsed(tp.main)}},
-                     c.checkpoint.keep_last);
+  // At an epoch's end (batch 0) the epoch's sums belong to the epoch done,
+  // not to the one a resume starts.
+  MetricSums sums;
+  if (done_batches > 0) {
+    sums.epoch_loss = ep_loss;
+    sums.epoch_samples = ep_samples;
+    sums.epoch_correct = ep_correct;
+  }
+  sums.window_loss = win_loss;
+  sums.window_samples = win_samples;
+  sums.window_correct = win_correct;
+  std::map<std::string, std::string> meta = MetricSumsMetadata(sums);
+  meta["batch"] = std::to_string(done_batches);
+  meta["loss"] = c.loss;
+  meta["plugins"] = PluginsUsed(tp.main);
+  last_checkpoint = SaveCheckpoint(c.checkpoint.dir, step, done_epochs, tensors, meta, c.checkpoint.keep_last);
 }
 
 int64_t TrainingRun::ReadCorrect(Scope& s) {
@@ -689,11 +728,9 @@ void TrainingRun::RunEpochs() {
   while ((epochs == 0 || epoch < epochs) && (max_steps == 0 || step < max_steps)) {
     if ((stop_signal = PendingStop()) != 0) break;
     std::vector<int64_t> order = EpochOrder(train.data.Size(), c.data.shuffle, data_seed, epoch);
-    double ep_loss = 0;
-    int64_t ep_samples = 0, ep_correct = 0;
     for (; batch < batches && (max_steps == 0 || step < max_steps); ++batch) {
       if ((stop_signal = PendingStop()) != 0) break;
-      Step(order, ep_loss, ep_samples, ep_correct);
+      Step(order);
     }
     if (ep_samples > 0) {
       summary.train.loss = ep_loss / ep_samples;
@@ -704,12 +741,12 @@ void TrainingRun::RunEpochs() {
     if (batch < batches) break;  // the step limit or a signal stopped the epoch part-way
     ++epoch;
     batch = 0;
-    EndEpoch(ep_loss, ep_samples);
+    EndEpoch();
   }
   progress->Break();
 }
 
-void TrainingRun::Step(const std::vector<int64_t>& order, double& ep_loss, int64_t& ep_samples, int64_t& ep_correct) {
+void TrainingRun::Step(const std::vector<int64_t>& order) {
   const int64_t b0 = batch * bs, b1 = std::min(n, b0 + bs);
   // Every rank shuffles alike and feeds its shard of the global batch.
   const StepShard shard = TrainShard(b0, b1, world);
@@ -788,7 +825,7 @@ void TrainingRun::Step(const std::vector<int64_t>& order, double& ep_loss, int64
 }
 
 // After a whole epoch: evaluation, its metric rows, its line, its checkpoint.
-void TrainingRun::EndEpoch(double ep_loss, int64_t ep_samples) {
+void TrainingRun::EndEpoch() {
   progress->Break();
   if (eval) {
     summary.eval = Evaluate();
@@ -823,6 +860,8 @@ void TrainingRun::EndEpoch(double ep_loss, int64_t ep_samples) {
     if (c.optimizer.schedule.type != "constant") out << "  lr " << current_lr;
     out << "  (" << Duration(elapsed) << ")" << std::endl;
   }
+  ep_loss = 0;
+  ep_samples = ep_correct = 0;
   if (!c.checkpoint.dir.empty() && c.checkpoint.every_epoch) Save(epoch, 0);
 }
 

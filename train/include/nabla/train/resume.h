@@ -2,6 +2,7 @@
 // Picking the checkpoint a run resumes from, and the guard that keeps a fresh
 // run out of a folder holding another run's checkpoints.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -14,10 +15,27 @@
 
 namespace nabla::train {
 
+// The sums behind a run's reported loss and accuracy where a checkpoint was
+// written: those of the current epoch's batches done (its `train` row and
+// the summary) and those of the steps since the last `step` row (the next
+// one), so a run resumed mid-epoch reports what the uninterrupted run does.
+struct MetricSums {
+  double epoch_loss = 0;  // the batch losses times their rows, summed
+  int64_t epoch_samples = 0, epoch_correct = 0;
+  double window_loss = 0;
+  int64_t window_samples = 0, window_correct = 0;
+};
+
+// The checkpoint metadata that records `sums` (the loss sums with 17
+// significant digits, which read back to the same double).
+std::map<std::string, std::string> MetricSumsMetadata(const MetricSums& sums);
+
 struct ResumePoint {
   std::string path;
   SafetensorsFile file;
   int64_t step = 0, epoch = 0, batch = 0;
+  // None in a checkpoint written before they were recorded.
+  std::optional<MetricSums> sums;
 };
 
 // The newest intact checkpoint in `dir` (nullopt when there is none at all).
