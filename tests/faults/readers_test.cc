@@ -207,7 +207,7 @@ TEST(FuzzCorpus, ProgramKeyTwiceIsAnError) {
   const std::string text = Slurp(std::string(NABLA_FUZZ_CORPUS_DIR) + "/run_config/crash-program-twice.yaml");
   EXPECT_ERROR(ParseRunConfig(text, "c.yaml", "/nonexistent"), "c.yaml:");
   EXPECT_ERROR(ParseRunConfig("loss: l\nprogram: {format: nabla-program/1}\nprogram:\n", "c.yaml", "/nonexistent"),
-               "c.yaml:3:1: the key 'program' is given twice");
+               "c.yaml:3:1: duplicate key 'program' (first at 2:1)");
 }
 
 }  // namespace

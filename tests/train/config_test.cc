@@ -169,6 +169,37 @@ TEST(RunConfig, DevicesComeFromTheRegistry) {
   EXPECT_NE(e.find("but received ':0'"), std::string::npos) << e;
 }
 
+// yaml-cpp keeps a repeated key and node[key] finds the first, so
+// `epochs: 1` then `epochs: 3` trained one epoch without a word.
+TEST(RunConfig, DuplicateKeysAreErrorsAtTheRepeat) {
+  std::string e = ParseError(std::string(kMinimal) + "epochs: 1\nepochs: 3\n");
+  EXPECT_NE(e.find("run.yaml:8:1: duplicate key 'epochs' (first at 7:1)"), std::string::npos) << e;
+  e = ParseError(std::string(kMinimal) + "optimizer: {type: sgd, lr: 0.1, lr: 0.0001}\n");
+  EXPECT_NE(e.find("run.yaml:7:33: duplicate key 'lr' (first at 7:24)"), std::string::npos) << e;
+  e = ParseError(std::string(kMinimal) + "checkpoint: {dir: a, dir: b}\n");
+  EXPECT_NE(e.find("run.yaml:7:22: duplicate key 'dir' (first at 7:14)"), std::string::npos) << e;
+  // Nested in data, and the free-form maps: a split's files and feeds.
+  e = ParseError(std::string(kMinimal) + "  batch_size: 5\n  batch_size: 23\n");
+  EXPECT_NE(e.find("run.yaml:8:3: duplicate key 'batch_size' (first at 7:3)"), std::string::npos) << e;
+  e = ParseError(R"(program: net.yaml
+loss: loss
+data:
+  train:
+    files: {image: img.idx, label: lbl.idx, image: b.idx}
+    feeds: {x: image, label: label}
+)");
+  EXPECT_NE(e.find("run.yaml:5:45: duplicate key 'image' (first at 5:13)"), std::string::npos) << e;
+  e = ParseError(R"(program: net.yaml
+loss: loss
+data:
+  train:
+    files: {image: img.idx, label: lbl.idx}
+    feeds: {x: image, label: label, x: label}
+)");
+  EXPECT_NE(e.find("run.yaml:6:37: duplicate key 'x' (first at 6:13)"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 TEST(RunConfig, IllTypedValuesPointAtTheValue) {
   std::string e = ParseError(std::string(kMinimal) + "epochs: three\n");
   EXPECT_NE(e.find("run.yaml:7:9: epochs must be an integer, but received 'three'"), std::string::npos) << e;

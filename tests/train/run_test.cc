@@ -458,6 +458,8 @@ TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
   };
   const std::vector<Case> cases = {
       {with("train.csv", "missing.csv"), "missing.csv: cannot open the dataset file"},
+      {with("batch_size: 16", "batch_size: 16\nepochs: 1\nepochs: 3"),
+       "run.yaml:28:1: duplicate key 'epochs' (first at 27:1)"},
       {with("x: \"1:5\", label: label}}\n  eval", "x: \"1:4\", label: label}}\n  eval"),
        "run.yaml:24:36: the dataset column '1:4'"},
       {with("batch_size: 16", "batch_size: 16\nepochz: 3"), "run.yaml:27:1: unknown key 'epochz' in the run config"},

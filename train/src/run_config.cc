@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "nabla/cpu/cpu.h"
@@ -79,15 +80,28 @@ class Reader {
                   Describe(node));
   }
 
-  // Every key of `node` must be one of `keys`.
+  // Every key of `node` must be one of `keys`, and appear once: yaml-cpp
+  // keeps a repeated key, and node[key] finds the first, so `epochs: 1` then
+  // `epochs: 3` silently trained one epoch.
   void CheckKeys(const YAML::Node& node, const std::string& what, const std::vector<std::string>& keys) const {
+    std::map<std::string, YAML::Node> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
       const YAML::Node k = it->first;  // a copy: `it->first` lives in a temporary
       NABLA_ENFORCE(k.IsScalar(), kInvalidArgument, Where(k), ": ", what, " has a key that is not a string");
       const std::string& name = k.Scalar();
       NABLA_ENFORCE(std::find(keys.begin(), keys.end(), name) != keys.end(), kInvalidArgument, Where(k),
                     ": unknown key '", name, "' in ", what, "; expected one of: ", Join(keys));
+      CheckFirst(seen, k);
     }
+  }
+
+  // `key` must not repeat one of `seen` (by name), which it joins.
+  void CheckFirst(std::map<std::string, YAML::Node>& seen, const YAML::Node& key) const {
+    auto [it, fresh] = seen.emplace(key.Scalar(), key);
+    if (fresh) return;
+    const ConfigPos first = Pos(it->second);
+    NABLA_THROW(kInvalidArgument, Where(key), ": duplicate key '", key.Scalar(), "' (first at ", first.line, ":",
+                first.col, ")");
   }
 
   YAML::Node Required(const YAML::Node& map, const std::string& key, const std::string& what) const {
@@ -316,8 +330,10 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
     r.CheckKeys(n, what, {"files", "feeds"});
     YAML::Node files = r.Required(n, "files", what);
     r.ExpectMap(files, what + ".files");
+    std::map<std::string, YAML::Node> seen;
     for (auto it = files.begin(); it != files.end(); ++it) {
       std::string col = r.NonEmptyString(it->first, what + ".files key");
+      r.CheckFirst(seen, it->first);
       s.files[col] = r.InputPath(r.NonEmptyString(it->second, what + ".files." + col));
       s.file_pos[col] = r.Pos(it->second);
     }
@@ -325,9 +341,11 @@ void ParseSplit(const Reader& r, const YAML::Node& n, const std::string& what, c
   }
   YAML::Node feeds = r.Required(n, "feeds", what);
   r.ExpectMap(feeds, what + ".feeds");
+  std::map<std::string, YAML::Node> seen_feeds;
   for (auto it = feeds.begin(); it != feeds.end(); ++it) {
     FeedConfig f;
     f.var = r.NonEmptyString(it->first, what + ".feeds key");
+    r.CheckFirst(seen_feeds, it->first);
     f.pos = r.Pos(it->first);
     const std::string fw = what + ".feeds." + f.var;
     const YAML::Node v = it->second;  // a copy: `it->second` lives in a temporary
@@ -520,14 +538,11 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
       NABLA_ENFORCE(program.IsMap(), kInvalidArgument, r.Where(program),
                     ": program must be a file path or an inline program mapping, but received ",
                     Reader::Describe(program));
-      bool seen = false;
+      // The key is there once: CheckKeys refused a second one (which, found
+      // by tests/fuzz/fuzz_run_config, sent the inline-text cut past the end
+      // of the file).
       for (auto it = root.begin(); it != root.end(); ++it) {
-        if (it->first.Scalar() != "program") continue;
-        // A second `program:` key (found by tests/fuzz/fuzz_run_config) sent
-        // the inline-text cut past the end of the file.
-        NABLA_ENFORCE(!seen, kInvalidArgument, r.Where(it->first), ": the key 'program' is given twice");
-        seen = true;
-        c.program_text = InlineProgramText(yaml_text, it->first, it->second);
+        if (it->first.Scalar() == "program") c.program_text = InlineProgramText(yaml_text, it->first, it->second);
       }
     }
 
