@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,11 +16,15 @@
 
 namespace nabla::app {
 
+constexpr int64_t kNotGiven = std::numeric_limits<int64_t>::min();
+
 Command RunCommand() {
   struct Args {
     std::string config;
-    int64_t steps = 0;
-    int64_t epochs = 0;
+    // kNotGiven unless the flag is: 0 is a value to refuse, not "not given"
+    // (`--epochs 0` silently trained the config's epochs).
+    int64_t steps = kNotGiven;
+    int64_t epochs = kNotGiven;
     bool resume = false;
     std::string progress;
     std::string weights;
@@ -40,11 +45,14 @@ Command RunCommand() {
   c.SetRun([a](const GlobalOptions&) {
     train::RunConfig config = train::LoadRunConfig(a->config);
     train::RunOverrides ov;
-    NABLA_ENFORCE(a->steps >= 0 && a->epochs >= 0, kInvalidArgument, "--steps and --epochs must be positive");
-    if (a->steps > 0) ov.steps = a->steps;
-    if (a->epochs > 0) ov.epochs = a->epochs;
+    NABLA_ENFORCE(a->steps == kNotGiven || a->steps >= 1, kInvalidArgument, "--steps must be >= 1, but received ",
+                  a->steps);
+    NABLA_ENFORCE(a->epochs == kNotGiven || a->epochs >= 1, kInvalidArgument, "--epochs must be >= 1, but received ",
+                  a->epochs);
+    if (a->steps != kNotGiven) ov.steps = a->steps;
+    if (a->epochs != kNotGiven) ov.epochs = a->epochs;
     // --steps alone means "this many steps", whatever the config's epochs.
-    if (a->steps > 0 && a->epochs == 0) ov.epochs = 0;
+    if (a->steps != kNotGiven && a->epochs == kNotGiven) ov.epochs = 0;
     ov.resume = a->resume;
     if (!a->weights.empty()) ov.weights = a->weights;
     if (!a->progress.empty()) ov.progress = a->progress;

@@ -42,10 +42,14 @@ py::dict Run(const std::optional<std::string>& path, const std::optional<std::st
   train::RunConfig config =
       path ? train::LoadRunConfig(*path) : train::ParseRunConfig(text.value_or(""), "<dict>", base_dir);
   train::RunOverrides ov;
-  NABLA_ENFORCE(steps.value_or(0) >= 0 && epochs.value_or(0) >= 0, kInvalidArgument,
-                "nabla.train.run: steps and epochs must not be negative");
-  if (steps && *steps > 0) ov.steps = steps;
-  if (epochs && *epochs > 0) ov.epochs = epochs;
+  // 0 is refused, as --steps 0 and --epochs 0 are, not taken for None
+  // (epochs=0 silently trained the config's epochs).
+  NABLA_ENFORCE(!steps || *steps >= 1, kInvalidArgument, "nabla.train.run: steps must be >= 1, but received ",
+                steps.value_or(0));
+  NABLA_ENFORCE(!epochs || *epochs >= 1, kInvalidArgument, "nabla.train.run: epochs must be >= 1, but received ",
+                epochs.value_or(0));
+  ov.steps = steps;
+  ov.epochs = epochs;
   // steps alone means "this many steps", whatever the config's epochs, as --steps.
   if (ov.steps && !ov.epochs) ov.epochs = 0;
   ov.resume = resume;

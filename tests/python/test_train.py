@@ -133,6 +133,11 @@ def test_bad_configs_and_overrides_are_errors(tmp_path, monkeypatch):
         nabla.train.run(tiny_config(tmp_path), progress="fancy")
     with pytest.raises(TypeError, match="resume must be True or False.*'no'"):
         nabla.train.run(tiny_config(tmp_path), resume="no")
+    # 0 is refused as --epochs 0 is, not taken for "not given" (it trained
+    # the config's epochs).
+    for key in ("epochs", "steps"):
+        with pytest.raises(nabla.Error, match=f"nabla.train.run: {key} must be >= 1, but received 0"):
+            nabla.train.run(tiny_config(tmp_path), **{key: 0})
 
 
 def test_the_gil_is_released_while_it_trains(tmp_path, monkeypatch):

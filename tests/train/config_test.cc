@@ -200,6 +200,16 @@ data:
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
+// The executors are the core's and the host's, known at parse time: a
+// misspelt one is an error at its key, not a positionless one later.
+TEST(RunConfig, ExecutorIsARegisteredOne) {
+  EXPECT_EQ(Parse(std::string(kMinimal) + "executor: sequential\n").executor, "sequential");
+  std::string e = ParseError(std::string(kMinimal) + "executor: fast\n");
+  EXPECT_NE(e.find("run.yaml:7:11: executor must be one of sequential, taskgraph, but received 'fast'"),
+            std::string::npos)
+      << e;
+}
+
 TEST(RunConfig, IllTypedValuesPointAtTheValue) {
   std::string e = ParseError(std::string(kMinimal) + "epochs: three\n");
   EXPECT_NE(e.find("run.yaml:7:9: epochs must be an integer, but received 'three'"), std::string::npos) << e;

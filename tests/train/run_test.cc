@@ -457,7 +457,15 @@ TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
     return s;
   };
   const std::vector<Case> cases = {
-      {with("train.csv", "missing.csv"), "missing.csv: cannot open the dataset file"},
+      // Data and program files name their key in the config too.
+      {with("train.csv", "missing.csv"), "run.yaml:24:17: missing.csv: cannot open the dataset file"},
+      {with("  format: csv\n  train: {path: train.csv, feeds: {x: \"1:5\", label: label}}\n"
+            "  eval: {path: eval.csv, feeds: {x: \"1:5\", label: label}}\n",
+            "  format: npy\n  train: {files: {label: missing.npy, x: x.npy}, feeds: {x: x, label: label}}\n"),
+       "run.yaml:24:26: missing.npy: cannot open .npy file"},
+      {with(kProgram, "program: nope.yaml\n"), "run.yaml:3:10: program file 'nope.yaml' does not exist"},
+      {with("loss: loss", "loss: loss\nexecutor: fast"),
+       "run.yaml:3:11: executor must be one of sequential, taskgraph, but received 'fast'"},
       {with("batch_size: 16", "batch_size: 16\nepochs: 1\nepochs: 3"),
        "run.yaml:28:1: duplicate key 'epochs' (first at 27:1)"},
       {with("x: \"1:5\", label: label}}\n  eval", "x: \"1:4\", label: label}}\n  eval"),
@@ -475,6 +483,19 @@ TEST_F(RunTest, BadInputIsAOneLineErrorWithExitCode2) {
     EXPECT_EQ(r.rc, 2) << c.expected << "\n" << r.out << r.err;
     EXPECT_NE(r.err.find("nabla: error: " + c.expected), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+
+  // 0 is refused as negative values are: --epochs 0 trained the config's
+  // epochs, as if the flag were not there.
+  dir_.Write("run.yaml", good);
+  for (const std::string flag : {"--epochs", "--steps"}) {
+    for (const std::string value : {"0", "-2"}) {
+      Result r = Nabla(dir_, "run run.yaml " + flag + " " + value);
+      EXPECT_EQ(r.rc, 2) << flag << " " << value << "\n" << r.out << r.err;
+      EXPECT_NE(r.err.find("nabla: error: " + flag + " must be >= 1, but received " + value), std::string::npos)
+          << r.err;
+      EXPECT_EQ(r.out, "") << flag << " " << value;
+    }
   }
 
   // A label the logits cannot index: 3 classes, label 7.

@@ -15,6 +15,7 @@
 #include "nabla/cpu/cpu.h"
 #include "nabla/device_registry.h"
 #include "nabla/error.h"
+#include "nabla/executor.h"
 #include "nabla/plugin.h"
 #include "nabla/train/dataset.h"
 
@@ -522,7 +523,13 @@ RunConfig ParseRunConfig(const std::string& yaml_text, const std::string& source
       c.device = r.Device(root["device"]);
       c.device_pos = r.Pos(root["device"]);
     }
-    if (root["executor"]) c.executor = r.NonEmptyString(root["executor"], "executor");
+    if (root["executor"]) {
+      // Executors are the core's and the host backend's (no plugin adds
+      // one), so the name is checked here, at the key: later it failed
+      // without a position.
+      cpu::InitCpuBackend();
+      c.executor = r.Choice(root["executor"], "executor", ExecutorNames());
+    }
     if (root["threads"]) c.threads = static_cast<int>(r.Int(root["threads"], "threads", 0));
     if (root["fuse"]) c.fuse = r.Bool(root["fuse"], "fuse");
     if (root["precision"]) c.precision = r.Choice(root["precision"], "precision", {"fp32", "bf16"});

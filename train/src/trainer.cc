@@ -194,19 +194,39 @@ TextSplits ReadTextSplit(const SplitConfig& s, int64_t seq_len, double eval_frac
   }
 }
 
+// An idx, npy or csv split's errors (a missing or damaged file) name the
+// config position of the file they are about (its `files:` entry, csv's
+// `path:`), else the split's, as a text split's do.
+template <typename Read>
+Dataset ReadFileSplit(const SplitConfig& s, Read read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    ConfigPos pos = s.pos;
+    auto about = [&what](const std::string& path) { return !path.empty() && what.rfind(path + ":", 0) == 0; };
+    for (const auto& [column, path] : s.files) {
+      auto it = s.file_pos.find(column);
+      if (about(path) && it != s.file_pos.end()) pos = it->second;
+    }
+    if (about(s.path) && s.file_pos.count("path")) pos = s.file_pos.at("path");
+    throw Error(e.kind(), StrCat(pos.Where(), ": ", what));
+  }
+}
+
 Split LoadSplit(const RunConfig& c, const SplitConfig& s, const BlockDesc& block, const TrainPrograms& tp) {
   Split out;
   const DataConfig& d = c.data;
   if (d.format == "idx") {
-    out.data = ReadIdxDataset(s.files);
+    out.data = ReadFileSplit(s, [&] { return ReadIdxDataset(s.files); });
   } else if (d.format == "npy") {
-    out.data = ReadNpyDataset(s.files);
+    out.data = ReadFileSplit(s, [&] { return ReadNpyDataset(s.files); });
   } else if (d.format == "text") {
     out.data = ReadTextSplit(s, d.seq_len, 0, &s == &d.train ? "training" : "evaluation").train;
   } else {
     std::vector<std::string> specs;
     for (const auto& f : s.feeds) specs.push_back(f.column);
-    out.data = ReadCsvDataset(s.path, specs, d.csv_header, d.csv_delimiter);
+    out.data = ReadFileSplit(s, [&] { return ReadCsvDataset(s.path, specs, d.csv_header, d.csv_delimiter); });
   }
   BindSplit(out, s, block, tp);
   return out;
@@ -240,7 +260,20 @@ std::pair<Split, std::optional<Split>> LoadSplits(const RunConfig& c, const Bloc
 
 TrainPrograms BuildTrainPrograms(const RunConfig& c, int world_size) {
   TrainPrograms tp;
-  tp.main = c.program_path.empty() ? ParseProgram(c.program_text, c.path) : LoadProgram(c.program_path);
+  if (c.program_path.empty()) {
+    tp.main = ParseProgram(c.program_text, c.path);
+  } else {
+    try {
+      tp.main = LoadProgram(c.program_path);
+    } catch (const Error& e) {
+      // A file that is missing or cannot be read (LoadProgram's messages
+      // about "program file 'PATH'") is the `program:` key's fault; errors
+      // inside it name their own file:line:col.
+      const std::string what = e.what();
+      if (what.find("program file '" + c.program_path + "'") == std::string::npos) throw;
+      throw Error(e.kind(), StrCat(c.program_pos.Where(), ": ", what));
+    }
+  }
   ProgramDesc& program = tp.main;
   BlockDesc* block = program.Root();
   NABLA_ENFORCE(block->FindVar(c.loss) != nullptr, kNotFound, c.loss_pos.Where(), ": loss '", c.loss,
