@@ -208,18 +208,42 @@ void UnaryAs(ExportContext& c, const std::string& type, std::map<std::string, On
   c.AddNode(type, {In(c, "X")}, {Out(c, "Out")}, attrs);
 }
 
-// Paddle's axis rule: Y's dims sit at X's dims [axis, axis + rank(Y)); ONNX
-// broadcasts from the end, so Y gets trailing 1s.
+// Paddle's axis rule: the operand of lower rank (Y when the ranks are equal)
+// sits at the other's dims [axis, axis + rank), trailing 1s that would not
+// fit dropped (opkit's AlignAtAxis); ONNX broadcasts from the end, so that
+// operand gets trailing 1s. X may be the smaller one: aligning only Y would
+// leave a lower-rank X at the end of Y's dims, another sum (exit 0).
+std::string AlignedAtAxis(ExportContext& c, const std::string& v, int64_t rank, int64_t axis) {
+  const Shape s = c.ShapeOf(v);
+  int64_t kept = static_cast<int64_t>(s.size());
+  while (kept > 0 && axis + kept > rank && s[kept - 1] == 1) --kept;
+  std::string out = v;
+  if (kept < static_cast<int64_t>(s.size())) {
+    std::vector<int64_t> axes;
+    for (int64_t i = kept; i < static_cast<int64_t>(s.size()); ++i) axes.push_back(i);
+    const std::string q = c.Temp(v + "_fitted");
+    c.AddNode("Squeeze", {out, c.AddInt64s(axes, {static_cast<int64_t>(axes.size())})}, {q});
+    out = q;
+  }
+  if (axis + kept < rank) {
+    std::vector<int64_t> axes;
+    for (int64_t i = kept; i < rank - axis; ++i) axes.push_back(i);
+    const std::string u = c.Temp(v + "_aligned");
+    c.AddNode("Unsqueeze", {out, c.AddInt64s(axes, {static_cast<int64_t>(axes.size())})}, {u});
+    out = u;
+  }
+  return out;
+}
+
 void Binary(ExportContext& c, const std::string& type) {
   std::string x = In(c, "X"), y = In(c, "Y");
   const int axis = c.Op().HasAttr("axis") ? A<int>(c, "axis") : -1;
   const int64_t rx = RankOf(c, x), ry = RankOf(c, y);
-  if (axis != -1 && ry < rx && axis + ry != rx) {
-    std::vector<int64_t> axes;
-    for (int64_t i = ry; i < rx - axis; ++i) axes.push_back(i);
-    const std::string u = c.Temp(y + "_aligned");
-    c.AddNode("Unsqueeze", {y, c.AddInt64s(axes, {static_cast<int64_t>(axes.size())})}, {u});
-    y = u;
+  if (axis >= 0) {
+    if (ry <= rx)
+      y = AlignedAtAxis(c, y, rx, axis);
+    else
+      x = AlignedAtAxis(c, x, ry, axis);
   }
   c.AddNode(type, {x, y}, {Out(c, "Out")});
 }

@@ -351,3 +351,57 @@ blocks:
     got = onnx_util.exec_program(back, {"shape": np.array([3], np.int64)}, ["i", "d"], tmp_path / "c",
                                  weights=weights)
     assert (got["i"] == 123456789012).all() and (got["d"] == 0.1).all(), got
+
+
+def export_round_trip(tmp_path, program_text, feeds, want_outputs):
+    """Exports the program (checked by onnx's checker), imports it back and
+    returns (original's outputs, the round trip's outputs, the ONNX model)."""
+    import onnx
+
+    src = tmp_path / "p.yaml"
+    src.write_text(program_text)
+    model = tmp_path / "p.onnx"
+    onnx_util.run("export", src, "-o", model)
+    m = onnx.load(model)
+    onnx.checker.check_model(m, full_check=True)
+    outputs = [o.name for o in m.graph.output]
+    assert set(outputs) == set(want_outputs), outputs
+    back, weights = onnx_util.import_model(model, tmp_path)
+    want = onnx_util.exec_program(src, feeds, outputs, tmp_path / "a")
+    got = onnx_util.exec_program(back, feeds, outputs, tmp_path / "b", weights=weights)
+    return want, got, m
+
+
+def test_binary_axis_aligns_the_lower_rank_operand_either_side(tmp_path):
+    """Paddle's axis places the operand of lower rank at dims [axis, ...) of
+    the other, X as well as Y, trailing 1s that do not fit dropped: each
+    becomes an Unsqueeze (or a Squeeze) before ONNX's numpy broadcasting. An
+    X of [3] added at axis 1 of a [1, 3, 3] Y was exported as a bare Add,
+    which aligns it with Y's last dim: other values, and exit 0."""
+    program = """format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x3: {shape: [3], dtype: float32}
+      y133: {shape: [1, 3, 3], dtype: float32}
+      y234: {shape: [2, 3, 4], dtype: float32}
+      x41: {shape: [4, 1], dtype: float32}
+    ops:
+      - {type: elementwise_add, inputs: {X: [x3], Y: [y133]}, outputs: {Out: [square]}, attrs: {axis: 1}}
+      - {type: elementwise_sub, inputs: {X: [x3], Y: [y234]}, outputs: {Out: [lowx]}, attrs: {axis: 1}}
+      - {type: elementwise_mul, inputs: {X: [x41], Y: [y234]}, outputs: {Out: [fitted]}, attrs: {axis: 2}}
+      - {type: elementwise_div, inputs: {X: [y234], Y: [x41]}, outputs: {Out: [fittedy]}, attrs: {axis: 2}}
+"""
+    rng = np.random.default_rng(5)
+    feeds = {"x3": np.array([1, 2, 3], np.float32), "y133": np.zeros((1, 3, 3), np.float32),
+             "y234": rng.standard_normal((2, 3, 4)).astype(np.float32),
+             "x41": rng.uniform(1, 2, (4, 1)).astype(np.float32)}
+    want, got, _ = export_round_trip(tmp_path, program, feeds, ["square", "lowx", "fitted", "fittedy"])
+    # nabla's own values, as numpy computes them with the axis applied.
+    np.testing.assert_array_equal(want["square"], np.broadcast_to(feeds["x3"].reshape(1, 3, 1), (1, 3, 3)))
+    np.testing.assert_allclose(want["lowx"], feeds["x3"].reshape(3, 1) - feeds["y234"], rtol=1e-6)
+    np.testing.assert_allclose(want["fitted"], feeds["x41"].reshape(4) * feeds["y234"], rtol=1e-6)
+    for name in want:
+        assert got[name].shape == want[name].shape, name
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
