@@ -844,7 +844,20 @@ void ExportSoftmaxCrossEntropy(ExportContext& c) {
   const int64_t rank = RankOf(c, logits);
   const int axis = A<int>(c, "axis");
   if (rank < 2 || (axis != -1 && axis != rank - 1)) c.Fail("classes on an axis other than the last");
-  c.AddNode("Softmax", {logits}, {Out(c, "Softmax")}, {{"axis", int64_t(-1)}});
+  // use_softmax false: Logits are probabilities already, Softmax is their
+  // copy and the loss the negative log of the label's, through the kernel's
+  // clipped log (max(p, 1e-20): a 0 gives 46.05, not inf): ONNX's
+  // NegativeLogLikelihoodLoss of that log.
+  const bool use_softmax = A<bool>(c, "use_softmax");
+  if (use_softmax) {
+    c.AddNode("Softmax", {logits}, {Out(c, "Softmax")}, {{"axis", int64_t(-1)}});
+  } else {
+    c.AddNode("Identity", {logits}, {Out(c, "Softmax")});
+    const std::string clipped = c.Temp(logits + "_clipped"), log = c.Temp(logits + "_log");
+    c.AddNode("Max", {logits, ScalarLike(c, logits, 1e-20)}, {clipped});
+    c.AddNode("Log", {clipped}, {log});
+    logits = log;
+  }
   if (rank > 2) {
     std::vector<int64_t> perm{0, rank - 1};
     for (int64_t i = 1; i < rank - 1; ++i) perm.push_back(i);
@@ -854,7 +867,7 @@ void ExportSoftmaxCrossEntropy(ExportContext& c) {
   }
   const std::string flat = c.Temp(label + "_flat"), loss = c.Temp(Out(c, "Loss"));
   c.AddNode("Squeeze", {label, c.AddInt64s({rank - 1}, {1})}, {flat});
-  c.AddNode("SoftmaxCrossEntropyLoss", {logits, flat}, {loss},
+  c.AddNode(use_softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss", {logits, flat}, {loss},
             {{"reduction", std::string("none")}, {"ignore_index", int64_t(A<int>(c, "ignore_index"))}});
   c.AddNode("Unsqueeze", {loss, c.AddInt64s({rank - 1}, {1})}, {Out(c, "Loss")});
 }

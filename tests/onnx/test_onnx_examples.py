@@ -405,3 +405,36 @@ blocks:
     for name in want:
         assert got[name].shape == want[name].shape, name
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
+
+
+def test_softmax_with_cross_entropy_without_softmax(tmp_path):
+    """use_softmax false: Logits are probabilities, Softmax their copy and
+    the loss -log(max(p[label], 1e-20)) (0 at ignore_index), the kernel's
+    clipped log, so a 0 probability gives 46.05 rather than inf. It was
+    exported with a Softmax applied once more."""
+    program = """format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      p: {shape: [2, 3], dtype: float32}
+      l: {shape: [2, 1], dtype: int64}
+      q: {shape: [2, 2, 3], dtype: float64}
+      m: {shape: [2, 2, 1], dtype: int64}
+    ops:
+      - {type: softmax_with_cross_entropy, inputs: {Logits: [p], Label: [l]}, outputs: {Softmax: [s], Loss: [loss]},
+         attrs: {use_softmax: false}}
+      - {type: softmax_with_cross_entropy, inputs: {Logits: [q], Label: [m]}, outputs: {Softmax: [s3], Loss: [loss3]},
+         attrs: {use_softmax: false, ignore_index: 1}}
+"""
+    feeds = {"p": np.array([[0.7, 0.2, 0.1], [0.1, 0.9, 0.0]], np.float32), "l": np.array([[0], [2]]),
+             "q": np.array([[[0.5, 0.25, 0.25], [0.2, 0.3, 0.5]], [[0.1, 0.1, 0.8], [1.0, 0.0, 0.0]]]),
+             "m": np.array([[[2], [1]], [[0], [1]]])}
+    want, got, m = export_round_trip(tmp_path, program, feeds, ["s", "loss", "s3", "loss3"])
+    assert "Softmax" not in {n.op_type for n in m.graph.node}
+    np.testing.assert_allclose(want["loss"], [[-np.log(0.7)], [-np.log(1e-20)]], rtol=1e-6)
+    np.testing.assert_allclose(want["loss3"], [[[-np.log(0.25)], [0.0]], [[-np.log(0.1)], [0.0]]], rtol=1e-12)
+    np.testing.assert_array_equal(want["s"], feeds["p"])
+    for name in want:
+        assert got[name].shape == want[name].shape and got[name].dtype == want[name].dtype, name
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
