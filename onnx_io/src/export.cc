@@ -865,11 +865,15 @@ void ExportSoftmaxCrossEntropy(ExportContext& c) {
     c.AddNode("Transpose", {logits}, {t}, {{"perm", perm}});
     logits = t;
   }
-  const std::string flat = c.Temp(label + "_flat"), loss = c.Temp(Out(c, "Loss"));
-  c.AddNode("Squeeze", {label, c.AddInt64s({rank - 1}, {1})}, {flat});
+  // A Label of Logits' rank less one (what fusing softmax and cross_entropy
+  // gives) is ONNX's form already, and so is its Loss.
+  const bool short_label = RankOf(c, label) == rank - 1;
+  const std::string flat = short_label ? label : c.Temp(label + "_flat");
+  const std::string loss = short_label ? Out(c, "Loss") : c.Temp(Out(c, "Loss"));
+  if (!short_label) c.AddNode("Squeeze", {label, c.AddInt64s({rank - 1}, {1})}, {flat});
   c.AddNode(use_softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss", {logits, flat}, {loss},
             {{"reduction", std::string("none")}, {"ignore_index", int64_t(A<int>(c, "ignore_index"))}});
-  c.AddNode("Unsqueeze", {loss, c.AddInt64s({rank - 1}, {1})}, {Out(c, "Loss")});
+  if (!short_label) c.AddNode("Unsqueeze", {loss, c.AddInt64s({rank - 1}, {1})}, {Out(c, "Loss")});
 }
 
 std::map<std::string, OpExporter>& ExporterTable() {

@@ -438,3 +438,32 @@ blocks:
     for name in want:
         assert got[name].shape == want[name].shape and got[name].dtype == want[name].dtype, name
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
+
+
+def test_softmax_with_cross_entropy_label_of_lower_rank(tmp_path):
+    """A hard Label of Logits' rank less one (fusing softmax and
+    cross_entropy writes it: [N] for [N, C]) is ONNX's label form, and the
+    Loss has its shape: it was squeezed and the loss unsqueezed as for a
+    [N, 1] label, which the checker refused."""
+    program = """format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+      l: {shape: [2], dtype: int64}
+      z: {shape: [2, 2, 3], dtype: float32}
+      m: {shape: [2, 2], dtype: int64}
+    ops:
+      - {type: softmax_with_cross_entropy, inputs: {Logits: [x], Label: [l]}, outputs: {Softmax: [s], Loss: [loss]}}
+      - {type: softmax_with_cross_entropy, inputs: {Logits: [z], Label: [m]}, outputs: {Softmax: [s3], Loss: [loss3]},
+         attrs: {ignore_index: 0}}
+"""
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32), "l": np.array([2, 0]),
+             "z": rng.standard_normal((2, 2, 3)).astype(np.float32), "m": np.array([[0, 1], [2, 2]])}
+    want, got, _ = export_round_trip(tmp_path, program, feeds, ["s", "loss", "s3", "loss3"])
+    assert want["loss"].shape == (2,) and want["loss3"].shape == (2, 2)
+    for name in want:
+        assert got[name].shape == want[name].shape, name
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
