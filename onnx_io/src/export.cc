@@ -656,7 +656,14 @@ void ExportGelu(ExportContext& c) {
 
 void ExportReduce(ExportContext& c, const std::string& type) {
   const std::vector<int> dim = A<std::vector<int>>(c, "dim");
-  const bool all = A<bool>(c, "reduce_all") || dim.empty();
+  // A dim list that names every dim of X reduces everything too, and gives
+  // [1] as reduce_all does (ONNX: a scalar, reshaped below).
+  const int64_t rank = RankOf(c, In(c, "X"));
+  std::set<int64_t> listed;
+  for (int d : dim) listed.insert(d < 0 ? d + rank : d);
+  bool every = rank > 0;
+  for (int64_t i = 0; i < rank; ++i) every = every && listed.count(i) != 0;
+  const bool all = A<bool>(c, "reduce_all") || dim.empty() || every;
   const bool keep = A<bool>(c, "keep_dim");
   const std::string out = Out(c, "Out");
   // Reducing every dim gives [1] in Paddle, a scalar in ONNX.

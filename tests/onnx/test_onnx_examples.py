@@ -440,6 +440,31 @@ blocks:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
 
 
+def test_reduce_over_every_listed_dim(tmp_path):
+    """A dim list naming every dim (negative ones too) reduces everything, as
+    reduce_all does: nabla's [1] without keep_dim, which was exported as
+    ONNX's scalar and refused by the checker."""
+    program = """format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+    ops:
+      - {type: reduce_sum, inputs: {X: [x]}, outputs: {Out: [total]}, attrs: {dim: [0, 1]}}
+      - {type: reduce_mean, inputs: {X: [x]}, outputs: {Out: [average]}, attrs: {dim: [-1, 0]}}
+      - {type: reduce_max, inputs: {X: [x]}, outputs: {Out: [kept]}, attrs: {dim: [1, 0], keep_dim: true}}
+      - {type: reduce_min, inputs: {X: [x]}, outputs: {Out: [rows]}, attrs: {dim: [-1]}}
+"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want, got, _ = export_round_trip(tmp_path, program, {"x": x}, ["total", "average", "kept", "rows"])
+    np.testing.assert_array_equal(want["total"], [15.0])
+    assert want["kept"].shape == (1, 1) and want["rows"].shape == (2,)
+    for name in want:
+        assert got[name].shape == want[name].shape, name
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
+
+
 def test_softmax_with_cross_entropy_label_of_lower_rank(tmp_path):
     """A hard Label of Logits' rank less one (fusing softmax and
     cross_entropy writes it: [N] for [N, C]) is ONNX's label form, and the
