@@ -733,17 +733,18 @@ void ExportLookupTableV2(ExportContext& c) {
 }
 
 void ExportArgExtremum(ExportContext& c, const std::string& type) {
-  std::string x = In(c, "X");
-  int64_t axis = A<int>(c, "axis");
+  const std::string x = In(c, "X");
+  const int64_t axis = A<int>(c, "axis");
   if (A<bool>(c, "flatten")) {
     const std::string f = c.Temp(x + "_flat");
     c.AddNode("Reshape", {x, c.AddInt64s({-1}, {1})}, {f});
-    x = f;
-    axis = 0;
-    if (!A<bool>(c, "keepdims")) {
-      c.AddNode(type, {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(1)}});
-      return;
-    }
+    // nabla's Out is [1], or with keepdims X's rank of 1s: ONNX gives [1].
+    const int64_t rank = RankOf(c, In(c, "X"));
+    const bool reshape = A<bool>(c, "keepdims") && rank > 1;
+    const std::string found = reshape ? c.Temp(Out(c, "Out")) : Out(c, "Out");
+    c.AddNode(type, {f}, {found}, {{"axis", int64_t(0)}, {"keepdims", int64_t(1)}});
+    if (reshape) c.AddNode("Reshape", {found, c.AddInt64s(std::vector<int64_t>(rank, 1), {rank})}, {Out(c, "Out")});
+    return;
   }
   c.AddNode(type, {x}, {Out(c, "Out")}, {{"axis", axis}, {"keepdims", int64_t(A<bool>(c, "keepdims"))}});
 }

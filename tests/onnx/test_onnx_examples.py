@@ -465,6 +465,32 @@ blocks:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=name)
 
 
+def test_arg_extremum_flatten_keeps_dims(tmp_path):
+    """arg_max/arg_min with flatten search all of X; with keepdims Out is
+    rank(X) 1s (ONNX's ArgMax of the flattened X gives [1]), which the
+    checker refused."""
+    program = """format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+      z: {shape: [2, 3, 2], dtype: float32}
+    ops:
+      - {type: arg_max, inputs: {X: [x]}, outputs: {Out: [kept]}, attrs: {flatten: true, keepdims: true}}
+      - {type: arg_min, inputs: {X: [z]}, outputs: {Out: [kept3]}, attrs: {flatten: true, keepdims: true}}
+      - {type: arg_max, inputs: {X: [z]}, outputs: {Out: [flat]}, attrs: {flatten: true}}
+"""
+    rng = np.random.default_rng(6)
+    feeds = {"x": np.array([[0, 5, 1], [2, 4, 3]], np.float32), "z": rng.standard_normal((2, 3, 2)).astype(np.float32)}
+    want, got, _ = export_round_trip(tmp_path, program, feeds, ["kept", "kept3", "flat"])
+    np.testing.assert_array_equal(want["kept"], [[1]])
+    np.testing.assert_array_equal(want["kept3"], np.reshape(np.argmin(feeds["z"]), (1, 1, 1)))
+    for name in want:
+        assert got[name].shape == want[name].shape, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 def test_softmax_with_cross_entropy_label_of_lower_rank(tmp_path):
     """A hard Label of Logits' rank less one (fusing softmax and
     cross_entropy writes it: [N] for [N, C]) is ONNX's label form, and the
