@@ -1306,8 +1306,12 @@ std::string ExportOnnxBytes(const ProgramDesc& program, const NamedTensors& weig
       }
     }
   }
+  std::set<std::string> listed;
   for (const auto& o : outputs) {
     NABLA_ENFORCE(written.count(o), kNotFound, "--output ", o, ": no op of block 0 writes '", o, "'");
+    // One graph output per value: a second would be the same ONNX output twice.
+    NABLA_ENFORCE(listed.insert(o).second, kAlreadyExists, "--output ", o, ": expected each output once, but '", o,
+                  "' is listed twice");
   }
   // The ops that lead to the outputs, in program order.
   std::set<std::string> needed(outputs.begin(), outputs.end());

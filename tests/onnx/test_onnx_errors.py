@@ -151,3 +151,22 @@ def test_one_hot_depth_out_of_range(tmp_path):
     onnx.save(m, tmp_path / "m.onnx")
     err = import_fails(tmp_path, tmp_path / "m.onnx")
     assert "node 'hot' (OneHot)" in err and "depth 0" in err, err
+
+
+def test_export_output_listed_twice(tmp_path):
+    """--output s,s named the graph output twice (ONNX's checker let it
+    pass): refused, naming the output."""
+    program = tmp_path / "p.yaml"
+    program.write_text("""format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3], dtype: float32}
+    ops:
+      - {type: softmax, inputs: {X: [x]}, outputs: {Out: [s]}}
+""")
+    p = onnx_util.run("export", program, "-o", tmp_path / "m.onnx", "--output", "s,s", check=False)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "--output s" in p.stderr and "twice" in p.stderr, p.stderr
+    assert not (tmp_path / "m.onnx").exists()
