@@ -964,7 +964,15 @@ ImportResult ImportOnnxBytes(const std::string& bytes, const std::string& path, 
   NABLA_ENFORCE(model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage(), kInvalidArgument, path,
                 ": not an ONNX model: the protobuf message is malformed or truncated");
   Importer importer(model, path, options);
-  return importer.Run();
+  try {
+    return importer.Run();
+  } catch (const Error& e) {
+    // Every error names the file: a node's (converting, folding) names the
+    // node only where it is raised.
+    const std::string message = e.what();
+    if (message.find(path) != std::string::npos) throw;
+    ThrowError(e.kind(), path + ": " + message);
+  }
 }
 
 ImportResult ImportOnnx(const std::string& path, const ImportOptions& options) {

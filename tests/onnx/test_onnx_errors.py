@@ -38,6 +38,8 @@ def test_op_without_converter_names_node_and_op(tmp_path):
     onnx.save(m, tmp_path / "m.onnx")
     err = import_fails(tmp_path, tmp_path / "m.onnx")
     assert "node 'the_sinh' (Sinh)" in err and "needs nabla op sinh" in err
+    # Where: the file too (a node's error named the node only).
+    assert f"{tmp_path / 'm.onnx'}: no converter for node 'the_sinh'" in err, err
 
 
 def test_attribute_value_without_converter(tmp_path):
