@@ -132,18 +132,38 @@ void Mul(const Node& n, Importer& imp) {
   if (!ScaleForScalar(n, imp, "Mul")) Elementwise(n, imp, "elementwise_mul");
 }
 void Div(const Node& n, Importer& imp) { Elementwise(n, imp, "elementwise_div"); }
-// ONNX's Pow takes an exponent of any numeric dtype; the result has X's.
+// ONNX's Pow takes an exponent of any numeric dtype; the result has the
+// base's. The exponent goes to the base's dtype (never the other way: a
+// constant base of 2.5 made int would be 2), except a float exponent of an
+// integer base, which would truncate (4 ** 0.5 computed as 4 ** 0 = 1): that
+// power is computed in float64 and cast back, as ONNX's reference computes
+// it (numpy's power, then astype of the base's dtype).
 void Pow(const Node& n, Importer& imp) {
-  if (imp.ConstOf(n.Input(1)) || imp.ConstOf(n.Input(0)) || !imp.HasDType(n.Input(0)) || !imp.HasDType(n.Input(1)) ||
-      imp.DTypeOf(n, n.Input(0)) == imp.DTypeOf(n, n.Input(1))) {
+  if (!imp.HasDType(n.Input(0)) || !imp.HasDType(n.Input(1))) {
     Elementwise(n, imp, "elementwise_pow");
     return;
   }
   const DType x = imp.DTypeOf(n, n.Input(0)), y = imp.DTypeOf(n, n.Input(1));
-  const std::string cast = imp.Temp(n.Input(1));
-  imp.Emit("cast", {{"X", {imp.In(n, 1)}}}, {{"Out", {cast}}},
-           {{"in_dtype", std::string(DTypeName(y))}, {"out_dtype", std::string(DTypeName(x))}});
-  imp.Emit("elementwise_pow", {{"X", {imp.In(n, 0)}}, {"Y", {cast}}}, {{"Out", {n.Output(0)}}}, {{"axis", -1}});
+  const bool int_base = x == DType::kInt32 || x == DType::kInt64;
+  const DType work = int_base && IsFloating(y) ? DType::kFloat64 : x;
+  auto as_work = [&](int i, DType from) {
+    if (from == work) return imp.In(n, i);
+    if (const Tensor* t = imp.Const(n, i)) {
+      ConstValue c = ToConst(*t);
+      c.dtype = work;
+      return imp.ConstVar(ToTensor(c), n.Input(i));
+    }
+    const std::string cast = imp.Temp(n.Input(i));
+    imp.Emit("cast", {{"X", {imp.In(n, i)}}}, {{"Out", {cast}}},
+             {{"in_dtype", std::string(DTypeName(from))}, {"out_dtype", std::string(DTypeName(work))}});
+    return cast;
+  };
+  const std::string base = BroadcastX(n, imp, as_work(0, x)), exponent = as_work(1, y);
+  const std::string out = work == x ? n.Output(0) : imp.Temp(n.Output(0));
+  imp.Emit("elementwise_pow", {{"X", {base}}, {"Y", {exponent}}}, {{"Out", {out}}}, {{"axis", -1}});
+  if (work != x)
+    imp.Emit("cast", {{"X", {out}}}, {{"Out", {n.Output(0)}}},
+             {{"in_dtype", std::string(DTypeName(work))}, {"out_dtype", std::string(DTypeName(x))}});
 }
 void Max(const Node& n, Importer& imp);
 void Min(const Node& n, Importer& imp);
