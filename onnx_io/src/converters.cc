@@ -725,6 +725,8 @@ void Unsqueeze(const Node& n, Importer& imp) {
   Unary(n, imp, "unsqueeze", {{"axes", ToInts(n, axes, "axis")}});
 }
 
+std::string ScalarVar(Importer& imp, DType dtype, long double v, const std::string& hint);
+
 void Gather(const Node& n, Importer& imp) {
   const std::vector<int64_t> xshape = imp.ShapeOf(n, n.Input(0));
   const int64_t axis = NormAxis(n, n.Int("axis", 0), static_cast<int64_t>(xshape.size()));
@@ -744,6 +746,28 @@ void Gather(const Node& n, Importer& imp) {
     }
     if (ishape.empty()) c.dims = {1};
     if (changed || ishape.empty()) index = imp.ConstVar(ToTensor(c), n.Input(1));
+  } else {
+    // Run-time indices may be negative too: index + (index < 0) * dim, in
+    // the indices' dtype (gather itself fails on them at run time).
+    const int64_t dim = xshape[axis];
+    if (dim < 0) {
+      n.Unsupported(
+          "run-time indices into a dynamic dim (ONNX's negative indices are wrapped by the dim; fix it "
+          "with --input-shape)");
+    }
+    const DType it = imp.DTypeOf(n, n.Input(1));
+    if (it != DType::kInt32 && it != DType::kInt64) {
+      n.Fail(ErrorKind::kInvalidArgument, std::string("indices must be int32 or int64, but received ") + DTypeName(it));
+    }
+    auto tmp = [&] { return imp.Temp(n.Input(1)); };
+    const std::string neg = tmp(), negi = tmp(), wrap = tmp(), wrapped = tmp();
+    imp.Emit("less_than", {{"X", {index}}, {"Y", {ScalarVar(imp, it, 0, "zero")}}}, {{"Out", {neg}}}, {{"axis", -1}});
+    imp.Emit("cast", {{"X", {neg}}}, {{"Out", {negi}}},
+             {{"in_dtype", std::string("bool")}, {"out_dtype", std::string(DTypeName(it))}});
+    imp.Emit("elementwise_mul", {{"X", {negi}}, {"Y", {ScalarVar(imp, it, dim, "dim")}}}, {{"Out", {wrap}}},
+             {{"axis", -1}});
+    imp.Emit("elementwise_add", {{"X", {index}}, {"Y", {wrap}}}, {{"Out", {wrapped}}}, {{"axis", -1}});
+    index = wrapped;
   }
   AttributeMap attrs{{"axis", ToInt(n, axis, "axis")}};
   if (ishape.size() == 1) {

@@ -51,3 +51,40 @@ def test_pow_keeps_the_exponent_and_the_base_dtype(tmp_path):
     np.testing.assert_array_equal(got["root"], [[2, 3, 4]])
     np.testing.assert_array_equal(got["ipow"], np.power(feeds["i"], feeds["e"]).astype(np.int32))
     np.testing.assert_allclose(got["fpow"], [1.0, 2.5, 15.625], rtol=1e-6)
+
+
+def test_gather_wraps_run_time_negative_indices(tmp_path):
+    """ONNX's Gather takes indices in [-s, s - 1]; nabla's gather in [0, s).
+    Constant indices were wrapped at import, run-time ones failed at exec:
+    they are wrapped in the graph now (int64 and int32, any rank)."""
+    path = save(tmp_path, [
+        helper.make_node("Gather", ["x", "i"], ["rows"], axis=0, name="rows"),
+        helper.make_node("Gather", ["x", "j"], ["cols"], axis=1, name="cols"),
+        helper.make_node("Gather", ["x", "k"], ["grid"], axis=0, name="grid"),
+    ], [info("x", TensorProto.FLOAT, [4, 3]), info("i", TensorProto.INT64, [3]), info("j", TensorProto.INT32, [2]),
+        info("k", TensorProto.INT64, [2, 2])],
+        [info("rows", TensorProto.FLOAT, [3, 3]), info("cols", TensorProto.FLOAT, [4, 2]),
+         info("grid", TensorProto.FLOAT, [2, 2, 3])])
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    feeds = {"x": x, "i": np.array([0, -1, -4]), "j": np.array([-3, 2], np.int32), "k": np.array([[-2, 1], [3, -1]])}
+    got = run(tmp_path, path, feeds, ["rows", "cols", "grid"])
+    np.testing.assert_array_equal(got["rows"], np.take(x, feeds["i"], axis=0))
+    np.testing.assert_array_equal(got["cols"], np.take(x, feeds["j"], axis=1))
+    np.testing.assert_array_equal(got["grid"], np.take(x, feeds["k"], axis=0))
+
+
+def import_fails(tmp_path, path):
+    out = tmp_path / "out.yaml"
+    p = onnx_util.run("import", path, "-o", out, check=False)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert not out.exists()
+    assert str(path) in p.stderr, p.stderr  # the file, with the node
+    return p.stderr
+
+
+def test_gather_run_time_indices_into_a_dynamic_dim_are_refused(tmp_path):
+    path = save(tmp_path, [helper.make_node("Gather", ["x", "i"], ["y"], axis=0, name="pick")],
+                [info("x", TensorProto.FLOAT, ["n", 3]), info("i", TensorProto.INT64, [2])],
+                [info("y", TensorProto.FLOAT, [2, 3])])
+    err = import_fails(tmp_path, path)
+    assert "node 'pick' (Gather)" in err and "dynamic dim" in err and "--input-shape" in err, err
