@@ -12,6 +12,7 @@
 #include <map>
 
 #include "importer.h"
+#include "nabla/op_registry.h"
 
 namespace nabla::onnx_io {
 
@@ -41,6 +42,24 @@ int64_t NormAxis(const Node& n, int64_t axis, int64_t rank) {
                                        std::to_string(rank) + ")");
   }
   return axis < 0 ? axis + rank : axis;
+}
+
+// ONNX takes integers where nabla's op may have float kernels only (Concat,
+// Abs, MatMul, ...): asked of the registry, so the node converts once a
+// kernel for its dtype is registered, and refused here by name otherwise,
+// rather than at run time ("no kernel") or by the op the reader verifies.
+void RequireCpuKernel(const Node& n, const Importer& imp, const std::string& op, int input) {
+  if (!n.HasInput(input) || !imp.HasDType(n.Input(input))) return;
+  const DType dtype = imp.DTypeOf(n, n.Input(input));
+  const std::shared_ptr<const OpRegistry> registry = CurrentRegistry();
+  if (!registry->Find(op) || registry->FindKernel(op, DeviceType::kCPU, dtype)) return;
+  std::string have;
+  for (const auto& [device, d] : registry->KernelsOf(op)) {
+    if (device != DeviceType::kCPU) continue;
+    have += (have.empty() ? "" : ", ") + std::string(DTypeName(d));
+  }
+  n.Unsupported("input '" + n.Input(input) + "' has dtype " + DTypeName(dtype) + ", but nabla's " + op +
+                " has cpu kernels for " + (have.empty() ? std::string("no dtype") : have) + " only");
 }
 
 void Unary(const Node& n, Importer& imp, const std::string& type, AttributeMap attrs = {}) {
@@ -207,6 +226,7 @@ void Logical(const Node& n, Importer& imp, const std::string& type) {
 }
 
 void Gemm(const Node& n, Importer& imp) {
+  RequireCpuKernel(n, imp, "matmul", 0);
   const bool has_c = n.HasInput(2);
   const float alpha = n.Float("alpha", 1.0f), beta = n.Float("beta", 1.0f);
   const std::string prod = has_c ? imp.Temp(n.Output(0)) : n.Output(0);
@@ -228,6 +248,7 @@ void Gemm(const Node& n, Importer& imp) {
 }
 
 void MatMul(const Node& n, Importer& imp) {
+  RequireCpuKernel(n, imp, "matmul", 0);
   imp.Emit("matmul", {{"X", {imp.In(n, 0)}}, {"Y", {imp.In(n, 1)}}}, {{"Out", {n.Output(0)}}});
 }
 
@@ -397,13 +418,19 @@ void BatchNormalization(const Node& n, Importer& imp) {
       {{"epsilon", n.Float("epsilon", 1e-5f)}, {"momentum", n.Float("momentum", 0.9f)}, {"use_global_stats", true}});
 }
 
-void Relu(const Node& n, Importer& imp) { Unary(n, imp, "relu"); }
+void Relu(const Node& n, Importer& imp) {
+  RequireCpuKernel(n, imp, "relu", 0);
+  Unary(n, imp, "relu");
+}
 void Sigmoid(const Node& n, Importer& imp) { Unary(n, imp, "sigmoid"); }
 void Tanh(const Node& n, Importer& imp) { Unary(n, imp, "tanh"); }
 void Exp(const Node& n, Importer& imp) { Unary(n, imp, "exp"); }
 void Log(const Node& n, Importer& imp) { Unary(n, imp, "log"); }
 void Sqrt(const Node& n, Importer& imp) { Unary(n, imp, "sqrt"); }
-void Abs(const Node& n, Importer& imp) { Unary(n, imp, "abs"); }
+void Abs(const Node& n, Importer& imp) {
+  RequireCpuKernel(n, imp, "abs", 0);
+  Unary(n, imp, "abs");
+}
 void Not(const Node& n, Importer& imp) { Unary(n, imp, "logical_not"); }
 
 // ONNX's activations with Paddle's ops of the same formula (Softplus: ONNX's
@@ -627,6 +654,7 @@ void Transpose(const Node& n, Importer& imp) {
 }
 
 void Concat(const Node& n, Importer& imp) {
+  RequireCpuKernel(n, imp, "concat", 0);
   std::vector<std::string> xs;
   for (int i = 0; i < n.NumInputs(); ++i) xs.push_back(imp.In(n, i));
   imp.Emit("concat", {{"X", xs}}, {{"Out", {n.Output(0)}}}, {{"axis", ToInt(n, n.Int("axis", 0), "axis")}});
@@ -1246,6 +1274,7 @@ void LayerNormalization(const Node& n, Importer& imp) {
 }
 
 void Clip(const Node& n, Importer& imp) {
+  RequireCpuKernel(n, imp, "clip", 0);
   float lo = -FLT_MAX, hi = FLT_MAX;
   VarNameMap inputs{{"X", {imp.In(n, 0)}}};
   if (imp.Opset() >= 11) {
