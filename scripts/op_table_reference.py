@@ -856,6 +856,15 @@ def semantics_cases(rng):
     x = fl(rng, (2, 3, 6))
     vals, idx = torch.topk(tt(x), 2, -1)
     case("top_k_rank3", "top_k", [("X", "", x)], {"k": 2}, [("Out", "", vals), ("Indices", "int64", idx)])
+    # NaN counts as the largest value (torch.topk, arg_max), NaNs tie (lower index first); a row's
+    # largest numbers must survive next to them.
+    nan, inf = np.nan, np.inf
+    x = np.array([[1, nan, 3, 2, 0, -1], [5, nan, 3, 4, nan, 0], [nan, nan, nan, 1, 2, nan], [inf, nan, -inf, 1, inf, 0],
+                  [0.5, 2, -3, 1, 2, 0.25]])
+    idx = np.array([sorted(range(6), key=lambda j: (0, 0, j) if np.isnan(r[j]) else (1, -r[j], j))[:3] for r in x])
+    vals = np.take_along_axis(x, idx, 1)
+    assert np.array_equal(vals, torch.topk(tt(x), 3, -1)[0].numpy(), equal_nan=True)
+    case("top_k_nan", "top_k", [("X", "", x)], {"k": 3}, [("Out", "", vals), ("Indices", "int64", idx)])
 
     # elementwise_div on ints truncates toward zero (C++'s `/`, as Paddle).
     x = np.array([-7, 7, -7, 7, 5, -1, 0, 9.0])

@@ -1,16 +1,31 @@
 // top_k: the k largest values along the last axis with their indices,
 // largest first; ties keep the lower index first, so results are stable.
+// NaN counts as the largest value (torch.topk; arg_max does the same), all
+// NaNs equal: `>` alone is no strict weak order once a row holds NaN, and
+// std::partial_sort with it is undefined (it dropped a row's maximum).
 // The gradient is Paddle's top_k_grad: X@GRAD is zero but for Out@GRAD
 // scattered to the positions Indices names.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <type_traits>
 
 #include "nabla/plugin.h"
 #include "nn_core_util.h"
 
 namespace nabla::nn {
 namespace {
+
+// a ranks before b: a larger, or NaN where b is not.
+template <typename T>
+bool RanksAbove(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return !std::isnan(b);
+    if (std::isnan(b)) return false;
+  }
+  return a > b;
+}
 
 template <typename T>
 void TopKKernel(const ExecutionContext& ctx) {
@@ -29,8 +44,9 @@ void TopKKernel(const ExecutionContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = px + r * d;
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [row](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) {
+      return RanksAbove(row[a], row[b]) || (!RanksAbove(row[b], row[a]) && a < b);
+    });
     for (int64_t j = 0; j < k; ++j) {
       pv[r * k + j] = row[order[j]];
       pi[r * k + j] = order[j];
@@ -98,8 +114,8 @@ NABLA_REGISTER_OPS(top_k) {
   rank3.no_grad_outputs = {"Indices"};
   registrar.Op("top_k", __FILE__, __LINE__)
       .Doc(
-          "The k largest entries of X along its last axis, largest first (ties: lower index first), and their "
-          "indices. The gradient scatters Out@GRAD to Indices.")
+          "The k largest entries of X along its last axis, largest first (ties: lower index first; NaN counts as "
+          "the largest), and their indices. The gradient scatters Out@GRAD to Indices.")
       .Input("X", "(Tensor) input of shape [..., D], float32, float64, int32 or int64")
       .Output("Out", "(Tensor) the k largest values, shape [..., k], dtype of X")
       .Output("Indices", "(Tensor) int64 positions of those values in X's last axis, shape [..., k]")

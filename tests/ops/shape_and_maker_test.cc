@@ -687,5 +687,40 @@ TEST(GradMakers, FlashAttnDropoutNeedsItsSeedForTheGradient) {
   }
 }
 
+// top_k ranks NaN above every number (torch.topk, arg_max), NaNs tying by
+// index; the comparator was no strict weak order once a row held NaN, and
+// std::partial_sort dropped the row's largest number ([1, nan, 3], k = 2
+// gave [1, nan]). top_k_grad scatters Out@GRAD to exactly those indices.
+TEST(TopK, NaNRanksLargestAndTheGradientFollowsItsIndices) {
+  const double nan = std::nan("");
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    OpRun fwd;
+    fwd.type = "top_k";
+    fwd.inputs = {{"X", {HostTensor{{2, 3}, {1, nan, 3, 2, 7, nan}}}}};
+    fwd.input_dtypes = {dtype};
+    fwd.attrs = {{"k", 2}};
+    fwd.outputs = {{"Out", 1}, {"Indices", 1}};
+    const std::vector<HostTensor> r = fwd.Run();  // by slot name: Indices, Out
+    ASSERT_EQ(r.size(), 2u);
+    const HostTensor &indices = r[0], &out = r[1];
+    EXPECT_EQ(indices.v, (std::vector<double>{1, 2, 2, 1}));
+    ASSERT_EQ(out.v.size(), 4u);
+    EXPECT_TRUE(std::isnan(out.v[0]));
+    EXPECT_EQ(out.v[1], 3.0);
+    EXPECT_TRUE(std::isnan(out.v[2]));
+    EXPECT_EQ(out.v[3], 7.0);
+    OpRun grad;
+    grad.type = "top_k_grad";
+    grad.inputs = {{"X", {HostTensor{{2, 3}, {1, nan, 3, 2, 7, nan}}}},
+                   {"Indices", {indices}},
+                   {"Out@GRAD", {HostTensor{{2, 2}, {10, 20, 30, 40}}}}};
+    grad.input_dtypes = {dtype, DType::kInt64, dtype};
+    grad.attrs = {{"k", 2}};
+    grad.outputs = {{"X@GRAD", 1}};
+    EXPECT_EQ(grad.Run()[0].v, (std::vector<double>{0, 10, 20, 0, 40, 30}));
+  }
+}
+
 }  // namespace
 }  // namespace nabla::op_test
