@@ -493,6 +493,18 @@ def nn_cases(rng):
          [("Out", "", c[:, :1]), ("Out", "", c[:, 1:])])
     case("split_num", "split", [("X", "", c)], {"num": 3, "axis": 2},
          [("Out", "", c[:, :, k:k + 1]) for k in range(3)])
+    # concat and split copy any dtype (Paddle registers ints and bool too); ints get no gradient.
+    a, b = np.array([[3, -7, 0], [1 << 20, -2, 9.0]]), np.array([[4, 5, -6.0]])
+    case("concat_ints", "concat", [("X", "", a), ("X", "", b)], {}, [("Out", "", np.concatenate([a, b], 0))], ALL)
+    a, b = np.array([[1, 0], [0, 1.0]]), np.array([[1], [1.0]])
+    case("concat_bool", "concat", [("X", "", a), ("X", "", b)], {"axis": -1},
+         [("Out", "", np.concatenate([a, b], 1))], ["bool"])
+    c = np.array([[3, -7, 0, 8], [1 << 20, -2, 9, -1.0]])
+    case("split_ints", "split", [("X", "", c)], {"sections": [1, -1], "axis": 1},
+         [("Out", "", c[:, :1]), ("Out", "", c[:, 1:])], ALL)
+    c = np.array([[1, 0, 0], [0, 1, 1.0]])
+    case("split_bool", "split", [("X", "", c)], {"num": 2, "axis": 0}, [("Out", "", c[:1]), ("Out", "", c[1:])],
+         ["bool"])
 
     w = fl(rng, (5, 3))
     ids = np.array([4, 0, 2, 4]).reshape(2, 2, 1)

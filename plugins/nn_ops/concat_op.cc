@@ -2,6 +2,8 @@
 // back into pieces shaped like each X (concat_grad reads X's shapes only).
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "nabla/plugin.h"
 #include "nabla/scope.h"
@@ -52,7 +54,6 @@ void InferConcat(InferShapeContext& c) {
   NABLA_ENFORCE(n >= 1, kInvalidArgument, c.Where(), ": X must name at least one tensor, but received none");
   Shape out = c.InputShape("X", 0);
   const DType dtype = c.InputDType("X", 0);
-  EnforceFloatDType(dtype, c.Where(), "X");
   const std::optional<int> known_axis = AxisAttrOrTensor(c, "AxisTensor", "axis", out.size());
   if (!known_axis) {
     // Build time, the axis comes from an input: any dim may be the joined one.
@@ -86,9 +87,13 @@ class ConcatGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    // Integer and bool X get no gradient (the backward builder's no-grad
+    // set holds them): no grad op where no X@GRAD is wanted.
+    std::vector<std::string> dx = InputGrad("X");
+    if (std::none_of(dx.begin(), dx.end(), [](const std::string& n) { return n != kEmptyVarName; })) return {};
     VarNameMap inputs{{"X", Input("X")}, {GradVarName("Out"), OutputGrad("Out")}};
     if (ForwardOp().HasInput("AxisTensor")) inputs["AxisTensor"] = Input("AxisTensor");
-    return OneOp("concat_grad", std::move(inputs), {{GradVarName("X"), InputGrad("X")}}, Attrs());
+    return OneOp("concat_grad", std::move(inputs), {{GradVarName("X"), std::move(dx)}}, Attrs());
   }
 };
 
@@ -108,7 +113,9 @@ NABLA_REGISTER_OPS(concat) {
   neg.outputs = {{"Out", 1}};
   neg.attrs = {{"axis", -1}};
   registrar.Op("concat", __FILE__, __LINE__)
-      .Doc("Concatenates the tensors of X along `axis`; they must agree on every other dim.")
+      .Doc(
+          "Concatenates the tensors of X along `axis`; they must agree on every other dim. Any dtype; only float "
+          "X get a gradient.")
       .Input("X", "(Tensor[]) the tensors to join, same rank and dtype", kDuplicable)
       .Input("AxisTensor",
              "(Tensor<int32|int64>, optional) one element: the axis at run time; before attribute axis; no gradient",
@@ -126,7 +133,12 @@ NABLA_REGISTER_OPS(concat) {
       })
       .KernelDType(DTypeOfInput(GradVarName("Out")));
   grad.NoBufferInput("X");
+  // Pure copies, so every dtype (Paddle registers ints and bool too); the
+  // gradient is float only.
   RegisterFloatKernels(registrar, "concat", ConcatKernel<float>, ConcatKernel<double>, __FILE__, __LINE__);
+  registrar.Kernel("concat", DeviceType::kCPU, DType::kInt32, ConcatKernel<int32_t>, __FILE__, __LINE__);
+  registrar.Kernel("concat", DeviceType::kCPU, DType::kInt64, ConcatKernel<int64_t>, __FILE__, __LINE__);
+  registrar.Kernel("concat", DeviceType::kCPU, DType::kBool, ConcatKernel<bool>, __FILE__, __LINE__);
   RegisterFloatKernels(registrar, "concat_grad", ConcatGradKernel<float>, ConcatGradKernel<double>, __FILE__, __LINE__);
 }
 

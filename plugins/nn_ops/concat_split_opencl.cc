@@ -1,5 +1,9 @@
-// OpenCL kernels of concat (+grad) and split: row copies between buffers.
+// OpenCL kernels of concat (+grad) and split: row copies between buffers,
+// for every dtype (the gradient float only).
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
 #include "concat_split_cl.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
@@ -11,14 +15,24 @@ namespace {
 
 using namespace opencl;
 
-// Copies `rows` rows of `cols` elements between row-major buffers.
+// Copies `rows` rows of `cols` elements between row-major buffers (offsets
+// and strides in elements). Integer and bool elements move as bytes, since
+// kernels build for float32 or float64 only.
 template <typename T>
 void CopyRows(OpenClDevice& dev, const void* src, int64_t src_offset, int64_t src_stride, void* dst, int64_t dst_offset,
               int64_t dst_stride, int64_t rows, int64_t cols) {
-  Run<T>(dev, cl_source::concat_split(), "copy_rows",
-         {KernelArg::Buffer(src), KernelArg(src_offset), KernelArg(src_stride), KernelArg::Buffer(dst),
-          KernelArg(dst_offset), KernelArg(dst_stride), KernelArg(rows), KernelArg(cols)},
-         rows * cols);
+  if constexpr (std::is_floating_point_v<T>) {
+    Run<T>(dev, cl_source::concat_split(), "copy_rows",
+           {KernelArg::Buffer(src), KernelArg(src_offset), KernelArg(src_stride), KernelArg::Buffer(dst),
+            KernelArg(dst_offset), KernelArg(dst_stride), KernelArg(rows), KernelArg(cols)},
+           rows * cols);
+  } else {
+    const int64_t width = sizeof(T);
+    Run<float>(dev, cl_source::concat_split(), "copy_rows_bytes",
+               {KernelArg::Buffer(src), KernelArg(src_offset), KernelArg(src_stride), KernelArg::Buffer(dst),
+                KernelArg(dst_offset), KernelArg(dst_stride), KernelArg(rows), KernelArg(cols), KernelArg(width)},
+               rows * cols * width);
+  }
 }
 
 // Joins `parts` (each [outer, dim_i, inner]) into `whole` along the axis, or
@@ -91,6 +105,13 @@ NABLA_REGISTER_OPS(concat_split_opencl) {
   RegisterOpenClKernels<ConcatKernel>(registrar, "concat", __FILE__, __LINE__);
   RegisterOpenClKernels<ConcatGradKernel>(registrar, "concat_grad", __FILE__, __LINE__);
   RegisterOpenClKernels<SplitKernel>(registrar, "split", __FILE__, __LINE__);
+  // Integer and bool tensors (no gradient): the same copies, bytewise.
+  registrar.Kernel("concat", DeviceType::kOpenCL, DType::kInt32, ConcatKernel<int32_t>{}, __FILE__, __LINE__);
+  registrar.Kernel("concat", DeviceType::kOpenCL, DType::kInt64, ConcatKernel<int64_t>{}, __FILE__, __LINE__);
+  registrar.Kernel("concat", DeviceType::kOpenCL, DType::kBool, ConcatKernel<bool>{}, __FILE__, __LINE__);
+  registrar.Kernel("split", DeviceType::kOpenCL, DType::kInt32, SplitKernel<int32_t>{}, __FILE__, __LINE__);
+  registrar.Kernel("split", DeviceType::kOpenCL, DType::kInt64, SplitKernel<int64_t>{}, __FILE__, __LINE__);
+  registrar.Kernel("split", DeviceType::kOpenCL, DType::kBool, SplitKernel<bool>{}, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

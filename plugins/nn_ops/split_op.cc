@@ -2,6 +2,8 @@
 // given `sections`. Its gradient is a concat of the output gradients (the
 // backward builder zero-fills the gradients of outputs nobody used).
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "nabla/plugin.h"
 #include "nn_util.h"
@@ -89,7 +91,6 @@ void SplitKernel(const ExecutionContext& ctx) {
 
 void InferSplit(InferShapeContext& c) {
   const Shape x = c.InputShape("X");
-  EnforceFloatDType(c.InputDType("X"), c.Where(), "X");
   const std::optional<int> axis = AxisAttrOrTensor(c, "AxisTensor", "axis", x.size());
   const auto sections = Sections(c);
   if (!axis) {
@@ -115,10 +116,14 @@ class SplitGradMaker : public GradOpDescMakerBase {
  public:
   using GradOpDescMakerBase::GradOpDescMakerBase;
   std::vector<std::unique_ptr<OpDesc>> operator()() const override {
+    // An integer or bool X gets no gradient (the backward builder's no-grad
+    // set holds it): no op then.
+    std::vector<std::string> dx = InputGrad("X");
+    if (!GradWanted(dx)) return {};
     VarNameMap inputs{{"X", OutputGrad("Out")}};
     // concat reads the axis from the same tensor where split did.
     if (ForwardOp().HasInput("AxisTensor")) inputs["AxisTensor"] = Input("AxisTensor");
-    return OneOp("concat", std::move(inputs), {{"Out", InputGrad("X")}}, {{"axis", Attr<int>("axis")}});
+    return OneOp("concat", std::move(inputs), {{"Out", std::move(dx)}}, {{"axis", Attr<int>("axis")}});
   }
 };
 
@@ -142,7 +147,7 @@ NABLA_REGISTER_OPS(split) {
   registrar.Op("split", __FILE__, __LINE__)
       .Doc(
           "Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one of them "
-          "may be -1: the rest of the axis).")
+          "may be -1: the rest of the axis). Any dtype; only a float X gets a gradient.")
       .Input("X", "(Tensor) the tensor to split")
       .Input("AxisTensor",
              "(Tensor<int32|int64>, optional) one element: the axis at run time; before attribute axis; no gradient",
@@ -160,7 +165,11 @@ NABLA_REGISTER_OPS(split) {
       .GradMaker<SplitGradMaker>()
       .GradCheck(num)
       .GradCheck(sections);
+  // Pure copies, so every dtype (Paddle registers ints and bool too).
   RegisterFloatKernels(registrar, "split", SplitKernel<float>, SplitKernel<double>, __FILE__, __LINE__);
+  registrar.Kernel("split", DeviceType::kCPU, DType::kInt32, SplitKernel<int32_t>, __FILE__, __LINE__);
+  registrar.Kernel("split", DeviceType::kCPU, DType::kInt64, SplitKernel<int64_t>, __FILE__, __LINE__);
+  registrar.Kernel("split", DeviceType::kCPU, DType::kBool, SplitKernel<bool>, __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

@@ -722,5 +722,62 @@ TEST(TopK, NaNRanksLargestAndTheGradientFollowsItsIndices) {
   }
 }
 
+// Integer and bool tensors through concat and split get no gradient: their
+// grad makers emit nothing for them, and a program that concats integer ids
+// into a float loss gets its backward part.
+TEST(GradMakers, ConcatAndSplitOfIntegersEmitNoGradOps) {
+  OpDesc concat("concat", {{"X", {"a", "b"}}}, {{"Out", {"c"}}}, {{"axis", 0}});
+  FillDefaultAttrs(concat, *CurrentRegistry());
+  EXPECT_TRUE(MakeGradOps(concat, {"a", "b"}).empty());
+  EXPECT_EQ(MakeGradOps(concat, {"a"}).size(), 1u);  // a float X still gets its part
+  OpDesc split("split", {{"X", {"c"}}}, {{"Out", {"a", "b"}}}, {{"num", 2}});
+  FillDefaultAttrs(split, *CurrentRegistry());
+  EXPECT_TRUE(MakeGradOps(split, {"c"}).empty());
+
+  ProgramDesc prog;
+  BlockDesc* b = prog.Root();
+  for (const char* n : {"ids0", "ids1"}) {
+    VarDesc* v = b->Var(n);
+    v->SetShape({2, 3});
+    v->SetDType(DType::kInt64);
+    v->MarkDTypeKnown();
+    v->SetDeclared(true);
+  }
+  VarDesc* w = b->Var("w");
+  w->SetShape({3, 3});
+  w->SetDType(DType::kFloat64);
+  w->MarkDTypeKnown();
+  w->SetPersistable(true);
+  w->SetDeclared(true);
+  std::vector<std::unique_ptr<OpDesc>> ops;
+  ops.push_back(std::make_unique<OpDesc>("concat", VarNameMap{{"X", {"ids0", "ids1"}}}, VarNameMap{{"Out", {"ids"}}},
+                                         AttributeMap{}));
+  ops.push_back(std::make_unique<OpDesc>("split", VarNameMap{{"X", {"ids"}}}, VarNameMap{{"Out", {"top", "bottom"}}},
+                                         AttributeMap{{"sections", std::vector<int>{3, 1}}}));
+  ops.push_back(std::make_unique<OpDesc>(
+      "cast", VarNameMap{{"X", {"top"}}}, VarNameMap{{"Out", {"f"}}},
+      AttributeMap{{"in_dtype", std::string("int64")}, {"out_dtype", std::string("float64")}}));
+  ops.push_back(std::make_unique<OpDesc>("elementwise_mul", VarNameMap{{"X", {"f"}}, {"Y", {"w"}}},
+                                         VarNameMap{{"Out", {"p"}}}, AttributeMap{}));
+  ops.push_back(
+      std::make_unique<OpDesc>("mean", VarNameMap{{"X", {"p"}}}, VarNameMap{{"Out", {"loss"}}}, AttributeMap{}));
+  for (auto& op : ops) {
+    FillDefaultAttrs(*op, *CurrentRegistry());
+    InferOpAtBuildTime(*op, *b, *CurrentRegistry());
+    b->AppendOp(std::move(op));
+  }
+  AppendBackward(prog, "loss", {}, {});
+  for (const auto& op : b->AllOps()) EXPECT_NE(op->Type(), "concat_grad");
+  Scope scope;
+  ToTensor(HostTensor{{2, 3}, {1, 2, 3, 4, 5, 6}}, DType::kInt64, scope.Var("ids0")->GetTensor());
+  ToTensor(HostTensor{{2, 3}, {7, 8, 9, 10, 11, 12}}, DType::kInt64, scope.Var("ids1")->GetTensor());
+  ToTensor(HostTensor{{3, 3}, std::vector<double>(9, 1.0)}, DType::kFloat64, scope.Var("w")->GetTensor());
+  CreateExecutor("sequential", HostDevice())->Run(prog, 0, scope);
+  EXPECT_EQ(FromTensor(scope.FindVar("top")->GetTensor()).v, (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  const HostTensor dw = FromTensor(scope.FindVar("w@GRAD")->GetTensor());
+  ASSERT_EQ(dw.v.size(), 9u);
+  for (size_t i = 0; i < 9; ++i) EXPECT_NEAR(dw.v[i], (i + 1) / 9.0, 1e-15) << i;
+}
+
 }  // namespace
 }  // namespace nabla::op_test
