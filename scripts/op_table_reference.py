@@ -1031,9 +1031,16 @@ def tensor_attr_cases(rng):
          [("X", "", x), ("expand_times_tensor", "int32", [3]), ("expand_times_tensor", "int64", [1])], {},
          [("Out", "", np.tile(x, (3, 1)))])
 
+    # An integer X takes scale (here ScaleTensor's) and bias truncated to its dtype, as Paddle's
+    # kernel (scale.to<T>(), static_cast<T>(bias)): -2.5 scales by -2.
     x = ints(rng, (2, 3), -20, 20)
     case("scale_scale_tensor", "scale", [("X", "", x), ("ScaleTensor", "float32", [-2.5])],
-         {"scale": 3.0, "bias": 1.0}, [("Out", "", np.trunc(-2.5 * x + 1))], INTS)
+         {"scale": 3.0, "bias": 1.0}, [("Out", "", -2 * x + 1)], INTS)
+    x = np.array([1, 2, 3, -3, -7, 0.0])
+    case("scale_ints_truncate_factors", "scale", [("X", "", x)], {"scale": 2.5, "bias": 0.5},
+         [("Out", "", 2 * x + 0)], INTS)
+    case("scale_ints_truncate_factors_bias_before", "scale", [("X", "", x)],
+         {"scale": -1.5, "bias": 1.75, "bias_after_scale": False}, [("Out", "", -1 * (x + 1))], INTS)
     x = fl(rng, (4, 3))
     case("scale_scale_tensor_float", "scale", [("X", "", x), ("ScaleTensor", "", [0.75])],
          {"scale": 3.0, "bias_after_scale": False, "bias": 0.5}, [("Out", "", 0.75 * (x + 0.5))])

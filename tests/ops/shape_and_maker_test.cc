@@ -779,5 +779,15 @@ TEST(GradMakers, ConcatAndSplitOfIntegersEmitNoGradOps) {
   for (size_t i = 0; i < 9; ++i) EXPECT_NEAR(dw.v[i], (i + 1) / 9.0, 1e-15) << i;
 }
 
+// An integer X scales by scale and bias truncated to its dtype (Paddle's
+// scale.to<T>()); one the dtype cannot hold is an error, not an undefined
+// conversion.
+TEST(RunTimeErrors, IntegerScaleOutsideTheDType) {
+  ExpectMentions(BadInputError("scale", {{"X", {2}, DType::kInt32}}, {{"scale", 3e9f}}),
+                 {"'scale'", "scale", "int32", "but received 3"});
+  ExpectMentions(BadInputError("scale", {{"X", {2}, DType::kInt64}}, {{"bias", std::nanf("")}}),
+                 {"'scale'", "bias", "int64", "but received nan"});
+}
+
 }  // namespace
 }  // namespace nabla::op_test
