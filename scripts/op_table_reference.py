@@ -210,6 +210,8 @@ def math_cases(rng):
          inplace=[("Out", "X:1")])
     x = fl(rng, (3, 4))
     case("mean", "mean", [("X", "", x)], {}, [("Out", "", np.array([x.mean()]))])
+    # The mean of no elements is NaN (0 / 0), as Paddle's mean_all kernel, NumPy and PyTorch.
+    case("mean_empty", "mean", [("X", "", np.zeros((0, 4)))], {}, [("Out", "", np.array([np.nan]))])
 
     def reduce_row(name, kind, shape, attrs, dtypes=FLOATS):
         x = ints(rng, shape, -20, 20) if dtypes == ALL else fl(rng, shape)
@@ -228,6 +230,13 @@ def math_cases(rng):
     reduce_row("reduce_sum_all", "sum", (2, 3), {"reduce_all": True})
     reduce_row("reduce_mean_middle", "mean", (2, 3, 4), {"dim": [1]})
     reduce_row("reduce_mean_all_keep", "mean", (2, 3), {"reduce_all": True, "keep_dim": True})
+    # Reducing a dim of size 0: the mean is NaN (Paddle's kernel, NumPy, PyTorch), the sum 0.
+    case("reduce_mean_empty_dim", "reduce_mean", [("X", "", np.zeros((0, 3)))], {"dim": [0]},
+         [("Out", "", np.full(3, np.nan))])
+    case("reduce_mean_empty_all", "reduce_mean", [("X", "", np.zeros((2, 0)))], {"reduce_all": True},
+         [("Out", "", np.array([np.nan]))])
+    case("reduce_sum_empty_dim", "reduce_sum", [("X", "", np.zeros((0, 3)))], {"dim": [0]},
+         [("Out", "", np.zeros(3))], ALL)
 
     x, y = fl(rng, (2, 3)), fl(rng, (2, 3))
     case("minus", "minus", [("X", "", x), ("Y", "", y)], {}, [("Out", "", x - y)])

@@ -1,5 +1,8 @@
 // mean: the mean of every element of X, as a one-element tensor (the usual
-// last op of a loss).
+// last op of a loss). The mean of no elements is NaN (0 / 0), as Paddle's
+// mean_all kernel, NumPy and PyTorch give it.
+#include <limits>
+
 #include "math_util.h"
 #include "nabla/plugin.h"
 
@@ -14,11 +17,13 @@ struct MeanKernel {
     int64_t n = x.Numel();
     // Fixed blocks summed in order: the same bits with any --threads.
     double acc = DeterministicSum<double>(n, [&](int64_t i) { return static_cast<double>(xd[i]); });
-    AllocOutput<T>(ctx, ctx.Output("Out"), {1})[0] = static_cast<T>(n > 0 ? acc / static_cast<double>(n) : 0.0);
+    AllocOutput<T>(ctx, ctx.Output("Out"), {1})[0] =
+        n > 0 ? static_cast<T>(acc / static_cast<double>(n)) : std::numeric_limits<T>::quiet_NaN();
   }
 };
 
-// X@GRAD = Out@GRAD / numel(X) everywhere.
+// X@GRAD = Out@GRAD / numel(X) everywhere (nothing, and no division, for an
+// empty X).
 template <typename T>
 struct MeanGradKernel {
   void operator()(const ExecutionContext& ctx) const {
@@ -38,7 +43,7 @@ struct MeanGradKernel {
 NABLA_REGISTER_OPS(mean) {
   registrar.Op("mean", __FILE__, __LINE__)
       .Precision(OpPrecision::kFloat32)
-      .Doc("Out = the mean of all elements of X, of shape [1].")
+      .Doc("Out = the mean of all elements of X, of shape [1]; NaN where X has no elements.")
       .Input("X", "(Tensor) the input, of any shape")
       .Output("Out", "(Tensor) the mean, shape [1]")
       .InferShape([](InferShapeContext& c) {

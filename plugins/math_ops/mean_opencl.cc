@@ -1,4 +1,6 @@
 // OpenCL kernels of mean (one work group reduces everything) and mean_grad.
+#include <limits>
+
 #include "mean_cl.h"
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
@@ -18,8 +20,9 @@ struct MeanKernel {
     const Tensor& x = ctx.Input("X");
     const int64_t n = x.Numel();
     void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), {1});
-    if (n == 0) {
-      Zero<T>(dev, out, 1);
+    if (n == 0) {  // the mean of nothing is NaN, as on the CPU
+      const T nan = std::numeric_limits<T>::quiet_NaN();
+      dev.Fill(out, 0, sizeof nan, &nan, sizeof nan);
       return;
     }
     Run<T>(dev, cl_source::mean(), "sum_all",
@@ -44,6 +47,7 @@ struct MeanGradKernel {
     const int64_t n = x.Numel();
     KernelArg da = s.Arg(dout);
     void* g = AllocateOutput<T>(ctx, dx, x.GetShape());
+    if (n == 0) return;
     Run<T>(dev, cl_source::mean(), "fill_scaled",
            {KernelArg::Buffer(g), da, KernelArg(n), KernelArg(T(1) / static_cast<T>(n))}, n);
   }

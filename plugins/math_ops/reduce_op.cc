@@ -3,6 +3,7 @@
 // only in the division by the count; reduce_util.h holds what every
 // reduction shares.
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -23,7 +24,13 @@ void ReduceForward(const ExecutionContext& ctx, bool mean) {
   T* o = AllocOutput<T>(ctx, out);
   using Acc = std::conditional_t<std::is_integral_v<T>, T, double>;
   const T* xd = x.Data<T>();
-  auto finish = [&](Acc a) { return static_cast<T>(mean && p.count > 0 ? a / static_cast<Acc>(p.count) : a); };
+  // The mean of no elements (a reduced dim of size 0) is NaN, as Paddle's
+  // kernel, NumPy and PyTorch give it; the sum of none is 0.
+  auto finish = [&](Acc a) {
+    if (!mean) return static_cast<T>(a);
+    if (p.count == 0) return std::numeric_limits<T>::quiet_NaN();
+    return static_cast<T>(a / static_cast<Acc>(p.count));
+  };
   ReduceView v;
   if (MakeReduceView(x.GetShape(), p.keep, &v)) {
     if (v.outer * v.inner == 1) {  // everything into one element
@@ -87,7 +94,8 @@ NABLA_REGISTER_OPS(reduce_sum) {
 }
 
 NABLA_REGISTER_OPS(reduce_mean) {
-  ReduceOpSchema(registrar, "reduce_mean", "Out = the mean of X over the dims in `dim` (or all dims).", __FILE__,
+  ReduceOpSchema(registrar, "reduce_mean",
+                 "Out = the mean of X over the dims in `dim` (or all dims); NaN where they hold no elements.", __FILE__,
                  __LINE__)
       .GradCheck(CheckCase("dim0", {CheckInput("X", {3, 4})}))
       .GradCheck(CheckCase("middle_dim", {CheckInput("X", {2, 3, 4})}, {{"dim", std::vector<int>{1}}}))

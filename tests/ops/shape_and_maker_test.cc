@@ -779,6 +779,30 @@ TEST(GradMakers, ConcatAndSplitOfIntegersEmitNoGradOps) {
   for (size_t i = 0; i < 9; ++i) EXPECT_NEAR(dw.v[i], (i + 1) / 9.0, 1e-15) << i;
 }
 
+// The mean of no elements is NaN (Paddle's mean_all and reduce_mean kernels,
+// NumPy, PyTorch), not 0; its gradient is the empty X@GRAD, no division by 0.
+TEST(GradKernels, MeanOfNothingIsNaNWithAnEmptyGradient) {
+  for (const char* type : {"mean", "reduce_mean"}) {
+    SCOPED_TRACE(type);
+    OpRun fwd;
+    fwd.type = type;
+    fwd.inputs = {{"X", {HostTensor{{0, 4}, {}}}}};
+    fwd.input_dtypes = {DType::kFloat64};
+    if (std::string(type) == "reduce_mean") fwd.attrs = {{"reduce_all", true}};
+    const HostTensor out = fwd.Run()[0];
+    ASSERT_EQ(out.v.size(), 1u);
+    EXPECT_TRUE(std::isnan(out.v[0])) << out.v[0];
+    OpRun grad;
+    grad.type = std::string(type) + "_grad";
+    grad.inputs = {{"X", {HostTensor{{0, 4}, {}}}}, {"Out", {out}}, {"Out@GRAD", {HostTensor{{1}, {1.0}}}}};
+    grad.input_dtypes = {DType::kFloat64, DType::kFloat64, DType::kFloat64};
+    grad.attrs = fwd.attrs;
+    grad.outputs = {{"X@GRAD", 1}};
+    const HostTensor dx = grad.Run()[0];
+    EXPECT_EQ(dx.shape, (Shape{0, 4}));
+  }
+}
+
 // An integer X scales by scale and bias truncated to its dtype (Paddle's
 // scale.to<T>()); one the dtype cannot hold is an error, not an undefined
 // conversion.
