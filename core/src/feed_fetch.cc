@@ -56,8 +56,8 @@ void CheckInputsProvided(const ProgramDesc& program, const Scope& scope,
 Tensor FetchToHost(const ProgramDesc& program, const Scope& scope, const std::string& name, const std::string& what) {
   const Variable* v = scope.FindVar(name);
   NABLA_ENFORCE(v != nullptr && v->Type() == VarType::kDense && v->GetTensor().IsInitialized(), kPreconditionNotMet,
-                what, ": the run of ", program.SourceFile(), " left no tensor in var '", name,
-                "' (no op of block 0 writes it and it was not fed)");
+                what, ": the run of ", program.SourceFile().empty() ? "the program" : program.SourceFile(),
+                " left no tensor in var '", name, "' (no op of block 0 writes it and it was not fed)");
   const Tensor& t = v->GetTensor();
   Tensor host;
   if (t.GetDevice() == &HostDevice()) {

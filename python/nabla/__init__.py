@@ -105,20 +105,23 @@ Program.clone = _clone_keeping_tape_values(Program.clone)
 class Executor(_nabla.Executor):
     __doc__ = _nabla.Executor.__doc__
 
-    def run(self, program, feed=None, fetch_list=None):
+    def run(self, program, feed=None, fetch_list=None, step=None):
         """Initializes parameters not yet in the scope, feeds {name: ndarray},
         runs block 0 once and returns the fetched vars as ndarrays, in
         fetch_list's order. A program from Tape.to_program() also runs on the
         values the tape recorded: a parameter the scope does not hold yet
         starts from its recorded value (then lives in the scope, as an init:
-        would), and any other leaf left out of `feed` gets its recorded value."""
+        would), and any other leaf left out of `feed` gets its recorded value.
+        step (int): the number random ops seeded 0 (dropout) draw by, so a
+        run repeated with the same step draws the same masks; None: the
+        executor's next run number."""
         recorded = getattr(program, "_tape_values", None)
         if recorded and (feed is None or isinstance(feed, dict)):
             feed = {} if feed is None else dict(feed)
             for name, (value, parameter) in recorded.items():
                 if name not in feed and not (parameter and self._has_value(name)):
                     feed[name] = value
-        return super().run(program, feed, fetch_list)
+        return super().run(program, feed, fetch_list, step)
 
 
 def ops_list():

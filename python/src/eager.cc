@@ -587,7 +587,7 @@ void BindEager(py::module_& m) {
            [](const Tensor& t) {
              NABLA_ENFORCE(t.Numel() == 1, kInvalidArgument, "float(Tensor): expected one element but ", t.ToString(),
                            " has ", t.Numel());
-             return py::float_(NumpyOf(t).attr("reshape")(-1)[py::int_(0)]);
+             return py::float_(py::cast<double>(NumpyOf(t).attr("reshape")(-1)[py::int_(0)].attr("item")()));
            })
       .def("__bool__",
            [](const Tensor& t) {

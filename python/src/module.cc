@@ -297,8 +297,20 @@ class PyExecutor {
     executor_ = CreateExecutor(executor, *device_, options);
   }
 
-  py::list Run(const ProgramPtr& program, const py::object& feed, const py::object& fetch_list) {
+  py::list Run(const ProgramPtr& program, const py::object& feed, const py::object& fetch_list,
+               const py::object& step) {
     NABLA_ENFORCE(program != nullptr, kInvalidArgument, "Executor.run: program is None");
+    // step: the run's number for random ops seeded 0 (dropout), as the
+    // trainer gives a training step its step number; None takes the
+    // executor's next run number.
+    RunOptions run_options;
+    if (!step.is_none()) {
+      NABLA_ENFORCE(py::isinstance<py::int_>(step) && !py::isinstance<py::bool_>(step), kInvalidArgument,
+                    "Executor.run: step must be an int or None but received ", TypeName(step));
+      const int64_t s = py::cast<int64_t>(step);
+      NABLA_ENFORCE(s >= 0, kInvalidArgument, "Executor.run: step must be non-negative but received ", s);
+      run_options.random_index = static_cast<uint64_t>(s);
+    }
     const BlockDesc& root = *program->Root();
     const std::vector<std::string> fetches = NameList(fetch_list, "Executor.run: fetch_list");
     for (const std::string& name : fetches) {
@@ -374,7 +386,7 @@ class PyExecutor {
       }
       CheckInputsProvided(*program, scope_,
                           [](const std::string& name) { return "pass it in feed={'" + name + "': array}"; });
-      executor_->Run(*program, 0, scope_);
+      executor_->Run(*program, 0, scope_, run_options);
       for (const std::string& name : fetches) {
         Tensor t = FetchToHost(*program, scope_, name, "fetch_list '" + name + "'");
         if (root.FindVar(name)->Persistable()) {
@@ -530,9 +542,11 @@ void BindStatic(py::module_& m) {
       .def(py::init<const std::string&, int, const std::string&, int64_t>(), py::arg("device") = "cpu",
            py::arg("threads") = 0, py::arg("executor") = "taskgraph", py::arg("seed") = 0)
       .def("run", &PyExecutor::Run, py::arg("program"), py::arg("feed") = py::none(),
-           py::arg("fetch_list") = py::none(),
+           py::arg("fetch_list") = py::none(), py::arg("step") = py::none(),
            "Initializes parameters not yet in the scope, feeds {name: ndarray}, runs block 0 once and returns the "
-           "fetched vars as ndarrays, in fetch_list's order.")
+           "fetched vars as ndarrays, in fetch_list's order. step (int): the number random ops seeded 0 (dropout) "
+           "draw by, so a run repeated with the same step draws the same masks; None: the executor's next run "
+           "number.")
       .def("get", &PyExecutor::Get, py::arg("name"), "A copy of a var's value in the scope (None if it has none).")
       .def("_has_value", &PyExecutor::HasValue, py::arg("name"));
 

@@ -132,9 +132,16 @@ def test_no_grad():
         assert not nabla.grad_enabled()
         y = w * 2.0
         assert not y.requires_grad
-        with pytest.raises(nabla.Error):
+        with pytest.raises(nabla.Error, match=r"nabla\.no_grad\(\)"):
             y.backward() if y.numel() == 1 else nabla.ops.mean(y).backward()
     assert nabla.grad_enabled()
+    # Writing a leaf that requires grad in place is refused while recording; the
+    # error tells a Python user how to turn recording off.
+    with pytest.raises(nabla.Error, match=r"nabla\.no_grad\(\)"):
+        w.copy_(np.zeros((2, 2), np.float32))
+    with nabla.no_grad():
+        w.copy_(np.zeros((2, 2), np.float32))
+    np.testing.assert_array_equal(w.numpy(), np.zeros((2, 2), np.float32))
 
     @nabla.no_grad()
     def step():

@@ -145,7 +145,7 @@ def test_extension_stub_covers_every_name_and_member():
         assert not lacking, f"_nabla.pyi's {cls} lacks {lacking}"
     # Signatures come from pybind11's docstrings, with their types.
     run = members(names["Executor"])["run"]
-    assert [a.arg for a in run.args.args] == ["self", "program", "feed", "fetch_list"]
+    assert [a.arg for a in run.args.args] == ["self", "program", "feed", "fetch_list", "step"]
     assert ast.unparse(run.args.args[1].annotation) == "Program"
 
 

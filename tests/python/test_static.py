@@ -102,6 +102,43 @@ def test_executor_thread_counts_are_bounded():
     nabla.Executor(threads=4096)
 
 
+DROPOUT = """
+format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [64, 32], dtype: float32, stop_gradient: true}
+    ops:
+      - {type: dropout, inputs: {X: [x]}, outputs: {Out: [y], Mask: [m]},
+         attrs: {dropout_prob: 0.5, dropout_implementation: upscale_in_train}}
+"""
+
+
+def test_run_step_numbers_the_random_draws():
+    """step= is the number dropout draws by: the same step, the same mask, in any executor and any order;
+    another step, another mask; None counts runs."""
+    prog = nabla.Program.from_yaml(DROPOUT)
+    x = np.ones((64, 32), np.float32)
+
+    def mask(exe, step=None):
+        return exe.run(prog, feed={"x": x}, fetch_list=["y"], step=step)[0] != 0
+
+    a, b = nabla.Executor(seed=7), nabla.Executor(seed=7)
+    m3 = mask(a, 3)
+    assert 0.3 < m3.mean() < 0.7
+    np.testing.assert_array_equal(mask(b, 0), mask(a, 0))
+    np.testing.assert_array_equal(mask(b, 3), m3, err_msg="the same step draws the same mask")
+    np.testing.assert_array_equal(mask(a, 3), m3)
+    assert (mask(a, 4) != m3).any(), "another step draws another mask"
+    c = nabla.Executor(seed=7)
+    np.testing.assert_array_equal(mask(c), mask(a, 0), err_msg="step=None numbers runs from 0")
+    np.testing.assert_array_equal(mask(c), mask(a, 1))
+    for bad, what in ((-1, "non-negative"), (1.5, "int"), (True, "int"), ("3", "int")):
+        with pytest.raises(nabla.Error, match=what):
+            a.run(prog, feed={"x": x}, fetch_list=["y"], step=bad)
+
+
 # ---------------------------------------------------------- append_backward
 
 

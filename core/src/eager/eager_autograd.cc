@@ -217,7 +217,7 @@ struct LaterFirst {
 void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
   NABLA_ENFORCE(root->requires_grad, kPreconditionNotMet, "eager: Backward from '", root->Name(),
                 "', which does not require grad: no input of the calls that made it requires grad, or they ran "
-                "under NoGradGuard");
+                "with gradients off (NoGradGuard in C++, nabla.no_grad() in Python)");
   NABLA_ENFORCE(root->data.Numel() == 1, kInvalidArgument, "eager: Backward from '", root->Name(), "' of shape ",
                 ShapeToString(root->data.GetShape()),
                 ": the loss must hold exactly one element (reduce it first, e.g. with mean)");
@@ -277,8 +277,8 @@ void RunBackward(const std::shared_ptr<TensorImpl>& root, bool retain_graph) {
     Node& node = *ready.top();
     ready.pop();
     NABLA_ENFORCE(!node.released, kPreconditionNotMet, "eager: Backward through ", NodeName(node),
-                  " a second time: the first Backward freed its saved tensors; pass retain_graph=true to the first "
-                  "Backward to run another");
+                  " a second time: the first Backward freed its saved tensors; keep it with retain_graph (C++ "
+                  "Backward(true), Python backward(retain_graph=True)) on the first Backward to run another");
     const GradTemplate& t = *node.tmpl;
     // Its output gradients are complete: every consumer has run.
     // Emptied, then sized: what the last node left is dropped without

@@ -566,7 +566,8 @@ namespace {
 void CheckInPlaceAllowed(const TensorImpl& impl, const char* what) {
   NABLA_ENFORCE(!(GradEnabled() && impl.requires_grad && !impl.grad_fn), kPreconditionNotMet, "eager: ", what,
                 " writes '", impl.name,
-                "' in place, a leaf that requires grad, while gradients are recorded; do it under NoGradGuard");
+                "' in place, a leaf that requires grad, while gradients are recorded; do it with gradients off "
+                "(NoGradGuard in C++, nabla.no_grad() in Python)");
 }
 }  // namespace
 
@@ -709,7 +710,7 @@ void CallInPlace(const std::string& type, const TensorMap& inputs, const TensorM
         NABLA_ENFORCE(!(GradEnabled() && t.RequiresGrad()), kPreconditionNotMet, "eager: CallInPlace of op '", type,
                       "' touches '", t.Name(),
                       "', which requires grad, while gradients are recorded; an in-place call is never recorded, so "
-                      "run it under NoGradGuard");
+                      "run it with gradients off (NoGradGuard in C++, nabla.no_grad() in Python)");
   PreparedCall& call = detail::CachedCall(type, in_args, out_args, attrs);
   std::vector<std::vector<const nabla::Tensor*>> ins;
   for (const auto& [slot, tensors] : inputs) {
