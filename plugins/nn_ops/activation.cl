@@ -34,6 +34,10 @@ T gelu_tanh_grad(T v) {
   return c + (T)2 * v * c * ((T)1 - c) * du;
 }
 
+// fmin / fmax answer the other operand for a NaN: a clamp through them turned
+// NaN into a bound, where the CPU's kernels (and PyTorch) keep NaN.
+T clamp_keep_nan(T v, T lo, T hi) { return isnan(v) ? v : fmin(fmax(v, lo), hi); }
+
 // log(1 + e^v) as max(v, 0) + log1p(e^-|v|): exponentiates a non-positive
 // number only, so no overflow for large |v| and no cancellation for v << 0.
 T softplus_of(T v) { return fmax(v, (T)0) + log1p(exp(-fabs(v))); }

@@ -15,7 +15,8 @@ NABLA_REGISTER_OPS(hard_sigmoid) {
       GradReads::kOut,
       [](auto x, const auto& a) {
         using T = decltype(x);
-        return std::max(T(0), std::min(T(1), a[0] * x + a[1]));
+        // In this order NaN stays NaN, as Paddle's clamp keeps it.
+        return std::max(std::min(a[0] * x + a[1], T(1)), T(0));
       },
       [](auto out, auto dout, const auto& a) {
         using T = decltype(out);

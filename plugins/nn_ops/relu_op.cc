@@ -14,11 +14,12 @@ void ReluKernel(const ExecutionContext& ctx) {
   const int64_t n = x.Numel();
   // Pointers captured by value and both operands loaded unconditionally, so
   // the loop compiles to a branch-free vector select: a branch on the sign
-  // of random data mispredicts half the time.
+  // of random data mispredicts half the time. NaN stays NaN (as PyTorch and
+  // Paddle's max(X, 0)).
   cpu::ParallelFor(n, cpu::kParallelGrain, [px, po](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const T v = px[i];
-      po[i] = v > T(0) ? v : T(0);
+      po[i] = v < T(0) ? T(0) : v;
     }
   });
 }
@@ -28,7 +29,7 @@ void ReluKernel(const ExecutionContext& ctx) {
 NABLA_REGISTER_OPS(relu) {
   GradCheckSpec spec = CheckCase("kinks_avoided", {AwayFromKinks(CheckInput("X", {3, 4}), {0.0}, 0.01)});
   registrar.Op("relu", __FILE__, __LINE__)
-      .Doc("Rectified linear unit: Out = max(X, 0), elementwise.")
+      .Doc("Rectified linear unit: Out = max(X, 0), elementwise; NaN stays NaN.")
       .Input("X", "(Tensor) input of any shape, float32 or float64")
       .Output("Out", "(Tensor) max(X, 0), shape and dtype of X")
       .InferShape([](InferShapeContext& c) { c.ShareShapeAndDType("X", "Out"); })

@@ -213,3 +213,18 @@ except nabla.Error as e:
     assert "cpu []" in out, out
     if opencl_available():
         assert "libnabla_opencl" in out.split("opencl", 1)[1], out
+
+
+NAN_KEEPERS = ("relu", "tanh", "hard_sigmoid", "sigmoid", "gelu", "leaky_relu", "relu6", "brelu", "hard_swish",
+               "soft_relu", "elu", "softplus", "softsign", "swish", "logsigmoid", "stanh", "tanh_shrink", "exp")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+def test_activations_keep_nan(device):
+    """A NaN input gives a NaN output, as in PyTorch, on every device: a clamp in the wrong argument order had
+    tanh(NaN) = -1, hard_sigmoid(NaN) = 1 and relu(NaN) = 0 on the CPU, hiding a diverged run."""
+    x = np.array([np.nan, -2.0, 0.5, 3.0] * 5, np.float32)  # past one vector: the loop body and its tail
+    for name in NAN_KEEPERS:
+        out = getattr(nabla.ops, name)(nabla.tensor(x, device=device)).numpy()
+        assert np.isnan(out[::4]).all(), f"{name}(NaN) on {device}: {out[::4]}"
+        assert np.isfinite(np.delete(out, np.s_[::4])).all(), name

@@ -24,9 +24,10 @@ namespace {
 using cpu_isa::Vectorized;
 
 inline float FastTanh(float x) {
-  // Beyond +-7.9 the result rounds to +-1 in float.
+  // Beyond +-7.9 the result rounds to +-1 in float. The clamp keeps NaN
+  // (std::max / std::min return their first argument when unordered).
   const float c = 7.90531110763549805f;
-  const float xc = std::min(c, std::max(-c, x));
+  const float xc = std::min(std::max(x, -c), c);
   const float x2 = xc * xc;
   float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
   p = p * x2 + -8.60467152213735e-11f;
