@@ -177,6 +177,31 @@ void BM_DnnlCreate(benchmark::State& state) {
 }
 BENCHMARK(BM_DnnlCreate)->ArgNames({"M", "N", "K"})->Args({32, 128, 128})->Args({128, 512, 784});
 
+// cpu::GemmBf16 (bfloat16 operands, float32 C written, as the layers' bf16
+// products and their gradients under --precision bf16) on the shapes above.
+void BM_GemmBf16(benchmark::State& state) {
+  cpu::InitCpuBackend();
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const std::vector<float> af = RandomFloats(m * k, 1), bf = RandomFloats(k * n, 2);
+  std::vector<bfloat16> a(af.size()), b(bf.size());
+  cpu::ConvertToBf16(af.data(), a.data(), static_cast<int64_t>(af.size()));
+  cpu::ConvertToBf16(bf.data(), b.data(), static_cast<int64_t>(bf.size()));
+  std::vector<float> c(m * n);
+  tbb::task_arena arena(1);
+  arena.execute([&] {
+    for (auto _ : state) {
+      cpu::GemmBf16(ta, tb, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
+      benchmark::DoNotOptimize(c.data());
+    }
+  });
+  SetFlops(state, 2.0 * m * n * k);
+}
+BENCHMARK(BM_GemmBf16)->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K", "TA", "TB"});
+  for (const auto& s : kShapes) b->Args({s[0], s[1], s[2], s[3], s[4]});
+});
+
 // flash_attn's bfloat16 tile products (cpu::GemmBf16, float32 out) on
 // operands whose rows are LD apart: a head's rows in [batch, seq, heads,
 // head_dim] are heads * head_dim apart (LD 256 for 4 heads of 64), a packed
