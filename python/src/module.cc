@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -307,9 +308,12 @@ class PyExecutor {
     if (!step.is_none()) {
       NABLA_ENFORCE(py::isinstance<py::int_>(step) && !py::isinstance<py::bool_>(step), kInvalidArgument,
                     "Executor.run: step must be an int or None but received ", TypeName(step));
-      const int64_t s = py::cast<int64_t>(step);
-      NABLA_ENFORCE(s >= 0, kInvalidArgument, "Executor.run: step must be non-negative but received ", s);
-      run_options.random_index = static_cast<uint64_t>(s);
+      NABLA_ENFORCE(step.attr("__ge__")(py::int_(0)).cast<bool>(), kInvalidArgument,
+                    "Executor.run: step must be non-negative but received ", py::str(step).cast<std::string>());
+      NABLA_ENFORCE(step.attr("__le__")(py::int_(std::numeric_limits<uint64_t>::max())).cast<bool>(),
+                    kInvalidArgument, "Executor.run: step must be below 2^64 but received ",
+                    py::str(step).cast<std::string>());
+      run_options.random_index = step.cast<uint64_t>();
     }
     const BlockDesc& root = *program->Root();
     const std::vector<std::string> fetches = NameList(fetch_list, "Executor.run: fetch_list");

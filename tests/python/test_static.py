@@ -134,7 +134,9 @@ def test_run_step_numbers_the_random_draws():
     c = nabla.Executor(seed=7)
     np.testing.assert_array_equal(mask(c), mask(a, 0), err_msg="step=None numbers runs from 0")
     np.testing.assert_array_equal(mask(c), mask(a, 1))
-    for bad, what in ((-1, "non-negative"), (1.5, "int"), (True, "int"), ("3", "int")):
+    np.testing.assert_array_equal(mask(b, 2**64 - 1), mask(c, 2**64 - 1), err_msg="the whole 64-bit range")
+    for bad, what in ((-1, "non-negative"), (-2**70, "non-negative"), (2**64, "below 2\\^64"), (1.5, "int"),
+                      (True, "int"), ("3", "int")):
         with pytest.raises(nabla.Error, match=what):
             a.run(prog, feed={"x": x}, fetch_list=["y"], step=bad)
 
