@@ -6,9 +6,9 @@
 #include <pybind11/stl.h>
 
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
-#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -310,9 +310,8 @@ class PyExecutor {
                     "Executor.run: step must be an int or None but received ", TypeName(step));
       NABLA_ENFORCE(step.attr("__ge__")(py::int_(0)).cast<bool>(), kInvalidArgument,
                     "Executor.run: step must be non-negative but received ", py::str(step).cast<std::string>());
-      NABLA_ENFORCE(step.attr("__le__")(py::int_(std::numeric_limits<uint64_t>::max())).cast<bool>(),
-                    kInvalidArgument, "Executor.run: step must be below 2^64 but received ",
-                    py::str(step).cast<std::string>());
+      NABLA_ENFORCE(step.attr("__le__")(py::int_(std::numeric_limits<uint64_t>::max())).cast<bool>(), kInvalidArgument,
+                    "Executor.run: step must be below 2^64 but received ", py::str(step).cast<std::string>());
       run_options.random_index = step.cast<uint64_t>();
     }
     const BlockDesc& root = *program->Root();
