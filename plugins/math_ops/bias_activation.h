@@ -41,7 +41,7 @@ T ApplyBiasAct(BiasAct act, T x) {
     case BiasAct::kIdentity:
       return x;
     case BiasAct::kRelu:
-      return x > T(0) ? x : T(0);
+      return x < T(0) ? T(0) : x;  // NaN stays NaN, as relu_op keeps it
     case BiasAct::kTanh:
       return std::tanh(x);
     case BiasAct::kSigmoid:

@@ -14,7 +14,7 @@ __kernel void fc_bias_act(__global T* out, __global const T* bias, long total, l
   if (i >= total) return;
   T v = out[i];
   if (has_bias) v = v + bias[i % n];
-  if (act == 1) v = v > (T)0 ? v : (T)0;
+  if (act == 1) v = v < (T)0 ? (T)0 : v;  // NaN stays NaN, as relu keeps it
   if (act == 2) v = tanh(v);
   if (act == 3) v = fc_sigmoid(v);
   out[i] = v;

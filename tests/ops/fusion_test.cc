@@ -2,9 +2,12 @@
 // it fuses and which it must leave alone, and that a fused program computes
 // the same loss and gradients as the unfused one.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -283,13 +286,15 @@ ProgramDesc FcLayer(const std::string& xs, int xn, int in, int out, const std::s
 // h, the loss and the gradients of x, w and b, on fixed inputs, run with
 // `threads` threads.
 std::map<std::string, HostTensor> FcLayerRun(ProgramDesc program, const Shape& xs, int in, int out, int threads,
-                                             DType dtype = DType::kFloat32) {
+                                             DType dtype = DType::kFloat32, bool nan_first = false) {
   program.Root()->FindVar("x")->SetStopGradient(false);
   AppendBackward(program, "loss");
   VerifyProgram(program, *CurrentRegistry());
   Scope scope;
   std::mt19937_64 rng(3);
-  ToTensor(RandomTensor(xs, dtype, -1, 1, rng), dtype, scope.Var("x")->GetTensor());
+  HostTensor x = RandomTensor(xs, dtype, -1, 1, rng);
+  if (nan_first) x.v[0] = std::numeric_limits<double>::quiet_NaN();
+  ToTensor(x, dtype, scope.Var("x")->GetTensor());
   ToTensor(RandomTensor({in, out}, dtype, -0.3, 0.3, rng), dtype, scope.Var("w")->GetTensor());
   ToTensor(RandomTensor({out}, dtype, -0.5, 0.5, rng), dtype, scope.Var("b")->GetTensor());
   ExecutorOptions options;
@@ -333,6 +338,34 @@ TEST(FcFusion, OutputAndGradientsAreBitIdentical) {
             EXPECT_TRUE(got.at(name).v == w.v);
           }
         }
+}
+
+// A NaN in x reaches h as NaN through every activation, fused or not: on
+// the small layer (OpenBLAS and the epilogue) and the large one (oneDNN,
+// whose eltwise_relu post-op made it 0 while relu keeps NaN).
+TEST(FcFusion, NanReachesTheOutputAsUnfused) {
+  for (const std::string act : {"", "relu", "tanh", "sigmoid"})
+    for (const auto& [xs, shape, in, out] :
+         {std::tuple<std::string, Shape, int, int>{"[6, 5]", {6, 5}, 5, 4}, {"[300, 64]", {300, 64}, 64, 700}}) {
+      SCOPED_TRACE("act '" + act + "' x " + xs);
+      ProgramDesc fused = FcLayer(xs, 1, in, out, act);
+      ASSERT_EQ(FuseOps(fused, {"loss", "h"}), 1u);
+      const auto want = FcLayerRun(FcLayer(xs, 1, in, out, act), shape, in, out, 1, DType::kFloat32, true);
+      const auto got = FcLayerRun(fused, shape, in, out, 1, DType::kFloat32, true);
+      const HostTensor& w = want.at("h");
+      const HostTensor& g = got.at("h");
+      ASSERT_EQ(g.shape, w.shape);
+      int64_t nans = 0;
+      for (int64_t i = 0; i < w.Numel(); ++i) {
+        ASSERT_EQ(std::isnan(g.v[i]), std::isnan(w.v[i])) << "element " << i;
+        if (std::isnan(w.v[i])) {
+          ++nans;
+        } else {
+          ASSERT_EQ(g.v[i], w.v[i]) << "element " << i;
+        }
+      }
+      EXPECT_EQ(nans, out) << "the first row, all of it";
+    }
 }
 
 // Bias + gelu on a layer large enough for the fused kernels' blocking (300

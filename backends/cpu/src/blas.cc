@@ -117,8 +117,10 @@ void BiasActOn(const GemmLib* forced, int64_t m, int64_t n, int64_t k, const T* 
                   // oneDNN's eltwise tanh and logistic are not the bits of
                   // cpu::Tanh and of the caller's sigmoid (fc and the unfused
                   // program differed on Zen 5): the product there, then the
-                  // caller's epilogue. Bias and relu are exact as post-ops.
-                  if (act == GemmAct::kTanh || act == GemmAct::kSigmoid) {
+                  // caller's epilogue. Nor is eltwise_relu relu_op's: it
+                  // maps NaN to 0, where relu keeps NaN. The bias alone is
+                  // exact as a post-op.
+                  if (act != GemmAct::kIdentity) {
                     if (DnnlSgemm(false, false, mm, nn, kk, 1.0f, aa, la, bb, lb, 0.0f, cc, lc)) {
                       const int64_t offset = cc - c;
                       epilogue(ctx, offset / ldc, offset % ldc, mm, nn);
