@@ -151,7 +151,7 @@ void BatchNormKernel(const ExecutionContext& ctx) {
         if constexpr (kRelu) {
           for (int64_t j = 0; j < v.inner; ++j) {
             const T y = p[j] * a + shift;
-            q[j] = y > T(0) ? y : T(0);
+            q[j] = y < T(0) ? T(0) : y;  // NaN stays NaN, as relu keeps it
           }
         } else {
           for (int64_t j = 0; j < v.inner; ++j) q[j] = p[j] * a + shift;

@@ -1624,6 +1624,33 @@ TEST(Fusion, LeavesAReluOfTheStatisticsAlone) {
 // training and with fixed statistics (is_test, use_global_stats), over rows
 // shorter and longer than a chunk of the gradient's sums, channels last and
 // 2-D, sequentially and on two threads.
+// With fixed statistics a NaN in x is one NaN in h, fused or not (the
+// fused relu wrote 0 there while relu keeps NaN).
+TEST(Fusion, BatchNormReluKeepsNanAsUnfused) {
+  auto run = [](const ProgramDesc& program) {
+    Scope scope;
+    std::mt19937_64 rng(5);
+    HostTensor x = RandomTensor({2, 3, 4, 5}, DType::kFloat32, -2, 2, rng);
+    x.v[7] = std::numeric_limits<double>::quiet_NaN();
+    ToTensor(x, DType::kFloat32, scope.Var("x")->GetTensor());
+    ToTensor(RandomTensor({2, 3, 4, 5}, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var("w")->GetTensor());
+    for (const char* n : {"s", "b", "rm", "rv"})
+      ToTensor(RandomTensor({3}, DType::kFloat32, 0.5, 1.5, rng), DType::kFloat32, scope.Var(n)->GetTensor());
+    CreateExecutor("sequential", HostDevice())->Run(program, 0, scope);
+    return FromTensor(scope.FindVar("h")->GetTensor());
+  };
+  ProgramDesc unfused = ParseProgram(BnReluNet("3, 4, 5", "is_test: true"), "bn_relu.yaml");
+  ProgramDesc fused = unfused;
+  ASSERT_EQ(FuseOps(fused, {"loss"}), 1u);
+  const HostTensor want = run(unfused), got = run(fused);
+  ASSERT_EQ(got.v.size(), want.v.size());
+  for (size_t i = 0; i < want.v.size(); ++i) {
+    ASSERT_EQ(std::isnan(got.v[i]), i == 7) << "element " << i;
+    ASSERT_EQ(std::isnan(want.v[i]), i == 7) << "element " << i;
+    if (i != 7) ASSERT_EQ(got.v[i], want.v[i]) << "element " << i;
+  }
+}
+
 TEST(Fusion, BatchNormReluIsBitIdentical) {
   struct Case {
     std::string dims, attrs;
