@@ -5,9 +5,9 @@
 // FuseOps replaces mul + elementwise_add (+ relu, tanh or sigmoid), or mul
 // + fused_elemwise_activation, by this op where it computes the same: the
 // bias and activation then run on each block of the product right after
-// the GEMM that computes it, while it is in cache (cpu::GemmBiasAct: bias
-// and relu on oneDNN as post-ops of its matmul, which are exact; tanh,
-// sigmoid and every OpenBLAS block through this file's epilogue), instead
+// the GEMM that computes it, while it is in cache (cpu::GemmBiasAct: a bare
+// bias on oneDNN as a post-op of its matmul, which is exact; every
+// activation and every OpenBLAS block through this file's epilogue), instead
 // of a second pass over memory and a second op. The epilogue computes what
 // fused_elemwise_activation and the activation ops compute, in the same
 // order, so fused and unfused programs agree bit for bit (FcFusion tests,

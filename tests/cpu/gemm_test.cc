@@ -123,7 +123,7 @@ struct BiasActCall {
         if (std::memcmp(&v, &(*e.gemm)[i * e.ldc + j], sizeof v) != 0) e.bits_ok = false;
         ++(*e.seen)[i * e.ldc + j];
         v += e.bias[j];
-        if (e.act == GemmAct::kRelu) v = v > 0 ? v : 0;
+        if (e.act == GemmAct::kRelu) v = v < 0 ? 0 : v;
         if (e.act == GemmAct::kTanh) v = std::tanh(v);
         if (e.act == GemmAct::kSigmoid) v = 1 / (1 + std::exp(-v));
       }

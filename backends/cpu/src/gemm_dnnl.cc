@@ -92,21 +92,17 @@ struct Prim {
   bool reference = false;  // not made: the caller uses OpenBLAS
 };
 
-// C = act(A * B + bias): the bias through the matmul's own bias argument
-// ([1, N], broadcast over the rows), the activation as an eltwise post-op,
-// so the product's block is finished while it is in the kernel's registers
-// and cache.
+// C = A * B + bias: the bias through the matmul's own bias argument ([1, N],
+// broadcast over the rows), so the product's block is finished while it is
+// in the kernel's registers and cache.
 Prim MakeBiasActPrim(const Key& key, const memory::desc& a, const memory::desc& b, const memory::desc& c) {
   const memory::desc bias({1, key.n}, memory::data_type::f32, memory::dims{key.n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see cpu::DnnlScratchpad
-  dnnl::post_ops ops;
   const auto act = static_cast<GemmAct>(key.post - 1);
-  NABLA_ENFORCE(act == GemmAct::kIdentity || act == GemmAct::kRelu, kPreconditionNotMet,
-                "oneDNN bias + activation post-ops take identity or relu only (tanh and sigmoid run in "
-                "GemmBiasAct's epilogue, whose bits oneDNN's eltwise ops do not give)");
-  if (act == GemmAct::kRelu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  attr.set_post_ops(ops);
+  NABLA_ENFORCE(act == GemmAct::kIdentity, kPreconditionNotMet,
+                "oneDNN's matmul takes the bias only: activations run in GemmBiasAct's epilogue (oneDNN's eltwise "
+                "ops do not give their bits, and its relu maps NaN to 0)");
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, DnnlEngine());
   Prim p{a, b, c, pd.scratchpad_desc(), bias, {}, AlphaBy::kOne, false};
   p.reference = std::string(pd.impl_info_str()).rfind("ref", 0) == 0;

@@ -41,10 +41,10 @@ bool DnnlGemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
                   int64_t lda, const bfloat16* b, int64_t ldb, float beta, void* c, bool c_bf16, int64_t ldc,
                   bool any_kernel);
 
-// Row-major C = act(A * B + bias) (neither transposed, bias [N] added to
-// every row; act kIdentity or kRelu, the post-ops exact to the epilogue's
-// bits) on the calling thread alone, bias and activation as post-ops
-// of one cached matmul primitive (cpu::GemmBiasAct's oneDNN path). Returns
+// Row-major C = A * B + bias (neither transposed, bias [N] added to every
+// row; act kIdentity only: oneDNN's eltwise post-ops are not the
+// activation ops' bits, and its relu maps NaN to 0) on the calling thread
+// alone, the bias as a post-op of one cached matmul primitive (cpu::GemmBiasAct's oneDNN path). Returns
 // false, computing nothing, where oneDNN has only its reference kernel.
 bool DnnlSgemmBiasAct(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                       const float* bias, GemmAct act, float* c, int64_t ldc);

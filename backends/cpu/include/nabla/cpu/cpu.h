@@ -61,8 +61,9 @@ NABLA_API void GemmWith(GemmLib lib, bool trans_a, bool trans_b, int64_t m, int6
 // K x N (neither transposed), bias [N] added to every row of C. C is cut
 // into the blocks Gemm cuts it into (one per thread). Where GemmLibFor (or
 // `forced`, for tests and benchmarks) picks oneDNN for a block, oneDNN computes it whole,
-// bias and activation as post-ops of its matmul (cached like Gemm's; not without a bias; tanh
-// and sigmoid: the product, then the epilogue, as oneDNN's are not its bits). Elsewhere (OpenBLAS,
+// the bias as a post-op of its matmul (cached like Gemm's; not without a bias); with an
+// activation, the product, then the epilogue (oneDNN's eltwise ops are not its bits, and its
+// relu maps NaN to 0). Elsewhere (OpenBLAS,
 // float64) the block is the OpenBLAS product Gemm computes for it, handed at
 // once, on the same thread, while it is in that core's cache, to
 // `epilogue(ctx, row, col, rows, cols)`, which adds the bias and applies the
