@@ -504,6 +504,117 @@ __attribute__((target("avx512f,fma"))) float ExpShiftedSumAvx512(const float* x,
   return AddLanes(lanes);
 }
 
+// RowMaxImpl's maximum: lane l takes elements l, l + 16, ... (the tail's
+// to lanes 0, 1, ...) with MaxLanes' select (MAXPS returns its second
+// operand where one is NaN: a NaN is passed over unless it came first).
+__attribute__((target("avx512f,fma"))) float RowMaxAvx512(const float* x, int64_t n) {
+  __m512 acc = Splat(x[0]);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = Max(_mm512_loadu_ps(x + i), acc);
+  if (i < n) {
+    const __mmask16 tail = FirstLanes(n - i);
+    acc = _mm512_mask_max_ps(acc, tail, _mm512_maskz_loadu_ps(tail, x + i), acc);
+  }
+  alignas(64) float lanes[kLanes];
+  _mm512_store_ps(lanes, acc);
+  float m = lanes[0];
+  for (int l = 1; l < kLanes; ++l) m = std::max(m, lanes[l]);
+  return m;
+}
+
+// AddLanes on a register: the same pairwise order (halves, then quarters,
+// ...), so the same bits.
+NABLA_AVX512 float AddLanes16(__m512 acc) {
+  // Both halves by the masked extract: GCC 12's plain one (and the cast to
+  // the low half, built on it) warns about its undefined source.
+  const __m512d a = _mm512_castps_pd(acc);
+  const __m256d low = _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, a, 0);
+  const __m256d high = _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, a, 1);
+  const __m256 h = _mm256_add_ps(_mm256_castpd_ps(low), _mm256_castpd_ps(high));
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(e, _mm_shuffle_ps(e, e, 1)));
+}
+
+// Loads element i.. of a row of n: whole vectors, then the masked tail.
+NABLA_AVX512 __m512 LoadRow(const float* x, int64_t i, int64_t n) {
+  return n - i >= 16 ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(FirstLanes(n - i), x + i);
+}
+NABLA_AVX512 void StoreRow(float* y, int64_t i, int64_t n, __m512 v) {
+  if (n - i >= 16)
+    _mm512_storeu_ps(y + i, v);
+  else
+    _mm512_mask_storeu_ps(y + i, FirstLanes(n - i), v);
+}
+
+// LayerNormRowImpl's: the lanes sum x - x[0] (the tail's lanes past n add
+// 0), then (x - mu)^2, each summed by AddLanes.
+__attribute__((target("avx512f,fma"))) void LayerNormRowAvx512(const float* x, int64_t n, const float* scale,
+                                                               const float* bias, float eps, float* y, float* mean,
+                                                               float* var) {
+  const float first = n > 0 ? x[0] : 0.0f;  // a row of no elements reads nothing
+  const __m512 x0 = Splat(first);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
+    acc = _mm512_mask_add_ps(acc, k, acc, _mm512_sub_ps(LoadRow(x, i, n), x0));
+  }
+  const float mu = first + AddLanes16(acc) / static_cast<float>(n);
+  const __m512 vmu = Splat(mu);
+  __m512 sq = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
+    const __m512 d = _mm512_sub_ps(LoadRow(x, i, n), vmu);
+    sq = _mm512_mask3_fmadd_ps(d, d, sq, k);
+  }
+  const float v = AddLanes16(sq) / static_cast<float>(n);
+  const float rstd = 1.0f / std::sqrt(v + eps);
+  *mean = mu;
+  *var = v;
+  const __m512 vr = Splat(rstd);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(x, i, n), vmu), vr);
+    __m512 out;
+    if (scale && bias)
+      out = _mm512_fmadd_ps(xh, LoadRow(scale, i, n), LoadRow(bias, i, n));
+    else if (scale)
+      out = _mm512_mul_ps(xh, LoadRow(scale, i, n));
+    else if (bias)
+      out = _mm512_add_ps(xh, LoadRow(bias, i, n));
+    else
+      out = xh;
+    StoreRow(y, i, n, out);
+  }
+}
+
+// LayerNormGradRowImpl's, its dscale, dbias and two sums in one pass over
+// the row.
+__attribute__((target("avx512f,fma"))) void LayerNormGradRowAvx512(const float* x, const float* dy, int64_t n,
+                                                                   float mean, float rstd, const float* scale,
+                                                                   float* dx, float* dscale, float* dbias) {
+  const __m512 vm = Splat(mean), vr = Splat(rstd);
+  __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
+    const __m512 d = LoadRow(dy, i, n);
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(x, i, n), vm), vr);
+    if (dscale) StoreRow(dscale, i, n, _mm512_fmadd_ps(d, xh, LoadRow(dscale, i, n)));
+    if (dbias) StoreRow(dbias, i, n, _mm512_add_ps(LoadRow(dbias, i, n), d));
+    const __m512 g = scale ? _mm512_mul_ps(d, LoadRow(scale, i, n)) : d;
+    sg = _mm512_mask_add_ps(sg, k, sg, g);
+    sgx = _mm512_mask3_fmadd_ps(g, xh, sgx, k);
+  }
+  if (!dx) return;
+  const float mg = AddLanes16(sg) / static_cast<float>(n), mgx = AddLanes16(sgx) / static_cast<float>(n);
+  const __m512 vmg = Splat(mg), vmgx = Splat(mgx);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 d = LoadRow(dy, i, n);
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(x, i, n), vm), vr);
+    const __m512 g = scale ? _mm512_mul_ps(d, LoadRow(scale, i, n)) : d;
+    StoreRow(dx, i, n, _mm512_mul_ps(vr, _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg))));
+  }
+}
+
 // NormalCdfBlock's per element, for 16 lanes: Phi(x), and exp(-x^2 / 2)
 // in *gauss where asked.
 NABLA_AVX512 __m512 NormalCdf16(__m512 x, __m512* gauss) {
@@ -563,6 +674,9 @@ inline bool OnAvx512Kernels() { return cpu_isa::CpuIsa() == cpu_isa::Isa::kAvx51
 inline bool OnAvx512Kernels() { return false; }
 void ExpShiftedAvx512(const float*, float, float*, int64_t) {}
 float ExpShiftedSumAvx512(const float*, float, float*, int64_t) { return 0.0f; }
+float RowMaxAvx512(const float*, int64_t) { return 0.0f; }
+void LayerNormRowAvx512(const float*, int64_t, const float*, const float*, float, float*, float*, float*) {}
+void LayerNormGradRowAvx512(const float*, const float*, int64_t, float, float, const float*, float*, float*, float*) {}
 void GeluAvx512(const float*, float*, int64_t) {}
 void GeluGradAvx512(const float*, const float*, float*, int64_t) {}
 #endif
@@ -593,6 +707,7 @@ void SumArrays(const float* const* xs, int64_t count, float* y, int64_t n) {
 }
 
 float RowMax(const float* x, int64_t n) {
+  if (OnAvx512Kernels()) return RowMaxAvx512(x, n);
   return Vectorized([=] { return RowMaxImpl(x, n); });
 }
 
@@ -615,11 +730,13 @@ void SoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n) {
 
 void LayerNormRow(const float* x, int64_t n, const float* scale, const float* bias, float eps, float* y, float* mean,
                   float* var) {
+  if (OnAvx512Kernels()) return LayerNormRowAvx512(x, n, scale, bias, eps, y, mean, var);
   return Vectorized([=] { return LayerNormRowImpl(x, n, scale, bias, eps, y, mean, var); });
 }
 
 void LayerNormGradRow(const float* x, const float* dy, int64_t n, float mean, float rstd, const float* scale, float* dx,
                       float* dscale, float* dbias) {
+  if (OnAvx512Kernels()) return LayerNormGradRowAvx512(x, dy, n, mean, rstd, scale, dx, dscale, dbias);
   return Vectorized([=] { return LayerNormGradRowImpl(x, dy, n, mean, rstd, scale, dx, dscale, dbias); });
 }
 
