@@ -2,8 +2,8 @@
 #include <unordered_set>
 
 #include "bias_activation_bf16.h"
-#include "grad_pass_util.h"
 #include "math_util.h"
+#include "nabla/opkit/program_uses.h"
 #include "nabla/plugin.h"
 
 namespace nabla::math_ops {

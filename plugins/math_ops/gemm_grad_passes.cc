@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "grad_pass_util.h"
+#include "nabla/opkit/program_uses.h"
 
 namespace nabla::math_ops {
 namespace {

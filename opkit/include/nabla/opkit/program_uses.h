@@ -1,13 +1,14 @@
 #pragma once
-// What math_ops' program rewrites after the backward part (FuseGradOps)
-// share: who reads and writes each var.
+// What the program rewrites that ops bring for after the backward part
+// (OpBuilder::RewritesAfterBackward) ask of a program: who reads and who
+// writes each var.
 #include <algorithm>
 #include <string>
 #include <unordered_map>
 
 #include "nabla/plugin.h"
 
-namespace nabla::math_ops {
+namespace nabla::opkit {
 
 // Every op's reads and writes by name, over every block (sub-blocks read
 // outer vars).
@@ -22,10 +23,11 @@ inline void CountUses(const ProgramDesc& program, std::unordered_map<std::string
     }
 }
 
+// Whether op reads or writes var `name`.
 inline bool Touches(const OpDesc& op, const std::string& name) {
   for (const auto& names : {op.InputArgumentNames(), op.OutputArgumentNames()})
     if (std::find(names.begin(), names.end(), name) != names.end()) return true;
   return false;
 }
 
-}  // namespace nabla::math_ops
+}  // namespace nabla::opkit
