@@ -43,6 +43,14 @@ inline float FastTanh(float x) {
   return std::abs(x) < 0.0004f ? x : p / q;
 }
 
+// FastExp's constants, shared with its AVX-512 form below.
+constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+constexpr float kExpRound = 12582912.0f;  // 1.5 * 2^23, bits 0x4B400000
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 = hi + lo, k * hi exact
+constexpr int kExpTerms = 8;                                      // 1/7!, ..., 1/2, 1, 1
+constexpr float kExpTaylor[kExpTerms] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+
 // exp(x), relative error about 1e-7, for x <= 88 and NaN (below -87 it returns
 // exp(-87), about 1.6e-38, rather than a subnormal: gelu's tail is then
 // off by that much, absolutely). 2^k exp(r) with k = round(x / ln 2) and
@@ -51,13 +59,6 @@ inline float FastTanh(float x) {
 // (|r| <= ln 2 / 2, remainder < 1e-8); 2^k is built in the exponent bits. k is rounded by adding 1.5 * 2^23,
 // which leaves k in the low mantissa bits: std::floor (a libm call) kept
 // GCC from vectorizing the loops.
-constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
-constexpr float kExpRound = 12582912.0f;  // 1.5 * 2^23, bits 0x4B400000
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 = hi + lo, k * hi exact
-constexpr int kExpTerms = 8;                                      // 1/7!, ..., 1/2, 1, 1
-constexpr float kExpTaylor[kExpTerms] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
-
 inline float FastExp(float x) {
   // x first in each: a NaN passes both clamps (std::max(-87, NaN) is -87),
   // so NaN scores give NaN probabilities, as std::exp and PyTorch give,
