@@ -467,24 +467,11 @@ NABLA_AVX512 __m512 ExpShifted16(__m512 x, __m512 shift) {
   return ExpBelowHi(Min(Splat(kExpHi), v), visible);
 }
 
-__attribute__((target("avx512f,fma"))) void ExpShiftedAvx512(const float* x, float shift, float* y, int64_t n) {
-  const __m512 s = Splat(shift);
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 a = ExpShifted16(_mm512_loadu_ps(x + i), s);
-    const __m512 b = ExpShifted16(_mm512_loadu_ps(x + i + 16), s);
-    _mm512_storeu_ps(y + i, a);
-    _mm512_storeu_ps(y + i + 16, b);
-  }
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, ExpShifted16(_mm512_loadu_ps(x + i), s));
-  if (i == n) return;
-  const __mmask16 tail = FirstLanes(n - i);
-  _mm512_mask_storeu_ps(y + i, tail, ExpShifted16(_mm512_maskz_loadu_ps(tail, x + i), s));
-}
-
-// ExpShiftedSumImpl's sum: lane l adds elements l, l + 16, ... in order
-// (the tail's to lanes 0, 1, ...), then AddLanes.
-__attribute__((target("avx512f,fma"))) float ExpShiftedSumAvx512(const float* x, float shift, float* y, int64_t n) {
+// ExpShiftedImpl's values, and with kSum ExpShiftedSumImpl's sum: lane l
+// adds elements l, l + 16, ... in order (the tail's to lanes 0, 1, ...),
+// then AddLanes.
+template <bool kSum>
+__attribute__((target("avx512f,fma"))) float ExpShiftedRowAvx512(const float* x, float shift, float* y, int64_t n) {
   const __m512 s = Splat(shift);
   __m512 acc = _mm512_setzero_ps();
   int64_t i = 0;
@@ -493,19 +480,20 @@ __attribute__((target("avx512f,fma"))) float ExpShiftedSumAvx512(const float* x,
     const __m512 b = ExpShifted16(_mm512_loadu_ps(x + i + 16), s);
     _mm512_storeu_ps(y + i, a);
     _mm512_storeu_ps(y + i + 16, b);
-    acc = _mm512_add_ps(_mm512_add_ps(acc, a), b);
+    if constexpr (kSum) acc = _mm512_add_ps(_mm512_add_ps(acc, a), b);
   }
   for (; i + 16 <= n; i += 16) {
     const __m512 a = ExpShifted16(_mm512_loadu_ps(x + i), s);
     _mm512_storeu_ps(y + i, a);
-    acc = _mm512_add_ps(acc, a);
+    if constexpr (kSum) acc = _mm512_add_ps(acc, a);
   }
   if (i < n) {
     const __mmask16 tail = FirstLanes(n - i);
     const __m512 a = ExpShifted16(_mm512_maskz_loadu_ps(tail, x + i), s);
     _mm512_mask_storeu_ps(y + i, tail, a);
-    acc = _mm512_mask_add_ps(acc, tail, acc, a);
+    if constexpr (kSum) acc = _mm512_mask_add_ps(acc, tail, acc, a);
   }
+  if constexpr (!kSum) return 0.0f;
   alignas(64) float lanes[kLanes];
   _mm512_store_ps(lanes, acc);
   return AddLanes(lanes);
@@ -680,8 +668,10 @@ __attribute__((target("avx512f,fma"))) void GeluGradAvx512(const float* x, const
 inline bool OnAvx512Kernels() { return cpu_isa::CpuIsa() == cpu_isa::Isa::kAvx512; }
 #else
 inline bool OnAvx512Kernels() { return false; }
-void ExpShiftedAvx512(const float*, float, float*, int64_t) {}
-float ExpShiftedSumAvx512(const float*, float, float*, int64_t) { return 0.0f; }
+template <bool kSum>
+float ExpShiftedRowAvx512(const float*, float, float*, int64_t) {
+  return 0.0f;
+}
 float RowMaxAvx512(const float*, int64_t) { return 0.0f; }
 void LayerNormRowAvx512(const float*, int64_t, const float*, const float*, float, float*, float*, float*) {}
 void LayerNormGradRowAvx512(const float*, const float*, int64_t, float, float, const float*, float*, float*, float*) {}
@@ -702,7 +692,10 @@ void GeluGrad(const float* x, const float* dy, float* dx, int64_t n, bool approx
 }
 
 void ExpShifted(const float* x, float shift, float* y, int64_t n) {
-  if (OnAvx512Kernels()) return ExpShiftedAvx512(x, shift, y, n);
+  if (OnAvx512Kernels()) {
+    ExpShiftedRowAvx512<false>(x, shift, y, n);
+    return;
+  }
   return Vectorized([=] { return ExpShiftedImpl(x, shift, y, n); });
 }
 
@@ -720,7 +713,7 @@ float RowMax(const float* x, int64_t n) {
 }
 
 float ExpShiftedSum(const float* x, float shift, float* y, int64_t n) {
-  if (OnAvx512Kernels()) return ExpShiftedSumAvx512(x, shift, y, n);
+  if (OnAvx512Kernels()) return ExpShiftedRowAvx512<true>(x, shift, y, n);
   return Vectorized([=] { return ExpShiftedSumImpl(x, shift, y, n); });
 }
 
