@@ -100,14 +100,15 @@ void LayerNormGradKernel(const ExecutionContext& ctx) {
     NABLA_ENFORCE(dx != nullptr, kInvalidArgument, kAccumulateX, " needs an X@GRAD to add to");
     pacc = acc.Data<T>();
   }
-  // A copy where the partial sum is X@GRAD's own buffer: rows are written
-  // before they are added to.
+  T* pdx = dx ? dx->Allocate<T>(ctx.GetDevice(), x.GetShape()) : nullptr;
+  // Where X@GRAD got the partial's own buffer (in place, AccumulateX and
+  // X@GRAD one var), the partial is copied first: rows are written before
+  // they are added to. By address: the tensors may be distinct handles.
   std::vector<T> acc_copy;
-  if (pacc && dx && &ctx.Input(kAccumulateX) == dx) {
+  if (pacc && pacc == pdx) {
     acc_copy.assign(pacc, pacc + x.Numel());
     pacc = acc_copy.data();
   }
-  T* pdx = dx ? dx->Allocate<T>(ctx.GetDevice(), x.GetShape()) : nullptr;
   auto add_partial = [&](int64_t r) {
     if (!pacc) return;
     T* d = pdx + r * right;

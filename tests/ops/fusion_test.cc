@@ -1719,7 +1719,7 @@ TEST(Fusion, BatchNormReluIsBitIdentical) {
 // a kept part, keeps its sum. Gradients equal the unfused program's bit for
 // bit at 1 and 2 threads.
 TEST(FuseGradOps, LayerNormGradAddsTheResidualGradient) {
-  const char* text = R"(format: nabla-program/1
+  const std::string text = R"(format: nabla-program/1
 blocks:
   - idx: 0
     parent: -1
@@ -1755,23 +1755,15 @@ blocks:
     if (op->Type() == "layer_norm_grad" && op->HasInput("AccumulateX")) accumulated.insert(op->Output("X@GRAD")[0]);
   EXPECT_EQ(accumulated, (std::set<std::string>{"x@GRAD", "r@GRAD"}));
   EXPECT_EQ(FuseGradOps(fused, keep), 0u);
-  for (int threads : {1, 2}) {
-    std::map<std::string, HostTensor> got[2];
-    for (int f = 0; f < 2; ++f) {
-      Scope scope;
-      std::mt19937_64 rng(3);
-      for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
-               {"x", {5, 8}}, {"w", {8, 8}}, {"g1", {8}}, {"b1", {8}}, {"g2", {8}}, {"b2", {8}}})
-        ToTensor(RandomTensor(shape, DType::kFloat32, -1, 1, rng), DType::kFloat32, scope.Var(name)->GetTensor());
-      ExecutorOptions options;
-      options.threads = threads;
-      CreateExecutor("taskgraph", HostDevice(), options)->Run(f ? fused : plain, 0, scope);
-      for (const auto& name : keep) got[f][name] = FromTensor(scope.FindVar(name)->GetTensor());
-    }
-    for (const auto& [name, t] : got[0]) {
-      SCOPED_TRACE(name + " threads " + std::to_string(threads));
-      EXPECT_EQ(got[1].at(name).shape, t.shape);
-      EXPECT_TRUE(got[1].at(name).v == t.v);
+  const Feeds feeds = {{"x", {5, 8}}, {"w", {8, 8}}, {"g1", {8}}, {"b1", {8}}, {"g2", {8}}, {"b2", {8}}};
+  const std::vector<std::string> names(keep.begin(), keep.end());
+  auto want = RunWith(plain, feeds, 3, names);
+  for (int threads : {0, 1, 2}) {
+    auto got = RunWith(fused, feeds, 3, names, threads);
+    for (const auto& n : names) {
+      SCOPED_TRACE(n + " threads " + std::to_string(threads));
+      EXPECT_EQ(got[n].shape, want[n].shape);
+      EXPECT_TRUE(got[n].v == want[n].v);
     }
   }
   // A kept part keeps its sum.
@@ -1782,6 +1774,95 @@ blocks:
       for (const auto& part : op->Input("X")) keep_parts.insert(part);
   FuseGradOps(kept, keep_parts);
   EXPECT_EQ(CountOps(kept, "sum"), 2u);
+  // Float64 programs keep theirs (float32 only, where it was measured).
+  std::string wide = text;
+  for (size_t at; (at = wide.find("float32")) != std::string::npos;) wide.replace(at, 7, "float64");
+  ProgramDesc wide_plain = ParseProgram(wide, "prenorm64.yaml");
+  AppendBackward(wide_plain, "loss");
+  FuseGradOps(wide_plain, keep);
+  EXPECT_EQ(CountOps(wide_plain, "sum"), 2u);
+}
+
+// layer_norm_grad's AccumulateX on its own, into another var and in place
+// (X@GRAD is AccumulateX's own var: the op reads the partial before it
+// writes its rows), float32 and float64, with and without Scale, rows
+// split at begin_norm_axis 1 and 2: X@GRAD is the partial plus the
+// gradient without it, added in the dtype as the sum op adds.
+TEST(AccumulateX, LayerNormGradAddsItsGradientToThePartial) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64})
+    for (bool affine : {false, true})
+      for (int axis : {1, 2}) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + (affine ? " affine" : "") + " axis " + std::to_string(axis));
+        const std::string t = DTypeName(dtype);
+        const std::string stats = axis == 1 ? "[2]" : "[6]";
+        const std::string scale = affine ? ", Scale: [g]" : "";
+        const std::string ins = "X: [x], Mean: [m], Variance: [v], Y@GRAD: [dy]" + scale;
+        const std::string text =
+            "format: nabla-program/1\nblocks:\n  - idx: 0\n    parent: -1\n    vars:\n"
+            "      x: {shape: [2, 3, 4], dtype: " +
+            t +
+            "}\n"
+            "      dy: {shape: [2, 3, 4], dtype: " +
+            t +
+            "}\n"
+            "      acc: {shape: [2, 3, 4], dtype: " +
+            t +
+            "}\n"
+            "      g: {shape: " +
+            (axis == 1 ? "[12]" : "[4]") + ", dtype: " + t +
+            "}\n"
+            "      m: {shape: " +
+            stats + ", dtype: " + t +
+            "}\n"
+            "      v: {shape: " +
+            stats + ", dtype: " + t +
+            "}\n"
+            "    ops:\n"
+            "      - {type: layer_norm_grad, inputs: {" +
+            ins +
+            "}, outputs: {X@GRAD: [own]}, "
+            "attrs: {begin_norm_axis: " +
+            std::to_string(axis) +
+            "}}\n"
+            "      - {type: layer_norm_grad, inputs: {" +
+            ins +
+            ", AccumulateX: [acc]}, "
+            "outputs: {X@GRAD: [dx]}, attrs: {begin_norm_axis: " +
+            std::to_string(axis) +
+            "}}\n"
+            "      - {type: layer_norm_grad, inputs: {" +
+            ins +
+            ", AccumulateX: [acc]}, "
+            "outputs: {X@GRAD: [acc]}, attrs: {begin_norm_axis: " +
+            std::to_string(axis) + "}}\n";
+        const ProgramDesc p = ParseProgram(text, "ln_acc.yaml");
+        Scope scope;
+        std::mt19937_64 rng(7);
+        std::map<std::string, HostTensor> in;
+        const Shape rows = {axis == 1 ? 2 : 6};
+        for (const auto& [name, shape, low, high] :
+             std::vector<std::tuple<std::string, Shape, double, double>>{{"x", {2, 3, 4}, -1, 1},
+                                                                         {"dy", {2, 3, 4}, -1, 1},
+                                                                         {"acc", {2, 3, 4}, -1, 1},
+                                                                         {"g", {axis == 1 ? 12 : 4}, 0.5, 1.5},
+                                                                         {"m", rows, -0.5, 0.5},
+                                                                         {"v", rows, 0.5, 2}}) {
+          in[name] = RandomTensor(shape, dtype, low, high, rng);
+          ToTensor(in[name], dtype, scope.Var(name)->GetTensor());
+        }
+        CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+        const HostTensor own = FromTensor(scope.FindVar("own")->GetTensor());
+        HostTensor want = in["acc"];
+        for (size_t i = 0; i < want.v.size(); ++i)
+          want.v[i] = dtype == DType::kFloat32
+                          ? static_cast<double>(static_cast<float>(want.v[i]) + static_cast<float>(own.v[i]))
+                          : want.v[i] + own.v[i];
+        for (const char* name : {"dx", "acc"}) {
+          const HostTensor got = FromTensor(scope.FindVar(name)->GetTensor());
+          EXPECT_EQ(got.shape, want.shape) << name;
+          EXPECT_TRUE(got.v == want.v) << name;
+        }
+      }
 }
 
 // layer_norm_grad's AccumulateX must have X's shape.
