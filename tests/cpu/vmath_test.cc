@@ -253,5 +253,84 @@ TEST(RowKernels, LayerNormMatchesFloat64) {
     }
 }
 
+// The rows kernels are the one-row kernels' bits whatever the row count
+// (groups of rows and the rows past them), in place too; the one-row
+// kernels themselves are checked against float64 above.
+TEST(RowKernels, RowsCallsGiveEachRowsBits) {
+  std::mt19937 gen(9);
+  const float eps = 1e-5f;
+  for (int64_t n : kRowLengths)
+    for (int64_t rows : {1, 3, 4, 5, 9}) {
+      const std::vector<float> x = RandomRow(gen, rows * n, 2.0f, 1.5f), dy = RandomRow(gen, rows * n, 0.0f, 1.0f),
+                               scale = RandomRow(gen, n, 1.0f, 0.3f), bias = RandomRow(gen, n, 0.0f, 1.0f);
+      for (bool affine : {false, true}) {
+        const float* sc = affine ? scale.data() : nullptr;
+        const float* bi = affine ? bias.data() : nullptr;
+        std::vector<float> y(x.size()), mean(rows), var(rows), want_y(x.size()), want_mean(rows), want_var(rows);
+        LayerNormRows(x.data(), rows, n, sc, bi, eps, y.data(), mean.data(), var.data());
+        for (int64_t r = 0; r < rows; ++r)
+          LayerNormRow(x.data() + r * n, n, sc, bi, eps, want_y.data() + r * n, &want_mean[r], &want_var[r]);
+        ASSERT_EQ(0, std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float))) << n << " x " << rows;
+        ASSERT_EQ(mean, want_mean);
+        ASSERT_EQ(var, want_var);
+        std::vector<float> in_place = x;
+        LayerNormRows(in_place.data(), rows, n, sc, bi, eps, in_place.data(), mean.data(), var.data());
+        ASSERT_EQ(0, std::memcmp(in_place.data(), want_y.data(), y.size() * sizeof(float))) << n << " x " << rows;
+
+        std::vector<float> rstd(rows);
+        for (int64_t r = 0; r < rows; ++r) rstd[r] = 1.0f / std::sqrt(var[r] + eps);
+        std::vector<float> dx(x.size()), dscale(n, 0.5f), dbias(n, 0.25f);
+        std::vector<float> want_dx(x.size()), want_dscale(n, 0.5f), want_dbias(n, 0.25f);
+        LayerNormGradRows(x.data(), dy.data(), rows, n, mean.data(), rstd.data(), sc, dx.data(), dscale.data(),
+                          dbias.data());
+        for (int64_t r = 0; r < rows; ++r)
+          LayerNormGradRow(x.data() + r * n, dy.data() + r * n, n, mean[r], rstd[r], sc, want_dx.data() + r * n,
+                           want_dscale.data(), want_dbias.data());
+        ASSERT_EQ(0, std::memcmp(dx.data(), want_dx.data(), dx.size() * sizeof(float))) << n << " x " << rows;
+        ASSERT_EQ(0, std::memcmp(dscale.data(), want_dscale.data(), n * sizeof(float))) << n << " x " << rows;
+        ASSERT_EQ(0, std::memcmp(dbias.data(), want_dbias.data(), n * sizeof(float))) << n << " x " << rows;
+        std::vector<float> dx_in_dy = dy;  // dx written over dy
+        LayerNormGradRows(x.data(), dx_in_dy.data(), rows, n, mean.data(), rstd.data(), sc, dx_in_dy.data(), nullptr,
+                          nullptr);
+        ASSERT_EQ(0, std::memcmp(dx_in_dy.data(), want_dx.data(), dx.size() * sizeof(float))) << n << " x " << rows;
+      }
+
+      // A causal-like tile: row r sees lens[r] of `width` columns, some
+      // none; a NaN and a hidden score in the rows.
+      const int64_t width = n + 3, ld = width + 2;
+      std::vector<float> tile = RandomRow(gen, rows * ld, 0.0f, 3.0f);
+      std::vector<int64_t> lens(rows);
+      for (int64_t r = 0; r < rows; ++r) lens[r] = r == 1 ? 0 : std::min(width, n - (r * n) / (rows + 1));
+      tile[0] = -1e9f;
+      if (rows > 2) tile[2 * ld] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> maxes(rows), shifts(rows);
+      RowMaxRows(tile.data(), ld, rows, lens.data(), maxes.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want =
+            lens[r] > 0 ? RowMax(tile.data() + r * ld, lens[r]) : -std::numeric_limits<float>::infinity();
+        ASSERT_EQ(0, std::memcmp(&maxes[r], &want, sizeof(float))) << n << " x " << rows << " row " << r;
+        shifts[r] = lens[r] > 0 ? maxes[r] : 0.0f;
+      }
+      for (bool with_sums : {false, true}) {
+        std::vector<float> out(rows * ld, 7.0f), sums(rows, -1.0f), want(rows * ld, 7.0f);
+        ExpShiftedRows(tile.data(), ld, out.data(), ld, rows, lens.data(), width, shifts.data(),
+                       with_sums ? sums.data() : nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* w = want.data() + r * ld;
+          const float sum = lens[r] > 0 ? ExpShiftedSum(tile.data() + r * ld, shifts[r], w, lens[r]) : 0.0f;
+          std::fill(w + lens[r], w + width, 0.0f);
+          if (with_sums) ASSERT_EQ(0, std::memcmp(&sums[r], &sum, sizeof(float))) << n << " x " << rows;
+        }
+        ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float))) << n << " x " << rows;
+        if (!with_sums) ASSERT_EQ(sums, std::vector<float>(rows, -1.0f));
+      }
+      std::vector<float> in_place = tile, want(rows * ld);
+      ExpShiftedRows(in_place.data(), ld, in_place.data(), ld, rows, lens.data(), width, shifts.data(), nullptr);
+      ExpShiftedRows(tile.data(), ld, want.data(), ld, rows, lens.data(), width, shifts.data(), nullptr);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(0, std::memcmp(in_place.data() + r * ld, want.data() + r * ld, width * sizeof(float))) << r;
+    }
+}
+
 }  // namespace
 }  // namespace nabla::cpu

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -433,6 +434,8 @@ inline void LayerNormGradRowImpl(const float* x, const float* dy, int64_t n, flo
 // (vmath_bench, 1 thread): ExpShiftedSum 2.5 -> 4.7 G elements/s, gelu 1.1 ->
 // 1.5 G/s, its gradient 0.87 -> 1.05 G/s (1.4 with kErfcScaled's one exp).
 #define NABLA_AVX512 __attribute__((target("avx512f,fma"), always_inline)) inline
+// The same for a lambda, which does not take its function's target.
+#define NABLA_AVX512_LAMBDA __attribute__((target("avx512f,fma"), always_inline))
 
 NABLA_AVX512 __m512 Splat(float v) { return _mm512_set1_ps(v); }
 
@@ -542,72 +545,157 @@ NABLA_AVX512 void StoreRow(float* y, int64_t i, int64_t n, __m512 v) {
     _mm512_mask_storeu_ps(y + i, FirstLanes(n - i), v);
 }
 
-// LayerNormRowImpl's: the lanes sum x - x[0] (the tail's lanes past n add
-// 0), then (x - mu)^2, each summed by AddLanes.
-__attribute__((target("avx512f,fma"))) void LayerNormRowAvx512(const float* x, int64_t n, const float* scale,
-                                                               const float* bias, float eps, float* y, float* mean,
-                                                               float* var) {
-  const float first = n > 0 ? x[0] : 0.0f;  // a row of no elements reads nothing
-  const __m512 x0 = Splat(first);
-  __m512 acc = _mm512_setzero_ps();
+// IEEE sqrt, as std::sqrt, without its errno path: that call, live across
+// the kernel, kept every row's registers on the stack.
+NABLA_AVX512 float SqrtSs(float v) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
+
+// Rows a call: a short row's work is chains of dependent adds and two
+// reductions (layer_norm's 128 elements), each waiting on the one before;
+// a group of rows keeps independent chains in flight. Each row's operations are its one-row kernel's, in the same
+// order, so the bits do not depend on the group. A group is a pack of row
+// states, each its own local (an array of them, indexed in loops, was kept
+// on the stack and stored to on every step).
+constexpr int64_t kRowGroup = 4;
+
+// ---- layer_norm: LayerNormRowImpl's for each row of n >= 1 (the lanes sum
+// x - x[0], the tail's lanes past n adding 0, then (x - mu)^2, each summed
+// by AddLanes); y may be x.
+struct LnRow {
+  const float* x;
+  float* y;
+  float* mean;
+  float* var;
+  __m512 x0, acc, mu, vr;
+};
+
+NABLA_AVX512 LnRow LnStart(const float* x, float* y, float* mean, float* var) {
+  return {x, y, mean, var, Splat(x[0]), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+}
+
+template <typename... Rows>
+NABLA_AVX512 void LayerNormGroup(int64_t n, const float* scale, const float* bias, float eps, Rows&... rows) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
-    acc = _mm512_mask_add_ps(acc, k, acc, _mm512_sub_ps(LoadRow(x, i, n), x0));
+    ((rows.acc = _mm512_mask_add_ps(rows.acc, k, rows.acc, _mm512_sub_ps(LoadRow(rows.x, i, n), rows.x0))), ...);
   }
-  const float mu = first + AddLanes16(acc) / static_cast<float>(n);
-  const __m512 vmu = Splat(mu);
-  __m512 sq = _mm512_setzero_ps();
+  const float fn = static_cast<float>(n);
+  auto mean_of = [fn](const LnRow& r) NABLA_AVX512_LAMBDA { return r.x[0] + AddLanes16(r.acc) / fn; };
+  ((*rows.mean = mean_of(rows), rows.mu = Splat(*rows.mean), rows.acc = _mm512_setzero_ps()), ...);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
-    const __m512 d = _mm512_sub_ps(LoadRow(x, i, n), vmu);
-    sq = _mm512_mask3_fmadd_ps(d, d, sq, k);
+    auto square = [&](LnRow& r) NABLA_AVX512_LAMBDA {
+      const __m512 d = _mm512_sub_ps(LoadRow(r.x, i, n), r.mu);
+      r.acc = _mm512_mask3_fmadd_ps(d, d, r.acc, k);
+    };
+    (square(rows), ...);
   }
-  const float v = AddLanes16(sq) / static_cast<float>(n);
-  const float rstd = 1.0f / std::sqrt(v + eps);
-  *mean = mu;
-  *var = v;
-  const __m512 vr = Splat(rstd);
+  ((*rows.var = AddLanes16(rows.acc) / fn, rows.vr = Splat(1.0f / SqrtSs(*rows.var + eps))), ...);
   for (int64_t i = 0; i < n; i += 16) {
-    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(x, i, n), vmu), vr);
-    __m512 out;
-    if (scale && bias)
-      out = _mm512_fmadd_ps(xh, LoadRow(scale, i, n), LoadRow(bias, i, n));
-    else if (scale)
-      out = _mm512_mul_ps(xh, LoadRow(scale, i, n));
-    else if (bias)
-      out = _mm512_add_ps(xh, LoadRow(bias, i, n));
-    else
-      out = xh;
-    StoreRow(y, i, n, out);
+    const __m512 sc = scale ? LoadRow(scale, i, n) : _mm512_setzero_ps();
+    const __m512 bi = bias ? LoadRow(bias, i, n) : _mm512_setzero_ps();
+    auto out = [&](const LnRow& r) NABLA_AVX512_LAMBDA {
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(r.x, i, n), r.mu), r.vr);
+      if (scale && bias) return _mm512_fmadd_ps(xh, sc, bi);
+      if (scale) return _mm512_mul_ps(xh, sc);
+      if (bias) return _mm512_add_ps(xh, bi);
+      return xh;
+    };
+    (StoreRow(rows.y, i, n, out(rows)), ...);
   }
 }
 
-// LayerNormGradRowImpl's, its dscale, dbias and two sums in one pass over
-// the row.
+// One row, a function of its own: the one-row group inlined into the rows
+// function beside the group of four ran at half its speed (vmath_bench).
+__attribute__((target("avx512f,fma"))) void LayerNormRowAvx512(const float* x, int64_t n, const float* scale,
+                                                               const float* bias, float eps, float* y, float* mean,
+                                                               float* var) {
+  LnRow a = LnStart(x, y, mean, var);
+  LayerNormGroup(n, scale, bias, eps, a);
+}
+
+__attribute__((target("avx512f,fma"))) void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t n,
+                                                                const float* scale, const float* bias, float eps,
+                                                                float* y, float* mean, float* var) {
+  auto row = [&](int64_t i) NABLA_AVX512_LAMBDA { return LnStart(x + i * n, y + i * n, mean + i, var + i); };
+  int64_t r = 0;
+  for (; r + kRowGroup <= rows; r += kRowGroup) {
+    LnRow a = row(r), b = row(r + 1), c = row(r + 2), d = row(r + 3);
+    LayerNormGroup(n, scale, bias, eps, a, b, c, d);
+  }
+  for (; r < rows; ++r) LayerNormRowAvx512(x + r * n, n, scale, bias, eps, y + r * n, mean + r, var + r);
+}
+
+// ---- its gradient: LayerNormGradRowImpl's for each row, the dscale,
+// dbias and two sums in one pass over the group; dscale and dbias take the
+// rows in order, as one-row calls add them. dx may be x or dy.
+struct LnGradRow {
+  const float* x;
+  const float* dy;
+  float* dx;
+  __m512 vm, vr, sg, sgx;
+};
+
+template <typename... Rows>
+NABLA_AVX512 void LayerNormGradGroup(int64_t n, const float* scale, float* dscale, float* dbias, bool want_dx,
+                                     Rows&... rows) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
+    const __m512 sc = scale ? LoadRow(scale, i, n) : _mm512_setzero_ps();
+    __m512 ds = dscale ? LoadRow(dscale, i, n) : _mm512_setzero_ps();
+    __m512 db = dbias ? LoadRow(dbias, i, n) : _mm512_setzero_ps();
+    auto step = [&](LnGradRow& r) NABLA_AVX512_LAMBDA {
+      const __m512 d = LoadRow(r.dy, i, n);
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(r.x, i, n), r.vm), r.vr);
+      if (dscale) ds = _mm512_fmadd_ps(d, xh, ds);
+      if (dbias) db = _mm512_add_ps(db, d);
+      const __m512 g = scale ? _mm512_mul_ps(d, sc) : d;
+      r.sg = _mm512_mask_add_ps(r.sg, k, r.sg, g);
+      r.sgx = _mm512_mask3_fmadd_ps(g, xh, r.sgx, k);
+    };
+    (step(rows), ...);
+    if (dscale) StoreRow(dscale, i, n, ds);
+    if (dbias) StoreRow(dbias, i, n, db);
+  }
+  if (!want_dx) return;
+  const float fn = static_cast<float>(n);
+  ((rows.sg = Splat(AddLanes16(rows.sg) / fn), rows.sgx = Splat(AddLanes16(rows.sgx) / fn)), ...);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 sc = scale ? LoadRow(scale, i, n) : _mm512_setzero_ps();
+    auto dx = [&](const LnGradRow& r) NABLA_AVX512_LAMBDA {
+      const __m512 d = LoadRow(r.dy, i, n);
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(r.x, i, n), r.vm), r.vr);
+      const __m512 g = scale ? _mm512_mul_ps(d, sc) : d;
+      return _mm512_mul_ps(r.vr, _mm512_fnmadd_ps(xh, r.sgx, _mm512_sub_ps(g, r.sg)));
+    };
+    (StoreRow(rows.dx, i, n, dx(rows)), ...);
+  }
+}
+
+NABLA_AVX512 LnGradRow LnGradStart(const float* x, const float* dy, float* dx, float mean, float rstd) {
+  return {x, dy, dx, Splat(mean), Splat(rstd), _mm512_setzero_ps(), _mm512_setzero_ps()};
+}
+
 __attribute__((target("avx512f,fma"))) void LayerNormGradRowAvx512(const float* x, const float* dy, int64_t n,
                                                                    float mean, float rstd, const float* scale,
                                                                    float* dx, float* dscale, float* dbias) {
-  const __m512 vm = Splat(mean), vr = Splat(rstd);
-  __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
-    const __m512 d = LoadRow(dy, i, n);
-    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(x, i, n), vm), vr);
-    if (dscale) StoreRow(dscale, i, n, _mm512_fmadd_ps(d, xh, LoadRow(dscale, i, n)));
-    if (dbias) StoreRow(dbias, i, n, _mm512_add_ps(LoadRow(dbias, i, n), d));
-    const __m512 g = scale ? _mm512_mul_ps(d, LoadRow(scale, i, n)) : d;
-    sg = _mm512_mask_add_ps(sg, k, sg, g);
-    sgx = _mm512_mask3_fmadd_ps(g, xh, sgx, k);
+  LnGradRow a = LnGradStart(x, dy, dx, mean, rstd);
+  LayerNormGradGroup(n, scale, dscale, dbias, dx != nullptr, a);
+}
+
+__attribute__((target("avx512f,fma"))) void LayerNormGradRowsAvx512(const float* x, const float* dy, int64_t rows,
+                                                                    int64_t n, const float* mean, const float* rstd,
+                                                                    const float* scale, float* dx, float* dscale,
+                                                                    float* dbias) {
+  auto dx_of = [&](int64_t i) { return dx ? dx + i * n : nullptr; };
+  auto row = [&](int64_t i)
+                 NABLA_AVX512_LAMBDA { return LnGradStart(x + i * n, dy + i * n, dx_of(i), mean[i], rstd[i]); };
+  int64_t r = 0;
+  for (; r + kRowGroup <= rows; r += kRowGroup) {
+    LnGradRow a = row(r), b = row(r + 1), c = row(r + 2), d = row(r + 3);
+    LayerNormGradGroup(n, scale, dscale, dbias, dx != nullptr, a, b, c, d);
   }
-  if (!dx) return;
-  const float mg = AddLanes16(sg) / static_cast<float>(n), mgx = AddLanes16(sgx) / static_cast<float>(n);
-  const __m512 vmg = Splat(mg), vmgx = Splat(mgx);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 d = LoadRow(dy, i, n);
-    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(x, i, n), vm), vr);
-    const __m512 g = scale ? _mm512_mul_ps(d, LoadRow(scale, i, n)) : d;
-    StoreRow(dx, i, n, _mm512_mul_ps(vr, _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg))));
-  }
+  for (; r < rows; ++r)
+    LayerNormGradRowAvx512(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, dx_of(r), dscale, dbias);
 }
 
 // NormalCdfBlock's per element, for 16 lanes: Phi(x), and exp(-x^2 / 2)
@@ -664,6 +752,7 @@ __attribute__((target("avx512f,fma"))) void GeluGradAvx512(const float* x, const
                         GeluGrad16(_mm512_maskz_loadu_ps(tail, x + i), _mm512_maskz_loadu_ps(tail, dy + i)));
 }
 #undef NABLA_AVX512
+#undef NABLA_AVX512_LAMBDA
 
 inline bool OnAvx512Kernels() { return cpu_isa::CpuIsa() == cpu_isa::Isa::kAvx512; }
 #else
@@ -675,6 +764,9 @@ float ExpShiftedRowAvx512(const float*, float, float*, int64_t) {
 float RowMaxAvx512(const float*, int64_t) { return 0.0f; }
 void LayerNormRowAvx512(const float*, int64_t, const float*, const float*, float, float*, float*, float*) {}
 void LayerNormGradRowAvx512(const float*, const float*, int64_t, float, float, const float*, float*, float*, float*) {}
+void LayerNormRowsAvx512(const float*, int64_t, int64_t, const float*, const float*, float, float*, float*, float*) {}
+void LayerNormGradRowsAvx512(const float*, const float*, int64_t, int64_t, const float*, const float*, const float*,
+                             float*, float*, float*) {}
 void GeluAvx512(const float*, float*, int64_t) {}
 void GeluGradAvx512(const float*, const float*, float*, int64_t) {}
 #endif
@@ -731,14 +823,58 @@ void SoftmaxGradRow(const float* y, const float* dy, float* dx, int64_t n) {
 
 void LayerNormRow(const float* x, int64_t n, const float* scale, const float* bias, float eps, float* y, float* mean,
                   float* var) {
-  if (OnAvx512Kernels()) return LayerNormRowAvx512(x, n, scale, bias, eps, y, mean, var);
+  if (n > 0 && OnAvx512Kernels()) return LayerNormRowAvx512(x, n, scale, bias, eps, y, mean, var);
   return Vectorized([=] { return LayerNormRowImpl(x, n, scale, bias, eps, y, mean, var); });
 }
 
 void LayerNormGradRow(const float* x, const float* dy, int64_t n, float mean, float rstd, const float* scale, float* dx,
                       float* dscale, float* dbias) {
-  if (OnAvx512Kernels()) return LayerNormGradRowAvx512(x, dy, n, mean, rstd, scale, dx, dscale, dbias);
+  if (n > 0 && OnAvx512Kernels()) return LayerNormGradRowAvx512(x, dy, n, mean, rstd, scale, dx, dscale, dbias);
   return Vectorized([=] { return LayerNormGradRowImpl(x, dy, n, mean, rstd, scale, dx, dscale, dbias); });
+}
+
+void LayerNormRows(const float* x, int64_t rows, int64_t n, const float* scale, const float* bias, float eps, float* y,
+                   float* mean, float* var) {
+  if (n > 0 && OnAvx512Kernels()) return LayerNormRowsAvx512(x, rows, n, scale, bias, eps, y, mean, var);
+  return Vectorized([=] {
+    for (int64_t r = 0; r < rows; ++r) LayerNormRowImpl(x + r * n, n, scale, bias, eps, y + r * n, mean + r, var + r);
+  });
+}
+
+void LayerNormGradRows(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean, const float* rstd,
+                       const float* scale, float* dx, float* dscale, float* dbias) {
+  if (n > 0 && OnAvx512Kernels()) return LayerNormGradRowsAvx512(x, dy, rows, n, mean, rstd, scale, dx, dscale, dbias);
+  return Vectorized([=] {
+    for (int64_t r = 0; r < rows; ++r)
+      LayerNormGradRowImpl(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, dx ? dx + r * n : nullptr, dscale, dbias);
+  });
+}
+
+// A loop of the one-row kernels: for the short rows of a causal tile
+// (1 to 64 elements), rows interleaved in groups measured no faster than
+// these calls made in a row (vmath_bench BM_CausalTile); what a plugin
+// saves is a call through the C ABI per row.
+void RowMaxRows(const float* x, int64_t ld, int64_t rows, const int64_t* lens, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = lens[r] > 0 ? RowMax(x + r * ld, lens[r]) : -std::numeric_limits<float>::infinity();
+}
+
+void ExpShiftedRows(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, const int64_t* lens,
+                    int64_t width, const float* shifts, float* sums) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    float* yr = y + r * ldy;
+    const int64_t len = lens[r];
+    if (sums)
+      sums[r] = len > 0 ? ExpShiftedSum(xr, shifts[r], yr, len) : 0.0f;
+    else if (len > 0)
+      ExpShifted(xr, shifts[r], yr, len);
+    std::fill(yr + len, yr + width, 0.0f);
+  }
+}
+
+void DotRows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n, float* dots) {
+  for (int64_t r = 0; r < rows; ++r) dots[r] = DotRow(a + r * lda, b + r * ldb, n);
 }
 
 }  // namespace nabla::cpu
