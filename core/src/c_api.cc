@@ -1110,7 +1110,8 @@ const CApiCpuMath& CpuMath(const char* what) {
                     h.scale_row && h.dot_row && h.softmax_grad_row && h.layer_norm_row && h.layer_norm_grad_row &&
                     h.sum_arrays && h.to_bf16 && h.from_bf16 && h.dnnl_scratchpad && h.dnnl_budget_begin &&
                     h.dnnl_budget_end && h.has_bf16_gemm && h.gemm_bf16_f32 && h.gemm_bf16_bf16 &&
-                    h.gemm_bias_act_f32 && h.gemm_bias_act_f64,
+                    h.gemm_bias_act_f32 && h.gemm_bias_act_f64 && h.layer_norm_rows && h.layer_norm_grad_rows &&
+                    h.row_max_rows && h.exp_shifted_rows && h.dot_rows,
                 kPreconditionNotMet, what, ": the CPU backend is not initialised in this process");
   CpuMathComplete().store(true, std::memory_order_release);
   return h;
@@ -1244,6 +1245,87 @@ int32_t ApiCpuLayerNormGradRow(const float* x, const float* dy, int64_t n, float
     const CApiCpuMath& h = CpuMath("cpu_layer_norm_grad_row");
     CheckRow("cpu_layer_norm_grad_row", n, 0, x && dy);
     h.layer_norm_grad_row(x, dy, n, mean, rstd, scale, dx, dscale, dbias);
+  });
+}
+
+// Version 9's rows kernels: a rows count and row lengths checked as
+// CheckRow checks n, then one call of the backend's function.
+void CheckRows(const char* what, int64_t rows, int64_t n, bool arrays) {
+  NABLA_ENFORCE(rows >= 0 && n >= 0, kInvalidArgument, what,
+                ": expected rows >= 0 and n >= 0, but received rows = ", rows, " and n = ", n);
+  NABLA_ENFORCE(rows == 0 || n == 0 || arrays, kInvalidArgument, what, ": received NULL for an array of ", rows,
+                " rows of ", n);
+}
+
+// Row lengths lens[0, rows) within [0, width], rows `ld` >= width apart.
+void CheckLens(const char* what, int64_t rows, const int64_t* lens, int64_t width, int64_t ld, const char* ld_name) {
+  NABLA_ENFORCE(rows >= 0 && width >= 0, kInvalidArgument, what,
+                ": expected rows >= 0 and width >= 0, but received rows = ", rows, " and width = ", width);
+  if (rows == 0) return;
+  NABLA_ENFORCE(lens, kInvalidArgument, what, ": received NULL for the row lengths");
+  NABLA_ENFORCE(ld >= width, kInvalidArgument, what, ": ", ld_name, " = ", ld, " is shorter than a row (", width, ")");
+  for (int64_t r = 0; r < rows; ++r)
+    NABLA_ENFORCE(lens[r] >= 0 && lens[r] <= width, kInvalidArgument, what, ": row ", r, " has length ", lens[r],
+                  ", outside [0, ", width, "]");
+}
+
+int32_t ApiCpuLayerNormRows(const float* x, int64_t rows, int64_t n, const float* scale, const float* bias, float eps,
+                            float* y, float* mean, float* var) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_layer_norm_rows");
+    NABLA_ENFORCE(n >= 1, kInvalidArgument, "cpu_layer_norm_rows: expected rows of n >= 1, but received n = ", n);
+    CheckRows("cpu_layer_norm_rows", rows, n, x && y && mean && var);
+    if (rows > 0) h.layer_norm_rows(x, rows, n, scale, bias, eps, y, mean, var);
+  });
+}
+
+int32_t ApiCpuLayerNormGradRows(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean,
+                                const float* rstd, const float* scale, const float* acc, float* dx, float* dscale,
+                                float* dbias) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_layer_norm_grad_rows");
+    CheckRows("cpu_layer_norm_grad_rows", rows, n, x && dy && mean && rstd);
+    NABLA_ENFORCE(!acc || dx, kInvalidArgument, "cpu_layer_norm_grad_rows: acc needs a dx to add to");
+    if (rows > 0 && n > 0) h.layer_norm_grad_rows(x, dy, rows, n, mean, rstd, scale, acc, dx, dscale, dbias);
+  });
+}
+
+int32_t ApiCpuRowMaxRows(const float* x, int64_t ld, int64_t rows, const int64_t* lens, float* max) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_row_max_rows");
+    NABLA_ENFORCE(rows >= 0 && (rows == 0 || lens), kInvalidArgument,
+                  "cpu_row_max_rows: expected rows >= 0 and their lengths, but received rows = ", rows,
+                  lens ? "" : " and NULL");
+    int64_t width = 0;  // the longest row, which ld must hold
+    for (int64_t r = 0; r < rows; ++r) width = std::max(width, lens[r]);
+    CheckLens("cpu_row_max_rows", rows, lens, width, ld, "ld");
+    if (rows == 0) return;
+    NABLA_ENFORCE(max && (width == 0 || x), kInvalidArgument, "cpu_row_max_rows: received NULL for an array");
+    h.row_max_rows(x, ld, rows, lens, max);
+  });
+}
+
+int32_t ApiCpuExpShiftedRows(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, const int64_t* lens,
+                             int64_t width, const float* shifts, float* sums) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_exp_shifted_rows");
+    CheckLens("cpu_exp_shifted_rows", rows, lens, width, ldx, "ldx");
+    CheckLens("cpu_exp_shifted_rows", rows, lens, width, ldy, "ldy");
+    if (rows == 0) return;
+    NABLA_ENFORCE(shifts && (width == 0 || (x && y)), kInvalidArgument,
+                  "cpu_exp_shifted_rows: received NULL for an array");
+    h.exp_shifted_rows(x, ldx, y, ldy, rows, lens, width, shifts, sums);
+  });
+}
+
+int32_t ApiCpuDotRows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n, float* dots) {
+  return GuardStatus([&] {
+    const CApiCpuMath& h = CpuMath("cpu_dot_rows");
+    CheckRows("cpu_dot_rows", rows, n, a && b);
+    NABLA_ENFORCE(lda >= n && ldb >= n, kInvalidArgument, "cpu_dot_rows: lda = ", lda, " and ldb = ", ldb,
+                  " must be at least n = ", n);
+    NABLA_ENFORCE(rows == 0 || dots, kInvalidArgument, "cpu_dot_rows: received NULL for the results");
+    if (rows > 0) h.dot_rows(a, lda, b, ldb, rows, n, dots);
   });
 }
 
@@ -1904,6 +1986,11 @@ nabla_api MakeTable() {
   api.kernel_attr = ApiKernelAttr;
   api.op_version = ApiOpVersion;
   api.op_bf16_takes_float32 = ApiOpBf16TakesFloat32;
+  api.cpu_layer_norm_rows = ApiCpuLayerNormRows;
+  api.cpu_layer_norm_grad_rows = ApiCpuLayerNormGradRows;
+  api.cpu_row_max_rows = ApiCpuRowMaxRows;
+  api.cpu_exp_shifted_rows = ApiCpuExpShiftedRows;
+  api.cpu_dot_rows = ApiCpuDotRows;
   return api;
 }
 

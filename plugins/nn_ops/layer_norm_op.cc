@@ -37,9 +37,13 @@ void LayerNormKernel(const ExecutionContext& ctx) {
   T* pvar = ctx.Output("Variance")->Allocate<T>(ctx.GetDevice(), {left});
   if constexpr (std::is_same_v<T, float>) {
     const float epsf = static_cast<float>(eps);
+    // A call for a task's rows (the backend interleaves them) where rows
+    // have elements; an empty row's NaN mean is the one-row kernel's.
     cpu::ParallelFor(left, cpu::GrainForRows(right), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        cpu::LayerNormRow(px + r * right, right, scale, bias, epsf, py + r * right, pmean + r, pvar + r);
+      if (right > 0)
+        cpu::LayerNormRows(px + r0 * right, r1 - r0, right, scale, bias, epsf, py + r0 * right, pmean + r0, pvar + r0);
+      else
+        for (int64_t r = r0; r < r1; ++r) cpu::LayerNormRow(px, 0, scale, bias, epsf, py, pmean + r, pvar + r);
     });
     return;
   }
@@ -102,10 +106,12 @@ void LayerNormGradKernel(const ExecutionContext& ctx) {
   }
   T* pdx = dx ? dx->Allocate<T>(ctx.GetDevice(), x.GetShape()) : nullptr;
   // Where X@GRAD got the partial's own buffer (in place, AccumulateX and
-  // X@GRAD one var), the partial is copied first: rows are written before
-  // they are added to. By address: the tensors may be distinct handles.
+  // X@GRAD one var), the float64 path copies the partial first: its rows
+  // are written before they are added to (float32's backend kernel adds
+  // each element as it writes it). By address: the tensors may be distinct
+  // handles.
   std::vector<T> acc_copy;
-  if (pacc && pacc == pdx) {
+  if (!std::is_same_v<T, float> && pacc && pacc == pdx) {
     acc_copy.assign(pacc, pacc + x.Numel());
     pacc = acc_copy.data();
   }
@@ -123,14 +129,19 @@ void LayerNormGradKernel(const ExecutionContext& ctx) {
     const int64_t blocks = (left + block - 1) / block;
     std::vector<float> part_scale(dscale ? blocks * right : 0, 0.0f), part_bias(dbias ? blocks * right : 0, 0.0f);
     cpu::ParallelFor(blocks, cpu::GrainForRows(block * right), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b)
-        for (int64_t r = b * block; r < std::min(left, (b + 1) * block); ++r) {
-          const float rstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(pvar[r]) + eps));
-          cpu::LayerNormGradRow(px + r * right, pdy + r * right, right, pmean[r], rstd, scale,
-                                pdx ? pdx + r * right : nullptr, dscale ? &part_scale[b * right] : nullptr,
-                                dbias ? &part_bias[b * right] : nullptr);
-          add_partial(r);
-        }
+      std::vector<float> rstd(static_cast<size_t>(block));
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = b * block, r1 = std::min(left, (b + 1) * block);
+        for (int64_t r = r0; r < r1; ++r)
+          rstd[r - r0] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(pvar[r]) + eps));
+        // A call for the block's rows, the partial added as each element
+        // of X@GRAD is written (a pass over the block afterwards read X@GRAD
+        // back from L2: 0.27 -> 0.34 ms for the GPT step's three).
+        auto at = [&](auto* p) { return p ? p + r0 * right : nullptr; };
+        cpu::LayerNormGradRows(px + r0 * right, pdy + r0 * right, r1 - r0, right, pmean + r0, rstd.data(), scale,
+                               at(pacc), at(pdx), dscale ? &part_scale[b * right] : nullptr,
+                               dbias ? &part_bias[b * right] : nullptr);
+      }
     });
     for (auto [grad, part] : {std::pair{dscale, &part_scale}, std::pair{dbias, &part_bias}}) {
       if (!grad) continue;

@@ -281,7 +281,7 @@ TEST(RowKernels, RowsCallsGiveEachRowsBits) {
         for (int64_t r = 0; r < rows; ++r) rstd[r] = 1.0f / std::sqrt(var[r] + eps);
         std::vector<float> dx(x.size()), dscale(n, 0.5f), dbias(n, 0.25f);
         std::vector<float> want_dx(x.size()), want_dscale(n, 0.5f), want_dbias(n, 0.25f);
-        LayerNormGradRows(x.data(), dy.data(), rows, n, mean.data(), rstd.data(), sc, dx.data(), dscale.data(),
+        LayerNormGradRows(x.data(), dy.data(), rows, n, mean.data(), rstd.data(), sc, nullptr, dx.data(), dscale.data(),
                           dbias.data());
         for (int64_t r = 0; r < rows; ++r)
           LayerNormGradRow(x.data() + r * n, dy.data() + r * n, n, mean[r], rstd[r], sc, want_dx.data() + r * n,
@@ -290,9 +290,20 @@ TEST(RowKernels, RowsCallsGiveEachRowsBits) {
         ASSERT_EQ(0, std::memcmp(dscale.data(), want_dscale.data(), n * sizeof(float))) << n << " x " << rows;
         ASSERT_EQ(0, std::memcmp(dbias.data(), want_dbias.data(), n * sizeof(float))) << n << " x " << rows;
         std::vector<float> dx_in_dy = dy;  // dx written over dy
-        LayerNormGradRows(x.data(), dx_in_dy.data(), rows, n, mean.data(), rstd.data(), sc, dx_in_dy.data(), nullptr,
-                          nullptr);
+        LayerNormGradRows(x.data(), dx_in_dy.data(), rows, n, mean.data(), rstd.data(), sc, nullptr, dx_in_dy.data(),
+                          nullptr, nullptr);
         ASSERT_EQ(0, std::memcmp(dx_in_dy.data(), want_dx.data(), dx.size() * sizeof(float))) << n << " x " << rows;
+        // A partial added to dx: acc + dx element by element, into another
+        // array and in place over the partial.
+        const std::vector<float> partial = RandomRow(gen, rows * n, 0.0f, 2.0f);
+        std::vector<float> want_sum(x.size()), into(x.size(), 9.0f), over = partial;
+        for (size_t i = 0; i < want_sum.size(); ++i) want_sum[i] = partial[i] + want_dx[i];
+        LayerNormGradRows(x.data(), dy.data(), rows, n, mean.data(), rstd.data(), sc, partial.data(), into.data(),
+                          nullptr, nullptr);
+        ASSERT_EQ(0, std::memcmp(into.data(), want_sum.data(), into.size() * sizeof(float))) << n << " x " << rows;
+        LayerNormGradRows(x.data(), dy.data(), rows, n, mean.data(), rstd.data(), sc, over.data(), over.data(), nullptr,
+                          nullptr);
+        ASSERT_EQ(0, std::memcmp(over.data(), want_sum.data(), over.size() * sizeof(float))) << n << " x " << rows;
       }
 
       // A causal-like tile: row r sees lens[r] of `width` columns, some

@@ -132,6 +132,11 @@ void InitCpuBackend() {
     math.softmax_grad_row = SoftmaxGradRow;
     math.layer_norm_row = LayerNormRow;
     math.layer_norm_grad_row = LayerNormGradRow;
+    math.layer_norm_rows = LayerNormRows;
+    math.layer_norm_grad_rows = LayerNormGradRows;
+    math.row_max_rows = RowMaxRows;
+    math.exp_shifted_rows = ExpShiftedRows;
+    math.dot_rows = DotRows;
     math.sum_arrays = SumArrays;
     // bfloat16 is its 16 bits (a struct of one uint16_t) on both sides.
     static_assert(sizeof(bfloat16) == sizeof(uint16_t) && alignof(bfloat16) == alignof(uint16_t));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -550,11 +551,15 @@ NABLA_AVX512 void StoreRow(float* y, int64_t i, int64_t n, __m512 v) {
 NABLA_AVX512 float SqrtSs(float v) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v))); }
 
 // Rows a call: a short row's work is chains of dependent adds and two
-// reductions (layer_norm's 128 elements), each waiting on the one before;
-// a group of rows keeps independent chains in flight. Each row's operations are its one-row kernel's, in the same
-// order, so the bits do not depend on the group. A group is a pack of row
-// states, each its own local (an array of them, indexed in loops, was kept
-// on the stack and stored to on every step).
+// reductions (layer_norm's 128 elements), each waiting on the one before.
+// A group's rows run each pass one after another with no reduction between
+// them, so the core overlaps their chains; each row is read in memory order
+// (rows interleaved vector by vector defeated the hardware prefetcher:
+// 16384 rows of 128 out of cache took twice as long). Each row's operations
+// are its one-row kernel's, in the same order, so the bits do not depend on
+// the group. A group is a pack of row states, each its own local (an array
+// of them, indexed in loops, was kept on the stack and stored to on every
+// step).
 constexpr int64_t kRowGroup = 4;
 
 // ---- layer_norm: LayerNormRowImpl's for each row of n >= 1 (the lanes sum
@@ -574,34 +579,39 @@ NABLA_AVX512 LnRow LnStart(const float* x, float* y, float* mean, float* var) {
 
 template <typename... Rows>
 NABLA_AVX512 void LayerNormGroup(int64_t n, const float* scale, const float* bias, float eps, Rows&... rows) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
-    ((rows.acc = _mm512_mask_add_ps(rows.acc, k, rows.acc, _mm512_sub_ps(LoadRow(rows.x, i, n), rows.x0))), ...);
-  }
+  auto sum = [n](LnRow& r) NABLA_AVX512_LAMBDA {
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
+      r.acc = _mm512_mask_add_ps(r.acc, k, r.acc, _mm512_sub_ps(LoadRow(r.x, i, n), r.x0));
+    }
+  };
+  (sum(rows), ...);
   const float fn = static_cast<float>(n);
   auto mean_of = [fn](const LnRow& r) NABLA_AVX512_LAMBDA { return r.x[0] + AddLanes16(r.acc) / fn; };
   ((*rows.mean = mean_of(rows), rows.mu = Splat(*rows.mean), rows.acc = _mm512_setzero_ps()), ...);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
-    auto square = [&](LnRow& r) NABLA_AVX512_LAMBDA {
+  auto squares = [n](LnRow& r) NABLA_AVX512_LAMBDA {
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
       const __m512 d = _mm512_sub_ps(LoadRow(r.x, i, n), r.mu);
       r.acc = _mm512_mask3_fmadd_ps(d, d, r.acc, k);
-    };
-    (square(rows), ...);
-  }
+    }
+  };
+  (squares(rows), ...);
   ((*rows.var = AddLanes16(rows.acc) / fn, rows.vr = Splat(1.0f / SqrtSs(*rows.var + eps))), ...);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 sc = scale ? LoadRow(scale, i, n) : _mm512_setzero_ps();
-    const __m512 bi = bias ? LoadRow(bias, i, n) : _mm512_setzero_ps();
-    auto out = [&](const LnRow& r) NABLA_AVX512_LAMBDA {
+  auto out = [&](const LnRow& r) NABLA_AVX512_LAMBDA {
+    for (int64_t i = 0; i < n; i += 16) {
       const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(r.x, i, n), r.mu), r.vr);
-      if (scale && bias) return _mm512_fmadd_ps(xh, sc, bi);
-      if (scale) return _mm512_mul_ps(xh, sc);
-      if (bias) return _mm512_add_ps(xh, bi);
-      return xh;
-    };
-    (StoreRow(rows.y, i, n, out(rows)), ...);
-  }
+      __m512 v = xh;
+      if (scale && bias)
+        v = _mm512_fmadd_ps(xh, LoadRow(scale, i, n), LoadRow(bias, i, n));
+      else if (scale)
+        v = _mm512_mul_ps(xh, LoadRow(scale, i, n));
+      else if (bias)
+        v = _mm512_add_ps(xh, LoadRow(bias, i, n));
+      StoreRow(r.y, i, n, v);
+    }
+  };
+  (out(rows), ...);
 }
 
 // One row, a function of its own: the one-row group inlined into the rows
@@ -631,6 +641,7 @@ __attribute__((target("avx512f,fma"))) void LayerNormRowsAvx512(const float* x, 
 struct LnGradRow {
   const float* x;
   const float* dy;
+  const float* acc;  // added to dx where not null
   float* dx;
   __m512 vm, vr, sg, sgx;
 };
@@ -638,64 +649,62 @@ struct LnGradRow {
 template <typename... Rows>
 NABLA_AVX512 void LayerNormGradGroup(int64_t n, const float* scale, float* dscale, float* dbias, bool want_dx,
                                      Rows&... rows) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
-    const __m512 sc = scale ? LoadRow(scale, i, n) : _mm512_setzero_ps();
-    __m512 ds = dscale ? LoadRow(dscale, i, n) : _mm512_setzero_ps();
-    __m512 db = dbias ? LoadRow(dbias, i, n) : _mm512_setzero_ps();
-    auto step = [&](LnGradRow& r) NABLA_AVX512_LAMBDA {
+  auto sums = [&](LnGradRow& r) NABLA_AVX512_LAMBDA {
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? kAllLanes : FirstLanes(n - i);
       const __m512 d = LoadRow(r.dy, i, n);
       const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(r.x, i, n), r.vm), r.vr);
-      if (dscale) ds = _mm512_fmadd_ps(d, xh, ds);
-      if (dbias) db = _mm512_add_ps(db, d);
-      const __m512 g = scale ? _mm512_mul_ps(d, sc) : d;
+      if (dscale) StoreRow(dscale, i, n, _mm512_fmadd_ps(d, xh, LoadRow(dscale, i, n)));
+      if (dbias) StoreRow(dbias, i, n, _mm512_add_ps(LoadRow(dbias, i, n), d));
+      const __m512 g = scale ? _mm512_mul_ps(d, LoadRow(scale, i, n)) : d;
       r.sg = _mm512_mask_add_ps(r.sg, k, r.sg, g);
       r.sgx = _mm512_mask3_fmadd_ps(g, xh, r.sgx, k);
-    };
-    (step(rows), ...);
-    if (dscale) StoreRow(dscale, i, n, ds);
-    if (dbias) StoreRow(dbias, i, n, db);
-  }
+    }
+  };
+  (sums(rows), ...);
   if (!want_dx) return;
   const float fn = static_cast<float>(n);
   ((rows.sg = Splat(AddLanes16(rows.sg) / fn), rows.sgx = Splat(AddLanes16(rows.sgx) / fn)), ...);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 sc = scale ? LoadRow(scale, i, n) : _mm512_setzero_ps();
-    auto dx = [&](const LnGradRow& r) NABLA_AVX512_LAMBDA {
+  auto dx = [&](const LnGradRow& r) NABLA_AVX512_LAMBDA {
+    for (int64_t i = 0; i < n; i += 16) {
       const __m512 d = LoadRow(r.dy, i, n);
       const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(LoadRow(r.x, i, n), r.vm), r.vr);
-      const __m512 g = scale ? _mm512_mul_ps(d, sc) : d;
-      return _mm512_mul_ps(r.vr, _mm512_fnmadd_ps(xh, r.sgx, _mm512_sub_ps(g, r.sg)));
-    };
-    (StoreRow(rows.dx, i, n, dx(rows)), ...);
-  }
+      const __m512 g = scale ? _mm512_mul_ps(d, LoadRow(scale, i, n)) : d;
+      const __m512 v = _mm512_mul_ps(r.vr, _mm512_fnmadd_ps(xh, r.sgx, _mm512_sub_ps(g, r.sg)));
+      StoreRow(r.dx, i, n, r.acc ? _mm512_add_ps(LoadRow(r.acc, i, n), v) : v);
+    }
+  };
+  (dx(rows), ...);
 }
 
-NABLA_AVX512 LnGradRow LnGradStart(const float* x, const float* dy, float* dx, float mean, float rstd) {
-  return {x, dy, dx, Splat(mean), Splat(rstd), _mm512_setzero_ps(), _mm512_setzero_ps()};
+NABLA_AVX512 LnGradRow LnGradStart(const float* x, const float* dy, const float* acc, float* dx, float mean,
+                                   float rstd) {
+  return {x, dy, acc, dx, Splat(mean), Splat(rstd), _mm512_setzero_ps(), _mm512_setzero_ps()};
 }
 
 __attribute__((target("avx512f,fma"))) void LayerNormGradRowAvx512(const float* x, const float* dy, int64_t n,
                                                                    float mean, float rstd, const float* scale,
-                                                                   float* dx, float* dscale, float* dbias) {
-  LnGradRow a = LnGradStart(x, dy, dx, mean, rstd);
+                                                                   const float* acc, float* dx, float* dscale,
+                                                                   float* dbias) {
+  LnGradRow a = LnGradStart(x, dy, acc, dx, mean, rstd);
   LayerNormGradGroup(n, scale, dscale, dbias, dx != nullptr, a);
 }
 
 __attribute__((target("avx512f,fma"))) void LayerNormGradRowsAvx512(const float* x, const float* dy, int64_t rows,
                                                                     int64_t n, const float* mean, const float* rstd,
-                                                                    const float* scale, float* dx, float* dscale,
-                                                                    float* dbias) {
-  auto dx_of = [&](int64_t i) { return dx ? dx + i * n : nullptr; };
-  auto row = [&](int64_t i)
-                 NABLA_AVX512_LAMBDA { return LnGradStart(x + i * n, dy + i * n, dx_of(i), mean[i], rstd[i]); };
+                                                                    const float* scale, const float* acc, float* dx,
+                                                                    float* dscale, float* dbias) {
+  auto at = [n](auto* p, int64_t i) { return p ? p + i * n : nullptr; };
+  auto row = [&](int64_t i) NABLA_AVX512_LAMBDA {
+    return LnGradStart(x + i * n, dy + i * n, at(acc, i), at(dx, i), mean[i], rstd[i]);
+  };
   int64_t r = 0;
   for (; r + kRowGroup <= rows; r += kRowGroup) {
     LnGradRow a = row(r), b = row(r + 1), c = row(r + 2), d = row(r + 3);
     LayerNormGradGroup(n, scale, dscale, dbias, dx != nullptr, a, b, c, d);
   }
   for (; r < rows; ++r)
-    LayerNormGradRowAvx512(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, dx_of(r), dscale, dbias);
+    LayerNormGradRowAvx512(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, at(acc, r), at(dx, r), dscale, dbias);
 }
 
 // NormalCdfBlock's per element, for 16 lanes: Phi(x), and exp(-x^2 / 2)
@@ -763,10 +772,11 @@ float ExpShiftedRowAvx512(const float*, float, float*, int64_t) {
 }
 float RowMaxAvx512(const float*, int64_t) { return 0.0f; }
 void LayerNormRowAvx512(const float*, int64_t, const float*, const float*, float, float*, float*, float*) {}
-void LayerNormGradRowAvx512(const float*, const float*, int64_t, float, float, const float*, float*, float*, float*) {}
+void LayerNormGradRowAvx512(const float*, const float*, int64_t, float, float, const float*, const float*, float*,
+                            float*, float*) {}
 void LayerNormRowsAvx512(const float*, int64_t, int64_t, const float*, const float*, float, float*, float*, float*) {}
 void LayerNormGradRowsAvx512(const float*, const float*, int64_t, int64_t, const float*, const float*, const float*,
-                             float*, float*, float*) {}
+                             const float*, float*, float*, float*) {}
 void GeluAvx512(const float*, float*, int64_t) {}
 void GeluGradAvx512(const float*, const float*, float*, int64_t) {}
 #endif
@@ -829,7 +839,8 @@ void LayerNormRow(const float* x, int64_t n, const float* scale, const float* bi
 
 void LayerNormGradRow(const float* x, const float* dy, int64_t n, float mean, float rstd, const float* scale, float* dx,
                       float* dscale, float* dbias) {
-  if (n > 0 && OnAvx512Kernels()) return LayerNormGradRowAvx512(x, dy, n, mean, rstd, scale, dx, dscale, dbias);
+  if (n > 0 && OnAvx512Kernels())
+    return LayerNormGradRowAvx512(x, dy, n, mean, rstd, scale, nullptr, dx, dscale, dbias);
   return Vectorized([=] { return LayerNormGradRowImpl(x, dy, n, mean, rstd, scale, dx, dscale, dbias); });
 }
 
@@ -842,11 +853,21 @@ void LayerNormRows(const float* x, int64_t rows, int64_t n, const float* scale, 
 }
 
 void LayerNormGradRows(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean, const float* rstd,
-                       const float* scale, float* dx, float* dscale, float* dbias) {
-  if (n > 0 && OnAvx512Kernels()) return LayerNormGradRowsAvx512(x, dy, rows, n, mean, rstd, scale, dx, dscale, dbias);
-  return Vectorized([=] {
-    for (int64_t r = 0; r < rows; ++r)
-      LayerNormGradRowImpl(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, dx ? dx + r * n : nullptr, dscale, dbias);
+                       const float* scale, const float* acc, float* dx, float* dscale, float* dbias) {
+  if (n > 0 && OnAvx512Kernels())
+    return LayerNormGradRowsAvx512(x, dy, rows, n, mean, rstd, scale, acc, dx, dscale, dbias);
+  // With acc, each row into scratch first: acc may be dx.
+  std::vector<float> row(acc && dx ? static_cast<size_t>(n) : 0);
+  return Vectorized([=, &row] {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* d = dx ? dx + r * n : nullptr;
+      if (!acc || !d) {
+        LayerNormGradRowImpl(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, d, dscale, dbias);
+        continue;
+      }
+      LayerNormGradRowImpl(x + r * n, dy + r * n, n, mean[r], rstd[r], scale, row.data(), dscale, dbias);
+      for (int64_t j = 0; j < n; ++j) d[j] = acc[r * n + j] + row[j];
+    }
   });
 }
 

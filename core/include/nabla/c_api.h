@@ -49,8 +49,8 @@ extern "C" {
  * GEMM with a fused bias and activation; version 6: control flow: scopes,
  * running blocks, block attributes; version 7: a kernel's attribute reads
  * and op versions; version 8: inputs a bfloat16 kernel also takes in
- * float32). */
-#define NABLA_C_API_VERSION 8
+ * float32; version 9: the CPU row kernels over many rows a call). */
+#define NABLA_C_API_VERSION 9
 /* First field of the manifest: says "this is a nabla C plugin manifest". */
 #define NABLA_C_PLUGIN_MAGIC 0x4e41424cu /* "NABL" */
 
@@ -809,6 +809,41 @@ typedef struct nabla_api {
    * slots), as one the op's bfloat16 kernel also takes in float32: the
    * kernel must read that input in either dtype. */
   int32_t (*op_bf16_takes_float32)(nabla_op_builder* b, const char* slot);
+
+  /* ---- Version 9: CPU row kernels, many rows a call
+   *
+   * Version 4's row kernels take one row a call. A kernel over short rows
+   * (layer_norm's rows of 128, flash_attn's tiles of 32 to 128 keys) paid a
+   * call through this table per row, and the backend waited on each row's
+   * reductions in turn. These take many rows a call, each row computed as
+   * version 4's kernel computes it (the same bits); layer_norm's rows
+   * interleave. Host memory, float32; rows of n >= 0 elements. */
+  /* cpu_layer_norm_row for each of `rows` rows of n >= 1, x and y a row (n)
+   * apart (y may be x); mean[r] and var[r] for row r. */
+  int32_t (*cpu_layer_norm_rows)(const float* x, int64_t rows, int64_t n, const float* scale, const float* bias,
+                                 float eps, float* y, float* mean, float* var);
+  /* cpu_layer_norm_grad_row for each of `rows` rows of n (x, dy and dx a
+   * row apart; dx may be x or dy, or NULL) with mean[r] and rstd[r]; dscale
+   * and dbias (either may be NULL) take the rows in order. acc not NULL
+   * (rows a row apart; dx not NULL): dx = acc + dx, each element added once
+   * dx's is final, so a residual's gradient joins in the same pass; acc may
+   * be dx, but overlap it no other way. */
+  int32_t (*cpu_layer_norm_grad_rows)(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean,
+                                      const float* rstd, const float* scale, const float* acc, float* dx, float* dscale,
+                                      float* dbias);
+  /* max[r] = the largest of row r's first lens[r] elements (rows ld
+   * apart), as cpu_row_max; -inf where lens[r] is 0. */
+  int32_t (*cpu_row_max_rows)(const float* x, int64_t ld, int64_t rows, const int64_t* lens, float* max);
+  /* Row r of y (rows ldy apart) = exp(x - shifts[r]) over row r of x's
+   * first lens[r] elements (rows ldx apart), as cpu_exp_shifted, then zeros
+   * up to `width`: 0 <= lens[r] <= width. sums not NULL: sums[r] = their
+   * sum (0 for an empty row). y may be x (ldy = ldx). */
+  int32_t (*cpu_exp_shifted_rows)(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, const int64_t* lens,
+                                  int64_t width, const float* shifts, float* sums);
+  /* dots[r] = cpu_dot_row of row r of a and of b, n elements each (rows lda
+   * and ldb apart). */
+  int32_t (*cpu_dot_rows)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n,
+                          float* dots);
   /* Append new functions here, and raise NABLA_C_API_VERSION. */
 } nabla_api;
 

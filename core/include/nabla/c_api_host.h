@@ -58,6 +58,16 @@ struct CApiCpuMath {
   void (*gemm_bias_act_f64)(int32_t lib, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
                             int64_t ldb, const double* bias, int32_t act, double* c, int64_t ldc,
                             nabla_gemm_epilogue_fn epilogue, void* ctx);
+  // Version 9: nabla/cpu/vmath.h's rows kernels.
+  void (*layer_norm_rows)(const float* x, int64_t rows, int64_t n, const float* scale, const float* bias, float eps,
+                          float* y, float* mean, float* var);
+  void (*layer_norm_grad_rows)(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean,
+                               const float* rstd, const float* scale, const float* acc, float* dx, float* dscale,
+                               float* dbias);
+  void (*row_max_rows)(const float* x, int64_t ld, int64_t rows, const int64_t* lens, float* out);
+  void (*exp_shifted_rows)(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, const int64_t* lens,
+                           int64_t width, const float* shifts, float* sums);
+  void (*dot_rows)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n, float* dots);
 };
 NABLA_API void SetCApiCpuMath(const CApiCpuMath& hooks);
 

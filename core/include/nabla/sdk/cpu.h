@@ -8,7 +8,8 @@
 // ops' bits) without linking a BLAS; (version 4) its float32 row kernels
 // (nabla/cpu/vmath.h's), SumArrays and bfloat16 conversions, the same bits
 // as the standard build's; (version 5) its GEMM with a fused bias and
-// activation. Failures throw nabla::Error.
+// activation; (version 9) the row kernels over many rows a call. Failures
+// throw nabla::Error.
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -242,6 +243,40 @@ class DnnlThreadBudget {
   void* budget_ = nullptr;
   int32_t granted_ = 1;
 };
+
+// ---- version 9: the row kernels over many rows a call (nabla/cpu/vmath.h's
+// LayerNormRows and the rest), each row the one-row kernel's bits: one call
+// through the table for a block of rows.
+
+// LayerNormRow for `rows` rows of n >= 1 (x, y a row apart; y may be x).
+inline void LayerNormRows(const float* x, int64_t rows, int64_t n, const float* scale, const float* bias, float eps,
+                          float* y, float* mean, float* var) {
+  sdk_detail::Check(Api().cpu_layer_norm_rows(x, rows, n, scale, bias, eps, y, mean, var));
+}
+// LayerNormGradRow for `rows` rows (x, dy, dx a row apart); dscale and
+// dbias take the rows in order; dx = acc + dx where acc is not null (acc
+// may be dx).
+inline void LayerNormGradRows(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean,
+                              const float* rstd, const float* scale, const float* acc, float* dx, float* dscale,
+                              float* dbias) {
+  sdk_detail::Check(Api().cpu_layer_norm_grad_rows(x, dy, rows, n, mean, rstd, scale, acc, dx, dscale, dbias));
+}
+// out[r] = RowMax of row r's first lens[r] elements (rows ld apart), -inf
+// for an empty row.
+inline void RowMaxRows(const float* x, int64_t ld, int64_t rows, const int64_t* lens, float* out) {
+  sdk_detail::Check(Api().cpu_row_max_rows(x, ld, rows, lens, out));
+}
+// Row r of y = exp(x - shifts[r]) over its first lens[r] elements, then
+// zeros to width (0 <= lens[r] <= width); sums[r] their sum where sums is
+// not null. y may be x.
+inline void ExpShiftedRows(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, const int64_t* lens,
+                           int64_t width, const float* shifts, float* sums) {
+  sdk_detail::Check(Api().cpu_exp_shifted_rows(x, ldx, y, ldy, rows, lens, width, shifts, sums));
+}
+// dots[r] = DotRow of row r of a and of b (n each; rows lda and ldb apart).
+inline void DotRows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows, int64_t n, float* dots) {
+  sdk_detail::Check(Api().cpu_dot_rows(a, lda, b, ldb, rows, n, dots));
+}
 
 }  // namespace cpu
 }  // namespace c_sdk

@@ -51,9 +51,13 @@ NABLA_API void LayerNormGradRow(const float* x, const float* dy, int64_t n, floa
 NABLA_API void LayerNormRows(const float* x, int64_t rows, int64_t n, const float* scale, const float* bias, float eps,
                              float* y, float* mean, float* var);
 // LayerNormGradRow for `rows` rows of n (x, dy, dx a row apart; mean and
-// rstd one per row); dscale and dbias take the rows in order.
+// rstd one per row); dscale and dbias take the rows in order. Where acc
+// (rows a row apart) is not null, dx = acc + dx, each element added once
+// dx's is final (a residual's gradient added in the same pass); acc may be
+// dx.
 NABLA_API void LayerNormGradRows(const float* x, const float* dy, int64_t rows, int64_t n, const float* mean,
-                                 const float* rstd, const float* scale, float* dx, float* dscale, float* dbias);
+                                 const float* rstd, const float* scale, const float* acc, float* dx, float* dscale,
+                                 float* dbias);
 // out[r] = RowMax of row r's first lens[r] elements (rows ld apart), -inf
 // where lens[r] is 0.
 NABLA_API void RowMaxRows(const float* x, int64_t ld, int64_t rows, const int64_t* lens, float* out);
