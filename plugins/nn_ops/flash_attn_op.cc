@@ -295,30 +295,39 @@ inline void ExpRow(const double* x, double shift, double* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
 
-// A row of a tile of scores becomes its probabilities in place, through the
-// backend's row kernels (one call each, AVX-512 where the CPU has it):
-// row[c] = exp(row[c] - shift) for c < len, 0 for len <= c < width; returns
-// the row's sum (ExpShiftedSum's, its lanes in a fixed order). These replace
-// the kernel's own shift, max and sum loops over the tile, compiled at the
-// plugin's width: in the GPT step the per-op minima stayed within the
-// host's noise (B=8, T=256: forward 4.5-4.8 ms, backward 9.1-9.4 either
-// way), with one code path fewer.
-inline float ExpRowSum(float* row, float shift, int64_t len, int64_t width) {
-  const float sum = len > 0 ? cpu::ExpShiftedSum(row, shift, row, len) : 0.0f;
-  std::fill(row + len, row + width, 0.0f);
-  return sum;
+// Rows of a tile of scores become their probabilities in place, through
+// the backend's row kernels (one call a tile, AVX-512 where the CPU has
+// it; a call per row through the C ABI cost about 12 ns a row, 0.15 ms of
+// the GPT step at T = 64): row r = exp(row - shifts[r]) over its first
+// lens[r] elements, 0 on to `width`; sums[r] their sum (ExpShiftedSum's,
+// its lanes in a fixed order) where sums is not null.
+inline void ExpRows(float* s, int64_t ld, int64_t rows, const int64_t* lens, int64_t width, const float* shifts,
+                    float* sums) {
+  cpu::ExpShiftedRows(s, ld, s, ld, rows, lens, width, shifts, sums);
 }
-inline double ExpRowSum(double* row, double shift, int64_t len, int64_t width) {
-  double sum = 0;
-  for (int64_t c = 0; c < len; ++c) sum += row[c] = std::exp(row[c] - shift);
-  std::fill(row + len, row + width, 0.0);
-  return sum;
+inline void ExpRows(double* s, int64_t ld, int64_t rows, const int64_t* lens, int64_t width, const double* shifts,
+                    double* sums) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double* row = s + r * ld;
+    double sum = 0;
+    for (int64_t c = 0; c < lens[r]; ++c) sum += row[c] = std::exp(row[c] - shifts[r]);
+    std::fill(row + lens[r], row + width, 0.0);
+    if (sums) sums[r] = sum;
+  }
 }
-inline void ExpRowOnly(float* row, float shift, int64_t len, int64_t width) {
-  if (len > 0) cpu::ExpShifted(row, shift, row, len);
-  std::fill(row + len, row + width, 0.0f);
+
+// out[r] = the largest of row r's first lens[r] elements, -inf for none
+// (NaNs are passed over unless first, as the backend's RowMax does).
+inline void RowMaxes(const float* s, int64_t ld, int64_t rows, const int64_t* lens, float* out) {
+  cpu::RowMaxRows(s, ld, rows, lens, out);
 }
-inline void ExpRowOnly(double* row, double shift, int64_t len, int64_t width) { ExpRowSum(row, shift, len, width); }
+inline void RowMaxes(const double* s, int64_t ld, int64_t rows, const int64_t* lens, double* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < lens[r]; ++c) m = std::max(m, s[r * ld + c]);
+    out[r] = m;
+  }
+}
 
 // The largest of x[0, n); -inf for n == 0 (NaNs are passed over unless
 // first, as the backend's RowMax does).
@@ -346,8 +355,8 @@ struct AccOf<bfloat16> {
 inline float ToAcc(bfloat16 x) { return Bf16ToFloat(x); }
 inline float ToAcc(float x) { return x; }
 inline double ToAcc(double x) { return x; }
-// sum(a * b) over a row of n, in the accumulator type.
-inline float DotOfRows(const float* a, const float* b, int64_t n) { return cpu::DotRow(a, b, n); }
+// sum(a * b) over a row of n, in the accumulator type (float32 rows take
+// the backend's DotRows, a call for many rows).
 // bfloat16: eight interleaved partial sums, independent chains of adds
 // (one chain waits an add's latency per element: backward's D for the GPT
 // step at B=8, T=256, 8192 rows of 64, took 0.35 ms so and takes 0.1 ms).
@@ -806,6 +815,8 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
   const int64_t q_blocks = (d.seq_q + kBlockQ - 1) / kBlockQ;
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<A> s(kBlockQ * d.ls), acc(kBlockQ * d.dim_v), m(kBlockQ), l(kBlockQ), z(kBlockK);
+    std::vector<A> shifts(kBlockQ), sums(kBlockQ);
+    std::vector<int64_t> lens(kBlockQ);
     Scratch<T> s_op, packed[5], out_op;
     Head<T> keys;
     int64_t keys_bh = -1;
@@ -834,12 +845,17 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
       for (int64_t j0 = 0; j0 < key_end; j0 += kBlockK) {
         const int64_t nk = std::min(kBlockK, key_end - j0);
         Scores(d, hd, mask, b, h, i0, nq, j0, nk, s.data());
+        for (int64_t r = 0; r < nq; ++r) lens[r] = d.Visible(i0 + r, j0, nk);
+        RowMaxes(s.data(), d.ls, nq, lens.data(), shifts.data());
+        for (int64_t r = 0; r < nq; ++r) {
+          shifts[r] = std::max(m[r], shifts[r]);
+          if (shifts[r] == kNegInf) lens[r] = 0;  // a row that has seen nothing yet gets zeros
+        }
+        ExpRows(s.data(), d.ls, nq, lens.data(), nk, shifts.data(), sums.data());
         for (int64_t r = 0; r < nq; ++r) {
           A* srow = s.data() + r * d.ls;
-          const int64_t len = d.Visible(i0 + r, j0, nk);
-          const A m_new = std::max(m[r], MaxOfRow(srow, len));
-          // A row that has seen nothing yet gets zeros.
-          const A sum = ExpRowSum(srow, m_new, m_new == kNegInf ? 0 : len, nk);
+          const int64_t len = lens[r];
+          const A m_new = shifts[r], sum = sums[r];
           if (m_new == kNegInf) continue;
           if (dropout.on) {  // l sums the probabilities before dropout, the output those after
             DropoutFactors(dropout, bh, i0 + r, j0, len, z.data());
@@ -952,10 +968,23 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // head's task, were 46 % of the backward's own time (perf, 1 Zen 5 core).
   std::vector<A> dots(static_cast<size_t>(d.batch * d.heads * d.seq_q));
   cpu::ParallelFor(d.batch * d.seq_q, 64, [&](int64_t begin, int64_t end) {
+    // float32: one backend call for the task's rows (a call per row through
+    // the C ABI was most of this pass), then each to its head's place.
+    std::vector<float> row_dots;
+    if constexpr (std::is_same_v<T, float>) {
+      row_dots.resize(static_cast<size_t>((end - begin) * d.heads));
+      cpu::DotRows(o + begin * d.LdV(), d.dim_v, dout + begin * d.LdV(), d.dim_v, (end - begin) * d.heads, d.dim_v,
+                   row_dots.data());
+    }
     for (int64_t bt = begin; bt < end; ++bt) {
       const int64_t b = bt / d.seq_q, i = bt % d.seq_q;
-      for (int64_t h = 0; h < d.heads; ++h)
-        dots[(b * d.heads + h) * d.seq_q + i] = DotOfRows(o + d.ORow(b, i, h), dout + d.ORow(b, i, h), d.dim_v);
+      for (int64_t h = 0; h < d.heads; ++h) {
+        A& dot = dots[(b * d.heads + h) * d.seq_q + i];
+        if constexpr (std::is_same_v<T, float>)
+          dot = row_dots[(bt - begin) * d.heads + h];
+        else
+          dot = DotOfRows(o + d.ORow(b, i, h), dout + d.ORow(b, i, h), d.dim_v);
+      }
     }
   });
   // One task per (batch, head): it owns that head's rows of dq, dk and dv
@@ -963,6 +992,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // scratch, written out once (bfloat16, wide gradients).
   auto run = [&](int64_t begin, int64_t end) {
     std::vector<A> p(kBlockQ * d.ls), dp(kBlockQ * d.ls), shift(d.seq_q), inv(d.seq_q);
+    std::vector<int64_t> lens(kBlockQ);
     // Dense scratch for a head's gradients where they are not accumulated in
     // place (below): bfloat16 or wide ones, or a gradient nobody asked for.
     constexpr bool kInPlace = std::is_same_v<T, A>;
@@ -1024,16 +1054,12 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const A beta_kv = i0 == first ? A(0) : A(1), beta_q = j0 == 0 ? A(0) : A(1);
           const int64_t nq = std::min(kBlockQ, d.seq_q - i0);
           Scores(d, hd, mask, b, h, i0, nq, j0, nk, p.data());
-          for (int64_t r = 0; r < nq; ++r) {
-            const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
-            ExpRowOnly(p.data() + r * d.ls, shift[i0 + r], len, nk);
-          }
+          for (int64_t r = 0; r < nq; ++r) lens[r] = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
+          ExpRows(p.data(), d.ls, nq, lens.data(), nk, shift.data() + i0, static_cast<A*>(nullptr));
           for (int64_t r = 0; r < nq; ++r) {
             A* prow = p.data() + r * d.ls;
-            if (inv[i0 + r] != A(1)) {
-              const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
-              for (int64_t c = 0; c < len; ++c) prow[c] *= inv[i0 + r];
-            }
+            if (inv[i0 + r] != A(1))
+              for (int64_t c = 0; c < lens[r]; ++c) prow[c] *= inv[i0 + r];
             if (dropout.on) {
               A* zrow = z.data() + r * d.ls;
               DropoutFactors(dropout, bh, i0 + r, j0, nk, zrow);
@@ -1059,7 +1085,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
             const A* prow = p.data() + r * d.ls;
             A* drow = dp.data() + r * d.ls;
             const A dot = row_dot[i0 + r];
-            const int64_t len = row_lse[i0 + r] == kNegInf ? 0 : d.Visible(i0 + r, j0, nk);
+            const int64_t len = lens[r];
             if (dropout.on) {
               const A* zrow = z.data() + r * d.ls;
               for (int64_t c = 0; c < len; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);
