@@ -220,6 +220,20 @@ static_assert(NABLA_C_API_VERSION >= 7);
 static_assert(offsetof(nabla_api, kernel_attr) == Slot(149));
 static_assert(offsetof(nabla_api, op_version) == Slot(150));
 static_assert(sizeof(nabla_api) >= Slot(151));
+
+// Version 8: inputs a bfloat16 kernel also takes in float32.
+static_assert(NABLA_C_API_VERSION >= 8);
+static_assert(offsetof(nabla_api, op_bf16_takes_float32) == Slot(151));
+static_assert(sizeof(nabla_api) >= Slot(152));
+
+// Version 9: the CPU row kernels over many rows a call.
+static_assert(NABLA_C_API_VERSION >= 9);
+static_assert(offsetof(nabla_api, cpu_layer_norm_rows) == Slot(152));
+static_assert(offsetof(nabla_api, cpu_layer_norm_grad_rows) == Slot(153));
+static_assert(offsetof(nabla_api, cpu_row_max_rows) == Slot(154));
+static_assert(offsetof(nabla_api, cpu_exp_shifted_rows) == Slot(155));
+static_assert(offsetof(nabla_api, cpu_dot_rows) == Slot(156));
+static_assert(sizeof(nabla_api) == Slot(157));
 static_assert(NABLA_C_VMATH_TANH == 0 && NABLA_C_VMATH_GELU == 1 && NABLA_C_VMATH_GELU_TANH == 2);
 static_assert(offsetof(nabla_device_backend, name) == 8 && offsetof(nabla_device_backend, user) == 24 &&
               offsetof(nabla_device_backend, enumerate) == 32 && offsetof(nabla_device_backend, synchronize) == 88 &&
