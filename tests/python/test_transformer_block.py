@@ -4,12 +4,13 @@ logits tied to the embedding, softmax_with_cross_entropy), at sizes found nowher
 repository (odd head counts and head sizes, sequences no multiple of 16 that cross flash_attn's
 128-row tiles), against PyTorch in float64: the loss and every parameter's gradient. With fuse=True
 the attention becomes flash_attn and the bias + gelu one fused op; bf16 runs through the
-mixed-precision pass and is held to bfloat16's rounding."""
+mixed-precision pass and is held to bfloat16's rounding; OpenCL runs the program unfused."""
 import numpy as np
 import pytest
 import torch
 
 import nabla
+from conftest import opencl_available
 
 VOCAB = 97
 
@@ -112,7 +113,7 @@ def torch_block(p, tokens, labels, mask, h):
 CONFIGS = [(3, 100, 96, 3, "causal"), (2, 200, 100, 5, "random"), (2, 48, 96, 6, "causal")]
 
 
-def run_block(cfg, rng, fuse, precision):
+def run_block(cfg, rng, fuse, precision, threads=1, device="cpu"):
     b, seq, d, h, kind = cfg
     text, shapes = block_program(b, seq, d, h)
     p = {n: rng.normal(0, 0.3 if n in ("wte", "wpe") else 1 / np.sqrt(s[0]), s).astype(np.float32)
@@ -126,10 +127,10 @@ def run_block(cfg, rng, fuse, precision):
         mask = np.where(rng.random((seq, seq)) < 0.3, -1e9, 0).astype(np.float32)
         np.fill_diagonal(mask, 0)
     program = nabla.Program.from_yaml(text)
-    pairs = nabla.append_backward(program, "loss", fuse=fuse, precision=precision)
+    pairs = nabla.append_backward(program, "loss", fuse=fuse, precision=precision, device=device)
     assert sorted(param for param, _ in pairs) == sorted(p)
     feed = {"tokens": tokens[:, :-1], "labels": tokens[:, 1:, None].copy(), "mask": mask, **p}
-    got = nabla.Executor(threads=1).run(program, feed=feed, fetch_list=["loss"] + [g for _, g in pairs])
+    got = nabla.Executor(device=device, threads=threads).run(program, feed=feed, fetch_list=["loss"] + [g for _, g in pairs])
     want_loss, want = torch_block(p, tokens[:, :-1], tokens[:, 1:], mask, h)
     return program, dict(zip(["loss"] + [param for param, _ in pairs], got)), want_loss, want
 
@@ -148,10 +149,11 @@ def check(got, want_loss, want, tol, case):
         assert err <= tol * scale, f"{case} {name}: max error {err:.3g} of max {scale:.3g}"
 
 
-@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("fuse,threads", [(True, 1), (False, 1), (True, 2)],
+                         ids=["fused", "unfused", "fused_2threads"])
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "b{}_t{}_d{}_h{}_{}".format(*c))
-def test_float32_block_matches_torch(cfg, fuse, rng):
-    program, got, want_loss, want = run_block(cfg, rng, fuse, "fp32")
+def test_float32_block_matches_torch(cfg, fuse, threads, rng):
+    program, got, want_loss, want = run_block(cfg, rng, fuse, "fp32", threads)
     types = {o["type"] for o in program.ops()}
     # The fusion pass did what it is for: the attention is one flash_attn, bias + gelu one op.
     assert ("flash_attn" in types and "fused_elemwise_activation" in types and "softmax" not in types) == fuse
@@ -163,3 +165,12 @@ def test_bfloat16_block_matches_torch_within_bf16_rounding(cfg, rng):
     # (A CPU without bf16 instructions runs fp32, with a note: the bound still holds.)
     _, got, want_loss, want = run_block(cfg, rng, True, "bf16")
     check(got, want_loss, want, 2.5e-2, cfg)
+
+
+@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "b{}_t{}_d{}_h{}_{}".format(*c))
+def test_float32_block_on_opencl_matches_torch(cfg, rng):
+    # The fusion pass is the cpu's: OpenCL runs the program as written, its matmul, softmax and
+    # gelu kernels.
+    _, got, want_loss, want = run_block(cfg, rng, False, "fp32", device="opencl")
+    check(got, want_loss, want, 2e-5, cfg)
