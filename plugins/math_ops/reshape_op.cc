@@ -117,6 +117,14 @@ NABLA_REGISTER_OPS(reshape) {
     registrar.Kernel("reshape", DeviceType::kCPU, t, ReshapeKernel, __FILE__, __LINE__);
   for (DType t : {DType::kFloat32, DType::kFloat64})
     registrar.Kernel("reshape_grad", DeviceType::kCPU, t, ViewGradKernel, __FILE__, __LINE__);
+  // A view moves no data, so the same kernels serve every device: on OpenCL
+  // Out shares X's device buffer, where a CPU fallback would copy X to the
+  // host and back (a transformer reshapes q, k, v and the attention's output
+  // every step).
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+    registrar.Kernel("reshape", DeviceType::kOpenCL, t, ReshapeKernel, __FILE__, __LINE__);
+  for (DType t : {DType::kFloat32, DType::kFloat64})
+    registrar.Kernel("reshape_grad", DeviceType::kOpenCL, t, ViewGradKernel, __FILE__, __LINE__);
   registrar.Kernel("reshape_grad", DeviceType::kCPU, DType::kBFloat16, ReshapeGradBf16Kernel, __FILE__, __LINE__);
 }
 

@@ -45,8 +45,9 @@ OpDesc Op(const std::string& type, VarNameMap in, VarNameMap out) {
   return op;
 }
 
-// The ops the MLP, softmax-regression, RNN and CNN examples and the
-// optimizers need; each must have an OpenCL float32 kernel whenever the op is loaded.
+// The ops the MLP, softmax-regression, RNN, CNN and GPT examples (and a
+// transformer block written with matmul / softmax) and the optimizers need;
+// each must have an OpenCL float32 kernel whenever the op is loaded.
 const std::vector<std::string> kDeviceOps = {"mul",
                                              "mul_grad",
                                              "matmul",
@@ -95,7 +96,14 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "batch_norm",
                                              "batch_norm_grad",
                                              "flash_attn",
-                                             "flash_attn_grad"};
+                                             "flash_attn_grad",
+                                             "layer_norm",
+                                             "layer_norm_grad",
+                                             "lookup_table_v2",
+                                             "lookup_table_v2_grad",
+                                             "transpose",
+                                             "reshape",
+                                             "reshape_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();

@@ -57,15 +57,20 @@ OpBuilder& RegisterViewOp(Registrar& registrar, const std::string& type, const s
       })
       .template GradMaker<GradFromInputsMaker>();
   registrar.DefaultGradOp(type, file, line).InferShape(InferGradShapes);
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
-    registrar.Kernel(
-        type, DeviceType::kCPU, t,
-        [shape_of](const ExecutionContext& ctx) {
-          ViewAs(ctx, "X", "Out", shape_of(ctx.Input("X").GetShape(), ctx.Op(), StrCat("op '", ctx.Op().Type(), "'")));
-        },
-        file, line);
-  for (DType t : {DType::kFloat32, DType::kFloat64})
-    registrar.Kernel(type + "_grad", DeviceType::kCPU, t, ViewGradKernel, file, line);
+  // A view moves no data: the same kernels serve the CPU and OpenCL (Out
+  // shares X's buffer on whichever device X lives).
+  for (DeviceType device : {DeviceType::kCPU, DeviceType::kOpenCL}) {
+    for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBool})
+      registrar.Kernel(
+          type, device, t,
+          [shape_of](const ExecutionContext& ctx) {
+            ViewAs(ctx, "X", "Out",
+                   shape_of(ctx.Input("X").GetShape(), ctx.Op(), StrCat("op '", ctx.Op().Type(), "'")));
+          },
+          file, line);
+    for (DType t : {DType::kFloat32, DType::kFloat64})
+      registrar.Kernel(type + "_grad", device, t, ViewGradKernel, file, line);
+  }
   return b;
 }
 
