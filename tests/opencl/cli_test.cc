@@ -156,6 +156,45 @@ TEST_F(OpenClCli, TheWhileLoopRnnMatchesTheCpu) {
   }
 }
 
+// The GPT example's program (3 pre-norm blocks with flash_attn, gelu, tied
+// logits): forward and backward stay on the device, every op but the
+// weights' initialisers having an OpenCL kernel (the embedding, layer_norm
+// and the reshapes too), and match the CPU.
+TEST_F(OpenClCli, TheGptExampleRunsOnTheDeviceLikeTheCpu) {
+  Tensor tokens, labels;
+  int64_t* pt = tokens.Allocate<int64_t>(HostDevice(), {2, 128});
+  int64_t* pl = labels.Allocate<int64_t>(HostDevice(), {2, 128, 1});
+  for (int i = 0; i < 2 * 128; ++i) {
+    pt[i] = (37 * i + 11) % 256;
+    pl[i] = (53 * i + 7) % 256;
+  }
+  WriteNpy(Path("tokens.npy"), tokens);
+  WriteNpy(Path("labels.npy"), labels);
+  const std::vector<std::string> fetched = {"loss", "wte@GRAD", "wpe@GRAD", "l0_ln1_scale@GRAD", "l2_fc_w@GRAD"};
+  std::string common = "exec " + std::string(NABLA_EXAMPLES_DIR) +
+                       "/gpt/gpt.yaml --backward loss --feed tokens=" + Path("tokens.npy") +
+                       " --feed labels=" + Path("labels.npy") + " --fetch ";
+  for (const std::string& name : fetched) common += name + (name == fetched.back() ? "" : ",");
+  common += " --out ";
+  Result cpu = Run(common + Path("cpu") + " --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  Result cl = Run(common + Path("cl") + " --device opencl");
+  ASSERT_EQ(cl.code, 0) << cl.err;
+  // Each fallback is a note naming its op: gaussian_random's alone (it
+  // initialises the weights once).
+  std::istringstream notes(cl.err);
+  for (std::string line; std::getline(notes, line);)
+    if (line.find("has no opencl kernel") != std::string::npos)
+      EXPECT_NE(line.find("op 'gaussian_random'"), std::string::npos) << line;
+  for (const std::string& name : fetched) {
+    std::vector<float> want = Fetched("cpu", name), got = Fetched("cl", name);
+    ASSERT_EQ(want.size(), got.size()) << name;
+    float scale = 0;
+    for (float w : want) scale = std::max(scale, std::abs(w));
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << name << "[" << i << "]";
+  }
+}
+
 // `nabla run` with `device: opencl`: the Fashion-MNIST MLP example's
 // program and data, 20 Adam steps; the metrics file's step losses (every 5
 // steps) must match a cpu run to 1e-4 relative.
