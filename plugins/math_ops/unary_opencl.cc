@@ -28,6 +28,11 @@ const UnaryOp kUnaryOps[] = {
     {"reciprocal", "(T)1 / x", "Out", "-d * v * v"},
     {"log1p", "log1p(x)", "X", "d / ((T)1 + v)"},
     {"pow", "pow(x, p)", "X", "d * p * pow(v, p - (T)1)", {"factor"}},
+    {"exp", "exp(x)", "Out", "d * v"},
+    {"log", "log(x)", "X", "d / v"},
+    {"sqrt", "sqrt(x)", "Out", "d * (T)0.5 / v"},
+    {"square", "x * x", "X", "d * (T)2 * v"},
+    {"abs", "fabs(x)", "X", "v > (T)0 ? d : (v < (T)0 ? -d : (T)0)"},
 };
 
 }  // namespace
