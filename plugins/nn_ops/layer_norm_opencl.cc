@@ -16,8 +16,8 @@ using namespace opencl;
 // X as [left, right] at begin_norm_axis (InferShape checked the axis).
 void RowsOf(const ExecutionContext& ctx, const Shape& shape, int64_t* left, int64_t* right) {
   const int begin = ctx.Attr<int>("begin_norm_axis");
-  NABLA_ENFORCE(begin >= 0 && static_cast<size_t>(begin) <= shape.size(), kInvalidArgument, "op '",
-                ctx.Op().Type(), "': begin_norm_axis ", begin, " is outside X's rank ", shape.size());
+  NABLA_ENFORCE(begin >= 0 && static_cast<size_t>(begin) <= shape.size(), kInvalidArgument, "op '", ctx.Op().Type(),
+                "': begin_norm_axis ", begin, " is outside X's rank ", shape.size());
   *left = opkit::ProductOf(shape, 0, begin);
   *right = opkit::ProductOf(shape, begin, shape.size());
 }
@@ -43,12 +43,12 @@ struct LayerNormKernel {
     void* var = AllocateOutput<T>(ctx, ctx.Output("Variance"), {left});
     Run<T>(dev, cl_source::layer_norm(), "ln_stats",
            {xa, KernelArg::Buffer(mean), KernelArg::Buffer(var), KernelArg(left), KernelArg(right)}, left);
-    Run<T>(dev, cl_source::layer_norm(), "ln_apply",
-           {xa, KernelArg::Buffer(mean), KernelArg::Buffer(var), Optional(ctx, s, "Scale", xa),
-            Optional(ctx, s, "Bias", xa), KernelArg::Buffer(y), KernelArg(x.Numel()), KernelArg(right), KernelArg(eps),
-            KernelArg(static_cast<int32_t>(ctx.HasInput("Scale"))),
-            KernelArg(static_cast<int32_t>(ctx.HasInput("Bias")))},
-           x.Numel());
+    Run<T>(
+        dev, cl_source::layer_norm(), "ln_apply",
+        {xa, KernelArg::Buffer(mean), KernelArg::Buffer(var), Optional(ctx, s, "Scale", xa),
+         Optional(ctx, s, "Bias", xa), KernelArg::Buffer(y), KernelArg(x.Numel()), KernelArg(right), KernelArg(eps),
+         KernelArg(static_cast<int32_t>(ctx.HasInput("Scale"))), KernelArg(static_cast<int32_t>(ctx.HasInput("Bias")))},
+        x.Numel());
   }
 };
 

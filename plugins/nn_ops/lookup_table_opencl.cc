@@ -58,10 +58,10 @@ struct LookupKernel {
     if (ids.empty() || width == 0) return;
     Scratch<double> ids_buf(dev);
     const int64_t n = static_cast<int64_t>(ids.size()) * width;
-    Run<T>(dev, cl_source::lookup_table(), "lookup_fwd",
-           {s.Arg(w), KernelArg::Buffer(Upload(dev, ids_buf, ids)), KernelArg::Buffer(o), KernelArg(n),
-            KernelArg(width)},
-           n);
+    Run<T>(
+        dev, cl_source::lookup_table(), "lookup_fwd",
+        {s.Arg(w), KernelArg::Buffer(Upload(dev, ids_buf, ids)), KernelArg::Buffer(o), KernelArg(n), KernelArg(width)},
+        n);
   }
 };
 
