@@ -12,7 +12,7 @@ namespace {
 using namespace opencl;
 
 template <typename T>
-struct TransposeKernel {
+struct TransposeClKernel {
   void operator()(const ExecutionContext& ctx) const {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
@@ -44,7 +44,7 @@ struct TransposeKernel {
 }  // namespace
 
 NABLA_REGISTER_OPS(transpose_opencl) {
-  RegisterOpenClKernels<TransposeKernel>(registrar, "transpose", __FILE__, __LINE__);
+  RegisterOpenClKernels<TransposeClKernel>(registrar, "transpose", __FILE__, __LINE__);
 }
 
 }  // namespace nabla::math_ops

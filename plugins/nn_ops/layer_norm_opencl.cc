@@ -29,7 +29,7 @@ KernelArg Optional(const ExecutionContext& ctx, Staging& s, const char* slot, co
 }
 
 template <typename T>
-struct LayerNormKernel {
+struct LayerNormClKernel {
   void operator()(const ExecutionContext& ctx) const {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
@@ -53,7 +53,7 @@ struct LayerNormKernel {
 };
 
 template <typename T>
-struct LayerNormGradKernel {
+struct LayerNormGradClKernel {
   void operator()(const ExecutionContext& ctx) const {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
@@ -108,8 +108,8 @@ struct LayerNormGradKernel {
 }  // namespace
 
 NABLA_REGISTER_OPS(layer_norm_opencl) {
-  RegisterOpenClKernels<LayerNormKernel>(registrar, "layer_norm", __FILE__, __LINE__);
-  RegisterOpenClKernels<LayerNormGradKernel>(registrar, "layer_norm_grad", __FILE__, __LINE__);
+  RegisterOpenClKernels<LayerNormClKernel>(registrar, "layer_norm", __FILE__, __LINE__);
+  RegisterOpenClKernels<LayerNormGradClKernel>(registrar, "layer_norm_grad", __FILE__, __LINE__);
 }
 
 }  // namespace nabla::nn

@@ -46,7 +46,7 @@ void* Upload(OpenClDevice& dev, Scratch<double>& buf, const std::vector<int64_t>
 }
 
 template <typename T>
-struct LookupKernel {
+struct LookupClKernel {
   void operator()(const ExecutionContext& ctx) const {
     OpenClDevice& dev = DeviceOf(ctx);
     Staging s(dev);
@@ -66,7 +66,7 @@ struct LookupKernel {
 };
 
 template <typename T>
-struct LookupGradKernel {
+struct LookupGradClKernel {
   void operator()(const ExecutionContext& ctx) const {
     Tensor* dw = ctx.Output(GradVarName("W"));
     if (!dw) return;
@@ -101,8 +101,8 @@ struct LookupGradKernel {
 
 NABLA_REGISTER_OPS(lookup_table_opencl) {
   for (const char* type : {"lookup_table", "lookup_table_v2"}) {
-    RegisterOpenClKernels<LookupKernel>(registrar, type, __FILE__, __LINE__);
-    RegisterOpenClKernels<LookupGradKernel>(registrar, std::string(type) + "_grad", __FILE__, __LINE__);
+    RegisterOpenClKernels<LookupClKernel>(registrar, type, __FILE__, __LINE__);
+    RegisterOpenClKernels<LookupGradClKernel>(registrar, std::string(type) + "_grad", __FILE__, __LINE__);
   }
 }
 

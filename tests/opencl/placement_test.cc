@@ -46,7 +46,8 @@ OpDesc Op(const std::string& type, VarNameMap in, VarNameMap out) {
 }
 
 // The ops the MLP, softmax-regression, RNN, CNN and GPT examples (and a
-// transformer block written with matmul / softmax) and the optimizers need;
+// transformer block written with matmul / softmax, a norm written with
+// reductions) and the optimizers need;
 // each must have an OpenCL float32 kernel whenever the op is loaded.
 const std::vector<std::string> kDeviceOps = {"mul",
                                              "mul_grad",
@@ -103,7 +104,15 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "lookup_table_v2_grad",
                                              "transpose",
                                              "reshape",
-                                             "reshape_grad"};
+                                             "reshape_grad",
+                                             "reduce_sum",
+                                             "reduce_sum_grad",
+                                             "reduce_mean",
+                                             "reduce_mean_grad",
+                                             "reduce_max",
+                                             "reduce_max_grad",
+                                             "reduce_min",
+                                             "reduce_min_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();

@@ -169,7 +169,10 @@ inline KernelArg Long8(const std::vector<int64_t>& values) {
 // op `type`'s kOpenCL kernels. The op must be defined by the same plugin:
 // the registry rejects a kernel for an op registered elsewhere. Kernel must
 // be a class template (an alias template of a shared base made two files'
-// kernels one symbol once).
+// kernels one symbol once), and its name unique among the plugin's OpenCL
+// kernels even inside an anonymous namespace: this function's instances for
+// two files' `MeanKernel`s mangle alike, and the plugin's link-time
+// optimisation kept one of them (reduce_mean ran mean's kernel).
 template <template <typename> class Kernel, typename... Args>
 void RegisterOpenClKernels(Registrar& registrar, const std::string& type, const char* file, int line,
                            const Args&... args) {
