@@ -5,20 +5,19 @@
 // uint8; nabla has no uint8, so it takes X's dtype. The gradient reads only
 // Mask: X@GRAD = Out@GRAD * Mask (/ (1 - p) when upscaling).
 
+#include "dropout.h"
 #include "nabla/plugin.h"
 #include "nn_util.h"
 
 namespace nabla::nn {
 namespace {
 
-bool Upscale(const std::string& impl) { return impl == "upscale_in_train"; }
-
 template <typename T>
 void DropoutKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
   const double p = ctx.Attr<float>("dropout_prob");
-  const bool upscale = Upscale(ctx.Attr<std::string>("dropout_implementation"));
+  const bool upscale = DropoutUpscales(ctx);
   const int64_t n = x.Numel();
   const T* px = x.Data<T>();
   T* po = out->Allocate<T>(ctx.GetDevice(), x.GetShape());
@@ -31,20 +30,10 @@ void DropoutKernel(const ExecutionContext& ctx) {
   NABLA_ENFORCE(mask != nullptr, kInvalidArgument,
                 "dropout in training (is_test false) needs a Mask output for its gradient, but none was given");
   T* pm = mask->Allocate<T>(ctx.GetDevice(), x.GetShape());
-  // Input Seed pins the mask (Paddle: before fix_seed and seed); fix_seed
-  // pins it to `seed`; otherwise ExecutionContext::Seed() varies it per
-  // step (RunOptions::random_index), reproducibly for a given run seed.
-  const uint64_t seed = ctx.HasInput("Seed")         ? static_cast<uint64_t>(*IntAttrOrTensor(ctx, "Seed", "seed"))
-                        : ctx.Attr<bool>("fix_seed") ? static_cast<uint64_t>(ctx.Attr<int>("seed"))
-                                                     : ctx.Seed();
-  Rng rng(seed);
+  DrawDropoutMask(ctx, n, p, pm);
   // p == 1 drops everything; dividing by 1 - p would give 0 * inf = NaN.
   const T keep_scale = (upscale && p < 1.0) ? static_cast<T>(1.0 / (1.0 - p)) : T(1);
-  for (int64_t i = 0; i < n; ++i) {
-    const bool keep = rng.Uniform01() >= p;
-    pm[i] = keep ? T(1) : T(0);
-    po[i] = keep ? px[i] * keep_scale : T(0);
-  }
+  for (int64_t i = 0; i < n; ++i) po[i] = pm[i] != T(0) ? px[i] * keep_scale : T(0);
 }
 
 template <typename T>
@@ -56,7 +45,7 @@ void DropoutGradKernel(const ExecutionContext& ctx) {
   const Tensor& mask = ctx.Input("Mask");
   const Tensor& dout = ctx.Input(GradVarName("Out"));
   const double p = ctx.Attr<float>("dropout_prob");
-  const bool upscale = Upscale(ctx.Attr<std::string>("dropout_implementation"));
+  const bool upscale = DropoutUpscales(ctx);
   const T s = (upscale && p < 1.0) ? static_cast<T>(1.0 / (1.0 - p)) : T(1);
   const T* pm = mask.Data<T>();
   const T* pd = dout.Data<T>();

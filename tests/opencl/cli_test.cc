@@ -195,6 +195,34 @@ TEST_F(OpenClCli, TheGptExampleRunsOnTheDeviceLikeTheCpu) {
   }
 }
 
+// dropout on OpenCL draws its mask on the host with the CPU kernel's
+// generator: for a run seed both devices drop the same elements, so Out,
+// Mask and the gradient are the CPU's bit for bit, both conventions.
+TEST_F(OpenClCli, DropoutDropsWhatTheCpuDrops) {
+  std::ofstream(Path("dropout.yaml")) << R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [7, 9], dtype: float32, persistable: true, init: {type: uniform_random, min: -1.0, max: 1.0, seed: 1}}
+    ops:
+      - {type: dropout, inputs: {X: [x]}, outputs: {Out: [o], Mask: [m]}, attrs: {dropout_prob: 0.3, dropout_implementation: upscale_in_train}}
+      - {type: dropout, inputs: {X: [o]}, outputs: {Out: [o2], Mask: [m2]}, attrs: {dropout_prob: 0.5}}
+      - {type: mean, inputs: {X: [o2]}, outputs: {Out: [loss]}}
+)";
+  const std::string common =
+      "exec " + Path("dropout.yaml") + " --backward loss --seed 5 --fetch o,m,o2,m2,x@GRAD --out ";
+  Result cpu = Run(common + Path("cpu") + " --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  Result cl = Run(common + Path("cl") + " --device opencl");
+  ASSERT_EQ(cl.code, 0) << cl.err;
+  EXPECT_EQ(cl.err.find("op 'dropout"), std::string::npos) << "dropout fell back to the host: " << cl.err;
+  for (const char* name : {"o", "m", "o2", "m2", "x@GRAD"})
+    EXPECT_EQ(Fetched("cl", name), Fetched("cpu", name)) << name;
+  std::vector<float> mask = Fetched("cpu", "m");
+  EXPECT_GT(std::count(mask.begin(), mask.end(), 0.0f), 0) << "nothing was dropped";
+}
+
 // `nabla run` with `device: opencl`: the Fashion-MNIST MLP example's
 // program and data, 20 Adam steps; the metrics file's step losses (every 5
 // steps) must match a cpu run to 1e-4 relative.

@@ -112,7 +112,9 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "reduce_max",
                                              "reduce_max_grad",
                                              "reduce_min",
-                                             "reduce_min_grad"};
+                                             "reduce_min_grad",
+                                             "dropout",
+                                             "dropout_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
