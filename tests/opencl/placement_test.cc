@@ -114,7 +114,9 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "reduce_min",
                                              "reduce_min_grad",
                                              "dropout",
-                                             "dropout_grad"};
+                                             "dropout_grad",
+                                             "slice",
+                                             "slice_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
