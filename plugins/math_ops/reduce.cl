@@ -33,6 +33,10 @@ __kernel void reduce_fold(__global const T* x, __global T* out, long m, int rank
     }
   }
   T acc = op == 0 ? (T)0 : (op == 1 ? -INFINITY : INFINITY);
+  // The sum compensated (Kahan): the CPU kernel sums float32 in double, and
+  // a plain float sum over a long reduction drifts from it by about
+  // count * 2^-24 relative.
+  T comp = (T)0;
   for (long r = 0; r < count; ++r) {
     long rr = r, off = base;
     for (int k = rank - 1; k >= 0; --k) {
@@ -42,9 +46,11 @@ __kernel void reduce_fold(__global const T* x, __global T* out, long m, int rank
       }
     }
     const T v = x[off];
-    if (op == 0)
-      acc += v;
-    else if (isnan(v) || (op == 1 ? v > acc : v < acc))
+    if (op == 0) {
+      const T y = v - comp, t = acc + y;
+      comp = isfinite(t) ? (t - acc) - y : (T)0;  // past an infinity, no correction (inf - inf is NaN)
+      acc = t;
+    } else if (isnan(v) || (op == 1 ? v > acc : v < acc))
       acc = isnan(acc) ? acc : v;
   }
   out[j] = op == 0 ? acc * scale : acc;
