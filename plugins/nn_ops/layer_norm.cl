@@ -74,17 +74,26 @@ __kernel void ln_grad_dx(__global const T* x, __global const T* dy, __global con
   dx[i] = has_acc ? acc[i] + d : d;
 }
 
+// acc += v, compensated (Kahan; past an infinity, no correction): the
+// Scale and Bias gradients sum over every row (the tokens of a batch), where
+// a plain float sum drifts from the CPU kernel's double-summed partials.
+void ln_add(T* acc, T* comp, T v) {
+  const T y = v - *comp, t = *acc + y;
+  *comp = isfinite(t) ? (t - *acc) - y : (T)0;
+  *acc = t;
+}
+
 // dscale[j] = sum over rows of dy * xhat, dbias[j] = sum of dy, rows in order.
 __kernel void ln_grad_cols(__global const T* x, __global const T* dy, __global const T* mean, __global const T* var,
                            __global T* dscale, __global T* dbias, long left, long right, T eps, int want_scale,
                            int want_bias) {
   long j = GID;
   if (j >= right) return;
-  T s = (T)0, b = (T)0;
+  T s = (T)0, b = (T)0, cs = (T)0, cb = (T)0;
   for (long r = 0; r < left; ++r) {
     const long i = r * right + j;
-    if (want_scale) s += dy[i] * ((x[i] - mean[r]) * ((T)1 / sqrt(var[r] + eps)));
-    b += dy[i];
+    if (want_scale) ln_add(&s, &cs, dy[i] * ((x[i] - mean[r]) * ((T)1 / sqrt(var[r] + eps))));
+    ln_add(&b, &cb, dy[i]);
   }
   if (want_scale) dscale[j] = s;
   if (want_bias) dbias[j] = b;
