@@ -118,7 +118,9 @@ const std::vector<std::string> kDeviceOps = {"mul",
                                              "slice",
                                              "slice_grad",
                                              "tril_triu",
-                                             "tril_triu_grad"};
+                                             "tril_triu_grad",
+                                             "squared_l2_norm",
+                                             "squared_l2_norm_grad"};
 
 TEST_F(OpenClOps, EveryDeviceOpHasAnOpenClKernel) {
   auto registry = CurrentRegistry();
