@@ -11,14 +11,31 @@ void reduce_strides(int rank, const long* dims, long* stride) {
   }
 }
 
-// Out[j] folds the X elements that reduce into it, in row-major order: op 0
-// sums them (times scale: 1, or 1 / count for the mean), op 1 takes the
-// largest, op 2 the smallest (a NaN wins, as on the CPU; no elements give
-// -inf or +inf). One work item per element of Out, so no atomics.
-__kernel void reduce_fold(__global const T* x, __global T* out, long m, int rank, long8 D, long8 KEEP, int op,
-                          T scale) {
-  long j = GID;
-  if (j >= m) return;
+// One step of a fold: op 0 adds v to a compensated sum (Kahan; past an
+// infinity, no correction, since inf - inf is NaN: the CPU kernel sums in
+// double, which a plain float sum drifts from by about count * 2^-24), op 1
+// keeps the largest, op 2 the smallest (a NaN wins, as on the CPU).
+void fold_step(int op, T v, T* acc, T* comp) {
+  if (op == 0) {
+    const T y = v - *comp, t = *acc + y;
+    *comp = isfinite(t) ? (t - *acc) - y : (T)0;
+    *acc = t;
+  } else if (isnan(v) || (op == 1 ? v > *acc : v < *acc)) {
+    *acc = isnan(*acc) ? *acc : v;
+  }
+}
+
+T fold_start(int op) { return op == 0 ? (T)0 : (op == 1 ? -INFINITY : INFINITY); }
+
+// Stage 1: part[j * parts + p] folds the elements [p * chunk, (p + 1) *
+// chunk) (in row-major order) of those that reduce into Out[j]. A work item
+// per (output, part): a reduction into few outputs (a loss's mean) still
+// spreads over many work items.
+__kernel void reduce_part(__global const T* x, __global T* part, long m, long parts, long chunk, int rank, long8 D,
+                          long8 KEEP, int op) {
+  long w = GID;
+  if (w >= m * parts) return;
+  const long j = w / parts, p = w % parts;
   long dims[8] = {D.s0, D.s1, D.s2, D.s3, D.s4, D.s5, D.s6, D.s7};
   long keep[8] = {KEEP.s0, KEEP.s1, KEEP.s2, KEEP.s3, KEEP.s4, KEEP.s5, KEEP.s6, KEEP.s7};
   long stride[8];
@@ -32,12 +49,9 @@ __kernel void reduce_fold(__global const T* x, __global T* out, long m, int rank
       count *= dims[k];
     }
   }
-  T acc = op == 0 ? (T)0 : (op == 1 ? -INFINITY : INFINITY);
-  // The sum compensated (Kahan): the CPU kernel sums float32 in double, and
-  // a plain float sum over a long reduction drifts from it by about
-  // count * 2^-24 relative.
-  T comp = (T)0;
-  for (long r = 0; r < count; ++r) {
+  T acc = fold_start(op), comp = (T)0;
+  const long end = min(count, (p + 1) * chunk);
+  for (long r = p * chunk; r < end; ++r) {
     long rr = r, off = base;
     for (int k = rank - 1; k >= 0; --k) {
       if (!keep[k]) {
@@ -45,14 +59,19 @@ __kernel void reduce_fold(__global const T* x, __global T* out, long m, int rank
         rr /= dims[k];
       }
     }
-    const T v = x[off];
-    if (op == 0) {
-      const T y = v - comp, t = acc + y;
-      comp = isfinite(t) ? (t - acc) - y : (T)0;  // past an infinity, no correction (inf - inf is NaN)
-      acc = t;
-    } else if (isnan(v) || (op == 1 ? v > acc : v < acc))
-      acc = isnan(acc) ? acc : v;
+    fold_step(op, x[off], &acc, &comp);
   }
+  part[w] = acc;
+}
+
+// Stage 2: Out[j] folds its parts in order (times scale for a sum: 1, or
+// 1 / count for the mean). One work item per element of Out, so no atomics
+// and the same result on every run.
+__kernel void reduce_join(__global const T* part, __global T* out, long m, long parts, int op, T scale) {
+  long j = GID;
+  if (j >= m) return;
+  T acc = fold_start(op), comp = (T)0;
+  for (long p = 0; p < parts; ++p) fold_step(op, part[j * parts + p], &acc, &comp);
   out[j] = op == 0 ? acc * scale : acc;
 }
 

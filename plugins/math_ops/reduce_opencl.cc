@@ -2,6 +2,7 @@
 // their grad ops (reduce.cl), float32 and float64: a loss or a norm written
 // with reductions (an RMSNorm as reduce_mean, rsqrt and elementwise_mul)
 // stays on the device.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -17,6 +18,10 @@ namespace {
 using namespace opencl;
 
 enum Fold : int32_t { kSum = 0, kMax = 1, kMin = 2 };
+
+// Work items a reduction's first stage aims at: enough to fill a GPU where
+// Out has few elements (a loss's mean has one), each folding a chunk.
+constexpr int64_t kWorkItems = 4096;
 
 // X's dims and which of them Out keeps, as the kernels take them.
 struct ReduceArgs {
@@ -48,10 +53,24 @@ void Forward(const ExecutionContext& ctx, Fold fold, bool mean) {
   void* o = AllocateOutput<T>(ctx, out, ReducedShape(x.GetShape(), mask, ctx.Attr<bool>("keep_dim")));
   // The mean of no elements is NaN, as on the CPU: the empty sum 0 times NaN.
   const T scale = !mean ? T(1) : a.count > 0 ? T(1) / static_cast<T>(a.count) : std::numeric_limits<T>::quiet_NaN();
-  Run<T>(dev, cl_source::reduce(), "reduce_fold",
-         {s.Arg(x), KernelArg::Buffer(o), KernelArg(out->Numel()), KernelArg(static_cast<int32_t>(a.dims.size())),
-          Long8(a.dims), Long8(a.keep), KernelArg(static_cast<int32_t>(fold)), KernelArg(scale)},
-         out->Numel());
+  // Parts per output: about kWorkItems work items in all, each folding a
+  // chunk of its output's elements.
+  const int64_t m = out->Numel();
+  if (m == 0) return;
+  int64_t parts = std::clamp<int64_t>(kWorkItems / std::max<int64_t>(m, 1), 1, std::max<int64_t>(a.count, 1));
+  const int64_t chunk = (std::max<int64_t>(a.count, 1) + parts - 1) / parts;
+  parts = (std::max<int64_t>(a.count, 1) + chunk - 1) / chunk;
+  Scratch<T> part_buf(dev);
+  void* part = part_buf.Allocate(m * parts);
+  Run<T>(dev, cl_source::reduce(), "reduce_part",
+         {s.Arg(x), KernelArg::Buffer(part), KernelArg(m), KernelArg(parts), KernelArg(chunk),
+          KernelArg(static_cast<int32_t>(a.dims.size())), Long8(a.dims), Long8(a.keep),
+          KernelArg(static_cast<int32_t>(fold))},
+         m * parts);
+  Run<T>(dev, cl_source::reduce(), "reduce_join",
+         {KernelArg::Buffer(part), KernelArg::Buffer(o), KernelArg(m), KernelArg(parts),
+          KernelArg(static_cast<int32_t>(fold)), KernelArg(scale)},
+         m);
 }
 
 template <typename T>

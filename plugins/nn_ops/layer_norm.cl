@@ -83,17 +83,36 @@ void ln_add(T* acc, T* comp, T v) {
   *acc = t;
 }
 
-// dscale[j] = sum over rows of dy * xhat, dbias[j] = sum of dy, rows in order.
+// Stage 1 of the Scale and Bias gradients: for block b of `chunk` rows,
+// ps[b * right + j] = the sum of dy * xhat over its rows, pb[...] = the sum
+// of dy. A work item per (block, column), adjacent items on adjacent
+// columns: a batch of many rows spreads over many work items.
 __kernel void ln_grad_cols(__global const T* x, __global const T* dy, __global const T* mean, __global const T* var,
-                           __global T* dscale, __global T* dbias, long left, long right, T eps, int want_scale,
-                           int want_bias) {
+                           __global T* ps, __global T* pb, long left, long right, long chunk, long blocks, T eps,
+                           int want_scale) {
+  long w = GID;
+  if (w >= blocks * right) return;
+  const long b = w / right, j = w % right;
+  T s = (T)0, bias = (T)0, cs = (T)0, cb = (T)0;
+  const long end = min(left, (b + 1) * chunk);
+  for (long r = b * chunk; r < end; ++r) {
+    const long i = r * right + j;
+    if (want_scale) ln_add(&s, &cs, dy[i] * ((x[i] - mean[r]) * ((T)1 / sqrt(var[r] + eps))));
+    ln_add(&bias, &cb, dy[i]);
+  }
+  ps[w] = s;
+  pb[w] = bias;
+}
+
+// Stage 2: each column's block sums added in block order.
+__kernel void ln_grad_cols_join(__global const T* ps, __global const T* pb, __global T* dscale, __global T* dbias,
+                                long right, long blocks, int want_scale, int want_bias) {
   long j = GID;
   if (j >= right) return;
   T s = (T)0, b = (T)0, cs = (T)0, cb = (T)0;
-  for (long r = 0; r < left; ++r) {
-    const long i = r * right + j;
-    if (want_scale) ln_add(&s, &cs, dy[i] * ((x[i] - mean[r]) * ((T)1 / sqrt(var[r] + eps))));
-    ln_add(&b, &cb, dy[i]);
+  for (long k = 0; k < blocks; ++k) {
+    ln_add(&s, &cs, ps[k * right + j]);
+    ln_add(&b, &cb, pb[k * right + j]);
   }
   if (want_scale) dscale[j] = s;
   if (want_bias) dbias[j] = b;

@@ -1,6 +1,7 @@
 // OpenCL kernels of layer_norm and layer_norm_grad (layer_norm.cl), so that
 // a transformer's normalizations stay on the device instead of going to the
 // host and back every step.
+#include <algorithm>
 #include <vector>
 
 #include "layer_norm_cl.h"
@@ -12,6 +13,9 @@ namespace nabla::nn {
 namespace {
 
 using namespace opencl;
+
+// Work items the Scale and Bias gradients' first stage aims at.
+constexpr int64_t kWorkItems = 4096;
 
 // X as [left, right] at begin_norm_axis (InferShape checked the axis).
 void RowsOf(const ExecutionContext& ctx, const Shape& shape, int64_t* left, int64_t* right) {
@@ -93,14 +97,33 @@ struct LayerNormGradClKernel {
               KernelArg(static_cast<int32_t>(has_acc))},
              x.Numel());
     }
-    if (dscale || dbias) {
+    if ((dscale || dbias) && right > 0) {
       void* ds = dscale ? AllocateOutput<T>(ctx, dscale, {right}) : nullptr;
       void* db = dbias ? AllocateOutput<T>(ctx, dbias, {right}) : nullptr;
+      if (left == 0) {
+        if (ds) Zero<T>(dev, ds, right);
+        if (db) Zero<T>(dev, db, right);
+        return;
+      }
+      // Blocks of rows: about kWorkItems work items in the first stage.
+      int64_t blocks = std::clamp<int64_t>(kWorkItems / right, 1, left);
+      const int64_t chunk = (left + blocks - 1) / blocks;
+      blocks = (left + chunk - 1) / chunk;
+      Scratch<T> ps_buf(dev), pb_buf(dev);
+      void* ps = ps_buf.Allocate(blocks * right);
+      void* pb = pb_buf.Allocate(blocks * right);
       Run<T>(dev, cl_source::layer_norm(), "ln_grad_cols",
-             {xa, dya, mean, var, ds ? KernelArg::Buffer(ds) : xa, db ? KernelArg::Buffer(db) : xa, KernelArg(left),
-              KernelArg(right), KernelArg(eps), KernelArg(static_cast<int32_t>(ds != nullptr)),
-              KernelArg(static_cast<int32_t>(db != nullptr))},
+             {xa, dya, mean, var, KernelArg::Buffer(ps), KernelArg::Buffer(pb), KernelArg(left), KernelArg(right),
+              KernelArg(chunk), KernelArg(blocks), KernelArg(eps), KernelArg(static_cast<int32_t>(ds != nullptr))},
+             blocks * right);
+      Run<T>(dev, cl_source::layer_norm(), "ln_grad_cols_join",
+             {KernelArg::Buffer(ps), KernelArg::Buffer(pb), ds ? KernelArg::Buffer(ds) : xa,
+              db ? KernelArg::Buffer(db) : xa, KernelArg(right), KernelArg(blocks),
+              KernelArg(static_cast<int32_t>(ds != nullptr)), KernelArg(static_cast<int32_t>(db != nullptr))},
              right);
+    } else if (dscale || dbias) {
+      if (dscale) AllocateOutput<T>(ctx, dscale, {right});
+      if (dbias) AllocateOutput<T>(ctx, dbias, {right});
     }
   }
 };
