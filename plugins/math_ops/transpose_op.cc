@@ -3,20 +3,10 @@
 
 #include "math_util.h"
 #include "nabla/plugin.h"
+#include "transpose_util.h"
 
 namespace nabla::math_ops {
 namespace {
-
-void CheckPermutation(const std::vector<int>& axis, size_t rank, const std::string& where) {
-  std::vector<bool> seen(rank, false);
-  bool ok = axis.size() == rank;
-  for (size_t i = 0; ok && i < axis.size(); ++i) {
-    ok = axis[i] >= 0 && static_cast<size_t>(axis[i]) < rank && !seen[axis[i]];
-    if (ok) seen[axis[i]] = true;
-  }
-  NABLA_ENFORCE(ok, kInvalidArgument, where, ": attribute axis must be a permutation of 0..", rank - 1,
-                " for X of rank ", rank, ", but received ", AttrToString(Attribute(axis)));
-}
 
 void InferTransposeShape(InferShapeContext& c) {
   Shape x = c.InputShape("X");
@@ -37,15 +27,10 @@ struct TransposeKernel {
     const auto& axis = ctx.Attr<std::vector<int>>("axis");
     const Shape& xs = x.GetShape();
     CheckPermutation(axis, xs.size(), "op 'transpose'");
-    size_t rank = xs.size();
-    std::vector<int64_t> x_strides(rank, 1);
-    for (size_t k = rank; k-- > 1;) x_strides[k - 1] = x_strides[k] * xs[k];
-    Shape os(rank);
-    std::vector<int64_t> steps(rank);
-    for (size_t k = 0; k < rank; ++k) {
-      os[k] = xs[axis[k]];
-      steps[k] = x_strides[axis[k]];
-    }
+    const size_t rank = xs.size();
+    const Permuted p = PermuteDims(xs, axis);
+    const Shape& os = p.out;
+    const std::vector<int64_t>& steps = p.steps;
     const T* xd = x.Data<T>();
     T* o = AllocOutput<T>(ctx, ctx.Output("Out"), os);
     int64_t n = x.Numel();

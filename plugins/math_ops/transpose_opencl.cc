@@ -5,6 +5,7 @@
 #include "nabla/opencl/kernel.h"
 #include "nabla/plugin.h"
 #include "transpose_cl.h"
+#include "transpose_util.h"
 
 namespace nabla::math_ops {
 namespace {
@@ -20,23 +21,15 @@ struct TransposeClKernel {
     const auto& axis = ctx.Attr<std::vector<int>>("axis");
     const Shape& xs = x.GetShape();
     const size_t rank = xs.size();
-    // InferShape checked the permutation; the kernel holds at most 8 dims.
-    NABLA_ENFORCE(axis.size() == rank && rank <= 8, kUnimplemented, "op 'transpose': the OpenCL kernel takes X of ",
-                  "rank <= 8 with a permutation of its dims, but received shape ", ShapeToString(xs), " and axis of ",
-                  axis.size(), " entries (run it with --device cpu)");
-    std::vector<int64_t> x_strides(rank, 1);
-    for (size_t k = rank; k-- > 1;) x_strides[k - 1] = x_strides[k] * xs[k];
-    Shape os(rank);
-    std::vector<int64_t> steps(rank);
-    for (size_t k = 0; k < rank; ++k) {
-      os[k] = xs[axis[k]];
-      steps[k] = x_strides[axis[k]];
-    }
+    CheckPermutation(axis, rank, "op 'transpose'");
+    NABLA_ENFORCE(rank <= 8, kUnimplemented, "op 'transpose': the OpenCL kernel takes X of rank <= 8, but received ",
+                  "shape ", ShapeToString(xs), " (run it with --device cpu)");
+    const Permuted p = PermuteDims(xs, axis);
     KernelArg xa = s.Arg(x);
-    void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), os);
+    void* out = AllocateOutput<T>(ctx, ctx.Output("Out"), p.out);
     Run<T>(dev, cl_source::transpose(), "transpose",
-           {xa, KernelArg::Buffer(out), KernelArg(x.Numel()), KernelArg(static_cast<int32_t>(rank)), Long8(os),
-            Long8(steps)},
+           {xa, KernelArg::Buffer(out), KernelArg(x.Numel()), KernelArg(static_cast<int32_t>(rank)), Long8(p.out),
+            Long8(p.steps)},
            x.Numel());
   }
 };
