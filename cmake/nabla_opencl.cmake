@@ -1,6 +1,6 @@
 # nabla_add_opencl_kernels(TARGET [FILE...]): adds OpenCL kernels to operator
 # plugin TARGET: its *_opencl.cc sources, and each *.cl embedded, after
-# nabla's OpenCL prelude (T, the fp64 pragma, GID), as the generated header
+# nabla's OpenCL prelude (T, the fp64 pragma, GID, nabla_kahan_add), as the generated header
 # <stem>_cl.h declaring `const std::string& nabla::cl_source::<stem>()`.
 # Without FILEs it globs both in the calling folder, so a new kernel file
 # needs no CMake edit. A .cl is read at configure time: editing it re-runs

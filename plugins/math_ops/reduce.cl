@@ -11,15 +11,12 @@ void reduce_strides(int rank, const long* dims, long* stride) {
   }
 }
 
-// One step of a fold: op 0 adds v to a compensated sum (Kahan; past an
-// infinity, no correction, since inf - inf is NaN: the CPU kernel sums in
-// double, which a plain float sum drifts from by about count * 2^-24), op 1
-// keeps the largest, op 2 the smallest (a NaN wins, as on the CPU).
+// One step of a fold: op 0 adds v to a compensated sum (the CPU kernel sums
+// in double), op 1 keeps the largest, op 2 the smallest (a NaN wins, as on
+// the CPU).
 void fold_step(int op, T v, T* acc, T* comp) {
   if (op == 0) {
-    const T y = v - *comp, t = *acc + y;
-    *comp = isfinite(t) ? (t - *acc) - y : (T)0;
-    *acc = t;
+    nabla_kahan_add(acc, comp, v);
   } else if (isnan(v) || (op == 1 ? v > *acc : v < *acc)) {
     *acc = isnan(*acc) ? *acc : v;
   }

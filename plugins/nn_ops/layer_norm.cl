@@ -74,16 +74,8 @@ __kernel void ln_grad_dx(__global const T* x, __global const T* dy, __global con
   dx[i] = has_acc ? acc[i] + d : d;
 }
 
-// acc += v, compensated (Kahan; past an infinity, no correction): the
-// Scale and Bias gradients sum over every row (the tokens of a batch), where
-// a plain float sum drifts from the CPU kernel's double-summed partials.
-void ln_add(T* acc, T* comp, T v) {
-  const T y = v - *comp, t = *acc + y;
-  *comp = isfinite(t) ? (t - *acc) - y : (T)0;
-  *acc = t;
-}
-
-// Stage 1 of the Scale and Bias gradients: for block b of `chunk` rows,
+// Stage 1 of the Scale and Bias gradients (sums compensated: they run over
+// every row of a batch): for block b of `chunk` rows,
 // ps[b * right + j] = the sum of dy * xhat over its rows, pb[...] = the sum
 // of dy. A work item per (block, column), adjacent items on adjacent
 // columns: a batch of many rows spreads over many work items.
@@ -97,8 +89,8 @@ __kernel void ln_grad_cols(__global const T* x, __global const T* dy, __global c
   const long end = min(left, (b + 1) * chunk);
   for (long r = b * chunk; r < end; ++r) {
     const long i = r * right + j;
-    if (want_scale) ln_add(&s, &cs, dy[i] * ((x[i] - mean[r]) * ((T)1 / sqrt(var[r] + eps))));
-    ln_add(&bias, &cb, dy[i]);
+    if (want_scale) nabla_kahan_add(&s, &cs, dy[i] * ((x[i] - mean[r]) * ((T)1 / sqrt(var[r] + eps))));
+    nabla_kahan_add(&bias, &cb, dy[i]);
   }
   ps[w] = s;
   pb[w] = bias;
@@ -111,8 +103,8 @@ __kernel void ln_grad_cols_join(__global const T* ps, __global const T* pb, __gl
   if (j >= right) return;
   T s = (T)0, b = (T)0, cs = (T)0, cb = (T)0;
   for (long k = 0; k < blocks; ++k) {
-    ln_add(&s, &cs, ps[k * right + j]);
-    ln_add(&b, &cb, pb[k * right + j]);
+    nabla_kahan_add(&s, &cs, ps[k * right + j]);
+    nabla_kahan_add(&b, &cb, pb[k * right + j]);
   }
   if (want_scale) dscale[j] = s;
   if (want_bias) dbias[j] = b;

@@ -1,20 +1,13 @@
 // OpenCL C of squared_l2_norm and its gradient (squared_l2_norm_opencl.cc).
 
-// acc += v, compensated (Kahan; past an infinity, no correction): the CPU
-// kernel accumulates in double.
-void sq_add(T* acc, T* comp, T v) {
-  const T y = v - *comp, t = *acc + y;
-  *comp = isfinite(t) ? (t - *acc) - y : (T)0;
-  *acc = t;
-}
-
-// Stage 1: part[g] = the sum of x^2 over chunk g of `chunk` elements.
+// Stage 1: part[g] = the sum of x^2 over chunk g of `chunk` elements
+// (compensated: the CPU kernel accumulates in double).
 __kernel void sq_parts(__global const T* x, __global T* part, long n, long chunk, long parts) {
   long g = GID;
   if (g >= parts) return;
   T s = (T)0, c = (T)0;
   const long end = min(n, (g + 1) * chunk);
-  for (long i = g * chunk; i < end; ++i) sq_add(&s, &c, x[i] * x[i]);
+  for (long i = g * chunk; i < end; ++i) nabla_kahan_add(&s, &c, x[i] * x[i]);
   part[g] = s;
 }
 
@@ -23,7 +16,7 @@ __kernel void sq_parts(__global const T* x, __global T* part, long n, long chunk
 __kernel void sq_total(__global const T* part, __global T* out, long parts) {
   if (GID != 0) return;
   T s = (T)0, c = (T)0;
-  for (long g = 0; g < parts; ++g) sq_add(&s, &c, part[g]);
+  for (long g = 0; g < parts; ++g) nabla_kahan_add(&s, &c, part[g]);
   out[0] = s;
 }
 

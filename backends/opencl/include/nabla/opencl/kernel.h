@@ -171,8 +171,8 @@ inline KernelArg Long8(const std::vector<int64_t>& values) {
 // be a class template (an alias template of a shared base made two files'
 // kernels one symbol once), and its name unique among the plugin's OpenCL
 // kernels even inside an anonymous namespace: this function's instances for
-// two files' `MeanKernel`s mangle alike, and the plugin's link-time
-// optimisation kept one of them (reduce_mean ran mean's kernel).
+// two files' `MeanKernel`s mangle alike and only one of them survived the
+// plugin's (link-time optimised) link, so reduce_mean ran mean's kernel.
 template <template <typename> class Kernel, typename... Args>
 void RegisterOpenClKernels(Registrar& registrar, const std::string& type, const char* file, int line,
                            const Args&... args) {
