@@ -496,6 +496,63 @@ size_t TakeOutNarrowingCast(const OpRegistry& registry, const std::string& cast_
   return rest == 0 ? 0 : rest + 1;
 }
 
+// After the backward part: each consumer of a float32 var got its own
+// narrowing cast (ApplyBf16MixedPrecision), so that the consumers'
+// gradients came back through their own casts and met in float32. Once the
+// gradients exist those casts are copies of one another: a later cast of a
+// var that nothing wrote since an earlier one's is dropped and its readers
+// read the earlier one's output (the attention's q, k and v products each
+// cast the same layer_norm output: two of the three passes go, and their
+// bfloat16 copies, which the GEMMs' grad ops keep alive until backward).
+// Returns the number of casts dropped.
+size_t ShareNarrowingCasts(const OpRegistry& registry, ProgramDesc& program) {
+  BlockDesc& block = *program.Root();
+  const VarUse use = CountUses(program);
+  auto written_once = [&](const std::string& name) {
+    auto w = use.writers.find(name);
+    return w != use.writers.end() && w->second == 1;
+  };
+  std::unordered_map<std::string, std::string> cast_of;  // float32 var -> the bfloat16 var its first cast wrote
+  std::unordered_map<std::string, std::string> renamed;  // dropped cast's output -> the shared one
+  std::unordered_set<const OpDesc*> dropped;
+  for (size_t i = 0; i < block.OpSize(); ++i) {
+    const OpDesc& op = *block.Op(i);
+    const OpInfo* info = registry.Find(op.Type());
+    if (info && IsCast(registry, block, op, DType::kFloat32, DType::kBFloat16)) {
+      const std::string in = op.InputArgumentNames()[0];
+      const std::string out = op.OutputArgumentNames()[0];
+      const VarDesc* v = block.FindVar(out);
+      if (v && !v->Persistable() && written_once(out)) {
+        auto [it, first] = cast_of.emplace(in, out);
+        if (!first) {
+          renamed.emplace(out, it->second);
+          dropped.insert(&op);
+          continue;
+        }
+      }
+    }
+    // A var written again (or by a sub-block, which may write any) is no
+    // longer what its earlier cast copied.
+    if (!info || info->traits.has_sub_block || info->traits.control_flow) {
+      cast_of.clear();
+      continue;
+    }
+    for (const auto& n : op.OutputArgumentNames()) cast_of.erase(n);
+  }
+  if (dropped.empty()) return 0;
+  for (size_t b = 0; b < program.Size(); ++b)
+    for (const auto& op : program.Block(b)->AllOps())
+      for (auto& [slot, args] : op->MutableInputs())
+        for (auto& arg : args) {
+          auto it = renamed.find(arg);
+          if (it != renamed.end()) arg = it->second;
+        }
+  for (size_t i = block.OpSize(); i-- > 0;)
+    if (dropped.count(block.Op(i))) block.RemoveOps(i, i + 1);
+  for (const auto& [gone, kept] : renamed) block.RemoveVar(gone);
+  return dropped.size();
+}
+
 }  // namespace
 
 size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
@@ -542,7 +599,7 @@ size_t FoldBf16Casts(ProgramDesc& program, DeviceType device) {
   }
   for (size_t i = block.OpSize(); i-- > 0;)
     if (dropped.count(block.Op(i))) block.RemoveOps(i, i + 1);
-  return dropped.size();
+  return dropped.size() + ShareNarrowingCasts(*registry, program);
 }
 
 MixedPrecisionStats ApplyBf16MixedPrecision(ProgramDesc& program, DeviceType device) {

@@ -394,11 +394,20 @@ TEST_F(Bf16Pass, GemmGradientsWriteFloat32AfterTheFold) {
   ProgramDesc p = Mlp();
   ApplyBf16MixedPrecision(p);
   const ParamGrads pg = AppendBackward(p, "loss", {}, {});
-  // The 5 gradient casts: w1, t twice, w2 twice. The forward's 3 stay.
-  EXPECT_EQ(FoldBf16Casts(p), 5u);
+  // The 5 gradient casts: w1, t twice, w2 twice. The forward's 3 stay. And
+  // the second narrowing casts of t and of w2 (each read by two muls): the
+  // gradients built, one copy of each serves both.
+  EXPECT_EQ(FoldBf16Casts(p), 7u);
   int grads = 0, widening = 0;
+  std::map<std::string, std::string> narrowed;  // float32 var -> its bfloat16 copy
+  std::vector<std::vector<std::string>> mul_inputs;
   for (const auto& op : p.Root()->AllOps()) {
     if (op->Type() == "cast" && op->Attr<std::string>("out_dtype") == "float32") ++widening;
+    if (op->Type() == "cast" && op->Attr<std::string>("out_dtype") == "bfloat16") {
+      EXPECT_TRUE(narrowed.emplace(op->Input("X")[0], op->Output("Out")[0]).second)
+          << op->Input("X")[0] << " is cast twice: " << ::testing::PrintToString(Ops(p));
+    }
+    if (op->Type() == "mul") mul_inputs.push_back(op->InputArgumentNames());
     if (op->Type() == "mul") {
       EXPECT_FALSE(op->HasAttr(kForceFp32OutputAttr));
     }
@@ -413,6 +422,14 @@ TEST_F(Bf16Pass, GemmGradientsWriteFloat32AfterTheFold) {
   }
   EXPECT_EQ(grads, 3);
   EXPECT_EQ(widening, 3) << ::testing::PrintToString(Ops(p));
+  for (const char* v : {"x", "w1", "t", "w2"}) EXPECT_EQ(narrowed.count(v), 1u) << v;  // and the gradients'
+  ASSERT_EQ(mul_inputs.size(), 3u);
+  EXPECT_EQ(mul_inputs[1], mul_inputs[2]);   // both read t's and w2's one copy
+  for (const auto& op : p.Root()->AllOps())  // and so do their grad ops
+    if (op->Type() == "mul_grad" && op->Input("X")[0] != narrowed.at("x")) {
+      EXPECT_EQ(op->Input("X")[0], narrowed.at("t"));
+      EXPECT_EQ(op->Input("Y")[0], narrowed.at("w2"));
+    }
   EXPECT_FALSE(p.Root()->HasVar("w1@BF16@1@GRAD"));
   // Inference reads the attribute: the gradients stay float32.
   InferProgram(p);
@@ -480,7 +497,7 @@ TEST_F(Bf16Pass, FoldsOnlyWhereTheCastIsTheOnlyReader) {
   p.Root()->Var("g_twice")->SetDType(DType::kBFloat16);
   p.Root()->AppendOp(
       OpDesc("elementwise_add", {{"X", {"w1@BF16@1@GRAD"}}, {"Y", {"w1@BF16@1@GRAD"}}}, {{"Out", {"g_twice"}}}, {}));
-  EXPECT_EQ(FoldBf16Casts(p), 4u);
+  EXPECT_EQ(FoldBf16Casts(p), 6u);  // 4 gradient casts, and the second narrowing casts of t and w2
   std::vector<bool> forced;
   for (const auto& op : p.Root()->AllOps())
     if (op->Type() == "mul_grad") forced.push_back(op->Attr<bool>(kForceFp32OutputAttr));

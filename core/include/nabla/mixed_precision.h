@@ -79,6 +79,10 @@ NABLA_API size_t ElideBf16Casts(ProgramDesc& program, const std::unordered_set<s
 // gradient that a GEMM's grad op hands a bias and activation's grad op
 // after ElideBf16Casts), becomes float32 as it is, provided some other
 // output of the op folds a cast.
+// Then, the gradients being in place, the narrowing casts of one float32
+// var (one per consumer, above) become one: a later cast of a var nothing
+// wrote since an earlier cast is dropped and its readers read the earlier
+// cast's output (the same bits, a pass and a bfloat16 copy fewer).
 // Returns the number of casts removed; idempotent.
 NABLA_API size_t FoldBf16Casts(ProgramDesc& program, DeviceType device = DeviceType::kCPU);
 
