@@ -10,7 +10,9 @@
 //    P = exp(s - softmax_lse) is recomputed tile by tile, and with
 //    D = rowsum(dO * O): dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
 //    dQ += scale dS K, dK += scale dS^T Q.
-// Tiles are products of GEMMs (cpu::Gemm) on one head's rows. In the tensors
+// Tiles are products of GEMMs on one head's rows: float32 ones on
+// flash_attn's own register kernels where the CPU has AVX2 or AVX-512
+// (TileProduct512, OwnTilesFor), the rest on cpu::Gemm. In the tensors
 // those rows are heads * head_dim apart; the bfloat16 kernels, and the
 // float32 ones past 256 rows, copy a head's rows into dense scratch first
 // (Head, HeadRows, DenseRows) and accumulate its bfloat16 gradients densely
@@ -201,6 +203,38 @@ inline bool DenseRows(DType dtype, int64_t seq_q, int64_t seq_k) {
   return dtype == DType::kBFloat16 || std::max(seq_q, seq_k) > 2 * kBlockQ;
 }
 
+// Which float32 tile products run on flash_attn's own kernels
+// (TileProduct512, TileProductAvx2) rather than the backend's Gemm: all of
+// them with AVX-512; with AVX2 (and FMA) those of heads of at most 128 rows,
+// one tile, where OpenBLAS's Haswell kernels pay more to pack a product's
+// operands than the product costs (flash_attn at B=16, T=64, 4 heads of 32,
+// forward + backward, one Zen 5 core capped to AVX2: 1.66-1.68 -> 1.27-1.35
+// ms); at T = 256 those kernels, on their packed operands, were faster
+// (13.6-13.9 against 15.6-16.0 ms). NABLA_CPU_ISA caps the choice as it
+// caps the vector width.
+enum class OwnTiles { kNone, kAvx2, kAvx512 };
+inline OwnTiles OwnTilesFor(DType dtype, int64_t seq_q, int64_t seq_k) {
+  if (dtype != DType::kFloat32) return OwnTiles::kNone;
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (cpu_isa::CpuIsa()) {
+    case cpu_isa::Isa::kAvx512:
+      return OwnTiles::kAvx512;
+    case cpu_isa::Isa::kAvx2Fma:
+      return std::max(seq_q, seq_k) <= kBlockQ ? OwnTiles::kAvx2 : OwnTiles::kNone;
+    default:
+      return OwnTiles::kNone;
+  }
+#else
+  return OwnTiles::kNone;
+#endif
+}
+
+// Rows per band of a causal tile the diagonal crosses (ForEachRowBand):
+// flash_attn's own products (OwnTilesFor) have no call cost to amortize, so
+// a band is 8 rows, a block of the AVX-512 kernel's.
+constexpr int64_t kBand = 32;
+constexpr int64_t kOwnBand = 8;
+
 struct AttnDims {
   int64_t batch = 0, seq_q = 0, seq_k = 0, heads = 0, dim = 0, dim_v = 0;
   int64_t offset = 0;  // causal: key j is visible to query i iff j <= i + offset
@@ -209,6 +243,10 @@ struct AttnDims {
   // (oneDNN's brgemm takes dense ones only: gemm_bench's BM_TileBf16).
   int64_t ls = kBlockK;
   bool causal = false;
+  // Where float32 tile products run (OwnTilesFor).
+  OwnTiles own_tiles = OwnTiles::kNone;
+  // Rows (keys) per band of a causal diagonal tile (ForEachRowBand).
+  int64_t band = 32;
   // A head's q, k, v and dout rows are copied dense before its products
   // (DenseRows) rather than read where they lie.
   bool dense_rows = true;
@@ -248,6 +286,8 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   d.causal = ctx.Attr<bool>("causal");
   d.scale = 1.0 / std::sqrt(static_cast<double>(d.dim));
   d.dense_rows = DenseRows(q.GetDType(), d.seq_q, d.seq_k);
+  d.own_tiles = OwnTilesFor(q.GetDType(), d.seq_q, d.seq_k);
+  d.band = d.own_tiles == OwnTiles::kNone ? kBand : kOwnBand;
   if (ctx.HasInput("attn_mask")) {
     const Tensor& mask = ctx.Input("attn_mask");
     AttnMaskStrides(mask.GetShape(), {d.batch, d.heads, d.seq_q, d.seq_k}, d.mask_stride,
@@ -261,22 +301,22 @@ AttnDims DimsOf(const ExecutionContext& ctx, const Tensor& q, const Tensor& k, c
   return d;
 }
 
-// A causal tile that the diagonal crosses is cut into bands of kBand rows
-// (or, for the products over its rows, of kBand keys), each product only as
+// A causal tile that the diagonal crosses is cut into bands of d.band rows
+// (or, for the products over its rows, of d.band keys), each product only as
 // wide (or as deep) as what its band sees: in a 128 x 128 diagonal tile the
 // GEMMs then do 62.5 % of the tile's multiply-adds instead of all of them,
 // the zeros above the diagonal skipped. At the GPT's T = 256 two of a
 // head's three tiles are diagonal. A tile every row sees whole is one band.
 // 32 measured best there (float32 backward, 1 Zen 5 core: 6.2 ms; bands of
-// 16, twice the calls, 6.45-6.54; of 64, more zeros multiplied, 6.76).
-constexpr int64_t kBand = 32;
+// 16, twice the calls, 6.45-6.54; of 64, more zeros multiplied, 6.76) for
+// the backend's GEMM calls; flash_attn's own float32 products take 8.
 
 // f(r0, r1, width): rows [r0, r1) of the tile see at most keys [0, width).
 template <typename F>
 void ForEachRowBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64_t nk, F&& f) {
   if (d.Visible(i0, j0, nk) == nk) return f(int64_t{0}, nq, nk);
-  for (int64_t r0 = 0; r0 < nq; r0 += kBand) {
-    const int64_t r1 = std::min(nq, r0 + kBand);
+  for (int64_t r0 = 0; r0 < nq; r0 += d.band) {
+    const int64_t r1 = std::min(nq, r0 + d.band);
     f(r0, r1, d.Visible(i0 + r1 - 1, j0, nk));
   }
 }
@@ -286,8 +326,8 @@ void ForEachRowBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64
 template <typename F>
 void ForEachKeyBand(const AttnDims& d, int64_t i0, int64_t nq, int64_t j0, int64_t nk, F&& f) {
   if (d.Visible(i0, j0, nk) == nk) return f(int64_t{0}, nk, int64_t{0});
-  for (int64_t c0 = 0; c0 < nk; c0 += kBand)
-    f(c0, std::min(nk, c0 + kBand), std::clamp<int64_t>(j0 + c0 - d.offset - i0, 0, nq));
+  for (int64_t c0 = 0; c0 < nk; c0 += d.band)
+    f(c0, std::min(nk, c0 + d.band), std::clamp<int64_t>(j0 + c0 - d.offset - i0, 0, nq));
 }
 
 inline void ExpRow(const float* x, float shift, float* y, int64_t n) { cpu::ExpShifted(x, shift, y, n); }
@@ -632,17 +672,169 @@ Head<T> PackHead(const AttnDims& d, const T* q, const T* k, const T* v, int64_t 
   return hd;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// float32 tile products on the head's operands where they lie, in vector
+// registers: rows of C in blocks of R, two vectors of columns at a time,
+// each element of op(A) broadcast (so a transposed A costs nothing) against
+// a row of B. Every tile product of flash_attn has an untransposed B (k and
+// v are packed transposed where the scores and dP need them). A tile
+// product here is a few hundred nanoseconds; through the backend's Gemm it
+// also paid the C ABI, SplitGemm and OpenBLAS's dispatch, and with
+// OpenBLAS's Haswell kernels (AVX2 CPUs, or a Zen 4 given
+// OPENBLAS_CORETYPE=Haswell) its packing of both operands, which halved the
+// throughput of these tiles. Causal tiles were also cut into bands of 32
+// rows to keep the calls few, a third of a diagonal tile's multiply-adds
+// spent on hidden scores; here a band is 8 rows (kOwnBand). flash_attn
+// alone, causal, forward + backward, per-op minima on one Zen 5 core: B=16,
+// T=64, 4 heads of 32, 0.81 ms on OpenBLAS's SkylakeX small-matrix kernels,
+// 1.54-1.61 on its Haswell ones, 0.73-0.77 here; B=8, T=256, 4 heads of
+// 64, 7.3-7.4 ms on SkylakeX, 6.4-6.8 here. Each C element is one chain of
+// FMAs over k in order (OpenBLAS's small kernels gave the same bits on the
+// sizes tried); beta 0 never reads C.
+// The generic templates below pass vectors by value before flatten puts
+// them inside their target functions; GCC warns of that ABI (-Wpsabi)
+// though no such call is left.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+struct Avx512Lanes {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int kWidth = 16;
+  static constexpr int kRows = 8;  // 16 accumulators of 32 registers
+  __attribute__((target("avx512f"))) static Mask Tail(int64_t w) {
+    return w >= 16 ? Mask(0xFFFF) : w <= 0 ? Mask(0) : static_cast<Mask>((1u << w) - 1);
+  }
+  __attribute__((target("avx512f"))) static V Load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  __attribute__((target("avx512f"))) static void Store(Mask m, float* p, V x) { _mm512_mask_storeu_ps(p, m, x); }
+  __attribute__((target("avx512f"))) static V Zero() { return _mm512_setzero_ps(); }
+  __attribute__((target("avx512f"))) static V Set(float x) { return _mm512_set1_ps(x); }
+  __attribute__((target("avx512f"))) static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  __attribute__((target("avx512f"))) static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+struct Avx2Lanes {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int kWidth = 8;
+  static constexpr int kRows = 6;  // 12 accumulators of 16 registers, two loads and a broadcast beside them
+  __attribute__((target("avx2,fma"))) static Mask Tail(int64_t w) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(w, 0, 8))), lane);
+  }
+  __attribute__((target("avx2,fma"))) static V Load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+  __attribute__((target("avx2,fma"))) static void Store(Mask m, float* p, V x) { _mm256_maskstore_ps(p, m, x); }
+  __attribute__((target("avx2,fma"))) static V Zero() { return _mm256_setzero_ps(); }
+  __attribute__((target("avx2,fma"))) static V Set(float x) { return _mm256_set1_ps(x); }
+  __attribute__((target("avx2,fma"))) static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  __attribute__((target("avx2,fma"))) static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+
+// R rows of C: C[r][0, n) = alpha sum_l a[r * a_row + l * a_col] b[l][0, n)
+// + beta C[r][0, n).
+template <typename L, int R>
+inline void ProductRows(int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
+                        int64_t ldb, float beta, float* c, int64_t ldc) {
+  using V = typename L::V;
+  constexpr int64_t kW = L::kWidth;
+  const V va = L::Set(alpha), vb = L::Set(beta);
+  int64_t j = 0;
+  for (; j + kW < n; j += 2 * kW) {
+    const auto m0 = L::Tail(n - j), m1 = L::Tail(n - j - kW);
+    V acc0[R], acc1[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = L::Zero();
+    const float* bp = b + j;
+    const float* ap = a;
+    for (int64_t l = 0; l < k; ++l, bp += ldb, ap += a_col) {
+      const V b0 = L::Load(m0, bp), b1 = L::Load(m1, bp + kW);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const V x = L::Set(ap[r * a_row]);
+        acc0[r] = L::Fma(x, b0, acc0[r]);
+        acc1[r] = L::Fma(x, b1, acc1[r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float* cp = c + r * ldc + j;
+      V o0 = L::Mul(acc0[r], va), o1 = L::Mul(acc1[r], va);
+      if (beta != 0.0f) {
+        o0 = L::Fma(L::Load(m0, cp), vb, o0);
+        o1 = L::Fma(L::Load(m1, cp + kW), vb, o1);
+      }
+      L::Store(m0, cp, o0);
+      L::Store(m1, cp + kW, o1);
+    }
+  }
+  if (j >= n) return;
+  // One vector of columns left (a causal band's narrow end, or n <= kW).
+  const auto m0 = L::Tail(n - j);
+  V acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = L::Zero();
+  const float* bp = b + j;
+  const float* ap = a;
+  for (int64_t l = 0; l < k; ++l, bp += ldb, ap += a_col) {
+    const V b0 = L::Load(m0, bp);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = L::Fma(L::Set(ap[r * a_row]), b0, acc[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* cp = c + r * ldc + j;
+    V o = L::Mul(acc[r], va);
+    if (beta != 0.0f) o = L::Fma(L::Load(m0, cp), vb, o);
+    L::Store(m0, cp, o);
+  }
+}
+
+// C[m x n] = alpha op(A) B + beta C, op(A)(i, l) = a[i * lda + l], or
+// a[l * lda + i] when ta: blocks of L::kRows rows, then the rest.
+template <typename L, int R = L::kRows>
+inline void ProductBlocks(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col,
+                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if constexpr (R == L::kRows) {
+    for (; m >= R; m -= R, a += R * a_row, c += R * ldc)
+      ProductRows<L, R>(n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+  }
+  if constexpr (R > 0) {
+    if (m == R) return ProductRows<L, R>(n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+    if constexpr (R > 1) ProductBlocks<L, R - 1>(m, n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+  }
+}
+
+__attribute__((target("avx512f"), flatten, noinline)) void TileProduct512(int64_t m, int64_t n, int64_t k, float alpha,
+                                                                          const float* a, int64_t a_row, int64_t a_col,
+                                                                          const float* b, int64_t ldb, float beta,
+                                                                          float* c, int64_t ldc) {
+  ProductBlocks<Avx512Lanes>(m, n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+}
+__attribute__((target("avx2,fma"), flatten, noinline)) void TileProductAvx2(int64_t m, int64_t n, int64_t k,
+                                                                            float alpha, const float* a, int64_t a_row,
+                                                                            int64_t a_col, const float* b, int64_t ldb,
+                                                                            float beta, float* c, int64_t ldc) {
+  ProductBlocks<Avx2Lanes>(m, n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+}
+#pragma GCC diagnostic pop
+#endif
+
 // C (accumulator type) = alpha op(A) op(B) + beta C on storage-type operands.
-inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+inline void TileGemm(const AttnDims& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!tb && d.own_tiles != OwnTiles::kNone) {
+    const int64_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1;
+    if (d.own_tiles == OwnTiles::kAvx512) return TileProduct512(m, n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+    return TileProductAvx2(m, n, k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc);
+  }
+#endif
   cpu::Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                     const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+inline void TileGemm(const AttnDims&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                     int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cpu::Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a, int64_t lda,
-                     const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+inline void TileGemm(const AttnDims&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+                     int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cpu::GemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -650,13 +842,13 @@ inline void TileGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
 // k or v: from its transposed pack bt (rows ldbt apart) where the head has
 // one (kKeysTransposed), else from its rows b. Nothing for width 0.
 template <typename T, typename A>
-void TimesRowsT(int64_t rows, int64_t width, int64_t depth, A alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
-                const T* bt, int64_t ldbt, int64_t j0, A* c, int64_t ldc) {
+void TimesRowsT(const AttnDims& d, int64_t rows, int64_t width, int64_t depth, A alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, const T* bt, int64_t ldbt, int64_t j0, A* c, int64_t ldc) {
   if (width <= 0) return;
   if (bt)
-    TileGemm(false, false, rows, width, depth, alpha, a, lda, bt + j0, ldbt, A(0), c, ldc);
+    TileGemm(d, false, false, rows, width, depth, alpha, a, lda, bt + j0, ldbt, A(0), c, ldc);
   else
-    TileGemm(false, true, rows, width, depth, alpha, a, lda, b + j0 * ldb, ldb, A(0), c, ldc);
+    TileGemm(d, false, true, rows, width, depth, alpha, a, lda, b + j0 * ldb, ldb, A(0), c, ldc);
 }
 
 // A tile of `rows` rows of `ld` accumulators as storage-type GEMM operands
@@ -685,8 +877,8 @@ template <typename T, typename A = typename AccOf<T>::type>
 void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int64_t h, int64_t i0, int64_t nq,
             int64_t j0, int64_t nk, A* s) {
   ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-    TimesRowsT(r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.k, hd.ldk, hd.kt, hd.ldkt, j0,
-               s + r0 * d.ls, d.ls);
+    TimesRowsT(d, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.k, hd.ldk, hd.kt, hd.ldkt,
+               j0, s + r0 * d.ls, d.ls);
   });
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
@@ -872,7 +1064,7 @@ void FlashAttnKernel(const ExecutionContext& ctx) {
         }
         const T* s_used = AsOperand(s.data(), nq, d.ls, s_op);
         ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-          TileGemm(false, false, r1 - r0, d.dim_v, width, A(1), s_used + r0 * d.ls, d.ls, hd.V(j0), hd.ldv, A(1),
+          TileGemm(d, false, false, r1 - r0, d.dim_v, width, A(1), s_used + r0 * d.ls, d.ls, hd.V(j0), hd.ldv, A(1),
                    acc.data() + r0 * d.dim_v, d.dim_v);
         });
       }
@@ -1072,11 +1264,11 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           // them, [r0, nq); no such row (r0 == nq) is an empty sum.
           const T* p_op_used = AsOperand(p_used, nq, d.ls, p_op);
           ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t r0) {
-            TileGemm(true, false, c1 - c0, d.dim_v, nq - r0, A(1), p_op_used + r0 * d.ls + c0, d.ls,
+            TileGemm(d, true, false, c1 - c0, d.dim_v, nq - r0, A(1), p_op_used + r0 * d.ls + c0, d.ls,
                      dout_blk + r0 * ld_dout, ld_dout, beta_kv, av + (j0 + c0) * lv, lv);
           });
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-            TimesRowsT(r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * ld_dout, ld_dout, hd.v, hd.ldv, hd.vt, hd.ldvt,
+            TimesRowsT(d, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * ld_dout, ld_dout, hd.v, hd.ldv, hd.vt, hd.ldvt,
                        j0, dp.data() + r0 * d.ls, d.ls);
           });
           // dS past a row's visible keys is 0 (its P is): written as such,
@@ -1098,11 +1290,11 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           const T* ds = AsOperand(dp.data(), nq, d.ls, dp_op);
           // Row bands of an empty width still run: beta_q 0 zeroes their rows.
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
-            TileGemm(false, false, r1 - r0, d.dim, width, scale, ds + r0 * d.ls, d.ls, hd.K(j0), hd.ldk, beta_q,
+            TileGemm(d, false, false, r1 - r0, d.dim, width, scale, ds + r0 * d.ls, d.ls, hd.K(j0), hd.ldk, beta_q,
                      aq + (i0 + r0) * lq, lq);
           });
           ForEachKeyBand(d, i0, nq, j0, nk, [&](int64_t c0, int64_t c1, int64_t r0) {
-            TileGemm(true, false, c1 - c0, d.dim, nq - r0, scale, ds + r0 * d.ls + c0, d.ls, hd.Q(i0 + r0), hd.ldq,
+            TileGemm(d, true, false, c1 - c0, d.dim, nq - r0, scale, ds + r0 * d.ls + c0, d.ls, hd.Q(i0 + r0), hd.ldq,
                      beta_kv, ak + (j0 + c0) * lk, lk);
           });
         }
