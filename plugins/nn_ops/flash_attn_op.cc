@@ -8,7 +8,8 @@
 //    when m grows (the online softmax). softmax_lse = m + log(l) is saved.
 //  - backward: per (batch, head), key tiles outer and query tiles inner;
 //    P = exp(s - softmax_lse) is recomputed tile by tile, and with
-//    D = rowsum(dO * O): dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
+//    D = rowsum(dO * O) (for a few keys rowsum(P * dP), kShortKeys):
+//    dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
 //    dQ += scale dS K, dK += scale dS^T Q.
 // Tiles are products of GEMMs on one head's rows: float32 ones on
 // flash_attn's own register kernels where the CPU has AVX2 or AVX-512
@@ -414,6 +415,19 @@ inline double DotOfRows(const double* a, const double* b, int64_t n) {
   double acc = 0;
   for (int64_t c = 0; c < n; ++c) acc += a[c] * b[c];
   return acc;
+}
+
+// Key counts up to which the backward takes D from each tile (below).
+constexpr int64_t kShortKeys = 32;
+
+// out[r] = sum(a * b) over row r's n accumulators, rows ld apart: float32
+// in one backend call for the tile (cpu::DotRows, vector lanes), float64 in
+// plain loops.
+inline void TileDots(const float* a, const float* b, int64_t ld, int64_t rows, int64_t n, float* out) {
+  cpu::DotRows(a, ld, b, ld, rows, n, out);
+}
+inline void TileDots(const double* a, const double* b, int64_t ld, int64_t rows, int64_t n, double* out) {
+  for (int64_t r = 0; r < rows; ++r) out[r] = DotOfRows(a + r * ld, b + r * ld, n);
 }
 
 // One head's rows of q (from row q0 on), k and v (from row 0) as GEMM
@@ -1158,32 +1172,43 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // are heads * head_dim apart and out has long left the cache: at the
   // GPT's B=16, T=64 (4 heads of 32) those dots, taken row by row in each
   // head's task, were 46 % of the backward's own time (perf, 1 Zen 5 core).
-  std::vector<A> dots(static_cast<size_t>(d.batch * d.heads * d.seq_q));
-  cpu::ParallelFor(d.batch * d.seq_q, 64, [&](int64_t begin, int64_t end) {
-    // float32: one backend call for the task's rows (a call per row through
-    // the C ABI was most of this pass), then each to its head's place.
-    std::vector<float> row_dots;
-    if constexpr (std::is_same_v<T, float>) {
-      row_dots.resize(static_cast<size_t>((end - begin) * d.heads));
-      cpu::DotRows(o + begin * d.LdV(), d.dim_v, dout + begin * d.LdV(), d.dim_v, (end - begin) * d.heads, d.dim_v,
-                   row_dots.data());
-    }
-    for (int64_t bt = begin; bt < end; ++bt) {
-      const int64_t b = bt / d.seq_q, i = bt % d.seq_q;
-      for (int64_t h = 0; h < d.heads; ++h) {
-        A& dot = dots[(b * d.heads + h) * d.seq_q + i];
-        if constexpr (std::is_same_v<T, float>)
-          dot = row_dots[(bt - begin) * d.heads + h];
-        else
-          dot = DotOfRows(o + d.ORow(b, i, h), dout + d.ORow(b, i, h), d.dim_v);
+  // Where keys are few (seq_k <= kShortKeys, one tile) D is instead
+  // rowsum(P * Z * dP) over the tile, the unfused softmax's own form, from
+  // the very P and dP that dS is made of: then sum_j dS_ij is 0 up to that
+  // sum's rounding and, with one key (P = 1), dS is exactly 0 as the true
+  // gradient is, where rowsum(dO * O) rounds another way (k's gradient at
+  // seq_k = 1, exactly 0, came out as 3e-6 noise). Longer rows keep the
+  // pass: there it costs less than the dots a tile at a time (and reads
+  // dout ahead of the heads' strided reads), the GPT's T = 64 backward
+  // 606-634 against 645-666 us, and the two D differ by rounding alone.
+  const bool tile_dots = d.seq_k <= kShortKeys;
+  std::vector<A> dots(tile_dots ? 0 : static_cast<size_t>(d.batch * d.heads * d.seq_q));
+  if (!tile_dots)
+    cpu::ParallelFor(d.batch * d.seq_q, 64, [&](int64_t begin, int64_t end) {
+      // float32: one backend call for the task's rows (a call per row through
+      // the C ABI was most of this pass), then each to its head's place.
+      std::vector<float> row_dots;
+      if constexpr (std::is_same_v<T, float>) {
+        row_dots.resize(static_cast<size_t>((end - begin) * d.heads));
+        cpu::DotRows(o + begin * d.LdV(), d.dim_v, dout + begin * d.LdV(), d.dim_v, (end - begin) * d.heads, d.dim_v,
+                     row_dots.data());
       }
-    }
-  });
+      for (int64_t bt = begin; bt < end; ++bt) {
+        const int64_t b = bt / d.seq_q, i = bt % d.seq_q;
+        for (int64_t h = 0; h < d.heads; ++h) {
+          A& dot = dots[(b * d.heads + h) * d.seq_q + i];
+          if constexpr (std::is_same_v<T, float>)
+            dot = row_dots[(bt - begin) * d.heads + h];
+          else
+            dot = DotOfRows(o + d.ORow(b, i, h), dout + d.ORow(b, i, h), d.dim_v);
+        }
+      }
+    });
   // One task per (batch, head): it owns that head's rows of dq, dk and dv
   // and accumulates them in place (float32, float64) or densely in its own
   // scratch, written out once (bfloat16, wide gradients).
   auto run = [&](int64_t begin, int64_t end) {
-    std::vector<A> p(kBlockQ * d.ls), dp(kBlockQ * d.ls), shift(d.seq_q), inv(d.seq_q);
+    std::vector<A> p(kBlockQ * d.ls), dp(kBlockQ * d.ls), shift(d.seq_q), inv(d.seq_q), tile_dot(kBlockQ);
     std::vector<int64_t> lens(kBlockQ);
     // Dense scratch for a head's gradients where they are not accumulated in
     // place (below): bfloat16 or wide ones, or a gradient nobody asked for.
@@ -1208,7 +1233,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
       }
       int64_t ld_dout = 0;
       const T* dout_h = HeadRows(d, dout + d.ORow(b, 0, h), d.seq_q, d.dim_v, d.LdV(), dout_buf, &ld_dout);
-      const A* row_dot = dots.data() + bh * d.seq_q;
+      const A* row_dot = tile_dots ? nullptr : dots.data() + bh * d.seq_q;
       for (int64_t i0 = 0; i0 < d.seq_q; i0 += kBlockQ)
         RowShifts(d, hd, mask, b, h, i0, std::min(kBlockQ, d.seq_q - i0), row_lse + i0, shift.data() + i0,
                   inv.data() + i0, p.data());
@@ -1271,13 +1296,16 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
             TimesRowsT(d, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * ld_dout, ld_dout, hd.v, hd.ldv, hd.vt, hd.ldvt,
                        j0, dp.data() + r0 * d.ls, d.ls);
           });
+          // Past each row's visible keys P is 0 and dP finite (computed, or
+          // the zeros dS was given there before), so whole rows go in.
+          if (tile_dots) TileDots(dropout.on ? pz.data() : p.data(), dp.data(), d.ls, nq, nk, tile_dot.data());
           // dS past a row's visible keys is 0 (its P is): written as such,
           // since dP is not computed there.
           for (int64_t r = 0; r < nq; ++r) {
             const A* prow = p.data() + r * d.ls;
             A* drow = dp.data() + r * d.ls;
-            const A dot = row_dot[i0 + r];
             const int64_t len = lens[r];
+            const A dot = tile_dots ? tile_dot[r] : row_dot[i0 + r];
             if (dropout.on) {
               const A* zrow = z.data() + r * d.ls;
               for (int64_t c = 0; c < len; ++c) drow[c] = prow[c] * (drow[c] * zrow[c] - dot);

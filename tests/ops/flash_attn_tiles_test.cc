@@ -95,5 +95,44 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttnTiles,
                              TileCase{2, 1, 50, 2, 64, 64, true, false}, TileCase{1, 40, 9, 1, 16, 16, true, false}),
                          [](const ::testing::TestParamInfo<TileCase>& info) { return Name(info.param); });
 
+// With one key every probability is exactly 1, so out = v and the scores'
+// gradient is 0: q's and k's gradients must be exact zeros, not rounding
+// noise (D taken as rowsum(dO * O) left 3e-6 in k's), in every dtype.
+TEST(FlashAttnKernels, OneKeyGivesExactlyZeroQAndKGradients) {
+  LoadStandardPlugins();
+  std::mt19937_64 rng(5);
+  const HostTensor q = RandomTensor({2, 70, 3, 40}, DType::kFloat32, -2, 2, rng);
+  const HostTensor k = RandomTensor({2, 1, 3, 40}, DType::kFloat32, -2, 2, rng);
+  const HostTensor v = RandomTensor({2, 1, 3, 24}, DType::kFloat32, -1, 1, rng);
+  const HostTensor dout = RandomTensor({2, 70, 3, 24}, DType::kFloat32, -1, 1, rng);
+  for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    OpRun fwd;
+    fwd.type = "flash_attn";
+    fwd.inputs = {{"q", {q}}, {"k", {k}}, {"v", {v}}};
+    fwd.input_dtypes.assign(3, dt);
+    fwd.outputs = {{"out", 1}, {"softmax_lse", 1}};
+    const std::vector<HostTensor> f = fwd.Run();
+    OpRun bwd;
+    bwd.type = "flash_attn_grad";
+    bwd.inputs = {
+        {"q", {q}}, {"k", {k}}, {"v", {v}}, {"out", {f[0]}}, {"softmax_lse", {f[1]}}, {GradVarName("out"), {dout}}};
+    bwd.input_dtypes = {dt, dt, dt, dt, dt == DType::kBFloat16 ? DType::kFloat32 : dt, dt};
+    bwd.outputs = {{GradVarName("q"), 1}, {GradVarName("k"), 1}, {GradVarName("v"), 1}};
+    const std::vector<HostTensor> g = bwd.Run();
+    for (int t = 0; t < 2; ++t)
+      for (size_t i = 0; i < g[t].v.size(); ++i)
+        ASSERT_EQ(g[t].v[i], 0.0) << (t ? "k" : "q") << "@GRAD[" << i << "] in " << DTypeName(dt);
+    // v's gradient is dout summed over the queries.
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t h = 0; h < 3; ++h)
+        for (int64_t c = 0; c < 24; ++c) {
+          double want = 0.0;
+          for (int64_t i = 0; i < 70; ++i) want += RoundTo(dt, dout.v[((b * 70 + i) * 3 + h) * 24 + c]);
+          const double tol = dt == DType::kBFloat16 ? 0.3 : 1e-4;
+          EXPECT_NEAR(g[2].v[(b * 3 + h) * 24 + c], want, tol) << DTypeName(dt);
+        }
+  }
+}
+
 }  // namespace
 }  // namespace nabla::op_test
