@@ -131,29 +131,46 @@ __kernel void flash_attn_probs(__global const T* q, __global const T* k, __globa
                    : (T)0;
 }
 
-// Per query row (after flash_attn_row_shift): dot = rowsum(dO * O) (kept for
-// the key pass) and dq = scale * sum_j P_ij (dP_ij - dot) k_j with dP_ij = dO_i . v_j.
+// Per query row (after flash_attn_row_shift): dot = D (kept for the key
+// pass) and dq = scale * sum_j P_ij (dP_ij Z_ij - dot) k_j with dP_ij =
+// dO_i . v_j. D is rowsum(dO * O), or with tile_dots (few keys, flash_attn.h's
+// kFlashAttnShortKeys) rowsum(P * Z * dP) as the CPU takes it: then one key
+// gives dS exactly 0, as the true gradient is.
 __kernel void flash_attn_bwd_dq(__global const T* q, __global const T* k, __global const T* v,
                                 __global const T* mask, __global const T* out, __global const T* lse,
-                                __global const T* shift, __global const T* inv, __global const T* dout, __global T* dq, __global T* dot, long rows, long8 D, long8 M,
-                                T scale, long8 R, T Z) {
+                                __global const T* shift, __global const T* inv, __global const T* dout, __global T* dq, __global T* dot, long rows,
+                                long tile_dots, long8 D, long8 M, T scale, long8 R, T Z) {
   long r = GID;
   if (r >= rows) return;
   long i = r % D.s1, h = (r / D.s1) % D.s3, b = r / (D.s1 * D.s3);
   __global const T* o = out + OROW(D, b, i, h);
   __global const T* g = dout + OROW(D, b, i, h);
+  long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
   T d = (T)0;
-  for (long c = 0; c < D.s5; ++c) d += o[c] * g[c];
+  if (tile_dots) {
+    for (long j = 0; j < end; ++j) {
+      T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - shift[r]) * inv[r];
+      __global const T* vr = v + VROW(D, b, j, h);
+      T dp = (T)0;
+      for (long c = 0; c < D.s5; ++c) dp += g[c] * vr[c];
+      T dpz = dp * drop(R, Z, r / D.s1, i, j);
+      d += p * dpz;
+    }
+  } else {
+    for (long c = 0; c < D.s5; ++c) d += o[c] * g[c];
+  }
   dot[r] = d;
   __global T* dqr = dq + QROW(D, b, i, h);
   for (long c = 0; c < D.s4; ++c) dqr[c] = (T)0;
-  long end = lse[r] == -INFINITY ? 0 : key_end(D, i);
   for (long j = 0; j < end; ++j) {
     T p = exp(score(q, k, mask, D, M, scale, b, h, i, j) - shift[r]) * inv[r];
     __global const T* vr = v + VROW(D, b, j, h);
     T dp = (T)0;
     for (long c = 0; c < D.s5; ++c) dp += g[c] * vr[c];
-    T ds = p * (dp * drop(R, Z, r / D.s1, i, j) - d) * scale;
+    // dP * Z rounded on its own, as in D: contracted into fma(dp, z, -d)
+    // it would leave one key's dS at rounding noise rather than 0.
+    T dpz = dp * drop(R, Z, r / D.s1, i, j);
+    T ds = p * (dpz - d) * scale;
     __global const T* kr = k + KROW(D, b, j, h);
     for (long c = 0; c < D.s4; ++c) dqr[c] += ds * kr[c];
   }
@@ -187,7 +204,8 @@ __kernel void flash_attn_bwd_dkv(__global const T* q, __global const T* k, __glo
       dvr[c] += p * z * g[c];
       dp += g[c] * vr[c];
     }
-    T ds = p * (dp * z - dot[row]) * scale;
+    T dpz = dp * z;  // rounded on its own, as in flash_attn_bwd_dq
+    T ds = p * (dpz - dot[row]) * scale;
     __global const T* qr = q + QROW(D, b, i, h);
     for (long c = 0; c < D.s4; ++c) dkr[c] += ds * qr[c];
   }

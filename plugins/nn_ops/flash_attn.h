@@ -60,6 +60,14 @@ constexpr A LseRecomputeBound() {
   return sizeof(A) == sizeof(float) ? A(128) : A(1024);
 }
 
+// The backward's D in dS = P * (dP * Z - D) is rowsum(dO * O), except for
+// up to this many keys (CPU and OpenCL): there it is rowsum(P * Z * dP) from
+// the very P and dP that dS is made of, the unfused softmax's own form, so
+// sum_j dS_ij is 0 up to that sum's rounding and one key (P = 1) gives dS
+// exactly 0, where rowsum(dO * O) rounds another way. Longer rows keep
+// rowsum(dO * O), the cheaper pass there.
+constexpr int64_t kFlashAttnShortKeys = 32;
+
 // The fusion pass's rewrite of attention written with transpose, matmul and
 // softmax into flash_attn (flash_attn_fusion.cc), flash_attn's
 // OpBuilder::RewritesBeforeBackward.

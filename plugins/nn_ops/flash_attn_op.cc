@@ -8,7 +8,7 @@
 //    when m grows (the online softmax). softmax_lse = m + log(l) is saved.
 //  - backward: per (batch, head), key tiles outer and query tiles inner;
 //    P = exp(s - softmax_lse) is recomputed tile by tile, and with
-//    D = rowsum(dO * O) (for a few keys rowsum(P * dP), kShortKeys):
+//    D = rowsum(dO * O) (for a few keys rowsum(P * dP), kFlashAttnShortKeys):
 //    dV += P^T dO, dP = dO V^T, dS = P * (dP - D),
 //    dQ += scale dS K, dK += scale dS^T Q.
 // Tiles are products of GEMMs on one head's rows: float32 ones on
@@ -416,9 +416,6 @@ inline double DotOfRows(const double* a, const double* b, int64_t n) {
   for (int64_t c = 0; c < n; ++c) acc += a[c] * b[c];
   return acc;
 }
-
-// Key counts up to which the backward takes D from each tile (below).
-constexpr int64_t kShortKeys = 32;
 
 // out[r] = sum(a * b) over row r's n accumulators, rows ld apart: float32
 // in one backend call for the tile (cpu::DotRows, vector lanes), float64 in
@@ -1172,7 +1169,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // are heads * head_dim apart and out has long left the cache: at the
   // GPT's B=16, T=64 (4 heads of 32) those dots, taken row by row in each
   // head's task, were 46 % of the backward's own time (perf, 1 Zen 5 core).
-  // Where keys are few (seq_k <= kShortKeys, one tile) D is instead
+  // Where keys are few (seq_k <= kFlashAttnShortKeys, one tile) D is instead
   // rowsum(P * Z * dP) over the tile, the unfused softmax's own form, from
   // the very P and dP that dS is made of: then sum_j dS_ij is 0 up to that
   // sum's rounding and, with one key (P = 1), dS is exactly 0 as the true
@@ -1181,7 +1178,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
   // pass: there it costs less than the dots a tile at a time (and reads
   // dout ahead of the heads' strided reads), the GPT's T = 64 backward
   // 606-634 against 645-666 us, and the two D differ by rounding alone.
-  const bool tile_dots = d.seq_k <= kShortKeys;
+  const bool tile_dots = d.seq_k <= kFlashAttnShortKeys;
   std::vector<A> dots(tile_dots ? 0 : static_cast<size_t>(d.batch * d.heads * d.seq_q));
   if (!tile_dots)
     cpu::ParallelFor(d.batch * d.seq_q, 64, [&](int64_t begin, int64_t end) {

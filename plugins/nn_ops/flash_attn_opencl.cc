@@ -1,8 +1,9 @@
 // OpenCL kernels of flash_attn and flash_attn_grad (flash_attn.cl): one work
 // item per query row forward, an online softmax over the keys written
 // straight into the row of out; backward, one pass per query row (dq and
-// rowsum(dO * O)) and one per key row (dk, dv), the probabilities recomputed
-// from softmax_lse. Memory stays linear in the sequence, as on the CPU.
+// D) and one per key row (dk, dv), the probabilities recomputed
+// from softmax_lse (D as the CPU takes it). Memory stays linear in the
+// sequence, as on the CPU.
 // Dropout draws the CPU kernel's mask, word for word.
 #include <limits>
 
@@ -145,7 +146,8 @@ struct FlashAttnGradKernel {
     const KernelArg scale(static_cast<T>(a.scale));
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dq",
            WithDropout<T>({qa, ka, va, ma, oa, la, sh, iv, ga, KernelArg::Buffer(dq), KernelArg::Buffer(dots),
-                           KernelArg(a.QueryRows()), a.Dims(), a.Mask(), scale},
+                           KernelArg(a.QueryRows()), KernelArg(int64_t{a.seq_k <= kFlashAttnShortKeys}), a.Dims(),
+                           a.Mask(), scale},
                           dropout),
            a.QueryRows());
     Run<T>(dev, cl_source::flash_attn(), "flash_attn_bwd_dkv",

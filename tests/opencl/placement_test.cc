@@ -151,6 +151,42 @@ TEST_F(OpenClOps, EveryUnaryTableOpHasAnOpenClKernel) {
   }
 }
 
+// With one key every probability is 1 and the gradients of q and k are
+// exactly 0. The device's flash_attn_grad takes D from the probabilities for
+// few keys, as the CPU does, so they come out 0 there too (rowsum(dO * O)
+// left rounding noise), float32 and float64, with and without dropout.
+TEST_F(OpenClOps, FlashAttnWithOneKeyGivesExactlyZeroQAndKGradients) {
+  for (DType dt : {DType::kFloat32, DType::kFloat64})
+    for (float dropout : {0.0f, 0.3f}) {
+      std::vector<Input> in = {Random("q", {2, 37, 3, 20}), Random("k", {2, 1, 3, 20}), Random("v", {2, 1, 3, 12}),
+                               Random("dout", {2, 37, 3, 12})};
+      for (Input& i : in) i.dtype = dt;
+      OpDesc fwd = Op("flash_attn", {{"q", {"q"}}, {"k", {"k"}}, {"v", {"v"}}},
+                      {{"out", {"out"}}, {"softmax_lse", {"lse"}}, {"seed_offset", {"seed"}}});
+      fwd.SetAttr("dropout", dropout);
+      OpDesc bwd = Op("flash_attn_grad",
+                      {{"q", {"q"}},
+                       {"k", {"k"}},
+                       {"v", {"v"}},
+                       {"out", {"out"}},
+                       {"softmax_lse", {"lse"}},
+                       {"seed_offset", {"seed"}},
+                       {GradVarName("out"), {"dout"}}},
+                      {{GradVarName("q"), {"dq"}}, {GradVarName("k"), {"dk"}}, {GradVarName("v"), {"dv"}}});
+      bwd.SetAttr("dropout", dropout);
+      const std::string what = std::string(DTypeName(dt)) + " dropout " + std::to_string(dropout);
+      const Result cpu = RunOps({fwd, bwd}, in, HostDevice());
+      const Result cl = RunOps({fwd, bwd}, in, Cl());
+      for (const Result* r : {&cpu, &cl})
+        for (const char* name : {"dq", "dk"}) {
+          const op_case::Doubles& g = r->values.at(name);
+          for (size_t i = 0; i < g.size(); ++i)
+            ASSERT_EQ(g[i], 0.0) << what << (r == &cl ? " on OpenCL: " : " on the CPU: ") << name << "[" << i << "]";
+        }
+      ExpectSame(cpu, cl, what);
+    }
+}
+
 // An op without an OpenCL kernel runs on the CPU with copies of its inputs.
 // A fresh output stays on the host (an OpenCL kernel reading it uploads
 // it); an output whose var lived on the device goes back there.
