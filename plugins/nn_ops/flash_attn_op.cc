@@ -435,11 +435,13 @@ struct Head {
   const T* k = nullptr;
   const T* v = nullptr;
   int64_t q0 = 0, ldq = 0, ldk = 0, ldv = 0;
-  // float32: k and v also (or only) transposed, [dim][keys], so that the
-  // scores and dP are products of untransposed operands (kKeysTransposed).
+  // float32: k and v also (or only) transposed, so that the scores and dP
+  // are products of untransposed operands (kKeysTransposed): a [dim][keys]
+  // block per kBlockK keys, rows ldkt apart, blocks kt_step apart
+  // (TransposedKeys).
   const T* kt = nullptr;
   const T* vt = nullptr;
-  int64_t ldkt = 0, ldvt = 0;
+  int64_t ldkt = 0, ldvt = 0, kt_step = 0, vt_step = 0;
   const T* Q(int64_t i) const { return q + (i - q0) * ldq; }
   const T* K(int64_t j) const { return k + j * ldk; }
   const T* V(int64_t j) const { return v + j * ldv; }
@@ -653,6 +655,27 @@ const T* HeadRows(const AttnDims& d, const T* src, int64_t rows, int64_t width, 
   return src;
 }
 
+// Rows [0, nk) of a head's k or v (`width` wide, `ld` apart) transposed, a
+// [width][keys] block per kBlockK keys: rows *ldt apart (kBlockK, or nk
+// where shorter), blocks *step apart. One [width][nk] transpose had rows
+// nk apart, and from T = 256 a tile product's k steps over them fell on
+// few L1 sets (rows 1 KiB apart at T = 256, 8 KiB at T = 2048): non-causal
+// T = 2048, 4 heads of 64, forward + backward, took 117-118 ms, its tile
+// products at 40 % of their in-cache rate.
+inline const float* TransposedKeys(const float* src, int64_t ld, int64_t nk, int64_t width, Scratch<float>& buf,
+                                   int64_t* ldt, int64_t* step) {
+  *ldt = std::min(nk, kBlockK);
+  *step = width * *ldt;
+  float* t = AtLeast(buf, (nk + kBlockK - 1) / kBlockK * *step);
+  for (int64_t j0 = 0; j0 < nk; j0 += kBlockK)
+    TransposeRows(src + j0 * ld, ld, std::min(kBlockK, nk - j0), width, t + j0 / kBlockK * *step, *ldt);
+  return t;
+}
+template <typename T>
+const T* TransposedKeys(const T*, int64_t, int64_t, int64_t, Scratch<T>&, int64_t*, int64_t*) {
+  return nullptr;  // kKeysTransposed is float32 only
+}
+
 // Head (b, h) with q rows [i0, i0 + nq) and k, v rows [0, nk) as operands
 // (HeadRows), or transposed as `parts` asks where kKeysTransposed.
 template <typename T>
@@ -667,18 +690,8 @@ Head<T> PackHead(const AttnDims& d, const T* q, const T* k, const T* v, int64_t 
   if (parts.v_rows) hd.v = HeadRows(d, v + d.VRow(b, 0, h), nk, d.dim_v, d.LdV(), buf[2], &hd.ldv);
   hd.q0 = i0;
   if constexpr (kKeysTransposed<T>) {
-    if (parts.k_t) {
-      T* kt = AtLeast(buf[3], nk * d.dim);
-      TransposeRows(k + d.KRow(b, 0, h), d.LdQK(), nk, d.dim, kt, nk);
-      hd.kt = kt;
-      hd.ldkt = nk;
-    }
-    if (parts.v_t) {
-      T* vt = AtLeast(buf[4], nk * d.dim_v);
-      TransposeRows(v + d.VRow(b, 0, h), d.LdV(), nk, d.dim_v, vt, nk);
-      hd.vt = vt;
-      hd.ldvt = nk;
-    }
+    if (parts.k_t) hd.kt = TransposedKeys(k + d.KRow(b, 0, h), d.LdQK(), nk, d.dim, buf[3], &hd.ldkt, &hd.kt_step);
+    if (parts.v_t) hd.vt = TransposedKeys(v + d.VRow(b, 0, h), d.LdV(), nk, d.dim_v, buf[4], &hd.ldvt, &hd.vt_step);
   }
   return hd;
 }
@@ -850,14 +863,16 @@ inline void TileGemm(const AttnDims&, bool ta, bool tb, int64_t m, int64_t n, in
 }
 
 // c[rows x width] = alpha a[rows x depth] b[j0 .. j0 + width)^T for a head's
-// k or v: from its transposed pack bt (rows ldbt apart) where the head has
-// one (kKeysTransposed), else from its rows b. Nothing for width 0.
+// k or v, keys within one kBlockK block: from its transposed pack bt (rows
+// ldbt apart, blocks bt_step apart: TransposedKeys) where the head has one
+// (kKeysTransposed), else from its rows b. Nothing for width 0.
 template <typename T, typename A>
 void TimesRowsT(const AttnDims& d, int64_t rows, int64_t width, int64_t depth, A alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, const T* bt, int64_t ldbt, int64_t j0, A* c, int64_t ldc) {
+                const T* b, int64_t ldb, const T* bt, int64_t ldbt, int64_t bt_step, int64_t j0, A* c, int64_t ldc) {
   if (width <= 0) return;
   if (bt)
-    TileGemm(d, false, false, rows, width, depth, alpha, a, lda, bt + j0, ldbt, A(0), c, ldc);
+    TileGemm(d, false, false, rows, width, depth, alpha, a, lda, bt + j0 / kBlockK * bt_step + j0 % kBlockK, ldbt, A(0),
+             c, ldc);
   else
     TileGemm(d, false, true, rows, width, depth, alpha, a, lda, b + j0 * ldb, ldb, A(0), c, ldc);
 }
@@ -889,7 +904,7 @@ void Scores(const AttnDims& d, const Head<T>& hd, const T* mask, int64_t b, int6
             int64_t j0, int64_t nk, A* s) {
   ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
     TimesRowsT(d, r1 - r0, width, d.dim, static_cast<A>(d.scale), hd.Q(i0 + r0), hd.ldq, hd.k, hd.ldk, hd.kt, hd.ldkt,
-               j0, s + r0 * d.ls, d.ls);
+               hd.kt_step, j0, s + r0 * d.ls, d.ls);
   });
   if (!mask) return;
   const int64_t* ms = d.mask_stride;
@@ -1291,7 +1306,7 @@ void FlashAttnGradKernel(const ExecutionContext& ctx) {
           });
           ForEachRowBand(d, i0, nq, j0, nk, [&](int64_t r0, int64_t r1, int64_t width) {
             TimesRowsT(d, r1 - r0, width, d.dim_v, A(1), dout_blk + r0 * ld_dout, ld_dout, hd.v, hd.ldv, hd.vt, hd.ldvt,
-                       j0, dp.data() + r0 * d.ls, d.ls);
+                       hd.vt_step, j0, dp.data() + r0 * d.ls, d.ls);
           });
           // Past each row's visible keys P is 0 and dP finite (computed, or
           // the zeros dS was given there before), so whole rows go in.

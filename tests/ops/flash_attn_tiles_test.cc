@@ -91,6 +91,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttnTiles,
                              // diagonal off the tiles' corners; a mask with causal.
                              TileCase{1, 70, 75, 2, 30, 20, true, false}, TileCase{2, 130, 140, 1, 40, 72, true, true},
                              TileCase{1, 33, 17, 3, 8, 8, false, true},
+                             // Past 256 keys, dense head copies: k and v transposed a block of 128
+                             // keys at a time, the last block part-filled.
+                             TileCase{1, 300, 390, 2, 24, 40, false, false},
+                             TileCase{1, 290, 290, 1, 64, 48, true, true},
                              // One query (decoding), and more queries than keys (the first see none).
                              TileCase{2, 1, 50, 2, 64, 64, true, false}, TileCase{1, 40, 9, 1, 16, 16, true, false}),
                          [](const ::testing::TestParamInfo<TileCase>& info) { return Name(info.param); });
