@@ -114,6 +114,17 @@ const std::vector<std::vector<int64_t>> kShapes = {
     {256, 1024, 2048, 1, 0},
     {1024, 256, 2048, 1, 0},
     {512, 128, 1024, 1, 0},
+    // A GPT block of D = 512 over 512 tokens (compare_torch --gpt-sizes
+    // 4x128x512x8): the linear layers' forward, dX and dW products (the
+    // square forward one is above).
+    {512, 2048, 512, 0, 0},
+    {512, 512, 2048, 0, 0},
+    {512, 512, 512, 0, 1},
+    {512, 512, 2048, 0, 1},
+    {512, 2048, 512, 0, 1},
+    {512, 512, 512, 1, 0},
+    {512, 2048, 512, 1, 0},
+    {2048, 512, 512, 1, 0},
     // The same with the q, k and v projections as one product of N = 3D
     // (the fusion pass's packed attention): forward, dX over K = 3D and dW.
     {1024, 384, 128, 0, 0},
