@@ -1042,6 +1042,79 @@ TEST(Bf16Kernels, FoldedGradientsAreFloat32AndCloserToIt) {
   EXPECT_LT(off_folded, off_rounded);
 }
 
+// matmul_grad's bfloat16 kernel where X's batches stack into one GEMM
+// (X [2, 3, 4] against a Y of no batch, the logits against a tied
+// embedding): X@GRAD and Y@GRAD against float64 sums of the same bfloat16
+// values, in both forms: float32 outputs with Y@GRAD accumulated into
+// AccumulateY and an sgd step folded in (what FuseGradOps asks of a weight
+// gradient), and bfloat16 outputs, rounded once.
+TEST(Bf16Kernels, StackedMatmulGradMatchesFloat64SumsInBothForms) {
+  if (!cpu::HasBf16Gemm()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  cpu::InitCpuBackend();
+  PluginManager::Instance().LoadDefaults();
+  ProgramDesc p = ParseProgram(R"(format: nabla-program/1
+blocks:
+  - idx: 0
+    parent: -1
+    vars:
+      x: {shape: [2, 3, 4], dtype: float32, persistable: true}
+      y: {shape: [5, 4], dtype: float32, persistable: true}
+      g: {shape: [2, 3, 5], dtype: float32, persistable: true}
+      acc: {shape: [5, 4], dtype: float32, persistable: true}
+      lr: {shape: [1], dtype: float32, persistable: true}
+    ops:
+      - {type: cast, inputs: {X: [x]}, outputs: {Out: [xb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: cast, inputs: {X: [y]}, outputs: {Out: [yb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - {type: cast, inputs: {X: [g]}, outputs: {Out: [gb]}, attrs: {in_dtype: float32, out_dtype: bfloat16}}
+      - type: matmul_grad
+        inputs: {X: [xb], Y: [yb], Out@GRAD: [gb], AccumulateY: [acc], LearningRate: [lr]}
+        outputs: {X@GRAD: [dx], Y@GRAD: [acc]}
+        attrs: {transpose_Y: true, alpha: 0.5, force_fp32_output: true}
+      - type: matmul_grad
+        inputs: {X: [xb], Y: [yb], Out@GRAD: [gb]}
+        outputs: {X@GRAD: [dxb], Y@GRAD: [dyb]}
+        attrs: {transpose_Y: true, alpha: 0.5}
+)",
+                               "stacked_matmul_grad.yaml");
+  Scope scope;
+  std::mt19937 gen(3);
+  std::normal_distribution<float> d;
+  // Values bfloat16 holds exactly, so the casts change nothing.
+  auto fill = [&](const char* name, Shape shape) {
+    float* v = scope.Var(name)->GetTensor().Allocate<float>(HostDevice(), shape);
+    std::vector<double> out(static_cast<size_t>(NumElements(shape)));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = v[i] = Bf16ToFloat(FloatToBf16(d(gen)));
+    return out;
+  };
+  const std::vector<double> x = fill("x", {2, 3, 4}), y = fill("y", {5, 4}), g = fill("g", {2, 3, 5});
+  const std::vector<double> acc = fill("acc", {5, 4});
+  scope.Var("lr")->GetTensor().Allocate<float>(HostDevice(), {1})[0] = 0.25f;
+  CreateExecutor("sequential", HostDevice())->Run(p, 0, scope);
+  // Out = 0.5 X Y^T over the 6 stacked rows: dX = 0.5 dOut Y, dY = 0.5 dOut^T X.
+  std::vector<double> dx(24, 0.0), dy(20, 0.0);
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 5; ++j)
+      for (int c = 0; c < 4; ++c) {
+        dx[r * 4 + c] += 0.5 * g[r * 5 + j] * y[j * 4 + c];
+        dy[j * 4 + c] += 0.5 * g[r * 5 + j] * x[r * 4 + c];
+      }
+  auto expect = [&](const char* var, DType dtype, const std::vector<double>& want, double tol) {
+    const Tensor& t = scope.FindVar(var)->GetTensor();
+    ASSERT_EQ(t.GetDType(), dtype) << var;
+    ASSERT_EQ(t.Numel(), static_cast<int64_t>(want.size())) << var;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double got = dtype == DType::kFloat32 ? t.Data<float>()[i] : Bf16ToFloat(t.Data<bfloat16>()[i]);
+      EXPECT_NEAR(got, want[i], tol * (1.0 + std::abs(want[i]))) << var << "[" << i << "]";
+    }
+  };
+  std::vector<double> stepped(20);
+  for (size_t i = 0; i < stepped.size(); ++i) stepped[i] = acc[i] - 0.25 * dy[i];
+  expect("dx", DType::kFloat32, dx, 1e-6);
+  expect("acc", DType::kFloat32, stepped, 1e-6);
+  expect("dxb", DType::kBFloat16, dx, 1.0 / 256);
+  expect("dyb", DType::kBFloat16, dy, 1.0 / 256);
+}
+
 // A bias and activation between two GEMMs, as ElideBf16Casts runs it in
 // bfloat16 (no casts around it), against the program the mixed-precision
 // pass leaves (the float32 op between a widening and a narrowing cast):
